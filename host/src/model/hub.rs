@@ -1,0 +1,69 @@
+//! The run-wide owner of the shared model services.
+
+use std::sync::Arc;
+
+use crate::model::cache::ResponseCache;
+use crate::model::client::{EndpointLimiter, HttpChatModel};
+use crate::model::config::ModelConfig;
+use crate::model::error::ModelError;
+use crate::model::ledger::UsageLedger;
+use crate::model::metered::MeteredModel;
+use crate::model::types::ChatModel;
+
+/// One per run: the ledger, the response cache and the endpoint limiter that
+/// every role's model shares. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ModelHub {
+    ledger: Arc<UsageLedger>,
+    cache: Arc<ResponseCache>,
+    limiter: EndpointLimiter,
+}
+
+impl ModelHub {
+    pub fn new(ledger: Arc<UsageLedger>, cache: Arc<ResponseCache>) -> Self {
+        Self {
+            ledger,
+            cache,
+            limiter: EndpointLimiter::new(),
+        }
+    }
+
+    pub fn ledger(&self) -> &Arc<UsageLedger> {
+        &self.ledger
+    }
+
+    pub fn cache(&self) -> &Arc<ResponseCache> {
+        &self.cache
+    }
+
+    pub fn limiter(&self) -> &EndpointLimiter {
+        &self.limiter
+    }
+
+    /// The HTTP model for `config`, cached and recorded under `role`
+    /// (`ModelRole::as_str()` for the standard roles).
+    pub fn http_model(
+        &self,
+        role: &str,
+        config: ModelConfig,
+    ) -> Result<Arc<dyn ChatModel>, ModelError> {
+        let http = HttpChatModel::new(config, &self.limiter)?;
+        Ok(self.metered(role, Arc::new(http), true))
+    }
+
+    /// Any model (e.g. a simulated one) recorded under `role`; `use_cache`
+    /// attaches the response cache (pointless for cheap deterministic
+    /// models, which would only fill the disk).
+    pub fn metered(
+        &self,
+        role: &str,
+        inner: Arc<dyn ChatModel>,
+        use_cache: bool,
+    ) -> Arc<dyn ChatModel> {
+        let mut metered = MeteredModel::new(inner, role, Arc::clone(&self.ledger));
+        if use_cache {
+            metered = metered.with_cache(Arc::clone(&self.cache));
+        }
+        Arc::new(metered)
+    }
+}
