@@ -1,1 +1,325 @@
+//! The sandbox contains every hostile guest with the right typed error, the
+//! host survives, and a good guest on the same engine works right afterwards
+//! (the positive control: a deny-everything host would otherwise pass).
 
+mod support;
+
+use std::time::Duration;
+
+use ecdysis_host::doctor;
+use ecdysis_host::sandbox::{
+    ActionDecision, AgentAction, EpisodeInfo, FailurePolicy, HookResolution, Limits, LoadedHarness,
+    Sandbox, SandboxError, StaticEnv, ToolCall, Violation,
+};
+
+fn info() -> EpisodeInfo {
+    EpisodeInfo {
+        domain: "tau2/retail".into(),
+        max_steps: 200,
+        max_errors: 10,
+    }
+}
+
+fn env() -> StaticEnv {
+    StaticEnv::default()
+        .with_tool(
+            "get_order_details",
+            false,
+            r##"{"order_id": "#W1", "status": "pending"}"##,
+        )
+        .with_tool("get_user_details", false, "{}")
+        .with_tool("cancel_pending_order", true, "")
+}
+
+fn proposed_call() -> AgentAction {
+    AgentAction::Call(ToolCall {
+        id: "call_7".into(),
+        name: "get_order_details".into(),
+        arguments: r##"{"order_id":"#W1"}"##.into(),
+    })
+}
+
+/// Tight limits so the hostile guests hit them quickly in debug builds.
+fn test_limits() -> Limits {
+    Limits {
+        fuel_per_hook: 50_000_000,
+        deadline: Duration::from_secs(20),
+        memory_bytes: 32 << 20,
+        ..Limits::default()
+    }
+}
+
+fn load(sandbox: &Sandbox, feature: Option<&str>) -> LoadedHarness {
+    sandbox
+        .load_bytes(&support::guest("guests/hostile", feature))
+        .expect("hostile guest compiles and links")
+}
+
+/// The well-behaved build of the hostile crate, on the same engine, must
+/// still execute a call after an attack.
+fn positive_control(sandbox: &Sandbox) {
+    let good = load(sandbox, None);
+    let mut ep = good
+        .start_episode(&info(), &doctor::sample_tools(), Box::new(env()))
+        .expect("good guest starts");
+    let h = ep.realize(&proposed_call()).expect("good guest answers");
+    match h.value {
+        ActionDecision::Execute(call) => assert_eq!(call.name, "get_order_details"),
+        other => panic!("positive control answered {other:?}"),
+    }
+    assert!(h.fuel > 0, "fuel is metered");
+    // The read path of the env view works for an honest harness.
+    let h = ep
+        .realize(&AgentAction::Text("#W1".into()))
+        .expect("reads the view");
+    assert_eq!(h.env_view_calls, 1);
+    assert_eq!(
+        h.value,
+        ActionDecision::Block(r##"{"order_id": "#W1", "status": "pending"}"##.into())
+    );
+}
+
+fn attack(feature: &str, limits: Limits) -> SandboxError {
+    let sandbox = Sandbox::new(limits).expect("engine");
+    let hostile = load(&sandbox, Some(feature));
+    let mut ep = hostile
+        .start_episode(&info(), &doctor::sample_tools(), Box::new(env()))
+        .expect("constructor is harmless");
+    let err = ep
+        .realize(&proposed_call())
+        .expect_err("the attack must be stopped");
+    // The instance is poisoned after a failure.
+    assert!(matches!(
+        ep.realize(&proposed_call()),
+        Err(SandboxError::Poisoned)
+    ));
+    drop(ep);
+    positive_control(&sandbox);
+    err
+}
+
+#[test]
+fn infinite_loop_runs_out_of_fuel() {
+    let err = attack("infinite-loop", test_limits());
+    assert!(
+        matches!(
+            err,
+            SandboxError::OutOfFuel {
+                hook: "realize",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn infinite_loop_with_unbounded_fuel_hits_the_deadline() {
+    let limits = Limits {
+        fuel_per_hook: u64::MAX / 2,
+        deadline: Duration::from_millis(100),
+        ..test_limits()
+    };
+    let err = attack("infinite-loop", limits);
+    assert!(
+        matches!(
+            err,
+            SandboxError::Deadline {
+                hook: "realize",
+                deadline_ms: 100
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn memory_bomb_hits_the_memory_limit() {
+    let err = attack("memory-bomb", test_limits());
+    assert!(matches!(err, SandboxError::MemoryLimit { .. }), "{err}");
+}
+
+#[test]
+fn deep_recursion_overflows_the_stack() {
+    let err = attack("deep-recursion", test_limits());
+    assert!(matches!(err, SandboxError::StackOverflow { .. }), "{err}");
+}
+
+#[test]
+fn panic_is_a_trap_with_the_panic_message() {
+    let err = attack("panic", test_limits());
+    match err {
+        SandboxError::Trap { hook, message } => {
+            assert_eq!(hook, "realize");
+            assert!(
+                message.contains("hostile guest panicked on purpose"),
+                "panic message reaches the error: {message}"
+            );
+        }
+        other => panic!("expected a trap, got {other}"),
+    }
+}
+
+#[test]
+fn huge_output_is_a_contract_violation() {
+    let err = attack("huge-output", test_limits());
+    assert!(
+        matches!(
+            err,
+            SandboxError::Contract {
+                violation: Violation::OutputTooLarge { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn unknown_tool_is_a_contract_violation() {
+    let err = attack("unknown-tool", test_limits());
+    match err {
+        SandboxError::Contract {
+            violation: Violation::UnknownTool { tool },
+            ..
+        } => assert_eq!(tool, "drop_all_tables"),
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn non_json_arguments_are_a_contract_violation() {
+    let err = attack("bad-json-args", test_limits());
+    assert!(
+        matches!(
+            err,
+            SandboxError::Contract {
+                violation: Violation::ArgumentsNotObject { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn mutating_tool_through_env_view_is_refused() {
+    let err = attack("mutating-env-view", test_limits());
+    match err {
+        SandboxError::Contract {
+            violation: Violation::MutatingViaEnvView { tool },
+            ..
+        } => assert_eq!(tool, "cancel_pending_order"),
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn env_view_flood_hits_the_quota() {
+    let limits = Limits {
+        env_view_calls_per_hook: 50,
+        ..test_limits()
+    };
+    let err = attack("env-view-flood", limits);
+    assert!(
+        matches!(
+            err,
+            SandboxError::Contract {
+                violation: Violation::EnvViewQuota { quota: 50 },
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_guest_importing_a_clock_is_refused_at_link_time() {
+    let sandbox = Sandbox::new(test_limits()).unwrap();
+    let bytes = support::guest("guests/hostile", Some("wants-clock"));
+    let err = match sandbox.load_bytes(&bytes) {
+        Err(e) => e,
+        Ok(_) => panic!("a clock import must not link"),
+    };
+    match &err {
+        SandboxError::Link(msg) => assert!(msg.contains("wasi:clocks"), "{msg}"),
+        other => panic!("expected a link error, got {other}"),
+    }
+    positive_control(&sandbox);
+}
+
+#[test]
+fn the_same_inputs_burn_the_same_fuel() {
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let harness = sandbox
+        .load_bytes(&support::guest("harness-template", None))
+        .unwrap();
+    let fuel = |_: u8| {
+        let mut ep = harness
+            .start_episode(&info(), &doctor::sample_tools(), Box::new(env()))
+            .unwrap();
+        let a = ep.realize(&proposed_call()).unwrap().fuel;
+        let b = ep.realize(&AgentAction::Text("hello".into())).unwrap().fuel;
+        (ep.constructor_fuel(), a, b)
+    };
+    let first = fuel(0);
+    assert!(first.1 > 0 && first.2 > 0);
+    assert_eq!(first, fuel(1));
+}
+
+#[test]
+fn the_template_and_direct_pass_the_doctor() {
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    for crate_rel in ["harness-template", "guests/direct"] {
+        let harness = sandbox
+            .load_bytes(&support::guest(crate_rel, None))
+            .unwrap();
+        let report = doctor::check(&harness);
+        assert!(report.passed(), "{crate_rel}: {report:?}");
+        assert_eq!(report.probes.len(), 7);
+        assert!(report.probes.iter().all(|p| p.fuel > 0));
+    }
+}
+
+#[test]
+fn failure_policy_decides_between_neutral_and_ending() {
+    let sandbox = Sandbox::new(test_limits()).unwrap();
+    let hostile = load(&sandbox, Some("panic"));
+    let run = |policy: FailurePolicy| {
+        let mut ep = hostile
+            .start_episode(&info(), &doctor::sample_tools(), Box::new(env()))
+            .unwrap();
+        policy.resolve(ep.realize(&proposed_call()), || ActionDecision::Proceed)
+    };
+    match run(FailurePolicy::FailOpen) {
+        HookResolution::FailedOpen { neutral, error } => {
+            assert_eq!(neutral, ActionDecision::Proceed);
+            assert_eq!(error.kind(), "trap");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        run(FailurePolicy::FailClosed),
+        HookResolution::FailedClosed { .. }
+    ));
+    positive_control(&sandbox);
+}
+
+#[test]
+fn per_harness_limits_apply_on_a_shared_engine() {
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let good = load(&sandbox, None);
+    let starved = good.with_limits(Limits {
+        fuel_per_hook: 10,
+        ..Limits::default()
+    });
+    let err = starved
+        .start_episode(&info(), &doctor::sample_tools(), Box::new(env()))
+        .err()
+        .expect("10 units of fuel cannot run a constructor");
+    assert!(
+        matches!(err, SandboxError::OutOfFuel { budget: 10, .. }),
+        "{err}"
+    );
+    positive_control(&sandbox);
+}

@@ -1,1 +1,174 @@
+//! The content-addressed store: stable hashes, no rebuilds, verified
+//! precompiled artifacts, clear errors.
 
+mod support;
+
+use ecdysis_host::sandbox::{Limits, Sandbox};
+use ecdysis_host::store::{BuildOptions, ComponentStore, LoadSource, ManifestFacts, StoreError};
+
+fn temp_store() -> (tempfile::TempDir, ComponentStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ComponentStore::open(dir.path().join("store"));
+    (dir, store)
+}
+
+fn quiet() -> BuildOptions {
+    BuildOptions {
+        quiet: true,
+        ..BuildOptions::default()
+    }
+}
+
+#[test]
+fn building_twice_gives_the_same_hash_without_rebuilding() {
+    let (_d, store) = temp_store();
+    let crate_dir = support::repo_root().join("guests/direct");
+    let first = store.build(&crate_dir, &quiet()).unwrap();
+    let second = store.build(&crate_dir, &quiet()).unwrap();
+    assert_eq!(first.manifest.hash, second.manifest.hash);
+    assert!(
+        second.cargo_fresh,
+        "cargo must find the second build up to date"
+    );
+    // First write wins: the manifest is not rewritten.
+    assert_eq!(first.manifest.built_at, second.manifest.built_at);
+    let m = &second.manifest;
+    assert_eq!(m.world, ecdysis_host::sandbox::WORLD_VERSION);
+    assert!(m.toolchain.as_deref().unwrap_or("").starts_with("rustc "));
+    assert_eq!(m.source_tree_hash.as_ref().map(String::len), Some(64));
+    let bytes = store.read_component(&m.hash).unwrap();
+    assert_eq!(bytes.len() as u64, m.size);
+    assert_eq!(store.list().unwrap(), vec![m.hash.clone()]);
+}
+
+#[test]
+fn features_and_parents_are_recorded() {
+    let (_d, store) = temp_store();
+    let crate_dir = support::repo_root().join("guests/hostile");
+    let plain = store.build(&crate_dir, &quiet()).unwrap().manifest;
+    let opts = BuildOptions {
+        features: vec!["panic".into()],
+        parent: Some(plain.hash.clone()),
+        quiet: true,
+        ..BuildOptions::default()
+    };
+    let child = store.build(&crate_dir, &opts).unwrap().manifest;
+    assert_ne!(plain.hash, child.hash);
+    assert_eq!(child.parent.as_ref(), Some(&plain.hash));
+    assert_eq!(child.features, vec!["panic".to_string()]);
+}
+
+#[test]
+fn a_known_hash_loads_without_compiling_and_corruption_is_caught() {
+    let (dir, store) = temp_store();
+    let bytes = support::guest("guests/direct", None);
+    let m = store
+        .put(
+            &bytes,
+            ManifestFacts {
+                origin: "test".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let (_, first) = store.load(&sandbox, &m.hash).unwrap();
+    assert_eq!(first, LoadSource::Compiled);
+    let (_, second) = store.load(&sandbox, &m.hash).unwrap();
+    assert_eq!(second, LoadSource::Precompiled);
+
+    // Flip bytes in the middle of the precompiled artifact.
+    let pre_dir = dir.path().join("store/precompiled");
+    let cwasm = std::fs::read_dir(&pre_dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .expect("artifact written");
+    let mut native = std::fs::read(&cwasm).unwrap();
+    let mid = native.len() / 2;
+    for b in &mut native[mid..mid + 64] {
+        *b ^= 0xA5;
+    }
+    std::fs::write(&cwasm, &native).unwrap();
+    let (harness, third) = store.load(&sandbox, &m.hash).unwrap();
+    assert_eq!(third, LoadSource::RecompiledCorrupt);
+    assert!(ecdysis_host::doctor::check(&harness).passed());
+    let (_, fourth) = store.load(&sandbox, &m.hash).unwrap();
+    assert_eq!(
+        fourth,
+        LoadSource::Precompiled,
+        "the artifact was rewritten"
+    );
+
+    // A tampered component is refused, not run.
+    let path = store.component_path(&m.hash);
+    let mut wasm = std::fs::read(&path).unwrap();
+    let last = wasm.len() - 1;
+    wasm[last] ^= 1;
+    std::fs::write(&path, &wasm).unwrap();
+    std::fs::remove_dir_all(&pre_dir).unwrap();
+    assert!(matches!(
+        store.load(&sandbox, &m.hash),
+        Err(StoreError::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn hashes_resolve_by_unique_prefix_and_bad_specs_are_named() {
+    let (_d, store) = temp_store();
+    let m = store
+        .put(
+            &support::guest("guests/direct", None),
+            ManifestFacts {
+                origin: "test".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(store.resolve(&m.hash.as_str()[..8]).unwrap().hash, m.hash);
+    assert_eq!(store.resolve(m.hash.as_str()).unwrap().hash, m.hash);
+    let err = store.resolve("no-such-thing.wasm").unwrap_err();
+    assert!(err.to_string().contains("no-such-thing.wasm"), "{err}");
+    let err = store
+        .put(
+            b"\0asm\x01\0\0\0",
+            ManifestFacts {
+                origin: "core.wasm".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::NotAComponent(ref o) if o == "core.wasm"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_broken_crate_reports_the_compiler_error() {
+    let (dir, store) = temp_store();
+    let src = support::repo_root().join("guests/direct");
+    let staging = dir.path().join("broken");
+    std::fs::create_dir_all(staging.join("src")).unwrap();
+    let manifest = std::fs::read_to_string(src.join("Cargo.toml"))
+        .unwrap()
+        .replace("wit-bindgen.workspace = true", "wit-bindgen = \"0.63\"");
+    std::fs::write(
+        staging.join("Cargo.toml"),
+        format!("[workspace]\n{manifest}"),
+    )
+    .unwrap();
+    std::fs::write(
+        staging.join("src/lib.rs"),
+        "pub fn f() -> u32 { \"not a number\" }",
+    )
+    .unwrap();
+    let err = store.build(&staging, &quiet()).unwrap_err();
+    match err {
+        StoreError::BuildFailed { stderr_tail, .. } => {
+            assert!(stderr_tail.contains("mismatched types"), "{stderr_tail}")
+        }
+        other => panic!("{other}"),
+    }
+}

@@ -1,1 +1,341 @@
-fn main(){}
+//! `ecdysis-host`: the command-line face of the library. Every subcommand is
+//! a thin layer over a library call; errors become `anyhow` only here.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+
+use ecdysis_host::sandbox::{Limits, Sandbox, WORLD_VERSION};
+use ecdysis_host::store::{BuildOptions, ComponentHash, ComponentStore};
+use ecdysis_host::{bench, doctor};
+
+/// Train, check and run sandboxed WebAssembly runtime harnesses for LLM agents.
+///
+/// A harness is a WebAssembly component of the `ecdysis:harness@0.1.0` world
+/// (see wit/harness.wit). Components are stored by the blake3 hash of their
+/// bytes; anywhere a harness is expected you may pass a guest crate directory
+/// (built on the spot), a .wasm file, or a stored hash (a unique prefix of at
+/// least 6 digits is enough).
+#[derive(Parser)]
+#[command(name = "ecdysis-host", version, propagate_version = true)]
+struct Cli {
+    /// The component store directory.
+    #[arg(
+        long,
+        global = true,
+        env = "ECDYSIS_STORE",
+        default_value = ".ecdysis/store"
+    )]
+    store: PathBuf,
+    /// More log output (repeat for more); logs go to stderr.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// No progress output; results only.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a guest crate to a component and add it to the store.
+    ///
+    /// Runs `cargo build --target wasm32-wasip2 --release` for the crate,
+    /// hashes the component with blake3 and stores it with a manifest (world
+    /// version, size, parent, source-tree hash, toolchain, time). Prints the
+    /// hash on stdout.
+    Build(BuildArgs),
+    /// Show a component's world version, imports, exports, hash, size and
+    /// manifest.
+    Inspect {
+        /// A .wasm file, a stored hash or a guest crate directory.
+        harness: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The doctor: instantiate a harness and call every hook with
+    /// representative inputs, printing fuel, time and any contract violation
+    /// per hook. Exits non-zero if any hook fails.
+    Check {
+        /// A .wasm file, a stored hash or a guest crate directory.
+        harness: String,
+        #[command(flatten)]
+        limits: LimitArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure the sandbox's overhead: per-hook call time, episode
+    /// instantiation, compile vs precompiled load, each against a native
+    /// baseline measured in the same run.
+    Bench {
+        /// A pass-through harness to measure (default: the guests/direct crate).
+        #[arg(long, default_value = "guests/direct")]
+        harness: String,
+        /// Hook calls to time.
+        #[arg(long, default_value_t = 200_000)]
+        calls: u64,
+        /// Episodes to instantiate.
+        #[arg(long, default_value_t = 5_000)]
+        episodes: u64,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run an agent with a harness on benchmark tasks (not yet available).
+    Run {
+        /// Anything after `run` is accepted so the message below is what the
+        /// user sees, not a parse error.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
+    },
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    /// The guest crate directory (it must build a cdylib for wasm32-wasip2).
+    crate_dir: PathBuf,
+    /// Cargo features to enable (comma-separated or repeated).
+    #[arg(long, value_delimiter = ',')]
+    features: Vec<String>,
+    /// The hash of the component this one derives from (recorded as parent).
+    #[arg(long)]
+    parent: Option<String>,
+    /// Cargo target directory (default: the crate's own target/).
+    #[arg(long)]
+    target_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct LimitArgs {
+    /// Fuel per hook call.
+    #[arg(long)]
+    fuel: Option<u64>,
+    /// Wall-clock deadline per hook call, in milliseconds.
+    #[arg(long)]
+    deadline_ms: Option<u64>,
+    /// Guest memory cap, in MiB.
+    #[arg(long)]
+    memory_mib: Option<usize>,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        let mut l = Limits::default();
+        if let Some(f) = self.fuel {
+            l.fuel_per_hook = f;
+        }
+        if let Some(ms) = self.deadline_ms {
+            l.deadline = Duration::from_millis(ms);
+        }
+        if let Some(m) = self.memory_mib {
+            l.memory_bytes = m << 20;
+        }
+        l
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ECDYSIS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<ExitCode> {
+    let store = ComponentStore::open(&cli.store);
+    match cli.command {
+        Command::Build(args) => {
+            let parent = match &args.parent {
+                Some(p) => Some(
+                    ComponentHash::parse(p)
+                        .or_else(|| store.resolve(p).ok().map(|m| m.hash))
+                        .with_context(|| format!("--parent `{p}` is not a known hash"))?,
+                ),
+                None => None,
+            };
+            let opts = BuildOptions {
+                features: args.features,
+                parent,
+                target_dir: args.target_dir,
+                quiet: cli.quiet,
+            };
+            let out = store
+                .build(&args.crate_dir, &opts)
+                .with_context(|| format!("building {}", args.crate_dir.display()))?;
+            if !cli.quiet {
+                eprintln!(
+                    "stored {} ({} bytes{}) in {}",
+                    out.manifest.hash.short(),
+                    out.manifest.size,
+                    if out.cargo_fresh {
+                        ", cargo: up to date"
+                    } else {
+                        ""
+                    },
+                    store.component_path(&out.manifest.hash).display()
+                );
+            }
+            println!("{}", out.manifest.hash);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inspect { harness, json } => inspect(&store, &harness, json, cli.quiet),
+        Command::Check {
+            harness,
+            limits,
+            json,
+        } => {
+            let manifest = store.obtain(&harness, cli.quiet)?;
+            let sandbox = Sandbox::new(limits.limits())?;
+            let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
+            let report = doctor::check(&loaded);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                println!("check {} ({})", manifest.hash.short(), manifest.origin);
+                println!(
+                    "{:<9} {:<38} {:>10} {:>9}  result",
+                    "hook", "input", "fuel", "time µs"
+                );
+                for p in &report.probes {
+                    let result = match (&p.answer, &p.error) {
+                        (_, Some(e)) => format!("FAIL {e}"),
+                        (Some(a), None) => format!("ok   {a}"),
+                        (None, None) => "ok".into(),
+                    };
+                    println!(
+                        "{:<9} {:<38} {:>10} {:>9}  {}",
+                        p.hook, p.input, p.fuel, p.micros, result
+                    );
+                }
+                println!(
+                    "{}",
+                    if report.passed() {
+                        "all hooks answered within the contract"
+                    } else {
+                        "some hooks failed: see FAIL lines"
+                    }
+                );
+            }
+            Ok(if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Bench {
+            harness,
+            calls,
+            episodes,
+            json,
+        } => {
+            let manifest = store.obtain(&harness, cli.quiet)?;
+            let bytes = store.read_component(&manifest.hash)?;
+            let sandbox = Sandbox::new(Limits::default())?;
+            if !cli.quiet {
+                eprintln!(
+                    "benchmarking {} ({}): {calls} hook calls, {episodes} episodes...",
+                    manifest.hash.short(),
+                    manifest.origin
+                );
+            }
+            let opts = bench::BenchOptions {
+                hook_calls: calls,
+                episodes,
+                ..bench::BenchOptions::default()
+            };
+            let report = bench::run(&sandbox, &bytes, &opts)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                if cfg!(debug_assertions) {
+                    println!(
+                        "note: this is a debug build of the host; build with --release for real numbers"
+                    );
+                }
+                print!("{}", report.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run { .. } => {
+            bail!(
+                "`run` is not yet available: the agent loop and evaluation runner land with \
+                 the agent-loop issue (#5). Until then use `check` to exercise a harness."
+            )
+        }
+    }
+}
+
+fn inspect(store: &ComponentStore, spec: &str, json: bool, quiet: bool) -> Result<ExitCode> {
+    let manifest = store.obtain(spec, quiet)?;
+    let sandbox = Sandbox::new(Limits::default())?;
+    let bytes = store.read_component(&manifest.hash)?;
+    let component = sandbox.compile(&bytes)?;
+    let ty = component.component_type();
+    let engine = sandbox.engine();
+    let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+    let exports_world = exports.iter().any(|e| e == "ecdysis:harness/hooks@0.1.0");
+    let linkable = sandbox.prepare(&component).err().map(|e| e.to_string());
+    if json {
+        let v = serde_json::json!({
+            "manifest": manifest,
+            "host_world": WORLD_VERSION,
+            "imports": imports,
+            "exports": exports,
+            "implements_world": exports_world,
+            "link_error": linkable,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("hash       {}", manifest.hash);
+        println!("size       {} bytes", manifest.size);
+        println!(
+            "world      {} (host implements {WORLD_VERSION})",
+            manifest.world
+        );
+        println!("origin     {}", manifest.origin);
+        println!("built at   {}", manifest.built_at);
+        if let Some(p) = &manifest.parent {
+            println!("parent     {p}");
+        }
+        if let Some(t) = &manifest.toolchain {
+            println!("toolchain  {t}");
+        }
+        if let Some(s) = &manifest.source_tree_hash {
+            println!("source     {s}");
+        }
+        if !manifest.features.is_empty() {
+            println!("features   {}", manifest.features.join(","));
+        }
+        println!("exports    {}", exports.join(", "));
+        println!("imports    {}", imports.join(", "));
+        match &linkable {
+            None => println!("links      ok: every import is granted by this host"),
+            Some(e) => println!("links      NO: {e}"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

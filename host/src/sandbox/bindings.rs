@@ -1,0 +1,27 @@
+//! Host-side bindings of the `ecdysis:harness` world, generated from `wit/`.
+//!
+//! The generated types are used directly as the host's hook types (with serde
+//! derives added) instead of mirrored by hand: one definition, in the WIT file,
+//! that harness authors and the host share.
+
+wasmtime::component::bindgen!({
+    world: "harness",
+    path: "../wit",
+    // A mutating call through the env view and an over-quota caller end the
+    // hook with a trap, so those imports may trap.
+    imports: {
+        "ecdysis:harness/env-view.call-read-only": trappable,
+        "ecdysis:harness/host-log.log": trappable,
+    },
+    additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
+});
+
+pub use ecdysis::harness::env_view::ViewError;
+pub use ecdysis::harness::host_log::Level as LogLevel;
+pub use ecdysis::harness::types::{
+    ActionDecision, AgentAction, ContractInput, ContractOutput, EpisodeInfo, Guidance, Regulation,
+    StepKind, StepReport, TaskView, ToolCall, ToolDescription, ToolOutcome, ToolSpec,
+};
+
+/// The version of the WIT package this host implements.
+pub const WORLD_VERSION: &str = "ecdysis:harness/harness@0.1.0";

@@ -1,0 +1,289 @@
+//! One episode's harness instance: a store, an instance and its `episode`
+//! resource, with fuel and a deadline re-armed before every hook call.
+
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceAny;
+use wasmtime::{Store, Trap};
+
+use super::bindings::{
+    ActionDecision, AgentAction, ContractInput, ContractOutput, EpisodeInfo, Guidance, Harness,
+    Regulation, StepReport, TaskView, ToolSpec,
+};
+use super::contract::{self, ToolNames};
+use super::engine::{EPOCH_TICK, LoadedHarness};
+use super::env_view::ReadOnlyEnv;
+use super::error::{SandboxError, Violation};
+use super::host_state::{HookScratch, HostState, LogLine, ViolationTrap};
+use super::limits::{FailurePolicy, Limits};
+
+/// A hook's answer with what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hooked<T> {
+    pub value: T,
+    /// Fuel the call burned (deterministic for the same guest and inputs).
+    pub fuel: u64,
+    pub elapsed: Duration,
+    pub env_view_calls: u32,
+    pub logs: Vec<LogLine>,
+}
+
+/// A live harness instance for one episode. Dropped at the episode's end; a
+/// failed call poisons it (a trapped instance may hold broken state).
+pub struct HarnessEpisode {
+    store: Store<HostState>,
+    bindings: Harness,
+    episode: Option<ResourceAny>,
+    tools: ToolNames,
+    limits: Limits,
+    poisoned: bool,
+    constructor_fuel: u64,
+}
+
+impl LoadedHarness {
+    /// Instantiate the harness for one episode and run its constructor.
+    /// `tools` are the episode's tools (calls a harness creates are checked
+    /// against them); `env` is its read-only view of the environment.
+    pub fn start_episode(
+        &self,
+        info: &EpisodeInfo,
+        tools: &[ToolSpec],
+        env: Box<dyn ReadOnlyEnv>,
+    ) -> Result<HarnessEpisode, SandboxError> {
+        let limits = self.limits.clone();
+        let mut store = Store::new(self.sandbox.engine(), HostState::new(&limits, env));
+        store.limiter(|s| &mut s.limiter);
+        arm(&mut store, &limits)?;
+        let bindings = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| classify(&mut store, "instantiate", &limits, e))?;
+        let mut ep = HarnessEpisode {
+            store,
+            bindings,
+            episode: None,
+            tools: ToolNames::new(tools.iter().map(|t| t.name.as_str())),
+            limits,
+            poisoned: false,
+            constructor_fuel: 0,
+        };
+        let hooked = ep.call("constructor", |store, b, _| {
+            b.ecdysis_harness_hooks()
+                .episode()
+                .call_constructor(store, info)
+        })?;
+        ep.constructor_fuel = hooked.fuel;
+        ep.episode = Some(hooked.value);
+        Ok(ep)
+    }
+}
+
+fn arm(store: &mut Store<HostState>, limits: &Limits) -> Result<(), SandboxError> {
+    store
+        .set_fuel(limits.fuel_per_hook)
+        .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+    let ticks = (limits.deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64;
+    store.set_epoch_deadline(ticks);
+    store.epoch_deadline_trap();
+    Ok(())
+}
+
+/// Map a wasmtime error from a hook to the sandbox's typed error.
+fn classify(
+    store: &mut Store<HostState>,
+    hook: &'static str,
+    limits: &Limits,
+    err: wasmtime::Error,
+) -> SandboxError {
+    if let Some(violation) = store.data_mut().scratch.violation.take() {
+        return SandboxError::Contract { hook, violation };
+    }
+    if let Some(ViolationTrap(violation)) = err.downcast_ref::<ViolationTrap>() {
+        return SandboxError::Contract {
+            hook,
+            violation: violation.clone(),
+        };
+    }
+    if store.data().limiter.hit {
+        return SandboxError::MemoryLimit {
+            hook,
+            limit_bytes: limits.memory_bytes,
+        };
+    }
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => SandboxError::OutOfFuel {
+            hook,
+            budget: limits.fuel_per_hook,
+        },
+        Some(Trap::Interrupt) => SandboxError::Deadline {
+            hook,
+            deadline_ms: limits.deadline.as_millis() as u64,
+        },
+        Some(Trap::StackOverflow) => SandboxError::StackOverflow { hook },
+        _ => {
+            let stderr = store.data().stderr_text();
+            let mut message = format!("{err:#}");
+            if !stderr.is_empty() {
+                message = format!("{stderr}\n{message}");
+            }
+            SandboxError::Trap { hook, message }
+        }
+    }
+}
+
+impl HarnessEpisode {
+    /// Fuel the constructor burned.
+    pub fn constructor_fuel(&self) -> u64 {
+        self.constructor_fuel
+    }
+
+    fn call<T>(
+        &mut self,
+        hook: &'static str,
+        f: impl FnOnce(&mut Store<HostState>, &Harness, Option<ResourceAny>) -> wasmtime::Result<T>,
+    ) -> Result<Hooked<T>, SandboxError> {
+        if self.poisoned {
+            return Err(SandboxError::Poisoned);
+        }
+        self.store.data_mut().scratch = HookScratch::default();
+        arm(&mut self.store, &self.limits)?;
+        let start = Instant::now();
+        let result = f(&mut self.store, &self.bindings, self.episode);
+        let elapsed = start.elapsed();
+        let fuel = self
+            .limits
+            .fuel_per_hook
+            .saturating_sub(self.store.get_fuel().unwrap_or(0));
+        match result {
+            Ok(value) => {
+                let scratch = std::mem::take(&mut self.store.data_mut().scratch);
+                Ok(Hooked {
+                    value,
+                    fuel,
+                    elapsed,
+                    env_view_calls: scratch.env_view_calls,
+                    logs: scratch.logs,
+                })
+            }
+            Err(e) => {
+                self.poisoned = true;
+                Err(classify(&mut self.store, hook, &self.limits, e))
+            }
+        }
+    }
+
+    fn checked<T>(
+        &mut self,
+        hook: &'static str,
+        hooked: Hooked<T>,
+        check: impl FnOnce(&T, &ToolNames, usize) -> Result<(), Violation>,
+    ) -> Result<Hooked<T>, SandboxError> {
+        match check(&hooked.value, &self.tools, self.limits.max_output_bytes) {
+            Ok(()) => Ok(hooked),
+            Err(violation) => {
+                // A contract breach is a failed call like a trap: the
+                // instance is not trusted again this episode.
+                self.poisoned = true;
+                Err(SandboxError::Contract { hook, violation })
+            }
+        }
+    }
+
+    /// Environment contract: system prompt and tool descriptions.
+    pub fn contract(
+        &mut self,
+        input: &ContractInput,
+    ) -> Result<Hooked<ContractOutput>, SandboxError> {
+        let h = self.call("contract", |s, b, ep| {
+            b.ecdysis_harness_hooks().episode().call_contract(
+                s,
+                ep.expect("episode constructed"),
+                input,
+            )
+        })?;
+        self.checked("contract", h, contract::check_contract)
+    }
+
+    /// Procedural skills: guidance blocks for the episode.
+    pub fn skills(&mut self, view: &TaskView) -> Result<Hooked<Vec<Guidance>>, SandboxError> {
+        let h = self.call("skills", |s, b, ep| {
+            b.ecdysis_harness_hooks().episode().call_skills(
+                s,
+                ep.expect("episode constructed"),
+                view,
+            )
+        })?;
+        self.checked("skills", h, |v, _, cap| contract::check_skills(v, cap))
+    }
+
+    /// Action realization: decide what happens to a proposed action.
+    pub fn realize(
+        &mut self,
+        action: &AgentAction,
+    ) -> Result<Hooked<ActionDecision>, SandboxError> {
+        let h = self.call("realize", |s, b, ep| {
+            b.ecdysis_harness_hooks().episode().call_realize(
+                s,
+                ep.expect("episode constructed"),
+                action,
+            )
+        })?;
+        self.checked("realize", h, |d, tools, cap| {
+            contract::check_decision(action, d, tools, cap)
+        })
+    }
+
+    /// Trajectory regulation after a step.
+    pub fn regulate(&mut self, report: &StepReport) -> Result<Hooked<Regulation>, SandboxError> {
+        let h = self.call("regulate", |s, b, ep| {
+            b.ecdysis_harness_hooks().episode().call_regulate(
+                s,
+                ep.expect("episode constructed"),
+                report,
+            )
+        })?;
+        self.checked("regulate", h, contract::check_regulation)
+    }
+}
+
+impl Drop for HarnessEpisode {
+    fn drop(&mut self) {
+        // Let the guest run its destructor under the usual limits; a failure
+        // here changes nothing for the episode, which is over.
+        if let (false, Some(ep)) = (self.poisoned, self.episode.take())
+            && arm(&mut self.store, &self.limits).is_ok()
+        {
+            let _ = ep.resource_drop(&mut self.store);
+        }
+    }
+}
+
+/// What the agent loop does with a hook's outcome under a failure policy.
+#[derive(Debug)]
+pub enum HookResolution<T> {
+    /// The hook answered within the contract.
+    Answered(Hooked<T>),
+    /// The hook failed under `fail-open`: proceed with the neutral answer.
+    FailedOpen { neutral: T, error: SandboxError },
+    /// The hook failed under `fail-closed`: end the episode (`harness_error`).
+    FailedClosed { error: SandboxError },
+}
+
+impl FailurePolicy {
+    /// Apply the policy to a hook's outcome; `neutral` builds the hook's
+    /// neutral answer (proceed, continue, no skills, unchanged contract).
+    pub fn resolve<T>(
+        self,
+        outcome: Result<Hooked<T>, SandboxError>,
+        neutral: impl FnOnce() -> T,
+    ) -> HookResolution<T> {
+        match (outcome, self) {
+            (Ok(h), _) => HookResolution::Answered(h),
+            (Err(error), FailurePolicy::FailOpen) => HookResolution::FailedOpen {
+                neutral: neutral(),
+                error,
+            },
+            (Err(error), FailurePolicy::FailClosed) => HookResolution::FailedClosed { error },
+        }
+    }
+}

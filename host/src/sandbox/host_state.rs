@@ -1,0 +1,224 @@
+//! The per-episode store data: what the host keeps for one harness instance,
+//! and the host side of the `env-view` and `host-log` imports.
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, StoreLimits};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::ecdysis::harness::{env_view, host_log, types};
+use super::bindings::{LogLevel, ViewError};
+use super::env_view::ReadOnlyEnv;
+use super::error::Violation;
+use super::limits::Limits;
+
+/// One line a harness logged during a hook.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LogLine {
+    pub level: String,
+    pub message: String,
+}
+
+/// Bookkeeping of the hook call in progress, reset before every call.
+#[derive(Debug, Default)]
+pub(crate) struct HookScratch {
+    pub env_view_calls: u32,
+    pub logs: Vec<LogLine>,
+    pub dropped_logs: u32,
+    pub violation: Option<Violation>,
+}
+
+/// Store limits that also remember whether a limit was hit: a Rust guest whose
+/// allocation fails aborts with a bare `unreachable`, so without this flag an
+/// out-of-memory would look like any other trap.
+pub(crate) struct FlaggingLimiter {
+    inner: StoreLimits,
+    pub hit: bool,
+}
+
+impl FlaggingLimiter {
+    pub fn new(limits: &Limits) -> Self {
+        let inner = wasmtime::StoreLimitsBuilder::new()
+            .memory_size(limits.memory_bytes)
+            .table_elements(limits.table_elements)
+            .instances(limits.instances)
+            .tables(limits.instances)
+            .memories(limits.instances)
+            .build();
+        FlaggingLimiter { inner, hit: false }
+    }
+}
+
+impl ResourceLimiter for FlaggingLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let ok = self.inner.memory_growing(current, desired, maximum)?;
+        self.hit |= !ok;
+        Ok(ok)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let ok = self.inner.table_growing(current, desired, maximum)?;
+        self.hit |= !ok;
+        Ok(ok)
+    }
+
+    fn instances(&self) -> usize {
+        self.inner.instances()
+    }
+    fn tables(&self) -> usize {
+        self.inner.tables()
+    }
+    fn memories(&self) -> usize {
+        self.inner.memories()
+    }
+}
+
+/// A trap raised by the host on the guest's behalf; the violation is also
+/// kept in [`HookScratch`] so classification does not depend on downcasting.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct ViolationTrap(pub Violation);
+
+/// Store data of one episode's harness instance.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: FlaggingLimiter,
+    pub(crate) env: Box<dyn ReadOnlyEnv>,
+    pub(crate) scratch: HookScratch,
+    pub(crate) stderr: MemoryOutputPipe,
+    env_view_quota: u32,
+    log_quota: u32,
+    max_log_bytes: usize,
+}
+
+impl HostState {
+    pub(crate) fn new(limits: &Limits, env: Box<dyn ReadOnlyEnv>) -> Self {
+        let stderr = MemoryOutputPipe::new(limits.stdio_bytes);
+        // Deny by default: no args, no env vars, no preopened dirs, no network,
+        // and stdout is discarded; stderr is captured so a panic message can
+        // be reported with the trap.
+        let wasi = WasiCtx::builder().stderr(stderr.clone()).build();
+        HostState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: FlaggingLimiter::new(limits),
+            env,
+            scratch: HookScratch::default(),
+            stderr,
+            env_view_quota: limits.env_view_calls_per_hook,
+            log_quota: limits.log_lines_per_hook,
+            max_log_bytes: 4096,
+        }
+    }
+
+    fn violate(&mut self, violation: Violation) -> wasmtime::Error {
+        self.scratch.violation = Some(violation.clone());
+        wasmtime::Error::new(ViolationTrap(violation))
+    }
+
+    /// Guest stderr captured so far (a panic message, typically).
+    pub(crate) fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.contents())
+            .trim()
+            .to_string()
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl types::Host for HostState {}
+
+impl env_view::Host for HostState {
+    fn call_read_only(
+        &mut self,
+        name: String,
+        arguments: String,
+    ) -> wasmtime::Result<Result<String, ViewError>> {
+        self.scratch.env_view_calls += 1;
+        if self.scratch.env_view_calls > self.env_view_quota {
+            return Err(self.violate(Violation::EnvViewQuota {
+                quota: self.env_view_quota,
+            }));
+        }
+        match self.env.tool_mutates(&name) {
+            None => return Ok(Err(ViewError::UnknownTool(name))),
+            Some(true) => return Err(self.violate(Violation::MutatingViaEnvView { tool: name })),
+            Some(false) => {}
+        }
+        let args = match serde_json::from_str::<serde_json::Value>(&arguments) {
+            Ok(serde_json::Value::Object(map)) => map,
+            Ok(other) => {
+                return Ok(Err(ViewError::InvalidArguments(format!(
+                    "expected a JSON object, got {}",
+                    json_kind(&other)
+                ))));
+            }
+            Err(e) => return Ok(Err(ViewError::InvalidArguments(e.to_string()))),
+        };
+        let out = self.env.call_read_only(&name, &args);
+        Ok(if out.error {
+            Err(ViewError::ToolError(out.content))
+        } else {
+            Ok(out.content)
+        })
+    }
+}
+
+impl host_log::Host for HostState {
+    fn log(&mut self, level: LogLevel, message: String) -> wasmtime::Result<()> {
+        if self.scratch.logs.len() as u32 >= self.log_quota {
+            self.scratch.dropped_logs += 1;
+            return Ok(());
+        }
+        let mut message = message;
+        if message.len() > self.max_log_bytes {
+            let mut cut = self.max_log_bytes;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push('…');
+        }
+        let level = match level {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+        };
+        tracing::debug!(target: "harness", level, "{message}");
+        self.scratch.logs.push(LogLine {
+            level: level.to_string(),
+            message,
+        });
+        Ok(())
+    }
+}
+
+/// A JSON value's kind, for error messages.
+pub(crate) fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
