@@ -47,6 +47,22 @@ pub fn check_call(call: &ToolCall, tools: &ToolNames) -> Result<(), Violation> {
     }
 }
 
+/// Cap on the items of any list a hook returns (guidance blocks, realized
+/// calls, rewritten descriptions): a list of a million empty strings costs
+/// the host even when its byte count is small.
+pub const MAX_LIST_ITEMS: usize = 256;
+
+fn check_items(items: usize) -> Result<(), Violation> {
+    if items > MAX_LIST_ITEMS {
+        Err(Violation::TooManyItems {
+            items,
+            cap: MAX_LIST_ITEMS,
+        })
+    } else {
+        Ok(())
+    }
+}
+
 fn check_size(bytes: usize, cap: usize) -> Result<(), Violation> {
     if bytes > cap {
         Err(Violation::OutputTooLarge { bytes, cap })
@@ -64,6 +80,7 @@ pub fn check_contract(
     tools: &ToolNames,
     cap: usize,
 ) -> Result<(), Violation> {
+    check_items(out.tool_descriptions.len())?;
     let bytes = out.system_prompt.len()
         + out
             .tool_descriptions
@@ -82,6 +99,7 @@ pub fn check_contract(
 }
 
 pub fn check_skills(out: &[Guidance], cap: usize) -> Result<(), Violation> {
+    check_items(out.len())?;
     check_size(out.iter().map(|g| g.title.len() + g.text.len()).sum(), cap)
 }
 
@@ -103,6 +121,7 @@ pub fn check_decision(
             check_call(call, tools)
         }
         (ActionDecision::Realize(calls), AgentAction::Text(_)) => {
+            check_items(calls.len())?;
             check_size(calls.iter().map(call_bytes).sum(), cap)?;
             if calls.is_empty() {
                 return Err(Violation::EmptyRealization);
@@ -190,6 +209,22 @@ mod tests {
             check_decision(&text, &ActionDecision::Block("x".repeat(11)), &tools(), 10),
             Err(Violation::OutputTooLarge { bytes: 11, cap: 10 })
         ));
+    }
+
+    #[test]
+    fn lists_are_capped_by_count() {
+        let many = vec![
+            Guidance {
+                title: String::new(),
+                text: String::new(),
+            };
+            MAX_LIST_ITEMS + 1
+        ];
+        assert!(matches!(
+            check_skills(&many, usize::MAX),
+            Err(Violation::TooManyItems { .. })
+        ));
+        assert_eq!(check_skills(&many[..MAX_LIST_ITEMS], usize::MAX), Ok(()));
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub enum Violation {
     EnvViewQuota { quota: u32 },
     #[error("realize returned no calls")]
     EmptyRealization,
+    #[error("hook returned {items} list items, over the cap of {cap}")]
+    TooManyItems { items: usize, cap: usize },
 }
 
 /// Why a hook call or a component load failed.
