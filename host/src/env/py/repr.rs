@@ -1,0 +1,198 @@
+//! `repr()` and `str()` of [`Val`]s, including CPython's float repr.
+
+use super::Val;
+
+/// `repr(v)`.
+pub fn repr(v: &Val) -> String {
+    let mut out = String::new();
+    write_repr(&mut out, v);
+    out
+}
+
+/// `str(v)`, which is what an f-string interpolates.
+pub fn to_str(v: &Val) -> String {
+    match v {
+        Val::Str(s) => s.to_string(),
+        other => repr(other),
+    }
+}
+
+fn write_repr(out: &mut String, v: &Val) {
+    match v {
+        Val::None => out.push_str("None"),
+        Val::Bool(true) => out.push_str("True"),
+        Val::Bool(false) => out.push_str("False"),
+        Val::Int(i) => out.push_str(&i.to_string()),
+        Val::Float(f) => out.push_str(&float_repr(*f)),
+        Val::Str(s) => out.push_str(&str_repr(s)),
+        Val::List(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_repr(out, item);
+            }
+            out.push(']');
+        }
+        Val::Dict(d) => {
+            out.push('{');
+            for (i, (k, item)) in d.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&str_repr(k));
+                out.push_str(": ");
+                write_repr(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// The shortest round-tripping decimal digits of a finite, non-zero `f`
+/// and its decimal point position: `f = 0.DIGITS × 10^decpt`.
+fn shortest_digits(f: f64) -> (String, i32) {
+    // Rust's `{:e}` prints the shortest round-trip representation
+    // (`d.ddde±x`), the same digits CPython's repr chooses.
+    let s = format!("{:e}", f.abs());
+    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
+    let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
+    let exp: i32 = exp.parse().unwrap_or(0);
+    (digits, exp + 1)
+}
+
+/// CPython's `float.__repr__` (`repr(1.0) == '1.0'`, `repr(1e16) ==
+/// '1e+16'`, `repr(1e-05) == '1e-05'`, `'inf'`, `'nan'`).
+pub fn float_repr(f: f64) -> String {
+    if f.is_nan() {
+        return "nan".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    let sign = if f.is_sign_negative() { "-" } else { "" };
+    if f == 0.0 {
+        return format!("{sign}0.0");
+    }
+    let (digits, decpt) = shortest_digits(f);
+    let n = digits.len() as i32;
+    // repr switches to exponent notation when the decimal exponent is < -4
+    // or >= 16 (float_repr_style 'short', mode 'r').
+    if decpt <= -4 || decpt > 16 {
+        let exp = decpt - 1;
+        let mant = if n == 1 {
+            digits.clone()
+        } else {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        };
+        let esign = if exp < 0 { '-' } else { '+' };
+        format!("{sign}{mant}e{esign}{:02}", exp.abs())
+    } else if decpt <= 0 {
+        format!("{sign}0.{}{digits}", "0".repeat((-decpt) as usize))
+    } else if decpt >= n {
+        format!("{sign}{digits}{}.0", "0".repeat((decpt - n) as usize))
+    } else {
+        let (a, b) = digits.split_at(decpt as usize);
+        format!("{sign}{a}.{b}")
+    }
+}
+
+/// CPython's `str.__repr__`: single quotes unless the text contains `'`
+/// and no `"`, backslash escapes for non-printable characters.
+pub fn str_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if (c as u32) < 0x7f => out.push(c),
+            c if is_printable(c) => out.push(c),
+            c => {
+                let cp = c as u32;
+                if cp <= 0xff {
+                    out.push_str(&format!("\\x{cp:02x}"));
+                } else if cp <= 0xffff {
+                    out.push_str(&format!("\\u{cp:04x}"));
+                } else {
+                    out.push_str(&format!("\\U{cp:08x}"));
+                }
+            }
+        }
+    }
+    out.push(quote);
+    out
+}
+
+/// Python's `str.isprintable` for one non-ASCII character: false for the
+/// categories Cc, Cf, Co, Cs, Zl, Zp and Zs. Covers those categories'
+/// assigned ranges; unassigned code points (Cn, also non-printable in
+/// Python) cannot be told apart without the Unicode tables and count as
+/// printable.
+pub fn is_printable(c: char) -> bool {
+    let cp = c as u32;
+    !matches!(cp,
+        0x80..=0xa0 | 0xad
+        | 0x600..=0x605 | 0x61c | 0x6dd | 0x70f | 0x890..=0x891 | 0x8e2
+        | 0x1680 | 0x180e
+        | 0x2000..=0x200f | 0x2028..=0x202f | 0x205f..=0x2064 | 0x2066..=0x206f
+        | 0x3000 | 0xd800..=0xf8ff | 0xfeff | 0xfff9..=0xfffb
+        | 0x110bd | 0x110cd | 0x13430..=0x1343f | 0x1bca0..=0x1bca3
+        | 0x1d173..=0x1d17a | 0xe0001 | 0xe0020..=0xe007f
+        | 0xf0000..=0xffffd | 0x100000..=0x10fffd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_repr_matches_cpython() {
+        let cases = [
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (-0.0, "-0.0"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1234567890123456.0, "1234567890123456.0"),
+            (12345678901234567.0, "1.2345678901234568e+16"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (1.5e-5, "1.5e-05"),
+            (123.456, "123.456"),
+            (1e22, "1e+22"),
+            (5e-324, "5e-324"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+            (f64::INFINITY, "inf"),
+            (100.0, "100.0"),
+        ];
+        for (f, want) in cases {
+            assert_eq!(float_repr(f), want, "{f}");
+        }
+    }
+
+    #[test]
+    fn str_repr_matches_cpython() {
+        assert_eq!(str_repr("ab'c"), "\"ab'c\"");
+        assert_eq!(str_repr("a'b\"c"), "'a\\'b\"c'");
+        assert_eq!(
+            str_repr("a\nb\u{0}\u{7f}\u{a0}\u{2028}😀é中"),
+            "'a\\nb\\x00\\x7f\\xa0\\u2028😀é中'"
+        );
+    }
+}

@@ -1,0 +1,287 @@
+//! The τ²-bench airline and retail domains.
+
+pub mod airline;
+pub mod db;
+pub mod eval;
+pub mod retail;
+mod specs;
+pub mod task;
+pub mod tools;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::env::data::DataSource;
+use crate::env::{
+    Domain, EnvError, Environment, Evaluation, Oracle, OracleInner, TaskView, Termination,
+    ToolOutput, ToolSpec, Trajectory,
+};
+
+use db::Db;
+use task::Task;
+use tools::Toolkit;
+
+/// The agent's fixed opening message (the orchestrator's first turn).
+pub const GREETING: &str = "Hi! How can I help you today?";
+
+/// The agent instruction τ²'s `LLMAgent` puts above the policy.
+const AGENT_INSTRUCTION: &str = "You are a customer service agent that helps the user according to the <policy> \
+provided below.\nIn each turn you can either:\n- Send a message to the user.\n- Make a tool call.\nYou cannot do \
+both at the same time.\n\nTry to be helpful and always follow the policy. Always make sure you generate valid JSON \
+only.";
+
+/// Which τ² domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    /// `tau2/airline`
+    Airline,
+    /// `tau2/retail`
+    Retail,
+}
+
+impl Which {
+    fn dir(self) -> &'static str {
+        match self {
+            Which::Airline => "airline",
+            Which::Retail => "retail",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Which::Airline => "tau2/airline",
+            Which::Retail => "tau2/retail",
+        }
+    }
+
+    fn toolkit(self) -> &'static Toolkit {
+        match self {
+            Which::Airline => &airline::TOOLKIT,
+            Which::Retail => &retail::TOOLKIT,
+        }
+    }
+}
+
+struct Shared {
+    which: Which,
+    policy: Arc<str>,
+    specs: Vec<ToolSpec>,
+    tasks: Vec<Task>,
+    splits: BTreeMap<String, Vec<String>>,
+    pristine: Db,
+    guidelines: String,
+}
+
+/// A loaded τ² domain. Cloning is cheap.
+#[derive(Clone)]
+pub struct Tau2Domain {
+    shared: Arc<Shared>,
+}
+
+fn format_err(file: &str, reason: impl ToString) -> EnvError {
+    EnvError::Format {
+        file: file.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+impl Tau2Domain {
+    /// Loads a domain: parses and validates `db.json` once (episodes clone
+    /// the parsed state), reads the policy, tasks and splits.
+    pub fn load(which: Which, data: &DataSource) -> Result<Self, EnvError> {
+        let dir = format!("domains/{}", which.dir());
+        let db_file = format!("{dir}/db.json");
+        let db_json: serde_json::Value =
+            serde_json::from_slice(&data.read(&db_file)?).map_err(|e| format_err(&db_file, e))?;
+        let root = match which {
+            Which::Airline => &airline::FLIGHT_DB,
+            Which::Retail => &retail::RETAIL_DB,
+        };
+        let pristine = Db::load(root, &db_json).map_err(|e| format_err(&db_file, e))?;
+        // Hash once; clones inherit the cached value until they change.
+        pristine.hash();
+        let policy: Arc<str> = Arc::from(data.read_text(&format!("{dir}/policy.md"))?);
+        let tasks_file = format!("{dir}/tasks.json");
+        let tasks = task::parse_tasks(which.name(), &policy, &data.read(&tasks_file)?, &tasks_file)
+            .map_err(|e| format_err(&tasks_file, e))?;
+        let splits_file = format!("{dir}/split_tasks.json");
+        let splits: BTreeMap<String, Vec<String>> =
+            serde_json::from_slice(&data.read(&splits_file)?)
+                .map_err(|e| format_err(&splits_file, e))?;
+        let guidelines = data.read_text("user_simulator/simulation_guidelines.md")?;
+        let specs_json = match which {
+            Which::Airline => specs::AIRLINE,
+            Which::Retail => specs::RETAIL,
+        };
+        let specs = which
+            .toolkit()
+            .specs(specs_json)
+            .map_err(|e| format_err("tool specs", e))?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                which,
+                policy,
+                specs,
+                tasks,
+                splits,
+                pristine,
+                guidelines,
+            }),
+        })
+    }
+
+    fn find(&self, id: &str) -> Result<&Task, EnvError> {
+        self.shared
+            .tasks
+            .iter()
+            .find(|t| t.view.id == id)
+            .ok_or_else(|| EnvError::UnknownTask {
+                domain: self.name().to_string(),
+                task: id.to_string(),
+            })
+    }
+
+    fn criteria<'a>(&self, oracle: &'a Oracle) -> Result<&'a task::Criteria, EnvError> {
+        let OracleInner::Tau2(c) = &oracle.inner;
+        if oracle.domain != self.name() {
+            return Err(EnvError::OracleMismatch {
+                task: oracle.task_id.clone(),
+                oracle_domain: oracle.domain.clone(),
+                domain: self.name().to_string(),
+            });
+        }
+        Ok(c)
+    }
+
+    /// The pristine database (for tests and benches).
+    pub fn pristine(&self) -> &Db {
+        &self.shared.pristine
+    }
+}
+
+impl Domain for Tau2Domain {
+    fn name(&self) -> &str {
+        self.shared.which.name()
+    }
+
+    fn policy(&self) -> &str {
+        &self.shared.policy
+    }
+
+    fn system_prompt(&self) -> String {
+        format!(
+            "<instructions>\n{AGENT_INSTRUCTION}\n</instructions>\n<policy>\n{}\n</policy>",
+            self.shared.policy
+        )
+    }
+
+    fn tools(&self) -> &[ToolSpec] {
+        &self.shared.specs
+    }
+
+    fn splits(&self) -> Vec<String> {
+        self.shared.splits.keys().cloned().collect()
+    }
+
+    fn tasks(&self, split: Option<&str>) -> Result<Vec<TaskView>, EnvError> {
+        let all = self.shared.tasks.iter().map(|t| t.view.clone());
+        match split {
+            None => Ok(all.collect()),
+            Some(s) => {
+                let ids = self
+                    .shared
+                    .splits
+                    .get(s)
+                    .ok_or_else(|| EnvError::UnknownSplit {
+                        domain: self.name().to_string(),
+                        split: s.to_string(),
+                        known: self.splits(),
+                    })?;
+                // Task-file order, as τ²'s `get_tasks` filters it.
+                Ok(all.filter(|t| ids.contains(&t.id)).collect())
+            }
+        }
+    }
+
+    fn task(&self, id: &str) -> Result<(TaskView, Oracle), EnvError> {
+        let t = self.find(id)?;
+        let user_system_prompt = format!(
+            "{}\n\n<scenario>\n{}\n</scenario>",
+            self.shared.guidelines, t.criteria.user_scenario
+        )
+        .trim()
+        .to_string();
+        Ok((
+            t.view.clone(),
+            Oracle {
+                domain: self.name().to_string(),
+                task_id: id.to_string(),
+                user_system_prompt,
+                inner: OracleInner::Tau2(t.criteria.clone()),
+            },
+        ))
+    }
+
+    fn new_env(&self) -> Box<dyn Environment> {
+        Box::new(Tau2Env {
+            shared: self.shared.clone(),
+            db: self.shared.pristine.clone(),
+        })
+    }
+
+    fn evaluate(&self, oracle: &Oracle, run: &Trajectory) -> Result<Evaluation, EnvError> {
+        let c = self.criteria(oracle)?;
+        Ok(eval::evaluate(
+            self.shared.which.toolkit(),
+            &self.shared.pristine,
+            c,
+            run,
+        ))
+    }
+
+    fn gold_trajectory(&self, oracle: &Oracle) -> Result<Trajectory, EnvError> {
+        let c = self.criteria(oracle)?;
+        let ev = c.evaluation.as_ref();
+        Ok(Trajectory {
+            tool_calls: eval::gold_calls(ev.and_then(|e| e.actions.as_deref()).unwrap_or(&[])),
+            assistant_texts: ev
+                .and_then(|e| e.communicate_info.clone())
+                .unwrap_or_default(),
+            termination: Termination::AgentStop,
+        })
+    }
+}
+
+/// One τ² episode.
+pub struct Tau2Env {
+    shared: Arc<Shared>,
+    db: Db,
+}
+
+impl Tau2Env {
+    /// The current database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+}
+
+impl Environment for Tau2Env {
+    fn domain(&self) -> &str {
+        self.shared.which.name()
+    }
+
+    fn tools(&self) -> &[ToolSpec] {
+        &self.shared.specs
+    }
+
+    fn call(&mut self, name: &str, arguments: &serde_json::Value) -> ToolOutput {
+        self.shared
+            .which
+            .toolkit()
+            .call(&mut self.db, name, arguments)
+    }
+
+    fn state_hash(&self) -> String {
+        self.db.hash()
+    }
+}
