@@ -23,6 +23,8 @@ pub struct BenchReport {
     /// Median time of the same pass-through logic called natively.
     pub native_call_ns: f64,
     pub episodes: u64,
+    /// Median time of `Store::new` + `InstancePre::instantiate`.
+    pub instantiate_only_us: f64,
     /// Median time to start an episode: new store, instantiate via
     /// `InstancePre`, run the constructor.
     pub instantiate_us: f64,
@@ -43,8 +45,12 @@ impl BenchReport {
             self.hook_calls
         );
         s += &format!(
-            "episode instantiation              {:>10.2} us   ({} episodes, median)\n",
-            self.instantiate_us, self.episodes
+            "instantiate (Store + InstancePre)  {:>10.2} us   ({} episodes, median)\n",
+            self.instantiate_only_us, self.episodes
+        );
+        s += &format!(
+            "episode start (+ constructor)      {:>10.2} us\n",
+            self.instantiate_us
         );
         s += &format!(
             "compile component                  {:>10.2} ms\nload precompiled artifact          {:>10.2} us   compile/load ratio {:.0}x\n",
@@ -136,6 +142,13 @@ pub fn run(
         drop(black_box(ep));
     }
 
+    let mut bare = Vec::with_capacity(opts.episodes as usize);
+    for _ in 0..opts.episodes {
+        let t = Instant::now();
+        harness.instantiate_only()?;
+        bare.push(t.elapsed().as_nanos() as f64 / 1000.0);
+    }
+
     let mut compile = Vec::new();
     for _ in 0..opts.compiles.max(1) {
         let t = Instant::now();
@@ -167,6 +180,7 @@ pub fn run(
         hook_call_ns: median(wasm),
         native_call_ns: median(native),
         episodes: opts.episodes,
+        instantiate_only_us: median(bare),
         instantiate_us: median(inst),
         compile_ms: median(compile),
         precompiled_load_us: median(load),

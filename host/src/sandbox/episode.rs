@@ -78,6 +78,24 @@ impl LoadedHarness {
     }
 }
 
+impl LoadedHarness {
+    /// Instantiate without constructing an episode and drop it: what the
+    /// bench reports as the bare cost of `InstancePre::instantiate`.
+    pub fn instantiate_only(&self) -> Result<(), SandboxError> {
+        let limits = &self.limits;
+        let mut store = Store::new(
+            self.sandbox.engine(),
+            HostState::new(limits, Box::new(super::env_view::StaticEnv::default())),
+        );
+        store.limiter(|s| &mut s.limiter);
+        arm(&mut store, limits)?;
+        self.pre
+            .instantiate(&mut store)
+            .map(drop)
+            .map_err(|e| classify(&mut store, "instantiate", limits, e))
+    }
+}
+
 fn arm(store: &mut Store<HostState>, limits: &Limits) -> Result<(), SandboxError> {
     store
         .set_fuel(limits.fuel_per_hook)
