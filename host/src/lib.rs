@@ -6,9 +6,11 @@
 //! - [`doctor`]: `check`, calling every hook with representative inputs.
 //! - [`bench`]: the sandbox overhead benchmark.
 
+pub mod agent;
 pub mod bench;
 pub mod doctor;
 pub mod env;
+pub mod eval;
 pub mod fsutil;
 pub mod model;
 pub mod sandbox;

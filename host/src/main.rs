@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 mod cli;
@@ -106,12 +106,25 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run an agent with a harness on benchmark tasks (not yet available).
-    Run {
-        /// Anything after `run` is accepted so the message below is what the
-        /// user sees, not a parse error.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-        rest: Vec<String>,
+    /// Run an agent with a harness on benchmark tasks and score it.
+    ///
+    /// Writes config.json, trajectories.jsonl (one finished episode per
+    /// line) and summary.json to the result directory and prints the metrics
+    /// table. Re-running the same command resumes: finished episodes are not
+    /// run again. The defaults run offline: the starting harness, a simulated
+    /// testbed agent (sim:mixed) and the scripted user on tau2/retail test.
+    Run(Box<cli::run::RunArgs>),
+    /// Show a run: its summary and episodes, or one trajectory with the
+    /// harness interventions marked `>>`.
+    Show {
+        /// The result directory.
+        dir: PathBuf,
+        /// Show this task's trajectory.
+        #[arg(long)]
+        task: Option<String>,
+        /// The trial to show (default 0).
+        #[arg(long)]
+        trial: Option<u32>,
     },
 }
 
@@ -310,11 +323,15 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             cli::env::tasks_command(&domain, split.as_deref(), json, &cli.data)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run { .. } => {
-            bail!(
-                "`run` is not yet available: the agent loop and evaluation runner land with \
-                 the agent-loop issue (#5). Until then use `check` to exercise a harness."
-            )
+        Command::Run(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let summary = runtime.block_on(cli::run::run(*args, &store, &cli.data, cli.quiet))?;
+            print!("{}", ecdysis_host::eval::report::render(&summary));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Show { dir, task, trial } => {
+            cli::run::show(&dir, task.as_deref(), trial)?;
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

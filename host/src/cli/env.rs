@@ -64,8 +64,8 @@ pub fn env_command(cmd: EnvCommand, data: &DataArgs) -> Result<()> {
         EnvCommand::Call { domain, calls } => {
             let domain = data.open(&domain)?;
             let text = read_input(&calls)?;
-            let calls = env::parse_calls(&text)
-                .with_context(|| format!("parsing {}", calls.display()))?;
+            let calls =
+                env::parse_calls(&text).with_context(|| format!("parsing {}", calls.display()))?;
             let report = env::run_calls(&*domain, &calls);
             for out in &report.outputs {
                 super::emit(serde_json::to_string(out)?);

@@ -1,6 +1,7 @@
 //! Subcommand implementations of the `ecdysis-host` binary.
 
 pub mod env;
+pub mod run;
 
 /// Print one line of output; a closed pipe (`| head`) ends the process
 /// quietly instead of panicking.

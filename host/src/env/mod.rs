@@ -159,6 +159,74 @@ impl Oracle {
     pub fn user_system_prompt(&self) -> &str {
         &self.user_system_prompt
     }
+
+    /// The task's user scenario as text (persona and instructions), without
+    /// any simulation guidelines: for a user simulator that brings its own.
+    pub fn user_scenario(&self) -> String {
+        match &self.inner {
+            OracleInner::Tau2(c) => c.user_scenario.to_string(),
+        }
+    }
+
+    /// The task's structured user instructions, for the offline scripted
+    /// user.
+    pub fn user_script(&self) -> crate::model::UserScript {
+        match &self.inner {
+            OracleInner::Tau2(c) => {
+                let mut script = crate::model::UserScript {
+                    task_id: self.task_id.clone(),
+                    ..Default::default()
+                };
+                match &c.user_scenario.instructions {
+                    tau2::task::Instructions::Structured {
+                        reason_for_call,
+                        known_info,
+                        unknown_info,
+                        task_instructions,
+                        ..
+                    } => {
+                        script.reason_for_call = reason_for_call.clone();
+                        script.known_info = known_info.clone();
+                        script.unknown_info = unknown_info.clone();
+                        script.task_instructions = task_instructions.clone();
+                    }
+                    tau2::task::Instructions::Text(t) => script.reason_for_call = t.clone(),
+                }
+                script
+            }
+        }
+    }
+
+    /// **Testbed only.** The gold plan a `sim:` agent follows: the task's
+    /// gold actions and the strings the agent must say. A run driven by it
+    /// is a testbed run, never a benchmark result.
+    pub fn testbed_plan(&self) -> crate::model::TestbedPlan {
+        match &self.inner {
+            OracleInner::Tau2(c) => {
+                let eval = c.evaluation.as_ref();
+                crate::model::TestbedPlan {
+                    task_id: self.task_id.clone(),
+                    domain: self.domain.clone(),
+                    steps: eval
+                        .and_then(|e| e.actions.as_ref())
+                        .map(|actions| {
+                            actions
+                                .iter()
+                                .filter(|a| a.requestor == "assistant")
+                                .map(|a| crate::model::sim::PlannedCall {
+                                    name: a.name.clone(),
+                                    arguments: a.arguments.clone(),
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    communicate: eval
+                        .and_then(|e| e.communicate_info.clone())
+                        .unwrap_or_default(),
+                }
+            }
+        }
+    }
 }
 
 /// Why an episode ended (τ²'s `TerminationReason`).

@@ -1,0 +1,609 @@
+//! The episode loop: τ²'s conversation protocol with the harness hooks at
+//! their lifecycle points.
+//!
+//! Protocol: the agent opens with a fixed greeting; the user simulator
+//! answers; from then on the agent either speaks to the user or calls tools
+//! (several calls in one turn run together), the environment answers, until
+//! a stop. Hooks: `contract` once at the start, `skills` once after the
+//! user's first message (its guidance joins the system prompt before the
+//! first model call, so the prompt prefix stays byte-identical afterwards),
+//! `realize` before every tool call and on every message without calls,
+//! `regulate` after every step.
+//!
+//! Steps count message hops: each agent response, each batch of tool
+//! results and each user message is one step.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::env::{Domain, Environment, TaskView};
+use crate::model::{
+    ChatMessage, ChatModel, ChatRequest, FunctionTool, ModelError, SamplingArgs,
+    ToolCall as ModelCall,
+};
+use crate::sandbox::{
+    self, ActionDecision, AgentAction, ContractInput, EpisodeInfo, FailurePolicy, LoadedHarness,
+    ReadOnlyEnv, Regulation, StepKind, StepReport, ViewOutput,
+};
+
+use super::record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage};
+use super::session::{HarnessSession, HookOutcome};
+use crate::model::user::{UserSimError, UserSimulator, UserTurn, Utterance};
+
+/// The token an agent writes to end the conversation.
+pub const AGENT_STOP: &str = "###STOP###";
+
+/// Everything one episode needs. The task's oracle is deliberately absent:
+/// the loop cannot reach gold data; the user side was built from it by the
+/// caller and is opaque here.
+pub struct EpisodeSetup {
+    pub domain: Arc<dyn Domain>,
+    pub task: TaskView,
+    pub trial: u32,
+    pub seed: u64,
+    pub agent: Arc<dyn ChatModel>,
+    pub user: Box<dyn UserSimulator>,
+    /// `None` runs the Direct baseline: same loop, no hooks.
+    pub harness: Option<LoadedHarness>,
+    pub policy: FailurePolicy,
+    pub max_steps: u32,
+    pub max_errors: u32,
+    pub sampling: SamplingArgs,
+}
+
+/// The environment shared between the loop (which mutates it) and the
+/// harness's read-only view.
+type SharedEnv = Arc<Mutex<Box<dyn Environment>>>;
+
+struct EnvView {
+    env: SharedEnv,
+    mutates: std::collections::BTreeMap<String, bool>,
+}
+
+impl ReadOnlyEnv for EnvView {
+    fn tool_mutates(&self, name: &str) -> Option<bool> {
+        self.mutates.get(name).copied()
+    }
+
+    fn call_read_only(
+        &mut self,
+        name: &str,
+        arguments: &serde_json::Map<String, serde_json::Value>,
+    ) -> ViewOutput {
+        let mut env = self.env.lock().unwrap_or_else(|p| p.into_inner());
+        let out = env.call(name, &serde_json::Value::Object(arguments.clone()));
+        ViewOutput {
+            content: out.content,
+            error: out.error,
+        }
+    }
+}
+
+fn to_wit_spec(t: &crate::env::ToolSpec) -> sandbox::ToolSpec {
+    sandbox::ToolSpec {
+        name: t.name.clone(),
+        description: t.description.clone(),
+        parameters: t.parameters.to_string(),
+        mutates: t.mutates,
+    }
+}
+
+fn to_wit_call(c: &ModelCall) -> sandbox::ToolCall {
+    sandbox::ToolCall {
+        id: c.id.clone(),
+        name: c.name.clone(),
+        arguments: c.arguments.clone(),
+    }
+}
+
+fn from_wit_call(c: &sandbox::ToolCall, id: String) -> ModelCall {
+    ModelCall {
+        id,
+        name: c.name.clone(),
+        arguments: c.arguments.clone(),
+    }
+}
+
+/// The running state of one episode.
+struct Episode {
+    env: SharedEnv,
+    session: HarnessSession,
+    agent: Arc<dyn ChatModel>,
+    user: Box<dyn UserSimulator>,
+    messages: Vec<ChatMessage>,
+    /// The conversation as the user sees it.
+    user_view: Vec<Utterance>,
+    transcript: Vec<Entry>,
+    tools: Vec<FunctionTool>,
+    step: u32,
+    errors: u32,
+    max_steps: u32,
+    max_errors: u32,
+    sampling: SamplingArgs,
+    cache_salt: String,
+    agent_usage: RoleUsage,
+    user_usage: RoleUsage,
+    next_call_id: u32,
+    /// Notes the model sees before its next turn (injected, feedback).
+    pending_notes: Vec<(String, String)>,
+}
+
+/// How a phase of the loop ended the episode.
+struct End(EndReason, Option<String>);
+
+/// A hook's outcome for the loop: a value, or the end of the episode.
+fn hooked<T>(outcome: HookOutcome<T>) -> Result<T, End> {
+    match outcome {
+        HookOutcome::Use(v) => Ok(v),
+        HookOutcome::End(msg) => Err(End(EndReason::HarnessError, Some(msg))),
+    }
+}
+
+fn model_end(e: &ModelError) -> End {
+    let reason = if e.is_infrastructure() {
+        EndReason::InfrastructureError
+    } else {
+        EndReason::ModelError
+    };
+    End(reason, Some(e.to_string()))
+}
+
+/// Run one episode to its end. Never panics on model, harness or
+/// environment misbehaviour: each becomes an end reason.
+pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
+    let started = Instant::now();
+    let task_id = setup.task.id.clone();
+    let domain_name = setup.domain.name().to_string();
+    let env: SharedEnv = Arc::new(Mutex::new(setup.domain.new_env()));
+    let env_tools = setup.domain.tools().to_vec();
+    let info = EpisodeInfo {
+        domain: domain_name.clone(),
+        max_steps: setup.max_steps,
+        max_errors: setup.max_errors,
+    };
+    let mut start_end = None;
+    let session = match &setup.harness {
+        None => HarnessSession::none(),
+        Some(h) => {
+            let view = EnvView {
+                env: env.clone(),
+                mutates: env_tools
+                    .iter()
+                    .map(|t| (t.name.clone(), t.mutates))
+                    .collect(),
+            };
+            let (session, outcome) = HarnessSession::start(
+                h,
+                info,
+                env_tools.iter().map(to_wit_spec).collect(),
+                Box::new(view),
+                setup.policy,
+            )
+            .await;
+            if let HookOutcome::End(msg) = outcome {
+                start_end = Some(End(EndReason::HarnessError, Some(msg)));
+            }
+            session
+        }
+    };
+    let mut ep = Episode {
+        env,
+        session,
+        agent: setup.agent,
+        user: setup.user,
+        messages: Vec::new(),
+        user_view: Vec::new(),
+        transcript: Vec::new(),
+        tools: Vec::new(),
+        step: 0,
+        errors: 0,
+        max_steps: setup.max_steps,
+        max_errors: setup.max_errors,
+        sampling: setup.sampling,
+        cache_salt: format!("{task_id}/{}/{}", setup.trial, setup.seed),
+        agent_usage: RoleUsage::default(),
+        user_usage: RoleUsage::default(),
+        next_call_id: 0,
+        pending_notes: Vec::new(),
+    };
+    let end = match start_end {
+        Some(end) => end,
+        None => ep
+            .drive(&*setup.domain, &env_tools, &setup.task)
+            .await
+            .unwrap_or_else(|end| end),
+    };
+    EpisodeRecord {
+        task_id,
+        trial: setup.trial,
+        domain: domain_name,
+        seed: setup.seed,
+        end: end.0,
+        end_detail: end.1,
+        steps: ep.step,
+        tool_errors: ep.errors,
+        transcript: ep.transcript,
+        hooks: ep.session.into_records(),
+        agent_usage: ep.agent_usage,
+        user_usage: ep.user_usage,
+        wall_ms: started.elapsed().as_millis() as u64,
+        evaluation: None,
+        reward: 0.0,
+        success: false,
+    }
+}
+
+impl Episode {
+    /// The loop proper. `Err(End)` is how every phase stops the episode.
+    async fn drive(
+        &mut self,
+        domain: &dyn Domain,
+        env_tools: &[crate::env::ToolSpec],
+        task: &TaskView,
+    ) -> Result<End, End> {
+        // Environment contract.
+        let contract = ContractInput {
+            domain: domain.name().to_string(),
+            system_prompt: domain.system_prompt(),
+            tools: env_tools.iter().map(to_wit_spec).collect(),
+        };
+        let contract = hooked(self.session.contract(contract).await)?;
+        let mut system_prompt = contract.system_prompt;
+        self.tools = env_tools
+            .iter()
+            .map(|t| {
+                let description = contract
+                    .tool_descriptions
+                    .iter()
+                    .find(|d| d.name == t.name)
+                    .map(|d| d.description.clone())
+                    .unwrap_or_else(|| t.description.clone());
+                FunctionTool::new(t.name.clone(), description, t.parameters.clone())
+            })
+            .collect();
+
+        // The agent's fixed greeting, then the user's opening message.
+        let greeting = task.agent_greeting.to_string();
+        self.transcript.push(Entry::Agent {
+            step: self.step,
+            text: Some(greeting.clone()),
+            tool_calls: vec![],
+            testbed: None,
+        });
+        self.user_view.push(Utterance::agent(greeting.clone()));
+        self.step += 1;
+        let first = match &task.first_user_message {
+            Some(text) => UserTurn::from_text(text.clone()),
+            None => self.user_turn().await?,
+        };
+
+        // Procedural skills, from what the agent can see only.
+        let view = sandbox::TaskView {
+            domain: domain.name().to_string(),
+            first_user_message: first.text.clone(),
+        };
+        let step = self.step;
+        let guidance = hooked(self.session.skills(step, view).await)?;
+        for g in &guidance {
+            system_prompt.push_str(&format!("\n\n## {}\n{}", g.title, g.text));
+            self.transcript.push(Entry::Harness {
+                step,
+                hook: "skills".into(),
+                text: format!("{}: {}", g.title, g.text),
+            });
+        }
+        self.transcript.insert(
+            0,
+            Entry::System {
+                text: system_prompt.clone(),
+            },
+        );
+        self.messages.push(ChatMessage::system(system_prompt));
+        self.messages.push(ChatMessage::assistant(greeting));
+        self.messages.push(ChatMessage::user(first.text.clone()));
+        if first.stop.is_some() {
+            return Ok(End(EndReason::UserStop, None));
+        }
+        self.regulate(StepKind::UserMessage, Some(first.text), vec![])
+            .await?;
+
+        loop {
+            self.check_limits()?;
+            self.flush_notes();
+            let response = self.agent_call().await?;
+            self.step += 1;
+            let calls = response.tool_calls.clone();
+            let text = response.content.clone().filter(|t| !t.trim().is_empty());
+            self.transcript.push(Entry::Agent {
+                step: self.step,
+                text: text.clone(),
+                tool_calls: calls.clone(),
+                testbed: response_testbed(&response),
+            });
+            if !calls.is_empty() {
+                self.messages
+                    .push(ChatMessage::assistant_with_tool_calls(text, calls.clone()));
+                let mut planned = Vec::new();
+                for call in calls {
+                    planned.push((call, CallSource::Model));
+                }
+                self.run_calls(planned).await?;
+                continue;
+            }
+            let text = text.unwrap_or_default();
+            // A message without calls: the harness may rescue a call the
+            // model wrote as text, or hold the message back with feedback.
+            let step = self.step;
+            let decision = hooked(
+                self.session
+                    .realize(step, AgentAction::Text(text.clone()))
+                    .await,
+            )?;
+            match decision {
+                ActionDecision::Realize(calls) => {
+                    let calls: Vec<ModelCall> = calls
+                        .iter()
+                        .map(|c| {
+                            let id = self.fresh_id("realized");
+                            from_wit_call(c, id)
+                        })
+                        .collect();
+                    // Record the message as the structured call it meant,
+                    // so the conversation the model sees stays consistent.
+                    self.messages
+                        .push(ChatMessage::assistant_with_tool_calls(None, calls.clone()));
+                    let planned = calls
+                        .into_iter()
+                        .map(|c| (c, CallSource::Realized))
+                        .collect();
+                    // Rescued calls still go through realization one by one,
+                    // as the WIT contract says.
+                    self.run_calls(planned).await?;
+                    continue;
+                }
+                ActionDecision::Block(feedback) => {
+                    self.messages.push(ChatMessage::assistant(text));
+                    self.note("realize", feedback);
+                    self.regulate(StepKind::AgentMessage, None, vec![]).await?;
+                    continue;
+                }
+                ActionDecision::Proceed | ActionDecision::Execute(_) => {}
+            }
+            self.messages.push(ChatMessage::assistant(text.clone()));
+            self.user_view.push(Utterance::agent(text.clone()));
+            if text.contains(AGENT_STOP) {
+                return Ok(End(EndReason::AgentStop, None));
+            }
+            self.regulate(StepKind::AgentMessage, Some(text), vec![])
+                .await?;
+            self.check_limits()?;
+            let reply = self.user_turn().await?;
+            self.messages.push(ChatMessage::user(reply.text.clone()));
+            if reply.stop.is_some() {
+                return Ok(End(EndReason::UserStop, None));
+            }
+            self.regulate(StepKind::UserMessage, Some(reply.text), vec![])
+                .await?;
+        }
+    }
+
+    fn check_limits(&self) -> Result<(), End> {
+        if self.step >= self.max_steps {
+            return Err(End(EndReason::MaxSteps, None));
+        }
+        if self.errors >= self.max_errors {
+            return Err(End(EndReason::TooManyErrors, None));
+        }
+        Ok(())
+    }
+
+    fn fresh_id(&mut self, prefix: &str) -> String {
+        self.next_call_id += 1;
+        format!("{prefix}_{}", self.next_call_id)
+    }
+
+    /// Show a harness note to the model before its next turn.
+    fn note(&mut self, hook: &str, text: String) {
+        self.transcript.push(Entry::Harness {
+            step: self.step,
+            hook: hook.to_string(),
+            text: text.clone(),
+        });
+        self.pending_notes.push((hook.to_string(), text));
+    }
+
+    fn flush_notes(&mut self) {
+        for (_, text) in self.pending_notes.drain(..) {
+            // A system-role note: it is not the customer speaking, and the
+            // user simulator never sees it.
+            self.messages.push(ChatMessage::system(format!(
+                "[Runtime harness note] {text}"
+            )));
+        }
+    }
+
+    async fn agent_call(&mut self) -> Result<crate::model::ChatResponse, End> {
+        let request = ChatRequest::new(self.messages.clone())
+            .with_tools(self.tools.clone())
+            .with_sampling(self.sampling.clone())
+            .with_cache_salt(self.cache_salt.clone());
+        match self.agent.chat(&request).await {
+            Ok(r) => {
+                self.agent_usage.add(r.usage.as_ref(), r.cached);
+                Ok(r)
+            }
+            Err(e) => Err(model_end(&e)),
+        }
+    }
+
+    async fn user_turn(&mut self) -> Result<UserTurn, End> {
+        self.step += 1;
+        // Token counts of an LLM user land in the run's ledger (its model
+        // is metered); here we count the turns.
+        self.user_usage.add(None, false);
+        match self.user.respond(&self.user_view).await {
+            Ok(reply) => {
+                self.transcript.push(Entry::User {
+                    step: self.step,
+                    text: reply.text.clone(),
+                });
+                self.user_view.push(Utterance::user(reply.text.clone()));
+                Ok(reply)
+            }
+            Err(UserSimError::Model(e)) => Err(model_end(&e)),
+            Err(e) => Err(End(
+                EndReason::ModelError,
+                Some(format!("user simulator: {e}")),
+            )),
+        }
+    }
+
+    /// Realize each proposed call, then run the ones that survive.
+    async fn run_calls(&mut self, planned: Vec<(ModelCall, CallSource)>) -> Result<(), End> {
+        let mut decided = Vec::new();
+        for (call, source) in planned {
+            let step = self.step;
+            let decision = hooked(
+                self.session
+                    .realize(step, AgentAction::Call(to_wit_call(&call)))
+                    .await,
+            )?;
+            decided.push((call, source, decision));
+        }
+        self.execute(decided).await
+    }
+
+    async fn execute(
+        &mut self,
+        decided: Vec<(ModelCall, CallSource, ActionDecision)>,
+    ) -> Result<(), End> {
+        self.step += 1;
+        let step = self.step;
+        let mut outcomes = Vec::new();
+        for (call, source, decision) in decided {
+            let (ran, source, proposed, blocked_text) = match decision {
+                ActionDecision::Execute(new) => {
+                    let mut ran = from_wit_call(&new, call.id.clone());
+                    ran.id = call.id.clone();
+                    let changed = ran != call;
+                    (
+                        ran,
+                        if changed && source == CallSource::Model {
+                            CallSource::Rewritten
+                        } else {
+                            source
+                        },
+                        changed.then(|| call.clone()),
+                        None,
+                    )
+                }
+                ActionDecision::Block(text) => (call.clone(), source, None, Some(text)),
+                ActionDecision::Proceed | ActionDecision::Realize(_) => {
+                    (call.clone(), source, None, None)
+                }
+            };
+            let (content, error, blocked) = match blocked_text {
+                Some(text) => (
+                    format!("[Blocked by the runtime harness] {text}"),
+                    false,
+                    true,
+                ),
+                None => {
+                    let args = match serde_json::from_str::<serde_json::Value>(&ran.arguments) {
+                        Ok(v) => v,
+                        // The environment answers non-JSON arguments with an
+                        // error result, as it would any malformed call.
+                        Err(_) => serde_json::Value::String(ran.arguments.clone()),
+                    };
+                    let out = {
+                        let mut env = self.env.lock().unwrap_or_else(|p| p.into_inner());
+                        env.call(&ran.name, &args)
+                    };
+                    (out.content, out.error, false)
+                }
+            };
+            if error {
+                self.errors += 1;
+            }
+            self.messages
+                .push(ChatMessage::tool(ran.id.clone(), content.clone()));
+            self.transcript.push(Entry::Tool {
+                step,
+                call_id: ran.id.clone(),
+                name: ran.name.clone(),
+                arguments: ran.arguments.clone(),
+                proposed,
+                content: content.clone(),
+                error,
+                blocked,
+                source,
+            });
+            outcomes.push(sandbox::ToolOutcome {
+                call: to_wit_call(&ran),
+                content,
+                error,
+                blocked,
+            });
+        }
+        self.regulate(StepKind::ToolResults, None, outcomes).await
+    }
+
+    /// Run the regulation hook after a step and act on its answer.
+    async fn regulate(
+        &mut self,
+        kind: StepKind,
+        text: Option<String>,
+        outcomes: Vec<sandbox::ToolOutcome>,
+    ) -> Result<(), End> {
+        let report = StepReport {
+            step: self.step,
+            steps_left: self.max_steps.saturating_sub(self.step),
+            errors_left: self.max_errors.saturating_sub(self.errors),
+            kind,
+            text,
+            outcomes,
+        };
+        let regulation = hooked(self.session.regulate(report).await)?;
+        match regulation {
+            Regulation::Continue => Ok(()),
+            Regulation::Annotate(note) => {
+                // Appended to the last tool result the model will read; with
+                // no tool result yet it becomes a note.
+                match self.messages.last_mut() {
+                    Some(ChatMessage::Tool { content, .. }) => {
+                        content.push_str(&format!("\n\n[Runtime harness note] {note}"));
+                        self.transcript.push(Entry::Harness {
+                            step: self.step,
+                            hook: "regulate".into(),
+                            text: note,
+                        });
+                    }
+                    _ => self.note("regulate", note),
+                }
+                Ok(())
+            }
+            Regulation::Inject(note) => {
+                self.note("regulate", note);
+                Ok(())
+            }
+            Regulation::ForceCall(call) => {
+                self.flush_notes();
+                let id = self.fresh_id("forced");
+                let call = from_wit_call(&call, id);
+                self.messages.push(ChatMessage::assistant_with_tool_calls(
+                    None,
+                    vec![call.clone()],
+                ));
+                // The host already checked the call against the contract;
+                // it runs as the agent's next action.
+                Box::pin(self.execute(vec![(call, CallSource::Forced, ActionDecision::Proceed)]))
+                    .await
+            }
+            Regulation::Stop(reason) => Err(End(EndReason::HarnessStop, Some(reason))),
+        }
+    }
+}
+
+fn response_testbed(r: &crate::model::ChatResponse) -> Option<crate::model::TestbedNote> {
+    r.testbed.clone()
+}

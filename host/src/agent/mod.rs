@@ -1,0 +1,10 @@
+//! The agent loop: one episode of a model, a user simulator, an environment
+//! and (optionally) a harness, recorded as a trajectory.
+
+mod episode;
+mod record;
+mod session;
+
+pub use episode::{AGENT_STOP, EpisodeSetup, run_episode};
+pub use record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage};
+pub use session::{HarnessSession, HookFailure, HookOutcome, HookRecord};

@@ -1,0 +1,212 @@
+//! What an episode leaves behind: the trajectory evolution reads later.
+
+use serde::{Deserialize, Serialize};
+
+use super::session::HookRecord;
+use crate::model::Usage;
+
+/// Why an episode ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// The agent ended the conversation (`###STOP###` or a transfer).
+    AgentStop,
+    /// The user simulator ended it (`###STOP###`, `###TRANSFER###`,
+    /// `###OUT-OF-SCOPE###`).
+    UserStop,
+    /// The step cap was reached.
+    MaxSteps,
+    /// The tool-error cap was reached.
+    TooManyErrors,
+    /// A hook failed under `fail-closed`.
+    HarnessError,
+    /// The harness's regulation hook stopped the episode.
+    HarnessStop,
+    /// The model (agent or user) failed with a non-retryable error.
+    ModelError,
+    /// An endpoint stayed unreachable after retries: the episode is
+    /// requeued, never scored.
+    InfrastructureError,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::AgentStop => "agent_stop",
+            EndReason::UserStop => "user_stop",
+            EndReason::MaxSteps => "max_steps",
+            EndReason::TooManyErrors => "too_many_errors",
+            EndReason::HarnessError => "harness_error",
+            EndReason::HarnessStop => "harness_stop",
+            EndReason::ModelError => "model_error",
+            EndReason::InfrastructureError => "infrastructure_error",
+        }
+    }
+
+    /// The environment's notion, for evaluation (only stops earn reward).
+    pub fn termination(self) -> crate::env::Termination {
+        use crate::env::Termination as T;
+        match self {
+            EndReason::AgentStop => T::AgentStop,
+            EndReason::UserStop => T::UserStop,
+            EndReason::MaxSteps => T::MaxSteps,
+            EndReason::TooManyErrors => T::TooManyErrors,
+            EndReason::HarnessError | EndReason::HarnessStop => T::JudgeStop,
+            EndReason::ModelError | EndReason::InfrastructureError => T::AgentError,
+        }
+    }
+}
+
+/// Where an executed call came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallSource {
+    /// A structured call of the model, run as proposed.
+    Model,
+    /// A structured call of the model, rewritten by the harness (`execute`).
+    Rewritten,
+    /// Rescued by the harness from the model's text (`realize`).
+    Realized,
+    /// Forced by the harness (`force-call`).
+    Forced,
+}
+
+/// One entry of the transcript, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    /// The system prompt the model saw (after the contract and skills).
+    System { text: String },
+    /// An agent message: text and/or structured calls, as the model wrote it.
+    Agent {
+        step: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<crate::model::ToolCall>,
+        /// Testbed ground truth (simulated models only): quirks that fired.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        testbed: Option<crate::model::TestbedNote>,
+    },
+    /// A user (simulator) message.
+    User { step: u32, text: String },
+    /// A tool call and its result.
+    Tool {
+        step: u32,
+        call_id: String,
+        name: String,
+        /// Arguments as run (after the harness), as JSON text.
+        arguments: String,
+        /// The call the model proposed, when the harness changed it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        proposed: Option<crate::model::ToolCall>,
+        content: String,
+        error: bool,
+        /// The harness blocked the call; `content` is its feedback.
+        blocked: bool,
+        source: CallSource,
+    },
+    /// A note from the harness shown to the model (skills, injected
+    /// recovery messages, feedback on text, annotations).
+    Harness {
+        step: u32,
+        hook: String,
+        text: String,
+    },
+}
+
+/// Token usage of one role in an episode.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoleUsage {
+    pub calls: u64,
+    pub cache_hits: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_prompt_tokens: u64,
+}
+
+impl RoleUsage {
+    pub fn add(&mut self, usage: Option<&Usage>, cached: bool) {
+        self.calls += 1;
+        if cached {
+            self.cache_hits += 1;
+        }
+        if let Some(u) = usage {
+            self.prompt_tokens += u.prompt_tokens;
+            self.completion_tokens += u.completion_tokens;
+            self.cached_prompt_tokens += u.cached_prompt_tokens;
+        }
+    }
+}
+
+/// A finished episode: one line of `trajectories.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EpisodeRecord {
+    pub task_id: String,
+    pub trial: u32,
+    pub domain: String,
+    /// The seed the episode's models were given.
+    pub seed: u64,
+    pub end: EndReason,
+    /// Details of the end (the error, the harness's stop reason...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_detail: Option<String>,
+    pub steps: u32,
+    pub tool_errors: u32,
+    pub transcript: Vec<Entry>,
+    pub hooks: Vec<HookRecord>,
+    pub agent_usage: RoleUsage,
+    pub user_usage: RoleUsage,
+    pub wall_ms: u64,
+    /// Filled by the runner (the loop never sees the oracle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluation: Option<serde_json::Value>,
+    #[serde(default)]
+    pub reward: f64,
+    #[serde(default)]
+    pub success: bool,
+}
+
+impl EpisodeRecord {
+    /// Hook calls whose answer changed something.
+    pub fn interventions(&self) -> impl Iterator<Item = &HookRecord> {
+        self.hooks
+            .iter()
+            .filter(|h| h.intervened || h.error.is_some())
+    }
+
+    /// The tool calls that ran (not blocked), for evaluation.
+    pub fn executed_calls(&self) -> Vec<crate::env::ToolCall> {
+        self.transcript
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Tool {
+                    name,
+                    arguments,
+                    blocked: false,
+                    ..
+                } => Some(crate::env::ToolCall {
+                    name: name.clone(),
+                    arguments: serde_json::from_str(arguments)
+                        .unwrap_or(serde_json::Value::Object(Default::default())),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every text the agent said to the user, for evaluation.
+    pub fn agent_texts(&self) -> Vec<String> {
+        self.transcript
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Agent {
+                    text: Some(t),
+                    tool_calls,
+                    ..
+                } if tool_calls.is_empty() => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,297 @@
+//! The harness side of an episode: runs hooks off the async runtime, applies
+//! the failure policy and records every call.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sandbox::{
+    ActionDecision, AgentAction, ContractInput, ContractOutput, EpisodeInfo, FailurePolicy,
+    Guidance, HarnessEpisode, HookResolution, Hooked, LoadedHarness, ReadOnlyEnv, Regulation,
+    SandboxError, StepReport, TaskView, ToolSpec,
+};
+
+/// One hook call as the trajectory records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookRecord {
+    /// Episode step at which the hook ran.
+    pub step: u32,
+    /// `constructor`, `contract`, `skills`, `realize` or `regulate`.
+    pub hook: String,
+    /// The decision (the hook's answer), or the neutral answer used after a
+    /// fail-open failure.
+    pub decision: serde_json::Value,
+    /// Whether the decision changed anything (not the neutral answer).
+    pub intervened: bool,
+    pub fuel: u64,
+    pub micros: u64,
+    /// The typed failure, if the hook failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<HookFailure>,
+    /// Lines the harness logged during the call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<String>,
+}
+
+/// A failed hook call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookFailure {
+    pub kind: String,
+    pub message: String,
+    /// The policy that was applied: `fail-open` or `fail-closed`.
+    pub policy: FailurePolicy,
+}
+
+/// The outcome of a hook for the loop.
+pub enum HookOutcome<T> {
+    /// Use this value (the hook's answer, or the neutral one under fail-open).
+    Use(T),
+    /// The hook failed under fail-closed: end the episode as `harness_error`.
+    End(String),
+}
+
+/// A harness instance for one episode, or none (the Direct baseline).
+pub struct HarnessSession {
+    episode: Option<HarnessEpisode>,
+    policy: FailurePolicy,
+    records: Vec<HookRecord>,
+    active: bool,
+}
+
+fn summarize<T: Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}
+
+impl HarnessSession {
+    /// No harness: every hook answers neutrally and nothing is recorded.
+    pub fn none() -> Self {
+        HarnessSession {
+            episode: None,
+            policy: FailurePolicy::FailClosed,
+            records: Vec::new(),
+            active: false,
+        }
+    }
+
+    /// Instantiate `harness` for an episode. A constructor failure follows
+    /// the policy like any hook: fail-open continues without a harness.
+    pub async fn start(
+        harness: &LoadedHarness,
+        info: EpisodeInfo,
+        tools: Vec<ToolSpec>,
+        env: Box<dyn ReadOnlyEnv>,
+        policy: FailurePolicy,
+    ) -> (Self, HookOutcome<()>) {
+        let harness = harness.clone();
+        let started = tokio::task::spawn_blocking(move || {
+            harness
+                .start_episode(&info, &tools, env)
+                .map(|ep| (ep.constructor_fuel(), ep))
+        })
+        .await
+        .unwrap_or_else(|e| Err(SandboxError::Engine(format!("hook task failed: {e}"))));
+        let mut session = HarnessSession {
+            episode: None,
+            policy,
+            records: Vec::new(),
+            active: true,
+        };
+        match started {
+            Ok((fuel, ep)) => {
+                session.episode = Some(ep);
+                session.records.push(HookRecord {
+                    step: 0,
+                    hook: "constructor".into(),
+                    decision: serde_json::Value::Null,
+                    intervened: false,
+                    fuel,
+                    micros: 0,
+                    error: None,
+                    logs: vec![],
+                });
+                (session, HookOutcome::Use(()))
+            }
+            Err(e) => {
+                let outcome = session.failed(0, "constructor", e, serde_json::Value::Null);
+                let outcome = match outcome {
+                    HookOutcome::Use(_) => HookOutcome::Use(()),
+                    HookOutcome::End(m) => HookOutcome::End(m),
+                };
+                (session, outcome)
+            }
+        }
+    }
+
+    /// True when a harness is attached (even if it has failed since).
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    /// Every hook call so far.
+    pub fn records(&self) -> &[HookRecord] {
+        &self.records
+    }
+
+    pub fn into_records(self) -> Vec<HookRecord> {
+        self.records
+    }
+
+    fn failed<T: Serialize>(
+        &mut self,
+        step: u32,
+        hook: &str,
+        error: SandboxError,
+        neutral: T,
+    ) -> HookOutcome<T> {
+        let failure = HookFailure {
+            kind: error.kind().to_string(),
+            message: error.to_string(),
+            policy: self.policy,
+        };
+        self.records.push(HookRecord {
+            step,
+            hook: hook.to_string(),
+            decision: summarize(&neutral),
+            intervened: false,
+            fuel: 0,
+            micros: 0,
+            error: Some(failure),
+            logs: vec![],
+        });
+        match self.policy {
+            FailurePolicy::FailOpen => HookOutcome::Use(neutral),
+            FailurePolicy::FailClosed => HookOutcome::End(error.to_string()),
+        }
+    }
+
+    /// Run one hook on a blocking thread (wasmtime-wasi's sync bindings must
+    /// not run on an async worker), then apply the policy and record it.
+    async fn run<T, F>(
+        &mut self,
+        step: u32,
+        hook: &'static str,
+        call: F,
+        neutral: T,
+        is_neutral: impl FnOnce(&T) -> bool,
+    ) -> HookOutcome<T>
+    where
+        T: Serialize + Send + 'static,
+        F: FnOnce(&mut HarnessEpisode) -> Result<Hooked<T>, SandboxError> + Send + 'static,
+    {
+        let Some(mut ep) = self.episode.take() else {
+            if !self.active {
+                return HookOutcome::Use(neutral);
+            }
+            // Attached but poisoned by an earlier fail-open failure.
+            return self.failed(step, hook, SandboxError::Poisoned, neutral);
+        };
+        let joined = tokio::task::spawn_blocking(move || {
+            let r = call(&mut ep);
+            (ep, r)
+        })
+        .await;
+        let (ep, result) = match joined {
+            Ok(pair) => pair,
+            Err(e) => {
+                return self.failed(
+                    step,
+                    hook,
+                    SandboxError::Engine(format!("hook task failed: {e}")),
+                    neutral,
+                );
+            }
+        };
+        let failed_now = result.is_err();
+        if !failed_now {
+            self.episode = Some(ep);
+        }
+        match self.policy.resolve(result, || neutral) {
+            HookResolution::Answered(h) => {
+                let intervened = !is_neutral(&h.value);
+                self.records.push(HookRecord {
+                    step,
+                    hook: hook.to_string(),
+                    decision: summarize(&h.value),
+                    intervened,
+                    fuel: h.fuel,
+                    micros: duration_micros(h.elapsed),
+                    error: None,
+                    logs: h
+                        .logs
+                        .iter()
+                        .map(|l| format!("{}: {}", l.level, l.message))
+                        .collect(),
+                });
+                HookOutcome::Use(h.value)
+            }
+            HookResolution::FailedOpen { neutral, error } => {
+                self.failed(step, hook, error, neutral)
+            }
+            HookResolution::FailedClosed { error } => {
+                // Record with a null decision: nothing was decided.
+                self.failed(step, hook, error, serde_json::Value::Null);
+                HookOutcome::End(
+                    self.records
+                        .last()
+                        .and_then(|r| r.error.as_ref())
+                        .map(|e| e.message.clone())
+                        .unwrap_or_default(),
+                )
+            }
+        }
+    }
+
+    pub async fn contract(&mut self, input: ContractInput) -> HookOutcome<ContractOutput> {
+        let neutral = ContractOutput {
+            system_prompt: input.system_prompt.clone(),
+            tool_descriptions: vec![],
+        };
+        let original = input.system_prompt.clone();
+        self.run(
+            0,
+            "contract",
+            move |ep| ep.contract(&input),
+            neutral,
+            move |o| o.system_prompt == original && o.tool_descriptions.is_empty(),
+        )
+        .await
+    }
+
+    pub async fn skills(&mut self, step: u32, view: TaskView) -> HookOutcome<Vec<Guidance>> {
+        self.run(
+            step,
+            "skills",
+            move |ep| ep.skills(&view),
+            vec![],
+            Vec::is_empty,
+        )
+        .await
+    }
+
+    pub async fn realize(&mut self, step: u32, action: AgentAction) -> HookOutcome<ActionDecision> {
+        self.run(
+            step,
+            "realize",
+            move |ep| ep.realize(&action),
+            ActionDecision::Proceed,
+            |d| *d == ActionDecision::Proceed,
+        )
+        .await
+    }
+
+    pub async fn regulate(&mut self, report: StepReport) -> HookOutcome<Regulation> {
+        let step = report.step;
+        self.run(
+            step,
+            "regulate",
+            move |ep| ep.regulate(&report),
+            Regulation::Continue,
+            |r| *r == Regulation::Continue,
+        )
+        .await
+    }
+}
+
+fn duration_micros(d: Duration) -> u64 {
+    d.as_micros().min(u128::from(u64::MAX)) as u64
+}

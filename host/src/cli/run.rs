@@ -1,0 +1,446 @@
+//! `run` and `show`: the evaluation runner from the command line.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use ecdysis_host::agent::{Entry, EpisodeRecord};
+use ecdysis_host::eval::participants::{AgentSide, StandardParticipants, UserSide};
+use ecdysis_host::eval::{self, RunConfig, RunOptions, RunSummary, report, rundir};
+use ecdysis_host::model::{
+    CachePolicy, ModelFlags, ModelHub, PriceTable, ResponseCache, SamplingArgs, SimProfile,
+    UsageLedger,
+};
+use ecdysis_host::sandbox::{FailurePolicy, Limits, Sandbox, WORLD_VERSION};
+use ecdysis_host::store::ComponentStore;
+
+use super::env::DataArgs;
+
+/// Flags of `run`.
+#[derive(Args)]
+pub struct RunArgs {
+    /// The harness: a guest crate directory (built now), a .wasm file, a
+    /// stored hash, or `none` for the Direct baseline (same loop, no hooks).
+    #[arg(long, default_value = "harness-template")]
+    pub harness: String,
+    /// Benchmark domain: tau2/retail or tau2/airline.
+    #[arg(long, default_value = "tau2/retail")]
+    pub domain: String,
+    /// Task split: train, test or base (`all` for every task).
+    #[arg(long, default_value = "test")]
+    pub split: String,
+    /// Only these task ids (comma-separated), in this order.
+    #[arg(long, value_delimiter = ',')]
+    pub tasks: Vec<String>,
+    /// Trials per task (pass^k is reported for k up to this).
+    #[arg(long, default_value_t = 1)]
+    pub trials: u32,
+    /// The agent model: an endpoint's model name, or a simulated testbed
+    /// agent `sim:<profile>` (offline; follows the gold plan with injected
+    /// quirks, never a benchmark result). Profiles:
+    /// sim:oracle, sim:clumsy, sim:careless, sim:mixed, sim:texter.
+    #[arg(long, default_value = "sim:mixed")]
+    pub agent_model: String,
+    /// Base URL of the agent's OpenAI-compatible endpoint (default
+    /// $OPENAI_BASE_URL).
+    #[arg(long)]
+    pub agent_base_url: Option<String>,
+    /// Environment variable holding the agent endpoint's API key (default
+    /// OPENAI_API_KEY; empty for none).
+    #[arg(long)]
+    pub agent_api_key_env: Option<String>,
+    /// Extra JSON object merged into every agent request body.
+    #[arg(long)]
+    pub agent_extra_args: Option<String>,
+    /// The user simulator: `scripted` (offline, deterministic, driven by the
+    /// task's instructions) or an endpoint's model name.
+    #[arg(long, default_value = "scripted")]
+    pub user_model: String,
+    /// Base URL of the user simulator's endpoint (default: the agent's).
+    #[arg(long)]
+    pub user_base_url: Option<String>,
+    /// Episodes run at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Run seed; every episode's seed derives from it, the task and the trial.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Sampling temperature of the agent (default: the endpoint's).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Result directory (default runs/<domain>-<split>-<harness>-<agent>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Start over when the result directory holds a run with another
+    /// configuration (the old run is moved aside, not deleted).
+    #[arg(long)]
+    pub force_new: bool,
+    /// Step cap per episode (message hops).
+    #[arg(long, default_value_t = ecdysis_host::env::DEFAULT_MAX_STEPS)]
+    pub max_steps: u32,
+    /// Tool-error cap per episode.
+    #[arg(long, default_value_t = ecdysis_host::env::DEFAULT_MAX_ERRORS)]
+    pub max_errors: u32,
+    /// What a failing hook does: fail-closed (the episode ends as
+    /// harness_error) or fail-open (proceed as if it answered neutrally).
+    #[arg(long, default_value = "fail-closed")]
+    pub policy: FailurePolicy,
+    /// Fuel per hook call.
+    #[arg(long)]
+    pub fuel: Option<u64>,
+    /// Wall-clock deadline per hook call, in milliseconds.
+    #[arg(long)]
+    pub deadline_ms: Option<u64>,
+    /// Guest memory cap, in MiB.
+    #[arg(long)]
+    pub memory_mib: Option<usize>,
+    /// Response cache policy: read-write, read-only or off.
+    #[arg(long, default_value = "read-write")]
+    pub cache: String,
+    /// Response cache directory.
+    #[arg(long, default_value = ".ecdysis/cache")]
+    pub cache_dir: PathBuf,
+    /// A JSON price table (USD per million tokens per model) for the cost
+    /// ledger.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
+    /// Extra attempts for an episode whose endpoint kept failing.
+    #[arg(long, default_value_t = 2)]
+    pub max_requeues: u32,
+}
+
+impl RunArgs {
+    fn limits(&self) -> Limits {
+        let mut l = Limits::default();
+        if let Some(f) = self.fuel {
+            l.fuel_per_hook = f;
+        }
+        if let Some(ms) = self.deadline_ms {
+            l.deadline = Duration::from_millis(ms);
+        }
+        if let Some(m) = self.memory_mib {
+            l.memory_bytes = m << 20;
+        }
+        l
+    }
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+pub async fn run(
+    args: RunArgs,
+    store: &ComponentStore,
+    data: &DataArgs,
+    quiet: bool,
+) -> Result<RunSummary> {
+    let domain = data.open(&args.domain)?;
+    let split = (args.split != "all").then(|| args.split.clone());
+    let visible = domain.tasks(split.as_deref())?;
+    let tasks: Vec<String> = if args.tasks.is_empty() {
+        visible.iter().map(|t| t.id.clone()).collect()
+    } else {
+        for t in &args.tasks {
+            if !visible.iter().any(|v| &v.id == t) {
+                bail!(
+                    "task `{t}` is not in {} split {}",
+                    args.domain,
+                    split.as_deref().unwrap_or("all")
+                );
+            }
+        }
+        args.tasks.clone()
+    };
+    if args.trials == 0 {
+        bail!("--trials must be at least 1");
+    }
+
+    let limits = args.limits();
+    let (harness_hash, harness) = if args.harness == "none" {
+        (None, None)
+    } else {
+        let manifest = store
+            .obtain(&args.harness, quiet)
+            .with_context(|| format!("loading harness `{}`", args.harness))?;
+        let sandbox = Sandbox::new(limits.clone())?;
+        let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
+        (Some(manifest.hash.to_string()), Some(loaded))
+    };
+
+    let policy: CachePolicy = args
+        .cache
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--cache: {e}"))?;
+    let mut prices = PriceTable::embedded_default();
+    if let Some(p) = &args.prices {
+        prices = prices
+            .merged(PriceTable::load(p).with_context(|| format!("--prices {}", p.display()))?);
+    }
+    let ledger = Arc::new(UsageLedger::new(prices));
+    let cache = Arc::new(ResponseCache::new(&args.cache_dir, policy));
+    let hub = ModelHub::new(ledger.clone(), cache);
+
+    let agent_flags = ModelFlags {
+        model: Some(args.agent_model.clone()),
+        base_url: args.agent_base_url.clone(),
+        api_key_env: args.agent_api_key_env.clone(),
+        extra_args: args.agent_extra_args.clone(),
+        ..ModelFlags::default()
+    };
+    let agent = if args.agent_model.starts_with("sim:") {
+        AgentSide::Sim(
+            SimProfile::parse(&args.agent_model)
+                .map_err(|e| anyhow::anyhow!("--agent-model: {e}\n{}", SimProfile::help_text()))?,
+        )
+    } else {
+        AgentSide::Model(hub.http_model("agent", agent_flags.clone().resolve(None)?)?)
+    };
+    let user = if args.user_model == "scripted" {
+        UserSide::Scripted
+    } else {
+        let flags = ModelFlags {
+            model: Some(args.user_model.clone()),
+            base_url: args.user_base_url.clone(),
+            ..ModelFlags::default()
+        }
+        .or(&agent_flags);
+        UserSide::Model(hub.http_model("user", flags.resolve(None)?)?)
+    };
+    let participants = Arc::new(StandardParticipants {
+        agent,
+        user,
+        hub: Some(hub),
+    });
+
+    let config = RunConfig {
+        world: WORLD_VERSION.to_string(),
+        harness: harness_hash.clone(),
+        domain: args.domain.clone(),
+        split: split.clone(),
+        tasks,
+        trials: args.trials,
+        agent_model: args.agent_model.clone(),
+        agent_base_url: args.agent_base_url.clone(),
+        user_model: args.user_model.clone(),
+        user_base_url: args.user_base_url.clone(),
+        seed: args.seed,
+        max_steps: args.max_steps,
+        max_errors: args.max_errors,
+        policy: args.policy,
+        limits,
+        sampling: SamplingArgs {
+            temperature: args.temperature,
+            ..SamplingArgs::default()
+        },
+    };
+    let out = args.out.clone().unwrap_or_else(|| {
+        let h = harness_hash
+            .as_deref()
+            .map(|h| &h[..12])
+            .unwrap_or("direct");
+        PathBuf::from("runs").join(slug(&format!(
+            "{}-{}-{}-{}",
+            args.domain,
+            split.as_deref().unwrap_or("all"),
+            h,
+            args.agent_model
+        )))
+    });
+    if !quiet {
+        eprintln!(
+            "running {} episodes into {}",
+            config.tasks.len() as u64 * u64::from(config.trials),
+            out.display()
+        );
+    }
+    let options = RunOptions {
+        out,
+        concurrency: args.concurrency,
+        force_new: args.force_new,
+        quiet,
+        max_requeues: args.max_requeues,
+    };
+    Ok(eval::run(config, options, domain, harness, participants, Some(ledger)).await?)
+}
+
+/// `show <run-dir>`: the summary and episode list, or one trajectory.
+pub fn show(dir: &Path, task: Option<&str>, trial: Option<u32>) -> Result<()> {
+    let records = rundir::read_trajectories(&dir.join(rundir::TRAJECTORIES_FILE), false)
+        .with_context(|| format!("reading run directory {}", dir.display()))?;
+    let Some(task) = task else {
+        let summary_path = dir.join(rundir::SUMMARY_FILE);
+        if let Ok(bytes) = std::fs::read(&summary_path) {
+            let summary: RunSummary = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is not a run summary", summary_path.display()))?;
+            print!("{}", report::render(&summary));
+        } else {
+            println!("(no summary.json yet: the run has not finished)");
+        }
+        println!("\ntask      trial  reward  end              steps  interventions");
+        for r in &records {
+            println!(
+                "{:<9} {:>5}  {:>6.2}  {:<16} {:>5}  {:>13}",
+                r.task_id,
+                r.trial,
+                r.reward,
+                r.end.as_str(),
+                r.steps,
+                r.interventions().count()
+            );
+        }
+        return Ok(());
+    };
+    let trial = trial.unwrap_or(0);
+    let Some(r) = records
+        .iter()
+        .find(|r| r.task_id == task && r.trial == trial)
+    else {
+        bail!(
+            "no finished episode for task {task} trial {trial} in {}",
+            dir.display()
+        );
+    };
+    print!("{}", render_episode(r));
+    Ok(())
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let one_line = s.replace('\n', " ⏎ ");
+    if one_line.chars().count() <= n {
+        one_line
+    } else {
+        format!("{}…", one_line.chars().take(n).collect::<String>())
+    }
+}
+
+/// A trajectory, readably: `>>` marks harness interventions.
+pub fn render_episode(r: &EpisodeRecord) -> String {
+    let mut out = format!(
+        "task {} trial {} ({}) seed {}: reward {:.2}, ended {}{}; {} steps, {} tool errors, {} ms\n",
+        r.task_id,
+        r.trial,
+        r.domain,
+        r.seed,
+        r.reward,
+        r.end.as_str(),
+        r.end_detail
+            .as_deref()
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default(),
+        r.steps,
+        r.tool_errors,
+        r.wall_ms
+    );
+    for e in &r.transcript {
+        match e {
+            Entry::System { text } => out += &format!("   [system] {}\n", clip(text, 160)),
+            Entry::Agent {
+                step,
+                text,
+                tool_calls,
+                testbed,
+            } => {
+                if let Some(t) = text {
+                    out += &format!("{step:>3} agent: {}\n", clip(t, 300));
+                }
+                for c in tool_calls {
+                    out += &format!(
+                        "{step:>3} agent calls {}({})\n",
+                        c.name,
+                        clip(&c.arguments, 200)
+                    );
+                }
+                if let Some(note) = testbed
+                    .as_ref()
+                    .filter(|n| !n.quirks.is_empty() || !n.corrected.is_empty())
+                {
+                    let fired: Vec<String> = note
+                        .quirks
+                        .iter()
+                        .map(|q| q.name.as_str().to_string())
+                        .collect();
+                    let fixed: Vec<String> = note
+                        .corrected
+                        .iter()
+                        .map(|q| q.name.as_str().to_string())
+                        .collect();
+                    out += &format!(
+                        "    (testbed: quirks fired [{}], corrected [{}])\n",
+                        fired.join(", "),
+                        fixed.join(", ")
+                    );
+                }
+            }
+            Entry::User { step, text } => out += &format!("{step:>3} user:  {}\n", clip(text, 300)),
+            Entry::Tool {
+                step,
+                name,
+                arguments,
+                proposed,
+                content,
+                error,
+                blocked,
+                source,
+                ..
+            } => {
+                let mark = if *blocked
+                    || proposed.is_some()
+                    || !matches!(source, ecdysis_host::agent::CallSource::Model)
+                {
+                    ">>"
+                } else {
+                    "  "
+                };
+                if let Some(p) = proposed {
+                    out += &format!(
+                        ">>  harness rewrote {}({}) ->\n",
+                        p.name,
+                        clip(&p.arguments, 160)
+                    );
+                }
+                out += &format!(
+                    "{mark}{step:>2} tool {}({}) [{}] -> {}{}\n",
+                    name,
+                    clip(arguments, 160),
+                    serde_json::to_value(source)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    if *blocked {
+                        "BLOCKED: "
+                    } else if *error {
+                        "ERROR: "
+                    } else {
+                        ""
+                    },
+                    clip(content, 200)
+                );
+            }
+            Entry::Harness { step, hook, text } => {
+                out += &format!(">>{step:>2} harness {hook}: {}\n", clip(text, 300));
+            }
+        }
+    }
+    let failures: Vec<_> = r.hooks.iter().filter(|h| h.error.is_some()).collect();
+    for h in failures {
+        if let Some(e) = &h.error {
+            out += &format!(
+                ">> hook {} failed at step {} ({}): {}\n",
+                h.hook, h.step, e.kind, e.message
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,174 @@
+//! Metrics of a run, per τ²'s definitions.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::EpisodeRecord;
+
+/// C(n, k) as a float (exact for the small n of trial counts).
+fn choose(n: u64, k: u64) -> f64 {
+    if k > n {
+        return 0.0;
+    }
+    let k = k.min(n - k);
+    (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+}
+
+/// pass^k of one task: the chance that k trials drawn without replacement
+/// all succeed, `C(successes, k) / C(trials, k)` (τ²'s formula).
+pub fn pass_hat_k(trials: u64, successes: u64, k: u64) -> f64 {
+    if trials < k || k == 0 {
+        return 0.0;
+    }
+    choose(successes, k) / choose(trials, k)
+}
+
+/// pass@k of one task: the chance that at least one of k trials succeeds,
+/// `1 - C(trials - successes, k) / C(trials, k)`.
+pub fn pass_at_k(trials: u64, successes: u64, k: u64) -> f64 {
+    if trials < k || k == 0 {
+        return 0.0;
+    }
+    1.0 - choose(trials - successes, k) / choose(trials, k)
+}
+
+/// One task's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskResult {
+    pub task_id: String,
+    pub trials: u64,
+    pub successes: u64,
+    pub mean_reward: f64,
+    pub ends: Vec<String>,
+}
+
+/// Fuel burned by one hook across the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HookStats {
+    pub calls: u64,
+    pub interventions: u64,
+    pub failures: u64,
+    pub fuel_total: u64,
+    pub fuel_max: u64,
+    pub micros_total: u64,
+}
+
+/// Headline numbers of a set of episodes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    pub episodes: u64,
+    pub tasks: u64,
+    /// Mean reward over all episodes (τ²'s "average reward", accuracy).
+    pub accuracy: f64,
+    /// pass^k for k = 1..=min trials, averaged over tasks.
+    pub pass_hat_k: BTreeMap<u64, f64>,
+    /// pass@k for k = 1..=min trials, averaged over tasks.
+    pub pass_at_k: BTreeMap<u64, f64>,
+    pub ends: BTreeMap<String, u64>,
+    pub hooks: BTreeMap<String, HookStats>,
+    pub agent_calls: u64,
+    pub agent_cache_hits: u64,
+    pub agent_prompt_tokens: u64,
+    pub agent_completion_tokens: u64,
+    pub user_calls: u64,
+    pub user_prompt_tokens: u64,
+    pub user_completion_tokens: u64,
+    /// Fresh model calls answered from the response cache / all calls.
+    pub cache_hit_rate: f64,
+    pub per_task: Vec<TaskResult>,
+}
+
+/// Compute the metrics of finished (scored) episodes.
+pub fn compute(records: &[EpisodeRecord]) -> Metrics {
+    let mut m = Metrics {
+        episodes: records.len() as u64,
+        ..Metrics::default()
+    };
+    let mut by_task: BTreeMap<&str, Vec<&EpisodeRecord>> = BTreeMap::new();
+    for r in records {
+        by_task.entry(&r.task_id).or_default().push(r);
+        *m.ends.entry(r.end.as_str().to_string()).or_default() += 1;
+        for h in &r.hooks {
+            let s = m.hooks.entry(h.hook.clone()).or_default();
+            s.calls += 1;
+            s.interventions += u64::from(h.intervened);
+            s.failures += u64::from(h.error.is_some());
+            s.fuel_total += h.fuel;
+            s.fuel_max = s.fuel_max.max(h.fuel);
+            s.micros_total += h.micros;
+        }
+        m.agent_calls += r.agent_usage.calls;
+        m.agent_cache_hits += r.agent_usage.cache_hits;
+        m.agent_prompt_tokens += r.agent_usage.prompt_tokens;
+        m.agent_completion_tokens += r.agent_usage.completion_tokens;
+        m.user_calls += r.user_usage.calls;
+        m.user_prompt_tokens += r.user_usage.prompt_tokens;
+        m.user_completion_tokens += r.user_usage.completion_tokens;
+    }
+    let hits = m.agent_cache_hits + records.iter().map(|r| r.user_usage.cache_hits).sum::<u64>();
+    let calls = m.agent_calls + m.user_calls;
+    m.cache_hit_rate = if calls > 0 {
+        hits as f64 / calls as f64
+    } else {
+        0.0
+    };
+    m.tasks = by_task.len() as u64;
+    if records.is_empty() {
+        return m;
+    }
+    m.accuracy = records.iter().map(|r| r.reward).sum::<f64>() / records.len() as f64;
+    let min_trials = by_task.values().map(|v| v.len() as u64).min().unwrap_or(0);
+    for (task, eps) in &by_task {
+        let n = eps.len() as u64;
+        let c = eps.iter().filter(|r| r.success).count() as u64;
+        m.per_task.push(TaskResult {
+            task_id: task.to_string(),
+            trials: n,
+            successes: c,
+            mean_reward: eps.iter().map(|r| r.reward).sum::<f64>() / n as f64,
+            ends: eps.iter().map(|r| r.end.as_str().to_string()).collect(),
+        });
+    }
+    for k in 1..=min_trials {
+        let tasks = m.per_task.len() as f64;
+        let hat = m
+            .per_task
+            .iter()
+            .map(|t| pass_hat_k(t.trials, t.successes, k))
+            .sum::<f64>()
+            / tasks;
+        let at = m
+            .per_task
+            .iter()
+            .map(|t| pass_at_k(t.trials, t.successes, k))
+            .sum::<f64>()
+            / tasks;
+        m.pass_hat_k.insert(k, hat);
+        m.pass_at_k.insert(k, at);
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_hat_k_matches_the_formula() {
+        // 3 trials, 2 successes: pass^1 = 2/3, pass^2 = 1/3, pass^3 = 0.
+        assert!((pass_hat_k(3, 2, 1) - 2.0 / 3.0).abs() < 1e-12);
+        assert!((pass_hat_k(3, 2, 2) - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(pass_hat_k(3, 2, 3), 0.0);
+        assert_eq!(pass_hat_k(3, 3, 3), 1.0);
+        assert_eq!(pass_hat_k(2, 2, 3), 0.0);
+    }
+
+    #[test]
+    fn pass_at_k_matches_the_formula() {
+        assert!((pass_at_k(3, 1, 1) - 1.0 / 3.0).abs() < 1e-12);
+        assert!((pass_at_k(3, 1, 2) - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(pass_at_k(3, 1, 3), 1.0);
+        assert_eq!(pass_at_k(3, 0, 3), 0.0);
+    }
+}

@@ -1,0 +1,251 @@
+//! The evaluation runner: tasks × trials through the agent loop, scored by
+//! the environment's evaluator, written to a resumable result directory.
+
+pub mod metrics;
+pub mod participants;
+pub mod report;
+pub mod rundir;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{EndReason, EpisodeRecord, EpisodeSetup, run_episode};
+use crate::env::{Domain, EnvError, Trajectory};
+use crate::model::{LedgerSummary, SamplingArgs, UsageLedger};
+use crate::sandbox::{FailurePolicy, Limits, LoadedHarness};
+
+pub use metrics::Metrics;
+pub use participants::{Participants, ParticipantsError};
+pub use rundir::{RunDir, RunDirError};
+
+/// Everything that determines a run's results. Stored as `config.json`; a
+/// resume with a different config is refused. (Concurrency is not in it:
+/// it changes speed, never results.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// The WIT world the host implements.
+    pub world: String,
+    /// blake3 hash of the harness component, or `None` for Direct.
+    pub harness: Option<String>,
+    pub domain: String,
+    pub split: Option<String>,
+    /// The task ids, in order.
+    pub tasks: Vec<String>,
+    pub trials: u32,
+    /// The agent model: `sim:<profile>` or an endpoint's model name.
+    pub agent_model: String,
+    pub agent_base_url: Option<String>,
+    /// The user simulator: `scripted` or an endpoint's model name.
+    pub user_model: String,
+    pub user_base_url: Option<String>,
+    pub seed: u64,
+    pub max_steps: u32,
+    pub max_errors: u32,
+    pub policy: FailurePolicy,
+    pub limits: Limits,
+    pub sampling: SamplingArgs,
+}
+
+/// How to run (not what: that is the config).
+pub struct RunOptions {
+    pub out: PathBuf,
+    pub concurrency: usize,
+    pub force_new: bool,
+    pub quiet: bool,
+    /// Extra attempts for an episode that ended in an infrastructure error.
+    pub max_requeues: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    #[error(transparent)]
+    Participants(#[from] ParticipantsError),
+    #[error("no tasks to run: {0}")]
+    NoTasks(String),
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub config: RunConfig,
+    pub metrics: Metrics,
+    /// Episodes that ended in infrastructure errors after every requeue:
+    /// not scored, run again on resume.
+    pub unfinished: Vec<(String, u32)>,
+    /// The do-nothing floor of the chosen tasks: how many an agent that
+    /// does nothing solves, next to the score.
+    pub floor_solved: u64,
+    pub floor_tasks: u64,
+    pub wall_seconds: f64,
+    /// Episodes run by this invocation (the rest were resumed from disk).
+    pub ran_now: u64,
+    #[serde(default)]
+    pub ledger: Option<LedgerSummary>,
+}
+
+/// The seed of one episode, derived from the run seed.
+pub fn episode_seed(seed: u64, task_id: &str, trial: u32) -> u64 {
+    let h = blake3::hash(format!("{seed}/{task_id}/{trial}").as_bytes());
+    u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+/// Score a finished episode against its task's oracle.
+fn score(domain: &dyn Domain, record: &mut EpisodeRecord) -> Result<(), RunError> {
+    let (_, oracle) = domain.task(&record.task_id)?;
+    let trajectory = Trajectory {
+        tool_calls: record.executed_calls(),
+        assistant_texts: record.agent_texts(),
+        termination: record.end.termination(),
+    };
+    let ev = domain.evaluate(&oracle, &trajectory)?;
+    record.reward = ev.reward;
+    record.success = ev.success;
+    record.evaluation = serde_json::to_value(&ev).ok();
+    Ok(())
+}
+
+/// Run (or resume) an evaluation.
+pub async fn run(
+    config: RunConfig,
+    options: RunOptions,
+    domain: Arc<dyn Domain>,
+    harness: Option<LoadedHarness>,
+    participants: Arc<dyn Participants>,
+    ledger: Option<Arc<UsageLedger>>,
+) -> Result<RunSummary, RunError> {
+    if config.tasks.is_empty() {
+        return Err(RunError::NoTasks(
+            "the task selection is empty (check --split and --tasks)".into(),
+        ));
+    }
+    let started = Instant::now();
+    let (dir, done) = RunDir::open(&options.out, &config, options.force_new)?;
+    let dir = Arc::new(dir);
+    let mut finished = rundir::by_pair(done);
+    let resumed = finished.len();
+    let mut todo: Vec<(String, u32)> = Vec::new();
+    for t in &config.tasks {
+        for trial in 0..config.trials {
+            if !finished.contains_key(&(t.clone(), trial)) {
+                todo.push((t.clone(), trial));
+            }
+        }
+    }
+    let total = config.tasks.len() as u64 * u64::from(config.trials);
+    let resumed_successes = finished.values().filter(|r| r.success).count() as u64;
+    let progress = report::Progress::new(total, resumed as u64, resumed_successes, options.quiet);
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
+    let mut attempts: BTreeMap<(String, u32), u32> = BTreeMap::new();
+    let mut unfinished = Vec::new();
+    let mut ran_now = 0u64;
+    let config = Arc::new(config);
+
+    while !todo.is_empty() {
+        let mut set = tokio::task::JoinSet::new();
+        for (task_id, trial) in std::mem::take(&mut todo) {
+            *attempts.entry((task_id.clone(), trial)).or_default() += 1;
+            let permit = semaphore.clone();
+            let domain = domain.clone();
+            let harness = harness.clone();
+            let participants = participants.clone();
+            let config = config.clone();
+            set.spawn(async move {
+                let _permit = permit.acquire_owned().await.expect("semaphore open");
+                let result =
+                    one_episode(&config, domain, harness, &*participants, &task_id, trial).await;
+                (task_id, trial, result)
+            });
+        }
+        while let Some(joined) = set.join_next().await {
+            let (task_id, trial, result) = joined.expect("episode task does not panic");
+            let mut record = result?;
+            if record.end == EndReason::InfrastructureError {
+                let n = attempts[&(task_id.clone(), trial)];
+                progress.note(&format!(
+                    "{task_id} trial {trial}: infrastructure error ({}), {}",
+                    record.end_detail.as_deref().unwrap_or("?"),
+                    if n <= options.max_requeues {
+                        "requeued"
+                    } else {
+                        "left unscored"
+                    }
+                ));
+                if n <= options.max_requeues {
+                    todo.push((task_id, trial));
+                } else {
+                    unfinished.push((task_id, trial));
+                }
+                continue;
+            }
+            score(&*domain, &mut record)?;
+            dir.append(&record)?;
+            ran_now += 1;
+            progress.finished(&record);
+            finished.insert((task_id, trial), record);
+        }
+        if !todo.is_empty() {
+            // Give a struggling endpoint a moment before the requeued round.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    progress.done();
+
+    let records: Vec<EpisodeRecord> = finished.into_values().collect();
+    let metrics = metrics::compute(&records);
+    let chosen: BTreeSet<&String> = config.tasks.iter().collect();
+    let floor = crate::env::do_nothing_floor(&*domain)?;
+    let floor_solved = floor.solved.iter().filter(|t| chosen.contains(t)).count() as u64;
+    let summary = RunSummary {
+        config: (*config).clone(),
+        metrics,
+        unfinished,
+        floor_solved,
+        floor_tasks: config.tasks.len() as u64,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        ran_now,
+        ledger: ledger.map(|l| l.summary()),
+    };
+    dir.write_summary(&summary)?;
+    Ok(summary)
+}
+
+async fn one_episode(
+    config: &RunConfig,
+    domain: Arc<dyn Domain>,
+    harness: Option<LoadedHarness>,
+    participants: &dyn Participants,
+    task_id: &str,
+    trial: u32,
+) -> Result<EpisodeRecord, RunError> {
+    let (view, oracle) = domain.task(task_id)?;
+    let seed = episode_seed(config.seed, task_id, trial);
+    // The oracle goes to the participants (user simulator, testbed agent)
+    // and nowhere else; the loop below never sees it.
+    let (agent, user) = participants.build(&view, &oracle, trial, seed)?;
+    drop(oracle);
+    let setup = EpisodeSetup {
+        domain,
+        task: view,
+        trial,
+        seed,
+        agent,
+        user,
+        harness,
+        policy: config.policy,
+        max_steps: config.max_steps,
+        max_errors: config.max_errors,
+        sampling: SamplingArgs {
+            seed: config.sampling.seed.or(Some(seed)),
+            ..config.sampling.clone()
+        },
+    };
+    Ok(run_episode(setup).await)
+}

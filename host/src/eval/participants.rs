@@ -1,0 +1,92 @@
+//! Who sits across the table in an episode: the agent model and the user
+//! simulator, built per episode. This is the one place besides the
+//! evaluator where a task's oracle is handed over: the user simulator needs
+//! the scenario, and a `sim:` testbed agent is an oracle by construction.
+
+use std::sync::Arc;
+
+use crate::env::{Oracle, TaskView};
+use crate::model::{
+    ChatModel, LlmUser, ModelHub, ScriptedUser, SimAgent, SimProfile, UserSimulator,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParticipantsError {
+    #[error("cannot build the {role} for task {task}: {reason}")]
+    Build {
+        role: &'static str,
+        task: String,
+        reason: String,
+    },
+}
+
+/// Builds the agent and the user for each episode.
+pub trait Participants: Send + Sync {
+    fn build(
+        &self,
+        task: &TaskView,
+        oracle: &Oracle,
+        trial: u32,
+        seed: u64,
+    ) -> Result<(Arc<dyn ChatModel>, Box<dyn UserSimulator>), ParticipantsError>;
+}
+
+/// The agent side of a run.
+#[derive(Clone)]
+pub enum AgentSide {
+    /// A simulated testbed agent (`sim:<profile>`), built per episode from
+    /// the task's gold plan and the episode seed.
+    Sim(SimProfile),
+    /// A real model behind an endpoint (shared by every episode).
+    Model(Arc<dyn ChatModel>),
+}
+
+/// The user side of a run.
+#[derive(Clone)]
+pub enum UserSide {
+    /// The deterministic offline user, driven by the task's structured
+    /// instructions.
+    Scripted,
+    /// An LLM playing the user from the task's scenario.
+    Model(Arc<dyn ChatModel>),
+}
+
+/// The standard participants: an agent side and a user side.
+pub struct StandardParticipants {
+    pub agent: AgentSide,
+    pub user: UserSide,
+    /// Where simulated agents' calls are metered (role `agent`).
+    pub hub: Option<ModelHub>,
+}
+
+impl Participants for StandardParticipants {
+    fn build(
+        &self,
+        _task: &TaskView,
+        oracle: &Oracle,
+        trial: u32,
+        seed: u64,
+    ) -> Result<(Arc<dyn ChatModel>, Box<dyn UserSimulator>), ParticipantsError> {
+        let agent: Arc<dyn ChatModel> = match &self.agent {
+            AgentSide::Sim(profile) => {
+                let sim: Arc<dyn ChatModel> =
+                    Arc::new(SimAgent::new(profile.clone(), oracle.testbed_plan(), seed));
+                match &self.hub {
+                    // Simulated turns are never cached: they are free and
+                    // the cache would hide the seed's effect.
+                    Some(hub) => hub.metered("agent", sim, false),
+                    None => sim,
+                }
+            }
+            AgentSide::Model(m) => m.clone(),
+        };
+        let user: Box<dyn UserSimulator> = match &self.user {
+            UserSide::Scripted => Box::new(ScriptedUser::new(oracle.user_script())),
+            UserSide::Model(m) => Box::new(
+                LlmUser::new(m.clone(), oracle.user_scenario())
+                    .with_cache_salt(format!("{}/{trial}/{seed}", oracle.task_id())),
+            ),
+        };
+        Ok((agent, user))
+    }
+}

@@ -1,0 +1,175 @@
+//! Progress output and the end-of-run table.
+
+use std::sync::Mutex;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::RunSummary;
+use crate::agent::EpisodeRecord;
+
+/// Progress of a run: an indicatif bar on a terminal, or plain lines every
+/// 10% in quiet mode and CI logs.
+pub struct Progress {
+    bar: ProgressBar,
+    quiet: bool,
+    state: Mutex<Tally>,
+}
+
+#[derive(Default)]
+struct Tally {
+    done: u64,
+    successes: u64,
+    tokens: u64,
+    last_decile: u64,
+}
+
+impl Progress {
+    pub fn new(total: u64, resumed: u64, resumed_successes: u64, quiet: bool) -> Self {
+        let bar = if quiet {
+            ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden())
+        } else {
+            let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:30}] {pos}/{len} episodes  {msg}",
+                )
+                .expect("valid template")
+                .progress_chars("=> "),
+            );
+            b
+        };
+        bar.set_position(resumed);
+        if resumed > 0 && !quiet {
+            bar.println(format!(
+                "resuming: {resumed} of {total} episodes already finished"
+            ));
+        }
+        Progress {
+            bar,
+            quiet,
+            state: Mutex::new(Tally {
+                done: resumed,
+                successes: resumed_successes,
+                ..Tally::default()
+            }),
+        }
+    }
+
+    pub fn finished(&self, r: &EpisodeRecord) {
+        let mut t = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        t.done += 1;
+        t.successes += u64::from(r.success);
+        t.tokens += r.agent_usage.prompt_tokens
+            + r.agent_usage.completion_tokens
+            + r.user_usage.prompt_tokens
+            + r.user_usage.completion_tokens;
+        self.bar.inc(1);
+        let msg = format!("success {}/{}  tokens {}", t.successes, t.done, t.tokens);
+        self.bar.set_message(msg);
+        if self.quiet {
+            let total = self.bar.length().unwrap_or(1).max(1);
+            let decile = t.done * 10 / total;
+            if decile > t.last_decile {
+                t.last_decile = decile;
+                eprintln!("progress: {}/{} episodes", t.done, total);
+            }
+        }
+    }
+
+    pub fn note(&self, line: &str) {
+        if self.quiet {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+
+    pub fn done(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// The end-of-run table.
+pub fn render(s: &RunSummary) -> String {
+    let m = &s.metrics;
+    let mut out = String::new();
+    let harness = s
+        .config
+        .harness
+        .as_deref()
+        .map(|h| &h[..12.min(h.len())])
+        .unwrap_or("none (Direct)");
+    out += &format!(
+        "run: {} {} | harness {} | agent {} | user {} | {} tasks x {} trials\n",
+        s.config.domain,
+        s.config.split.as_deref().unwrap_or("all"),
+        harness,
+        s.config.agent_model,
+        s.config.user_model,
+        s.config.tasks.len(),
+        s.config.trials
+    );
+    if s.config.agent_model.starts_with("sim:") {
+        out += "note: the agent is a simulated testbed model (it follows the gold plan with injected quirks); these numbers are not a benchmark result\n";
+    }
+    out += &format!(
+        "accuracy (avg reward)  {:.3}   ({} episodes)\n",
+        m.accuracy, m.episodes
+    );
+    out += &format!(
+        "do-nothing floor       {:.3}   ({}/{} tasks solved by doing nothing)\n",
+        s.floor_solved as f64 / s.floor_tasks.max(1) as f64,
+        s.floor_solved,
+        s.floor_tasks
+    );
+    for (k, v) in &m.pass_hat_k {
+        out += &format!(
+            "pass^{k}                 {v:.3}   pass@{k} {:.3}\n",
+            m.pass_at_k.get(k).copied().unwrap_or(0.0)
+        );
+    }
+    out += "end reasons           ";
+    out += &m
+        .ends
+        .iter()
+        .map(|(k, v)| format!(" {k}={v}"))
+        .collect::<String>();
+    out += "\n";
+    if !m.hooks.is_empty() {
+        out += "hook       calls  interventions  failures   fuel/call   µs/call\n";
+        for (hook, h) in &m.hooks {
+            out += &format!(
+                "{hook:<10} {:>5}  {:>13}  {:>8}  {:>10}  {:>8.1}\n",
+                h.calls,
+                h.interventions,
+                h.failures,
+                h.fuel_total / h.calls.max(1),
+                h.micros_total as f64 / h.calls.max(1) as f64
+            );
+        }
+    }
+    out += &format!(
+        "tokens: agent {} in / {} out ({} calls), user {} in / {} out ({} calls); cache hit rate {:.1}%\n",
+        m.agent_prompt_tokens,
+        m.agent_completion_tokens,
+        m.agent_calls,
+        m.user_prompt_tokens,
+        m.user_completion_tokens,
+        m.user_calls,
+        m.cache_hit_rate * 100.0
+    );
+    if let Some(l) = &s.ledger {
+        out += &format!("cost: ${:.4}\n", l.total.usd);
+    }
+    if !s.unfinished.is_empty() {
+        out += &format!(
+            "unfinished (infrastructure errors, run again to resume): {}\n",
+            s.unfinished.len()
+        );
+    }
+    out += &format!(
+        "wall time {:.1}s ({} episodes run now)\n",
+        s.wall_seconds, s.ran_now
+    );
+    out
+}

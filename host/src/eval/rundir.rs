@@ -1,0 +1,241 @@
+//! The result directory of a run: `config.json`, `trajectories.jsonl`
+//! (append-only, one finished episode per line) and `summary.json`.
+//!
+//! Re-running the same command on an existing directory resumes it: the
+//! finished (task, trial) pairs are read back and not re-run. A changed
+//! configuration is refused with a diff. A line torn by a kill at the end of
+//! the file is cut off (that episode simply runs again); damage anywhere
+//! else is reported, never silently dropped.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::agent::EpisodeRecord;
+use crate::fsutil::{PathError, atomic_write};
+
+pub const CONFIG_FILE: &str = "config.json";
+pub const TRAJECTORIES_FILE: &str = "trajectories.jsonl";
+pub const SUMMARY_FILE: &str = "summary.json";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    #[error(transparent)]
+    Io(#[from] PathError),
+    #[error(
+        "{dir} holds a run with a different configuration; re-run with --force-new to start over (the old run is kept beside it), or use another --out.\nchanged:\n{diff}"
+    )]
+    ConfigChanged { dir: PathBuf, diff: String },
+    #[error("{path} is not valid: {reason}")]
+    Corrupt { path: PathBuf, reason: String },
+}
+
+/// An open result directory.
+pub struct RunDir {
+    dir: PathBuf,
+    log: Mutex<File>,
+}
+
+/// Lines "path: old -> new" for every leaf that differs between two JSON
+/// values.
+pub fn json_diff(old: &serde_json::Value, new: &serde_json::Value) -> Vec<String> {
+    fn walk(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+        use serde_json::Value::Object;
+        match (a, b) {
+            (Object(x), Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    let null = serde_json::Value::Null;
+                    walk(
+                        &p,
+                        x.get(k).unwrap_or(&null),
+                        y.get(k).unwrap_or(&null),
+                        out,
+                    );
+                }
+            }
+            _ if a != b => out.push(format!("  {path}: {a} -> {b}")),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk("", old, new, &mut out);
+    out
+}
+
+fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, RunDirError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| RunDirError::Corrupt {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(PathError::new("read", path, e).into()),
+    }
+}
+
+impl RunDir {
+    /// Open `dir` for a run with `config`, creating it or resuming it.
+    /// Returns the episodes already finished.
+    pub fn open<C: Serialize>(
+        dir: &Path,
+        config: &C,
+        force_new: bool,
+    ) -> Result<(RunDir, Vec<EpisodeRecord>), RunDirError> {
+        let config = serde_json::to_value(config).expect("config serializes");
+        let config_path = dir.join(CONFIG_FILE);
+        if let Some(old) = read_json::<serde_json::Value>(&config_path)?
+            && old != config
+        {
+            if !force_new {
+                return Err(RunDirError::ConfigChanged {
+                    dir: dir.to_path_buf(),
+                    diff: json_diff(&old, &config).join("\n"),
+                });
+            }
+            // Keep the old run: move it aside rather than delete results.
+            let aside = dir.with_file_name(format!(
+                "{}.old-{}",
+                dir.file_name()
+                    .map(|n| n.to_string_lossy())
+                    .unwrap_or_default(),
+                crate::fsutil::now_rfc3339().replace(':', "")
+            ));
+            std::fs::rename(dir, &aside).map_err(|e| PathError::new("move aside", dir, e))?;
+            tracing::warn!(old = %aside.display(), "configuration changed: previous run moved aside");
+        }
+        std::fs::create_dir_all(dir).map_err(|e| PathError::new("create", dir, e))?;
+        let pretty = serde_json::to_vec_pretty(&config).expect("config serializes");
+        atomic_write(&config_path, &pretty)
+            .map_err(|e| PathError::new("write", &config_path, e))?;
+        let log_path = dir.join(TRAJECTORIES_FILE);
+        let done = read_trajectories(&log_path, true)?;
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| PathError::new("open", &log_path, e))?;
+        Ok((
+            RunDir {
+                dir: dir.to_path_buf(),
+                log: Mutex::new(log),
+            },
+            done,
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Append one finished episode as a single line, flushed to disk before
+    /// returning: after a kill, every acknowledged episode is on disk.
+    pub fn append(&self, record: &EpisodeRecord) -> Result<(), RunDirError> {
+        let mut line = serde_json::to_vec(record).expect("record serializes");
+        line.push(b'\n');
+        let path = self.dir.join(TRAJECTORIES_FILE);
+        let mut f = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        f.write_all(&line)
+            .and_then(|_| f.sync_data())
+            .map_err(|e| PathError::new("append to", &path, e))?;
+        Ok(())
+    }
+
+    /// Write `summary.json` atomically.
+    pub fn write_summary<S: Serialize>(&self, summary: &S) -> Result<(), RunDirError> {
+        let path = self.dir.join(SUMMARY_FILE);
+        let bytes = serde_json::to_vec_pretty(summary).expect("summary serializes");
+        atomic_write(&path, &bytes).map_err(|e| PathError::new("write", &path, e))?;
+        Ok(())
+    }
+}
+
+/// Read `trajectories.jsonl`. With `repair`, a torn last line (no trailing
+/// newline, does not parse) is cut off the file; a bad line elsewhere is an
+/// error naming it.
+pub fn read_trajectories(path: &Path, repair: bool) -> Result<Vec<EpisodeRecord>, RunDirError> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(PathError::new("open", path, e).into()),
+    };
+    let mut reader = BufReader::new(file);
+    let mut out = Vec::new();
+    let mut offset: u64 = 0;
+    let mut line_no = 0;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| PathError::new("read", path, e))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        let complete = buf.ends_with(b"\n");
+        match serde_json::from_slice::<EpisodeRecord>(&buf) {
+            Ok(r) if complete => out.push(r),
+            parsed => {
+                let at_end = reader
+                    .fill_buf()
+                    .map(|rest| rest.is_empty())
+                    .unwrap_or(false);
+                if at_end && (!complete || parsed.is_err()) && repair {
+                    tracing::warn!(path = %path.display(), line = line_no, "cutting a torn last line (its episode will run again)");
+                    let f = OpenOptions::new()
+                        .write(true)
+                        .open(path)
+                        .map_err(|e| PathError::new("open", path, e))?;
+                    f.set_len(offset)
+                        .map_err(|e| PathError::new("truncate", path, e))?;
+                    break;
+                }
+                let reason = match parsed {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "line is not terminated".into(),
+                };
+                return Err(RunDirError::Corrupt {
+                    path: path.to_path_buf(),
+                    reason: format!("line {line_no}: {reason}"),
+                });
+            }
+        }
+        offset += n as u64;
+    }
+    Ok(out)
+}
+
+/// Finished episodes keyed by (task, trial); a duplicate keeps the first.
+pub fn by_pair(records: Vec<EpisodeRecord>) -> BTreeMap<(String, u32), EpisodeRecord> {
+    let mut map = BTreeMap::new();
+    for r in records {
+        map.entry((r.task_id.clone(), r.trial)).or_insert(r);
+    }
+    map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diffs_name_changed_leaves() {
+        let a = serde_json::json!({"seed": 1, "agent": {"model": "x"}, "k": [1]});
+        let b = serde_json::json!({"seed": 2, "agent": {"model": "x"}, "k": [1], "new": true});
+        let d = json_diff(&a, &b);
+        assert_eq!(d, vec!["  new: null -> true", "  seed: 1 -> 2"]);
+    }
+}
