@@ -55,6 +55,10 @@ pub struct RunArgs {
     /// Extra JSON object merged into every agent request body.
     #[arg(long)]
     pub agent_extra_args: Option<String>,
+    /// Added latency per call of a simulated (`sim:`) agent, in
+    /// milliseconds: models an endpoint's response time offline.
+    #[arg(long, default_value_t = 0)]
+    pub sim_latency_ms: u64,
     /// The user simulator: `scripted` (offline, deterministic, driven by the
     /// task's instructions) or an endpoint's model name.
     #[arg(long, default_value = "scripted")]
@@ -222,6 +226,7 @@ pub async fn run(
         agent,
         user,
         hub: Some(hub),
+        sim_latency: Duration::from_millis(args.sim_latency_ms),
     });
 
     let config = RunConfig {

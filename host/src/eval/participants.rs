@@ -57,6 +57,34 @@ pub struct StandardParticipants {
     pub user: UserSide,
     /// Where simulated agents' calls are metered (role `agent`).
     pub hub: Option<ModelHub>,
+    /// Added latency per simulated agent call, to model an endpoint's
+    /// response time offline (benchmarks, kill/resume tests).
+    pub sim_latency: std::time::Duration,
+}
+
+/// A model that answers after a fixed delay: a simulated endpoint latency.
+pub struct Delayed {
+    inner: Arc<dyn ChatModel>,
+    delay: std::time::Duration,
+}
+
+impl Delayed {
+    pub fn new(inner: Arc<dyn ChatModel>, delay: std::time::Duration) -> Self {
+        Delayed { inner, delay }
+    }
+}
+
+impl ChatModel for Delayed {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn chat<'a>(&'a self, request: &'a crate::model::ChatRequest) -> crate::model::ModelFuture<'a> {
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            self.inner.chat(request).await
+        })
+    }
 }
 
 impl Participants for StandardParticipants {
@@ -69,8 +97,11 @@ impl Participants for StandardParticipants {
     ) -> Result<(Arc<dyn ChatModel>, Box<dyn UserSimulator>), ParticipantsError> {
         let agent: Arc<dyn ChatModel> = match &self.agent {
             AgentSide::Sim(profile) => {
-                let sim: Arc<dyn ChatModel> =
+                let mut sim: Arc<dyn ChatModel> =
                     Arc::new(SimAgent::new(profile.clone(), oracle.testbed_plan(), seed));
+                if !self.sim_latency.is_zero() {
+                    sim = Arc::new(Delayed::new(sim, self.sim_latency));
+                }
                 match &self.hub {
                     // Simulated turns are never cached: they are free and
                     // the cache would hide the seed's effect.

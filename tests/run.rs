@@ -1,0 +1,331 @@
+//! `ecdysis-host run` end to end, offline: simulated testbed agents and the
+//! scripted user on real τ² tasks, through the pass-through, a blocking and
+//! a trapping harness; kill -9 and resume; refused config changes.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use ecdysis_host::agent::{EndReason, Entry};
+use ecdysis_host::eval::RunSummary;
+use ecdysis_host::eval::rundir::read_trajectories;
+
+fn host(store: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(support::host_bin());
+    c.current_dir(support::repo_root())
+        .arg("--quiet")
+        .arg("--store")
+        .arg(store)
+        .args(args);
+    c
+}
+
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn summary(dir: &Path) -> RunSummary {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn direct_and_a_blocking_harness_on_both_domains() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    for (domain, tasks) in [("tau2/retail", "5,9"), ("tau2/airline", "0,7")] {
+        let direct = tmp
+            .path()
+            .join(format!("direct-{}", domain.replace('/', "-")));
+        let out = ok(host(
+            &store,
+            &[
+                "run",
+                "--harness",
+                "guests/direct",
+                "--domain",
+                domain,
+                "--split",
+                "all",
+                "--tasks",
+                tasks,
+                "--agent-model",
+                "sim:oracle",
+                "--out",
+                direct.to_str().unwrap(),
+            ],
+        )
+        .output()
+        .unwrap());
+        let table = String::from_utf8_lossy(&out.stdout);
+        assert!(table.contains("accuracy"), "{table}");
+        let s = summary(&direct);
+        assert_eq!(s.metrics.episodes, 2);
+        assert_eq!(
+            s.metrics.accuracy, 1.0,
+            "the oracle testbed agent solves its tasks"
+        );
+        assert!(s.metrics.hooks.values().all(|h| h.interventions == 0));
+        assert!(s.metrics.hooks["realize"].calls > 0, "hooks ran");
+
+        let blocked = tmp.path().join(format!("ro-{}", domain.replace('/', "-")));
+        ok(host(
+            &store,
+            &[
+                "run",
+                "--harness",
+                "guests/read-only",
+                "--domain",
+                domain,
+                "--split",
+                "all",
+                "--tasks",
+                tasks,
+                "--agent-model",
+                "sim:oracle",
+                "--out",
+                blocked.to_str().unwrap(),
+            ],
+        )
+        .output()
+        .unwrap());
+        let records = read_trajectories(&blocked.join("trajectories.jsonl"), false).unwrap();
+        let blocks: Vec<_> = records
+            .iter()
+            .flat_map(|r| &r.transcript)
+            .filter(|e| matches!(e, Entry::Tool { blocked: true, .. }))
+            .collect();
+        let interventions: usize = records.iter().map(|r| r.interventions().count()).sum();
+        // Only tasks with a write action are blocked; at least one per domain here.
+        assert!(!blocks.is_empty(), "{domain}: a write call was blocked");
+        assert_eq!(
+            blocks.len(),
+            interventions,
+            "every block is a recorded intervention"
+        );
+        let with_block = records
+            .iter()
+            .find(|r| r.interventions().count() > 0)
+            .unwrap();
+        let show = ok(host(
+            &store,
+            &[
+                "show",
+                blocked.to_str().unwrap(),
+                "--task",
+                &with_block.task_id,
+                "--trial",
+                "0",
+            ],
+        )
+        .output()
+        .unwrap());
+        let shown = String::from_utf8_lossy(&show.stdout);
+        assert!(shown.contains(">>"), "show marks interventions: {shown}");
+    }
+}
+
+#[test]
+fn a_trapping_harness_ends_episodes_as_harness_error_and_the_run_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let wasm = tmp.path().join("panic.wasm");
+    std::fs::write(&wasm, support::guest("guests/hostile", Some("panic"))).unwrap();
+    let closed = tmp.path().join("closed");
+    ok(host(
+        &store,
+        &[
+            "run",
+            "--harness",
+            wasm.to_str().unwrap(),
+            "--tasks",
+            "5,9,12",
+            "--agent-model",
+            "sim:oracle",
+            "--out",
+            closed.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .unwrap());
+    let s = summary(&closed);
+    assert_eq!(
+        s.metrics.episodes, 3,
+        "every episode finished and was recorded"
+    );
+    assert_eq!(s.metrics.ends.get("harness_error"), Some(&3));
+    assert_eq!(s.metrics.accuracy, 0.0);
+    let records = read_trajectories(&closed.join("trajectories.jsonl"), false).unwrap();
+    for r in &records {
+        assert_eq!(r.end, EndReason::HarnessError);
+        let failure = r.hooks.iter().find_map(|h| h.error.as_ref()).unwrap();
+        assert_eq!(failure.kind, "trap");
+        assert!(
+            failure
+                .message
+                .contains("hostile guest panicked on purpose")
+        );
+    }
+
+    // Fail-open: the same harness, but its failures fall back to neutral.
+    let open = tmp.path().join("open");
+    ok(host(
+        &store,
+        &[
+            "run",
+            "--harness",
+            wasm.to_str().unwrap(),
+            "--tasks",
+            "5,9,12",
+            "--agent-model",
+            "sim:oracle",
+            "--policy",
+            "fail-open",
+            "--out",
+            open.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .unwrap());
+    let s = summary(&open);
+    assert_eq!(
+        s.metrics.accuracy, 1.0,
+        "fail-open proceeds as Direct would"
+    );
+    assert!(
+        s.metrics.hooks["realize"].failures > 0,
+        "the failures are recorded"
+    );
+}
+
+fn run_args<'a>(out: &'a str) -> Vec<&'a str> {
+    vec![
+        "run",
+        "--harness",
+        "guests/direct",
+        "--split",
+        "test",
+        "--tasks",
+        "5,9,12,17,18,26",
+        "--trials",
+        "2",
+        "--agent-model",
+        "sim:mixed",
+        "--sim-latency-ms",
+        "40",
+        "--concurrency",
+        "2",
+        "--seed",
+        "7",
+        "--out",
+        out,
+    ]
+}
+
+#[test]
+fn kill_nine_midway_then_resume_equals_an_uninterrupted_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    // Build once so the timed part is the run itself.
+    ok(host(&store, &["build", "guests/direct"]).output().unwrap());
+
+    let whole = tmp.path().join("whole");
+    ok(host(&store, &run_args(whole.to_str().unwrap()))
+        .output()
+        .unwrap());
+
+    let killed = tmp.path().join("killed");
+    let mut child = host(&store, &run_args(killed.to_str().unwrap()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let log = killed.join("trajectories.jsonl");
+    let start = Instant::now();
+    loop {
+        let lines = std::fs::read_to_string(&log)
+            .map(|s| s.lines().count())
+            .unwrap_or(0);
+        if lines >= 3 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "run made no progress"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "run ended before the kill"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = read_trajectories(&log, true).unwrap().len();
+    assert!(before < 12, "killed midway ({before} of 12 finished)");
+
+    ok(host(&store, &run_args(killed.to_str().unwrap()))
+        .output()
+        .unwrap());
+    let resumed = summary(&killed);
+    let uninterrupted = summary(&whole);
+    assert_eq!(
+        resumed.ran_now as usize,
+        12 - before,
+        "finished episodes are not re-run"
+    );
+    assert_eq!(resumed.metrics.per_task, uninterrupted.metrics.per_task);
+    assert_eq!(resumed.metrics.accuracy, uninterrupted.metrics.accuracy);
+    assert_eq!(resumed.metrics.pass_hat_k, uninterrupted.metrics.pass_hat_k);
+    assert_eq!(resumed.metrics.ends, uninterrupted.metrics.ends);
+    assert_eq!(read_trajectories(&log, false).unwrap().len(), 12);
+
+    // A changed configuration is refused with a diff...
+    let mut changed = run_args(killed.to_str().unwrap());
+    let seed = changed.iter().position(|a| *a == "7").unwrap();
+    changed[seed] = "8";
+    let out = host(&store, &changed).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("seed: 7 -> 8"), "{err}");
+    assert!(err.contains("--force-new"), "{err}");
+}
+
+#[test]
+fn a_corrupt_result_line_is_reported_not_dropped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let dir = tmp.path().join("r");
+    let args = [
+        "run",
+        "--harness",
+        "none",
+        "--tasks",
+        "5,9",
+        "--agent-model",
+        "sim:oracle",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    ok(host(&store, &args).output().unwrap());
+    let log = dir.join("trajectories.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, format!("{{garbage\n{text}")).unwrap();
+    let out = host(&store, &args).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("line 1"), "{err}");
+    // The damaged file is left as it was for the user to inspect.
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .starts_with("{garbage")
+    );
+}
