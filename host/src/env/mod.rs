@@ -128,8 +128,9 @@ pub struct TaskView {
 }
 
 /// The hidden half of a task. Opaque outside this module: it can be passed
-/// around but not read, except for the user simulator's prompt.
-#[derive(Clone, Debug)]
+/// around but not read, except for the user simulator's prompt (its
+/// `Debug` output shows only the task id).
+#[derive(Clone)]
 pub struct Oracle {
     domain: String,
     task_id: String,
@@ -137,9 +138,18 @@ pub struct Oracle {
     inner: OracleInner,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 enum OracleInner {
     Tau2(Arc<tau2::task::Criteria>),
+}
+
+impl std::fmt::Debug for Oracle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Oracle")
+            .field("domain", &self.domain)
+            .field("task_id", &self.task_id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Oracle {
@@ -158,6 +168,18 @@ impl Oracle {
     /// simulator only.
     pub fn user_system_prompt(&self) -> &str {
         &self.user_system_prompt
+    }
+
+    /// The task's natural-language assertions, for an optional LLM judge
+    /// (τ² does not score them for airline and retail).
+    pub fn nl_assertions(&self) -> Vec<String> {
+        match &self.inner {
+            OracleInner::Tau2(c) => c
+                .evaluation
+                .as_ref()
+                .and_then(|e| e.nl_assertions.clone())
+                .unwrap_or_default(),
+        }
     }
 
     /// The task's user scenario as text (persona and instructions), without

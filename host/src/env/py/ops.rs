@@ -318,13 +318,7 @@ pub fn binop(op: Op, a: &Val, b: &Val, inplace: bool) -> PyResult<Val> {
                     if times.saturating_mul(super::ops::len(seq)?) > 1 << 24 {
                         return Err(PyErr::internal("sequence repetition too large to emulate"));
                     }
-                    Ok(match seq {
-                        Val::Str(s) => Val::str(&s.repeat(times)),
-                        Val::List(l) => {
-                            Val::list(l.iter().cloned().cycle().take(l.len() * times).collect())
-                        }
-                        _ => unreachable_seq(),
-                    })
+                    Ok(repeat(seq, times))
                 }
                 other => Err(PyErr::type_error(format!(
                     "can't multiply sequence by non-int of type '{}'",
@@ -343,8 +337,25 @@ pub fn binop(op: Op, a: &Val, b: &Val, inplace: bool) -> PyResult<Val> {
     )))
 }
 
-fn unreachable_seq() -> Val {
-    Val::None
+/// `seq * times` for a `str` or `list` (anything else is returned as is).
+fn repeat(seq: &Val, times: usize) -> Val {
+    match seq {
+        Val::Str(s) => Val::str(&s.repeat(times)),
+        Val::List(l) => Val::list(l.iter().cloned().cycle().take(l.len() * times).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `-v` for a number.
+pub fn neg(v: &Val) -> PyResult<Val> {
+    match Num::of(v) {
+        Some(Num::Int(i)) => Ok(Val::Int(i.checked_neg().ok_or_else(overflow)?)),
+        Some(Num::Float(f)) => Ok(Val::Float(-f)),
+        None => Err(PyErr::type_error(format!(
+            "bad operand type for unary -: '{}'",
+            v.type_name()
+        ))),
+    }
 }
 
 /// `round(v, 2)`: ints (and bools) come back as ints, floats are rounded

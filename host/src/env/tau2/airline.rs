@@ -767,7 +767,7 @@ fn cancel_reservation(db: &mut Db, a: &[Val]) -> PyResult<Out> {
     let mut refunds = Vec::new();
     for p in r.l("payment_history")? {
         let p = p.as_dict().ok_or_else(|| PyErr::internal("Payment"))?;
-        let negated = ops::binop(Op::Sub, &Val::Int(0), p.f("amount")?, false)?;
+        let negated = ops::neg(p.f("amount")?)?;
         refunds.push(pydantic::construct(
             &PAYMENT,
             vec![

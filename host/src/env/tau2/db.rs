@@ -90,7 +90,8 @@ impl Db {
             (Val::Dict(a), Val::Dict(b)) => {
                 Arc::ptr_eq(a, b)
                     || (a.len() == b.len()
-                        && a.iter().all(|(name, x)| b.get(name).is_some_and(|y| same_collection(x, y))))
+                        && a.iter()
+                            .all(|(name, x)| b.get(name).is_some_and(|y| same_collection(x, y))))
             }
             _ => self.hash() == other.hash(),
         }
@@ -104,7 +105,9 @@ fn same_collection(x: &Val, y: &Val) -> bool {
                 || (a.len() == b.len()
                     && a.iter().all(|(k, ea)| {
                         b.get(k).is_some_and(|eb| match (ea, eb) {
-                            (Val::Dict(p), Val::Dict(q)) => Arc::ptr_eq(p, q) || json::sorted_bytes(p) == json::sorted_bytes(q),
+                            (Val::Dict(p), Val::Dict(q)) => {
+                                Arc::ptr_eq(p, q) || json::sorted_bytes(p) == json::sorted_bytes(q)
+                            }
                             _ => json::dumps_sorted(ea) == json::dumps_sorted(eb),
                         })
                     }))
@@ -186,20 +189,39 @@ mod tests {
     use super::*;
     use crate::env::py::pydantic::{Field, Ty};
 
-    static ITEM: Model = Model { name: "Item", fields: &[Field::req("n", Ty::Float), Field::opt("s", Ty::Opt(&Ty::Str))] };
-    static ROOT: Model = Model { name: "Root", fields: &[Field::req("items", Ty::Dict(&Ty::Model(&ITEM)))] };
+    static ITEM: Model = Model {
+        name: "Item",
+        fields: &[
+            Field::req("n", Ty::Float),
+            Field::opt("s", Ty::Opt(&Ty::Str)),
+        ],
+    };
+    static ROOT: Model = Model {
+        name: "Root",
+        fields: &[Field::req("items", Ty::Dict(&Ty::Model(&ITEM)))],
+    };
 
     fn db() -> Db {
-        Db::load(&ROOT, &serde_json::json!({"items": {"b": {"n": 1}, "a": {"n": 2.5, "s": "x"}}})).unwrap()
+        Db::load(
+            &ROOT,
+            &serde_json::json!({"items": {"b": {"n": 1}, "a": {"n": 2.5, "s": "x"}}}),
+        )
+        .unwrap()
     }
 
     #[test]
     fn load_coerces_like_pydantic_and_hash_matches_python() {
         let d = db();
-        assert_eq!(json::dumps(d.coll("items").unwrap().get("b").unwrap()), r#"{"n": 1.0, "s": null}"#);
+        assert_eq!(
+            json::dumps(d.coll("items").unwrap().get("b").unwrap()),
+            r#"{"n": 1.0, "s": null}"#
+        );
         // hashlib.sha256(json.dumps({"items": {"b": {"n": 1.0, "s": None},
         //     "a": {"n": 2.5, "s": "x"}}}, sort_keys=True).encode()).hexdigest()
-        assert_eq!(d.hash(), "6edabed9bac2b77d869e9b3201425200ed25daa49c755a3e06f1f704b333eee0");
+        assert_eq!(
+            d.hash(),
+            "6edabed9bac2b77d869e9b3201425200ed25daa49c755a3e06f1f704b333eee0"
+        );
     }
 
     #[test]
@@ -207,14 +229,18 @@ mod tests {
         let a = db();
         let mut b = a.clone();
         assert!(a.same_state(&b));
-        b.entity_mut("items", "b").unwrap().insert("n", Val::Float(1.0));
+        b.entity_mut("items", "b")
+            .unwrap()
+            .insert("n", Val::Float(1.0));
         assert!(a.same_state(&b), "rewriting an equal value keeps the state");
         assert_eq!(a.hash(), b.hash());
         b.entity_mut("items", "b").unwrap().insert("n", Val::Int(1));
         assert!(!a.same_state(&b), "1 and 1.0 dump differently");
         assert_ne!(a.hash(), b.hash());
         let mut c = a.clone();
-        c.coll_mut("items").unwrap().insert("c", Val::dict(Dict::new()));
+        c.coll_mut("items")
+            .unwrap()
+            .insert("c", Val::dict(Dict::new()));
         assert!(!a.same_state(&c));
         assert_ne!(a.hash(), c.hash());
     }

@@ -144,7 +144,11 @@ pub fn evaluate(
         db_match,
         final_db_hash: predicted.hash(),
         // Equal states hash equally: skip the second hash.
-        gold_db_hash: if db_match { predicted.hash() } else { gold.hash() },
+        gold_db_hash: if db_match {
+            predicted.hash()
+        } else {
+            gold.hash()
+        },
         communicate_ok,
         communicate_checks,
         action_ok,
@@ -181,19 +185,43 @@ mod tests {
     }
 
     fn call(args: serde_json::Value) -> ToolCall {
-        ToolCall { name: "t".into(), arguments: args }
+        ToolCall {
+            name: "t".into(),
+            arguments: args,
+        }
     }
 
     #[test]
     fn action_matching_follows_compare_with_tool_call() {
         let a = action(serde_json::json!({"x": 1, "y": "b"}), None);
-        assert!(action_matches(&a, &call(serde_json::json!({"x": 1.0, "y": "b"}))), "1 == 1.0");
-        assert!(action_matches(&a, &call(serde_json::json!({"x": 1}))), "only the call's keys are compared");
-        assert!(action_matches(&a, &call(serde_json::json!({}))), "no keys: match");
-        assert!(!action_matches(&a, &call(serde_json::json!({"x": 1, "z": 0}))), "extra key");
+        assert!(
+            action_matches(&a, &call(serde_json::json!({"x": 1.0, "y": "b"}))),
+            "1 == 1.0"
+        );
+        assert!(
+            action_matches(&a, &call(serde_json::json!({"x": 1}))),
+            "only the call's keys are compared"
+        );
+        assert!(
+            action_matches(&a, &call(serde_json::json!({}))),
+            "no keys: match"
+        );
+        assert!(
+            !action_matches(&a, &call(serde_json::json!({"x": 1, "z": 0}))),
+            "extra key"
+        );
         let b = action(serde_json::json!({"x": 1, "y": "b"}), Some(vec!["y"]));
-        assert!(action_matches(&b, &call(serde_json::json!({"x": 2, "y": "b"}))));
+        assert!(action_matches(
+            &b,
+            &call(serde_json::json!({"x": 2, "y": "b"}))
+        ));
         assert!(!action_matches(&b, &call(serde_json::json!({"x": 1}))));
-        assert!(!action_matches(&a, &ToolCall { name: "u".into(), arguments: serde_json::json!({}) }));
+        assert!(!action_matches(
+            &a,
+            &ToolCall {
+                name: "u".into(),
+                arguments: serde_json::json!({})
+            }
+        ));
     }
 }

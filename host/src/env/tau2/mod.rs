@@ -2,10 +2,10 @@
 
 pub mod airline;
 pub mod db;
-pub mod eval;
+pub(crate) mod eval;
 pub mod retail;
 mod specs;
-pub mod task;
+pub(crate) mod task;
 pub mod tools;
 
 use std::collections::BTreeMap;
@@ -205,12 +205,12 @@ impl Domain for Tau2Domain {
 
     fn task(&self, id: &str) -> Result<(TaskView, Oracle), EnvError> {
         let t = self.find(id)?;
+        // τ²'s `UserSimulator.system_prompt` (the template is stripped, not
+        // the result).
         let user_system_prompt = format!(
             "{}\n\n<scenario>\n{}\n</scenario>",
             self.shared.guidelines, t.criteria.user_scenario
-        )
-        .trim()
-        .to_string();
+        );
         Ok((
             t.view.clone(),
             Oracle {

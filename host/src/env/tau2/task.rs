@@ -184,8 +184,6 @@ pub struct RawTask {
 /// simulator may read.
 #[derive(Debug)]
 pub struct Criteria {
-    /// Task id.
-    pub task_id: String,
     /// The user simulator's scenario.
     pub user_scenario: UserScenario,
     /// Evaluation criteria (`None`: every finished episode scores 1).
@@ -245,7 +243,6 @@ pub fn parse_tasks(
                     agent_greeting: super::GREETING,
                 },
                 criteria: Arc::new(Criteria {
-                    task_id: t.id,
                     user_scenario: t.user_scenario,
                     evaluation: t.evaluation_criteria,
                 }),
