@@ -12,6 +12,12 @@
 //! - [`ModelHub`] owns the shared pieces (ledger, cache, limiter) for one run
 //!   and builds metered models per role; it is what the CLI constructs.
 //!
+//! Beside the real clients:
+//! - [`sim`]: simulated agent models `sim:<profile>` ([`SimAgent`]), the
+//!   deterministic offline testbed with ground-truth quirks (testbed only,
+//!   never a benchmark result);
+//! - [`user`]: user simulators ([`LlmUser`], [`ScriptedUser`]).
+//!
 //! [`mock::MockServer`] is an in-process OpenAI-compatible server that scripts
 //! replies over real HTTP, for the client's tests and any test that needs a
 //! model endpoint.
@@ -25,7 +31,9 @@ mod ledger;
 mod metered;
 pub mod mock;
 mod retry;
+pub mod sim;
 mod types;
+pub mod user;
 mod wire;
 
 pub use cache::{CacheKey, CachePolicy, CacheStats, ResponseCache, canonical_json};
@@ -41,7 +49,9 @@ pub use ledger::{
 };
 pub use metered::MeteredModel;
 pub use retry::RetryPolicy;
+pub use sim::{SimAgent, SimProfile, TestbedNote, TestbedPlan};
 pub use types::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, FunctionTool, ModelFuture, SamplingArgs,
     ToolCall, ToolChoice, Usage,
 };
+pub use user::{LlmUser, ScriptedUser, UserScript, UserSimulator, UserStop, UserTurn, Utterance};

@@ -12,6 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::model::error::ModelError;
+use crate::model::sim::TestbedNote;
 
 /// One message of a chat conversation, serialized in OpenAI form
 /// (`{"role": "...", ...}`).
@@ -371,6 +372,12 @@ pub struct ChatResponse {
     /// HTTP attempts it took (1 = no retry); 0 for cache hits and
     /// non-HTTP models.
     pub attempts: u32,
+    /// Ground truth of a simulated (`sim:<profile>`) agent: the quirks that
+    /// fired on this turn and the ones harness feedback corrected. Testbed
+    /// only; `None` for every real model, and absent from the serialized form
+    /// then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub testbed: Option<TestbedNote>,
 }
 
 impl ChatResponse {

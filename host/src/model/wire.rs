@@ -108,6 +108,7 @@ pub(crate) fn parse_response(endpoint: &str, body: &[u8]) -> Result<ChatResponse
             .map(str::to_owned),
         cached: false,
         attempts: 0,
+        testbed: None,
     })
 }
 
