@@ -205,7 +205,7 @@ fn a_trapping_harness_ends_episodes_as_harness_error_and_the_run_goes_on() {
     );
 }
 
-fn run_args<'a>(out: &'a str) -> Vec<&'a str> {
+fn run_args(out: &str) -> Vec<&str> {
     vec![
         "run",
         "--harness",

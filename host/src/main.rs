@@ -81,6 +81,20 @@ enum Command {
         /// A pass-through harness to measure (default: the guests/direct crate).
         #[arg(long, default_value = "guests/direct")]
         harness: String,
+        /// Instead of the sandbox, measure the runner: a full split through
+        /// the agent loop with a simulated agent of fixed latency, printing
+        /// the host's own share of wall time (harness + env + bookkeeping).
+        #[arg(long)]
+        runner: bool,
+        /// Runner bench: simulated model latency per call, in milliseconds.
+        #[arg(long, default_value_t = 200)]
+        latency_ms: u64,
+        /// Runner bench: episodes at once.
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+        /// Runner bench: trials per task.
+        #[arg(long, default_value_t = 3)]
+        trials: u32,
         /// Hook calls to time.
         #[arg(long, default_value_t = 200_000)]
         calls: u64,
@@ -279,9 +293,29 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Bench {
             harness,
+            runner: true,
+            latency_ms,
+            concurrency,
+            trials,
+            ..
+        } => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::run::bench_runner(
+                &harness,
+                latency_ms,
+                concurrency,
+                trials,
+                &store,
+                &cli.data,
+            ))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench {
+            harness,
             calls,
             episodes,
             json,
+            ..
         } => {
             let manifest = store.obtain(&harness, cli.quiet)?;
             let bytes = store.read_component(&manifest.hash)?;

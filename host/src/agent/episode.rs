@@ -124,6 +124,8 @@ struct Episode {
     agent_usage: RoleUsage,
     user_usage: RoleUsage,
     next_call_id: u32,
+    /// Time spent awaiting the agent and user models.
+    model_wait: std::time::Duration,
     /// Notes the model sees before its next turn (injected, feedback).
     pending_notes: Vec<(String, String)>,
 }
@@ -204,6 +206,7 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
         agent_usage: RoleUsage::default(),
         user_usage: RoleUsage::default(),
         next_call_id: 0,
+        model_wait: std::time::Duration::ZERO,
         pending_notes: Vec::new(),
     };
     let end = match start_end {
@@ -227,6 +230,7 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
         agent_usage: ep.agent_usage,
         user_usage: ep.user_usage,
         wall_ms: started.elapsed().as_millis() as u64,
+        model_wait_ms: ep.model_wait.as_secs_f64() * 1000.0,
         evaluation: None,
         reward: 0.0,
         success: false,
@@ -427,7 +431,10 @@ impl Episode {
             .with_tools(self.tools.clone())
             .with_sampling(self.sampling.clone())
             .with_cache_salt(self.cache_salt.clone());
-        match self.agent.chat(&request).await {
+        let waited = Instant::now();
+        let result = self.agent.chat(&request).await;
+        self.model_wait += waited.elapsed();
+        match result {
             Ok(r) => {
                 self.agent_usage.add(r.usage.as_ref(), r.cached);
                 Ok(r)
@@ -441,7 +448,10 @@ impl Episode {
         // Token counts of an LLM user land in the run's ledger (its model
         // is metered); here we count the turns.
         self.user_usage.add(None, false);
-        match self.user.respond(&self.user_view).await {
+        let waited = Instant::now();
+        let result = self.user.respond(&self.user_view).await;
+        self.model_wait += waited.elapsed();
+        match result {
             Ok(reply) => {
                 self.transcript.push(Entry::User {
                     step: self.step,

@@ -158,6 +158,10 @@ pub struct EpisodeRecord {
     pub agent_usage: RoleUsage,
     pub user_usage: RoleUsage,
     pub wall_ms: u64,
+    /// Part of `wall_ms` spent waiting for the agent and user models; the
+    /// rest is the host's own work (harness, environment, bookkeeping).
+    #[serde(default)]
+    pub model_wait_ms: f64,
     /// Filled by the runner (the loop never sees the oracle).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evaluation: Option<serde_json::Value>,

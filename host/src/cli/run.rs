@@ -165,7 +165,12 @@ pub async fn run(
                 );
             }
         }
-        args.tasks.clone()
+        let mut seen = std::collections::BTreeSet::new();
+        args.tasks
+            .iter()
+            .filter(|t| seen.insert(*t))
+            .cloned()
+            .collect()
     };
     if args.trials == 0 {
         bail!("--trials must be at least 1");
@@ -227,6 +232,7 @@ pub async fn run(
         user,
         hub: Some(hub),
         sim_latency: Duration::from_millis(args.sim_latency_ms),
+        base_prompt: domain.system_prompt(),
     });
 
     let config = RunConfig {
@@ -448,4 +454,97 @@ pub fn render_episode(r: &EpisodeRecord) -> String {
         }
     }
     out
+}
+
+/// `bench --runner`: the host's share of wall time on a full split.
+pub async fn bench_runner(
+    harness: &str,
+    latency_ms: u64,
+    concurrency: usize,
+    trials: u32,
+    store: &ComponentStore,
+    data: &DataArgs,
+) -> Result<()> {
+    let tmp = std::env::temp_dir().join(format!("ecdysis-bench-run-{}", std::process::id()));
+    let args = RunArgs {
+        harness: harness.to_string(),
+        domain: "tau2/retail".into(),
+        split: "test".into(),
+        tasks: vec![],
+        trials,
+        agent_model: "sim:mixed".into(),
+        agent_base_url: None,
+        agent_api_key_env: None,
+        agent_extra_args: None,
+        sim_latency_ms: latency_ms,
+        user_model: "scripted".into(),
+        user_base_url: None,
+        concurrency,
+        seed: 0,
+        temperature: None,
+        out: Some(tmp.clone()),
+        force_new: true,
+        max_steps: ecdysis_host::env::DEFAULT_MAX_STEPS,
+        max_errors: ecdysis_host::env::DEFAULT_MAX_ERRORS,
+        policy: FailurePolicy::FailClosed,
+        fuel: None,
+        deadline_ms: None,
+        memory_mib: None,
+        cache: "off".into(),
+        cache_dir: tmp.join("cache"),
+        prices: None,
+        max_requeues: 0,
+    };
+    // Build and load the harness first so the timed run is the run.
+    if harness != "none" {
+        store.obtain(harness, true)?;
+    }
+    let cpu_before = process_cpu_seconds();
+    let summary = run(args, store, data, true).await?;
+    let cpu = process_cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
+    let records = rundir::read_trajectories(&tmp.join(rundir::TRAJECTORIES_FILE), false)?;
+    let calls: Vec<u64> = records.iter().map(|r| r.agent_usage.calls).collect();
+    let bound = ecdysis_host::eval::metrics::zero_overhead_bound(
+        &calls,
+        latency_ms as f64 / 1000.0,
+        concurrency,
+    );
+    let wall = summary.wall_seconds;
+    let slack = (wall - bound).max(0.0) / wall * 100.0;
+    println!(
+        "runner bench: tau2/retail test, {} episodes, sim:mixed at {latency_ms} ms/call, concurrency {concurrency}, harness {harness}",
+        records.len()
+    );
+    println!(
+        "wall {wall:.3} s   lower bound with a free host {bound:.3} s (slack {slack:.1}%: scheduling, not only host work)"
+    );
+    let wall_sum: f64 = records.iter().map(|r| r.wall_ms as f64).sum();
+    let wait_sum: f64 = records.iter().map(|r| r.model_wait_ms).sum();
+    println!(
+        "episode view: {:.2}% of episode wall time is host work (harness + env + bookkeeping), the rest awaits the model",
+        (wall_sum - wait_sum).max(0.0) / wall_sum.max(1e-9) * 100.0
+    );
+    match cpu {
+        Some(cpu) => println!(
+            "host CPU {cpu:.3} s = {:.2}% of wall time (harness + env + bookkeeping, all threads; goal <= 1%)",
+            cpu / wall * 100.0
+        ),
+        None => println!("host CPU time: not available on this platform"),
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}
+
+/// CPU seconds (user + system, all threads) this process has used so far,
+/// from /proc/self/stat (Linux).
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may contain spaces) start at
+    // field 3; utime and stime are fields 14 and 15, in clock ticks.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // USER_HZ is 100 on every Linux we run on.
+    Some((utime + stime) / 100.0)
 }

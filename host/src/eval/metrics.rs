@@ -172,3 +172,28 @@ mod tests {
         assert_eq!(pass_at_k(3, 0, 3), 0.0);
     }
 }
+
+/// A lower bound on the wall time of a run whose host costs nothing: each
+/// episode is `calls × latency` of pure model waiting on one of `slots`
+/// concurrent lanes, so no schedule beats the longest episode or the total
+/// work spread evenly over the lanes. Measuring against it over-states the
+/// host's share, never under-states it.
+pub fn zero_overhead_bound(calls_per_episode: &[u64], latency_secs: f64, slots: usize) -> f64 {
+    let longest = calls_per_episode.iter().copied().max().unwrap_or(0) as f64 * latency_secs;
+    let total = calls_per_episode.iter().sum::<u64>() as f64 * latency_secs;
+    longest.max(total / slots.max(1) as f64)
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::zero_overhead_bound;
+
+    #[test]
+    fn bound_is_the_longest_episode_or_the_even_spread() {
+        assert_eq!(zero_overhead_bound(&[2, 2, 2], 1.0, 1), 6.0);
+        assert_eq!(zero_overhead_bound(&[2, 2, 2], 1.0, 3), 2.0);
+        assert_eq!(zero_overhead_bound(&[5, 1, 1, 1], 0.5, 2), 2.5);
+        assert_eq!(zero_overhead_bound(&[1, 1, 1, 1], 1.0, 2), 2.0);
+        assert_eq!(zero_overhead_bound(&[], 1.0, 2), 0.0);
+    }
+}

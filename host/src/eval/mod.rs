@@ -200,9 +200,7 @@ pub async fn run(
 
     let records: Vec<EpisodeRecord> = finished.into_values().collect();
     let metrics = metrics::compute(&records);
-    let chosen: BTreeSet<&String> = config.tasks.iter().collect();
-    let floor = crate::env::do_nothing_floor(&*domain)?;
-    let floor_solved = floor.solved.iter().filter(|t| chosen.contains(t)).count() as u64;
+    let floor_solved = do_nothing_solved(&*domain, &config.tasks)?;
     let summary = RunSummary {
         config: (*config).clone(),
         metrics,
@@ -215,6 +213,22 @@ pub async fn run(
     };
     dir.write_summary(&summary)?;
     Ok(summary)
+}
+
+/// How many of `tasks` an agent that does nothing solves (no calls, no
+/// messages, then stops): the floor to read the score against.
+fn do_nothing_solved(domain: &dyn Domain, tasks: &[String]) -> Result<u64, RunError> {
+    let unique: BTreeSet<&String> = tasks.iter().collect();
+    let mut solved = 0;
+    for t in unique {
+        let (_, oracle) = domain.task(t)?;
+        let idle = Trajectory {
+            termination: crate::env::Termination::AgentStop,
+            ..Trajectory::default()
+        };
+        solved += u64::from(domain.evaluate(&oracle, &idle)?.success);
+    }
+    Ok(solved)
 }
 
 async fn one_episode(

@@ -20,6 +20,9 @@ pub enum ParticipantsError {
     },
 }
 
+/// The two sides of one episode: the agent model and the user simulator.
+pub type Seats = (Arc<dyn ChatModel>, Box<dyn UserSimulator>);
+
 /// Builds the agent and the user for each episode.
 pub trait Participants: Send + Sync {
     fn build(
@@ -28,7 +31,7 @@ pub trait Participants: Send + Sync {
         oracle: &Oracle,
         trial: u32,
         seed: u64,
-    ) -> Result<(Arc<dyn ChatModel>, Box<dyn UserSimulator>), ParticipantsError>;
+    ) -> Result<Seats, ParticipantsError>;
 }
 
 /// The agent side of a run.
@@ -60,6 +63,8 @@ pub struct StandardParticipants {
     /// Added latency per simulated agent call, to model an endpoint's
     /// response time offline (benchmarks, kill/resume tests).
     pub sim_latency: std::time::Duration,
+    /// The domain's unmodified system prompt.
+    pub base_prompt: String,
 }
 
 /// A model that answers after a fixed delay: a simulated endpoint latency.
@@ -94,11 +99,15 @@ impl Participants for StandardParticipants {
         oracle: &Oracle,
         trial: u32,
         seed: u64,
-    ) -> Result<(Arc<dyn ChatModel>, Box<dyn UserSimulator>), ParticipantsError> {
+    ) -> Result<Seats, ParticipantsError> {
         let agent: Arc<dyn ChatModel> = match &self.agent {
             AgentSide::Sim(profile) => {
-                let mut sim: Arc<dyn ChatModel> =
-                    Arc::new(SimAgent::new(profile.clone(), oracle.testbed_plan(), seed));
+                // The base prompt lets the testbed agent tell the domain's own
+                // policy from what a harness added to it.
+                let mut sim: Arc<dyn ChatModel> = Arc::new(
+                    SimAgent::new(profile.clone(), oracle.testbed_plan(), seed)
+                        .with_base_prompt(self.base_prompt.clone()),
+                );
                 if !self.sim_latency.is_zero() {
                     sim = Arc::new(Delayed::new(sim, self.sim_latency));
                 }
