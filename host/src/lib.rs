@@ -11,6 +11,7 @@ pub mod bench;
 pub mod doctor;
 pub mod env;
 pub mod eval;
+pub mod evolve;
 pub mod fsutil;
 pub mod model;
 pub mod sandbox;

@@ -128,6 +128,12 @@ enum Command {
     /// run again. The defaults run offline: the starting harness, a simulated
     /// testbed agent (sim:mixed) and the scripted user on tau2/retail test.
     Run(Box<cli::run::RunArgs>),
+    /// Evolve a harness on the training split: evaluate, aggregate failures
+    /// across tasks, diagnose, edit the harness source once per round, build,
+    /// gate, and keep a candidate only if it strictly beats the incumbent.
+    /// Offline (sim: agents) it uses the heuristic diagnoser and the rule
+    /// coder. Re-running the same command resumes.
+    Train(Box<cli::train::TrainArgs>),
     /// Show a run: its summary and episodes, or one trajectory with the
     /// harness interventions marked `>>`.
     Show {
@@ -361,6 +367,13 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let summary = runtime.block_on(cli::run::run(*args, &store, &cli.data, cli.quiet))?;
             print!("{}", ecdysis_host::eval::report::render(&summary));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Train(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let summary =
+                runtime.block_on(cli::train::train(*args, &store, &cli.data, cli.quiet))?;
+            print!("{}", cli::train::render(&summary));
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { dir, task, trial } => {

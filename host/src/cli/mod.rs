@@ -2,6 +2,7 @@
 
 pub mod env;
 pub mod run;
+pub mod train;
 
 /// Print one line of output; a closed pipe (`| head`) ends the process
 /// quietly instead of panicking.

@@ -188,52 +188,7 @@ pub async fn run(
         (Some(manifest.hash.to_string()), Some(loaded))
     };
 
-    let policy: CachePolicy = args
-        .cache
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--cache: {e}"))?;
-    let mut prices = PriceTable::embedded_default();
-    if let Some(p) = &args.prices {
-        prices = prices
-            .merged(PriceTable::load(p).with_context(|| format!("--prices {}", p.display()))?);
-    }
-    let ledger = Arc::new(UsageLedger::new(prices));
-    let cache = Arc::new(ResponseCache::new(&args.cache_dir, policy));
-    let hub = ModelHub::new(ledger.clone(), cache);
-
-    let agent_flags = ModelFlags {
-        model: Some(args.agent_model.clone()),
-        base_url: args.agent_base_url.clone(),
-        api_key_env: args.agent_api_key_env.clone(),
-        extra_args: args.agent_extra_args.clone(),
-        ..ModelFlags::default()
-    };
-    let agent = if args.agent_model.starts_with("sim:") {
-        AgentSide::Sim(
-            SimProfile::parse(&args.agent_model)
-                .map_err(|e| anyhow::anyhow!("--agent-model: {e}\n{}", SimProfile::help_text()))?,
-        )
-    } else {
-        AgentSide::Model(hub.http_model("agent", agent_flags.clone().resolve(None)?)?)
-    };
-    let user = if args.user_model == "scripted" {
-        UserSide::Scripted
-    } else {
-        let flags = ModelFlags {
-            model: Some(args.user_model.clone()),
-            base_url: args.user_base_url.clone(),
-            ..ModelFlags::default()
-        }
-        .or(&agent_flags);
-        UserSide::Model(hub.http_model("user", flags.resolve(None)?)?)
-    };
-    let participants = Arc::new(StandardParticipants {
-        agent,
-        user,
-        hub: Some(hub),
-        sim_latency: Duration::from_millis(args.sim_latency_ms),
-        base_prompt: domain.system_prompt(),
-    });
+    let (participants, ledger) = build_participants(&args, &*domain)?;
 
     let config = RunConfig {
         world: WORLD_VERSION.to_string(),
@@ -284,6 +239,61 @@ pub async fn run(
         max_requeues: args.max_requeues,
     };
     Ok(eval::run(config, options, domain, harness, participants, Some(ledger)).await?)
+}
+
+/// The agent and user sides of a run from the flags, with the run's ledger.
+pub fn build_participants(
+    args: &RunArgs,
+    domain: &dyn ecdysis_host::env::Domain,
+) -> Result<(Arc<StandardParticipants>, Arc<UsageLedger>)> {
+    let policy: CachePolicy = args
+        .cache
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--cache: {e}"))?;
+    let mut prices = PriceTable::embedded_default();
+    if let Some(p) = &args.prices {
+        prices = prices
+            .merged(PriceTable::load(p).with_context(|| format!("--prices {}", p.display()))?);
+    }
+    let ledger = Arc::new(UsageLedger::new(prices));
+    let cache = Arc::new(ResponseCache::new(&args.cache_dir, policy));
+    let hub = ModelHub::new(ledger.clone(), cache);
+
+    let agent_flags = ModelFlags {
+        model: Some(args.agent_model.clone()),
+        base_url: args.agent_base_url.clone(),
+        api_key_env: args.agent_api_key_env.clone(),
+        extra_args: args.agent_extra_args.clone(),
+        ..ModelFlags::default()
+    };
+    let agent = if args.agent_model.starts_with("sim:") {
+        AgentSide::Sim(
+            SimProfile::parse(&args.agent_model)
+                .map_err(|e| anyhow::anyhow!("--agent-model: {e}\n{}", SimProfile::help_text()))?,
+        )
+    } else {
+        AgentSide::Model(hub.http_model("agent", agent_flags.clone().resolve(None)?)?)
+    };
+    let user = if args.user_model == "scripted" {
+        UserSide::Scripted
+    } else {
+        let flags = ModelFlags {
+            model: Some(args.user_model.clone()),
+            base_url: args.user_base_url.clone(),
+            ..ModelFlags::default()
+        }
+        .or(&agent_flags);
+        UserSide::Model(hub.http_model("user", flags.resolve(None)?)?)
+    };
+    let participants = Arc::new(StandardParticipants {
+        agent,
+        user,
+        hub: Some(hub),
+        sim_latency: Duration::from_millis(args.sim_latency_ms),
+        base_prompt: domain.system_prompt(),
+    });
+
+    Ok((participants, ledger))
 }
 
 /// `show <run-dir>`: the summary and episode list, or one trajectory.

@@ -1,0 +1,270 @@
+//! The offline diagnoser: groups → spec, by rules over the recorded error
+//! texts and successful evidence, with no model. It only proposes changes
+//! for interface failures it can see in the evidence (an unknown tool name,
+//! an id missing its `#`, a number sent as a string, a repeated failing
+//! call, a write tried before its lookup); failures without such a visible
+//! cause (a wrong item, a stop one action early) get no rule, which is the
+//! point: the harness should not contort itself for a model's own limits.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::aggregate::{FailureGroup, error_class};
+use super::records::FailureRecord;
+use super::spec::{ChangeSpec, FailurePattern, Layer, ProposedChange, RuleEdit};
+
+/// The rule-table file every heuristic change edits.
+pub const TABLES_FILE: &str = "src/tables.rs";
+
+/// What the diagnoser may know about the environment: tool names and which
+/// of them change state (agent-visible facts).
+pub struct ToolFacts {
+    pub tools: Vec<(String, bool)>,
+}
+
+impl ToolFacts {
+    fn exists(&self, name: &str) -> bool {
+        self.tools.iter().any(|(n, _)| n == name)
+    }
+
+    fn mutates(&self, name: &str) -> bool {
+        self.tools.iter().any(|(n, m)| n == name && *m)
+    }
+
+    /// The real tool an unknown name most plausibly means: the one sharing
+    /// the most `_`-separated words, ties broken by name.
+    fn closest(&self, alias: &str) -> Option<String> {
+        let words: BTreeSet<&str> = alias.split('_').collect();
+        self.tools
+            .iter()
+            .map(|(n, _)| (n.split('_').filter(|w| words.contains(w)).count(), n))
+            .filter(|(score, _)| *score > 0)
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(a.1)))
+            .map(|(_, n)| n.clone())
+    }
+}
+
+fn quoted_name(result: &str) -> Option<String> {
+    let start = result.find('\'')? + 1;
+    let end = start + result[start..].find('\'')?;
+    Some(result[start..end].to_string())
+}
+
+fn args_of(text: &str) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::from_str(text) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => Default::default(),
+    }
+}
+
+/// One finding: a rule and the tasks that support it.
+struct Finding {
+    pattern: String,
+    description: String,
+    layer: Layer,
+    rule: RuleEdit,
+    tasks: BTreeSet<String>,
+}
+
+/// Diagnose recurring groups (falling back to all groups when nothing
+/// recurs) into a spec; `None` when no rule applies.
+pub fn diagnose(
+    groups: &[FailureGroup],
+    successes: &[FailureRecord],
+    facts: &ToolFacts,
+) -> Option<ChangeSpec> {
+    let recurring: Vec<&FailureGroup> = groups.iter().filter(|g| g.recurring).collect();
+    let chosen: Vec<&FailureGroup> = if recurring.is_empty() {
+        groups.iter().collect()
+    } else {
+        recurring
+    };
+    let mut findings: BTreeMap<String, Finding> = BTreeMap::new();
+    let mut add = |key: String, f: Finding| {
+        findings
+            .entry(key)
+            .and_modify(|e| e.tasks.extend(f.tasks.iter().cloned()))
+            .or_insert(f);
+    };
+    // Read tools that precede each write tool in successful episodes.
+    let mut lookups_before: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for s in successes {
+        for (i, step) in s.steps.iter().enumerate() {
+            if facts.mutates(&step.name) {
+                for prev in &s.steps[..i] {
+                    if !facts.mutates(&prev.name) && !prev.error {
+                        *lookups_before
+                            .entry(step.name.clone())
+                            .or_default()
+                            .entry(prev.name.clone())
+                            .or_default() += 1;
+                    }
+                }
+            }
+        }
+    }
+    for g in &chosen {
+        for r in &g.records {
+            let task = || BTreeSet::from([r.task_id.clone()]);
+            let mut failing_calls = BTreeMap::new();
+            for (i, step) in r.steps.iter().enumerate() {
+                if !(step.error || step.blocked) {
+                    continue;
+                }
+                *failing_calls
+                    .entry((step.name.clone(), step.arguments.clone()))
+                    .or_insert(0u32) += 1;
+                let class = error_class(&step.result);
+                // An unknown tool name: alias it to the closest real tool.
+                if class.starts_with("tool <v> not found")
+                    && let Some(alias) = quoted_name(&step.result)
+                    && !facts.exists(&alias)
+                    && let Some(tool) = facts.closest(&alias)
+                {
+                    add(
+                        format!("alias {alias}"),
+                        Finding {
+                            pattern: "unknown tool name".into(),
+                            description: format!("the model calls `{alias}`, which does not exist; it means `{tool}`"),
+                            layer: Layer::Realize,
+                            rule: RuleEdit::ToolAlias { alias, tool },
+                            tasks: task(),
+                        },
+                    );
+                }
+                let args = args_of(&step.arguments);
+                // An id that is known elsewhere with a leading `#`.
+                if class.contains("not found") {
+                    for (name, value) in &args {
+                        let Some(v) = value.as_str() else { continue };
+                        if v.starts_with('#') || v.is_empty() {
+                            continue;
+                        }
+                        let hashed = format!("#{v}");
+                        let seen = r.steps[..i].iter().any(|s| s.result.contains(&hashed))
+                            || successes.iter().any(|s| {
+                                s.steps.iter().any(|t| {
+                                    args_of(&t.arguments)
+                                        .get(name)
+                                        .and_then(|x| x.as_str())
+                                        .is_some_and(|x| x.starts_with('#'))
+                                })
+                            });
+                        if seen {
+                            add(
+                                format!("hash {name}"),
+                                Finding {
+                                    pattern: "id without its # prefix".into(),
+                                    description: format!("`{name}` is sent without the leading `#` the ids carry"),
+                                    layer: Layer::Realize,
+                                    rule: RuleEdit::HashPrefixedArg { arg: name.clone() },
+                                    tasks: task(),
+                                },
+                            );
+                        }
+                    }
+                }
+                // A number sent as a string where other episodes send numbers.
+                for (name, value) in &args {
+                    let Some(v) = value.as_str() else { continue };
+                    if v.parse::<f64>().is_err() {
+                        continue;
+                    }
+                    let numeric_elsewhere = successes.iter().any(|s| {
+                        s.steps.iter().any(|t| {
+                            args_of(&t.arguments).get(name).is_some_and(|x| x.is_number())
+                        })
+                    });
+                    if numeric_elsewhere {
+                        add(
+                            format!("numeric {name}"),
+                            Finding {
+                                pattern: "number sent as a string".into(),
+                                description: format!("`{name}` is sent as a quoted string; successful calls send a number"),
+                                layer: Layer::Realize,
+                                rule: RuleEdit::NumericArg { arg: name.clone() },
+                                tasks: task(),
+                            },
+                        );
+                    }
+                }
+                // A write tried before the lookup successful runs do first.
+                if facts.mutates(&step.name)
+                    && let Some(before) = lookups_before.get(&step.name)
+                {
+                    let done: BTreeSet<&str> = r.steps[..i].iter().map(|s| s.name.as_str()).collect();
+                    if let Some((read, _)) = before
+                        .iter()
+                        .filter(|(n, _)| !done.contains(n.as_str()))
+                        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                    {
+                        add(
+                            format!("lookup {} {}", step.name, read),
+                            Finding {
+                                pattern: "write before its lookup".into(),
+                                description: format!("`{}` fails when called without first looking up the state with `{read}`", step.name),
+                                layer: Layer::Contract,
+                                rule: RuleEdit::ToolHint {
+                                    tool: step.name.clone(),
+                                    hint: format!("Before calling this tool, first look up the current state with `{read}` and check it."),
+                                },
+                                tasks: task(),
+                            },
+                        );
+                    }
+                }
+            }
+            if failing_calls.values().any(|n| *n >= 2) {
+                add(
+                    "repeat".into(),
+                    Finding {
+                        pattern: "identical failing call repeated".into(),
+                        description: "the model repeats a call that just failed, unchanged".into(),
+                        layer: Layer::Regulate,
+                        rule: RuleEdit::RepeatThreshold { count: 1 },
+                        tasks: task(),
+                    },
+                );
+            }
+        }
+    }
+    // Keep findings backed by two tasks when anything recurs.
+    let min_tasks = if groups.iter().any(|g| g.recurring) { 2 } else { 1 };
+    let kept: Vec<Finding> = findings
+        .into_values()
+        .filter(|f| f.tasks.len() >= min_tasks)
+        .collect();
+    if kept.is_empty() {
+        return None;
+    }
+    let mut patterns: BTreeMap<String, FailurePattern> = BTreeMap::new();
+    for f in &kept {
+        let p = patterns
+            .entry(f.pattern.clone())
+            .or_insert_with(|| FailurePattern {
+                name: f.pattern.clone(),
+                description: f.description.clone(),
+                evidence_tasks: vec![],
+            });
+        for t in &f.tasks {
+            if !p.evidence_tasks.contains(t) {
+                p.evidence_tasks.push(t.clone());
+            }
+        }
+    }
+    Some(ChangeSpec {
+        failure_patterns: patterns.into_values().collect(),
+        proposed_changes: kept
+            .into_iter()
+            .map(|f| ProposedChange {
+                layer: f.layer,
+                file: TABLES_FILE.into(),
+                rationale: format!("seen in {} task(s)", f.tasks.len()),
+                description: f.description,
+                evidence_tasks: f.tasks.into_iter().collect(),
+                rule: Some(f.rule),
+            })
+            .collect(),
+        skills: vec![],
+        implementation_notes: "offline heuristic diagnosis: every change is a rule-table edit".into(),
+    })
+}
