@@ -65,19 +65,27 @@ struct Finding {
     tasks: BTreeSet<String>,
 }
 
-/// Diagnose recurring groups (falling back to all groups when nothing
-/// recurs) into a spec; `None` when no rule applies.
+/// Diagnose failure groups into a spec; `None` when no rule applies. The
+/// signatures are fine-grained, so one interface slip can land in several
+/// groups; the cross-task requirement is applied per finding instead: a
+/// rule is kept only when failures of at least two distinct tasks support it
+/// (one, when a single task failed at all).
 pub fn diagnose(
     groups: &[FailureGroup],
     successes: &[FailureRecord],
     facts: &ToolFacts,
 ) -> Option<ChangeSpec> {
-    let recurring: Vec<&FailureGroup> = groups.iter().filter(|g| g.recurring).collect();
-    let chosen: Vec<&FailureGroup> = if recurring.is_empty() {
-        groups.iter().collect()
-    } else {
-        recurring
-    };
+    let chosen: Vec<&FailureGroup> = groups.iter().collect();
+    let failing_tasks: BTreeSet<&str> = groups
+        .iter()
+        .flat_map(|g| g.tasks.iter().map(String::as_str))
+        .collect();
+    // Every record in view, to find where an id shows its true form.
+    let everything: Vec<&FailureRecord> = groups
+        .iter()
+        .flat_map(|g| g.records.iter())
+        .chain(successes.iter())
+        .collect();
     let mut findings: BTreeMap<String, Finding> = BTreeMap::new();
     let mut add = |key: String, f: Finding| {
         findings
@@ -124,7 +132,9 @@ pub fn diagnose(
                         format!("alias {alias}"),
                         Finding {
                             pattern: "unknown tool name".into(),
-                            description: format!("the model calls `{alias}`, which does not exist; it means `{tool}`"),
+                            description: format!(
+                                "the model calls `{alias}`, which does not exist; it means `{tool}`"
+                            ),
                             layer: Layer::Realize,
                             rule: RuleEdit::ToolAlias { alias, tool },
                             tasks: task(),
@@ -140,21 +150,23 @@ pub fn diagnose(
                             continue;
                         }
                         let hashed = format!("#{v}");
-                        let seen = r.steps[..i].iter().any(|s| s.result.contains(&hashed))
-                            || successes.iter().any(|s| {
-                                s.steps.iter().any(|t| {
-                                    args_of(&t.arguments)
+                        let seen = everything.iter().any(|s| {
+                            s.steps.iter().any(|t| {
+                                !t.error && t.result.contains(&hashed)
+                                    || args_of(&t.arguments)
                                         .get(name)
                                         .and_then(|x| x.as_str())
                                         .is_some_and(|x| x.starts_with('#'))
-                                })
-                            });
+                            }) || s.agent_texts.iter().any(|t| t.contains(&hashed))
+                        });
                         if seen {
                             add(
                                 format!("hash {name}"),
                                 Finding {
                                     pattern: "id without its # prefix".into(),
-                                    description: format!("`{name}` is sent without the leading `#` the ids carry"),
+                                    description: format!(
+                                        "`{name}` is sent without the leading `#` the ids carry"
+                                    ),
                                     layer: Layer::Realize,
                                     rule: RuleEdit::HashPrefixedArg { arg: name.clone() },
                                     tasks: task(),
@@ -171,7 +183,9 @@ pub fn diagnose(
                     }
                     let numeric_elsewhere = successes.iter().any(|s| {
                         s.steps.iter().any(|t| {
-                            args_of(&t.arguments).get(name).is_some_and(|x| x.is_number())
+                            args_of(&t.arguments)
+                                .get(name)
+                                .is_some_and(|x| x.is_number())
                         })
                     });
                     if numeric_elsewhere {
@@ -179,7 +193,9 @@ pub fn diagnose(
                             format!("numeric {name}"),
                             Finding {
                                 pattern: "number sent as a string".into(),
-                                description: format!("`{name}` is sent as a quoted string; successful calls send a number"),
+                                description: format!(
+                                    "`{name}` is sent as a quoted string; successful calls send a number"
+                                ),
                                 layer: Layer::Realize,
                                 rule: RuleEdit::NumericArg { arg: name.clone() },
                                 tasks: task(),
@@ -191,7 +207,8 @@ pub fn diagnose(
                 if facts.mutates(&step.name)
                     && let Some(before) = lookups_before.get(&step.name)
                 {
-                    let done: BTreeSet<&str> = r.steps[..i].iter().map(|s| s.name.as_str()).collect();
+                    let done: BTreeSet<&str> =
+                        r.steps[..i].iter().map(|s| s.name.as_str()).collect();
                     if let Some((read, _)) = before
                         .iter()
                         .filter(|(n, _)| !done.contains(n.as_str()))
@@ -201,11 +218,16 @@ pub fn diagnose(
                             format!("lookup {} {}", step.name, read),
                             Finding {
                                 pattern: "write before its lookup".into(),
-                                description: format!("`{}` fails when called without first looking up the state with `{read}`", step.name),
+                                description: format!(
+                                    "`{}` fails when called without first looking up the state with `{read}`",
+                                    step.name
+                                ),
                                 layer: Layer::Contract,
                                 rule: RuleEdit::ToolHint {
                                     tool: step.name.clone(),
-                                    hint: format!("Before calling this tool, first look up the current state with `{read}` and check it."),
+                                    hint: format!(
+                                        "Before calling this tool, first look up the current state with `{read}` and check it."
+                                    ),
                                 },
                                 tasks: task(),
                             },
@@ -227,8 +249,7 @@ pub fn diagnose(
             }
         }
     }
-    // Keep findings backed by two tasks when anything recurs.
-    let min_tasks = if groups.iter().any(|g| g.recurring) { 2 } else { 1 };
+    let min_tasks = if failing_tasks.len() >= 2 { 2 } else { 1 };
     let kept: Vec<Finding> = findings
         .into_values()
         .filter(|f| f.tasks.len() >= min_tasks)
@@ -265,6 +286,7 @@ pub fn diagnose(
             })
             .collect(),
         skills: vec![],
-        implementation_notes: "offline heuristic diagnosis: every change is a rule-table edit".into(),
+        implementation_notes: "offline heuristic diagnosis: every change is a rule-table edit"
+            .into(),
     })
 }

@@ -182,7 +182,9 @@ impl RunDirs {
         self.root.join("candidates").join(h.as_str())
     }
     fn eval_dir(&self, h: &str, split: &str) -> PathBuf {
-        self.root.join("evals").join(format!("{}-{split}", &h[..16.min(h.len())]))
+        self.root
+            .join("evals")
+            .join(format!("{}-{split}", &h[..16.min(h.len())]))
     }
 }
 
@@ -221,8 +223,9 @@ async fn evaluate(
         None,
     )
     .await?;
-    let records = eval::rundir::read_trajectories(&out.join(eval::rundir::TRAJECTORIES_FILE), false)
-        .map_err(eval::RunError::from)?;
+    let records =
+        eval::rundir::read_trajectories(&out.join(eval::rundir::TRAJECTORIES_FILE), false)
+            .map_err(eval::RunError::from)?;
     Ok((summary, records))
 }
 
@@ -254,8 +257,11 @@ pub async fn train(
         }
     }
     io(std::fs::create_dir_all(out), "create", out)?;
-    atomic_write(&cfg_path, &serde_json::to_vec_pretty(&cfg_json).expect("json"))
-        .map_err(|e| PathError::new("write", &cfg_path, e))?;
+    atomic_write(
+        &cfg_path,
+        &serde_json::to_vec_pretty(&cfg_json).expect("json"),
+    )
+    .map_err(|e| PathError::new("write", &cfg_path, e))?;
     // The WIT package sits beside the staging crate, where `../wit` finds it.
     let wit_src = source.join("../wit");
     staging::fresh_copy(&wit_src, &out.join("wit"))?;
@@ -309,13 +315,31 @@ pub async fn train(
             .collect(),
     };
     let train_tasks = config.train.tasks.clone();
+    // Rule tables key entries by the short domain name (`retail`).
+    let short_domain = config
+        .train
+        .domain
+        .rsplit('/')
+        .next()
+        .unwrap_or(&config.train.domain)
+        .to_string();
+    let short_domain = short_domain.as_str();
     let mut episodes: u64 = 0;
     let mut coder_calls: u32 = done.iter().map(|r| r.coder_calls).sum();
     let mut totals = PhaseTimes::default();
     for r in &done {
         totals.add(&r.seconds);
     }
-    let (init_summary, _) = evaluate(&cx, &dirs, &config.train, &initial, &train_tasks, config.train.split.clone(), "train").await?;
+    let (init_summary, _) = evaluate(
+        &cx,
+        &dirs,
+        &config.train,
+        &initial,
+        &train_tasks,
+        config.train.split.clone(),
+        "train",
+    )
+    .await?;
     let initial_train_score = score(&init_summary);
 
     let first_round = done.len() as u32 + 1;
@@ -325,7 +349,11 @@ pub async fn train(
             break;
         }
         let plateaued = done.len() as u32 >= config.plateau
-            && done.iter().rev().take(config.plateau as usize).all(|r| !r.accepted);
+            && done
+                .iter()
+                .rev()
+                .take(config.plateau as usize)
+                .all(|r| !r.accepted);
         if config.plateau > 0 && plateaued {
             break;
         }
@@ -336,7 +364,16 @@ pub async fn train(
         }
         let mut t = PhaseTimes::default();
         let clock = Instant::now();
-        let (inc_summary, inc_records) = evaluate(&cx, &dirs, &config.train, &incumbent, &train_tasks, config.train.split.clone(), "train").await?;
+        let (inc_summary, inc_records) = evaluate(
+            &cx,
+            &dirs,
+            &config.train,
+            &incumbent,
+            &train_tasks,
+            config.train.split.clone(),
+            "train",
+        )
+        .await?;
         episodes += inc_summary.ran_now;
         t.train_eval = clock.elapsed().as_secs_f64();
         let inc_score = score(&inc_summary);
@@ -389,7 +426,7 @@ pub async fn train(
             };
             coder_calls += 1;
             record.coder_calls += 1;
-            rulecoder::apply(&dirs.staging(), &spec)?;
+            rulecoder::apply(&dirs.staging(), &spec, short_domain)?;
             merged = Some(match merged {
                 None => spec,
                 Some(mut m) => {
@@ -402,7 +439,8 @@ pub async fn train(
         t.coder = clock.elapsed().as_secs_f64();
         record.spec = merged.clone();
         if merged.is_none() {
-            record.decision = "no change proposed: no failure with a visible interface cause".into();
+            record.decision =
+                "no change proposed: no failure with a visible interface cause".into();
             finish_round(&rounds_path, &mut record, t, &mut totals, &mut done)?;
             continue;
         }
@@ -424,7 +462,10 @@ pub async fn train(
         staging::fresh_copy(&dirs.staging(), &cdir.join("source"))?;
         write_json(&cdir.join("manifest.json"), &manifest)?;
         write_json(&cdir.join("spec.json"), &merged)?;
-        let diff = super::rulecoder::diff(&dirs.candidate(&incumbent).join("source/src"), &cdir.join("source/src"));
+        let diff = super::rulecoder::diff(
+            &dirs.candidate(&incumbent).join("source/src"),
+            &cdir.join("source/src"),
+        );
         atomic_write(&cdir.join("diff.patch"), diff.as_bytes())
             .map_err(|e| PathError::new("write", &cdir.join("diff.patch"), e))?;
 
@@ -458,7 +499,16 @@ pub async fn train(
             finish_round(&rounds_path, &mut record, t, &mut totals, &mut done)?;
             continue;
         }
-        let (cand_summary, _) = evaluate(&cx, &dirs, &config.train, &cand, &train_tasks, config.train.split.clone(), "train").await?;
+        let (cand_summary, _) = evaluate(
+            &cx,
+            &dirs,
+            &config.train,
+            &cand,
+            &train_tasks,
+            config.train.split.clone(),
+            "train",
+        )
+        .await?;
         episodes += cand_summary.ran_now;
         write_json(&cdir.join("train_summary.json"), &cand_summary)?;
         t.gate = clock.elapsed().as_secs_f64();
@@ -480,12 +530,30 @@ pub async fn train(
     }
 
     // Held-out test evaluation of the final incumbent.
-    let (final_summary, _) = evaluate(&cx, &dirs, &config.train, &incumbent, &train_tasks, config.train.split.clone(), "train").await?;
+    let (final_summary, _) = evaluate(
+        &cx,
+        &dirs,
+        &config.train,
+        &incumbent,
+        &train_tasks,
+        config.train.split.clone(),
+        "train",
+    )
+    .await?;
     let clock = Instant::now();
     let test_score = if config.test_tasks.is_empty() {
         None
     } else {
-        let (s, _) = evaluate(&cx, &dirs, &config.train, &incumbent, &config.test_tasks, config.test_split.clone(), "test").await?;
+        let (s, _) = evaluate(
+            &cx,
+            &dirs,
+            &config.train,
+            &incumbent,
+            &config.test_tasks,
+            config.test_split.clone(),
+            "test",
+        )
+        .await?;
         Some(score(&s))
     };
     totals.test_eval += clock.elapsed().as_secs_f64();
