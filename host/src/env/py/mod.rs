@@ -8,6 +8,23 @@
 //! tool result. Reproducing those texts byte for byte means reproducing the
 //! operations: this module is a small dynamic value type ([`Val`]) with
 //! Python's semantics for the handful of operations the tools use.
+//!
+//! Known limits, all far from what a model sends (each yields an
+//! `Error: ...` result, never a panic, and a `tracing` warning when it is an
+//! emulation limit rather than Python's own error):
+//!
+//! * ints are 128-bit outside `calculate` (JSON arguments carry at most 64
+//!   bits; a 39+-digit numeric *string* given to an int field is an
+//!   emulation limit), and serde_json reads integers beyond 64 bits as floats
+//!   where Python keeps them ints;
+//! * `calculate` refuses intermediate ints above 2^22 bits and expressions
+//!   nested deeper than 500 levels (CPython would grind through or hit its
+//!   own recursion limits); `str()` of a complex number, shown only in a
+//!   call-with-`*`-argument error, is approximate;
+//! * `repr()` of strings treats unassigned code points as printable (CPython
+//!   escapes them); lower-casing uses Rust's Unicode tables;
+//! * `sorted()` of a mixed-type list of 64+ items may name a different pair
+//!   of types in its `TypeError` (CPython's merge phase is not reproduced).
 
 mod bigint;
 pub mod calc;

@@ -91,6 +91,10 @@ pub struct LineError {
 pub struct ValidationError {
     title: &'static str,
     errors: Vec<LineError>,
+    /// Set when an input exceeded what the emulation represents (an int
+    /// beyond 128 bits); the error is then reported as that, not as text
+    /// pydantic would not have produced.
+    limit: bool,
 }
 
 impl ValidationError {
@@ -125,6 +129,9 @@ impl ValidationError {
 
 impl From<ValidationError> for PyErr {
     fn from(e: ValidationError) -> Self {
+        if e.limit {
+            return PyErr::internal("integer string beyond the emulated 128-bit range");
+        }
         PyErr::other("ValidationError", e.text())
     }
 }
@@ -159,6 +166,7 @@ pub enum Input {
 
 struct Ctx {
     errors: Vec<LineError>,
+    limit: bool,
 }
 
 impl Ctx {
@@ -178,7 +186,10 @@ pub fn construct(
     model: &'static Model,
     kwargs: Vec<(&str, Input)>,
 ) -> Result<Val, ValidationError> {
-    let mut ctx = Ctx { errors: Vec::new() };
+    let mut ctx = Ctx {
+        errors: Vec::new(),
+        limit: false,
+    };
     // The dict pydantic reports as the input of a missing field.
     let as_dict = Dict::from_pairs(kwargs.iter().map(|(k, v)| {
         (
@@ -210,18 +221,23 @@ pub fn construct(
         Err(ValidationError {
             title: model.name,
             errors: ctx.errors,
+            limit: ctx.limit,
         })
     }
 }
 
 /// `Model.model_validate(v)` / `Model(**v)` for a raw value.
 pub fn validate_model(model: &'static Model, v: &Val) -> Result<Val, ValidationError> {
-    let mut ctx = Ctx { errors: Vec::new() };
+    let mut ctx = Ctx {
+        errors: Vec::new(),
+        limit: false,
+    };
     match validate(&mut ctx, &Ty::Model(model), v, &[]) {
         Some(out) if ctx.errors.is_empty() => Ok(out),
         _ => Err(ValidationError {
             title: model.name,
             errors: ctx.errors,
+            limit: ctx.limit,
         }),
     }
 }
@@ -244,6 +260,11 @@ fn validate(ctx: &mut Ctx, ty: &Ty, v: &Val, loc: &[String]) -> Option<Val> {
         },
         Ty::Int => match to_int(v) {
             Ok(i) => Some(Val::Int(i)),
+            Err(f) if f == TOO_BIG => {
+                ctx.limit = true;
+                ctx.err(loc, f.0, f.1, v);
+                None
+            }
             Err((kind, msg)) => {
                 ctx.err(loc, kind, msg, v);
                 None
@@ -387,6 +408,8 @@ const INT_PARSING_SIZE: Failure = (
     "int_parsing_size",
     "Unable to parse input string as an integer, exceeded maximum size",
 );
+/// Not a pydantic error: a digit string beyond the 128 bits ints have here.
+const TOO_BIG: Failure = ("emulation_limit", "integer beyond the emulated range");
 const FINITE_NUMBER: Failure = ("finite_number", "Input should be a finite number");
 const FLOAT_TYPE: Failure = ("float_type", "Input should be a valid number");
 const FLOAT_PARSING: Failure = (
@@ -420,22 +443,32 @@ fn float_as_int(f: f64) -> Result<i128, Failure> {
 /// A strict JSON integer (`-?(0|[1-9][0-9]*)`), the first thing
 /// pydantic-core tries on a string.
 fn json_int(s: &str) -> Option<i128> {
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    let ok = !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && (digits == "0" || !digits.starts_with('0'));
-    if !ok {
+    if !is_json_int(s) {
         return None;
     }
     s.parse::<i128>().ok()
 }
 
+fn is_json_int(s: &str) -> bool {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+}
+
 fn str_as_int(s: &str) -> Result<i128, Failure> {
-    if let Some(i) = json_int(s) {
-        return Ok(i);
+    let parse = |t: &str| match json_int(t) {
+        Some(i) => Ok(i),
+        // Valid digits that only overflow: Python would hold a big int.
+        None if is_json_int(t) => Err(TOO_BIG),
+        None => Err(INT_PARSING),
+    };
+    match parse(s) {
+        Err(INT_PARSING) => {}
+        done => return done,
     }
     match clean_int_str(s) {
-        Some(c) => json_int(&c).ok_or(INT_PARSING),
+        Some(c) => parse(&c),
         None => Err(INT_PARSING),
     }
 }
@@ -550,8 +583,10 @@ mod tests {
             assert_eq!(str_as_int(s), Ok(want), "{s}");
         }
         for s in ["1.5", "0x10", "1e3", "", "abc", "1 000", "--1", "_1"] {
-            assert!(str_as_int(s).is_err(), "{s}");
+            assert_eq!(str_as_int(s), Err(INT_PARSING), "{s}");
         }
+        assert_eq!(str_as_int(&"9".repeat(40)), Err(TOO_BIG));
+        assert_eq!(str_as_int(&format!(" 00{}", "9".repeat(40))), Err(TOO_BIG));
     }
 
     #[test]

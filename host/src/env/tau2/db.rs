@@ -16,6 +16,9 @@ use crate::env::py::{Dict, PyErr, PyResult, Val, json};
 pub struct Db {
     root: Val,
     hash: OnceLock<String>,
+    /// Hasher checkpoints along the pristine state's dump (shared by every
+    /// clone), see [`super::hash`].
+    checkpoints: Option<Arc<super::hash::Checkpoints>>,
 }
 
 impl Db {
@@ -26,9 +29,11 @@ impl Db {
     pub fn load(model: &'static Model, json: &serde_json::Value) -> Result<Self, String> {
         let raw = Val::from_json(json);
         let root = pydantic::validate_model(model, &raw).map_err(|e| e.text())?;
+        let checkpoints = super::hash::build(&root).map(Arc::new);
         Ok(Self {
             root,
             hash: OnceLock::new(),
+            checkpoints,
         })
     }
 
@@ -73,6 +78,13 @@ impl Db {
     pub fn hash(&self) -> String {
         self.hash
             .get_or_init(|| {
+                if let Some(h) = self
+                    .checkpoints
+                    .as_ref()
+                    .and_then(|ck| super::hash::resume(&self.root, ck))
+                {
+                    return h;
+                }
                 let mut buf = Vec::with_capacity(8 << 20);
                 json::write_sorted_cached(&mut buf, &self.root, 2);
                 hex(&Sha256::digest(&buf))

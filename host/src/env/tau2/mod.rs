@@ -3,6 +3,7 @@
 pub mod airline;
 pub mod db;
 pub(crate) mod eval;
+mod hash;
 pub mod retail;
 mod specs;
 pub(crate) mod task;
