@@ -236,6 +236,7 @@ pub async fn run(
         concurrency: args.concurrency,
         force_new: args.force_new,
         quiet,
+        silent: false,
         max_requeues: args.max_requeues,
     };
     Ok(eval::run(config, options, domain, harness, participants, Some(ledger)).await?)

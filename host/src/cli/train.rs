@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use ecdysis_host::evolve::train::{self, Method, TrainConfig, TrainContext, TrainSummary};
 use ecdysis_host::eval::RunConfig;
+use ecdysis_host::evolve::train::{self, Method, TrainConfig, TrainContext, TrainSummary};
 use ecdysis_host::model::SamplingArgs;
 use ecdysis_host::sandbox::{FailurePolicy, WORLD_VERSION};
 use ecdysis_host::store::ComponentStore;
@@ -45,6 +45,14 @@ pub struct TrainArgs {
     /// Held-out split evaluated once at the end (`none` to skip).
     #[arg(long, default_value = "test")]
     pub test_split: String,
+    /// Start from the source's rule engine with its rule tables emptied
+    /// (an evolution experiment's starting point).
+    #[arg(long)]
+    pub start_blank: bool,
+    /// Cargo target dir shared by candidate builds (default
+    /// <store>/cargo-target).
+    #[arg(long)]
+    pub cargo_target_dir: Option<PathBuf>,
     /// Training run directory (default runs/train-<method>-<domain>-<agent>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -75,7 +83,12 @@ pub struct TrainRunArgs {
     pub seed: u64,
 }
 
-pub async fn train(args: TrainArgs, store: &ComponentStore, data: &DataArgs, quiet: bool) -> Result<TrainSummary> {
+pub async fn train(
+    args: TrainArgs,
+    store: &ComponentStore,
+    data: &DataArgs,
+    quiet: bool,
+) -> Result<TrainSummary> {
     let domain = data.open(&args.run.domain)?;
     let train_tasks: Vec<String> = if args.run.tasks.is_empty() {
         domain
@@ -153,6 +166,7 @@ pub async fn train(args: TrainArgs, store: &ComponentStore, data: &DataArgs, qui
         max_coder_calls: args.max_coder_calls,
         max_episodes: args.max_episodes,
         plateau: args.plateau,
+        start_blank: args.start_blank,
     };
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("runs").join(format!(
@@ -174,6 +188,10 @@ pub async fn train(args: TrainArgs, store: &ComponentStore, data: &DataArgs, qui
         limits,
         concurrency: args.run.concurrency,
         quiet,
+        cargo_target: args
+            .cargo_target_dir
+            .clone()
+            .unwrap_or_else(|| store.root().join("cargo-target")),
     };
     Ok(train::train(config, &source, &out, cx).await?)
 }
@@ -184,7 +202,9 @@ pub fn render(s: &TrainSummary) -> String {
         s.method.as_str(),
         s.initial_train_score,
         s.final_train_score,
-        s.test_score.map(|t| format!(", test {t:.3}")).unwrap_or_default(),
+        s.test_score
+            .map(|t| format!(", test {t:.3}"))
+            .unwrap_or_default(),
         s.accepted,
         s.rounds.len(),
         s.coder_calls,

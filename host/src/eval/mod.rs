@@ -56,6 +56,8 @@ pub struct RunOptions {
     pub concurrency: usize,
     pub force_new: bool,
     pub quiet: bool,
+    /// No progress output at all (runs inside other commands).
+    pub silent: bool,
     /// Extra attempts for an episode that ended in an infrastructure error.
     pub max_requeues: u32,
 }
@@ -141,7 +143,13 @@ pub async fn run(
     }
     let total = config.tasks.len() as u64 * u64::from(config.trials);
     let resumed_successes = finished.values().filter(|r| r.success).count() as u64;
-    let progress = report::Progress::new(total, resumed as u64, resumed_successes, options.quiet);
+    let progress = report::Progress::new(
+        total,
+        resumed as u64,
+        resumed_successes,
+        options.quiet,
+        options.silent,
+    );
     let semaphore = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
     let mut attempts: BTreeMap<(String, u32), u32> = BTreeMap::new();
     let mut unfinished = Vec::new();

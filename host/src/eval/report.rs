@@ -12,6 +12,7 @@ use crate::agent::EpisodeRecord;
 pub struct Progress {
     bar: ProgressBar,
     quiet: bool,
+    silent: bool,
     state: Mutex<Tally>,
 }
 
@@ -24,8 +25,14 @@ struct Tally {
 }
 
 impl Progress {
-    pub fn new(total: u64, resumed: u64, resumed_successes: u64, quiet: bool) -> Self {
-        let bar = if quiet {
+    pub fn new(
+        total: u64,
+        resumed: u64,
+        resumed_successes: u64,
+        quiet: bool,
+        silent: bool,
+    ) -> Self {
+        let bar = if quiet || silent {
             ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden())
         } else {
             let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
@@ -39,7 +46,7 @@ impl Progress {
             b
         };
         bar.set_position(resumed);
-        if resumed > 0 && !quiet {
+        if resumed > 0 && !quiet && !silent {
             bar.println(format!(
                 "resuming: {resumed} of {total} episodes already finished"
             ));
@@ -47,6 +54,7 @@ impl Progress {
         Progress {
             bar,
             quiet,
+            silent,
             state: Mutex::new(Tally {
                 done: resumed,
                 successes: resumed_successes,
@@ -66,7 +74,7 @@ impl Progress {
         self.bar.inc(1);
         let msg = format!("success {}/{}  tokens {}", t.successes, t.done, t.tokens);
         self.bar.set_message(msg);
-        if self.quiet {
+        if self.quiet && !self.silent {
             let total = self.bar.length().unwrap_or(1).max(1);
             let decile = t.done * 10 / total;
             if decile > t.last_decile {
@@ -77,7 +85,9 @@ impl Progress {
     }
 
     pub fn note(&self, line: &str) {
-        if self.quiet {
+        if self.silent {
+            tracing::info!("{line}");
+        } else if self.quiet {
             eprintln!("{line}");
         } else {
             self.bar.println(line);

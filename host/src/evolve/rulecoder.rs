@@ -136,6 +136,17 @@ pub fn apply_to_text(text: &mut String, edit: &RuleEdit, domain: &str) -> Result
     Ok(true)
 }
 
+/// The rule tables the rule coder writes to, emptied: the template's rule
+/// engine with no rules, a starting point for evolution experiments.
+pub fn blank_tables(text: &mut String) -> Result<(), String> {
+    for table in ["TOOL_HINTS", "TOOL_ALIASES", "ID_PREFIXES", "NUMERIC_ARGS"] {
+        let (start, end) =
+            table_body(text, table).ok_or_else(|| format!("{TABLES_FILE} has no table {table}"))?;
+        text.replace_range(start..end, "");
+    }
+    Ok(())
+}
+
 /// A rule coder failure.
 #[derive(Debug, thiserror::Error)]
 pub enum RuleCoderError {

@@ -76,6 +76,9 @@ pub struct TrainConfig {
     pub max_episodes: Option<u64>,
     /// Stop after this many rounds in a row without an accepted candidate.
     pub plateau: u32,
+    /// Start from the source with its rule tables emptied.
+    #[serde(default)]
+    pub start_blank: bool,
 }
 
 /// One round's record in `rounds.jsonl`.
@@ -164,6 +167,9 @@ pub struct TrainContext {
     pub limits: Limits,
     pub concurrency: usize,
     pub quiet: bool,
+    /// Cargo target dir shared by every candidate build (so a candidate
+    /// rebuilds only the harness crate, not its dependencies).
+    pub cargo_target: PathBuf,
 }
 
 fn io<T>(r: std::io::Result<T>, action: &'static str, p: &Path) -> Result<T, PathError> {
@@ -212,6 +218,7 @@ async fn evaluate(
         concurrency: cx.concurrency,
         force_new: false,
         quiet: true,
+        silent: true,
         max_requeues: 2,
     };
     let summary = eval::run(
@@ -268,7 +275,7 @@ pub async fn train(
     if !source.join(heuristic::TABLES_FILE).is_file() {
         return Err(TrainError::NoTables(source.to_path_buf()));
     }
-    let target_dir = out.join("cargo-target");
+    let target_dir = cx.cargo_target.clone();
     let build = |dir: &Path, parent: Option<ComponentHash>| {
         cx.store.build(
             dir,
@@ -295,8 +302,16 @@ pub async fn train(
         Ok(h) => ComponentHash::parse(h.trim()).expect("initial hash"),
         Err(_) => {
             staging::fresh_copy(source, &dirs.staging())?;
+            if config.start_blank {
+                let path = dirs.staging().join(heuristic::TABLES_FILE);
+                let mut text = io(std::fs::read_to_string(&path), "read", &path)?;
+                rulecoder::blank_tables(&mut text)
+                    .map_err(|m| PathError::new("edit", &path, std::io::Error::other(m)))?;
+                atomic_write(&path, text.as_bytes())
+                    .map_err(|e| PathError::new("write", &path, e))?;
+            }
             let m = build(&dirs.staging(), None)?.manifest;
-            staging::fresh_copy(source, &dirs.candidate(&m.hash).join("source"))?;
+            staging::fresh_copy(&dirs.staging(), &dirs.candidate(&m.hash).join("source"))?;
             atomic_write(&out.join("initial"), m.hash.as_str().as_bytes())
                 .map_err(|e| PathError::new("write", &out.join("initial"), e))?;
             m.hash
