@@ -185,3 +185,113 @@ async fn oracle_markers_never_reach_a_prompt_or_coder_input() {
         &std::fs::read_to_string(staging.join("src/tables.rs")).unwrap(),
     );
 }
+
+fn train_cmd(dir: &std::path::Path, extra: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(support::host_bin());
+    c.current_dir(support::repo_root())
+        .args(["--quiet", "--store"])
+        .arg(dir.join("store"))
+        .args([
+            "train", "--start-blank", "--tasks", "0,1,2,3,4,6,7,8", "--agent-model",
+            "sim:clumsy", "--test-split", "none", "--cargo-target-dir",
+        ])
+        // Shared by every test run: candidates rebuild only the harness.
+        .arg(support::repo_root().join("target/evolve-candidates"))
+        .args(extra);
+    c
+}
+
+fn summary(dir: &std::path::Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn offline_evolution_improves_a_clumsy_profile_and_records_every_decision() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("train");
+    let o = train_cmd(tmp.path(), &["--method", "ecdysis-nofdcr", "--rounds", "2", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&out);
+    let (before, after) = (
+        s["initial_train_score"].as_f64().unwrap(),
+        s["final_train_score"].as_f64().unwrap(),
+    );
+    assert!(after > before, "training score {before} -> {after}");
+    assert!(s["accepted"].as_u64().unwrap() >= 1);
+    let incumbent = std::fs::read_to_string(out.join("incumbent")).unwrap();
+    assert_eq!(incumbent.trim(), s["incumbent"].as_str().unwrap());
+    let cand = out.join("candidates").join(incumbent.trim());
+    let diff = std::fs::read_to_string(cand.join("diff.patch")).unwrap();
+    assert!(diff.contains("src/tables.rs"), "the rule coder edited the tables: {diff}");
+    for f in ["manifest.json", "spec.json", "train_summary.json"] {
+        assert!(cand.join(f).is_file(), "{f} recorded");
+    }
+    let rounds = std::fs::read_to_string(out.join("rounds.jsonl")).unwrap();
+    assert_eq!(rounds.lines().count() as u64, s["rounds"].as_array().unwrap().len() as u64);
+}
+
+#[test]
+fn self_evolution_makes_one_coder_call_per_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("train");
+    let o = train_cmd(tmp.path(), &["--method", "self-evolution", "--rounds", "1", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&out);
+    let r = &s["rounds"][0];
+    // Every failure record gets its own diagnosis; those with a visible
+    // interface cause each cost a coder call (at least two here).
+    assert!(r["coder_calls"].as_u64().unwrap() >= 2, "{r}");
+    assert!(r["coder_calls"].as_u64().unwrap() <= r["failures"].as_u64().unwrap());
+}
+
+#[test]
+fn a_killed_training_run_resumes_without_losing_accepted_candidates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("train");
+    let args = ["--method", "ecdysis", "--rounds", "3", "--plateau", "5", "--out"];
+    let mut child = train_cmd(tmp.path(), &args)
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let rounds_path = out.join("rounds.jsonl");
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(&rounds_path).map(|s| s.lines().count()).unwrap_or(0) < 1 {
+        assert!(start.elapsed() < Duration::from_secs(600), "no round finished");
+        assert!(child.try_wait().unwrap().is_none(), "ended before the kill");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let first: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&rounds_path).unwrap().lines().next().unwrap())
+            .unwrap();
+
+    let o = train_cmd(tmp.path(), &args).arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&out);
+    let rounds = s["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 3);
+    assert_eq!(rounds[0], first, "the finished round is kept as it was");
+    if first["accepted"] == true {
+        // The accepted candidate survived the kill: it is the incumbent or
+        // an ancestor of it.
+        let cand = first["candidate"].as_str().unwrap();
+        assert!(out.join("candidates").join(cand).join("source").is_dir());
+        assert!(s["final_train_score"].as_f64() >= first["candidate_score"].as_f64());
+    }
+    // No finished episode was paid twice: each evaluation holds one line per
+    // (task, trial).
+    for dir in std::fs::read_dir(out.join("evals")).unwrap() {
+        let log = dir.unwrap().path().join("trajectories.jsonl");
+        let n = std::fs::read_to_string(&log).unwrap().lines().count();
+        assert_eq!(n, 8, "{}", log.display());
+    }
+}
