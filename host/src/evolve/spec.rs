@@ -103,9 +103,8 @@ impl ChangeSpec {
     /// against the schema and the rules (files under `src/`, something
     /// proposed).
     pub fn parse(text: &str) -> Result<ChangeSpec, SpecError> {
-        let json = first_json_object(text).ok_or_else(|| {
-            SpecError::Schema("no JSON object found in the reply".into())
-        })?;
+        let json = first_json_object(text)
+            .ok_or_else(|| SpecError::Schema("no JSON object found in the reply".into()))?;
         let spec: ChangeSpec =
             serde_json::from_str(json).map_err(|e| SpecError::Schema(e.to_string()))?;
         spec.validate()?;
@@ -185,7 +184,10 @@ mod tests {
 
     #[test]
     fn refuses_malformed_empty_and_escaping_specs() {
-        assert!(matches!(ChangeSpec::parse("no json"), Err(SpecError::Schema(_))));
+        assert!(matches!(
+            ChangeSpec::parse("no json"),
+            Err(SpecError::Schema(_))
+        ));
         assert!(matches!(
             ChangeSpec::parse(r#"{"failure_patterns": 3}"#),
             Err(SpecError::Schema(_))
