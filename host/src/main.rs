@@ -134,6 +134,12 @@ enum Command {
     /// Offline (sim: agents) it uses the heuristic diagnoser and the rule
     /// coder. Re-running the same command resumes.
     Train(Box<cli::train::TrainArgs>),
+    /// Run the three evolution methods from the same starting harness on
+    /// the offline testbed and print the comparison: training wall time,
+    /// coder calls, train and test accuracy, the accommodation rate (accepted
+    /// edits that only answer model-specific quirks, from the testbed's
+    /// ground truth), and cross-model transfer.
+    Experiment(Box<cli::experiment::ExperimentArgs>),
     /// Show a run: its summary and episodes, or one trajectory with the
     /// harness interventions marked `>>`.
     Show {
@@ -374,6 +380,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let summary =
                 runtime.block_on(cli::train::train(*args, &store, &cli.data, cli.quiet))?;
             print!("{}", cli::train::render(&summary));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Experiment(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::experiment::experiment(*args, &store, &cli.data))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { dir, task, trial } => {

@@ -1,6 +1,7 @@
 //! Subcommand implementations of the `ecdysis-host` binary.
 
 pub mod env;
+pub mod experiment;
 pub mod run;
 pub mod train;
 

@@ -49,6 +49,10 @@ pub struct TrainArgs {
     /// (an evolution experiment's starting point).
     #[arg(long)]
     pub start_blank: bool,
+    /// Simulated latency per coder call, in milliseconds (offline
+    /// experiments).
+    #[arg(long, default_value_t = 0)]
+    pub coder_latency_ms: u64,
     /// Cargo target dir shared by candidate builds (default
     /// <store>/cargo-target).
     #[arg(long)]
@@ -167,6 +171,7 @@ pub async fn train(
         max_episodes: args.max_episodes,
         plateau: args.plateau,
         start_blank: args.start_blank,
+        coder_latency_ms: args.coder_latency_ms,
     };
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("runs").join(format!(

@@ -79,6 +79,10 @@ pub struct TrainConfig {
     /// Start from the source with its rule tables emptied.
     #[serde(default)]
     pub start_blank: bool,
+    /// Simulated latency of one coder call, in milliseconds (experiments
+    /// model an LLM coder's cost offline).
+    #[serde(default)]
+    pub coder_latency_ms: u64,
 }
 
 /// One round's record in `rounds.jsonl`.
@@ -441,6 +445,9 @@ pub async fn train(
             };
             coder_calls += 1;
             record.coder_calls += 1;
+            if config.coder_latency_ms > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(config.coder_latency_ms)).await;
+            }
             rulecoder::apply(&dirs.staging(), &spec, short_domain)?;
             merged = Some(match merged {
                 None => spec,
