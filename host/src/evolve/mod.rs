@@ -4,6 +4,8 @@
 //! incumbent on the training split.
 
 pub mod aggregate;
+pub mod coder;
+pub mod fdcr;
 pub mod heuristic;
 pub mod records;
 pub mod rulecoder;

@@ -1,0 +1,389 @@
+//! The external-command adapter: a CLI coding agent edits the staging crate
+//! in place, once per round.
+//!
+//! The command comes from a template in the config, split like a shell would
+//! split it (quotes and backslashes; no expansion, no pipes) and run without
+//! a shell, so substituted text is always one argument. Placeholders:
+//! `{prompt}` (the task text itself; prefer `{prompt_file}` for long
+//! prompts, an argument is capped at 128 KiB on Linux), `{prompt_file}` (a
+//! file holding it, outside the staging crate) and `{dir}` (the staging
+//! crate's absolute path). The command runs with the staging crate as its
+//! working directory, in its own process group, killed whole on timeout.
+//!
+//! Examples: `aider --yes --no-git --message-file {prompt_file}`,
+//! `opencode run {prompt}`, `codex exec --full-auto {prompt}`, or for tests
+//! `sh -c "sed -i 's/a/b/' src/tables.rs"`.
+//!
+//! Afterwards the crate is compared with its state before the run: changes
+//! outside `src/` reject the attempt (restored, [`CoderError::OutsideSrc`]);
+//! a timeout or a failing exit status also restores it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    CARGO_LEAKS, Coder, CoderError, CoderFuture, CoderOutcome, CoderTask, Scratch, Snapshot,
+    check_build_async, check_crate, clip_chars, coder_prompt, coder_system_prompt,
+    run_with_timeout, src_diff,
+};
+use crate::fsutil::PathError;
+
+const EXTERNAL_INSTRUCTIONS: &str = include_str!("../prompts/external.md");
+
+/// Most characters of the agent's stdout / stderr kept in the log.
+const OUTPUT_CLIP: usize = 6_000;
+
+/// Settings of the external-command adapter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExternalConfig {
+    /// The command template (see the module docs for placeholders).
+    pub command: String,
+    /// Wall-clock limit of one run, in seconds.
+    pub timeout_secs: u64,
+    /// Build the crate after the agent's edits to report `build_ok`.
+    pub check_build: bool,
+    /// Shared cargo target directory, for the build check and exported to
+    /// the agent as `CARGO_TARGET_DIR`.
+    pub target_dir: Option<PathBuf>,
+    /// Extra environment variables for the agent.
+    pub env: BTreeMap<String, String>,
+    /// Most characters of harness source quoted in the prompt (the agent
+    /// can open the other files itself).
+    pub source_budget: usize,
+}
+
+impl Default for ExternalConfig {
+    fn default() -> Self {
+        Self {
+            command: String::new(),
+            timeout_secs: 1800,
+            check_build: true,
+            target_dir: None,
+            env: BTreeMap::new(),
+            source_budget: 40_000,
+        }
+    }
+}
+
+impl ExternalConfig {
+    pub fn new(command: impl Into<String>) -> Self {
+        Self {
+            command: command.into(),
+            ..Self::default()
+        }
+    }
+
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout_secs = timeout.as_secs().max(1);
+        self
+    }
+}
+
+/// Runs a CLI coding agent from a command template.
+#[derive(Debug)]
+pub struct ExternalCoder {
+    config: ExternalConfig,
+    argv: Vec<String>,
+    name: String,
+    /// Sub-second timeouts for tests (overrides `timeout_secs`).
+    timeout: Duration,
+}
+
+impl ExternalCoder {
+    /// Checks the template splits into a command.
+    pub fn new(config: ExternalConfig) -> Result<Self, CoderError> {
+        let argv = split_command(&config.command).map_err(CoderError::Template)?;
+        let program = Path::new(&argv[0])
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| argv[0].clone());
+        Ok(Self {
+            name: format!("external:{program}"),
+            timeout: Duration::from_secs(config.timeout_secs.max(1)),
+            config,
+            argv,
+        })
+    }
+
+    /// Overrides the timeout with any duration (the config counts seconds).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn config(&self) -> &ExternalConfig {
+        &self.config
+    }
+
+    async fn run(&self, task: &CoderTask, staging: &Path) -> Result<CoderOutcome, CoderError> {
+        check_crate(staging)?;
+        let staging = staging
+            .canonicalize()
+            .map_err(|e| PathError::new("resolve", staging, e))?;
+        let before = Snapshot::take(&staging)?;
+        let prompt = format!(
+            "{}\n\n{}",
+            coder_system_prompt(),
+            coder_prompt(
+                task,
+                &staging,
+                EXTERNAL_INSTRUCTIONS,
+                self.config.source_budget
+            )?
+        );
+        let scratch = Scratch::new("coder")?;
+        let prompt_file = scratch.path().join("prompt.md");
+        std::fs::write(&prompt_file, &prompt)
+            .map_err(|e| PathError::new("write", &prompt_file, e))?;
+        let dir = staging.to_string_lossy().into_owned();
+        let prompt_file_s = prompt_file.to_string_lossy().into_owned();
+        let vars = [
+            ("prompt", prompt.as_str()),
+            ("prompt_file", prompt_file_s.as_str()),
+            ("dir", dir.as_str()),
+        ];
+        let argv: Vec<String> = self.argv.iter().map(|a| substitute(a, &vars)).collect();
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]).current_dir(&staging);
+        for var in CARGO_LEAKS {
+            cmd.env_remove(var);
+        }
+        if let Some(t) = &self.config.target_dir {
+            cmd.env("CARGO_TARGET_DIR", t);
+        }
+        cmd.envs(&self.config.env);
+        let timeout = self.timeout;
+        let out = tokio::task::spawn_blocking(move || run_with_timeout(cmd, timeout))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
+            .map_err(|source| CoderError::Spawn {
+                command: self.config.command.clone(),
+                source,
+            })?;
+        let status = match (&out.status, out.timed_out) {
+            (_, true) => "killed on timeout".to_string(),
+            (Some(s), _) => s.to_string(),
+            (None, _) => "unknown".to_string(),
+        };
+        let mut log = format!(
+            "$ {}\n[{status}, {:.1} s]\n--- stdout\n{}\n--- stderr\n{}\n",
+            self.config.command,
+            out.elapsed.as_secs_f64(),
+            clip_chars(out.stdout.trim_end(), OUTPUT_CLIP),
+            clip_chars(out.stderr.trim_end(), OUTPUT_CLIP),
+        );
+        let restore = |log: &mut String| {
+            if let Err(e) = before.restore() {
+                *log += &format!("could not restore the staging crate: {e}\n");
+                tracing::warn!(error = %e, "could not restore the staging crate");
+            }
+        };
+        if out.timed_out {
+            restore(&mut log);
+            return Err(CoderError::Timeout {
+                command: self.config.command.clone(),
+                timeout,
+                log,
+            });
+        }
+        if !out.status.is_some_and(|s| s.success()) {
+            restore(&mut log);
+            return Err(CoderError::CommandFailed {
+                command: self.config.command.clone(),
+                status,
+                log,
+            });
+        }
+        let after = Snapshot::take(&staging)?;
+        let forbidden = before.forbidden_changes(&after);
+        if !forbidden.is_empty() {
+            log += &format!("edits outside src/: {}\n", forbidden.join(", "));
+            restore(&mut log);
+            return Err(CoderError::OutsideSrc {
+                files: forbidden,
+                attempts: 1,
+                log,
+            });
+        }
+        let (diff, changed_files) = src_diff(&before, &after);
+        if changed_files.is_empty() {
+            return Err(CoderError::NoChange { attempts: 1, log });
+        }
+        log += &format!("changed: {}\n", changed_files.join(", "));
+        let build_ok = if self.config.check_build {
+            let build = check_build_async(&staging, self.config.target_dir.as_deref()).await?;
+            if build.ok {
+                log += &format!("build ok ({:.1} s)\n", build.seconds);
+            } else {
+                log += &format!("build failed ({:.1} s):\n{}\n", build.seconds, build.errors);
+            }
+            build.ok
+        } else {
+            false
+        };
+        Ok(CoderOutcome {
+            diff,
+            changed_files,
+            attempts: 1,
+            build_ok,
+            log,
+        })
+    }
+}
+
+impl Coder for ExternalCoder {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn implement<'a>(&'a self, task: &'a CoderTask, staging: &'a Path) -> CoderFuture<'a> {
+        Box::pin(self.run(task, staging))
+    }
+}
+
+/// Split a command line into arguments like a POSIX shell, without any
+/// expansion: whitespace separates; `'…'` is literal; `"…"` honours `\"`,
+/// `\\`, `\$` and `` \` ``; a backslash outside quotes escapes the next
+/// character.
+pub fn split_command(line: &str) -> Result<Vec<String>, String> {
+    let mut args = Vec::new();
+    let mut cur = String::new();
+    let mut in_arg = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if in_arg {
+                    args.push(std::mem::take(&mut cur));
+                    in_arg = false;
+                }
+            }
+            '\'' => {
+                in_arg = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(d) => cur.push(d),
+                        None => return Err(format!("unclosed ' in `{line}`")),
+                    }
+                }
+            }
+            '"' => {
+                in_arg = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(d @ ('"' | '\\' | '$' | '`')) => cur.push(d),
+                            Some('\n') => {}
+                            Some(d) => {
+                                cur.push('\\');
+                                cur.push(d);
+                            }
+                            None => return Err(format!("unclosed \" in `{line}`")),
+                        },
+                        Some(d) => cur.push(d),
+                        None => return Err(format!("unclosed \" in `{line}`")),
+                    }
+                }
+            }
+            '\\' => {
+                in_arg = true;
+                match chars.next() {
+                    Some('\n') => {}
+                    Some(d) => cur.push(d),
+                    None => return Err(format!("trailing backslash in `{line}`")),
+                }
+            }
+            c => {
+                in_arg = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_arg {
+        args.push(cur);
+    }
+    if args.is_empty() {
+        return Err("the coder command is empty".into());
+    }
+    Ok(args)
+}
+
+/// Replace `{key}` placeholders in one pass (substituted text is not
+/// rescanned; unknown `{…}` stay as they are).
+fn substitute(arg: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(arg.len());
+    let mut rest = arg;
+    'scan: while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        for (k, v) in vars {
+            let key = format!("{{{k}}}");
+            if rest[start..].starts_with(&key) {
+                out.push_str(v);
+                rest = &rest[start + key.len()..];
+                continue 'scan;
+            }
+        }
+        out.push('{');
+        rest = &rest[start + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_split_like_a_shell() {
+        assert_eq!(
+            split_command(r#"aider --yes  --message-file {prompt_file}"#).unwrap(),
+            vec!["aider", "--yes", "--message-file", "{prompt_file}"]
+        );
+        assert_eq!(
+            split_command(r#"sh -c "sed -i 's/a/b/' src/x.rs && echo \"ok\"" a\ b ''"#).unwrap(),
+            vec![
+                "sh",
+                "-c",
+                r#"sed -i 's/a/b/' src/x.rs && echo "ok""#,
+                "a b",
+                ""
+            ]
+        );
+        assert!(split_command("  ").is_err());
+        assert!(split_command("sh -c 'oops").is_err());
+        assert!(split_command("sh -c \"oops").is_err());
+    }
+
+    #[test]
+    fn placeholders_substitute_once() {
+        let vars = [
+            ("prompt", "say {dir}"),
+            ("dir", "/s"),
+            ("prompt_file", "/t/p.md"),
+        ];
+        assert_eq!(substitute("{prompt}", &vars), "say {dir}");
+        assert_eq!(
+            substitute("--dir={dir}/x {other} {", &vars),
+            "--dir=/s/x {other} {"
+        );
+        assert_eq!(substitute("{prompt_file}", &vars), "/t/p.md");
+    }
+
+    #[test]
+    fn an_empty_template_is_refused() {
+        assert!(matches!(
+            ExternalCoder::new(ExternalConfig::new("")),
+            Err(CoderError::Template(_))
+        ));
+        let c = ExternalCoder::new(ExternalConfig::new("/usr/bin/aider --yes")).unwrap();
+        assert_eq!(c.name, "external:aider");
+    }
+}

@@ -1,0 +1,810 @@
+//! Coding agents: implement a [`ChangeSpec`] in a *staging copy* of the
+//! harness source crate, once per round.
+//!
+//! - [`EditorCoder`]: the built-in editor. One conversation with the coder
+//!   model: it answers with search/replace blocks, the edits are applied and
+//!   the crate is built for `wasm32-wasip2`; mismatched blocks and compiler
+//!   errors go back as follow-up turns, up to a limit.
+//! - [`ExternalCoder`]: runs a CLI coding agent (`aider`, `opencode run`,
+//!   `codex exec`, …) from a command template in the staging directory, with
+//!   a timeout, and collects what it changed.
+//!
+//! Both may only change files under the staging crate's `src/`. Anything
+//! else (`Cargo.toml`, `build.rs`, `.cargo/`, the lock file, symlinks) gets
+//! the whole attempt rejected: the staging copy is restored to its state
+//! before the call and [`CoderError::OutsideSrc`] names the files. Top-level
+//! `target/` and hidden entries other than `.cargo/` (agent caches such as
+//! `.aider*`) are not part of the crate's source and are not checked.
+//!
+//! The harness crate binds the WIT world through `path: "../wit"`, so a
+//! staging copy must sit next to a copy of the repository's `wit/` folder to
+//! build (e.g. `<run>/staging/harness` beside `<run>/staging/wit`).
+
+pub mod diff;
+pub mod editor;
+pub mod external;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+pub use editor::{EditBlock, EditorCoder, EditorConfig, parse_edits};
+pub use external::{ExternalCoder, ExternalConfig, split_command};
+
+use crate::evolve::spec::ChangeSpec;
+use crate::fsutil::PathError;
+use crate::model::ModelError;
+
+const CODER_SYSTEM: &str = include_str!("../prompts/coder_system.md");
+const CODER_TASK: &str = include_str!("../prompts/coder_task.md");
+const CONTRACT_RULES: &str = include_str!("../prompts/contract_rules.md");
+
+/// Default of the most characters of harness source quoted in a coder
+/// prompt; files past it are listed by name only.
+pub const SOURCE_BUDGET: usize = 60_000;
+
+/// Most characters of compiler output fed back or logged.
+pub(crate) const ERROR_CLIP: usize = 8_000;
+
+/// What a coder is asked to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoderTask {
+    pub spec: ChangeSpec,
+    /// Extra scrubbed context for the coder (e.g. the failure excerpt the
+    /// self-evolution baseline works from). Never oracle material.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+}
+
+impl CoderTask {
+    pub fn new(spec: ChangeSpec) -> Self {
+        Self { spec, notes: None }
+    }
+
+    pub fn with_notes(mut self, notes: impl Into<String>) -> Self {
+        self.notes = Some(notes.into());
+        self
+    }
+}
+
+/// What a coder did to the staging crate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoderOutcome {
+    /// Unified diff of `src/` before → after (paths `a/src/…`, `b/src/…`;
+    /// applies with `git apply` at the crate root).
+    pub diff: String,
+    /// Changed files relative to the crate (`src/…`), sorted.
+    pub changed_files: Vec<String>,
+    /// Model calls (editor) or command runs (external) it took.
+    pub attempts: u32,
+    /// The crate built for `wasm32-wasip2` after the last edit (false as
+    /// well when the build was not checked).
+    pub build_ok: bool,
+    /// Human-readable account of the attempts.
+    pub log: String,
+}
+
+/// Why a coder produced no usable candidate. Every variant that follows
+/// edits to the staging copy leaves it restored to its state before the call,
+/// except [`CoderError::Io`] (which may leave it half-edited).
+#[derive(Debug, thiserror::Error)]
+pub enum CoderError {
+    #[error("{} is not a crate: no Cargo.toml or src/", dir.display())]
+    NotACrate { dir: PathBuf },
+
+    #[error("edits outside src/ rejected and undone: {}", files.join(", "))]
+    OutsideSrc {
+        files: Vec<String>,
+        attempts: u32,
+        log: String,
+    },
+
+    #[error("the coder model call failed after {attempts} call(s): {source}")]
+    Model {
+        #[source]
+        source: ModelError,
+        attempts: u32,
+        log: String,
+    },
+
+    #[error("no applicable edits after {attempts} call(s): {last}")]
+    NoEdits {
+        last: String,
+        attempts: u32,
+        log: String,
+    },
+
+    #[error("the coder left src/ unchanged")]
+    NoChange { attempts: u32, log: String },
+
+    #[error("`{command}` timed out after {} s; its edits were undone", timeout.as_secs_f64())]
+    Timeout {
+        command: String,
+        timeout: Duration,
+        log: String,
+    },
+
+    #[error("`{command}` exited with {status}; its edits were undone")]
+    CommandFailed {
+        command: String,
+        status: String,
+        log: String,
+    },
+
+    #[error("cannot start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("bad coder command template: {0}")]
+    Template(String),
+
+    #[error(transparent)]
+    Io(#[from] PathError),
+}
+
+impl CoderError {
+    /// Coder calls this attempt used (model calls or command runs), for the
+    /// budget: failed attempts count too.
+    pub fn attempts(&self) -> u32 {
+        match self {
+            Self::OutsideSrc { attempts, .. }
+            | Self::Model { attempts, .. }
+            | Self::NoEdits { attempts, .. }
+            | Self::NoChange { attempts, .. } => *attempts,
+            Self::Timeout { .. } | Self::CommandFailed { .. } => 1,
+            Self::NotACrate { .. } | Self::Spawn { .. } | Self::Template(_) | Self::Io(_) => 0,
+        }
+    }
+
+    /// The account of the attempt, when there is one.
+    pub fn log(&self) -> &str {
+        match self {
+            Self::OutsideSrc { log, .. }
+            | Self::Model { log, .. }
+            | Self::NoEdits { log, .. }
+            | Self::NoChange { log, .. }
+            | Self::Timeout { log, .. }
+            | Self::CommandFailed { log, .. } => log,
+            _ => "",
+        }
+    }
+}
+
+/// The future a [`Coder`] returns (boxed, like [`crate::model::ModelFuture`],
+/// so coders can be held as `Arc<dyn Coder>`).
+pub type CoderFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<CoderOutcome, CoderError>> + Send + 'a>>;
+
+/// Implements a spec in a staging copy of the harness crate.
+pub trait Coder: Send + Sync {
+    /// Short name for logs and records (`editor:<model>`, `external:aider`).
+    fn name(&self) -> &str;
+
+    /// Edit the crate at `staging` (its root, holding `Cargo.toml`) to
+    /// implement `task`. Only files under `staging/src/` may change.
+    fn implement<'a>(&'a self, task: &'a CoderTask, staging: &'a Path) -> CoderFuture<'a>;
+}
+
+// ---------------------------------------------------------------------------
+// Snapshots of the staging crate.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Node {
+    File(Vec<u8>),
+    Link(PathBuf),
+}
+
+/// The crate's files at one moment (without `target/` and hidden top-level
+/// entries other than `.cargo/`), to detect, diff and undo a coder's edits.
+#[derive(Debug, Clone)]
+pub(crate) struct Snapshot {
+    root: PathBuf,
+    nodes: BTreeMap<String, Node>,
+    dirs: BTreeSet<String>,
+}
+
+/// Top-level entries that are not the crate's source.
+fn untracked_top(name: &str) -> bool {
+    name == "target" || (name.starts_with('.') && name != ".cargo")
+}
+
+impl Snapshot {
+    pub(crate) fn take(root: &Path) -> Result<Snapshot, PathError> {
+        fn walk(
+            root: &Path,
+            dir: &Path,
+            nodes: &mut BTreeMap<String, Node>,
+            dirs: &mut BTreeSet<String>,
+        ) -> Result<(), PathError> {
+            let entries = std::fs::read_dir(dir).map_err(|e| PathError::new("list", dir, e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| PathError::new("list", dir, e))?;
+                let path = entry.path();
+                let rel = rel_path(root, &path);
+                if dir == root && untracked_top(&entry.file_name().to_string_lossy()) {
+                    continue;
+                }
+                let meta = std::fs::symlink_metadata(&path)
+                    .map_err(|e| PathError::new("stat", &path, e))?;
+                if meta.file_type().is_symlink() {
+                    let target =
+                        std::fs::read_link(&path).map_err(|e| PathError::new("read", &path, e))?;
+                    nodes.insert(rel, Node::Link(target));
+                } else if meta.is_dir() {
+                    dirs.insert(rel);
+                    walk(root, &path, nodes, dirs)?;
+                } else {
+                    let bytes =
+                        std::fs::read(&path).map_err(|e| PathError::new("read", &path, e))?;
+                    nodes.insert(rel, Node::File(bytes));
+                }
+            }
+            Ok(())
+        }
+        let mut nodes = BTreeMap::new();
+        let mut dirs = BTreeSet::new();
+        walk(root, root, &mut nodes, &mut dirs)?;
+        Ok(Snapshot {
+            root: root.to_path_buf(),
+            nodes,
+            dirs,
+        })
+    }
+
+    /// Paths that differ from `later` (added, removed, modified), sorted.
+    pub(crate) fn changes(&self, later: &Snapshot) -> Vec<String> {
+        let keys: BTreeSet<&String> = self.nodes.keys().chain(later.nodes.keys()).collect();
+        keys.into_iter()
+            .filter(|k| self.nodes.get(*k) != later.nodes.get(*k))
+            .cloned()
+            .collect()
+    }
+
+    /// The regular files under `src/`.
+    pub(crate) fn src_tree(&self) -> diff::Tree {
+        self.nodes
+            .iter()
+            .filter(|(p, _)| p.starts_with("src/"))
+            .filter_map(|(p, n)| match n {
+                Node::File(b) => Some((p.clone(), b.clone())),
+                Node::Link(_) => None,
+            })
+            .collect()
+    }
+
+    /// Put the crate back as it was: remove what is new, rewrite what
+    /// changed or went missing.
+    pub(crate) fn restore(&self) -> Result<(), PathError> {
+        let now = Snapshot::take(&self.root)?;
+        for (rel, node) in &now.nodes {
+            if !self.nodes.contains_key(rel) {
+                let p = self.root.join(rel);
+                if std::fs::symlink_metadata(&p).is_ok() {
+                    std::fs::remove_file(&p).map_err(|e| PathError::new("remove", &p, e))?;
+                }
+            } else if matches!(node, Node::Link(_)) && self.nodes.get(rel) != Some(node) {
+                let p = self.root.join(rel);
+                std::fs::remove_file(&p).map_err(|e| PathError::new("remove", &p, e))?;
+            }
+        }
+        // New directories, deepest first (they can only hold new entries now).
+        for rel in now.dirs.iter().rev() {
+            if !self.dirs.contains(rel) {
+                let p = self.root.join(rel);
+                if p.exists() {
+                    std::fs::remove_dir_all(&p).map_err(|e| PathError::new("remove", &p, e))?;
+                }
+            }
+        }
+        for rel in &self.dirs {
+            let p = self.root.join(rel);
+            std::fs::create_dir_all(&p).map_err(|e| PathError::new("create", &p, e))?;
+        }
+        for (rel, node) in &self.nodes {
+            if now.nodes.get(rel) == Some(node) {
+                continue;
+            }
+            let p = self.root.join(rel);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| PathError::new("create", parent, e))?;
+            }
+            match node {
+                Node::File(bytes) => {
+                    std::fs::write(&p, bytes).map_err(|e| PathError::new("write", &p, e))?
+                }
+                Node::Link(target) => {
+                    let _ = std::fs::remove_file(&p);
+                    std::os::unix::fs::symlink(target, &p)
+                        .map_err(|e| PathError::new("link", &p, e))?
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Changes in `later` that a coder may not make: anything outside `src/`
+    /// and any symlink.
+    pub(crate) fn forbidden_changes(&self, later: &Snapshot) -> Vec<String> {
+        self.changes(later)
+            .into_iter()
+            .filter(|p| {
+                !p.starts_with("src/")
+                    || matches!(later.nodes.get(p), Some(Node::Link(_)))
+                    || matches!(self.nodes.get(p), Some(Node::Link(_)))
+            })
+            .collect()
+    }
+}
+
+fn rel_path(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The crate root must hold `Cargo.toml` and `src/`.
+pub(crate) fn check_crate(staging: &Path) -> Result<(), CoderError> {
+    if staging.join("Cargo.toml").is_file() && staging.join("src").is_dir() {
+        Ok(())
+    } else {
+        Err(CoderError::NotACrate {
+            dir: staging.to_path_buf(),
+        })
+    }
+}
+
+/// The diff and changed files of `src/` between two snapshots.
+pub(crate) fn src_diff(before: &Snapshot, after: &Snapshot) -> (String, Vec<String>) {
+    let (a, b) = (before.src_tree(), after.src_tree());
+    (diff::diff_trees(&a, &b), diff::changed_paths(&a, &b))
+}
+
+// ---------------------------------------------------------------------------
+// Processes with a timeout, and the build check.
+
+/// A scratch directory under the system temp dir, removed on drop.
+pub(crate) struct Scratch(PathBuf);
+
+impl Scratch {
+    pub(crate) fn new(tag: &str) -> Result<Scratch, PathError> {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!(
+            "ecdysis-{tag}-{}-{nanos}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).map_err(|e| PathError::new("create", &dir, e))?;
+        Ok(Scratch(dir))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A finished (or killed) process.
+#[derive(Debug)]
+pub(crate) struct ProcOutput {
+    pub status: Option<ExitStatus>,
+    pub stdout: String,
+    pub stderr: String,
+    pub timed_out: bool,
+    pub elapsed: Duration,
+}
+
+/// Run `cmd` in its own process group with output going to files (so a
+/// grandchild holding a pipe cannot hang us), killing the whole group after
+/// `timeout`. Blocking: call it from `spawn_blocking`.
+pub(crate) fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<ProcOutput> {
+    let scratch = Scratch::new("proc").map_err(|e| e.source)?;
+    let out_path = scratch.path().join("stdout");
+    let err_path = scratch.path().join("stderr");
+    cmd.stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path)?)
+        .stderr(std::fs::File::create(&err_path)?)
+        .process_group(0);
+    let started = Instant::now();
+    let mut child = cmd.spawn()?;
+    let deadline = started + timeout;
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            timed_out = true;
+            // The group id is the child's pid (process_group(0)).
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", child.id())])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    };
+    let read = |p: &Path| {
+        let mut s = Vec::new();
+        if let Ok(mut f) = std::fs::File::open(p) {
+            let _ = f.read_to_end(&mut s);
+        }
+        String::from_utf8_lossy(&s).into_owned()
+    };
+    Ok(ProcOutput {
+        status,
+        stdout: read(&out_path),
+        stderr: read(&err_path),
+        timed_out,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Variables a host built by cargo exports that would leak into a guest
+/// build (or an agent's) and retarget it.
+pub(crate) const CARGO_LEAKS: [&str; 4] = [
+    "CARGO_TARGET_DIR",
+    "CARGO_BUILD_TARGET",
+    "RUSTFLAGS",
+    "CARGO_ENCODED_RUSTFLAGS",
+];
+
+/// The result of building the staging crate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildCheck {
+    pub ok: bool,
+    /// The compiler's rendered errors (or the tail of cargo's stderr when it
+    /// failed before compiling), clipped; empty on success.
+    pub errors: String,
+    pub seconds: f64,
+}
+
+/// Longest a build check may take.
+pub const BUILD_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// `cargo build --release --target wasm32-wasip2` of the crate at
+/// `crate_dir`, with the leaking cargo variables removed and an optional
+/// shared target directory. Blocking.
+pub fn check_build(crate_dir: &Path, target_dir: Option<&Path>) -> Result<BuildCheck, CoderError> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["build", "--release", "--target", "wasm32-wasip2"])
+        .arg("--message-format=json")
+        .arg("--manifest-path")
+        .arg(crate_dir.join("Cargo.toml"))
+        .current_dir(crate_dir);
+    if let Some(dir) = target_dir {
+        cmd.arg("--target-dir").arg(dir);
+    }
+    for var in CARGO_LEAKS {
+        cmd.env_remove(var);
+    }
+    let out = run_with_timeout(cmd, BUILD_TIMEOUT).map_err(|source| CoderError::Spawn {
+        command: "cargo build".into(),
+        source,
+    })?;
+    let ok = out.status.is_some_and(|s| s.success());
+    let mut errors = String::new();
+    if !ok {
+        for line in out.stdout.lines() {
+            let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if msg["reason"] == "compiler-message" && msg["message"]["level"] == "error" {
+                if let Some(r) = msg["message"]["rendered"].as_str() {
+                    errors.push_str(r);
+                    if !r.ends_with('\n') {
+                        errors.push('\n');
+                    }
+                }
+            }
+        }
+        if errors.is_empty() {
+            let tail: Vec<&str> = out.stderr.lines().rev().take(40).collect();
+            errors = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+        }
+        if out.timed_out {
+            errors.push_str(&format!(
+                "\n(the build was killed after {} s)",
+                BUILD_TIMEOUT.as_secs()
+            ));
+        }
+        errors = clip_chars(&errors, ERROR_CLIP);
+    }
+    Ok(BuildCheck {
+        ok,
+        errors,
+        seconds: out.elapsed.as_secs_f64(),
+    })
+}
+
+/// [`check_build`] off the async runtime.
+pub(crate) async fn check_build_async(
+    crate_dir: &Path,
+    target_dir: Option<&Path>,
+) -> Result<BuildCheck, CoderError> {
+    let dir = crate_dir.to_path_buf();
+    let target = target_dir.map(Path::to_path_buf);
+    tokio::task::spawn_blocking(move || check_build(&dir, target.as_deref()))
+        .await
+        .unwrap_or_else(|e| {
+            Err(CoderError::Spawn {
+                command: "cargo build".into(),
+                source: std::io::Error::other(e.to_string()),
+            })
+        })
+}
+
+// ---------------------------------------------------------------------------
+// Prompts.
+
+/// Keep at most `n` characters, marking the cut.
+pub(crate) fn clip_chars(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let kept: String = s.chars().take(n).collect();
+        format!("{kept}\n… [clipped]")
+    }
+}
+
+/// Replace each `{{key}}` of `template` with its value in one pass (values
+/// are not rescanned, so evidence containing braces is safe).
+pub(crate) fn fill_template(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find("}}") {
+            Some(end) => {
+                let key = after[..end].trim();
+                match vars.iter().find(|(k, _)| *k == key) {
+                    Some((_, v)) => out.push_str(v),
+                    None => out.push_str(&rest[start..start + 2 + end + 2]),
+                }
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The `src/` files of a crate with their line counts, one per line.
+pub fn list_src_files(crate_dir: &Path) -> Result<String, PathError> {
+    let snap = Snapshot::take(crate_dir)?;
+    Ok(file_list(&snap.src_tree()))
+}
+
+fn file_list(tree: &diff::Tree) -> String {
+    tree.iter()
+        .map(|(p, b)| match std::str::from_utf8(b) {
+            Ok(s) => {
+                // The first line of the module doc says what the file is for.
+                let about = s
+                    .lines()
+                    .map(str::trim_start)
+                    .find(|l| l.starts_with("//!") && l.len() > 3)
+                    .map(|l| format!(": {}", l.trim_start_matches("//!").trim()))
+                    .unwrap_or_default();
+                format!("- {p} ({} lines){about}\n", s.lines().count())
+            }
+            Err(_) => format!("- {p} (binary, {} bytes)\n", b.len()),
+        })
+        .collect()
+}
+
+fn fence(path: &str, text: &str) -> String {
+    let lang = if path.ends_with(".rs") { "rust" } else { "" };
+    format!(
+        "### {path}\n```{lang}\n{}{}```\n\n",
+        text,
+        if text.ends_with('\n') { "" } else { "\n" }
+    )
+}
+
+/// The harness sources a coder sees: `src/tables.rs` first, then the files
+/// the spec names, then the rest from the smallest, while they fit the
+/// budget; the others are listed as not shown.
+fn render_sources(tree: &diff::Tree, spec: &ChangeSpec, budget: usize) -> String {
+    fn push<'t>(p: &'t String, order: &mut Vec<&'t String>) {
+        if !order.contains(&p) {
+            order.push(p);
+        }
+    }
+    let mut order: Vec<&String> = Vec::new();
+    if let Some((p, _)) = tree.get_key_value("src/tables.rs") {
+        push(p, &mut order);
+    }
+    for c in &spec.proposed_changes {
+        let f = c.file.trim_start_matches("./");
+        if let Some((p, _)) = tree.get_key_value(f) {
+            push(p, &mut order);
+        }
+    }
+    let mut rest: Vec<(&String, &Vec<u8>)> = tree.iter().collect();
+    rest.sort_by_key(|(p, b)| (b.len(), (*p).clone()));
+    for (p, _) in rest {
+        push(p, &mut order);
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    let mut hidden = Vec::new();
+    for p in order {
+        let Ok(text) = std::str::from_utf8(&tree[p]) else {
+            continue;
+        };
+        if used + text.len() > budget && used > 0 {
+            hidden.push(p.as_str());
+            continue;
+        }
+        used += text.len();
+        out += &fence(p, text);
+    }
+    if !hidden.is_empty() {
+        out += &format!(
+            "(Not shown to save space: {}. Open them yourself if you need them; the search/replace format needs their exact text.)\n",
+            hidden.join(", ")
+        );
+    }
+    out
+}
+
+/// The coder's task text: spec, notes, file list, sources (up to
+/// `source_budget` characters), the contract rules and the mode's
+/// `instructions` (edit format or CLI guidance).
+pub fn coder_prompt(
+    task: &CoderTask,
+    staging: &Path,
+    instructions: &str,
+    source_budget: usize,
+) -> Result<String, CoderError> {
+    check_crate(staging)?;
+    let snap = Snapshot::take(staging)?;
+    let tree = snap.src_tree();
+    let spec = serde_json::to_string_pretty(&task.spec).unwrap_or_default();
+    let notes = task.notes.as_deref().unwrap_or("(none)");
+    Ok(fill_template(
+        CODER_TASK,
+        &[
+            ("spec", spec.as_str()),
+            ("notes", notes),
+            ("files", file_list(&tree).as_str()),
+            (
+                "sources",
+                render_sources(&tree, &task.spec, source_budget).as_str(),
+            ),
+            ("contract", CONTRACT_RULES.trim()),
+            ("instructions", instructions.trim()),
+        ],
+    ))
+}
+
+/// The coder's system prompt.
+pub fn coder_system_prompt() -> &'static str {
+    CODER_SYSTEM.trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_fill_once_and_keep_unknown_keys() {
+        let out = fill_template(
+            "a {{x}} b {{ y }} c {{unknown}} d {{",
+            &[("x", "{{y}}"), ("y", "Y")],
+        );
+        assert_eq!(out, "a {{y}} b Y c {{unknown}} d {{");
+    }
+
+    #[test]
+    fn snapshots_detect_restore_and_police_edits() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src/sub")).unwrap();
+        std::fs::write(root.join("Cargo.toml"), "[package]\n").unwrap();
+        std::fs::write(root.join("src/lib.rs"), "pub fn a() {}\n").unwrap();
+        std::fs::write(root.join("src/sub/m.rs"), "x\n").unwrap();
+        std::fs::create_dir_all(root.join("target/x")).unwrap();
+        let before = Snapshot::take(root).unwrap();
+        assert!(!before.nodes.keys().any(|k| k.starts_with("target")));
+
+        std::fs::write(root.join("src/lib.rs"), "pub fn b() {}\n").unwrap();
+        std::fs::write(root.join("Cargo.toml"), "[package]\nbuild = 'x'\n").unwrap();
+        std::fs::remove_file(root.join("src/sub/m.rs")).unwrap();
+        std::fs::create_dir_all(root.join("src/new/deep")).unwrap();
+        std::fs::write(root.join("src/new/deep/n.rs"), "n\n").unwrap();
+        std::fs::write(root.join("build.rs"), "fn main() {}\n").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join("src/link.rs")).unwrap();
+        std::fs::write(root.join("target/x/junk"), "j").unwrap();
+        std::fs::write(root.join(".aider.chat.history.md"), "h").unwrap();
+        let after = Snapshot::take(root).unwrap();
+        assert_eq!(
+            before.changes(&after),
+            vec![
+                "Cargo.toml",
+                "build.rs",
+                "src/lib.rs",
+                "src/link.rs",
+                "src/new/deep/n.rs",
+                "src/sub/m.rs"
+            ]
+        );
+        assert_eq!(
+            before.forbidden_changes(&after),
+            vec!["Cargo.toml", "build.rs", "src/link.rs"]
+        );
+        let (patch, changed) = src_diff(&before, &after);
+        assert_eq!(
+            changed,
+            vec!["src/lib.rs", "src/new/deep/n.rs", "src/sub/m.rs"]
+        );
+        assert!(
+            patch.contains("-pub fn a() {}\n+pub fn b() {}\n"),
+            "{patch}"
+        );
+
+        before.restore().unwrap();
+        let restored = Snapshot::take(root).unwrap();
+        assert!(before.changes(&restored).is_empty());
+        assert_eq!(before.dirs, restored.dirs);
+        assert!(!root.join("src/new").exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join("Cargo.toml")).unwrap(),
+            "[package]\n"
+        );
+        // Untracked entries are left alone.
+        assert!(root.join("target/x/junk").exists());
+    }
+
+    #[test]
+    fn processes_time_out_and_are_killed_with_their_children() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 30 & sleep 30; echo never"]);
+        let started = Instant::now();
+        let out = run_with_timeout(cmd, Duration::from_millis(300)).unwrap();
+        assert!(out.timed_out);
+        assert!(out.status.is_none());
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(!out.stdout.contains("never"));
+
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo out; echo err >&2; exit 3"]);
+        let out = run_with_timeout(cmd, Duration::from_secs(10)).unwrap();
+        assert!(!out.timed_out);
+        assert_eq!(out.status.and_then(|s| s.code()), Some(3));
+        assert_eq!(out.stdout.trim(), "out");
+        assert_eq!(out.stderr.trim(), "err");
+    }
+}
