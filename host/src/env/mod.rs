@@ -285,7 +285,8 @@ pub struct Trajectory {
     /// The tool calls that ran, in order (calls blocked before execution
     /// are not part of it; calls that returned an error are).
     pub tool_calls: Vec<ToolCall>,
-    /// The text of every assistant message, in order.
+    /// The text of every assistant message, in order (the greeting
+    /// included; the COMMUNICATE check searches them all).
     pub assistant_texts: Vec<String>,
     /// How the episode ended.
     pub termination: Termination,
