@@ -337,13 +337,13 @@ fn apply_edits(staging: &Path, blocks: &[EditBlock]) -> Result<Vec<String>, Appl
         if std::fs::read_to_string(&p).ok().as_deref() == Some(text.as_str()) {
             continue;
         }
-        if let Some(parent) = p.parent() {
-            if let Err(e) = std::fs::create_dir_all(parent) {
-                return Err(ApplyError::Problems(
-                    vec![format!("{path}: cannot create its folder: {e}")],
-                    Focus::new(),
-                ));
-            }
+        if let Some(parent) = p.parent()
+            && let Err(e) = std::fs::create_dir_all(parent)
+        {
+            return Err(ApplyError::Problems(
+                vec![format!("{path}: cannot create its folder: {e}")],
+                Focus::new(),
+            ));
         }
         if let Err(e) = std::fs::write(&p, text) {
             return Err(ApplyError::Problems(

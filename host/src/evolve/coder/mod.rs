@@ -487,10 +487,40 @@ pub struct BuildCheck {
 /// Longest a build check may take.
 pub const BUILD_TIMEOUT: Duration = Duration::from_secs(900);
 
+/// Set the modification time of every file under `dir` to now.
+fn touch_all(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => touch_all(&path),
+            Ok(t) if t.is_file() => {
+                if let Ok(f) = std::fs::File::options().write(true).open(&path) {
+                    let _ = f.set_modified(now);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// `cargo build --release --target wasm32-wasip2` of the crate at
 /// `crate_dir`, with the leaking cargo variables removed and an optional
 /// shared target directory. Blocking.
+///
+/// Cargo gives every copy of the harness crate the same unit in a shared
+/// target directory and decides freshness by file times, so a copy whose
+/// sources are older than another copy's last build would pass as "fresh"
+/// without being compiled. The sources under `src/` are therefore touched
+/// right before building, and the builds of this process are serialised so
+/// no other copy's build can slip in between.
 pub fn check_build(crate_dir: &Path, target_dir: Option<&Path>) -> Result<BuildCheck, CoderError> {
+    static BUILDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _serial = BUILDS.lock().unwrap_or_else(|p| p.into_inner());
+    touch_all(&crate_dir.join("src"));
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(&cargo);
     cmd.args(["build", "--release", "--target", "wasm32-wasip2"])
@@ -515,12 +545,13 @@ pub fn check_build(crate_dir: &Path, target_dir: Option<&Path>) -> Result<BuildC
             let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
                 continue;
             };
-            if msg["reason"] == "compiler-message" && msg["message"]["level"] == "error" {
-                if let Some(r) = msg["message"]["rendered"].as_str() {
-                    errors.push_str(r);
-                    if !r.ends_with('\n') {
-                        errors.push('\n');
-                    }
+            if msg["reason"] == "compiler-message"
+                && msg["message"]["level"] == "error"
+                && let Some(r) = msg["message"]["rendered"].as_str()
+            {
+                errors.push_str(r);
+                if !r.ends_with('\n') {
+                    errors.push('\n');
                 }
             }
         }
