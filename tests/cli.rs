@@ -85,10 +85,21 @@ fn errors_name_the_offending_input() {
         text(&out.stderr)
     );
 
-    let out = host(&dir.path().join("store"), &["run", "--harness", "x.wasm"]);
+    let out_dir = dir.path().join("r");
+    let out = host(
+        &dir.path().join("store"),
+        &["run", "--harness", "x.wasm", "--tasks", "5", "--out", out_dir.to_str().unwrap()],
+    );
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("x.wasm"), "{}", text(&out.stderr));
+
+    let out = host(
+        &dir.path().join("store"),
+        &["run", "--harness", "none", "--tasks", "no-such-task"],
+    );
     assert!(!out.status.success());
     assert!(
-        text(&out.stderr).contains("not yet available"),
+        text(&out.stderr).contains("no-such-task"),
         "{}",
         text(&out.stderr)
     );
@@ -99,7 +110,9 @@ fn help_explains_every_subcommand() {
     let dir = tempfile::tempdir().unwrap();
     let out = host(dir.path(), &["--help"]);
     let help = text(&out.stdout);
-    for cmd in ["build", "inspect", "check", "bench", "run"] {
+    for cmd in [
+        "build", "inspect", "check", "bench", "run", "show", "env", "tasks", "train", "experiment",
+    ] {
         assert!(help.contains(cmd), "{help}");
     }
     let out = host(dir.path(), &["check", "--help"]);
