@@ -86,6 +86,11 @@ enum Command {
         /// the host's own share of wall time (harness + env + bookkeeping).
         #[arg(long)]
         runner: bool,
+        /// Instead of the sandbox, measure the τ² environments: load both
+        /// domains, replay and evaluate every task's gold actions, against the
+        /// Python reference's time recorded with the conformance vectors.
+        #[arg(long, conflicts_with = "runner")]
+        env: bool,
         /// Runner bench: simulated model latency per call, in milliseconds.
         #[arg(long, default_value_t = 200)]
         latency_ms: u64,
@@ -302,6 +307,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Command::Bench { env: true, .. } => {
+            let data = ecdysis_host::env::locate(cli.data.data.as_deref())?;
+            print!("{}", ecdysis_host::env::bench::report(&data, 3)?);
+            Ok(ExitCode::SUCCESS)
         }
         Command::Bench {
             harness,
