@@ -88,10 +88,22 @@ fn errors_name_the_offending_input() {
     let out_dir = dir.path().join("r");
     let out = host(
         &dir.path().join("store"),
-        &["run", "--harness", "x.wasm", "--tasks", "5", "--out", out_dir.to_str().unwrap()],
+        &[
+            "run",
+            "--harness",
+            "x.wasm",
+            "--tasks",
+            "5",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
     );
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("x.wasm"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("x.wasm"),
+        "{}",
+        text(&out.stderr)
+    );
 
     let out = host(
         &dir.path().join("store"),
@@ -111,7 +123,16 @@ fn help_explains_every_subcommand() {
     let out = host(dir.path(), &["--help"]);
     let help = text(&out.stdout);
     for cmd in [
-        "build", "inspect", "check", "bench", "run", "show", "env", "tasks", "train", "experiment",
+        "build",
+        "inspect",
+        "check",
+        "bench",
+        "run",
+        "show",
+        "env",
+        "tasks",
+        "train",
+        "experiment",
     ] {
         assert!(help.contains(cmd), "{help}");
     }

@@ -192,8 +192,15 @@ fn train_cmd(dir: &std::path::Path, extra: &[&str]) -> std::process::Command {
         .args(["--quiet", "--store"])
         .arg(dir.join("store"))
         .args([
-            "train", "--start-blank", "--tasks", "0,1,2,3,4,6,7,8", "--agent-model",
-            "sim:clumsy", "--test-split", "none", "--cargo-target-dir",
+            "train",
+            "--start-blank",
+            "--tasks",
+            "0,1,2,3,4,6,7,8",
+            "--agent-model",
+            "sim:clumsy",
+            "--test-split",
+            "none",
+            "--cargo-target-dir",
         ])
         // Shared by every test run: candidates rebuild only the harness.
         .arg(support::repo_root().join("target/evolve-candidates"))
@@ -209,10 +216,13 @@ fn summary(dir: &std::path::Path) -> serde_json::Value {
 fn offline_evolution_improves_a_clumsy_profile_and_records_every_decision() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("train");
-    let o = train_cmd(tmp.path(), &["--method", "ecdysis-nofdcr", "--rounds", "2", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = train_cmd(
+        tmp.path(),
+        &["--method", "ecdysis-nofdcr", "--rounds", "2", "--out"],
+    )
+    .arg(&out)
+    .output()
+    .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = summary(&out);
     let (before, after) = (
@@ -225,22 +235,31 @@ fn offline_evolution_improves_a_clumsy_profile_and_records_every_decision() {
     assert_eq!(incumbent.trim(), s["incumbent"].as_str().unwrap());
     let cand = out.join("candidates").join(incumbent.trim());
     let diff = std::fs::read_to_string(cand.join("diff.patch")).unwrap();
-    assert!(diff.contains("src/tables.rs"), "the rule coder edited the tables: {diff}");
+    assert!(
+        diff.contains("src/tables.rs"),
+        "the rule coder edited the tables: {diff}"
+    );
     for f in ["manifest.json", "spec.json", "train_summary.json"] {
         assert!(cand.join(f).is_file(), "{f} recorded");
     }
     let rounds = std::fs::read_to_string(out.join("rounds.jsonl")).unwrap();
-    assert_eq!(rounds.lines().count() as u64, s["rounds"].as_array().unwrap().len() as u64);
+    assert_eq!(
+        rounds.lines().count() as u64,
+        s["rounds"].as_array().unwrap().len() as u64
+    );
 }
 
 #[test]
 fn self_evolution_makes_one_coder_call_per_failure() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("train");
-    let o = train_cmd(tmp.path(), &["--method", "self-evolution", "--rounds", "1", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = train_cmd(
+        tmp.path(),
+        &["--method", "self-evolution", "--rounds", "1", "--out"],
+    )
+    .arg(&out)
+    .output()
+    .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = summary(&out);
     let r = &s["rounds"][0];
@@ -254,7 +273,15 @@ fn self_evolution_makes_one_coder_call_per_failure() {
 fn a_killed_training_run_resumes_without_losing_accepted_candidates() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("train");
-    let args = ["--method", "ecdysis", "--rounds", "3", "--plateau", "5", "--out"];
+    let args = [
+        "--method",
+        "ecdysis",
+        "--rounds",
+        "3",
+        "--plateau",
+        "5",
+        "--out",
+    ];
     let mut child = train_cmd(tmp.path(), &args)
         .arg(&out)
         .stdout(std::process::Stdio::null())
@@ -263,16 +290,28 @@ fn a_killed_training_run_resumes_without_losing_accepted_candidates() {
         .unwrap();
     let rounds_path = out.join("rounds.jsonl");
     let start = std::time::Instant::now();
-    while std::fs::read_to_string(&rounds_path).map(|s| s.lines().count()).unwrap_or(0) < 1 {
-        assert!(start.elapsed() < Duration::from_secs(600), "no round finished");
+    while std::fs::read_to_string(&rounds_path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+        < 1
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "no round finished"
+        );
         assert!(child.try_wait().unwrap().is_none(), "ended before the kill");
         std::thread::sleep(Duration::from_millis(50));
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let first: serde_json::Value =
-        serde_json::from_str(std::fs::read_to_string(&rounds_path).unwrap().lines().next().unwrap())
-            .unwrap();
+    let first: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&rounds_path)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
 
     let o = train_cmd(tmp.path(), &args).arg(&out).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

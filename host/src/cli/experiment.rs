@@ -29,7 +29,11 @@ pub struct ExperimentArgs {
     #[arg(long, default_value = "sim:clumsy")]
     pub agent_model: String,
     /// Profiles the final harness is also tested on (cross-model transfer).
-    #[arg(long, value_delimiter = ',', default_value = "sim:mixed,sim:careless,sim:texter")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "sim:mixed,sim:careless,sim:texter"
+    )]
     pub transfer: Vec<String>,
     #[arg(long, default_value_t = 3)]
     pub rounds: u32,
@@ -54,8 +58,11 @@ fn accommodation(run: &Path, s: &TrainSummary) -> (u32, u32) {
     let (mut edits, mut accommodating) = (0, 0);
     for r in s.rounds.iter().filter(|r| r.accepted) {
         let Some(spec) = &r.spec else { continue };
-        let evals = run.join("evals").join(format!("{}-train", &r.incumbent[..16]));
-        let records = read_trajectories(&evals.join("trajectories.jsonl"), false).unwrap_or_default();
+        let evals = run
+            .join("evals")
+            .join(format!("{}-train", &r.incumbent[..16]));
+        let records =
+            read_trajectories(&evals.join("trajectories.jsonl"), false).unwrap_or_default();
         for change in &spec.proposed_changes {
             edits += 1;
             let mut systematic = false;
@@ -64,7 +71,10 @@ fn accommodation(run: &Path, s: &TrainSummary) -> (u32, u32) {
                 .filter(|x| !x.success && change.evidence_tasks.contains(&x.task_id))
             {
                 for e in &rec.transcript {
-                    if let Entry::Agent { testbed: Some(n), .. } = e {
+                    if let Entry::Agent {
+                        testbed: Some(n), ..
+                    } = e
+                    {
                         systematic |= n.quirks.iter().any(|q| q.kind == QuirkKind::Systematic);
                     }
                 }
@@ -75,9 +85,17 @@ fn accommodation(run: &Path, s: &TrainSummary) -> (u32, u32) {
     (edits, accommodating)
 }
 
-pub async fn experiment(args: ExperimentArgs, store: &ComponentStore, data: &DataArgs) -> Result<()> {
+pub async fn experiment(
+    args: ExperimentArgs,
+    store: &ComponentStore,
+    data: &DataArgs,
+) -> Result<()> {
     let mut rows = Vec::new();
-    for method in [Method::SelfEvolution, Method::EcdysisNofdcr, Method::Ecdysis] {
+    for method in [
+        Method::SelfEvolution,
+        Method::EcdysisNofdcr,
+        Method::Ecdysis,
+    ] {
         let out = args.out.join(method.as_str());
         eprintln!("experiment: training with {} ...", method.as_str());
         let s = train(
@@ -131,9 +149,15 @@ pub async fn experiment(args: ExperimentArgs, store: &ComponentStore, data: &Dat
             format!("{}/{}", s.accepted, s.rounds.len()),
             s.initial_train_score,
             s.final_train_score,
-            s.test_score.map(|t| format!("{t:.3}")).unwrap_or_else(|| "-".into()),
+            s.test_score
+                .map(|t| format!("{t:.3}"))
+                .unwrap_or_else(|| "-".into()),
             edits,
-            if *edits > 0 { *acc as f64 / *edits as f64 * 100.0 } else { 0.0 }
+            if *edits > 0 {
+                *acc as f64 / *edits as f64 * 100.0
+            } else {
+                0.0
+            }
         );
     }
     let wall = |m: Method| {
@@ -168,7 +192,10 @@ pub async fn experiment(args: ExperimentArgs, store: &ComponentStore, data: &Dat
                 concurrency: args.concurrency,
                 seed: 0,
                 temperature: None,
-                out: Some(args.out.join(format!("transfer-{}-{label}", profile.replace(':', "-")))),
+                out: Some(
+                    args.out
+                        .join(format!("transfer-{}-{label}", profile.replace(':', "-"))),
+                ),
                 force_new: true,
                 max_steps: ecdysis_host::env::DEFAULT_MAX_STEPS,
                 max_errors: ecdysis_host::env::DEFAULT_MAX_ERRORS,
