@@ -1,30 +1,36 @@
-//! The hand-written starting harness for Ecdysis.
+//! The hand-written ("human-augmented") starting harness for Ecdysis, for
+//! the τ² airline and retail domains, organised by the four layers of the
+//! `ecdysis:harness` world, one small rule per module file:
 //!
-//! For now it is neutral: every hook returns its neutral answer, so an episode
-//! run through it behaves exactly like the Direct baseline while exercising
-//! every hook of the `ecdysis:harness` world. The human-augmented rules land
-//! in their own modules, one rule per file, with the logic in plain Rust so it
-//! can be unit-tested natively (`cargo test` in this crate).
+//! - [`contract`]: interface rules in the system prompt, policy checks on
+//!   the write tools' descriptions.
+//! - [`skills`]: BM25 over the opening message → at most two procedures.
+//! - [`realize`]: tool-name aliases, argument repairs (`#` of order ids,
+//!   quoted numbers, double-encoded JSON), calls written as text rescued
+//!   into structured calls, and policy gates before write tools that read
+//!   the state through the env view.
+//! - [`regulate`]: repeated identical failures, error streaks, stalls,
+//!   step and error budgets.
+//!
+//! Every tunable text, threshold and list lives in [`tables`]. The rules are
+//! plain Rust over the mirror types of [`types`] and the [`view::EnvView`]
+//! trait, so `cargo test` runs them natively; `component.rs` is the thin
+//! WIT glue compiled for `wasm32`.
+//!
+//! Inputs are only what the agent sees: the domain, the policy and tools,
+//! the opening message, proposed calls, their results and read-only state.
+
+pub mod contract;
+pub mod episode;
+pub mod realize;
+pub mod regulate;
+pub mod skills;
+pub mod tables;
+pub mod text;
+pub mod types;
+pub mod view;
+
+pub use episode::Harness;
 
 #[cfg(target_arch = "wasm32")]
 mod component;
-
-/// Decides the episode's step budget warning threshold: a quarter of the steps.
-/// Plain Rust, so native unit tests cover it without a wasm runtime.
-pub fn low_budget(steps_left: u32, max_steps: u32) -> bool {
-    max_steps > 0 && steps_left.saturating_mul(4) <= max_steps
-}
-
-#[cfg(test)]
-mod tests {
-    use super::low_budget;
-
-    #[test]
-    fn low_budget_is_the_last_quarter() {
-        assert!(!low_budget(100, 200));
-        assert!(!low_budget(51, 200));
-        assert!(low_budget(50, 200));
-        assert!(low_budget(0, 200));
-        assert!(!low_budget(0, 0));
-    }
-}

@@ -1,0 +1,65 @@
+//! Trajectory regulation, after every step.
+//!
+//! Rules (one per file), all feeding one answer:
+//! - [`authenticated_user`]: remember who the agent authenticated (for the
+//!   owner gate).
+//! - [`changed_records`]: remember which records the agent changed (for the
+//!   cancellation gate).
+//! - [`gate_explanations`]: append realize's explanation to the error of a
+//!   call it predicted to fail.
+//! - [`repeated_failure`]: the identical failing call again → say what to
+//!   change; stop only when clearly stuck.
+//! - [`error_streak`]: one tool failing several times in a row.
+//! - [`stall`]: no successful tool call for many turns, or the same message
+//!   twice.
+//! - [`budget`]: few steps or tool errors left.
+//!
+//! Notes for a tool-results step are appended to its last result
+//! (`annotate`); otherwise they are shown before the model's next turn
+//! (`inject`). A stop wins over everything.
+
+pub mod authenticated_user;
+pub mod budget;
+pub mod changed_records;
+pub mod error_streak;
+pub mod gate_explanations;
+pub mod repeated_failure;
+pub mod stall;
+
+use crate::episode::Harness;
+use crate::types::{Regulation, Step, StepKind};
+
+/// Counters kept across steps.
+#[derive(Debug, Default)]
+pub struct State {
+    pub repeated: repeated_failure::State,
+    pub streak: error_streak::State,
+    pub stall: stall::State,
+    pub budget: budget::State,
+}
+
+pub fn regulate(h: &mut Harness, step: &Step) -> Regulation {
+    authenticated_user::observe(&mut h.authenticated, step);
+    changed_records::observe(&h.tools, &mut h.changed, step);
+    let mut notes: Vec<String> = Vec::new();
+    notes.extend(gate_explanations::take(&mut h.pending_explanations, step));
+    let repeated = repeated_failure::check(&mut h.regulation.repeated, step);
+    if let repeated_failure::Finding::Stop(reason) = &repeated {
+        return Regulation::Stop(reason.clone());
+    }
+    if let repeated_failure::Finding::Note(note) = repeated {
+        notes.push(note);
+    }
+    notes.extend(error_streak::check(&mut h.regulation.streak, step));
+    notes.extend(stall::check(&mut h.regulation.stall, step));
+    notes.extend(budget::check(&mut h.regulation.budget, step, h.max_steps, h.max_errors));
+    if notes.is_empty() {
+        return Regulation::Continue;
+    }
+    let text = notes.join("\n");
+    if step.kind == StepKind::ToolResults && !step.outcomes.is_empty() {
+        Regulation::Annotate(text)
+    } else {
+        Regulation::Inject(text)
+    }
+}

@@ -1,0 +1,155 @@
+//! Read-only access to the environment: the trait the rules use, and a
+//! per-decision reader that only calls tools the contract declared
+//! read-only (a mutating tool through the view would end the hook), caches
+//! answers and parses JSON.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::types::ToolSpec;
+
+/// The host's env view (`ecdysis:harness/env-view`), or a test double.
+pub trait EnvView {
+    /// Run a read-only tool: the text the model would see, or the error.
+    fn read(&mut self, tool: &str, arguments: &str) -> Result<String, String>;
+}
+
+/// A view with no tools (every read fails).
+pub struct NoView;
+
+impl EnvView for NoView {
+    fn read(&mut self, tool: &str, _arguments: &str) -> Result<String, String> {
+        Err(format!("no view for {tool}"))
+    }
+}
+
+/// The episode's tools as the contract declared them.
+#[derive(Debug, Clone, Default)]
+pub struct Tools {
+    specs: Vec<ToolSpec>,
+}
+
+impl Tools {
+    pub fn new(specs: Vec<ToolSpec>) -> Self {
+        Tools { specs }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.specs.iter().map(|t| t.name.clone()).collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
+        self.specs.iter().find(|t| t.name == name)
+    }
+
+    pub fn knows(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+
+    /// Declared and read-only: safe to call through the view.
+    pub fn readable(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|t| !t.mutates)
+    }
+
+    pub fn mutates(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|t| t.mutates)
+    }
+
+    /// The JSON Schema of a tool's arguments.
+    pub fn schema(&self, name: &str) -> Option<Value> {
+        self.get(name)
+            .and_then(|t| serde_json::from_str(&t.parameters).ok())
+    }
+}
+
+/// Reads for one decision: cached, restricted to read-only tools.
+pub struct Reads<'a> {
+    view: &'a mut dyn EnvView,
+    tools: &'a Tools,
+    cache: BTreeMap<(String, String), Result<String, String>>,
+}
+
+impl<'a> Reads<'a> {
+    pub fn new(view: &'a mut dyn EnvView, tools: &'a Tools) -> Self {
+        Reads {
+            view,
+            tools,
+            cache: BTreeMap::new(),
+        }
+    }
+
+    /// The text a read-only tool answers; `None` when the tool is not a
+    /// declared read-only tool or the call failed.
+    pub fn text(&mut self, tool: &str, arguments: Value) -> Option<String> {
+        if !self.tools.readable(tool) {
+            return None;
+        }
+        let args = arguments.to_string();
+        let key = (tool.to_string(), args.clone());
+        if !self.cache.contains_key(&key) {
+            let answer = self.view.read(tool, &args);
+            self.cache.insert(key.clone(), answer);
+        }
+        self.cache.get(&key).and_then(|r| r.as_ref().ok()).cloned()
+    }
+
+    /// The answer parsed as JSON.
+    pub fn json(&mut self, tool: &str, arguments: Value) -> Option<Value> {
+        self.text(tool, arguments)
+            .and_then(|t| serde_json::from_str(&t).ok())
+    }
+}
+
+#[cfg(test)]
+pub mod mock {
+    //! A scripted view for unit tests: answers by (tool, arguments).
+
+    use super::EnvView;
+    use serde_json::Value;
+
+    #[derive(Default)]
+    pub struct MockView {
+        answers: Vec<(String, Value, Result<String, String>)>,
+        pub calls: Vec<(String, String)>,
+    }
+
+    impl MockView {
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Answer `tool` called with exactly `args`.
+        pub fn on(mut self, tool: &str, args: Value, answer: &str) -> Self {
+            self.answers
+                .push((tool.to_string(), args, Ok(answer.to_string())));
+            self
+        }
+
+        pub fn on_json(self, tool: &str, args: Value, answer: Value) -> Self {
+            self.on(tool, args, &answer.to_string())
+        }
+
+        pub fn fails(mut self, tool: &str, args: Value, error: &str) -> Self {
+            self.answers
+                .push((tool.to_string(), args, Err(error.to_string())));
+            self
+        }
+    }
+
+    impl EnvView for MockView {
+        fn read(&mut self, tool: &str, arguments: &str) -> Result<String, String> {
+            self.calls.push((tool.to_string(), arguments.to_string()));
+            let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+            self.answers
+                .iter()
+                .find(|(t, a, _)| t == tool && *a == args)
+                .map(|(_, _, r)| r.clone())
+                .unwrap_or_else(|| Err(format!("Error: no mock answer for {tool} {arguments}")))
+        }
+    }
+}
