@@ -41,7 +41,12 @@ impl Harness {
     }
 
     /// Environment contract.
-    pub fn contract(&mut self, domain: &str, system_prompt: &str, tools: Vec<ToolSpec>) -> ContractOut {
+    pub fn contract(
+        &mut self,
+        domain: &str,
+        system_prompt: &str,
+        tools: Vec<ToolSpec>,
+    ) -> ContractOut {
         if !domain.is_empty() {
             self.domain = text::short_domain(domain).to_string();
         }
@@ -54,7 +59,11 @@ impl Harness {
     /// Procedural skills.
     pub fn skills(&mut self, domain: &str, first_user_message: &str) -> Vec<Guide> {
         let domain = text::short_domain(domain);
-        let domain = if domain.is_empty() { self.domain.clone() } else { domain.to_string() };
+        let domain = if domain.is_empty() {
+            self.domain.clone()
+        } else {
+            domain.to_string()
+        };
         skills::select(&domain, first_user_message)
     }
 

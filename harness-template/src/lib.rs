@@ -25,6 +25,9 @@ pub mod episode;
 pub mod realize;
 pub mod regulate;
 pub mod skills;
+// Data tables keep their own layout (one entry per line where it fits), so
+// programs can append entries textually.
+#[rustfmt::skip]
 pub mod tables;
 pub mod text;
 pub mod types;

@@ -43,10 +43,14 @@ mod tests {
 
     #[test]
     fn reads_the_policy_clock() {
-        let now = now_from_policy("# Policy\n\nThe current time is 2024-05-15 15:00:00 EST.\n").unwrap();
+        let now =
+            now_from_policy("# Policy\n\nThe current time is 2024-05-15 15:00:00 EST.\n").unwrap();
         let created = minutes("2024-05-14T16:00:00").unwrap();
         assert_eq!(now - created, 23 * 60);
-        assert_eq!(minutes("2024-03-01 00:00") .unwrap() - minutes("2024-02-28 00:00").unwrap(), 2 * 1440);
+        assert_eq!(
+            minutes("2024-03-01 00:00").unwrap() - minutes("2024-02-28 00:00").unwrap(),
+            2 * 1440
+        );
         assert!(now_from_policy("no clock here").is_none());
         assert!(minutes("2024-05").is_none());
     }

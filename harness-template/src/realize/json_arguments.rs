@@ -42,7 +42,7 @@ mod tests {
 
     #[test]
     fn repairs_only_unambiguous_encodings() {
-        assert_eq!(parse(r#"{"a":1}"#).unwrap().1, false);
+        assert!(!parse(r#"{"a":1}"#).unwrap().1);
         let (m, changed) = parse(r#""{\"a\":1}""#).unwrap();
         assert!(changed && m["a"] == 1);
         assert!(parse("").unwrap().1);

@@ -91,16 +91,30 @@ mod tests {
     fn quoted_numbers_become_numbers_under_numeric_keys() {
         let schema = json!({"properties": {"total_baggages": {"type": "integer"}, "zip": {"type": "string"}}});
         assert_eq!(
-            run("airline", schema.clone(), json!({"total_baggages": "2", "zip": "12345"})),
+            run(
+                "airline",
+                schema.clone(),
+                json!({"total_baggages": "2", "zip": "12345"})
+            ),
             (json!({"total_baggages": 2, "zip": "12345"}), true)
         );
         assert_eq!(
-            run("airline", json!({}), json!({"payment_methods": [{"payment_id": "x", "amount": "120"}]})),
-            (json!({"payment_methods": [{"payment_id": "x", "amount": 120}]}), true)
+            run(
+                "airline",
+                json!({}),
+                json!({"payment_methods": [{"payment_id": "x", "amount": "120"}]})
+            ),
+            (
+                json!({"payment_methods": [{"payment_id": "x", "amount": 120}]}),
+                true
+            )
         );
-        assert_eq!(run("airline", json!({}), json!({"amount": "12.5"})).0, json!({"amount": 12.5}));
-        assert_eq!(run("airline", json!({}), json!({"amount": "lots"})).1, false);
-        assert_eq!(run("retail", json!({}), json!({"item_ids": ["1008292230"]})).1, false);
-        assert_eq!(run("airline", schema, json!({"total_baggages": 2})).1, false);
+        assert_eq!(
+            run("airline", json!({}), json!({"amount": "12.5"})).0,
+            json!({"amount": 12.5})
+        );
+        assert!(!run("airline", json!({}), json!({"amount": "lots"})).1);
+        assert!(!run("retail", json!({}), json!({"item_ids": ["1008292230"]})).1);
+        assert!(!run("airline", schema, json!({"total_baggages": 2})).1);
     }
 }

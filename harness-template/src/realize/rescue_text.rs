@@ -29,7 +29,10 @@ pub fn rescue(domain: &str, tools: &Tools, text: &str) -> Rescue {
     let mut unknown: Option<String> = None;
     let push = |name: String, args: Map<String, Value>, calls: &mut Vec<Call>| {
         let arguments = Value::Object(args).to_string();
-        if !calls.iter().any(|c| c.name == name && c.arguments == arguments) {
+        if !calls
+            .iter()
+            .any(|c| c.name == name && c.arguments == arguments)
+        {
             calls.push(Call {
                 id: format!("rescued_{}", calls.len() + 1),
                 name,
@@ -39,13 +42,12 @@ pub fn rescue(domain: &str, tools: &Tools, text: &str) -> Rescue {
     };
     for candidate in json_candidates(text) {
         for object in call_objects(candidate) {
-            match shape(&object) {
-                Some((name, args, strict)) => match tool_alias::resolve(domain, &name, tools) {
+            if let Some((name, args, strict)) = shape(&object) {
+                match tool_alias::resolve(domain, &name, tools) {
                     Some(real) => push(real, args, &mut calls),
                     None if strict && unknown.is_none() => unknown = Some(name),
                     None => {}
-                },
-                None => {}
+                }
             }
         }
     }
@@ -69,7 +71,9 @@ fn looks_like_call_text(text: &str) -> bool {
     t.starts_with('{')
         || t.starts_with('[')
         || t.contains("```")
-        || TEXT_CALL_TAGS.iter().any(|tag| t.contains(&format!("<{tag}>")))
+        || TEXT_CALL_TAGS
+            .iter()
+            .any(|tag| t.contains(&format!("<{tag}>")))
 }
 
 /// Every balanced `{...}` / `[...]` at the top level of the text, parsed.
@@ -78,14 +82,13 @@ fn json_candidates(text: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'{' || bytes[i] == b'[' {
-            if let Some(end) = balanced_end(bytes, i) {
-                if let Ok(v) = serde_json::from_str::<Value>(&text[i..=end]) {
-                    out.push(v);
-                    i = end + 1;
-                    continue;
-                }
-            }
+        if (bytes[i] == b'{' || bytes[i] == b'[')
+            && let Some(end) = balanced_end(bytes, i)
+            && let Ok(v) = serde_json::from_str::<Value>(&text[i..=end])
+        {
+            out.push(v);
+            i = end + 1;
+            continue;
         }
         i += 1;
     }
@@ -159,9 +162,7 @@ fn shape(object: &Map<String, Value>) -> Option<(String, Map<String, Value>, boo
     if name.is_empty() || name.contains(' ') {
         return None;
     }
-    let found = TEXT_CALL_ARGUMENT_KEYS
-        .iter()
-        .find_map(|k| object.get(*k));
+    let found = TEXT_CALL_ARGUMENT_KEYS.iter().find_map(|k| object.get(*k));
     match found {
         Some(Value::Object(args)) => Some((name, args.clone(), true)),
         Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
@@ -175,7 +176,9 @@ fn shape(object: &Map<String, Value>) -> Option<(String, Map<String, Value>, boo
         None => {
             let args: Map<String, Value> = object
                 .iter()
-                .filter(|(k, _)| !TEXT_CALL_NAME_KEYS.contains(&k.as_str()) && *k != "type" && *k != "id")
+                .filter(|(k, _)| {
+                    !TEXT_CALL_NAME_KEYS.contains(&k.as_str()) && *k != "type" && *k != "id"
+                })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             Some((name, args, false))
@@ -186,14 +189,18 @@ fn shape(object: &Map<String, Value>) -> Option<(String, Map<String, Value>, boo
 /// `tool_name({...})` or `tool_name(key="value", n=2)` for a real tool or a
 /// known alias.
 fn function_style(domain: &str, tools: &Tools, text: &str) -> Vec<(String, Map<String, Value>)> {
-    let mut names: Vec<(String, String)> = tools.names().into_iter().map(|n| (n.clone(), n)).collect();
-    for a in TOOL_ALIASES.iter().filter(|a| domain_matches(a.domain, domain)) {
+    let mut names: Vec<(String, String)> =
+        tools.names().into_iter().map(|n| (n.clone(), n)).collect();
+    for a in TOOL_ALIASES
+        .iter()
+        .filter(|a| domain_matches(a.domain, domain))
+    {
         if tools.knows(a.tool) && !tools.knows(a.alias) {
             names.push((a.alias.to_string(), a.tool.to_string()));
         }
     }
     // Longest names first, so `get_user` does not shadow `get_user_details`.
-    names.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    names.sort_by_key(|n| std::cmp::Reverse(n.0.len()));
     let mut out = Vec::new();
     let mut taken: Vec<(usize, usize)> = Vec::new();
     for (written, real) in names {
@@ -215,6 +222,13 @@ fn function_style(domain: &str, tools: &Tools, text: &str) -> Vec<(String, Map<S
                 continue;
             };
             let inner = text[open + 1..close].trim();
+            // `name()` inside prose ("I'll call get_user_details() next")
+            // is a mention, not a call; alone it is the call.
+            let alone = text[..at].trim().is_empty()
+                && text[close + 1..].trim().trim_end_matches(';').is_empty();
+            if inner.is_empty() && !alone {
+                continue;
+            }
             if let Some(args) = parse_inner(inner) {
                 taken.push((at, close + 1));
                 out.push((real.clone(), args));
@@ -317,15 +331,19 @@ mod tests {
 
     fn tools() -> Tools {
         Tools::new(
-            ["get_order_details", "get_user_details", "cancel_pending_order"]
-                .iter()
-                .map(|n| ToolSpec {
-                    name: n.to_string(),
-                    description: String::new(),
-                    parameters: "{}".into(),
-                    mutates: n.starts_with("cancel"),
-                })
-                .collect(),
+            [
+                "get_order_details",
+                "get_user_details",
+                "cancel_pending_order",
+            ]
+            .iter()
+            .map(|n| ToolSpec {
+                name: n.to_string(),
+                description: String::new(),
+                parameters: "{}".into(),
+                mutates: n.starts_with("cancel"),
+            })
+            .collect(),
         )
     }
 
@@ -342,19 +360,34 @@ mod tests {
     #[test]
     fn fenced_json_tags_and_function_style() {
         let fenced = "```json\n{\n  \"name\": \"get_order_details\",\n  \"arguments\": {\n    \"order_id\": \"#W1\"\n  }\n}\n```";
-        assert_eq!(one(fenced), ("get_order_details".into(), json!({"order_id": "#W1"})));
+        assert_eq!(
+            one(fenced),
+            ("get_order_details".into(), json!({"order_id": "#W1"}))
+        );
         let tagged = "Let me check.\n<tool_call>{\"name\": \"get_order_info\", \"arguments\": \"{\\\"order_id\\\": \\\"#W1\\\"}\"}</tool_call>";
-        assert_eq!(one(tagged), ("get_order_details".into(), json!({"order_id": "#W1"})));
+        assert_eq!(
+            one(tagged),
+            ("get_order_details".into(), json!({"order_id": "#W1"}))
+        );
         assert_eq!(
             one("I'll call get_order_details({\"order_id\": \"#W1\"}) now."),
             ("get_order_details".into(), json!({"order_id": "#W1"}))
         );
         assert_eq!(
             one("cancel_order(order_id='#W1', reason=\"ordered by mistake\")"),
-            ("cancel_pending_order".into(), json!({"order_id": "#W1", "reason": "ordered by mistake"}))
+            (
+                "cancel_pending_order".into(),
+                json!({"order_id": "#W1", "reason": "ordered by mistake"})
+            )
         );
         assert_eq!(
-            one("{\"type\": \"function\", \"function\": {\"name\": \"get_user_details\", \"arguments\": {\"user_id\": \"u1\"}}}"),
+            one("get_user_details()"),
+            ("get_user_details".into(), json!({}))
+        );
+        assert_eq!(
+            one(
+                "{\"type\": \"function\", \"function\": {\"name\": \"get_user_details\", \"arguments\": {\"user_id\": \"u1\"}}}"
+            ),
             ("get_user_details".into(), json!({"user_id": "u1"}))
         );
         assert_eq!(
@@ -379,11 +412,16 @@ mod tests {
             "Your order {\"name\": \"Action Camera\", \"price\": 10} is pending.",
             "Could you give me your user id (e.g. sara_doe_496)?",
             "We can get_order_details later.",
+            "Next I will call get_user_details() for you.",
         ] {
             assert_eq!(rescue("retail", &tools(), text), Rescue::Nothing, "{text}");
         }
         assert_eq!(
-            rescue("retail", &tools(), "```json\n{\"name\": \"delete_order\", \"arguments\": {}}\n```"),
+            rescue(
+                "retail",
+                &tools(),
+                "```json\n{\"name\": \"delete_order\", \"arguments\": {}}\n```"
+            ),
             Rescue::UnknownTool("delete_order".into())
         );
     }

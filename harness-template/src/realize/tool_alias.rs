@@ -23,10 +23,7 @@ pub fn resolve(domain: &str, name: &str, tools: &Tools) -> Option<String> {
     }
     // Same letters, other case or separators: `GetOrderDetails`,
     // `functions.get_order_details`.
-    let stripped = trimmed
-        .rsplit(['.', '/', ':'])
-        .next()
-        .unwrap_or(trimmed);
+    let stripped = trimmed.rsplit(['.', '/', ':']).next().unwrap_or(trimmed);
     let squashed = squash_name(stripped);
     let matches: Vec<String> = tools
         .names()
@@ -67,11 +64,26 @@ mod tests {
     #[test]
     fn aliases_resolve_to_existing_tools_only() {
         let t = tools(&["get_order_details", "cancel_pending_order"]);
-        assert_eq!(resolve("retail", "get_order_info", &t).as_deref(), Some("get_order_details"));
-        assert_eq!(resolve("retail", "cancel_order", &t).as_deref(), Some("cancel_pending_order"));
-        assert_eq!(resolve("retail", "GetOrderDetails", &t).as_deref(), Some("get_order_details"));
-        assert_eq!(resolve("retail", "functions.get_order_details", &t).as_deref(), Some("get_order_details"));
-        assert_eq!(resolve("retail", "Cancel-Order", &t).as_deref(), Some("cancel_pending_order"));
+        assert_eq!(
+            resolve("retail", "get_order_info", &t).as_deref(),
+            Some("get_order_details")
+        );
+        assert_eq!(
+            resolve("retail", "cancel_order", &t).as_deref(),
+            Some("cancel_pending_order")
+        );
+        assert_eq!(
+            resolve("retail", "GetOrderDetails", &t).as_deref(),
+            Some("get_order_details")
+        );
+        assert_eq!(
+            resolve("retail", "functions.get_order_details", &t).as_deref(),
+            Some("get_order_details")
+        );
+        assert_eq!(
+            resolve("retail", "Cancel-Order", &t).as_deref(),
+            Some("cancel_pending_order")
+        );
         // An alias of a tool this episode does not have, or of another domain.
         assert_eq!(resolve("retail", "get_product_info", &t), None);
         assert_eq!(resolve("airline", "cancel_order", &t), None);

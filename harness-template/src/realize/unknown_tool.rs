@@ -7,9 +7,7 @@ use crate::view::Tools;
 
 /// The closest real tool by shared name words, if any word is shared.
 pub fn closest(name: &str, tools: &Tools) -> Option<String> {
-    let parts = |s: &str| -> Vec<String> {
-        words(&s.replace(['_', '-', '.'], " "))
-    };
+    let parts = |s: &str| -> Vec<String> { words(&s.replace(['_', '-', '.'], " ")) };
     let wanted = parts(name);
     tools
         .names()

@@ -11,9 +11,7 @@ pub fn observe(authenticated: &mut Vec<String>, step: &Step) {
             continue;
         }
         let id = o.content.trim().trim_matches('"').to_string();
-        let plausible = !id.is_empty()
-            && id.len() < 80
-            && !id.contains(char::is_whitespace);
+        let plausible = !id.is_empty() && id.len() < 80 && !id.contains(char::is_whitespace);
         if plausible && !authenticated.contains(&id) {
             authenticated.push(id);
         }
@@ -28,12 +26,27 @@ mod tests {
     #[test]
     fn records_successful_lookups_only() {
         let step = |name: &str, content: &str, error: bool| Step {
-            step: 1, steps_left: 10, errors_left: 10, kind: StepKind::ToolResults, text: None,
-            outcomes: vec![Outcome { call: Call::new("c", name, "{}"), content: content.into(), error, blocked: false }],
+            step: 1,
+            steps_left: 10,
+            errors_left: 10,
+            kind: StepKind::ToolResults,
+            text: None,
+            outcomes: vec![Outcome {
+                call: Call::new("c", name, "{}"),
+                content: content.into(),
+                error,
+                blocked: false,
+            }],
         };
         let mut ids = Vec::new();
-        observe(&mut ids, &step("find_user_id_by_email", "yusuf_rossi_9620", false));
-        observe(&mut ids, &step("find_user_id_by_name_zip", "Error: User not found", true));
+        observe(
+            &mut ids,
+            &step("find_user_id_by_email", "yusuf_rossi_9620", false),
+        );
+        observe(
+            &mut ids,
+            &step("find_user_id_by_name_zip", "Error: User not found", true),
+        );
         observe(&mut ids, &step("get_user_details", "{}", false));
         assert_eq!(ids, vec!["yusuf_rossi_9620"]);
     }

@@ -27,7 +27,10 @@ pub fn check(state: &mut State, step: &Step, max_steps: u32, max_errors: u32) ->
         && step.errors_left < max_errors
     {
         state.errors_warned = true;
-        notes.push(say("low_errors", &[("errors", step.errors_left.to_string())]));
+        notes.push(say(
+            "low_errors",
+            &[("errors", step.errors_left.to_string())],
+        ));
     }
     notes
 }
@@ -38,7 +41,14 @@ mod tests {
     use crate::types::StepKind;
 
     fn step(steps_left: u32, errors_left: u32) -> Step {
-        Step { step: 1, steps_left, errors_left, kind: StepKind::AgentMessage, text: None, outcomes: vec![] }
+        Step {
+            step: 1,
+            steps_left,
+            errors_left,
+            kind: StepKind::AgentMessage,
+            text: None,
+            outcomes: vec![],
+        }
     }
 
     #[test]

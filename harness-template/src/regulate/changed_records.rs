@@ -35,18 +35,49 @@ mod tests {
     #[test]
     fn successful_writes_only() {
         let tools = Tools::new(vec![
-            ToolSpec { name: "update_reservation_flights".into(), description: String::new(), parameters: "{}".into(), mutates: true },
-            ToolSpec { name: "get_reservation_details".into(), description: String::new(), parameters: "{}".into(), mutates: false },
+            ToolSpec {
+                name: "update_reservation_flights".into(),
+                description: String::new(),
+                parameters: "{}".into(),
+                mutates: true,
+            },
+            ToolSpec {
+                name: "get_reservation_details".into(),
+                description: String::new(),
+                parameters: "{}".into(),
+                mutates: false,
+            },
         ]);
         let step = |name: &str, error: bool| Step {
-            step: 1, steps_left: 9, errors_left: 9, kind: StepKind::ToolResults, text: None,
-            outcomes: vec![Outcome { call: Call::new("c", name, r#"{"reservation_id":"R1"}"#), content: "{}".into(), error, blocked: false }],
+            step: 1,
+            steps_left: 9,
+            errors_left: 9,
+            kind: StepKind::ToolResults,
+            text: None,
+            outcomes: vec![Outcome {
+                call: Call::new("c", name, r#"{"reservation_id":"R1"}"#),
+                content: "{}".into(),
+                error,
+                blocked: false,
+            }],
         };
         let mut changed = Vec::new();
-        observe(&tools, &mut changed, &step("get_reservation_details", false));
-        observe(&tools, &mut changed, &step("update_reservation_flights", true));
+        observe(
+            &tools,
+            &mut changed,
+            &step("get_reservation_details", false),
+        );
+        observe(
+            &tools,
+            &mut changed,
+            &step("update_reservation_flights", true),
+        );
         assert!(changed.is_empty());
-        observe(&tools, &mut changed, &step("update_reservation_flights", false));
+        observe(
+            &tools,
+            &mut changed,
+            &step("update_reservation_flights", false),
+        );
         assert_eq!(changed, vec!["R1"]);
     }
 }

@@ -26,7 +26,10 @@ pub fn check(state: &mut State, step: &Step) -> Option<String> {
         };
         state.streak = Some((tool.clone(), n));
         if n == REGULATION.error_streak {
-            note = Some(say("error_streak", &[("tool", tool), ("count", n.to_string())]));
+            note = Some(say(
+                "error_streak",
+                &[("tool", tool), ("count", n.to_string())],
+            ));
         }
     }
     note
@@ -39,8 +42,17 @@ mod tests {
 
     fn outcome(name: &str, error: bool) -> Step {
         Step {
-            step: 1, steps_left: 100, errors_left: 9, kind: StepKind::ToolResults, text: None,
-            outcomes: vec![Outcome { call: Call::new("c", name, "{}"), content: "Error: x".into(), error, blocked: false }],
+            step: 1,
+            steps_left: 100,
+            errors_left: 9,
+            kind: StepKind::ToolResults,
+            text: None,
+            outcomes: vec![Outcome {
+                call: Call::new("c", name, "{}"),
+                content: "Error: x".into(),
+                error,
+                blocked: false,
+            }],
         }
     }
 
@@ -50,7 +62,10 @@ mod tests {
         assert!(check(&mut s, &outcome("a", true)).is_none());
         assert!(check(&mut s, &outcome("a", true)).is_none());
         assert!(check(&mut s, &outcome("a", true)).is_some());
-        assert!(check(&mut s, &outcome("a", true)).is_none(), "once per streak");
+        assert!(
+            check(&mut s, &outcome("a", true)).is_none(),
+            "once per streak"
+        );
         let mut s = State::default();
         check(&mut s, &outcome("a", true));
         check(&mut s, &outcome("a", false));

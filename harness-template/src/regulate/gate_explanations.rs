@@ -26,10 +26,24 @@ mod tests {
 
     #[test]
     fn only_failed_calls_get_their_explanation() {
-        let mut pending = vec![("a".to_string(), "A".to_string()), ("b".to_string(), "B".to_string())];
-        let outcome = |id: &str, error: bool| Outcome { call: Call::new(id, "t", "{}"), content: String::new(), error, blocked: false };
-        let step = Step { step: 1, steps_left: 9, errors_left: 9, kind: StepKind::ToolResults, text: None,
-            outcomes: vec![outcome("a", true), outcome("b", false)] };
+        let mut pending = vec![
+            ("a".to_string(), "A".to_string()),
+            ("b".to_string(), "B".to_string()),
+        ];
+        let outcome = |id: &str, error: bool| Outcome {
+            call: Call::new(id, "t", "{}"),
+            content: String::new(),
+            error,
+            blocked: false,
+        };
+        let step = Step {
+            step: 1,
+            steps_left: 9,
+            errors_left: 9,
+            kind: StepKind::ToolResults,
+            text: None,
+            outcomes: vec![outcome("a", true), outcome("b", false)],
+        };
         assert_eq!(take(&mut pending, &step), vec!["A"]);
         assert!(pending.is_empty());
     }

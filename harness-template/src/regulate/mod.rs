@@ -52,7 +52,12 @@ pub fn regulate(h: &mut Harness, step: &Step) -> Regulation {
     }
     notes.extend(error_streak::check(&mut h.regulation.streak, step));
     notes.extend(stall::check(&mut h.regulation.stall, step));
-    notes.extend(budget::check(&mut h.regulation.budget, step, h.max_steps, h.max_errors));
+    notes.extend(budget::check(
+        &mut h.regulation.budget,
+        step,
+        h.max_steps,
+        h.max_errors,
+    ));
     if notes.is_empty() {
         return Regulation::Continue;
     }

@@ -90,10 +90,16 @@ mod tests {
 
     fn failed(args: &str) -> Step {
         Step {
-            step: 1, steps_left: 100, errors_left: 9, kind: StepKind::ToolResults, text: None,
+            step: 1,
+            steps_left: 100,
+            errors_left: 9,
+            kind: StepKind::ToolResults,
+            text: None,
             outcomes: vec![Outcome {
                 call: Call::new("c", "get_order_details", args),
-                content: "Error: Order not found".into(), error: true, blocked: false,
+                content: "Error: Order not found".into(),
+                error: true,
+                blocked: false,
             }],
         }
     }
@@ -101,18 +107,30 @@ mod tests {
     #[test]
     fn second_identical_failure_is_annotated_and_a_long_run_stops() {
         let mut s = State::default();
-        assert!(matches!(check(&mut s, &failed(r#"{"order_id":"W1"}"#)), Finding::Nothing));
-        assert!(matches!(check(&mut s, &failed(r#"{"order_id":"W2"}"#)), Finding::Nothing));
+        assert!(matches!(
+            check(&mut s, &failed(r#"{"order_id":"W1"}"#)),
+            Finding::Nothing
+        ));
+        assert!(matches!(
+            check(&mut s, &failed(r#"{"order_id":"W2"}"#)),
+            Finding::Nothing
+        ));
         match check(&mut s, &failed(r#"{ "order_id": "W1" }"#)) {
             Finding::Note(n) => {
-                assert!(n.contains("failed 2 times") && n.contains("Do not repeat"), "{n}");
+                assert!(
+                    n.contains("failed 2 times") && n.contains("Do not repeat"),
+                    "{n}"
+                );
                 assert!(n.contains("leading '#'"), "{n}");
             }
             _ => panic!("expected a note"),
         }
         let mut stopped = false;
         for _ in 0..REGULATION.repeat_stop {
-            if matches!(check(&mut s, &failed(r#"{"order_id":"W1"}"#)), Finding::Stop(_)) {
+            if matches!(
+                check(&mut s, &failed(r#"{"order_id":"W1"}"#)),
+                Finding::Stop(_)
+            ) {
                 stopped = true;
                 break;
             }

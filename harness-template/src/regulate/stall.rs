@@ -36,7 +36,10 @@ pub fn check(state: &mut State, step: &Step) -> Vec<String> {
     state.turns_without_success += 1;
     if state.turns_without_success >= REGULATION.stall_turns && !state.warned {
         state.warned = true;
-        notes.push(say("stall", &[("turns", state.turns_without_success.to_string())]));
+        notes.push(say(
+            "stall",
+            &[("turns", state.turns_without_success.to_string())],
+        ));
     }
     notes
 }
@@ -47,7 +50,14 @@ mod tests {
     use crate::types::{Call, Outcome};
 
     fn agent(text: &str) -> Step {
-        Step { step: 1, steps_left: 100, errors_left: 9, kind: StepKind::AgentMessage, text: Some(text.into()), outcomes: vec![] }
+        Step {
+            step: 1,
+            steps_left: 100,
+            errors_left: 9,
+            kind: StepKind::AgentMessage,
+            text: Some(text.into()),
+            outcomes: vec![],
+        }
     }
 
     #[test]
@@ -58,8 +68,19 @@ mod tests {
             warnings += check(&mut s, &agent(&format!("message {i}"))).len();
         }
         assert_eq!(warnings, 1);
-        let ok = Step { step: 1, steps_left: 100, errors_left: 9, kind: StepKind::ToolResults, text: None,
-            outcomes: vec![Outcome { call: Call::new("c", "t", "{}"), content: "{}".into(), error: false, blocked: false }] };
+        let ok = Step {
+            step: 1,
+            steps_left: 100,
+            errors_left: 9,
+            kind: StepKind::ToolResults,
+            text: None,
+            outcomes: vec![Outcome {
+                call: Call::new("c", "t", "{}"),
+                content: "{}".into(),
+                error: false,
+                blocked: false,
+            }],
+        };
         assert!(check(&mut s, &ok).is_empty());
         assert!(check(&mut s, &agent("same")).is_empty());
         assert_eq!(check(&mut s, &agent("same")).len(), 1);

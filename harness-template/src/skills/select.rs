@@ -37,10 +37,16 @@ mod tests {
 
     #[test]
     fn picks_at_most_two_relevant_skills() {
-        let g = select("retail", "Hi. I want to exchange the keyboard of my order #W1 for a different color.");
+        let g = select(
+            "retail",
+            "Hi. I want to exchange the keyboard of my order #W1 for a different color.",
+        );
         assert!(!g.is_empty() && g.len() <= 2, "{g:?}");
         assert_eq!(g[0].title, "Exchange or modify items in one call");
-        let g = select("airline", "Hi, I want to cancel my reservation, the flight was delayed.");
+        let g = select(
+            "airline",
+            "Hi, I want to cancel my reservation, the flight was delayed.",
+        );
         assert!(g.iter().any(|g| g.title == "Cancel a reservation"), "{g:?}");
         assert!(select("retail", "Hello there.").is_empty());
         assert!(select("telecom", "I want to cancel my order").is_empty());

@@ -16,7 +16,10 @@ pub fn check(tool: &str, args: &Map<String, Value>, cx: &mut Cx) -> Verdict {
     let Some(id) = str_of(args.get("reservation_id")) else {
         return Verdict::Pass;
     };
-    let (Some(total), Some(nonfree)) = (int(args.get("total_baggages")), int(args.get("nonfree_baggages"))) else {
+    let (Some(total), Some(nonfree)) = (
+        int(args.get("total_baggages")),
+        int(args.get("nonfree_baggages")),
+    ) else {
         return Verdict::Pass;
     };
     let values = |current: i64| {
@@ -34,7 +37,9 @@ pub fn check(tool: &str, args: &Map<String, Value>, cx: &mut Cx) -> Verdict {
     let Some(r) = reservation(cx, id) else {
         return Verdict::Pass;
     };
-    let (Some(current), Some(current_nonfree)) = (int(r.get("total_baggages")), int(r.get("nonfree_baggages"))) else {
+    let (Some(current), Some(current_nonfree)) =
+        (int(r.get("total_baggages")), int(r.get("nonfree_baggages")))
+    else {
         return Verdict::Pass;
     };
     if total < current {
@@ -60,9 +65,15 @@ mod tests {
             json!({"user_id": "u1", "cabin": "economy", "passengers": [{}],
                    "total_baggages": 2, "nonfree_baggages": 1}),
         );
-        run(check, &mut v, "update_reservation_baggages",
+        run(
+            check,
+            &mut v,
+            "update_reservation_baggages",
             json!({"reservation_id": "R1", "total_baggages": total, "nonfree_baggages": nonfree,
-                   "payment_id": "credit_card_1"}), None, &[])
+                   "payment_id": "credit_card_1"}),
+            None,
+            &[],
+        )
     }
 
     #[test]
@@ -70,7 +81,10 @@ mod tests {
         assert_eq!(update(2, 1), Verdict::Pass);
         assert_eq!(update(4, 3), Verdict::Pass);
         let v = update(1, 1);
-        assert!(is_block(&v) && text(&v).contains("has 2 bag(s) and the call sets 1"), "{v:?}");
+        assert!(
+            is_block(&v) && text(&v).contains("has 2 bag(s) and the call sets 1"),
+            "{v:?}"
+        );
         assert!(is_block(&update(3, 0)));
         assert!(is_block(&update(3, 4)));
     }

@@ -42,7 +42,10 @@ pub fn check(tool: &str, args: &Map<String, Value>, cx: &mut Cx) -> Verdict {
             })
             .collect();
         if !flown.is_empty() {
-            return Verdict::Block(say("cabin_change_flown", &[rid, ("flights", flown.join(", "))]));
+            return Verdict::Block(say(
+                "cabin_change_flown",
+                &[rid, ("flights", flown.join(", "))],
+            ));
         }
     }
     Verdict::Pass
@@ -63,7 +66,11 @@ mod tests {
                 json!({"reservation_id": "R1", "cabin": cabin,
                        "flights": [{"flight_number": "HAT001", "date": "2024-05-20"}]}),
             )
-            .on("get_flight_status", json!({"flight_number": "HAT001", "date": "2024-05-20"}), "available")
+            .on(
+                "get_flight_status",
+                json!({"flight_number": "HAT001", "date": "2024-05-20"}),
+                "available",
+            )
     }
 
     fn update(v: &mut MockView, cabin: &str, flight: &str) -> Verdict {
@@ -80,9 +87,19 @@ mod tests {
 
     #[test]
     fn basic_economy_flights_cannot_change_but_cabin_can() {
-        assert!(is_block(&update(&mut view("basic_economy"), "basic_economy", "HAT002")));
-        assert_eq!(update(&mut view("basic_economy"), "economy", "HAT001"), Verdict::Pass);
-        assert_eq!(update(&mut view("economy"), "economy", "HAT002"), Verdict::Pass);
+        assert!(is_block(&update(
+            &mut view("basic_economy"),
+            "basic_economy",
+            "HAT002"
+        )));
+        assert_eq!(
+            update(&mut view("basic_economy"), "economy", "HAT001"),
+            Verdict::Pass
+        );
+        assert_eq!(
+            update(&mut view("economy"), "economy", "HAT002"),
+            Verdict::Pass
+        );
     }
 
     #[test]
@@ -94,7 +111,11 @@ mod tests {
                 json!({"reservation_id": "R1", "cabin": "economy",
                        "flights": [{"flight_number": "HAT001", "date": "2024-05-20"}]}),
             )
-            .on("get_flight_status", json!({"flight_number": "HAT001", "date": "2024-05-20"}), "landed");
+            .on(
+                "get_flight_status",
+                json!({"flight_number": "HAT001", "date": "2024-05-20"}),
+                "landed",
+            );
         assert!(is_block(&update(&mut v, "business", "HAT001")));
     }
 }

@@ -12,16 +12,26 @@ pub fn check(tool: &str, args: &Map<String, Value>, cx: &mut Cx) -> Verdict {
     if tool != "book_reservation" {
         return Verdict::Pass;
     }
-    let (Some(user_id), Some(cabin)) = (str_of(args.get("user_id")), str_of(args.get("cabin"))) else {
+    let (Some(user_id), Some(cabin)) = (str_of(args.get("user_id")), str_of(args.get("cabin")))
+    else {
         return Verdict::Pass;
     };
-    let (Some(total), Some(given)) = (int(args.get("total_baggages")), int(args.get("nonfree_baggages"))) else {
+    let (Some(total), Some(given)) = (
+        int(args.get("total_baggages")),
+        int(args.get("nonfree_baggages")),
+    ) else {
         return Verdict::Pass;
     };
-    let Some(passengers) = args.get("passengers").and_then(Value::as_array).map(Vec::len) else {
+    let Some(passengers) = args
+        .get("passengers")
+        .and_then(Value::as_array)
+        .map(Vec::len)
+    else {
         return Verdict::Pass;
     };
-    let Some(membership) = user(cx, user_id).and_then(|u| str_of(u.get("membership")).map(str::to_string)) else {
+    let Some(membership) =
+        user(cx, user_id).and_then(|u| str_of(u.get("membership")).map(str::to_string))
+    else {
         return Verdict::Pass;
     };
     let Some(free) = free_bags(&membership, cabin) else {
@@ -60,9 +70,15 @@ mod tests {
             json!({"user_id": "u1"}),
             json!({"membership": membership}),
         );
-        run(check, &mut v, "book_reservation",
+        run(
+            check,
+            &mut v,
+            "book_reservation",
             json!({"user_id": "u1", "cabin": cabin, "passengers": [{}, {}],
-                   "total_baggages": total, "nonfree_baggages": nonfree}), None, &[])
+                   "total_baggages": total, "nonfree_baggages": nonfree}),
+            None,
+            &[],
+        )
     }
 
     #[test]
@@ -71,7 +87,10 @@ mod tests {
         assert_eq!(book("gold", "business", 3, 0), Verdict::Pass);
         assert_eq!(book("regular", "basic_economy", 1, 1), Verdict::Pass);
         let v = book("silver", "economy", 4, 2);
-        assert!(is_block(&v) && text(&v).contains("should be 0, not 2"), "{v:?}");
+        assert!(
+            is_block(&v) && text(&v).contains("should be 0, not 2"),
+            "{v:?}"
+        );
         assert!(is_block(&book("regular", "economy", 3, 0)));
     }
 }

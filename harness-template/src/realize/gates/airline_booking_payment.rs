@@ -26,7 +26,10 @@ pub fn check(tool: &str, args: &Map<String, Value>, cx: &mut Cx) -> Verdict {
     let Some(payments) = args.get("payment_methods").and_then(Value::as_array) else {
         return Verdict::Pass;
     };
-    let methods = profile.get("payment_methods").cloned().unwrap_or(Value::Null);
+    let methods = profile
+        .get("payment_methods")
+        .cloned()
+        .unwrap_or(Value::Null);
     let mut explain = Vec::new();
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     let mut paid = 0.0;
@@ -35,7 +38,10 @@ pub fn check(tool: &str, args: &Map<String, Value>, cx: &mut Cx) -> Verdict {
         let amount = num(p.get("amount")).unwrap_or(0.0);
         paid += amount;
         let Some(method) = methods.get(pid) else {
-            explain.push(say("payment_not_in_profile", &[("payment_id", pid.to_string())]));
+            explain.push(say(
+                "payment_not_in_profile",
+                &[("payment_id", pid.to_string())],
+            ));
             continue;
         };
         let source = str_of(method.get("source")).unwrap_or("");
@@ -125,13 +131,18 @@ fn total_price(args: &Map<String, Value>, cx: &mut Cx) -> Option<(f64, String)> 
     } else {
         0.0
     };
-    let bags = int(args.get("nonfree_baggages")).unwrap_or(0) as f64 * AIRLINE_POLICY.bag_fee as f64;
+    let bags =
+        int(args.get("nonfree_baggages")).unwrap_or(0) as f64 * AIRLINE_POLICY.bag_fee as f64;
     let fares: f64 = prices.iter().sum::<f64>() * passengers;
     let total = fares + insurance + bags;
     let breakdown = format!(
         "{} passenger(s) x ({}) = {}, insurance {}, non-free bags {}",
         passengers,
-        prices.iter().map(|p| dollars(*p)).collect::<Vec<_>>().join(" + "),
+        prices
+            .iter()
+            .map(|p| dollars(*p))
+            .collect::<Vec<_>>()
+            .join(" + "),
         dollars(fares),
         dollars(insurance),
         dollars(bags)
@@ -173,28 +184,74 @@ mod tests {
 
     #[test]
     fn a_correct_split_passes() {
-        let v = run(check, &mut view(), "book_reservation",
-            book(json!([{"payment_id": "gift_card_1", "amount": 100}, {"payment_id": "credit_card_1", "amount": 130}])), None, &[]);
+        let v = run(
+            check,
+            &mut view(),
+            "book_reservation",
+            book(
+                json!([{"payment_id": "gift_card_1", "amount": 100}, {"payment_id": "credit_card_1", "amount": 130}]),
+            ),
+            None,
+            &[],
+        );
         assert_eq!(v, Verdict::Pass);
     }
 
     #[test]
     fn two_credit_cards_are_blocked() {
-        let v = run(check, &mut view(), "book_reservation",
-            book(json!([{"payment_id": "credit_card_2", "amount": 100}, {"payment_id": "credit_card_1", "amount": 130}])), None, &[]);
-        assert!(is_block(&v) && text(&v).contains("at most 1 credit card"), "{v:?}");
+        let v = run(
+            check,
+            &mut view(),
+            "book_reservation",
+            book(
+                json!([{"payment_id": "credit_card_2", "amount": 100}, {"payment_id": "credit_card_1", "amount": 130}]),
+            ),
+            None,
+            &[],
+        );
+        assert!(
+            is_block(&v) && text(&v).contains("at most 1 credit card"),
+            "{v:?}"
+        );
     }
 
     #[test]
     fn wrong_totals_and_balances_are_explained() {
-        let v = run(check, &mut view(), "book_reservation",
-            book(json!([{"payment_id": "credit_card_1", "amount": 229}])), None, &[]);
-        assert!(is_explain(&v) && text(&v).contains("add up to $229, but the booking costs $230"), "{v:?}");
-        let v = run(check, &mut view(), "book_reservation",
-            book(json!([{"payment_id": "gift_card_1", "amount": 230}])), None, &[]);
-        assert!(is_explain(&v) && text(&v).contains("balance of $100"), "{v:?}");
-        let v = run(check, &mut view(), "book_reservation",
-            book(json!([{"payment_id": "paypal_9", "amount": 230}])), None, &[]);
-        assert!(is_explain(&v) && text(&v).contains("not in the user's profile"), "{v:?}");
+        let v = run(
+            check,
+            &mut view(),
+            "book_reservation",
+            book(json!([{"payment_id": "credit_card_1", "amount": 229}])),
+            None,
+            &[],
+        );
+        assert!(
+            is_explain(&v) && text(&v).contains("add up to $229, but the booking costs $230"),
+            "{v:?}"
+        );
+        let v = run(
+            check,
+            &mut view(),
+            "book_reservation",
+            book(json!([{"payment_id": "gift_card_1", "amount": 230}])),
+            None,
+            &[],
+        );
+        assert!(
+            is_explain(&v) && text(&v).contains("balance of $100"),
+            "{v:?}"
+        );
+        let v = run(
+            check,
+            &mut view(),
+            "book_reservation",
+            book(json!([{"payment_id": "paypal_9", "amount": 230}])),
+            None,
+            &[],
+        );
+        assert!(
+            is_explain(&v) && text(&v).contains("not in the user's profile"),
+            "{v:?}"
+        );
     }
 }

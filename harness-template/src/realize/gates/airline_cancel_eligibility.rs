@@ -64,7 +64,10 @@ pub fn check(tool: &str, args: &Map<String, Value>, cx: &mut Cx) -> Verdict {
         format!("business cabin: not met (cabin {cabin})"),
         "travel insurance (health or weather reasons): not met (no insurance)".to_string(),
     ];
-    Verdict::Block(say("cancel_not_eligible", &[rid, ("checks", checks.join("; "))]))
+    Verdict::Block(say(
+        "cancel_not_eligible",
+        &[rid, ("checks", checks.join("; "))],
+    ))
 }
 
 #[cfg(test)]
@@ -84,7 +87,11 @@ mod tests {
                        "created_at": created, "status": null,
                        "flights": [{"flight_number": "HAT001", "date": "2024-05-20"}]}),
             )
-            .on("get_flight_status", json!({"flight_number": "HAT001", "date": "2024-05-20"}), status)
+            .on(
+                "get_flight_status",
+                json!({"flight_number": "HAT001", "date": "2024-05-20"}),
+                status,
+            )
     }
 
     fn verdict(v: &mut MockView) -> Verdict {
@@ -100,7 +107,12 @@ mod tests {
 
     #[test]
     fn blocks_an_ineligible_cancellation_listing_each_condition() {
-        let v = verdict(&mut view("economy", "no", "2024-05-01T10:00:00", "available"));
+        let v = verdict(&mut view(
+            "economy",
+            "no",
+            "2024-05-01T10:00:00",
+            "available",
+        ));
         assert!(is_block(&v), "{v:?}");
         let t = text(&v);
         assert!(t.contains("not met (booked 2024-05-01T10:00:00)"), "{t}");

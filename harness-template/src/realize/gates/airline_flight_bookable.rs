@@ -62,11 +62,20 @@ mod tests {
             );
         let book = |f: &str| json!({"flights": [{"flight_number": f, "date": "2024-05-20"}]});
         let r = run(check, &mut v, "book_reservation", book("HAT001"), None, &[]);
-        assert!(is_explain(&r) && text(&r).contains("HAT001 on 2024-05-20 is 'delayed'"), "{r:?}");
-        assert_eq!(run(check, &mut v, "book_reservation", book("HAT002"), None, &[]), Verdict::Pass);
+        assert!(
+            is_explain(&r) && text(&r).contains("HAT001 on 2024-05-20 is 'delayed'"),
+            "{r:?}"
+        );
+        assert_eq!(
+            run(check, &mut v, "book_reservation", book("HAT002"), None, &[]),
+            Verdict::Pass
+        );
         // A delayed segment kept in the same cabin is fine.
         let keep = json!({"reservation_id": "R1", "cabin": "economy",
             "flights": [{"flight_number": "HAT001", "date": "2024-05-20"}]});
-        assert_eq!(run(check, &mut v, "update_reservation_flights", keep, None, &[]), Verdict::Pass);
+        assert_eq!(
+            run(check, &mut v, "update_reservation_flights", keep, None, &[]),
+            Verdict::Pass
+        );
     }
 }

@@ -49,19 +49,40 @@ mod tests {
 
     #[test]
     fn limits_and_fixed_count() {
-        let six: Vec<Value> = (0..6).map(|i| json!({"first_name": format!("P{i}")})).collect();
-        let v = run(check, &mut MockView::new(), "book_reservation", json!({"passengers": six}), None, &[]);
+        let six: Vec<Value> = (0..6)
+            .map(|i| json!({"first_name": format!("P{i}")}))
+            .collect();
+        let v = run(
+            check,
+            &mut MockView::new(),
+            "book_reservation",
+            json!({"passengers": six}),
+            None,
+            &[],
+        );
         assert!(is_block(&v));
         let mut view = MockView::new().on_json(
             "get_reservation_details",
             json!({"reservation_id": "R1"}),
             json!({"passengers": [{}, {}]}),
         );
-        let v = run(check, &mut view, "update_reservation_passengers",
-            json!({"reservation_id": "R1", "passengers": [{}]}), None, &[]);
+        let v = run(
+            check,
+            &mut view,
+            "update_reservation_passengers",
+            json!({"reservation_id": "R1", "passengers": [{}]}),
+            None,
+            &[],
+        );
         assert!(is_explain(&v));
-        let v = run(check, &mut view, "update_reservation_passengers",
-            json!({"reservation_id": "R1", "passengers": [{}, {}]}), None, &[]);
+        let v = run(
+            check,
+            &mut view,
+            "update_reservation_passengers",
+            json!({"reservation_id": "R1", "passengers": [{}, {}]}),
+            None,
+            &[],
+        );
         assert_eq!(v, Verdict::Pass);
     }
 }

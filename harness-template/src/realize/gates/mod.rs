@@ -55,18 +55,54 @@ pub type GateFn = fn(&str, &Map<String, Value>, &mut Cx) -> Verdict;
 /// Every gate: (name in `tables::GATES`, domain, function). Order matters
 /// only for which block message wins.
 pub static ALL: &[(&str, &str, GateFn)] = &[
-    ("airline_cancel_eligibility", "airline", airline_cancel_eligibility::check),
-    ("airline_basic_economy_change", "airline", airline_basic_economy_change::check),
-    ("airline_passenger_count", "airline", airline_passenger_count::check),
-    ("airline_booking_payment", "airline", airline_booking_payment::check),
-    ("airline_booking_baggage", "airline", airline_booking_baggage::check),
-    ("airline_baggage_update", "airline", airline_baggage_update::check),
-    ("airline_flight_bookable", "airline", airline_flight_bookable::check),
-    ("airline_update_payment", "airline", airline_update_payment::check),
+    (
+        "airline_cancel_eligibility",
+        "airline",
+        airline_cancel_eligibility::check,
+    ),
+    (
+        "airline_basic_economy_change",
+        "airline",
+        airline_basic_economy_change::check,
+    ),
+    (
+        "airline_passenger_count",
+        "airline",
+        airline_passenger_count::check,
+    ),
+    (
+        "airline_booking_payment",
+        "airline",
+        airline_booking_payment::check,
+    ),
+    (
+        "airline_booking_baggage",
+        "airline",
+        airline_booking_baggage::check,
+    ),
+    (
+        "airline_baggage_update",
+        "airline",
+        airline_baggage_update::check,
+    ),
+    (
+        "airline_flight_bookable",
+        "airline",
+        airline_flight_bookable::check,
+    ),
+    (
+        "airline_update_payment",
+        "airline",
+        airline_update_payment::check,
+    ),
     ("retail_order_owner", "retail", retail_order_owner::check),
     ("retail_order_status", "retail", retail_order_status::check),
     ("retail_order_items", "retail", retail_order_items::check),
-    ("retail_payment_method", "retail", retail_payment_method::check),
+    (
+        "retail_payment_method",
+        "retail",
+        retail_payment_method::check,
+    ),
 ];
 
 /// Whether a gate is switched on (gates missing from the table are on).

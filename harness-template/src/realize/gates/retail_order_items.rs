@@ -12,7 +12,9 @@ use crate::text::{say, str_list, str_of};
 pub fn check(tool: &str, args: &Map<String, Value>, cx: &mut Cx) -> Verdict {
     if !matches!(
         tool,
-        "exchange_delivered_order_items" | "modify_pending_order_items" | "return_delivered_order_items"
+        "exchange_delivered_order_items"
+            | "modify_pending_order_items"
+            | "return_delivered_order_items"
     ) {
         return Verdict::Pass;
     }
@@ -113,16 +115,28 @@ mod tests {
     }
 
     fn exchange(items: Value, new: Value) -> Verdict {
-        run(check, &mut view(), "exchange_delivered_order_items",
-            json!({"order_id": "#W1", "item_ids": items, "new_item_ids": new}), None, &[])
+        run(
+            check,
+            &mut view(),
+            "exchange_delivered_order_items",
+            json!({"order_id": "#W1", "item_ids": items, "new_item_ids": new}),
+            None,
+            &[],
+        )
     }
 
     #[test]
     fn items_must_belong_to_the_order_and_new_items_to_the_product() {
         assert_eq!(exchange(json!(["111"]), json!(["112"])), Verdict::Pass);
         let v = exchange(json!(["P1"]), json!(["112"]));
-        assert!(is_explain(&v) && text(&v).contains("not product ids"), "{v:?}");
-        assert!(is_explain(&exchange(json!(["111", "111"]), json!(["112", "112"]))));
+        assert!(
+            is_explain(&v) && text(&v).contains("not product ids"),
+            "{v:?}"
+        );
+        assert!(is_explain(&exchange(
+            json!(["111", "111"]),
+            json!(["112", "112"])
+        )));
         let v = exchange(json!(["111"]), json!(["113"]));
         assert!(text(&v).contains("not available"), "{v:?}");
         let v = exchange(json!(["111"]), json!(["999"]));

@@ -24,10 +24,11 @@ pub fn check(tool: &str, args: &Map<String, Value>, cx: &mut Cx) -> Verdict {
     let Some(id) = str_of(args.get("order_id")) else {
         return Verdict::Pass;
     };
-    let Some(owner) = order(cx, id).and_then(|o| str_of(o.get("user_id")).map(str::to_string)) else {
+    let Some(owner) = order(cx, id).and_then(|o| str_of(o.get("user_id")).map(str::to_string))
+    else {
         return Verdict::Pass;
     };
-    if cx.authenticated.iter().any(|u| *u == owner) {
+    if cx.authenticated.contains(&owner) {
         return Verdict::Pass;
     }
     Verdict::Block(say(
@@ -55,9 +56,29 @@ mod tests {
             json!({"user_id": "alice_1"}),
         );
         let args = json!({"order_id": "#W1", "reason": "ordered by mistake"});
-        assert_eq!(run(check, &mut v, "cancel_pending_order", args.clone(), None, &["alice_1".into()]), Verdict::Pass);
-        assert!(is_block(&run(check, &mut v, "cancel_pending_order", args.clone(), None, &["bob_2".into()])));
+        assert_eq!(
+            run(
+                check,
+                &mut v,
+                "cancel_pending_order",
+                args.clone(),
+                None,
+                &["alice_1".into()]
+            ),
+            Verdict::Pass
+        );
+        assert!(is_block(&run(
+            check,
+            &mut v,
+            "cancel_pending_order",
+            args.clone(),
+            None,
+            &["bob_2".into()]
+        )));
         // Nobody authenticated yet: nothing to compare with.
-        assert_eq!(run(check, &mut v, "cancel_pending_order", args, None, &[]), Verdict::Pass);
+        assert_eq!(
+            run(check, &mut v, "cancel_pending_order", args, None, &[]),
+            Verdict::Pass
+        );
     }
 }

@@ -80,15 +80,30 @@ mod tests {
 
     #[test]
     fn status_rules() {
-        assert_eq!(with_status("pending", "cancel_pending_order"), Verdict::Pass);
-        assert_eq!(with_status("delivered", "return_delivered_order_items"), Verdict::Pass);
+        assert_eq!(
+            with_status("pending", "cancel_pending_order"),
+            Verdict::Pass
+        );
+        assert_eq!(
+            with_status("delivered", "return_delivered_order_items"),
+            Verdict::Pass
+        );
         let v = with_status("pending", "exchange_delivered_order_items");
-        assert!(is_explain(&v) && text(&v).contains("modify_pending_order_items"), "{v:?}");
+        assert!(
+            is_explain(&v) && text(&v).contains("modify_pending_order_items"),
+            "{v:?}"
+        );
         let v = with_status("processed", "cancel_pending_order");
-        assert!(is_explain(&v) && text(&v).contains("status 'processed'"), "{v:?}");
+        assert!(
+            is_explain(&v) && text(&v).contains("status 'processed'"),
+            "{v:?}"
+        );
         let v = with_status("pending (item modified)", "modify_pending_order_address");
         assert!(is_block(&v) && text(&v).contains("not allow"), "{v:?}");
-        assert!(is_explain(&with_status("pending (item modified)", "cancel_pending_order")));
+        assert!(is_explain(&with_status(
+            "pending (item modified)",
+            "cancel_pending_order"
+        )));
         assert_eq!(with_status("x", "get_order_details"), Verdict::Pass);
     }
 }

@@ -18,7 +18,10 @@ pub fn check(tool: &str, args: &Map<String, Value>, cx: &mut Cx) -> Verdict {
     ) {
         return Verdict::Pass;
     }
-    let (Some(id), Some(pid)) = (str_of(args.get("order_id")), str_of(args.get("payment_method_id"))) else {
+    let (Some(id), Some(pid)) = (
+        str_of(args.get("order_id")),
+        str_of(args.get("payment_method_id")),
+    ) else {
         return Verdict::Pass;
     };
     let Some(o) = order(cx, id) else {
@@ -55,17 +58,25 @@ pub fn check(tool: &str, args: &Map<String, Value>, cx: &mut Cx) -> Verdict {
         }
         _ => {
             // Price difference of the exchange / modification.
-            let items = o.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+            let items = o
+                .get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             let mut diff = 0.0;
-            for (old, new) in str_list(args.get("item_ids")).iter().zip(str_list(args.get("new_item_ids")).iter()) {
-                let Some(item) = items.iter().find(|i| str_of(i.get("item_id")) == Some(old)) else {
+            for (old, new) in str_list(args.get("item_ids"))
+                .iter()
+                .zip(str_list(args.get("new_item_ids")).iter())
+            {
+                let Some(item) = items.iter().find(|i| str_of(i.get("item_id")) == Some(old))
+                else {
                     return Verdict::Pass;
                 };
                 let Some(pid_) = str_of(item.get("product_id")) else {
                     return Verdict::Pass;
                 };
-                let new_price = product(cx, pid_)
-                    .and_then(|p| num(p.get("variants")?.get(new)?.get("price")));
+                let new_price =
+                    product(cx, pid_).and_then(|p| num(p.get("variants")?.get(new)?.get("price")));
                 let (Some(new_price), Some(old_price)) = (new_price, num(item.get("price"))) else {
                     return Verdict::Pass;
                 };
@@ -111,14 +122,66 @@ mod tests {
 
     #[test]
     fn refunds_and_gift_card_balances() {
-        let ret = |pid: &str| json!({"order_id": "#W1", "item_ids": ["111"], "payment_method_id": pid});
-        assert_eq!(run(check, &mut view(), "return_delivered_order_items", ret("credit_card_1"), None, &[]), Verdict::Pass);
-        assert_eq!(run(check, &mut view(), "return_delivered_order_items", ret("gift_card_1"), None, &[]), Verdict::Pass);
-        assert!(is_explain(&run(check, &mut view(), "return_delivered_order_items", ret("paypal_1"), None, &[])));
+        let ret =
+            |pid: &str| json!({"order_id": "#W1", "item_ids": ["111"], "payment_method_id": pid});
+        assert_eq!(
+            run(
+                check,
+                &mut view(),
+                "return_delivered_order_items",
+                ret("credit_card_1"),
+                None,
+                &[]
+            ),
+            Verdict::Pass
+        );
+        assert_eq!(
+            run(
+                check,
+                &mut view(),
+                "return_delivered_order_items",
+                ret("gift_card_1"),
+                None,
+                &[]
+            ),
+            Verdict::Pass
+        );
+        assert!(is_explain(&run(
+            check,
+            &mut view(),
+            "return_delivered_order_items",
+            ret("paypal_1"),
+            None,
+            &[]
+        )));
         let ex = |new: &str| json!({"order_id": "#W1", "item_ids": ["111"], "new_item_ids": [new], "payment_method_id": "gift_card_1"});
-        assert!(is_explain(&run(check, &mut view(), "exchange_delivered_order_items", ex("112"), None, &[])));
-        assert_eq!(run(check, &mut view(), "exchange_delivered_order_items", ex("113"), None, &[]), Verdict::Pass);
+        assert!(is_explain(&run(
+            check,
+            &mut view(),
+            "exchange_delivered_order_items",
+            ex("112"),
+            None,
+            &[]
+        )));
+        assert_eq!(
+            run(
+                check,
+                &mut view(),
+                "exchange_delivered_order_items",
+                ex("113"),
+                None,
+                &[]
+            ),
+            Verdict::Pass
+        );
         let pay = json!({"order_id": "#W1", "payment_method_id": "gift_card_1"});
-        assert!(is_explain(&run(check, &mut view(), "modify_pending_order_payment", pay, None, &[])));
+        assert!(is_explain(&run(
+            check,
+            &mut view(),
+            "modify_pending_order_payment",
+            pay,
+            None,
+            &[]
+        )));
     }
 }
