@@ -242,7 +242,7 @@ pub static REGULATION: Regulation = Regulation {
             arg: "exchange_id".into(),
         };
         assert_eq!(apply_to_text(&mut t, &hash, "retail"), Ok(true));
-        assert!(t.contains("}],") == false);
+        assert!(!t.contains("}],"));
         assert!(t.contains("prefix: \"#\",\n},\n    IdPrefix { domain: \"retail\", arg: \"exchange_id\", prefix: \"#\" },\n];"), "{t}");
         let num = RuleEdit::NumericArg {
             arg: "amount".into(),
