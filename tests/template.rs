@@ -10,45 +10,16 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use ecdysis_host::agent::{SharedEnv, SharedEnvView};
 use ecdysis_host::doctor;
-use ecdysis_host::env::{self, Domain, Environment};
+use ecdysis_host::env::{self, Domain};
 use ecdysis_host::model::ScriptedUser;
 use ecdysis_host::sandbox::{
-    ActionDecision, AgentAction, ContractInput, EpisodeInfo, LoadedHarness, ReadOnlyEnv,
-    Regulation, Sandbox, StepKind, StepReport, TaskView, ToolCall, ToolOutcome, ToolSpec,
-    ViewOutput,
+    ActionDecision, AgentAction, ContractInput, EpisodeInfo, LoadedHarness, Regulation, Sandbox,
+    StepKind, StepReport, TaskView, ToolCall, ToolOutcome, ToolSpec,
 };
-
-type SharedEnv = Arc<Mutex<Box<dyn Environment>>>;
-
-/// The harness's read-only face of the environment the test mutates (as
-/// the agent loop's own view does).
-struct View {
-    env: SharedEnv,
-    mutates: BTreeMap<String, bool>,
-}
-
-impl ReadOnlyEnv for View {
-    fn tool_mutates(&self, name: &str) -> Option<bool> {
-        self.mutates.get(name).copied()
-    }
-
-    fn call_read_only(
-        &mut self,
-        name: &str,
-        arguments: &serde_json::Map<String, serde_json::Value>,
-    ) -> ViewOutput {
-        let mut env = self.env.lock().unwrap_or_else(|p| p.into_inner());
-        let out = env.call(name, &serde_json::Value::Object(arguments.clone()));
-        ViewOutput {
-            content: out.content,
-            error: out.error,
-        }
-    }
-}
 
 fn harness() -> LoadedHarness {
     let bytes = support::guest("harness-template", None);
@@ -87,10 +58,10 @@ fn replay_task(h: &LoadedHarness, domain: &dyn Domain, task_id: &str, out: &mut 
     let tools = wit_tools(domain);
     let env: SharedEnv = Arc::new(Mutex::new(domain.new_env()));
     let mut gold_env = domain.new_env();
-    let view = View {
-        env: env.clone(),
-        mutates: tools.iter().map(|t| (t.name.clone(), t.mutates)).collect(),
-    };
+    let view = SharedEnvView::new(
+        env.clone(),
+        tools.iter().map(|t| (t.name.clone(), t.mutates)),
+    );
     let info = EpisodeInfo {
         domain: domain.name().to_string(),
         max_steps: env::DEFAULT_MAX_STEPS,
@@ -252,10 +223,10 @@ fn slips_are_repaired_and_violations_blocked_on_real_state() {
     let retail = env::open("tau2/retail", &data).unwrap_or_else(|e| panic!("{e}"));
     let tools = wit_tools(&*retail);
     let shared: SharedEnv = Arc::new(Mutex::new(retail.new_env()));
-    let view = View {
-        env: shared.clone(),
-        mutates: tools.iter().map(|t| (t.name.clone(), t.mutates)).collect(),
-    };
+    let view = SharedEnvView::new(
+        shared.clone(),
+        tools.iter().map(|t| (t.name.clone(), t.mutates)),
+    );
     let info = EpisodeInfo {
         domain: "tau2/retail".into(),
         max_steps: 200,

@@ -16,18 +16,19 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::env::{Domain, Environment, TaskView};
+use crate::env::{Domain, TaskView};
 use crate::model::{
     ChatMessage, ChatModel, ChatRequest, FunctionTool, ModelError, SamplingArgs,
     ToolCall as ModelCall,
 };
 use crate::sandbox::{
     self, ActionDecision, AgentAction, ContractInput, EpisodeInfo, FailurePolicy, LoadedHarness,
-    ReadOnlyEnv, Regulation, StepKind, StepReport, ViewOutput,
+    Regulation, StepKind, StepReport,
 };
 
 use super::record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage};
 use super::session::{HarnessSession, HookOutcome};
+use super::view::{SharedEnv, SharedEnvView};
 use crate::model::user::{UserSimError, UserSimulator, UserTurn, Utterance};
 
 /// The token an agent writes to end the conversation.
@@ -49,34 +50,6 @@ pub struct EpisodeSetup {
     pub max_steps: u32,
     pub max_errors: u32,
     pub sampling: SamplingArgs,
-}
-
-/// The environment shared between the loop (which mutates it) and the
-/// harness's read-only view.
-type SharedEnv = Arc<Mutex<Box<dyn Environment>>>;
-
-struct EnvView {
-    env: SharedEnv,
-    mutates: std::collections::BTreeMap<String, bool>,
-}
-
-impl ReadOnlyEnv for EnvView {
-    fn tool_mutates(&self, name: &str) -> Option<bool> {
-        self.mutates.get(name).copied()
-    }
-
-    fn call_read_only(
-        &mut self,
-        name: &str,
-        arguments: &serde_json::Map<String, serde_json::Value>,
-    ) -> ViewOutput {
-        let mut env = self.env.lock().unwrap_or_else(|p| p.into_inner());
-        let out = env.call(name, &serde_json::Value::Object(arguments.clone()));
-        ViewOutput {
-            content: out.content,
-            error: out.error,
-        }
-    }
 }
 
 fn to_wit_spec(t: &crate::env::ToolSpec) -> sandbox::ToolSpec {
@@ -167,13 +140,10 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
     let session = match &setup.harness {
         None => HarnessSession::none(),
         Some(h) => {
-            let view = EnvView {
-                env: env.clone(),
-                mutates: env_tools
-                    .iter()
-                    .map(|t| (t.name.clone(), t.mutates))
-                    .collect(),
-            };
+            let view = SharedEnvView::new(
+                env.clone(),
+                env_tools.iter().map(|t| (t.name.clone(), t.mutates)),
+            );
             let (session, outcome) = HarnessSession::start(
                 h,
                 info,

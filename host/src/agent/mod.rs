@@ -4,7 +4,9 @@
 mod episode;
 mod record;
 mod session;
+mod view;
 
 pub use episode::{AGENT_STOP, EpisodeSetup, run_episode};
 pub use record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage};
 pub use session::{HarnessSession, HookFailure, HookOutcome, HookRecord};
+pub use view::{SharedEnv, SharedEnvView};

@@ -5,11 +5,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::agent::{Entry, EpisodeRecord};
-use crate::env::{Domain, Environment};
+use crate::agent::{Entry, EpisodeRecord, SharedEnv, SharedEnvView};
+use crate::env::Domain;
 use crate::sandbox::{
-    ActionDecision, AgentAction, ContractInput, EpisodeInfo, LoadedHarness, ReadOnlyEnv, ToolCall,
-    ToolSpec, ViewOutput,
+    ActionDecision, AgentAction, ContractInput, EpisodeInfo, LoadedHarness, ToolCall, ToolSpec,
 };
 
 /// A call the candidate would block although it succeeded before.
@@ -20,29 +19,6 @@ pub struct ScreenHit {
     pub tool: String,
     pub arguments: String,
     pub feedback: String,
-}
-
-struct View(Arc<Mutex<Box<dyn Environment>>>, Vec<(String, bool)>);
-
-impl ReadOnlyEnv for View {
-    fn tool_mutates(&self, name: &str) -> Option<bool> {
-        self.1.iter().find(|(n, _)| n == name).map(|(_, m)| *m)
-    }
-    fn call_read_only(
-        &mut self,
-        name: &str,
-        arguments: &serde_json::Map<String, serde_json::Value>,
-    ) -> ViewOutput {
-        let out = self
-            .0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .call(name, &serde_json::Value::Object(arguments.clone()));
-        ViewOutput {
-            content: out.content,
-            error: out.error,
-        }
-    }
 }
 
 /// Screen `candidate` against `records`; returns the calls it would wrongly
@@ -65,7 +41,7 @@ pub fn screen(
     let flags: Vec<(String, bool)> = tools.iter().map(|t| (t.name.clone(), t.mutates)).collect();
     let mut hits = Vec::new();
     for r in records {
-        let env: Arc<Mutex<Box<dyn Environment>>> = Arc::new(Mutex::new(domain.new_env()));
+        let env: SharedEnv = Arc::new(Mutex::new(domain.new_env()));
         let info = EpisodeInfo {
             domain: domain.name().to_string(),
             max_steps: crate::env::DEFAULT_MAX_STEPS,
@@ -81,7 +57,7 @@ pub fn screen(
         let mut ep = match candidate.start_episode(
             &info,
             &tools,
-            Box::new(View(env.clone(), flags.clone())),
+            Box::new(SharedEnvView::new(env.clone(), flags.clone())),
         ) {
             Ok(ep) => ep,
             Err(e) => {
