@@ -6,10 +6,11 @@ mod support;
 
 use std::time::Duration;
 
+use ecdysis_host::agent::{HarnessSession, HookOutcome};
 use ecdysis_host::doctor;
 use ecdysis_host::sandbox::{
-    ActionDecision, AgentAction, EpisodeInfo, FailurePolicy, HookResolution, Limits, LoadedHarness,
-    Sandbox, SandboxError, StaticEnv, ToolCall, Violation,
+    ActionDecision, AgentAction, Allocation, EpisodeInfo, FailurePolicy, HookResolution, Limits,
+    LoadedHarness, Sandbox, SandboxError, StaticEnv, ToolCall, Violation,
 };
 
 fn info() -> EpisodeInfo {
@@ -80,8 +81,11 @@ fn positive_control(sandbox: &Sandbox) {
 }
 
 fn attack(feature: &str, limits: Limits) -> SandboxError {
-    let sandbox = Sandbox::new(limits).expect("engine");
-    let hostile = load(&sandbox, Some(feature));
+    attack_on(&Sandbox::new(limits).expect("engine"), feature)
+}
+
+fn attack_on(sandbox: &Sandbox, feature: &str) -> SandboxError {
+    let hostile = load(sandbox, Some(feature));
     let mut ep = hostile
         .start_episode(&info(), &doctor::sample_tools(), Box::new(env()))
         .expect("constructor is harmless");
@@ -94,7 +98,7 @@ fn attack(feature: &str, limits: Limits) -> SandboxError {
         Err(SandboxError::Poisoned)
     ));
     drop(ep);
-    positive_control(&sandbox);
+    positive_control(sandbox);
     err
 }
 
@@ -322,4 +326,64 @@ fn per_harness_limits_apply_on_a_shared_engine() {
         "{err}"
     );
     positive_control(&sandbox);
+}
+
+#[test]
+fn a_pooled_engine_contains_a_memory_bomb_and_recycles_its_slot() {
+    // One slot: the positive control inside `attack_on` can only start if
+    // the bombed episode's slot was reset and returned to the pool.
+    let sandbox =
+        Sandbox::with_allocation(test_limits(), Allocation::Pooled { episodes: 1 }).unwrap();
+    let err = attack_on(&sandbox, "memory-bomb");
+    assert!(matches!(err, SandboxError::MemoryLimit { .. }), "{err}");
+    let err = attack_on(&sandbox, "infinite-loop");
+    assert!(matches!(err, SandboxError::OutOfFuel { .. }), "{err}");
+}
+
+#[test]
+fn a_full_pool_is_a_capacity_error_not_a_harness_error() {
+    let sandbox =
+        Sandbox::with_allocation(Limits::default(), Allocation::Pooled { episodes: 1 }).unwrap();
+    let good = load(&sandbox, None);
+    let start = || good.start_episode(&info(), &doctor::sample_tools(), Box::new(env()));
+    let first = start().expect("the one slot is free");
+    let err = start().err().expect("a second live episode does not fit");
+    assert!(matches!(err, SandboxError::PoolExhausted { .. }), "{err}");
+    assert_eq!(err.kind(), "pool_exhausted");
+
+    // The agent loop turns it into "could not start", not a harness failure
+    // (the runner requeues the episode instead of scoring it).
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (_, outcome) = rt.block_on(HarnessSession::start(
+        &good,
+        info(),
+        doctor::sample_tools(),
+        Box::new(env()),
+        FailurePolicy::FailClosed,
+    ));
+    assert!(
+        matches!(outcome, HookOutcome::Unavailable(ref m) if !m.is_empty()),
+        "{outcome:?}"
+    );
+
+    drop(first);
+    let mut again = start().expect("the slot is free again after the drop");
+    assert!(again.realize(&proposed_call()).is_ok());
+}
+
+#[test]
+fn a_pooled_harness_cannot_raise_its_memory_above_the_slot() {
+    let sandbox =
+        Sandbox::with_allocation(test_limits(), Allocation::Pooled { episodes: 2 }).unwrap();
+    let good = load(&sandbox, None);
+    let raised = good.with_limits(Limits {
+        memory_bytes: 1 << 30,
+        ..test_limits()
+    });
+    assert_eq!(raised.limits().memory_bytes, test_limits().memory_bytes);
+    let lowered = good.with_limits(Limits {
+        memory_bytes: 8 << 20,
+        ..test_limits()
+    });
+    assert_eq!(lowered.limits().memory_bytes, 8 << 20);
 }

@@ -9,8 +9,8 @@ use wasmtime::component::Component;
 
 use crate::doctor::sample_tools;
 use crate::sandbox::{
-    ActionDecision, AgentAction, EpisodeInfo, LoadedHarness, Sandbox, SandboxError, StaticEnv,
-    ToolCall,
+    ActionDecision, AgentAction, EpisodeInfo, Limits, LoadedHarness, Sandbox, SandboxError,
+    StaticEnv, ToolCall,
 };
 
 /// Measured numbers of one bench run.
@@ -23,11 +23,20 @@ pub struct BenchReport {
     /// Median time of the same pass-through logic called natively.
     pub native_call_ns: f64,
     pub episodes: u64,
-    /// Median time of `Store::new` + `InstancePre::instantiate`.
+    /// Median time of `Store::new` + `InstancePre::instantiate` from the
+    /// pooled engine the runner uses.
     pub instantiate_only_us: f64,
-    /// Median time to start an episode: new store, instantiate via
-    /// `InstancePre`, run the constructor.
+    /// Median time to start an episode (new store, instantiate via
+    /// `InstancePre`, run the constructor) from the pooled engine.
     pub instantiate_us: f64,
+    /// The same two numbers from an on-demand engine (an `mmap` per
+    /// instance), measured interleaved with the pooled ones.
+    pub on_demand_instantiate_only_us: f64,
+    pub on_demand_instantiate_us: f64,
+    /// Median time to drop a finished episode (pooled: slot reset;
+    /// on-demand: unmap), apart from the start.
+    pub teardown_us: f64,
+    pub on_demand_teardown_us: f64,
     /// Median time to compile the component from its bytes.
     pub compile_ms: f64,
     /// Median time to load the precompiled artifact from disk.
@@ -45,12 +54,23 @@ impl BenchReport {
             self.hook_calls
         );
         s += &format!(
-            "instantiate (Store + InstancePre)  {:>10.2} us   ({} episodes, median)\n",
-            self.instantiate_only_us, self.episodes
+            "instantiate (Store + InstancePre)  {:>10.2} us   on-demand {:>7.2} us   ratio {:>5.2}x   ({} episodes each, median, pooled engine)\n",
+            self.instantiate_only_us,
+            self.on_demand_instantiate_only_us,
+            self.on_demand_instantiate_only_us / self.instantiate_only_us.max(0.001),
+            self.episodes
         );
         s += &format!(
-            "episode start (+ constructor)      {:>10.2} us\n",
-            self.instantiate_us
+            "episode start (+ constructor)      {:>10.2} us   on-demand {:>7.2} us   ratio {:>5.2}x\n",
+            self.instantiate_us,
+            self.on_demand_instantiate_us,
+            self.on_demand_instantiate_us / self.instantiate_us.max(0.001)
+        );
+        s += &format!(
+            "episode teardown (drop)            {:>10.2} us   on-demand {:>7.2} us   ratio {:>5.2}x\n",
+            self.teardown_us,
+            self.on_demand_teardown_us,
+            self.on_demand_teardown_us / self.teardown_us.max(0.001)
         );
         s += &format!(
             "compile component                  {:>10.2} ms\nload precompiled artifact          {:>10.2} us   compile/load ratio {:.0}x\n",
@@ -60,6 +80,12 @@ impl BenchReport {
         );
         s
     }
+}
+
+#[derive(Default)]
+struct Timings {
+    start: Vec<f64>,
+    teardown: Vec<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -96,14 +122,20 @@ impl Default for BenchOptions {
     }
 }
 
-/// Run the bench on a pass-through component given by its bytes.
+/// Run the bench on a pass-through component given by its bytes. Hook calls
+/// and compilation are measured on a pooled engine (the runner's); episode
+/// starts on it and on an on-demand engine, in alternating batches so both
+/// see the same machine noise.
 pub fn run(
-    sandbox: &Sandbox,
+    limits: &Limits,
     bytes: &[u8],
     opts: &BenchOptions,
 ) -> Result<BenchReport, SandboxError> {
     const BATCH: u64 = 100;
+    let sandbox = &Sandbox::pooled(limits.clone(), 1)?;
+    let on_demand = Sandbox::new(limits.clone())?;
     let harness: LoadedHarness = sandbox.load_bytes(bytes)?;
+    let harness_on_demand: LoadedHarness = on_demand.load_bytes(bytes)?;
     let tools = sample_tools();
     let info = EpisodeInfo {
         domain: "tau2/retail".into(),
@@ -134,20 +166,40 @@ pub fn run(
     }
     drop(ep);
 
-    let mut inst = Vec::with_capacity(opts.episodes as usize);
-    for _ in 0..opts.episodes {
-        let t = Instant::now();
-        let ep = harness.start_episode(&info, &tools, Box::new(StaticEnv::default()))?;
-        inst.push(t.elapsed().as_nanos() as f64 / 1000.0);
-        drop(black_box(ep));
+    // Start and teardown are timed apart: a pooled slot is reset when the
+    // store drops, an on-demand memory is unmapped then.
+    let start = |h: &LoadedHarness, out: &mut Timings| -> Result<(), SandboxError> {
+        for _ in 0..BATCH {
+            let t = Instant::now();
+            let ep = h.start_episode(&info, &tools, Box::new(StaticEnv::default()))?;
+            out.start.push(t.elapsed().as_nanos() as f64 / 1000.0);
+            let t = Instant::now();
+            drop(black_box(ep));
+            out.teardown.push(t.elapsed().as_nanos() as f64 / 1000.0);
+        }
+        Ok(())
+    };
+    let bare_start = |h: &LoadedHarness, out: &mut Timings| -> Result<(), SandboxError> {
+        for _ in 0..BATCH {
+            let t = Instant::now();
+            let inst = h.instantiate_only()?;
+            out.start.push(t.elapsed().as_nanos() as f64 / 1000.0);
+            let t = Instant::now();
+            drop(black_box(inst));
+            out.teardown.push(t.elapsed().as_nanos() as f64 / 1000.0);
+        }
+        Ok(())
+    };
+    let rounds = opts.episodes.div_ceil(BATCH).max(1);
+    let (mut inst, mut inst_od, mut bare, mut bare_od) = Default::default();
+    for _ in 0..rounds {
+        start(&harness, &mut inst)?;
+        start(&harness_on_demand, &mut inst_od)?;
+        bare_start(&harness, &mut bare)?;
+        bare_start(&harness_on_demand, &mut bare_od)?;
     }
-
-    let mut bare = Vec::with_capacity(opts.episodes as usize);
-    for _ in 0..opts.episodes {
-        let t = Instant::now();
-        harness.instantiate_only()?;
-        bare.push(t.elapsed().as_nanos() as f64 / 1000.0);
-    }
+    let (inst, inst_od, bare, bare_od): (Timings, Timings, Timings, Timings) =
+        (inst, inst_od, bare, bare_od);
 
     let mut compile = Vec::new();
     for _ in 0..opts.compiles.max(1) {
@@ -179,9 +231,13 @@ pub fn run(
         hook_calls: batches * BATCH,
         hook_call_ns: median(wasm),
         native_call_ns: median(native),
-        episodes: opts.episodes,
-        instantiate_only_us: median(bare),
-        instantiate_us: median(inst),
+        episodes: rounds * BATCH,
+        instantiate_only_us: median(bare.start),
+        instantiate_us: median(inst.start),
+        teardown_us: median(inst.teardown),
+        on_demand_instantiate_only_us: median(bare_od.start),
+        on_demand_instantiate_us: median(inst_od.start),
+        on_demand_teardown_us: median(inst_od.teardown),
         compile_ms: median(compile),
         precompiled_load_us: median(load),
     })

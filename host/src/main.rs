@@ -341,7 +341,6 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         } => {
             let manifest = store.obtain(&harness, cli.quiet)?;
             let bytes = store.read_component(&manifest.hash)?;
-            let sandbox = Sandbox::new(Limits::default())?;
             if !cli.quiet {
                 eprintln!(
                     "benchmarking {} ({}): {calls} hook calls, {episodes} episodes...",
@@ -354,7 +353,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 episodes,
                 ..bench::BenchOptions::default()
             };
-            let report = bench::run(&sandbox, &bytes, &opts)?;
+            let report = bench::run(&Limits::default(), &bytes, &opts)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

@@ -111,6 +111,7 @@ fn hooked<T>(outcome: HookOutcome<T>) -> Result<T, End> {
     match outcome {
         HookOutcome::Use(v) => Ok(v),
         HookOutcome::End(msg) => Err(End(EndReason::HarnessError, Some(msg))),
+        HookOutcome::Unavailable(msg) => Err(End(EndReason::InfrastructureError, Some(msg))),
     }
 }
 
@@ -152,9 +153,7 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
                 setup.policy,
             )
             .await;
-            if let HookOutcome::End(msg) = outcome {
-                start_end = Some(End(EndReason::HarnessError, Some(msg)));
-            }
+            start_end = hooked(outcome).err();
             session
         }
     };

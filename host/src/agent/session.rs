@@ -43,11 +43,15 @@ pub struct HookFailure {
 }
 
 /// The outcome of a hook for the loop.
+#[derive(Debug)]
 pub enum HookOutcome<T> {
     /// Use this value (the hook's answer, or the neutral one under fail-open).
     Use(T),
     /// The hook failed under fail-closed: end the episode as `harness_error`.
     End(String),
+    /// The host could not run the harness at all (its instance pool is
+    /// full): end the episode as an infrastructure error.
+    Unavailable(String),
 }
 
 /// A harness instance for one episode, or none (the Direct baseline).
@@ -111,11 +115,19 @@ impl HarnessSession {
                 });
                 (session, HookOutcome::Use(()))
             }
+            // A full instance pool is the host's capacity, not the
+            // harness's fault: the episode never started, so the caller ends
+            // it as an infrastructure error (requeued, never scored).
+            Err(SandboxError::PoolExhausted { detail }) => {
+                session.active = false;
+                (session, HookOutcome::Unavailable(detail))
+            }
             Err(e) => {
                 let outcome = session.failed(0, "constructor", e, serde_json::Value::Null);
                 let outcome = match outcome {
                     HookOutcome::Use(_) => HookOutcome::Use(()),
                     HookOutcome::End(m) => HookOutcome::End(m),
+                    HookOutcome::Unavailable(m) => HookOutcome::Unavailable(m),
                 };
                 (session, outcome)
             }

@@ -183,7 +183,7 @@ pub async fn run(
         let manifest = store
             .obtain(&args.harness, quiet)
             .with_context(|| format!("loading harness `{}`", args.harness))?;
-        let sandbox = Sandbox::new(limits.clone())?;
+        let sandbox = Sandbox::pooled(limits.clone(), args.concurrency)?;
         let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
         (Some(manifest.hash.to_string()), Some(loaded))
     };

@@ -208,7 +208,7 @@ async fn evaluate(
     split: Option<String>,
     label: &str,
 ) -> Result<(RunSummary, Vec<EpisodeRecord>), TrainError> {
-    let sandbox = Sandbox::new(cx.limits.clone())?;
+    let sandbox = Sandbox::pooled(cx.limits.clone(), cx.concurrency)?;
     let (loaded, _) = cx.store.load(&sandbox, hash)?;
     let config = RunConfig {
         harness: Some(hash.to_string()),

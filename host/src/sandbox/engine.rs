@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::bindings::HarnessPre;
 use super::error::SandboxError;
@@ -50,6 +50,69 @@ impl Drop for EpochTicker {
     }
 }
 
+/// How a sandbox gives episodes their instance memory.
+///
+/// `OnDemand` maps a fresh linear memory per episode (an `mmap` and an
+/// `munmap` each time): right for one-off tools (`check`, `inspect`) and for
+/// tests that create many engines. `Pooled` reserves every slot once when the
+/// engine is built and recycles it (a `madvise` reset instead of a new
+/// mapping), which is what wasmtime recommends for servers that instantiate
+/// per request and what Spin and wasmtime-serve do; the runner and the trainer
+/// use it, sized to their concurrency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocation {
+    OnDemand,
+    /// Room for this many live episodes at once. Starting one more fails
+    /// with [`SandboxError::PoolExhausted`] (never a harness error).
+    Pooled {
+        episodes: u32,
+    },
+}
+
+impl Allocation {
+    /// A pool for a runner that keeps `concurrency` episodes in flight, with
+    /// headroom for the gate's `check` and screen episodes running beside
+    /// them.
+    pub fn for_concurrency(concurrency: usize) -> Allocation {
+        let episodes = u32::try_from(concurrency.max(1))
+            .unwrap_or(u32::MAX / 4)
+            .saturating_mul(2)
+            .saturating_add(8);
+        Allocation::Pooled { episodes }
+    }
+}
+
+/// Core instances, memories and tables one harness component may hold in a
+/// pool slot. A Rust `wasm32-wasip2` guest has one main module plus a few
+/// small adapter/shim modules; these bounds leave room for larger guests
+/// while keeping the pool's reservation predictable.
+const POOL_CORE_INSTANCES_PER_COMPONENT: u32 = 16;
+const POOL_MEMORIES_PER_COMPONENT: u32 = 2;
+const POOL_TABLES_PER_COMPONENT: u32 = 4;
+
+fn pooling_config(limits: &Limits, episodes: u32) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::new();
+    let wasm_page = 64 << 10;
+    // The pool's memory cap is the episode limit rounded up to whole wasm
+    // pages; the store limiter still enforces (and flags) the exact limit.
+    let max_memory = limits.memory_bytes.div_ceil(wasm_page).max(1) * wasm_page;
+    pool.total_component_instances(episodes)
+        .total_core_instances(episodes.saturating_mul(POOL_CORE_INSTANCES_PER_COMPONENT))
+        .total_memories(episodes.saturating_mul(POOL_MEMORIES_PER_COMPONENT))
+        .total_tables(episodes.saturating_mul(POOL_TABLES_PER_COMPONENT))
+        .max_core_instances_per_component(POOL_CORE_INSTANCES_PER_COMPONENT)
+        .max_memories_per_component(POOL_MEMORIES_PER_COMPONENT)
+        .max_tables_per_component(POOL_TABLES_PER_COMPONENT)
+        .max_memory_size(max_memory)
+        .table_elements(limits.table_elements)
+        // Resetting a small resident prefix with memset is cheaper than a
+        // page fault on every reuse; a Rust guest touches its first pages
+        // (stack, data) in every episode.
+        .linear_memory_keep_resident(64 << 10)
+        .table_keep_resident(64 << 10);
+    pool
+}
+
 /// The sandbox: one engine and one linker for every harness of the process.
 ///
 /// Cloning is cheap; clones share the engine, so a component compiled once
@@ -59,6 +122,7 @@ pub struct Sandbox {
     engine: Engine,
     linker: Arc<Linker<HostState>>,
     limits: Limits,
+    allocation: Allocation,
     // Held only to keep the epoch thread alive as long as any clone lives.
     _ticker: Arc<EpochTicker>,
 }
@@ -70,12 +134,28 @@ impl Sandbox {
     /// imports. A component that imports anything else (clocks, random,
     /// filesystem, sockets) fails to link with an error naming the import.
     pub fn new(limits: Limits) -> Result<Self, SandboxError> {
+        Self::with_allocation(limits, Allocation::OnDemand)
+    }
+
+    /// A sandbox whose episodes come from a pre-reserved pool (see
+    /// [`Allocation`]): the runner's and trainer's engine.
+    pub fn pooled(limits: Limits, concurrency: usize) -> Result<Self, SandboxError> {
+        Self::with_allocation(limits, Allocation::for_concurrency(concurrency))
+    }
+
+    /// A sandbox with an explicit allocation strategy.
+    pub fn with_allocation(limits: Limits, allocation: Allocation) -> Result<Self, SandboxError> {
         let mut config = Config::new();
         config
             .wasm_component_model(true)
             .consume_fuel(true)
             .epoch_interruption(true)
             .max_wasm_stack(limits.max_wasm_stack);
+        if let Allocation::Pooled { episodes } = allocation {
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling_config(
+                &limits, episodes,
+            )));
+        }
         let engine = Engine::new(&config).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
         let mut linker = Linker::<HostState>::new(&engine);
         add_granted_wasi(&mut linker).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
@@ -89,8 +169,14 @@ impl Sandbox {
             engine,
             linker: Arc::new(linker),
             limits,
+            allocation,
             _ticker: ticker,
         })
+    }
+
+    /// How this sandbox allocates episode instances.
+    pub fn allocation(&self) -> Allocation {
+        self.allocation
     }
 
     pub fn engine(&self) -> &Engine {
@@ -176,12 +262,18 @@ impl LoadedHarness {
 
     /// The same compiled harness under other per-call limits (fuel, deadline,
     /// memory, quotas), e.g. one tenant's. The wasm stack cap is the engine's
-    /// and cannot change per harness.
+    /// and cannot change per harness; in a pooled sandbox the memory limit
+    /// cannot exceed the pool's slot size either (it is clamped to it).
     pub fn with_limits(&self, limits: Limits) -> LoadedHarness {
+        let memory_bytes = match self.sandbox.allocation {
+            Allocation::OnDemand => limits.memory_bytes,
+            Allocation::Pooled { .. } => limits.memory_bytes.min(self.sandbox.limits.memory_bytes),
+        };
         LoadedHarness {
             pre: self.pre.clone(),
             limits: Limits {
                 max_wasm_stack: self.sandbox.limits.max_wasm_stack,
+                memory_bytes,
                 ..limits
             },
             sandbox: self.sandbox.clone(),

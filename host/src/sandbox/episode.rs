@@ -79,9 +79,10 @@ impl LoadedHarness {
 }
 
 impl LoadedHarness {
-    /// Instantiate without constructing an episode and drop it: what the
-    /// bench reports as the bare cost of `InstancePre::instantiate`.
-    pub fn instantiate_only(&self) -> Result<(), SandboxError> {
+    /// Instantiate without constructing an episode: what the bench reports
+    /// as the bare cost of `InstancePre::instantiate`. Dropping the returned
+    /// instance is the teardown, which the bench times separately.
+    pub fn instantiate_only(&self) -> Result<BareInstance, SandboxError> {
         let limits = &self.limits;
         let mut store = Store::new(
             self.sandbox.engine(),
@@ -89,11 +90,16 @@ impl LoadedHarness {
         );
         store.limiter(|s| &mut s.limiter);
         arm(&mut store, limits)?;
-        self.pre
-            .instantiate(&mut store)
-            .map(drop)
-            .map_err(|e| classify(&mut store, "instantiate", limits, e))
+        match self.pre.instantiate(&mut store) {
+            Ok(_) => Ok(BareInstance { _store: store }),
+            Err(e) => Err(classify(&mut store, "instantiate", limits, e)),
+        }
     }
+}
+
+/// An instantiated harness with no episode constructed (bench only).
+pub struct BareInstance {
+    _store: Store<HostState>,
 }
 
 fn arm(store: &mut Store<HostState>, limits: &Limits) -> Result<(), SandboxError> {
@@ -115,6 +121,11 @@ fn classify(
 ) -> SandboxError {
     if let Some(violation) = store.data_mut().scratch.violation.take() {
         return SandboxError::Contract { hook, violation };
+    }
+    if let Some(full) = err.downcast_ref::<wasmtime::PoolConcurrencyLimitError>() {
+        return SandboxError::PoolExhausted {
+            detail: full.to_string(),
+        };
     }
     if let Some(ViolationTrap(violation)) = err.downcast_ref::<ViolationTrap>() {
         return SandboxError::Contract {

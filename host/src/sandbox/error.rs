@@ -70,6 +70,13 @@ pub enum SandboxError {
     Instantiate(String),
     #[error("engine setup failed: {0}")]
     Engine(String),
+    /// Every pre-allocated episode slot of a pooled sandbox is in use: the
+    /// host's capacity, not the harness's fault (the runner must not score
+    /// it as a harness error).
+    #[error(
+        "every pooled episode slot is in use ({detail}); run fewer episodes at once or size the pool larger"
+    )]
+    PoolExhausted { detail: String },
 }
 
 impl SandboxError {
@@ -88,6 +95,7 @@ impl SandboxError {
             SandboxError::Link(_) => "link",
             SandboxError::Instantiate(_) => "instantiate",
             SandboxError::Engine(_) => "engine",
+            SandboxError::PoolExhausted { .. } => "pool_exhausted",
         }
     }
 }

@@ -22,7 +22,7 @@ pub use bindings::{
     ViewError, WORLD_VERSION,
 };
 pub use contract::{ToolNames, check_call};
-pub use engine::{LoadedHarness, Sandbox};
+pub use engine::{Allocation, LoadedHarness, Sandbox};
 pub use env_view::{ReadOnlyEnv, StaticEnv, ViewOutput};
 pub use episode::{HarnessEpisode, HookResolution, Hooked};
 pub use error::{SandboxError, Violation};
