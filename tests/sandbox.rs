@@ -283,6 +283,22 @@ fn the_template_and_direct_pass_the_doctor() {
         assert_eq!(report.probes.len(), 7);
         assert!(report.probes.iter().all(|p| p.fuel > 0));
     }
+    // The template rescues a text-written call (it learned the tool names in
+    // `contract`, which the doctor now runs first in every probe episode).
+    let template = sandbox
+        .load_bytes(&support::guest("harness-template", None))
+        .unwrap();
+    let report = doctor::check(&template);
+    let fenced = report
+        .probes
+        .iter()
+        .find(|p| p.input == "a call written as fenced JSON text")
+        .expect("the fenced-JSON probe exists");
+    let answer = fenced.answer.as_deref().unwrap_or_default();
+    assert!(
+        answer.contains("Realize") && answer.contains("get_order_details"),
+        "{answer}"
+    );
 }
 
 #[test]

@@ -189,8 +189,16 @@ pub fn check(harness: &LoadedHarness) -> CheckReport {
         max_steps: 200,
         max_errors: 10,
     };
+    let probes = probes();
+    // Every probe episode first sees the environment contract, as a real
+    // episode does: harnesses that learn the tools in `contract` (e.g. to
+    // rescue text-written calls by name) are then exercised on that path.
+    let setup_contract = probes.iter().find_map(|(_, _, input)| match input {
+        Input::Contract(i) => Some(i.clone()),
+        _ => None,
+    });
     let mut out = Vec::new();
-    for (hook, label, input) in probes() {
+    for (hook, label, input) in probes {
         let mut ep = match harness.start_episode(&info, &tools, Box::new(sample_env())) {
             Ok(ep) => ep,
             Err(e) => {
@@ -198,6 +206,12 @@ pub fn check(harness: &LoadedHarness) -> CheckReport {
                 continue;
             }
         };
+        if let (Some(setup), false) = (&setup_contract, matches!(input, Input::Contract(_))) {
+            if let Err(e) = ep.contract(setup) {
+                out.push(failed("contract", label, &e, 0, Duration::ZERO));
+                continue;
+            }
+        }
         let result: Result<(String, u64, Duration), SandboxError> = match &input {
             Input::Contract(i) => ep
                 .contract(i)
