@@ -700,3 +700,319 @@ async fn external_commands_that_fail_or_change_nothing_are_errors() {
         .unwrap_err();
     assert!(matches!(err, CoderError::Spawn { .. }), "{err}");
 }
+
+// ---------------------------------------------------------------------------
+// `train` with LLM roles, end to end: the host binary against the mock
+// server (FDCR roles + built-in editor), and against an external coder
+// script (no-FDCR method, a task budget, the paired gate).
+
+mod support;
+
+const BLANK_PREFIXES: &str = "pub static ID_PREFIXES: &[IdPrefix] = &[];";
+const FILLED_PREFIXES: &str = "pub static ID_PREFIXES: &[IdPrefix] = &[IdPrefix { domain: \"retail\", arg: \"order_id\", prefix: \"#\" }];";
+
+fn train_bin(dir: &Path, extra: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(support::host_bin());
+    c.current_dir(support::repo_root())
+        .args(["--quiet", "--store"])
+        .arg(dir.join("store"))
+        .args([
+            "train",
+            "--start-blank",
+            "--tasks",
+            "0,1,2,3,4,6,7,8",
+            "--agent-model",
+            "sim:clumsy",
+            "--test-split",
+            "none",
+            "--cache",
+            "off",
+            "--cargo-target-dir",
+        ])
+        .arg(support::repo_root().join("target/evolve-candidates"))
+        .args(extra);
+    c
+}
+
+fn json_file(path: &Path) -> Value {
+    serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The scripted roles: discussion turns are short texts, the Moderator's is
+/// a spec, the coder's is an edit that gives order ids their `#`.
+fn scripted_roles(req: &ecdysis_host::model::mock::MockRequest) -> MockReply {
+    let body = req.json().unwrap_or_default();
+    let usage = ecdysis_host::model::Usage {
+        prompt_tokens: 1000,
+        completion_tokens: 100,
+        cached_prompt_tokens: 0,
+    };
+    let reply = match body["model"].as_str().unwrap_or_default() {
+        "m-moderator" => MockReply::text(&format!(
+            "```json\n{}\n```",
+            SPEC.replace("raise EVOLVE_ANCHOR to 2", "add order_id to ID_PREFIXES")
+        )),
+        "m-coder" => MockReply::text(&format!(
+            "```\n{}```\n",
+            block("src/tables.rs", BLANK_PREFIXES, FILLED_PREFIXES)
+        )),
+        role => MockReply::text(&format!(
+            "{role}: order ids lose their # prefix in several tasks; normalise them."
+        )),
+    };
+    reply.with_usage(usage)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_budget() {
+    let server = MockServer::start().await.unwrap();
+    server.set_handler(scripted_roles);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("train");
+    let prices = tmp.path().join("prices.json");
+    // $10 per million tokens: round 1's 8 role calls cost ~$0.09, more
+    // than the $0.05 budget, so the run stops after round 1.
+    std::fs::write(
+        &prices,
+        r#"{"models": {"m-*": {"prompt_per_mtok": 10, "completion_per_mtok": 10}}}"#,
+    )
+    .unwrap();
+    let base = server.base_url();
+    let mut cmd = train_bin(
+        tmp.path(),
+        &[
+            "--method",
+            "ecdysis",
+            "--rounds",
+            "3",
+            "--plateau",
+            "5",
+            "--analyst-model",
+            "m-analyst",
+            "--critic-model",
+            "m-critic",
+            "--engineer-model",
+            "m-engineer",
+            "--moderator-model",
+            "m-moderator",
+            "--coder-model",
+            "m-coder",
+            "--roles-base-url",
+            &base,
+            "--roles-api-key-env",
+            "",
+            "--max-usd",
+            "0.05",
+        ],
+    );
+    cmd.arg("--prices").arg(&prices).arg("--out").arg(&out);
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let s = json_file(&out.join("summary.json"));
+    let rounds = s["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 1, "the dollar budget ends the run: {s}");
+    assert!(
+        s["stopped"].as_str().unwrap().contains("dollar budget"),
+        "{}",
+        s["stopped"]
+    );
+    let r = &rounds[0];
+    assert_eq!(r["coder_calls"], 1, "{r}");
+    assert!(r["usd"].as_f64().unwrap() > 0.05, "{r}");
+    // The editor's edit fixed a systematic quirk of sim:clumsy: accepted.
+    assert_eq!(r["accepted"], true, "{r}");
+    let cand = out
+        .join("candidates")
+        .join(r["candidate"].as_str().unwrap());
+    let diff = std::fs::read_to_string(cand.join("diff.patch")).unwrap();
+    assert!(diff.contains("order_id"), "{diff}");
+
+    // The transcript: K=2 rounds of Analyst, Critic, Engineer, then the
+    // Moderator; and the coder's run.
+    let t = json_file(&cand.join("transcript.json"));
+    let turns: Vec<&str> = t["discussions"][0]["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        turns,
+        [
+            "analyst",
+            "critic",
+            "engineer",
+            "analyst",
+            "critic",
+            "engineer",
+            "moderator"
+        ]
+    );
+    assert_eq!(t["coder_runs"][0]["coder"], "editor:m-coder");
+    assert_eq!(t["coder_runs"][0]["build_ok"], true);
+    assert_eq!(t, json_file(&out.join("rounds/1/transcript.json")));
+
+    // Tokens and dollars per role, in summary.json and ledger.json.
+    let ledger = json_file(&out.join("ledger.json"));
+    for role in ["analyst", "critic", "engineer", "moderator", "coder"] {
+        let by_role = &s["usage"]["by_role"][role];
+        assert!(
+            by_role["fresh_tokens"]["prompt_tokens"].as_u64().unwrap() >= 1000,
+            "{role}: {by_role}"
+        );
+        assert!(by_role["usd"].as_f64().unwrap() > 0.0, "{role}");
+        assert_eq!(ledger["summary"]["by_role"][role], *by_role);
+    }
+    let role_calls = ledger["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["role"] != "agent" && c["role"] != "user")
+        .count();
+    assert_eq!(
+        role_calls,
+        server.request_count(),
+        "every role call is in the ledger"
+    );
+
+    // Resuming the finished run asks no role again and keeps the spending.
+    let before = server.request_count();
+    let mut cmd = train_bin(
+        tmp.path(),
+        &[
+            "--method",
+            "ecdysis",
+            "--rounds",
+            "3",
+            "--plateau",
+            "5",
+            "--analyst-model",
+            "m-analyst",
+            "--critic-model",
+            "m-critic",
+            "--engineer-model",
+            "m-engineer",
+            "--moderator-model",
+            "m-moderator",
+            "--coder-model",
+            "m-coder",
+            "--roles-base-url",
+            &base,
+            "--roles-api-key-env",
+            "",
+            "--max-usd",
+            "0.05",
+        ],
+    );
+    cmd.arg("--prices").arg(&prices).arg("--out").arg(&out);
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        server.request_count(),
+        before,
+        "the budget holds across resumes"
+    );
+    let again = json_file(&out.join("summary.json"));
+    assert_eq!(again["usage"]["total"], s["usage"]["total"]);
+}
+
+#[test]
+fn train_with_an_external_coder_a_task_budget_and_the_paired_gate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("train");
+    // The "coding agent": a script that edits src/tables.rs in place.
+    let script = tmp.path().join("coder.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nset -e\ntest -f \"$1\"\npython3 - <<'PY'\np='src/tables.rs'\ns=open(p).read()\nassert {BLANK_PREFIXES:?} in s\nopen(p,'w').write(s.replace({BLANK_PREFIXES:?}, {FILLED_PREFIXES:?}))\nPY\n"
+        ),
+    )
+    .unwrap();
+    let command = format!("sh {} {{prompt_file}}", script.display());
+    let o = train_bin(
+        tmp.path(),
+        &[
+            "--method",
+            "ecdysis-nofdcr",
+            "--rounds",
+            "1",
+            "--coder-command",
+            &command,
+            "--select-train",
+            "failure-aware",
+            "--budget-tasks",
+            "4",
+            "--accept",
+            "paired",
+            "--accept-alpha",
+            "0.5",
+            "--out",
+        ],
+    )
+    .arg(&out)
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = json_file(&out.join("summary.json"));
+    let sel = json_file(&out.join("selection.json"));
+    assert_eq!(sel["tasks"].as_array().unwrap().len(), 4, "{sel}");
+    assert_eq!(s["selection"], sel);
+    let r = &s["rounds"][0];
+    assert_eq!(r["coder_calls"], 1, "{r}");
+    assert!(r["p_value"].as_f64().is_some(), "the paired gate ran: {r}");
+    assert!(r["decision"].as_str().unwrap().contains("p="), "{r}");
+    let cand = out
+        .join("candidates")
+        .join(r["candidate"].as_str().unwrap());
+    let t = json_file(&cand.join("transcript.json"));
+    assert_eq!(t["coder_runs"][0]["coder"], "external:sh");
+    assert_eq!(t["coder_runs"][0]["changed_files"][0], "src/tables.rs");
+    // The candidate was evaluated on the 4 selected tasks only.
+    let cand_eval = json_file(&cand.join("train_summary.json"));
+    assert_eq!(cand_eval["metrics"]["episodes"], 4, "{cand_eval}");
+}
+
+#[test]
+fn train_refuses_role_flags_that_cannot_work_together() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (args, needle) in [
+        (
+            vec!["--method", "ecdysis", "--fdcr-model", "m"],
+            "--coder-model or --coder-command",
+        ),
+        (
+            vec![
+                "--method",
+                "ecdysis-nofdcr",
+                "--fdcr-model",
+                "m",
+                "--coder-model",
+                "c",
+            ],
+            "does not deliberate",
+        ),
+        (vec!["--select-train", "random"], "--budget-tasks"),
+        (vec!["--budget-tasks", "0"], "at least 1"),
+        (vec!["--accept", "paired", "--accept-alpha", "2"], "alpha"),
+        (vec!["--max-usd=-1"], "--max-usd"),
+    ] {
+        let o = train_bin(tmp.path(), &args)
+            .arg("--out")
+            .arg(tmp.path().join("never"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} was accepted");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!tmp.path().join("never").exists(), "{args:?} wrote a run");
+    }
+}

@@ -206,11 +206,11 @@ pub fn check(harness: &LoadedHarness) -> CheckReport {
                 continue;
             }
         };
-        if let (Some(setup), false) = (&setup_contract, matches!(input, Input::Contract(_))) {
-            if let Err(e) = ep.contract(setup) {
-                out.push(failed("contract", label, &e, 0, Duration::ZERO));
-                continue;
-            }
+        if let (Some(setup), false) = (&setup_contract, matches!(input, Input::Contract(_)))
+            && let Err(e) = ep.contract(setup)
+        {
+            out.push(failed("contract", label, &e, 0, Duration::ZERO));
+            continue;
         }
         let result: Result<(String, u64, Duration), SandboxError> = match &input {
             Input::Contract(i) => ep

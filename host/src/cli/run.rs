@@ -247,19 +247,31 @@ pub fn build_participants(
     args: &RunArgs,
     domain: &dyn ecdysis_host::env::Domain,
 ) -> Result<(Arc<StandardParticipants>, Arc<UsageLedger>)> {
-    let policy: CachePolicy = args
-        .cache
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--cache: {e}"))?;
-    let mut prices = PriceTable::embedded_default();
-    if let Some(p) = &args.prices {
-        prices = prices
-            .merged(PriceTable::load(p).with_context(|| format!("--prices {}", p.display()))?);
-    }
-    let ledger = Arc::new(UsageLedger::new(prices));
-    let cache = Arc::new(ResponseCache::new(&args.cache_dir, policy));
-    let hub = ModelHub::new(ledger.clone(), cache);
+    let hub = build_hub(&args.cache, &args.cache_dir, args.prices.as_deref())?;
+    let ledger = hub.ledger().clone();
+    Ok((participants_on(args, domain, hub)?, ledger))
+}
 
+/// The run's shared model services: the usage ledger (with the embedded
+/// price table plus `prices`), the response cache and the endpoint limiter.
+pub fn build_hub(cache: &str, cache_dir: &Path, prices: Option<&Path>) -> Result<ModelHub> {
+    let policy: CachePolicy = cache.parse().map_err(|e| anyhow::anyhow!("--cache: {e}"))?;
+    let mut table = PriceTable::embedded_default();
+    if let Some(p) = prices {
+        table =
+            table.merged(PriceTable::load(p).with_context(|| format!("--prices {}", p.display()))?);
+    }
+    let ledger = Arc::new(UsageLedger::new(table));
+    let cache = Arc::new(ResponseCache::new(cache_dir, policy));
+    Ok(ModelHub::new(ledger, cache))
+}
+
+/// The agent and user of a run, metered and cached through `hub`.
+pub fn participants_on(
+    args: &RunArgs,
+    domain: &dyn ecdysis_host::env::Domain,
+    hub: ModelHub,
+) -> Result<Arc<StandardParticipants>> {
     let agent_flags = ModelFlags {
         model: Some(args.agent_model.clone()),
         base_url: args.agent_base_url.clone(),
@@ -293,8 +305,7 @@ pub fn build_participants(
         sim_latency: Duration::from_millis(args.sim_latency_ms),
         base_prompt: domain.system_prompt(),
     });
-
-    Ok((participants, ledger))
+    Ok(participants)
 }
 
 /// `show <run-dir>`: the summary and episode list, or one trajectory.

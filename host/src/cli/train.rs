@@ -5,14 +5,24 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
+use std::sync::Arc;
+
 use ecdysis_host::eval::RunConfig;
-use ecdysis_host::evolve::train::{self, Method, TrainConfig, TrainContext, TrainSummary};
-use ecdysis_host::model::SamplingArgs;
+use ecdysis_host::evolve::accept::AcceptRule;
+use ecdysis_host::evolve::coder::{
+    Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig,
+};
+use ecdysis_host::evolve::fdcr::{FdcrConfig, Roles};
+use ecdysis_host::evolve::select::SelectStrategy;
+use ecdysis_host::evolve::train::{
+    self, CoderChoice, Diagnoser, Method, SelectConfig, TrainConfig, TrainContext, TrainSummary,
+};
+use ecdysis_host::model::{ChatModel, ModelFlags, ModelHub, SamplingArgs};
 use ecdysis_host::sandbox::{FailurePolicy, WORLD_VERSION};
 use ecdysis_host::store::ComponentStore;
 
 use super::env::DataArgs;
-use super::run::{RunArgs, build_participants};
+use super::run::{RunArgs, build_hub, participants_on};
 
 #[derive(Args)]
 pub struct TrainArgs {
@@ -61,7 +71,106 @@ pub struct TrainArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[command(flatten)]
+    pub roles: RoleArgs,
+    #[command(flatten)]
+    pub gate: GateArgs,
+    #[command(flatten)]
     pub run: TrainRunArgs,
+}
+
+/// The evolution roles. Without any of these flags training runs offline:
+/// the heuristic diagnoser and the rule coder.
+#[derive(Args, Default)]
+pub struct RoleArgs {
+    /// One model for all four FDCR roles (Analyst, Critic, Engineer,
+    /// Moderator); `--method ecdysis` only. Needs --coder-model or
+    /// --coder-command (FDCR specs are prose).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub fdcr_model: Option<String>,
+    /// The Analyst's model (default --fdcr-model).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub analyst_model: Option<String>,
+    /// The Critic's model (default --fdcr-model).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub critic_model: Option<String>,
+    /// The Engineer's model (default --fdcr-model).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub engineer_model: Option<String>,
+    /// The Moderator's model, which writes the JSON spec (default
+    /// --fdcr-model).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub moderator_model: Option<String>,
+    /// Analyst → Critic → Engineer rounds before the Moderator.
+    #[arg(long, default_value_t = 2, help_heading = "Evolution roles")]
+    pub fdcr_rounds: u32,
+    /// The built-in coding agent: this model answers with search/replace
+    /// edits to the harness's src/, compiler errors are fed back.
+    #[arg(
+        long,
+        conflicts_with = "coder_command",
+        help_heading = "Evolution roles"
+    )]
+    pub coder_model: Option<String>,
+    /// An external coding agent instead, as a command template run in the
+    /// staging crate: placeholders {prompt}, {prompt_file}, {dir}; e.g.
+    /// "aider --yes --no-git --message-file {prompt_file}" or
+    /// "codex exec --full-auto {prompt}". Edits outside src/ are undone.
+    #[arg(long, help_heading = "Evolution roles")]
+    pub coder_command: Option<String>,
+    /// Wall-clock limit of one external coder run, in seconds.
+    #[arg(long, default_value_t = 1800, help_heading = "Evolution roles")]
+    pub coder_timeout_secs: u64,
+    /// Follow-up turns of the built-in coder (compiler errors, edits that
+    /// did not apply).
+    #[arg(long, default_value_t = 3, help_heading = "Evolution roles")]
+    pub coder_max_feedback: u32,
+    /// Base URL of the roles' OpenAI-compatible endpoint (default: the
+    /// agent's --agent-base-url, else $OPENAI_BASE_URL).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub roles_base_url: Option<String>,
+    /// Environment variable holding the roles' API key (default
+    /// OPENAI_API_KEY; empty for none).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub roles_api_key_env: Option<String>,
+}
+
+/// Acceptance, budgets and task selection.
+#[derive(Args)]
+pub struct GateArgs {
+    /// Acceptance rule: `strict` (the candidate's training score must
+    /// strictly exceed the incumbent's on the same tasks and trials) or
+    /// `paired` (also a one-sided paired sign-flip test over tasks must give
+    /// p <= --accept-alpha).
+    #[arg(long, default_value = "strict", value_parser = ["strict", "paired"])]
+    pub accept: String,
+    /// Significance level of `--accept paired`.
+    #[arg(long, default_value_t = 0.05)]
+    pub accept_alpha: f64,
+    /// Budget: dollars over every role (agent, user, FDCR roles, coder),
+    /// priced by the embedded table plus --prices; counted across resumes.
+    #[arg(long)]
+    pub max_usd: Option<f64>,
+    /// Train on --budget-tasks tasks of the training split, chosen by the
+    /// failure signatures and execution paths of the starting harness
+    /// (`failure-aware`) or at random with the seed (`random`).
+    #[arg(long, value_enum)]
+    pub select_train: Option<SelectStrategy>,
+    /// How many training tasks --select-train keeps (alone, it implies
+    /// --select-train failure-aware).
+    #[arg(long)]
+    pub budget_tasks: Option<usize>,
+}
+
+impl Default for GateArgs {
+    fn default() -> Self {
+        GateArgs {
+            accept: "strict".into(),
+            accept_alpha: 0.05,
+            max_usd: None,
+            select_train: None,
+            budget_tasks: None,
+        }
+    }
 }
 
 /// The evaluation settings of training (a subset of `run`'s flags).
@@ -79,8 +188,21 @@ pub struct TrainRunArgs {
     pub agent_model: String,
     #[arg(long)]
     pub agent_base_url: Option<String>,
+    /// Environment variable holding the agent endpoint's API key (default
+    /// OPENAI_API_KEY; empty for none).
+    #[arg(long)]
+    pub agent_api_key_env: Option<String>,
+    /// `scripted` (offline) or an endpoint's model name.
     #[arg(long, default_value = "scripted")]
     pub user_model: String,
+    /// Response cache for every role: read-write, read-only or off.
+    #[arg(long, default_value = "read-write")]
+    pub cache: String,
+    #[arg(long, default_value = ".ecdysis/cache")]
+    pub cache_dir: PathBuf,
+    /// A price table (JSON, per model) merged over the embedded one.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
     #[arg(long, default_value_t = 0)]
@@ -120,7 +242,7 @@ pub async fn train(
         trials: args.run.trials,
         agent_model: args.run.agent_model.clone(),
         agent_base_url: args.run.agent_base_url.clone(),
-        agent_api_key_env: None,
+        agent_api_key_env: args.run.agent_api_key_env.clone(),
         agent_extra_args: None,
         sim_latency_ms: 0,
         user_model: args.run.user_model.clone(),
@@ -136,12 +258,43 @@ pub async fn train(
         fuel: None,
         deadline_ms: None,
         memory_mib: None,
-        cache: "read-write".into(),
-        cache_dir: PathBuf::from(".ecdysis/cache"),
-        prices: None,
+        cache: args.run.cache.clone(),
+        cache_dir: args.run.cache_dir.clone(),
+        prices: args.run.prices.clone(),
         max_requeues: 2,
     };
-    let (participants, _ledger) = build_participants(&run_args, &*domain)?;
+    let hub = build_hub(
+        &args.run.cache,
+        &args.run.cache_dir,
+        args.run.prices.as_deref(),
+    )?;
+    let ledger = hub.ledger().clone();
+    let participants = participants_on(&run_args, &*domain, hub.clone())?;
+    let target = args
+        .cargo_target_dir
+        .clone()
+        .unwrap_or_else(|| store.root().join("cargo-target"));
+    let (diagnoser, coder) = roles(&args, &hub, &target)?;
+    let accept = AcceptRule::parse(&args.gate.accept, args.gate.accept_alpha)
+        .map_err(|e| anyhow::anyhow!("--accept: {e}"))?;
+    let select = match (args.gate.select_train, args.gate.budget_tasks) {
+        (_, Some(0)) => bail!("--budget-tasks must be at least 1"),
+        (Some(strategy), Some(budget)) => Some(SelectConfig { strategy, budget }),
+        (None, Some(budget)) => Some(SelectConfig {
+            strategy: SelectStrategy::FailureAware,
+            budget,
+        }),
+        (Some(s), None) => bail!(
+            "--select-train {} needs --budget-tasks N (how many training tasks to keep)",
+            s.as_str()
+        ),
+        (None, None) => None,
+    };
+    if let Some(m) = args.gate.max_usd
+        && !(m.is_finite() && m > 0.0)
+    {
+        bail!("--max-usd must be a positive number of dollars, got {m}");
+    }
     let limits = ecdysis_host::sandbox::Limits::default();
     let config = TrainConfig {
         method: args.method,
@@ -172,6 +325,24 @@ pub async fn train(
         plateau: args.plateau,
         start_blank: args.start_blank,
         coder_latency_ms: args.coder_latency_ms,
+        diagnoser: match &diagnoser {
+            Diagnoser::Heuristic => "heuristic".into(),
+            Diagnoser::Fdcr { roles, config } => format!(
+                "fdcr(k={}): analyst {}, critic {}, engineer {}, moderator {}",
+                config.rounds,
+                roles.analyst.name(),
+                roles.critic.name(),
+                roles.engineer.name(),
+                roles.moderator.name()
+            ),
+        },
+        coder: match &coder {
+            CoderChoice::Rules => "rules".into(),
+            CoderChoice::Agent(c) => c.name().to_string(),
+        },
+        accept,
+        max_usd: args.gate.max_usd,
+        select,
     };
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("runs").join(format!(
@@ -193,12 +364,103 @@ pub async fn train(
         limits,
         concurrency: args.run.concurrency,
         quiet,
-        cargo_target: args
-            .cargo_target_dir
-            .clone()
-            .unwrap_or_else(|| store.root().join("cargo-target")),
+        cargo_target: target,
+        diagnoser,
+        coder,
+        ledger,
     };
     Ok(train::train(config, &source, &out, cx).await?)
+}
+
+/// The diagnoser and coder the flags ask for; offline defaults without any.
+fn roles(
+    args: &TrainArgs,
+    hub: &ModelHub,
+    target: &std::path::Path,
+) -> Result<(Diagnoser, CoderChoice)> {
+    let r = &args.roles;
+    let base = ModelFlags {
+        base_url: r
+            .roles_base_url
+            .clone()
+            .or_else(|| args.run.agent_base_url.clone()),
+        api_key_env: r
+            .roles_api_key_env
+            .clone()
+            .or_else(|| args.run.agent_api_key_env.clone()),
+        ..ModelFlags::default()
+    };
+    let model = |role: &str, name: &str| -> Result<Arc<dyn ChatModel>> {
+        let config = ModelFlags {
+            model: Some(name.to_string()),
+            ..base.clone()
+        }
+        .resolve(None)
+        .with_context(|| format!("--{role}-model {name}"))?;
+        Ok(hub.http_model(role, config)?)
+    };
+    let per_role = [
+        ("analyst", &r.analyst_model),
+        ("critic", &r.critic_model),
+        ("engineer", &r.engineer_model),
+        ("moderator", &r.moderator_model),
+    ];
+    let any_fdcr = r.fdcr_model.is_some() || per_role.iter().any(|(_, m)| m.is_some());
+    let coder: CoderChoice = if let Some(name) = &r.coder_model {
+        let config = EditorConfig {
+            max_feedback: r.coder_max_feedback,
+            target_dir: Some(target.to_path_buf()),
+            ..EditorConfig::default()
+        };
+        CoderChoice::Agent(
+            Arc::new(EditorCoder::new(model("coder", name)?, config)) as Arc<dyn Coder>
+        )
+    } else if let Some(command) = &r.coder_command {
+        let config = ExternalConfig {
+            timeout_secs: r.coder_timeout_secs,
+            target_dir: Some(target.to_path_buf()),
+            ..ExternalConfig::new(command.clone())
+        };
+        CoderChoice::Agent(Arc::new(
+            ExternalCoder::new(config).map_err(|e| anyhow::anyhow!("--coder-command: {e}"))?,
+        ))
+    } else {
+        CoderChoice::Rules
+    };
+    if !any_fdcr {
+        return Ok((Diagnoser::Heuristic, coder));
+    }
+    if args.method != Method::Ecdysis {
+        bail!(
+            "FDCR role models were given but --method {} does not deliberate (only `ecdysis` does)",
+            args.method.as_str()
+        );
+    }
+    if matches!(coder, CoderChoice::Rules) {
+        bail!(
+            "FDCR specs are prose, which the offline rule coder cannot implement: add --coder-model or --coder-command"
+        );
+    }
+    let mut models = Vec::new();
+    for (role, m) in per_role {
+        let Some(name) = m.as_ref().or(r.fdcr_model.as_ref()) else {
+            bail!("no model for the {role}: give --{role}-model or --fdcr-model");
+        };
+        models.push(model(role, name)?);
+    }
+    let mut it = models.into_iter();
+    let mut next = || it.next().expect("four roles");
+    let roles = Roles {
+        analyst: next(),
+        critic: next(),
+        engineer: next(),
+        moderator: next(),
+    };
+    let config = FdcrConfig {
+        rounds: r.fdcr_rounds.max(1),
+        ..FdcrConfig::default()
+    };
+    Ok((Diagnoser::Fdcr { roles, config }, coder))
 }
 
 pub fn render(s: &TrainSummary) -> String {
@@ -222,6 +484,51 @@ pub fn render(s: &TrainSummary) -> String {
             r.round, r.failures, r.groups, r.recurring_groups, r.coder_calls, r.decision
         );
     }
+    if !s.stopped.is_empty() {
+        out += &format!("stopped: {}\n", s.stopped);
+    }
+    if let Some(sel) = &s.selection {
+        out += &format!(
+            "trained on {} selected tasks ({}): {}\n",
+            sel.tasks.len(),
+            sel.strategy.as_str(),
+            sel.tasks.join(",")
+        );
+    }
+    out += &render_usage(&s.usage);
     out += &format!("incumbent {}\n", s.incumbent);
+    out
+}
+
+/// Tokens, calls and dollars per role, as the paper reports them.
+fn render_usage(u: &ecdysis_host::model::LedgerSummary) -> String {
+    if u.by_role.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "{:<10} {:>7} {:>7} {:>12} {:>12} {:>10}\n",
+        "role", "calls", "hits", "prompt tok", "compl tok", "USD"
+    );
+    for (role, t) in u.by_role.iter().chain([(&"total".to_string(), &u.total)]) {
+        out += &format!(
+            "{:<10} {:>7} {:>7} {:>12} {:>12} {:>10.4}\n",
+            role,
+            t.fresh_calls + t.failed_calls,
+            t.cache_hits,
+            t.fresh_tokens.prompt_tokens,
+            t.fresh_tokens.completion_tokens,
+            t.usd
+        );
+    }
+    if !u.unpriced_models.is_empty() {
+        out += &format!(
+            "(no price for: {}; pass --prices to cost them)\n",
+            u.unpriced_models
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     out
 }

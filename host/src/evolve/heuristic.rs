@@ -290,3 +290,75 @@ pub fn diagnose(
             .into(),
     })
 }
+
+/// A prose spec straight from the groups, for a coder that reads prose (an
+/// LLM editor or an external agent) when no table rule applies: each group
+/// becomes a failure pattern, and the largest groups (recurring first)
+/// become changes aimed at the layer their signature points to. `None` when
+/// there are no groups.
+pub fn spec_from_groups(groups: &[FailureGroup]) -> Option<ChangeSpec> {
+    const MAX_CHANGES: usize = 3;
+    if groups.is_empty() {
+        return None;
+    }
+    let failure_patterns = groups
+        .iter()
+        .map(|g| FailurePattern {
+            name: g.key.clone(),
+            description: format!(
+                "{} failing episode(s) on {} task(s) share this signature",
+                g.records.len(),
+                g.tasks.len()
+            ),
+            evidence_tasks: g.tasks.clone(),
+        })
+        .collect();
+    let proposed_changes = groups
+        .iter()
+        .take(MAX_CHANGES)
+        .map(|g| {
+            let s = &g.signature;
+            let (layer, what) = if s.text_call {
+                (
+                    Layer::Realize,
+                    "rescue tool calls the model writes as text into structured calls",
+                )
+            } else if s.repeated_failing_call {
+                (
+                    Layer::Regulate,
+                    "notice an identical failing call repeated and tell the model what to change",
+                )
+            } else if s.first_failure.is_some() {
+                (
+                    Layer::Realize,
+                    "check or normalise the arguments of the first failing call before it runs, with a block message that states the fix",
+                )
+            } else {
+                (
+                    Layer::Contract,
+                    "make the tool descriptions state the precondition the model missed",
+                )
+            };
+            ProposedChange {
+                layer,
+                file: TABLES_FILE.into(),
+                description: format!("{what} (failures: {})", g.key),
+                rationale: format!(
+                    "{} task(s) fail this way{}",
+                    g.tasks.len(),
+                    if g.recurring { ", a recurring pattern" } else { "" }
+                ),
+                evidence_tasks: g.tasks.clone(),
+                rule: None,
+            }
+        })
+        .collect();
+    Some(ChangeSpec {
+        failure_patterns,
+        proposed_changes,
+        skills: vec![],
+        implementation_notes: "Written from the failure groups without a rule match: prefer a \
+                               general rule in src/tables.rs over task-specific code."
+            .into(),
+    })
+}

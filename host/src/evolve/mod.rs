@@ -3,6 +3,7 @@
 //! round, build, gate and keep the candidate only if it strictly beats the
 //! incumbent on the training split.
 
+pub mod accept;
 pub mod aggregate;
 pub mod coder;
 pub mod fdcr;
@@ -10,6 +11,7 @@ pub mod heuristic;
 pub mod records;
 pub mod rulecoder;
 pub mod screen;
+pub mod select;
 pub mod spec;
 pub mod staging;
 pub mod train;

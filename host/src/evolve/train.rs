@@ -9,10 +9,16 @@
 //!
 //! Run directory:
 //! ```text
-//! config.json  rounds.jsonl  incumbent  summary.json  wit/  staging/
-//! candidates/<hash>/{source/, manifest.json, spec.json, diff.patch, train_summary.json}
+//! config.json  rounds.jsonl  incumbent  summary.json  ledger.json  wit/  staging/
+//! selection.json          the chosen training tasks (with --select-train)
+//! rounds/<n>/transcript.json   the diagnosis discussion and coder runs
+//! candidates/<hash>/{source/, manifest.json, spec.json, transcript.json, diff.patch, train_summary.json}
 //! evals/<hash>-<split>/   result directories of the runner (resumable)
 //! ```
+//!
+//! Who diagnoses and who edits is the caller's choice ([`Diagnoser`],
+//! [`CoderChoice`]): offline, the heuristic diagnoser and the rule coder; with
+//! endpoints, the FDCR roles and an LLM editor or an external coding agent.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,17 +26,22 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::accept::{self, AcceptRule};
 use super::aggregate::{self, FailureGroup};
+use super::coder::{Coder, CoderTask};
+use super::fdcr::{self, EvidenceLimits, FdcrConfig, FdcrInput, FdcrOutcome, Roles};
 use super::heuristic::{self, ToolFacts};
 use super::records::{self, FailureRecord};
 use super::rulecoder;
 use super::screen;
+use super::select::{self, SelectStrategy, Selection};
 use super::spec::ChangeSpec;
 use super::staging;
 use crate::agent::EpisodeRecord;
 use crate::env::Domain;
 use crate::eval::{self, Participants, RunConfig, RunOptions, RunSummary};
 use crate::fsutil::{PathError, atomic_write};
+use crate::model::{CallRecord, LedgerSummary, UsageLedger};
 use crate::sandbox::{Limits, Sandbox};
 use crate::store::{BuildOptions, ComponentHash, ComponentStore};
 
@@ -83,6 +94,88 @@ pub struct TrainConfig {
     /// model an LLM coder's cost offline).
     #[serde(default)]
     pub coder_latency_ms: u64,
+    /// Who diagnoses (`heuristic`, or `fdcr` with the role models), for the
+    /// record: a resume with other roles is refused.
+    #[serde(default = "default_diagnoser")]
+    pub diagnoser: String,
+    /// Who edits (`rules`, `editor:<model>`, `external:<program>`).
+    #[serde(default = "default_coder")]
+    pub coder: String,
+    #[serde(default)]
+    pub accept: AcceptRule,
+    /// Budget: dollars over every role (agent, user, FDCR roles, coder),
+    /// from the usage ledger and the price table.
+    #[serde(default)]
+    pub max_usd: Option<f64>,
+    /// Train on a budget of tasks chosen from the training split.
+    #[serde(default)]
+    pub select: Option<SelectConfig>,
+}
+
+fn default_diagnoser() -> String {
+    "heuristic".into()
+}
+
+fn default_coder() -> String {
+    "rules".into()
+}
+
+/// `--select-train <strategy> --budget-tasks <n>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelectConfig {
+    pub strategy: SelectStrategy,
+    pub budget: usize,
+}
+
+/// Who turns failure groups into a spec.
+#[derive(Clone)]
+pub enum Diagnoser {
+    /// The offline heuristic diagnoser (deterministic, no model).
+    Heuristic,
+    /// The FDCR roles (Analyst, Critic, Engineer, Moderator). Used by
+    /// `--method ecdysis`; the other methods write specs from the groups.
+    Fdcr { roles: Roles, config: FdcrConfig },
+}
+
+/// Who implements a spec in the staging crate.
+#[derive(Clone)]
+pub enum CoderChoice {
+    /// The offline rule coder: edits `src/tables.rs` from the spec's rules.
+    Rules,
+    /// A coding agent (the LLM editor or an external command).
+    Agent(Arc<dyn Coder>),
+}
+
+/// One coder invocation, as `transcript.json` records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoderRun {
+    pub coder: String,
+    pub ok: bool,
+    /// Model calls or command runs inside this invocation.
+    pub attempts: u32,
+    pub changed_files: Vec<String>,
+    pub build_ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub log: String,
+}
+
+/// `rounds/<n>/transcript.json` (and the candidate's copy).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundTranscript {
+    pub round: u32,
+    pub diagnoser: String,
+    /// FDCR discussions, one per diagnosed unit (empty for the heuristic).
+    pub discussions: Vec<FdcrOutcome>,
+    pub coder_runs: Vec<CoderRun>,
+}
+
+/// `ledger.json`: every metered model call of the run (across resumes) and
+/// their totals per role and model.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LedgerFile {
+    pub summary: LedgerSummary,
+    pub calls: Vec<CallRecord>,
 }
 
 /// One round's record in `rounds.jsonl`.
@@ -102,6 +195,12 @@ pub struct RoundRecord {
     pub coder_calls: u32,
     pub spec: Option<ChangeSpec>,
     pub seconds: PhaseTimes,
+    /// The paired test's p-value (`--accept paired`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
+    /// Dollars spent by every role during this round.
+    #[serde(default)]
+    pub usd: f64,
 }
 
 /// Seconds spent per phase.
@@ -140,9 +239,21 @@ pub struct TrainSummary {
     pub test_score: Option<f64>,
     pub accepted: u32,
     pub coder_calls: u32,
+    /// Episodes paid for by this training run (every evaluation, across
+    /// resumes).
     pub episodes: u64,
     pub seconds: PhaseTimes,
     pub wall_seconds: f64,
+    /// Why the loop ended (`rounds`, `plateau`, a budget, `stop file`).
+    #[serde(default)]
+    pub stopped: String,
+    /// The training tasks, when a budget selected them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
+    /// Tokens, calls, cache hits and dollars per role and model, over the
+    /// whole run (also in `ledger.json`).
+    #[serde(default)]
+    pub usage: LedgerSummary,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +272,8 @@ pub enum TrainError {
     ConfigChanged { dir: PathBuf, diff: String },
     #[error("the harness source {0} has no src/tables.rs for the rule coder")]
     NoTables(PathBuf),
+    #[error("{path} is corrupt: {message} (move it away to start that part afresh)")]
+    Corrupt { path: PathBuf, message: String },
 }
 
 /// What the loop needs besides the config.
@@ -174,6 +287,11 @@ pub struct TrainContext {
     /// Cargo target dir shared by every candidate build (so a candidate
     /// rebuilds only the harness crate, not its dependencies).
     pub cargo_target: PathBuf,
+    pub diagnoser: Diagnoser,
+    pub coder: CoderChoice,
+    /// The ledger every model of the run records into (the participants'
+    /// and the roles'); persisted as `ledger.json`.
+    pub ledger: Arc<UsageLedger>,
 }
 
 fn io<T>(r: std::io::Result<T>, action: &'static str, p: &Path) -> Result<T, PathError> {
@@ -273,6 +391,16 @@ pub async fn train(
         &serde_json::to_vec_pretty(&cfg_json).expect("json"),
     )
     .map_err(|e| PathError::new("write", &cfg_path, e))?;
+    // Spending of earlier processes of this run counts toward the budget.
+    let ledger_path = out.join("ledger.json");
+    if let Ok(bytes) = std::fs::read(&ledger_path) {
+        let earlier: LedgerFile =
+            serde_json::from_slice(&bytes).map_err(|e| TrainError::Corrupt {
+                path: ledger_path.clone(),
+                message: e.to_string(),
+            })?;
+        cx.ledger.import(earlier.calls);
+    }
     // The WIT package sits beside the staging crate, where `../wit` finds it.
     let wit_src = source.join("../wit");
     staging::fresh_copy(&wit_src, &out.join("wit"))?;
@@ -303,7 +431,10 @@ pub async fn train(
         Err(_) => Vec::new(),
     };
     let initial = match std::fs::read_to_string(out.join("initial")) {
-        Ok(h) => ComponentHash::parse(h.trim()).expect("initial hash"),
+        Ok(h) => ComponentHash::parse(h.trim()).ok_or_else(|| TrainError::Corrupt {
+            path: out.join("initial"),
+            message: format!("`{}` is not a component hash", h.trim()),
+        })?,
         Err(_) => {
             staging::fresh_copy(source, &dirs.staging())?;
             if config.start_blank {
@@ -333,7 +464,6 @@ pub async fn train(
             .map(|t| (t.name.clone(), t.mutates))
             .collect(),
     };
-    let train_tasks = config.train.tasks.clone();
     // Rule tables key entries by the short domain name (`retail`).
     let short_domain = config
         .train
@@ -343,12 +473,23 @@ pub async fn train(
         .unwrap_or(&config.train.domain)
         .to_string();
     let short_domain = short_domain.as_str();
-    let mut episodes: u64 = 0;
     let mut coder_calls: u32 = done.iter().map(|r| r.coder_calls).sum();
     let mut totals = PhaseTimes::default();
     for r in &done {
         totals.add(&r.seconds);
     }
+    let spent = || cx.ledger.summary().total.usd;
+
+    // The training tasks: the whole split, or a budget chosen from it by
+    // how the initial harness fails (or at random).
+    let (train_tasks, train_label, selection) = match config.select {
+        None => (config.train.tasks.clone(), "train".to_string(), None),
+        Some(sel) => {
+            let selection = select_tasks(&cx, &dirs, &config, &initial, sel).await?;
+            let label = format!("train-{}-{}", sel.strategy.as_str(), sel.budget);
+            (selection.tasks.clone(), label, Some(selection))
+        }
+    };
     let (init_summary, _) = evaluate(
         &cx,
         &dirs,
@@ -356,15 +497,17 @@ pub async fn train(
         &initial,
         &train_tasks,
         config.train.split.clone(),
-        "train",
+        &train_label,
     )
     .await?;
     let initial_train_score = score(&init_summary);
 
+    let mut stopped = "rounds".to_string();
     let first_round = done.len() as u32 + 1;
     for round in first_round..=config.rounds {
         if out.join("STOP").exists() {
             tracing::info!("stop file found: ending training");
+            stopped = "stop file".into();
             break;
         }
         let plateaued = done.len() as u32 >= config.plateau
@@ -374,13 +517,14 @@ pub async fn train(
                 .take(config.plateau as usize)
                 .all(|r| !r.accepted);
         if config.plateau > 0 && plateaued {
+            stopped = "plateau".into();
             break;
         }
-        if config.max_coder_calls.is_some_and(|m| coder_calls >= m)
-            || config.max_episodes.is_some_and(|m| episodes >= m)
-        {
+        if let Some(why) = budget_exhausted(&config, coder_calls, paid_episodes(&dirs), spent()) {
+            stopped = why;
             break;
         }
+        let usd_before = spent();
         let mut t = PhaseTimes::default();
         let clock = Instant::now();
         let (inc_summary, inc_records) = evaluate(
@@ -390,10 +534,9 @@ pub async fn train(
             &incumbent,
             &train_tasks,
             config.train.split.clone(),
-            "train",
+            &train_label,
         )
         .await?;
-        episodes += inc_summary.ran_now;
         t.train_eval = clock.elapsed().as_secs_f64();
         let inc_score = score(&inc_summary);
 
@@ -421,10 +564,17 @@ pub async fn train(
             coder_calls: 0,
             spec: None,
             seconds: PhaseTimes::default(),
+            p_value: None,
+            usd: 0.0,
+        };
+        let mut transcript = RoundTranscript {
+            round,
+            diagnoser: config.diagnoser.clone(),
+            discussions: vec![],
+            coder_runs: vec![],
         };
 
-        // Diagnosis and coding: one call per round, or one per failure.
-        let clock = Instant::now();
+        // Diagnosis and coding: one unit per round, or one per failure.
         let units: Vec<Vec<FailureGroup>> = match config.method {
             Method::SelfEvolution => failures
                 .iter()
@@ -432,38 +582,133 @@ pub async fn train(
                 .collect(),
             Method::EcdysisNofdcr | Method::Ecdysis => vec![groups.clone()],
         };
-        t.diagnosis = clock.elapsed().as_secs_f64();
         staging::fresh_copy(&dirs.candidate(&incumbent).join("source"), &dirs.staging())?;
-        let clock = Instant::now();
         let mut merged: Option<ChangeSpec> = None;
+        let mut skipped: Vec<String> = vec![];
         for unit in &units {
-            if config.max_coder_calls.is_some_and(|m| coder_calls >= m) {
+            if let Some(why) = budget_exhausted(&config, coder_calls, paid_episodes(&dirs), spent())
+            {
+                skipped.push(format!("budget: {why}"));
                 break;
             }
-            let Some(spec) = heuristic::diagnose(unit, &successes, &facts) else {
-                continue;
+            let clock = Instant::now();
+            let spec = diagnose_unit(
+                &cx,
+                &config,
+                unit,
+                &successes,
+                &facts,
+                &dirs.staging(),
+                &mut transcript,
+            )
+            .await?;
+            t.diagnosis += clock.elapsed().as_secs_f64();
+            let spec = match spec {
+                Ok(spec) => spec,
+                Err(why) => {
+                    skipped.push(why);
+                    continue;
+                }
             };
+            let clock = Instant::now();
             coder_calls += 1;
             record.coder_calls += 1;
-            if config.coder_latency_ms > 0 {
-                tokio::time::sleep(std::time::Duration::from_millis(config.coder_latency_ms)).await;
+            let applied = match &cx.coder {
+                CoderChoice::Rules => {
+                    if config.coder_latency_ms > 0 {
+                        tokio::time::sleep(std::time::Duration::from_millis(
+                            config.coder_latency_ms,
+                        ))
+                        .await;
+                    }
+                    let n = rulecoder::apply(&dirs.staging(), &spec, short_domain)?;
+                    transcript.coder_runs.push(CoderRun {
+                        coder: "rules".into(),
+                        ok: n > 0,
+                        attempts: 1,
+                        changed_files: if n > 0 {
+                            vec![heuristic::TABLES_FILE.into()]
+                        } else {
+                            vec![]
+                        },
+                        build_ok: false,
+                        error: None,
+                        log: format!("{n} table entr(ies) changed"),
+                    });
+                    true
+                }
+                CoderChoice::Agent(coder) => {
+                    let mut task = CoderTask::new(spec.clone());
+                    if config.method == Method::SelfEvolution {
+                        // The baseline's coder works from the one failure.
+                        task = task.with_notes(fdcr::render_evidence(
+                            unit,
+                            &[],
+                            &EvidenceLimits::default(),
+                        ));
+                    }
+                    match coder.implement(&task, &dirs.staging()).await {
+                        Ok(o) => {
+                            transcript.coder_runs.push(CoderRun {
+                                coder: coder.name().to_string(),
+                                ok: true,
+                                attempts: o.attempts,
+                                changed_files: o.changed_files,
+                                build_ok: o.build_ok,
+                                error: None,
+                                log: o.log,
+                            });
+                            true
+                        }
+                        Err(e) => {
+                            if !cx.quiet {
+                                eprintln!("round {round}: coder failed: {e}");
+                            }
+                            transcript.coder_runs.push(CoderRun {
+                                coder: coder.name().to_string(),
+                                ok: false,
+                                attempts: e.attempts(),
+                                changed_files: vec![],
+                                build_ok: false,
+                                error: Some(e.to_string()),
+                                log: e.log().to_string(),
+                            });
+                            skipped.push(format!("coder failed: {e}"));
+                            false
+                        }
+                    }
+                }
+            };
+            t.coder += clock.elapsed().as_secs_f64();
+            if !applied {
+                continue;
             }
-            rulecoder::apply(&dirs.staging(), &spec, short_domain)?;
             merged = Some(match merged {
                 None => spec,
                 Some(mut m) => {
                     m.failure_patterns.extend(spec.failure_patterns);
                     m.proposed_changes.extend(spec.proposed_changes);
+                    m.skills.extend(spec.skills);
                     m
                 }
             });
         }
-        t.coder = clock.elapsed().as_secs_f64();
+        let round_dir = out.join("rounds").join(round.to_string());
+        io(std::fs::create_dir_all(&round_dir), "create", &round_dir)?;
+        write_json(&round_dir.join("transcript.json"), &transcript)?;
         record.spec = merged.clone();
         if merged.is_none() {
-            record.decision =
-                "no change proposed: no failure with a visible interface cause".into();
+            record.decision = if skipped.is_empty() {
+                "no change proposed: no failure with a visible interface cause".into()
+            } else {
+                format!("no change made: {}", skipped.join("; "))
+            };
+            record.usd = spent() - usd_before;
             finish_round(&rounds_path, &mut record, t, &mut totals, &mut done)?;
+            write_ledger(&ledger_path, &cx.ledger)?;
+            if !cx.quiet {
+                eprintln!("round {round}: {}", record.decision);
+            }
             continue;
         }
 
@@ -474,7 +719,9 @@ pub async fn train(
             Ok(b) => b.manifest,
             Err(e) => {
                 record.decision = format!("build failed: {e}");
+                record.usd = spent() - usd_before;
                 finish_round(&rounds_path, &mut record, t, &mut totals, &mut done)?;
+                write_ledger(&ledger_path, &cx.ledger)?;
                 continue;
             }
         };
@@ -484,6 +731,7 @@ pub async fn train(
         staging::fresh_copy(&dirs.staging(), &cdir.join("source"))?;
         write_json(&cdir.join("manifest.json"), &manifest)?;
         write_json(&cdir.join("spec.json"), &merged)?;
+        write_json(&cdir.join("transcript.json"), &transcript)?;
         let diff = super::rulecoder::diff(
             &dirs.candidate(&incumbent).join("source/src"),
             &cdir.join("source/src"),
@@ -509,7 +757,9 @@ pub async fn train(
         if !check.passed() {
             record.decision = "rejected: check failed".into();
             t.gate = clock.elapsed().as_secs_f64();
+            record.usd = spent() - usd_before;
             finish_round(&rounds_path, &mut record, t, &mut totals, &mut done)?;
+            write_ledger(&ledger_path, &cx.ledger)?;
             continue;
         }
         if let Some(hit) = hits.first() {
@@ -518,40 +768,42 @@ pub async fn train(
                 hit.tool, hit.arguments, hit.task_id
             );
             t.gate = clock.elapsed().as_secs_f64();
+            record.usd = spent() - usd_before;
             finish_round(&rounds_path, &mut record, t, &mut totals, &mut done)?;
+            write_ledger(&ledger_path, &cx.ledger)?;
             continue;
         }
-        let (cand_summary, _) = evaluate(
+        let (cand_summary, cand_records) = evaluate(
             &cx,
             &dirs,
             &config.train,
             &cand,
             &train_tasks,
             config.train.split.clone(),
-            "train",
+            &train_label,
         )
         .await?;
-        episodes += cand_summary.ran_now;
         write_json(&cdir.join("train_summary.json"), &cand_summary)?;
         t.gate = clock.elapsed().as_secs_f64();
-        let cand_score = score(&cand_summary);
-        record.candidate_score = Some(cand_score);
-        if cand_score > inc_score {
+        let verdict = accept::decide(config.accept, &inc_records, &cand_records);
+        record.candidate_score = Some(score(&cand_summary));
+        record.p_value = verdict.p_value;
+        record.decision = verdict.reason.clone();
+        if verdict.accepted {
             record.accepted = true;
-            record.decision = format!("accepted: {cand_score:.4} > {inc_score:.4}");
             incumbent = cand.clone();
             atomic_write(&incumbent_path, incumbent.as_str().as_bytes())
                 .map_err(|e| PathError::new("write", &incumbent_path, e))?;
-        } else {
-            record.decision = format!("rejected: {cand_score:.4} does not beat {inc_score:.4}");
         }
         if !cx.quiet {
             eprintln!("round {round}: {}", record.decision);
         }
+        record.usd = spent() - usd_before;
         finish_round(&rounds_path, &mut record, t, &mut totals, &mut done)?;
+        write_ledger(&ledger_path, &cx.ledger)?;
     }
 
-    // Held-out test evaluation of the final incumbent.
+    // The final incumbent's training score, then the held-out test split.
     let (final_summary, _) = evaluate(
         &cx,
         &dirs,
@@ -559,7 +811,7 @@ pub async fn train(
         &incumbent,
         &train_tasks,
         config.train.split.clone(),
-        "train",
+        &train_label,
     )
     .await?;
     let clock = Instant::now();
@@ -579,6 +831,7 @@ pub async fn train(
         Some(score(&s))
     };
     totals.test_eval += clock.elapsed().as_secs_f64();
+    write_ledger(&ledger_path, &cx.ledger)?;
     let summary = TrainSummary {
         method: config.method,
         initial: initial.to_string(),
@@ -589,12 +842,157 @@ pub async fn train(
         final_train_score: score(&final_summary),
         test_score,
         coder_calls,
-        episodes,
+        episodes: paid_episodes(&dirs),
         seconds: totals,
         wall_seconds: started.elapsed().as_secs_f64(),
+        stopped,
+        selection,
+        usage: cx.ledger.summary(),
     };
     write_json(&out.join("summary.json"), &summary)?;
     Ok(summary)
+}
+
+/// The first exhausted budget, if any. Every attempt counts: failed builds,
+/// trapped candidates and failed coder runs were paid for too.
+fn budget_exhausted(
+    config: &TrainConfig,
+    coder_calls: u32,
+    episodes: u64,
+    usd: f64,
+) -> Option<String> {
+    if let Some(m) = config.max_coder_calls.filter(|m| coder_calls >= *m) {
+        return Some(format!("coder-call budget ({m}) used"));
+    }
+    if let Some(m) = config.max_episodes.filter(|m| episodes >= *m) {
+        return Some(format!("episode budget ({m}) used"));
+    }
+    if let Some(m) = config.max_usd.filter(|m| usd >= *m) {
+        return Some(format!("dollar budget (${m:.2}) used: ${usd:.4} spent"));
+    }
+    None
+}
+
+/// Diagnose one unit of failure groups into a spec. `Ok(Err(why))` when
+/// this unit yields no spec (recorded, the round goes on).
+async fn diagnose_unit(
+    cx: &TrainContext,
+    config: &TrainConfig,
+    unit: &[FailureGroup],
+    successes: &[FailureRecord],
+    facts: &ToolFacts,
+    staging: &Path,
+    transcript: &mut RoundTranscript,
+) -> Result<Result<ChangeSpec, String>, TrainError> {
+    if let (Diagnoser::Fdcr { roles, config: fc }, Method::Ecdysis) = (&cx.diagnoser, config.method)
+    {
+        let input = FdcrInput {
+            evidence: fdcr::render_evidence(unit, successes, &EvidenceLimits::default()),
+            harness: fdcr::describe_harness(staging)?,
+        };
+        let outcome = fdcr::deliberate(roles, &input, fc).await;
+        let spec = outcome.spec.clone();
+        let error = outcome.error.clone();
+        transcript.discussions.push(outcome);
+        return Ok(spec.ok_or_else(|| {
+            format!(
+                "FDCR produced no spec: {}",
+                error.unwrap_or_else(|| "no reason given".into())
+            )
+        }));
+    }
+    if let Some(spec) = heuristic::diagnose(unit, successes, facts) {
+        return Ok(Ok(spec));
+    }
+    // A prose-reading coder can still work from the groups themselves.
+    match (&cx.coder, heuristic::spec_from_groups(unit)) {
+        (CoderChoice::Agent(_), Some(spec)) => Ok(Ok(spec)),
+        _ => Ok(Err(
+            "no failure with a visible interface cause for the rule coder".into(),
+        )),
+    }
+}
+
+/// Choose (or reload) the training tasks for `--select-train`.
+async fn select_tasks(
+    cx: &TrainContext,
+    dirs: &RunDirs,
+    config: &TrainConfig,
+    initial: &ComponentHash,
+    sel: SelectConfig,
+) -> Result<Selection, TrainError> {
+    let path = dirs.root.join("selection.json");
+    if let Ok(bytes) = std::fs::read(&path) {
+        return serde_json::from_slice(&bytes).map_err(|e| TrainError::Corrupt {
+            path,
+            message: e.to_string(),
+        });
+    }
+    // Failure-aware selection needs to see how the starting harness does
+    // on every training task; random selection does not.
+    let records = match sel.strategy {
+        SelectStrategy::FailureAware => {
+            evaluate(
+                cx,
+                dirs,
+                &config.train,
+                initial,
+                &config.train.tasks,
+                config.train.split.clone(),
+                "train-all",
+            )
+            .await?
+            .1
+        }
+        SelectStrategy::Random => vec![],
+    };
+    let selection = select::select(
+        sel.strategy,
+        sel.budget,
+        &config.train.tasks,
+        &records,
+        config.lambda,
+        config.train.seed,
+    );
+    write_json(&path, &selection)?;
+    if !cx.quiet {
+        eprintln!(
+            "selected {} of {} training tasks ({}): {}",
+            selection.tasks.len(),
+            config.train.tasks.len(),
+            sel.strategy.as_str(),
+            selection.tasks.join(",")
+        );
+    }
+    Ok(selection)
+}
+
+/// Episodes this training run has paid for, across resumes: every finished
+/// line of every evaluation's trajectories (the runner never re-runs them).
+fn paid_episodes(dirs: &RunDirs) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dirs.root.join("evals")) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join(eval::rundir::TRAJECTORIES_FILE)).ok())
+        .map(|bytes| {
+            bytes
+                .split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+                .count() as u64
+        })
+        .sum()
+}
+
+fn write_ledger(path: &Path, ledger: &UsageLedger) -> Result<(), PathError> {
+    write_json(
+        path,
+        &LedgerFile {
+            summary: ledger.summary(),
+            calls: ledger.calls(),
+        },
+    )
 }
 
 fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<(), PathError> {

@@ -334,6 +334,19 @@ impl UsageLedger {
         self.calls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Carry over the calls of an earlier process (a resumed run's
+    /// `ledger.json`), so totals and budgets cover the whole run. They keep
+    /// their order and come before any call recorded here.
+    pub fn import(&self, earlier: Vec<CallRecord>) {
+        let mut calls = self.lock();
+        let mut merged = earlier;
+        merged.append(&mut calls);
+        for (i, r) in merged.iter_mut().enumerate() {
+            r.seq = i as u64;
+        }
+        *calls = merged;
+    }
+
     /// Every call so far, in order.
     pub fn calls(&self) -> Vec<CallRecord> {
         self.lock().clone()
@@ -479,5 +492,28 @@ mod tests {
         // The summary is what results files store.
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["by_role"]["agent"]["cache_hits"], 1);
+    }
+
+    #[test]
+    fn imported_calls_come_first_and_count_in_the_totals() {
+        let table = PriceTable::from_json_str(
+            r#"{"models": {"m": {"prompt_per_mtok": 1, "completion_per_mtok": 1}}}"#,
+        )
+        .unwrap();
+        let ms = Duration::from_millis(1);
+        let before = UsageLedger::new(table.clone());
+        before.record_response("coder", "m", &response(1000, 0, 0, false), ms);
+        let now = UsageLedger::new(table);
+        now.record_response("analyst", "m", &response(500, 0, 0, false), ms);
+        now.import(before.calls());
+        let calls = now.calls();
+        assert_eq!(
+            calls
+                .iter()
+                .map(|c| (c.seq, c.role.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(0, "coder"), (1, "analyst")]
+        );
+        assert!((now.summary().total.usd - 1500e-6).abs() < 1e-12);
     }
 }
