@@ -136,8 +136,11 @@ enum Command {
     /// Evolve a harness on the training split: evaluate, aggregate failures
     /// across tasks, diagnose, edit the harness source once per round, build,
     /// gate, and keep a candidate only if it strictly beats the incumbent.
-    /// Offline (sim: agents) it uses the heuristic diagnoser and the rule
-    /// coder. Re-running the same command resumes.
+    /// Without role flags it runs offline: the heuristic diagnoser and the
+    /// rule coder. With --fdcr-model (or --analyst-model ...) the FDCR roles
+    /// diagnose, and --coder-model (built-in editor) or --coder-command (an
+    /// external coding agent) edits. Re-running the same command resumes;
+    /// ledger.json and summary.json report tokens and dollars per role.
     Train(Box<cli::train::TrainArgs>),
     /// Run the three evolution methods from the same starting harness on
     /// the offline testbed and print the comparison: training wall time,

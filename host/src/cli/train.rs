@@ -159,6 +159,10 @@ pub struct GateArgs {
     /// --select-train failure-aware).
     #[arg(long)]
     pub budget_tasks: Option<usize>,
+    /// Seed of `--select-train random` (default: --seed), so several draws
+    /// can be compared on the same episodes.
+    #[arg(long)]
+    pub select_seed: Option<u64>,
 }
 
 impl Default for GateArgs {
@@ -169,6 +173,7 @@ impl Default for GateArgs {
             max_usd: None,
             select_train: None,
             budget_tasks: None,
+            select_seed: None,
         }
     }
 }
@@ -279,10 +284,15 @@ pub async fn train(
         .map_err(|e| anyhow::anyhow!("--accept: {e}"))?;
     let select = match (args.gate.select_train, args.gate.budget_tasks) {
         (_, Some(0)) => bail!("--budget-tasks must be at least 1"),
-        (Some(strategy), Some(budget)) => Some(SelectConfig { strategy, budget }),
+        (Some(strategy), Some(budget)) => Some(SelectConfig {
+            strategy,
+            budget,
+            seed: args.gate.select_seed.unwrap_or(args.run.seed),
+        }),
         (None, Some(budget)) => Some(SelectConfig {
             strategy: SelectStrategy::FailureAware,
             budget,
+            seed: args.gate.select_seed.unwrap_or(args.run.seed),
         }),
         (Some(s), None) => bail!(
             "--select-train {} needs --budget-tasks N (how many training tasks to keep)",

@@ -125,6 +125,9 @@ fn default_coder() -> String {
 pub struct SelectConfig {
     pub strategy: SelectStrategy,
     pub budget: usize,
+    /// Seed of a random draw (`--select-seed`, default the run seed), apart
+    /// from the run seed so draws compare on the same episodes.
+    pub seed: u64,
 }
 
 /// Who turns failure groups into a spec.
@@ -952,7 +955,7 @@ async fn select_tasks(
         &config.train.tasks,
         &records,
         config.lambda,
-        config.train.seed,
+        sel.seed,
     );
     write_json(&path, &selection)?;
     if !cx.quiet {
