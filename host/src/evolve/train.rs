@@ -168,6 +168,10 @@ pub struct CoderRun {
 pub struct RoundTranscript {
     pub round: u32,
     pub diagnoser: String,
+    /// The scrubbed evidence each diagnosed unit was shown (failure
+    /// excerpts by group, and successes on the same tools).
+    #[serde(default)]
+    pub evidence: Vec<String>,
     /// FDCR discussions, one per diagnosed unit (empty for the heuristic).
     pub discussions: Vec<FdcrOutcome>,
     pub coder_runs: Vec<CoderRun>,
@@ -573,6 +577,7 @@ pub async fn train(
         let mut transcript = RoundTranscript {
             round,
             diagnoser: config.diagnoser.clone(),
+            evidence: vec![],
             discussions: vec![],
             coder_runs: vec![],
         };
@@ -887,10 +892,12 @@ async fn diagnose_unit(
     staging: &Path,
     transcript: &mut RoundTranscript,
 ) -> Result<Result<ChangeSpec, String>, TrainError> {
+    let evidence = fdcr::render_evidence(unit, successes, &EvidenceLimits::default());
+    transcript.evidence.push(evidence.clone());
     if let (Diagnoser::Fdcr { roles, config: fc }, Method::Ecdysis) = (&cx.diagnoser, config.method)
     {
         let input = FdcrInput {
-            evidence: fdcr::render_evidence(unit, successes, &EvidenceLimits::default()),
+            evidence,
             harness: fdcr::describe_harness(staging)?,
         };
         let outcome = fdcr::deliberate(roles, &input, fc).await;
