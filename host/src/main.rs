@@ -3,12 +3,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 mod cli;
+
+use cli::limits::LimitArgs;
 
 use ecdysis_host::sandbox::{Limits, Sandbox, WORLD_VERSION};
 use ecdysis_host::store::{BuildOptions, ComponentHash, ComponentStore};
@@ -177,35 +178,6 @@ struct BuildArgs {
     target_dir: Option<PathBuf>,
 }
 
-#[derive(Args)]
-struct LimitArgs {
-    /// Fuel per hook call.
-    #[arg(long)]
-    fuel: Option<u64>,
-    /// Wall-clock deadline per hook call, in milliseconds.
-    #[arg(long)]
-    deadline_ms: Option<u64>,
-    /// Guest memory cap, in MiB.
-    #[arg(long)]
-    memory_mib: Option<usize>,
-}
-
-impl LimitArgs {
-    fn limits(&self) -> Limits {
-        let mut l = Limits::default();
-        if let Some(f) = self.fuel {
-            l.fuel_per_hook = f;
-        }
-        if let Some(ms) = self.deadline_ms {
-            l.deadline = Duration::from_millis(ms);
-        }
-        if let Some(m) = self.memory_mib {
-            l.memory_bytes = m << 20;
-        }
-        l
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let level = match (cli.quiet, cli.verbose) {
@@ -274,7 +246,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             json,
         } => {
             let manifest = store.obtain(&harness, cli.quiet)?;
-            let sandbox = Sandbox::new(limits.limits())?;
+            let sandbox = Sandbox::new(limits.limits()?)?;
             let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
             let report = doctor::check(&loaded);
             if json {

@@ -14,10 +14,11 @@ use ecdysis_host::model::{
     CachePolicy, ModelFlags, ModelHub, PriceTable, ResponseCache, SamplingArgs, SimProfile,
     UsageLedger,
 };
-use ecdysis_host::sandbox::{FailurePolicy, Limits, Sandbox, WORLD_VERSION};
+use ecdysis_host::sandbox::{FailurePolicy, Sandbox, WORLD_VERSION};
 use ecdysis_host::store::ComponentStore;
 
 use super::env::DataArgs;
+use super::limits::LimitArgs;
 
 /// Flags of `run`.
 #[derive(Args)]
@@ -92,15 +93,8 @@ pub struct RunArgs {
     /// harness_error) or fail-open (proceed as if it answered neutrally).
     #[arg(long, default_value = "fail-closed")]
     pub policy: FailurePolicy,
-    /// Fuel per hook call.
-    #[arg(long)]
-    pub fuel: Option<u64>,
-    /// Wall-clock deadline per hook call, in milliseconds.
-    #[arg(long)]
-    pub deadline_ms: Option<u64>,
-    /// Guest memory cap, in MiB.
-    #[arg(long)]
-    pub memory_mib: Option<usize>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Response cache policy: read-write, read-only or off.
     #[arg(long, default_value = "read-write")]
     pub cache: String,
@@ -114,22 +108,6 @@ pub struct RunArgs {
     /// Extra attempts for an episode whose endpoint kept failing.
     #[arg(long, default_value_t = 2)]
     pub max_requeues: u32,
-}
-
-impl RunArgs {
-    fn limits(&self) -> Limits {
-        let mut l = Limits::default();
-        if let Some(f) = self.fuel {
-            l.fuel_per_hook = f;
-        }
-        if let Some(ms) = self.deadline_ms {
-            l.deadline = Duration::from_millis(ms);
-        }
-        if let Some(m) = self.memory_mib {
-            l.memory_bytes = m << 20;
-        }
-        l
-    }
 }
 
 fn slug(s: &str) -> String {
@@ -176,7 +154,7 @@ pub async fn run(
         bail!("--trials must be at least 1");
     }
 
-    let limits = args.limits();
+    let limits = args.limits.limits()?;
     let (harness_hash, harness) = if args.harness == "none" {
         (None, None)
     } else {
@@ -509,9 +487,7 @@ pub async fn bench_runner(
         max_steps: ecdysis_host::env::DEFAULT_MAX_STEPS,
         max_errors: ecdysis_host::env::DEFAULT_MAX_ERRORS,
         policy: FailurePolicy::FailClosed,
-        fuel: None,
-        deadline_ms: None,
-        memory_mib: None,
+        limits: LimitArgs::default(),
         cache: "off".into(),
         cache_dir: tmp.join("cache"),
         prices: None,

@@ -22,6 +22,7 @@ use ecdysis_host::sandbox::{FailurePolicy, WORLD_VERSION};
 use ecdysis_host::store::ComponentStore;
 
 use super::env::DataArgs;
+use super::limits::LimitArgs;
 use super::run::{RunArgs, build_hub, participants_on};
 
 #[derive(Args)]
@@ -208,6 +209,9 @@ pub struct TrainRunArgs {
     /// A price table (JSON, per model) merged over the embedded one.
     #[arg(long)]
     pub prices: Option<PathBuf>,
+    /// Sandbox limits for every candidate harness.
+    #[command(flatten)]
+    pub limits: LimitArgs,
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
     #[arg(long, default_value_t = 0)]
@@ -260,9 +264,7 @@ pub async fn train(
         max_steps: ecdysis_host::env::DEFAULT_MAX_STEPS,
         max_errors: ecdysis_host::env::DEFAULT_MAX_ERRORS,
         policy: FailurePolicy::FailClosed,
-        fuel: None,
-        deadline_ms: None,
-        memory_mib: None,
+        limits: args.run.limits.clone(),
         cache: args.run.cache.clone(),
         cache_dir: args.run.cache_dir.clone(),
         prices: args.run.prices.clone(),
@@ -305,7 +307,7 @@ pub async fn train(
     {
         bail!("--max-usd must be a positive number of dollars, got {m}");
     }
-    let limits = ecdysis_host::sandbox::Limits::default();
+    let limits = args.run.limits.limits()?;
     let config = TrainConfig {
         method: args.method,
         rounds: args.rounds,
