@@ -855,7 +855,10 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
         ]
     );
     let evidence = t["evidence"][0].as_str().unwrap();
-    assert!(evidence.contains("order_id"), "the roles saw excerpts: {evidence}");
+    assert!(
+        evidence.contains("order_id"),
+        "the roles saw excerpts: {evidence}"
+    );
     assert_eq!(t["coder_runs"][0]["coder"], "editor:m-coder");
     assert_eq!(t["coder_runs"][0]["build_ok"], true);
     assert_eq!(t, json_file(&out.join("rounds/1/transcript.json")));
