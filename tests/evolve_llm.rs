@@ -770,6 +770,10 @@ fn scripted_roles(req: &ecdysis_host::model::mock::MockRequest) -> MockReply {
 async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_budget() {
     let server = MockServer::start().await.unwrap();
     server.set_handler(scripted_roles);
+    // The coder lives on an endpoint of its own.
+    let coder_server = MockServer::start().await.unwrap();
+    coder_server.set_handler(scripted_roles);
+    let coder_base = coder_server.base_url();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("train");
     let prices = tmp.path().join("prices.json");
@@ -804,6 +808,8 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
             &base,
             "--roles-api-key-env",
             "",
+            "--coder-base-url",
+            &coder_base,
             "--max-usd",
             "0.05",
         ],
@@ -882,12 +888,24 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
         .count();
     assert_eq!(
         role_calls,
-        server.request_count(),
+        server.request_count() + coder_server.request_count(),
         "every role call is in the ledger"
     );
+    let models_seen = |srv: &MockServer| -> std::collections::BTreeSet<String> {
+        srv.requests()
+            .iter()
+            .map(|r| r.json().unwrap()["model"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        models_seen(&coder_server).into_iter().collect::<Vec<_>>(),
+        ["m-coder"],
+        "--coder-base-url routes the coder alone"
+    );
+    assert!(!models_seen(&server).contains("m-coder"));
 
     // Resuming the finished run asks no role again and keeps the spending.
-    let before = server.request_count();
+    let before = server.request_count() + coder_server.request_count();
     let mut cmd = train_bin(
         tmp.path(),
         &[
@@ -911,6 +929,8 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
             &base,
             "--roles-api-key-env",
             "",
+            "--coder-base-url",
+            &coder_base,
             "--max-usd",
             "0.05",
         ],
@@ -921,7 +941,7 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
-        server.request_count(),
+        server.request_count() + coder_server.request_count(),
         before,
         "the budget holds across resumes"
     );

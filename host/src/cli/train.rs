@@ -133,6 +133,17 @@ pub struct RoleArgs {
     /// OPENAI_API_KEY; empty for none).
     #[arg(long, help_heading = "Evolution roles")]
     pub roles_api_key_env: Option<String>,
+    /// Extra JSON object merged into every role request body (e.g.
+    /// '{"max_tokens": 4096}').
+    #[arg(long, help_heading = "Evolution roles")]
+    pub roles_extra_args: Option<String>,
+    /// The coder's endpoint when it differs from the roles' (default
+    /// --roles-base-url).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub coder_base_url: Option<String>,
+    /// The coder endpoint's API-key variable (default --roles-api-key-env).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub coder_api_key_env: Option<String>,
 }
 
 /// Acceptance, budgets and task selection.
@@ -400,15 +411,21 @@ fn roles(
             .roles_api_key_env
             .clone()
             .or_else(|| args.run.agent_api_key_env.clone()),
+        extra_args: r.roles_extra_args.clone(),
         ..ModelFlags::default()
     };
     let model = |role: &str, name: &str| -> Result<Arc<dyn ChatModel>> {
-        let config = ModelFlags {
+        let mut flags = ModelFlags {
             model: Some(name.to_string()),
             ..base.clone()
+        };
+        if role == "coder" {
+            flags.base_url = r.coder_base_url.clone().or(flags.base_url);
+            flags.api_key_env = r.coder_api_key_env.clone().or(flags.api_key_env);
         }
-        .resolve(None)
-        .with_context(|| format!("--{role}-model {name}"))?;
+        let config = flags
+            .resolve(None)
+            .with_context(|| format!("--{role}-model {name}"))?;
         Ok(hub.http_model(role, config)?)
     };
     let per_role = [
