@@ -342,12 +342,22 @@ async fn evaluate(
         ..base.clone()
     };
     let out = dirs.eval_dir(hash.as_str(), label);
+    if !cx.quiet {
+        eprintln!(
+            "evaluating {} on {} {label} task(s) x {} trial(s)",
+            hash.short(),
+            tasks.len(),
+            base.trials
+        );
+    }
+    // Decile progress lines (not a bar): training runs for hours against
+    // real endpoints, often with stderr going to a log file.
     let options = RunOptions {
         out: out.clone(),
         concurrency: cx.concurrency,
         force_new: false,
         quiet: true,
-        silent: true,
+        silent: cx.quiet,
         max_requeues: 2,
     };
     let summary = eval::run(
@@ -590,6 +600,16 @@ pub async fn train(
                 .collect(),
             Method::EcdysisNofdcr | Method::Ecdysis => vec![groups.clone()],
         };
+        if !cx.quiet {
+            eprintln!(
+                "round {round}: {} failure(s) in {} group(s), {} recurring; {} diagnosis unit(s) for {}",
+                record.failures,
+                record.groups,
+                record.recurring_groups,
+                units.len(),
+                config.diagnoser
+            );
+        }
         staging::fresh_copy(&dirs.candidate(&incumbent).join("source"), &dirs.staging())?;
         let mut merged: Option<ChangeSpec> = None;
         let mut skipped: Vec<String> = vec![];
