@@ -2,10 +2,10 @@
 //! `Environment.get_response`), result rendering (`to_json_str`) and the
 //! generic tools.
 
+use crate::env::ToolOutput;
 use crate::env::py::call::{self, Signature};
 use crate::env::py::pydantic::{self, Input, Model};
 use crate::env::py::{PyErr, PyResult, Val, calc, json, ops};
-use crate::env::ToolOutput;
 
 use super::db::Db;
 
