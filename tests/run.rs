@@ -329,3 +329,136 @@ fn a_corrupt_result_line_is_reported_not_dropped() {
             .starts_with("{garbage")
     );
 }
+
+/// An OpenAI-compatible agent (the mock server) that writes its first tool
+/// call as fenced JSON text, as small local models do, then says goodbye.
+fn texting_agent(
+    req: &ecdysis_host::model::mock::MockRequest,
+) -> ecdysis_host::model::mock::MockReply {
+    use ecdysis_host::model::mock::MockReply;
+    let body = req.json().unwrap_or_default();
+    let turns = body["messages"]
+        .as_array()
+        .map(|m| m.iter().filter(|x| x["role"] == "assistant").count())
+        .unwrap_or(0);
+    // The fixed greeting is the first assistant message.
+    if turns <= 1 {
+        MockReply::text(
+            "Let me look you up.\n```json\n{\"name\": \"find_user_id_by_email\", \"arguments\": {\"email\": \"nobody@example.com\"}}\n```",
+        )
+    } else {
+        MockReply::text("I could not find your account. Goodbye.")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_agent_gets_the_sampling_flags_and_its_text_call_is_rescued_only_by_a_harness() {
+    let server = ecdysis_host::model::mock::MockServer::start()
+        .await
+        .unwrap();
+    server.set_handler(texting_agent);
+    let tmp = tempfile::tempdir().unwrap();
+    let prices = tmp.path().join("prices.json");
+    std::fs::write(
+        &prices,
+        r#"{"models": {"m-agent": {"prompt_per_mtok": 1000, "completion_per_mtok": 1000}}}"#,
+    )
+    .unwrap();
+    let base = server.base_url();
+    let mut outs = vec![];
+    for harness in ["none", "harness-template"] {
+        let out = tmp.path().join(harness);
+        let mut cmd = host(
+            &tmp.path().join("store"),
+            &[
+                "run",
+                "--harness",
+                harness,
+                "--tasks",
+                "90",
+                "--agent-model",
+                "m-agent",
+                "--agent-base-url",
+                &base,
+                "--agent-api-key-env",
+                "",
+                "--temperature",
+                "0",
+                "--top-p",
+                "0.5",
+                "--max-tokens",
+                "64",
+                "--cache",
+                "off",
+                "--max-steps",
+                "12",
+            ],
+        );
+        cmd.arg("--prices").arg(&prices).arg("--out").arg(&out);
+        let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        ok(o);
+        outs.push(out);
+    }
+    // Every agent request carried the sampling flags.
+    let requests = server.requests();
+
+    let ends: Vec<String> = outs
+        .iter()
+        .flat_map(|o| read_trajectories(&o.join("trajectories.jsonl"), false).unwrap())
+        .map(|r| format!("{} {:?}", r.end.as_str(), r.end_detail))
+        .collect();
+    assert!(
+        requests.len() >= 4,
+        "{} requests; ends {ends:?}",
+        requests.len()
+    );
+    for r in &requests {
+        let body = r.json().unwrap();
+        assert_eq!(body["max_tokens"], 64, "{body}");
+        assert_eq!(body["temperature"], 0.0, "{body}");
+        assert_eq!(body["top_p"], 0.5, "{body}");
+    }
+    let tool_entries = |dir: &Path| -> Vec<(String, bool)> {
+        read_trajectories(&dir.join("trajectories.jsonl"), false)
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.transcript.clone())
+            .filter_map(|e| match e {
+                Entry::Tool { name, source, .. } => {
+                    Some((name, source == ecdysis_host::agent::CallSource::Realized))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    // Direct hands the JSON to the user; the template runs it.
+    assert_eq!(tool_entries(&outs[0]), vec![]);
+    assert_eq!(
+        tool_entries(&outs[1]),
+        vec![("find_user_id_by_email".to_string(), true)]
+    );
+    // Tokens and dollars from the endpoint's usage (10 + 5 per call).
+    for out in &outs {
+        let s = summary(out);
+        assert!(s.metrics.agent_prompt_tokens >= 20, "{:?}", s.metrics);
+        assert_eq!(
+            s.metrics.agent_prompt_tokens * 5,
+            s.metrics.agent_completion_tokens * 10
+        );
+        // $1000 per million tokens: 15 tokens a call cost $0.015.
+        let ledger = s.ledger.as_ref().expect("a ledger in the summary");
+        let agent = &ledger.by_role["agent"];
+        assert!(
+            (agent.usd - 0.015 * agent.fresh_calls as f64).abs() < 1e-9,
+            "{agent:?}"
+        );
+        let records = read_trajectories(&out.join("trajectories.jsonl"), false).unwrap();
+        assert!(
+            records
+                .iter()
+                .all(|r| r.end != EndReason::InfrastructureError)
+        );
+    }
+}

@@ -199,6 +199,8 @@ pub async fn experiment(
                 concurrency: args.concurrency,
                 seed: 0,
                 temperature: None,
+                top_p: None,
+                max_tokens: None,
                 out: Some(
                     args.out
                         .join(format!("transfer-{}-{label}", profile.replace(':', "-"))),

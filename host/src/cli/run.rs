@@ -76,6 +76,13 @@ pub struct RunArgs {
     /// Sampling temperature of the agent (default: the endpoint's).
     #[arg(long)]
     pub temperature: Option<f64>,
+    /// Nucleus-sampling cut-off of the agent (default: the endpoint's).
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    /// Most tokens per agent reply (default: the endpoint's; small local
+    /// models may otherwise ramble to the end of their context).
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
     /// Result directory (default runs/<domain>-<split>-<harness>-<agent>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -186,6 +193,8 @@ pub async fn run(
         limits,
         sampling: SamplingArgs {
             temperature: args.temperature,
+            top_p: args.top_p,
+            max_tokens: args.max_tokens,
             ..SamplingArgs::default()
         },
     };
@@ -482,6 +491,8 @@ pub async fn bench_runner(
         concurrency,
         seed: 0,
         temperature: None,
+        top_p: None,
+        max_tokens: None,
         out: Some(tmp.clone()),
         force_new: true,
         max_steps: ecdysis_host::env::DEFAULT_MAX_STEPS,

@@ -270,6 +270,8 @@ pub async fn train(
         concurrency: args.run.concurrency,
         seed: args.run.seed,
         temperature: None,
+        top_p: None,
+        max_tokens: None,
         out: None,
         force_new: false,
         max_steps: ecdysis_host::env::DEFAULT_MAX_STEPS,
