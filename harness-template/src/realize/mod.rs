@@ -2,7 +2,8 @@
 //!
 //! For a call, in order: resolve the tool name ([`tool_alias`], else
 //! [`unknown_tool`] blocks with the tool list), repair the arguments
-//! ([`json_arguments`], [`id_prefix`], [`numeric_strings`]), then run the
+//! ([`json_arguments`], [`id_prefix`], [`numeric_strings`],
+//! [`unknown_args`]), then run the
 //! policy [`gates`]. A gate *blocks* a call the environment would accept
 //! although the policy forbids it; for a call the environment will reject
 //! anyway it only prepares an *explanation*, which regulation appends to
@@ -16,6 +17,7 @@ pub mod json_arguments;
 pub mod numeric_strings;
 pub mod rescue_text;
 pub mod tool_alias;
+pub mod unknown_args;
 pub mod unknown_tool;
 
 use serde_json::Value;
@@ -57,6 +59,7 @@ fn realize_call(h: &mut Harness, view: &mut dyn EnvView, proposed: Call) -> Deci
     changed |= id_prefix::apply(&h.domain, &mut args);
     let schema = h.tools.schema(&call.name);
     changed |= numeric_strings::apply(&h.domain, schema.as_ref(), &mut args);
+    changed |= unknown_args::apply(schema.as_ref(), &mut args);
     if changed {
         call.arguments = Value::Object(args.clone()).to_string();
     }
