@@ -601,6 +601,11 @@ pub static MESSAGES: &[Message] = &[
     },
     // {tool} {count}
     Message {
+        key: "repeated_success",
+        text: "This identical `{tool}` call has now returned the same result {count} times in a row: you already have it. Do not call it again; use the result to take the next step or answer the user.",
+    },
+    // {tool} {count}
+    Message {
         key: "error_streak",
         text: "`{tool}` has failed {count} times in a row. Re-read its description and the error: check every id against what the lookups returned, and do not retry with the same arguments. If the request cannot be done under the policy, tell the user instead.",
     },
@@ -684,6 +689,9 @@ pub struct Regulation {
     /// Stop the episode when the identical call has failed this many times
     /// in a row (clearly stuck).
     pub repeat_stop: u32,
+    /// Annotate when the identical call has returned the same successful
+    /// result this many times in a row.
+    pub repeat_success_annotate: u32,
     /// Annotate when one tool has failed this many times in a row.
     pub error_streak: u32,
     /// Inject a recovery message after this many agent turns without a
@@ -698,6 +706,7 @@ pub struct Regulation {
 pub static REGULATION: Regulation = Regulation {
     repeat_annotate: 2,
     repeat_stop: 6,
+    repeat_success_annotate: 3,
     error_streak: 3,
     stall_turns: 10,
     low_budget_fraction: 0.1,

@@ -9,6 +9,8 @@
 //!   call it predicted to fail.
 //! - [`repeated_failure`]: the identical failing call again → say what to
 //!   change; stop only when clearly stuck.
+//! - [`repeated_success`]: the identical call returning the same result
+//!   several times in a row → say it is already known.
 //! - [`error_streak`]: one tool failing several times in a row.
 //! - [`stall`]: no successful tool call for many turns, or the same message
 //!   twice.
@@ -24,6 +26,7 @@ pub mod changed_records;
 pub mod error_streak;
 pub mod gate_explanations;
 pub mod repeated_failure;
+pub mod repeated_success;
 pub mod stall;
 
 use crate::episode::Harness;
@@ -33,6 +36,7 @@ use crate::types::{Regulation, Step, StepKind};
 #[derive(Debug, Default)]
 pub struct State {
     pub repeated: repeated_failure::State,
+    pub repeated_success: repeated_success::State,
     pub streak: error_streak::State,
     pub stall: stall::State,
     pub budget: budget::State,
@@ -50,6 +54,10 @@ pub fn regulate(h: &mut Harness, step: &Step) -> Regulation {
     if let repeated_failure::Finding::Note(note) = repeated {
         notes.push(note);
     }
+    notes.extend(repeated_success::check(
+        &mut h.regulation.repeated_success,
+        step,
+    ));
     notes.extend(error_streak::check(&mut h.regulation.streak, step));
     notes.extend(stall::check(&mut h.regulation.stall, step));
     notes.extend(budget::check(
