@@ -187,25 +187,7 @@ async fn oracle_markers_never_reach_a_prompt_or_coder_input() {
 }
 
 fn train_cmd(dir: &std::path::Path, extra: &[&str]) -> std::process::Command {
-    let mut c = std::process::Command::new(support::host_bin());
-    c.current_dir(support::repo_root())
-        .args(["--quiet", "--store"])
-        .arg(dir.join("store"))
-        .args([
-            "train",
-            "--start-blank",
-            "--tasks",
-            "0,1,2,3,4,6,7,8",
-            "--agent-model",
-            "sim:clumsy",
-            "--test-split",
-            "none",
-            "--cargo-target-dir",
-        ])
-        // Shared by every test run: candidates rebuild only the harness.
-        .arg(support::repo_root().join("target/evolve-candidates"))
-        .args(extra);
-    c
+    support::train_command(dir, extra)
 }
 
 fn summary(dir: &std::path::Path) -> serde_json::Value {

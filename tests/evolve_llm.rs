@@ -711,26 +711,11 @@ mod support;
 const BLANK_PREFIXES: &str = "pub static ID_PREFIXES: &[IdPrefix] = &[];";
 const FILLED_PREFIXES: &str = "pub static ID_PREFIXES: &[IdPrefix] = &[IdPrefix { domain: \"retail\", arg: \"order_id\", prefix: \"#\" }];";
 
+/// `train` with the response cache off (the mock's replies must be asked
+/// for, not replayed).
 fn train_bin(dir: &Path, extra: &[&str]) -> std::process::Command {
-    let mut c = std::process::Command::new(support::host_bin());
-    c.current_dir(support::repo_root())
-        .args(["--quiet", "--store"])
-        .arg(dir.join("store"))
-        .args([
-            "train",
-            "--start-blank",
-            "--tasks",
-            "0,1,2,3,4,6,7,8",
-            "--agent-model",
-            "sim:clumsy",
-            "--test-split",
-            "none",
-            "--cache",
-            "off",
-            "--cargo-target-dir",
-        ])
-        .arg(support::repo_root().join("target/evolve-candidates"))
-        .args(extra);
+    let mut c = support::train_command(dir, &["--cache", "off"]);
+    c.args(extra);
     c
 }
 
@@ -785,36 +770,41 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
     )
     .unwrap();
     let base = server.base_url();
-    let mut cmd = train_bin(
-        tmp.path(),
-        &[
-            "--method",
-            "ecdysis",
-            "--rounds",
-            "3",
-            "--plateau",
-            "5",
-            "--analyst-model",
-            "m-analyst",
-            "--critic-model",
-            "m-critic",
-            "--engineer-model",
-            "m-engineer",
-            "--moderator-model",
-            "m-moderator",
-            "--coder-model",
-            "m-coder",
-            "--roles-base-url",
-            &base,
-            "--roles-api-key-env",
-            "",
-            "--coder-base-url",
-            &coder_base,
-            "--max-usd",
-            "0.05",
-        ],
-    );
-    cmd.arg("--prices").arg(&prices).arg("--out").arg(&out);
+    // The same command twice: the second run resumes the finished one.
+    let command = || {
+        let mut cmd = train_bin(
+            tmp.path(),
+            &[
+                "--method",
+                "ecdysis",
+                "--rounds",
+                "3",
+                "--plateau",
+                "5",
+                "--analyst-model",
+                "m-analyst",
+                "--critic-model",
+                "m-critic",
+                "--engineer-model",
+                "m-engineer",
+                "--moderator-model",
+                "m-moderator",
+                "--coder-model",
+                "m-coder",
+                "--roles-base-url",
+                &base,
+                "--roles-api-key-env",
+                "",
+                "--coder-base-url",
+                &coder_base,
+                "--max-usd",
+                "0.05",
+            ],
+        );
+        cmd.arg("--prices").arg(&prices).arg("--out").arg(&out);
+        cmd
+    };
+    let mut cmd = command();
     let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
@@ -906,36 +896,7 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
 
     // Resuming the finished run asks no role again and keeps the spending.
     let before = server.request_count() + coder_server.request_count();
-    let mut cmd = train_bin(
-        tmp.path(),
-        &[
-            "--method",
-            "ecdysis",
-            "--rounds",
-            "3",
-            "--plateau",
-            "5",
-            "--analyst-model",
-            "m-analyst",
-            "--critic-model",
-            "m-critic",
-            "--engineer-model",
-            "m-engineer",
-            "--moderator-model",
-            "m-moderator",
-            "--coder-model",
-            "m-coder",
-            "--roles-base-url",
-            &base,
-            "--roles-api-key-env",
-            "",
-            "--coder-base-url",
-            &coder_base,
-            "--max-usd",
-            "0.05",
-        ],
-    );
-    cmd.arg("--prices").arg(&prices).arg("--out").arg(&out);
+    let mut cmd = command();
     let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();

@@ -171,6 +171,33 @@ pub struct EpisodeRecord {
     pub success: bool,
 }
 
+#[cfg(test)]
+impl EpisodeRecord {
+    /// A finished episode with nothing in it but its identity and reward,
+    /// for unit tests to fill in further.
+    pub(crate) fn bare(task_id: &str, trial: u32, reward: f64) -> EpisodeRecord {
+        EpisodeRecord {
+            task_id: task_id.into(),
+            trial,
+            domain: "retail".into(),
+            seed: 0,
+            end: EndReason::AgentStop,
+            end_detail: None,
+            steps: 1,
+            tool_errors: 0,
+            transcript: Vec::new(),
+            hooks: Vec::new(),
+            agent_usage: RoleUsage::default(),
+            user_usage: RoleUsage::default(),
+            wall_ms: 0,
+            model_wait_ms: 0.0,
+            evaluation: None,
+            reward,
+            success: reward >= 1.0,
+        }
+    }
+}
+
 impl EpisodeRecord {
     /// Hook calls whose answer changed something.
     pub fn interventions(&self) -> impl Iterator<Item = &HookRecord> {

@@ -288,28 +288,9 @@ pub(crate) fn splitmix64(state: &mut u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::{EndReason, RoleUsage};
 
     fn ep(task: &str, trial: u32, reward: f64) -> EpisodeRecord {
-        EpisodeRecord {
-            task_id: task.into(),
-            trial,
-            domain: "retail".into(),
-            seed: 0,
-            end: EndReason::AgentStop,
-            end_detail: None,
-            steps: 1,
-            tool_errors: 0,
-            transcript: Vec::new(),
-            hooks: Vec::new(),
-            agent_usage: RoleUsage::default(),
-            user_usage: RoleUsage::default(),
-            wall_ms: 0,
-            model_wait_ms: 0.0,
-            evaluation: None,
-            reward,
-            success: reward >= 1.0,
-        }
+        EpisodeRecord::bare(task, trial, reward)
     }
 
     /// 40 tasks, one trial each; the incumbent solves the first 26 (0.65).

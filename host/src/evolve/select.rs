@@ -283,7 +283,7 @@ fn render_path(path: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::{CallSource, EndReason, RoleUsage};
+    use crate::agent::{CallSource, EndReason};
 
     /// A tool call: name, whether it failed, its result.
     type Call<'a> = (&'a str, bool, &'a str);
@@ -305,23 +305,11 @@ mod tests {
             })
             .collect();
         EpisodeRecord {
-            task_id: task.into(),
-            trial,
-            domain: "retail".into(),
-            seed: 0,
             end,
-            end_detail: None,
             steps: calls.len() as u32,
             tool_errors: calls.iter().filter(|c| c.1).count() as u32,
             transcript,
-            hooks: Vec::new(),
-            agent_usage: RoleUsage::default(),
-            user_usage: RoleUsage::default(),
-            wall_ms: 0,
-            model_wait_ms: 0.0,
-            evaluation: None,
-            reward,
-            success: reward >= 1.0,
+            ..EpisodeRecord::bare(task, trial, reward)
         }
     }
 
