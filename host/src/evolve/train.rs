@@ -495,7 +495,11 @@ pub async fn train(
     for r in &done {
         totals.add(&r.seconds);
     }
-    let spent = || cx.ledger.summary().total.usd;
+    let run_ledger = RunLedger {
+        path: ledger_path.clone(),
+        ledger: &cx.ledger,
+    };
+    let spent = || run_ledger.spent();
 
     // The training tasks: the whole split, or a budget chosen from it by
     // how the initial harness fails (or at random).
@@ -731,9 +735,15 @@ pub async fn train(
             } else {
                 format!("no change made: {}", skipped.join("; "))
             };
-            record.usd = spent() - usd_before;
-            finish_round(&rounds_path, &mut record, t, &mut totals, &mut done)?;
-            write_ledger(&ledger_path, &cx.ledger)?;
+            finish_round(
+                &rounds_path,
+                &mut record,
+                t,
+                usd_before,
+                &run_ledger,
+                &mut totals,
+                &mut done,
+            )?;
             if !cx.quiet {
                 eprintln!("round {round}: {}", record.decision);
             }
@@ -747,9 +757,15 @@ pub async fn train(
             Ok(b) => b.manifest,
             Err(e) => {
                 record.decision = format!("build failed: {e}");
-                record.usd = spent() - usd_before;
-                finish_round(&rounds_path, &mut record, t, &mut totals, &mut done)?;
-                write_ledger(&ledger_path, &cx.ledger)?;
+                finish_round(
+                    &rounds_path,
+                    &mut record,
+                    t,
+                    usd_before,
+                    &run_ledger,
+                    &mut totals,
+                    &mut done,
+                )?;
                 continue;
             }
         };
@@ -785,9 +801,15 @@ pub async fn train(
         if !check.passed() {
             record.decision = "rejected: check failed".into();
             t.gate = clock.elapsed().as_secs_f64();
-            record.usd = spent() - usd_before;
-            finish_round(&rounds_path, &mut record, t, &mut totals, &mut done)?;
-            write_ledger(&ledger_path, &cx.ledger)?;
+            finish_round(
+                &rounds_path,
+                &mut record,
+                t,
+                usd_before,
+                &run_ledger,
+                &mut totals,
+                &mut done,
+            )?;
             continue;
         }
         if let Some(hit) = hits.first() {
@@ -796,9 +818,15 @@ pub async fn train(
                 hit.tool, hit.arguments, hit.task_id
             );
             t.gate = clock.elapsed().as_secs_f64();
-            record.usd = spent() - usd_before;
-            finish_round(&rounds_path, &mut record, t, &mut totals, &mut done)?;
-            write_ledger(&ledger_path, &cx.ledger)?;
+            finish_round(
+                &rounds_path,
+                &mut record,
+                t,
+                usd_before,
+                &run_ledger,
+                &mut totals,
+                &mut done,
+            )?;
             continue;
         }
         let (cand_summary, cand_records) = evaluate(
@@ -826,9 +854,15 @@ pub async fn train(
         if !cx.quiet {
             eprintln!("round {round}: {}", record.decision);
         }
-        record.usd = spent() - usd_before;
-        finish_round(&rounds_path, &mut record, t, &mut totals, &mut done)?;
-        write_ledger(&ledger_path, &cx.ledger)?;
+        finish_round(
+            &rounds_path,
+            &mut record,
+            t,
+            usd_before,
+            &run_ledger,
+            &mut totals,
+            &mut done,
+        )?;
     }
 
     // The final incumbent's training score, then the held-out test split.
@@ -859,7 +893,7 @@ pub async fn train(
         Some(score(&s))
     };
     totals.test_eval += clock.elapsed().as_secs_f64();
-    write_ledger(&ledger_path, &cx.ledger)?;
+    run_ledger.save()?;
     let summary = TrainSummary {
         method: config.method,
         initial: initial.to_string(),
@@ -1015,14 +1049,27 @@ fn paid_episodes(dirs: &RunDirs) -> u64 {
         .sum()
 }
 
-fn write_ledger(path: &Path, ledger: &UsageLedger) -> Result<(), PathError> {
-    write_json(
-        path,
-        &LedgerFile {
-            summary: ledger.summary(),
-            calls: ledger.calls(),
-        },
-    )
+/// The run's usage ledger and its file, `ledger.json`.
+struct RunLedger<'a> {
+    path: PathBuf,
+    ledger: &'a UsageLedger,
+}
+
+impl RunLedger<'_> {
+    /// Dollars spent by every role so far, across resumes.
+    fn spent(&self) -> f64 {
+        self.ledger.summary().total.usd
+    }
+
+    fn save(&self) -> Result<(), PathError> {
+        write_json(
+            &self.path,
+            &LedgerFile {
+                summary: self.ledger.summary(),
+                calls: self.ledger.calls(),
+            },
+        )
+    }
 }
 
 fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<(), PathError> {
@@ -1030,15 +1077,21 @@ fn write_json<T: Serialize>(path: &Path, v: &T) -> Result<(), PathError> {
         .map_err(|e| PathError::new("write", path, e))
 }
 
+/// Close a round, whatever its outcome: its times and dollars (spent since
+/// `usd_before`) into the record, the record appended to `rounds.jsonl`, and
+/// the ledger saved, so a kill after this point loses nothing of the round.
 fn finish_round(
     path: &Path,
     record: &mut RoundRecord,
     t: PhaseTimes,
+    usd_before: f64,
+    ledger: &RunLedger,
     totals: &mut PhaseTimes,
     done: &mut Vec<RoundRecord>,
 ) -> Result<(), PathError> {
     use std::io::Write;
     record.seconds = t;
+    record.usd = ledger.spent() - usd_before;
     totals.add(&record.seconds);
     let mut line = serde_json::to_vec(record).expect("json");
     line.push(b'\n');
@@ -1051,5 +1104,5 @@ fn finish_round(
         .and_then(|_| f.sync_data())
         .map_err(|e| PathError::new("append to", path, e))?;
     done.push(record.clone());
-    Ok(())
+    ledger.save()
 }
