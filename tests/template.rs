@@ -53,7 +53,7 @@ struct Findings {
 
 fn replay_task(h: &LoadedHarness, domain: &dyn Domain, task_id: &str, out: &mut Findings) {
     let (_, oracle) = domain.task(task_id).expect("task");
-    let plan = oracle.testbed_plan();
+    let plan = ecdysis_host::model::TestbedPlan::from(oracle.gold_plan());
     let opening = ScriptedUser::new(oracle.user_script()).opening();
     let tools = wit_tools(domain);
     let env: SharedEnv = Arc::new(Mutex::new(domain.new_env()));

@@ -18,8 +18,8 @@ mod limits;
 
 pub use bindings::{
     ActionDecision, AgentAction, ContractInput, ContractOutput, EpisodeInfo, Guidance, LogLevel,
-    Regulation, StepKind, StepReport, TaskView, ToolCall, ToolDescription, ToolOutcome, ToolSpec,
-    ViewError, WORLD_VERSION,
+    Regulation, SUPPORTED_WORLDS, StepKind, StepReport, TaskView, ToolCall, ToolDescription,
+    ToolOutcome, ToolSpec, ViewError, WORLD_VERSION, world_of,
 };
 pub use contract::{ToolNames, check_call};
 pub use engine::{Allocation, LoadedHarness, Sandbox};
