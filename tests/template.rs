@@ -18,7 +18,7 @@ use ecdysis_host::env::{self, Domain};
 use ecdysis_host::model::ScriptedUser;
 use ecdysis_host::sandbox::{
     ActionDecision, AgentAction, ContractInput, EpisodeInfo, LoadedHarness, Regulation, Sandbox,
-    StepKind, StepReport, TaskView, ToolCall, ToolOutcome, ToolSpec,
+    StepKind, StepReport, TaskView, ToolCall, ToolOutcome,
 };
 
 fn harness() -> LoadedHarness {
@@ -27,18 +27,7 @@ fn harness() -> LoadedHarness {
     sandbox.load_bytes(&bytes).expect("harness-template loads")
 }
 
-fn wit_tools(domain: &dyn Domain) -> Vec<ToolSpec> {
-    domain
-        .tools()
-        .iter()
-        .map(|t| ToolSpec {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            parameters: t.parameters.to_string(),
-            mutates: t.mutates,
-        })
-        .collect()
-}
+use ecdysis_host::agent::boundary::wit_tools;
 
 /// What went wrong in one task, if anything.
 #[derive(Default)]

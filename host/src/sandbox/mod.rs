@@ -24,7 +24,7 @@ pub use bindings::{
 pub use contract::{ToolNames, check_call};
 pub use engine::{Allocation, LoadedHarness, Sandbox};
 pub use env_view::{ReadOnlyEnv, StaticEnv, ViewOutput};
-pub use episode::{HarnessEpisode, HookResolution, Hooked};
+pub use episode::{HarnessEpisode, Hooked};
 pub use error::{SandboxError, Violation};
 pub use host_state::LogLine;
 pub use limits::{FailurePolicy, Limits};
