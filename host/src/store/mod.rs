@@ -11,7 +11,7 @@
 //!
 //! Lineage, caching and rollback are just hashes. All writes are atomic.
 
-mod build;
+pub mod build;
 mod inspect;
 
 use std::hash::{Hash, Hasher};
@@ -23,7 +23,7 @@ use wasmtime::component::Component;
 use crate::fsutil::{PathError, atomic_write};
 use crate::sandbox::{LoadedHarness, SUPPORTED_WORLDS, Sandbox, SandboxError, world_of};
 
-pub use build::{BuildOptions, source_tree_hash};
+pub use build::{BUILD_TIMEOUT, BuildOptions, BuildOutcome, source_tree_hash};
 pub use inspect::Inspection;
 
 /// A component's blake3 hash, 64 lowercase hex digits.
