@@ -62,7 +62,7 @@ struct Episode {
     /// The conversation as the user sees it.
     user_view: Vec<Utterance>,
     transcript: Vec<Entry>,
-    tools: Vec<FunctionTool>,
+    tools: Arc<[FunctionTool]>,
     step: u32,
     errors: u32,
     max_steps: u32,
@@ -140,7 +140,7 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
         messages: Vec::new(),
         user_view: Vec::new(),
         transcript: Vec::new(),
-        tools: Vec::new(),
+        tools: Arc::from(Vec::new()),
         step: 0,
         errors: 0,
         max_steps: setup.max_steps,

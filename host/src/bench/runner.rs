@@ -56,6 +56,9 @@ pub struct RunnerBenchReport {
     /// Process CPU time (all threads) during the run, in seconds (`None`
     /// where /proc is not available).
     pub cpu_seconds: Option<f64>,
+    /// CPU time inside the simulated participants (the `sim:` agent and the
+    /// scripted user), which stand in for remote models, in seconds.
+    pub simulated_seconds: f64,
 }
 
 impl RunnerBenchReport {
@@ -66,15 +69,22 @@ impl RunnerBenchReport {
             * 100.0
     }
 
-    /// Process CPU as a share of wall time, in percent.
-    pub fn cpu_percent(&self) -> Option<f64> {
+    /// The host's own CPU: the process's minus the simulated
+    /// participants', in seconds.
+    pub fn host_cpu_seconds(&self) -> Option<f64> {
         self.cpu_seconds
+            .map(|c| (c - self.simulated_seconds).max(0.0))
+    }
+
+    /// The host's CPU as a share of wall time, in percent.
+    pub fn cpu_percent(&self) -> Option<f64> {
+        self.host_cpu_seconds()
             .map(|c| c / self.wall_seconds.max(1e-9) * 100.0)
     }
 
-    /// Process CPU per episode, in microseconds.
+    /// The host's CPU per episode, in microseconds.
     pub fn cpu_us_per_episode(&self) -> Option<f64> {
-        self.cpu_seconds
+        self.host_cpu_seconds()
             .map(|c| c * 1e6 / self.episodes.max(1) as f64)
     }
 
@@ -103,8 +113,13 @@ impl RunnerBenchReport {
             (Some(p), Some(us)) => {
                 out += &format!(
                     "host CPU {:.3} s = {p:.2}% of wall time, {us:.0} µs per episode (harness + env + scoring + bookkeeping, all threads; goal <= 1%)\n",
-                    self.cpu_seconds.unwrap_or_default()
-                )
+                    self.host_cpu_seconds().unwrap_or_default()
+                );
+                out += &format!(
+                    "process CPU {:.3} s, of which {:.3} s inside the simulated agent and user (stand-ins for remote models, not host work)\n",
+                    self.cpu_seconds.unwrap_or_default(),
+                    self.simulated_seconds
+                );
             }
             _ => out += "host CPU time: not available on this platform\n",
         }
@@ -146,8 +161,10 @@ pub async fn run(
         max_requeues: 0,
     };
     let cpu_before = process_cpu_seconds();
+    let sim_before = crate::model::sim::cpu::simulated_cpu_seconds();
     let summary = eval::run_spec(&spec, harness, domain, &hub, options).await?;
     let cpu = process_cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
+    let simulated_seconds = crate::model::sim::cpu::simulated_cpu_seconds() - sim_before;
     let records = rundir::read_trajectories(&tmp.join(rundir::TRAJECTORIES_FILE), false)?;
     let _ = std::fs::remove_dir_all(&tmp);
     let calls: Vec<u64> = records.iter().map(|r| r.agent_usage.calls).collect();
@@ -163,6 +180,7 @@ pub async fn run(
         ),
         episode_host_percent: (wall_sum - wait_sum).max(0.0) / wall_sum.max(1e-9) * 100.0,
         cpu_seconds: cpu,
+        simulated_seconds,
     })
 }
 

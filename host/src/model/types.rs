@@ -7,6 +7,8 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use std::sync::Arc;
+
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
@@ -289,8 +291,10 @@ pub struct SamplingArgs {
 #[serde(default)]
 pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<FunctionTool>,
+    /// Shared: an episode sends the same tool schemas with every turn, and
+    /// deep-copying them per request was a measurable share of host CPU.
+    #[serde(skip_serializing_if = "<[FunctionTool]>::is_empty")]
+    pub tools: Arc<[FunctionTool]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
     pub sampling: SamplingArgs,
@@ -313,8 +317,8 @@ impl ChatRequest {
         }
     }
 
-    pub fn with_tools(mut self, tools: Vec<FunctionTool>) -> Self {
-        self.tools = tools;
+    pub fn with_tools(mut self, tools: impl Into<Arc<[FunctionTool]>>) -> Self {
+        self.tools = tools.into();
         self
     }
 

@@ -31,6 +31,7 @@ pub struct Hooked<T> {
 /// A live harness instance for one episode. Dropped at the episode's end; a
 /// failed call poisons it (a trapped instance may hold broken state).
 pub struct HarnessEpisode {
+    sandbox: super::engine::Sandbox,
     store: Store<HostState>,
     bindings: Harness,
     episode: Option<ResourceAny>,
@@ -54,11 +55,14 @@ impl LoadedHarness {
         let mut store = Store::new(self.sandbox.engine(), HostState::new(&limits, env));
         store.limiter(|s| &mut s.limiter);
         arm(&mut store, &limits)?;
-        let bindings = self
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| classify(&mut store, "instantiate", &limits, e))?;
+        let bindings = {
+            let _running = self.sandbox.ticker().running();
+            self.pre
+                .instantiate(&mut store)
+                .map_err(|e| classify(&mut store, "instantiate", &limits, e))?
+        };
         let mut ep = HarnessEpisode {
+            sandbox: self.sandbox.clone(),
             store,
             bindings,
             episode: None,
@@ -90,6 +94,7 @@ impl LoadedHarness {
         );
         store.limiter(|s| &mut s.limiter);
         arm(&mut store, limits)?;
+        let _running = self.sandbox.ticker().running();
         match self.pre.instantiate(&mut store) {
             Ok(_) => Ok(BareInstance { _store: store }),
             Err(e) => Err(classify(&mut store, "instantiate", limits, e)),
@@ -177,7 +182,10 @@ impl HarnessEpisode {
         self.store.data_mut().scratch = HookScratch::default();
         arm(&mut self.store, &self.limits)?;
         let start = Instant::now();
-        let result = f(&mut self.store, &self.bindings, self.episode);
+        let result = {
+            let _running = self.sandbox.ticker().running();
+            f(&mut self.store, &self.bindings, self.episode)
+        };
         let elapsed = start.elapsed();
         let fuel = self
             .limits
@@ -282,6 +290,7 @@ impl Drop for HarnessEpisode {
         if let (false, Some(ep)) = (self.poisoned, self.episode.take())
             && arm(&mut self.store, &self.limits).is_ok()
         {
+            let _running = self.sandbox.ticker().running();
             let _ = ep.resource_drop(&mut self.store);
         }
     }

@@ -63,12 +63,36 @@ fn action_matches(action: &Action, call: &ToolCall) -> bool {
     ops::eq(&pick(call_args), &pick(&action.arguments))
 }
 
-/// Evaluates one episode.
+/// A task's gold outcome: the database after its gold actions, and that
+/// database's hash. It depends on the task alone, so a domain computes it
+/// once and every evaluation of the task reuses it.
+pub struct Gold {
+    db: Db,
+    hash: String,
+}
+
+impl Gold {
+    /// Replay the task's gold actions on the pristine database.
+    pub fn replay(toolkit: &Toolkit, pristine: &Db, criteria: &Criteria) -> Gold {
+        let actions = criteria
+            .evaluation
+            .as_ref()
+            .and_then(|e| e.actions.as_deref())
+            .unwrap_or(&[]);
+        let db = replay(toolkit, pristine, &gold_calls(actions));
+        let hash = db.hash();
+        Gold { db, hash }
+    }
+}
+
+/// Evaluates one episode against the task's gold outcome.
 pub fn evaluate(
     toolkit: &Toolkit,
     pristine: &Db,
     criteria: &Criteria,
+    gold: &Gold,
     run: &Trajectory,
+    writes: &dyn Fn(&str) -> bool,
 ) -> Evaluation {
     let finished = run.termination.is_stop();
     let Some(ev) = &criteria.evaluation else {
@@ -87,9 +111,12 @@ pub fn evaluate(
         };
     };
     let actions = ev.actions.as_deref().unwrap_or(&[]);
-    let predicted = replay(toolkit, pristine, &run.tool_calls);
-    let gold = replay(toolkit, pristine, &gold_calls(actions));
-    let db_match = predicted.same_state(&gold);
+    let predicted = replay(
+        toolkit,
+        pristine,
+        run.tool_calls.iter().filter(|c| writes(&c.name)),
+    );
+    let db_match = predicted.same_state(&gold.db);
 
     let communicate_checks: Vec<CommunicateCheck> = ev
         .communicate_info
@@ -142,13 +169,13 @@ pub fn evaluate(
         success: (reward - 1.0f64).abs() <= 1e-6,
         premature: !finished,
         db_match,
-        final_db_hash: predicted.hash(),
-        // Equal states hash equally: skip the second hash.
-        gold_db_hash: if db_match {
-            predicted.hash()
+        // Equal states hash equally: a match costs no hashing at all.
+        final_db_hash: if db_match {
+            gold.hash.clone()
         } else {
-            gold.hash()
+            predicted.hash()
         },
+        gold_db_hash: gold.hash.clone(),
         communicate_ok,
         communicate_checks,
         action_ok,

@@ -13,8 +13,8 @@ pub mod tools;
 
 pub use pysource::{SpecError, SpecProblem};
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use crate::env::data::DataSource;
 use crate::env::{
@@ -75,6 +75,9 @@ struct Shared {
     splits: BTreeMap<String, Vec<String>>,
     pristine: Db,
     guidelines: String,
+    /// Each task's gold database and its hash, replayed once per process
+    /// on first use: every evaluation of the task compares against it.
+    gold: Mutex<HashMap<String, Arc<eval::Gold>>>,
 }
 
 /// A loaded τ² domain. Cloning is cheap.
@@ -142,6 +145,7 @@ impl Tau2Domain {
                 splits,
                 pristine,
                 guidelines,
+                gold: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -167,6 +171,33 @@ impl Tau2Domain {
             });
         }
         Ok(c)
+    }
+
+    /// The task's gold outcome, from the cache or replayed now.
+    fn gold(&self, task_id: &str, c: &task::Criteria) -> Arc<eval::Gold> {
+        if let Some(g) = self
+            .shared
+            .gold
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(task_id)
+        {
+            return g.clone();
+        }
+        // Replayed outside the lock; two threads racing on the same task
+        // compute the same value.
+        let g = Arc::new(eval::Gold::replay(
+            self.shared.which.toolkit(),
+            &self.shared.pristine,
+            c,
+        ));
+        self.shared
+            .gold
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(task_id.to_string())
+            .or_insert(g)
+            .clone()
     }
 
     /// The pristine database (for tests and benches).
@@ -247,11 +278,24 @@ impl Domain for Tau2Domain {
 
     fn evaluate(&self, oracle: &Oracle, run: &Trajectory) -> Result<Evaluation, EnvError> {
         let c = self.criteria(oracle)?;
+        let gold = self.gold(oracle.task_id(), c);
+        // Only writes can change the database: replaying just them gives the
+        // same final state (τ² marks every tool READ or WRITE, and a call to
+        // an unknown tool changes nothing) without formatting the output of
+        // every lookup the agent made again.
+        let writes = |name: &str| {
+            self.shared
+                .specs
+                .iter()
+                .any(|t| t.name == name && t.mutates)
+        };
         Ok(eval::evaluate(
             self.shared.which.toolkit(),
             &self.shared.pristine,
             c,
+            &gold,
             run,
+            &writes,
         ))
     }
 

@@ -2,6 +2,7 @@
 //! testbed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 
@@ -72,6 +73,66 @@ pub struct SimAgent {
     name: String,
     rolls: Rolls,
     base_prompt: Option<String>,
+    reading: Arc<Mutex<Reading>>,
+}
+
+/// What the agent has read so far, by text: it replays the whole
+/// conversation every turn (so its decisions are a pure function of the
+/// conversation), and lower-casing, splitting and parsing the same messages
+/// again each turn was most of its CPU. Keyed by content, so a message a
+/// harness edits is read afresh.
+#[derive(Default)]
+struct Reading {
+    scans: HashMap<String, Arc<Scan>>,
+    item_ids: HashMap<String, Arc<Vec<String>>>,
+    /// The first system message's paragraphs that are not the base prompt.
+    added_paragraphs: HashMap<String, Arc<Vec<Arc<Scan>>>>,
+}
+
+impl std::fmt::Debug for Reading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reading")
+            .field("texts", &self.scans.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reading {
+    fn scan(&mut self, text: &str) -> Arc<Scan> {
+        if let Some(s) = self.scans.get(text) {
+            return s.clone();
+        }
+        let s = Arc::new(Scan::new(text));
+        self.scans.insert(text.to_string(), s.clone());
+        s
+    }
+
+    fn item_ids(&mut self, text: &str) -> Arc<Vec<String>> {
+        if let Some(ids) = self.item_ids.get(text) {
+            return ids.clone();
+        }
+        let mut ids = Vec::new();
+        mutate::item_ids_in(text, &mut ids);
+        let ids = Arc::new(ids);
+        self.item_ids.insert(text.to_string(), ids.clone());
+        ids
+    }
+
+    fn added_paragraphs(&mut self, system: &str, base: &str) -> Arc<Vec<Arc<Scan>>> {
+        if let Some(p) = self.added_paragraphs.get(system) {
+            return p.clone();
+        }
+        let added: Vec<Arc<Scan>> = system
+            .split("\n\n")
+            .map(str::trim)
+            .filter(|p| !p.is_empty() && !base.contains(p))
+            .map(|p| Arc::new(Scan::new(p)))
+            .collect();
+        let added = Arc::new(added);
+        self.added_paragraphs
+            .insert(system.to_string(), added.clone());
+        added
+    }
 }
 
 impl SimAgent {
@@ -87,6 +148,7 @@ impl SimAgent {
             seed,
             rolls,
             base_prompt: None,
+            reading: Arc::default(),
         }
     }
 
@@ -170,7 +232,8 @@ impl SimAgent {
     /// Replays the conversation and decides the next turn.
     fn replay(&self, request: &ChatRequest) -> Decision {
         let messages = &request.messages;
-        let mut context = Context::new(request, self.base_prompt.as_deref());
+        let mut reading = self.reading.lock().unwrap_or_else(|p| p.into_inner());
+        let mut context = Context::new(request, self.base_prompt.as_deref(), &mut reading);
         let mut state = State::default();
         let start = messages
             .iter()
@@ -496,7 +559,7 @@ impl ChatModel for SimAgent {
     }
 
     fn chat<'a>(&'a self, request: &'a ChatRequest) -> ModelFuture<'a> {
-        let response = self.respond(request);
+        let response = super::cpu::metered(|| self.respond(request));
         Box::pin(async move { Ok(response) })
     }
 }
@@ -522,24 +585,26 @@ fn text_call(call: &ToolCall) -> String {
 /// What the conversation shows the agent, accumulated message by message.
 struct Context<'b> {
     base_prompt: Option<&'b str>,
-    descriptions: HashMap<String, Scan>,
+    descriptions: HashMap<String, Arc<Scan>>,
     tool_names: BTreeSet<String>,
-    texts: Vec<(CueSource, Scan)>,
+    texts: Vec<(CueSource, Arc<Scan>)>,
     item_ids: Vec<String>,
+    reading: &'b mut Reading,
 }
 
 impl<'b> Context<'b> {
-    fn new(request: &ChatRequest, base_prompt: Option<&'b str>) -> Self {
+    fn new(request: &ChatRequest, base_prompt: Option<&'b str>, reading: &'b mut Reading) -> Self {
         Self {
             base_prompt,
             descriptions: request
                 .tools
                 .iter()
-                .map(|t| (t.name.clone(), Scan::new(&t.description)))
+                .map(|t| (t.name.clone(), reading.scan(&t.description)))
                 .collect(),
             tool_names: request.tools.iter().map(|t| t.name.clone()).collect(),
             texts: Vec::new(),
             item_ids: Vec::new(),
+            reading,
         }
     }
 
@@ -548,25 +613,29 @@ impl<'b> Context<'b> {
         for (k, message) in messages.iter().enumerate() {
             match message {
                 ChatMessage::System { content } if offset + k > 0 => {
-                    self.texts.push((CueSource::Message, Scan::new(content)));
+                    let scan = self.reading.scan(content);
+                    self.texts.push((CueSource::Message, scan));
                 }
                 ChatMessage::System { content } => {
                     let Some(base) = self.base_prompt else {
                         continue;
                     };
-                    for paragraph in content.split("\n\n").map(str::trim) {
-                        if !paragraph.is_empty() && !base.contains(paragraph) {
-                            self.texts
-                                .push((CueSource::SystemPrompt, Scan::new(paragraph)));
-                        }
+                    for scan in self.reading.added_paragraphs(content, base).iter() {
+                        self.texts.push((CueSource::SystemPrompt, scan.clone()));
                     }
                 }
                 ChatMessage::User { content } => {
-                    self.texts.push((CueSource::Message, Scan::new(content)));
+                    let scan = self.reading.scan(content);
+                    self.texts.push((CueSource::Message, scan));
                 }
                 ChatMessage::Tool { content, .. } => {
-                    self.texts.push((CueSource::ToolResult, Scan::new(content)));
-                    mutate::item_ids_in(content, &mut self.item_ids);
+                    let scan = self.reading.scan(content);
+                    self.texts.push((CueSource::ToolResult, scan));
+                    for id in self.reading.item_ids(content).iter() {
+                        if !self.item_ids.contains(id) {
+                            self.item_ids.push(id.clone());
+                        }
+                    }
                 }
                 _ => {}
             }

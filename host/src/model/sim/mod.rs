@@ -42,6 +42,7 @@ mod rng;
 
 pub use agent::{CLOSING_QUESTION, GOODBYE, SimAgent, is_failed_result};
 pub use note::{CueSource, QuirkCorrected, QuirkFired, SimAction, TestbedNote};
+pub mod cpu;
 pub use plan::{PlannedCall, TestbedPlan, is_read_only_tool};
 pub use profile::{Quirk, QuirkKind, QuirkRates, SIM_PREFIX, SimProfile, UnknownProfile};
 pub use rng::episode_seed;

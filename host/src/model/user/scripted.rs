@@ -173,7 +173,7 @@ impl UserSimulator for ScriptedUser {
     }
 
     fn respond<'a>(&'a mut self, conversation: &'a [Utterance]) -> UserFuture<'a> {
-        let turn = self.reply(conversation);
+        let turn = crate::model::sim::cpu::metered(|| self.reply(conversation));
         Box::pin(async move { Ok(turn) })
     }
 }
