@@ -15,7 +15,10 @@
 //! "error pass" with the `invalid_*` rules that apply to this alphabet, and
 //! an evaluator with CPython's numeric semantics.
 
-use super::bigint::{BigInt, true_div};
+use num_bigint::BigInt;
+use num_traits::{Signed, Zero};
+
+use super::bigint::{self, true_div};
 use super::ops::round_f64;
 use super::repr::float_repr;
 use super::{PyErr, PyResult};
@@ -452,7 +455,7 @@ impl Parser<'_> {
         match t {
             Tok::Int(s) => {
                 self.pos += 1;
-                Ok(Expr::Int(BigInt::from_decimal(&s)))
+                Ok(Expr::Int(bigint::from_decimal(&s)))
             }
             Tok::Float(s) => {
                 self.pos += 1;
@@ -583,7 +586,7 @@ impl V {
     /// `str(v)`.
     fn to_str(&self) -> String {
         match self {
-            V::Int(i) => i.to_decimal(),
+            V::Int(i) => bigint::to_decimal(i),
             V::Float(f) => float_repr(*f),
             V::Complex(re, im) => complex_repr(*re, *im),
             V::Tuple => "()".into(),
@@ -610,7 +613,7 @@ fn complex_repr(re: f64, im: f64) -> String {
 }
 
 fn int_to_f64(i: &BigInt) -> PyResult<f64> {
-    i.to_f64()
+    bigint::to_f64(i)
         .map_err(|_| PyErr::other("OverflowError", "int too large to convert to float"))
 }
 
@@ -632,7 +635,7 @@ fn eval(e: &Expr) -> PyResult<V> {
         Expr::Unary(op, inner) => {
             let v = eval(inner)?;
             match (v, *op) {
-                (V::Int(i), "-") => Ok(V::Int(i.neg())),
+                (V::Int(i), "-") => Ok(V::Int(-i)),
                 (V::Float(f), "-") => Ok(V::Float(-f)),
                 (V::Complex(re, im), "-") => Ok(V::Complex(-re, -im)),
                 (v @ (V::Int(_) | V::Float(_) | V::Complex(..)), _) => Ok(v),
@@ -685,9 +688,9 @@ fn binop(op: &str, a: V, b: V) -> PyResult<V> {
     use V::*;
     match (&a, &b) {
         (Int(x), Int(y)) => match op {
-            "+" => Ok(Int(x.add(y))),
-            "-" => Ok(Int(x.sub(y))),
-            "*" => Ok(Int(x.mul(y))),
+            "+" => Ok(Int(x + y)),
+            "-" => Ok(Int(x - y)),
+            "*" => Ok(Int(x * y)),
             "/" => {
                 if y.is_zero() {
                     return Err(PyErr::other("ZeroDivisionError", "division by zero"));
@@ -699,14 +702,14 @@ fn binop(op: &str, a: V, b: V) -> PyResult<V> {
                     )
                 })
             }
-            "//" => x.floor_div(y).map(Int).ok_or_else(|| {
+            "//" => bigint::floor_div(x, y).map(Int).ok_or_else(|| {
                 PyErr::other("ZeroDivisionError", "integer division or modulo by zero")
             }),
             _ => {
                 if y.is_negative() {
                     float_pow(int_to_f64(x)?, int_to_f64(y)?)
                 } else {
-                    x.pow(y, MAX_INT_BITS)
+                    bigint::pow(x, y, MAX_INT_BITS)
                         .map(Int)
                         .ok_or_else(|| PyErr::internal("integer power too large to emulate"))
                 }
