@@ -33,22 +33,60 @@ pub fn floor_div(a: &BigInt, b: &BigInt) -> Option<BigInt> {
     Some(a.div_floor(b))
 }
 
-/// `base ** exp` for `exp >= 0`; `None` when the result would exceed
-/// `max_bits` (Python would compute it, slowly; the emulation refuses).
-pub fn pow(base: &BigInt, exp: &BigInt, max_bits: u64) -> Option<BigInt> {
+/// `base ** exp` for `exp >= 0`, by binary exponentiation; `None` when the
+/// result would exceed `max_bits` (Python would compute it, slowly; the
+/// emulation refuses). `charge` gets the bit lengths of the operands of
+/// every product before it is computed, and can stop with its error.
+pub fn pow<E>(
+    base: &BigInt,
+    exp: &BigInt,
+    max_bits: u64,
+    mut charge: impl FnMut(u64, u64) -> Result<(), E>,
+) -> Result<Option<BigInt>, E> {
     if exp.is_zero() {
-        return Some(BigInt::one());
+        return Ok(Some(BigInt::one()));
     }
     let odd = exp.is_odd();
     if base.is_zero() || base.magnitude().is_one() {
         let negative = base.is_negative() && odd;
-        return Some(if negative { -BigInt::one() } else { base.abs() });
+        return Ok(Some(if negative { -BigInt::one() } else { base.abs() }));
     }
-    let e = exp.to_u32()?;
-    if u64::from(e).saturating_mul(base.bits().saturating_sub(1)) > max_bits {
-        return None;
+    // The result has about exp * log2|base| bits (within one bit).
+    let Some(mut e) = exp.to_u64() else {
+        return Ok(None);
+    };
+    let shift = base.bits().saturating_sub(64);
+    let top = (base.magnitude() >> shift)
+        .to_f64()
+        .unwrap_or(f64::INFINITY);
+    if e as f64 * (top.log2() + shift as f64) > max_bits as f64 {
+        return Ok(None);
     }
-    Some(base.pow(e))
+    let twos = base.magnitude().trailing_zeros().unwrap_or(0);
+    if twos + 1 == base.bits() {
+        // ±2**k: a shift (CPython is fast here too, so the emulation must be).
+        charge(1, e * twos + 1)?;
+        let magnitude = BigInt::one() << (e * twos);
+        return Ok(Some(if base.is_negative() && odd {
+            -magnitude
+        } else {
+            magnitude
+        }));
+    }
+    let mut acc = BigInt::one();
+    let mut square = base.clone();
+    loop {
+        if e & 1 == 1 {
+            charge(acc.bits(), square.bits())?;
+            acc *= &square;
+        }
+        e >>= 1;
+        if e == 0 {
+            return Ok(Some(acc));
+        }
+        charge(square.bits(), square.bits())?;
+        square = &square * &square;
+    }
 }
 
 /// `float(i)`, correctly rounded (ties to even), like `PyLong_AsDouble`.
@@ -133,6 +171,14 @@ mod tests {
         BigInt::from(v)
     }
 
+    fn free(_: u64, _: u64) -> Result<(), ()> {
+        Ok(())
+    }
+
+    fn p(base: i128, exp: i128) -> BigInt {
+        pow(&int(base), &int(exp), 1 << 20, free).unwrap().unwrap()
+    }
+
     #[test]
     fn arithmetic_and_conversion() {
         let a = from_decimal("99999999999999999999");
@@ -143,22 +189,17 @@ mod tests {
         assert_eq!(floor_div(&int(7), &int(-2)), Some(int(-4)));
         assert_eq!(floor_div(&int(-6), &int(2)), Some(int(-3)));
         assert_eq!(floor_div(&int(1), &int(0)), None);
-        let big = pow(&int(2), &int(1100), 1 << 20).unwrap();
-        let small = pow(&int(2), &int(1000), 1 << 20).unwrap();
+        let big = p(2, 1100);
+        let small = p(2, 1000);
         assert_eq!(true_div(&big, &small), Ok(1.2676506002282294e30));
         assert_eq!(true_div(&int(1), &int(3)), Ok(1.0 / 3.0));
         assert_eq!(true_div(&int(0), &int(-3)), Ok(-0.0));
         assert!(true_div(&int(0), &int(-3)).unwrap().is_sign_negative());
-        assert_eq!(
-            to_f64(&pow(&int(2), &int(1024), 1 << 20).unwrap()),
-            Err(FloatOverflow)
-        );
+        assert_eq!(to_f64(&p(2, 1024)), Err(FloatOverflow));
         // 2**1024 - 2**970 rounds up to 2**1024: overflow, as in CPython.
-        let edge =
-            pow(&int(2), &int(1024), 1 << 20).unwrap() - pow(&int(2), &int(970), 1 << 20).unwrap();
+        let edge = p(2, 1024) - p(2, 970);
         assert_eq!(to_f64(&edge), Err(FloatOverflow));
-        let below =
-            pow(&int(2), &int(1024), 1 << 20).unwrap() - pow(&int(2), &int(971), 1 << 20).unwrap();
+        let below = p(2, 1024) - p(2, 971);
         assert_eq!(to_f64(&below), Ok(f64::MAX));
         assert_eq!(to_f64(&int((1 << 53) + 1)), Ok(9007199254740992.0));
         assert_eq!(to_f64(&int((1 << 53) + 3)), Ok(9007199254740996.0));
@@ -167,15 +208,28 @@ mod tests {
 
     #[test]
     fn powers_follow_python() {
-        assert_eq!(pow(&int(-1), &int(3), 64), Some(int(-1)));
-        assert_eq!(pow(&int(-1), &int(4), 64), Some(int(1)));
-        assert_eq!(pow(&int(0), &int(0), 64), Some(int(1)));
-        assert_eq!(pow(&int(0), &int(5), 64), Some(int(0)));
-        assert_eq!(pow(&int(-3), &int(3), 64), Some(int(-27)));
-        assert_eq!(pow(&int(2), &int(65), 64), None);
-        assert_eq!(
-            pow(&int(1), &from_decimal("99999999999999999999"), 64),
-            Some(int(1))
-        );
+        let pw = |b: &BigInt, e: &BigInt| pow(b, e, 64, free).unwrap();
+        assert_eq!(pw(&int(-1), &int(3)), Some(int(-1)));
+        assert_eq!(pw(&int(-1), &int(4)), Some(int(1)));
+        assert_eq!(pw(&int(0), &int(0)), Some(int(1)));
+        assert_eq!(pw(&int(0), &int(5)), Some(int(0)));
+        assert_eq!(pw(&int(-3), &int(3)), Some(int(-27)));
+        assert_eq!(pw(&int(-3), &int(40)), Some(int(12157665459056928801)));
+        // Refused only when the result exceeds the limit by more than a bit.
+        assert_eq!(pw(&int(2), &int(64)), Some(int(1 << 64)));
+        assert_eq!(pw(&int(2), &int(65)), None);
+        assert_eq!(pw(&int(3), &int(41)), None);
+        let huge = from_decimal("99999999999999999999");
+        assert_eq!(pw(&int(1), &huge), Some(int(1)));
+        assert_eq!(pw(&int(-1), &huge), Some(int(-1)));
+        assert_eq!(pw(&int(2), &huge), None);
+        // The charge sees every product and can stop the computation.
+        let mut products = 0;
+        let counted = pow(&int(3), &int(13), 64, |_, _| {
+            products += 1;
+            if products > 3 { Err("stop") } else { Ok(()) }
+        });
+        assert_eq!(counted, Err("stop"));
+        assert_eq!(products, 4);
     }
 }
