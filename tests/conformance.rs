@@ -290,6 +290,51 @@ fn calculate_matches_cpython() {
     finish("calc", vs.len(), failures);
 }
 
+/// Every `arguments` object in a vector (calls, gold actions, perturbed
+/// trajectories), wherever it is nested.
+fn all_arguments<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
+    match v {
+        Value::Object(o) => {
+            if o.contains_key("name")
+                && let Some(args) = o.get("arguments")
+            {
+                out.push(args);
+            }
+            o.values().for_each(|x| all_arguments(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| all_arguments(x, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn real_tool_arguments_are_far_below_the_env_view_cap() {
+    // The cap on a harness's env-view call must never bind on a call the
+    // benchmark itself makes: the largest known arguments stay under 1/32.
+    let mut largest = (0, String::new());
+    let mut seen = 0;
+    for file in ["gold.jsonl", "fuzz.jsonl", "edge.jsonl", "eval.jsonl"] {
+        for v in lines(file) {
+            let mut args = Vec::new();
+            all_arguments(&v, &mut args);
+            for a in args {
+                seen += 1;
+                let text = serde_json::to_string(a).unwrap();
+                if text.len() > largest.0 {
+                    largest = (text.len(), text);
+                }
+            }
+        }
+    }
+    assert!(seen > 10_000, "only {seen} argument objects found");
+    assert!(
+        largest.0 * 32 <= env::MAX_TOOL_ARGUMENT_BYTES,
+        "{} bytes: {}",
+        largest.0,
+        largest.1
+    );
+}
+
 #[test]
 fn gold_replays_match_the_reference() {
     let vs = lines("gold.jsonl");

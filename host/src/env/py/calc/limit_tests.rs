@@ -288,3 +288,96 @@ fn the_deepest_inputs_run_on_a_small_stack() {
         assert_eq!(got, want);
     }
 }
+
+/// The longest expression an env-view call can carry: the cap minus
+/// `{"expression": ""}` (the alphabet needs no JSON escaping).
+fn at_cap() -> usize {
+    crate::env::MAX_TOOL_ARGUMENT_BYTES - r#"{"expression": ""}"#.len()
+}
+
+/// `unit` repeated to fill `len` bytes, then `tail`.
+fn fill(unit: &str, len: usize, tail: &str) -> String {
+    let mut s = unit.repeat((len - tail.len()) / unit.len());
+    s.push_str(tail);
+    s
+}
+
+#[test]
+fn parsing_is_linear_at_the_argument_cap() {
+    // Inputs that never reach evaluation: whatever their shape, the parser
+    // (both passes, the juxtaposition checks, every backtrack) fetches a
+    // bounded number of tokens per byte.
+    let n = at_cap();
+    let shallow_groups = "((((((((((1 2 3 4 5 6 7 8 9 0))))))))))";
+    let families = [
+        fill("1 ", n, "1"),
+        fill("(1 ", n, "1"),
+        fill("1(", n, ""),
+        fill("(1)(", n, ""),
+        fill("1+", n, "1"),
+        fill("-", n, "1"),
+        fill("**1", n, ""),
+        fill("(*1)", n, ""),
+        fill("1 (2) ", n, "3 07"),
+        fill(shallow_groups, n, ")"),
+        fill("((1)**", n, "1"),
+        fill(". ", n, ""),
+        fill("1..", n, ""),
+        format!("{}{}", "(".repeat(199), fill("1 ", n - 199, "")),
+        format!("{}{}", "(".repeat(199), fill("(*1)", n - 199, "")),
+    ];
+    for e in families {
+        let mut meter = Meter::default();
+        let r = calculate_metered(&e, &mut meter);
+        let shown: String = e.chars().take(24).collect();
+        assert!(
+            meter.spent() <= 16 * e.len() as u64,
+            "{shown}...: {} units for {} bytes ({r:?})",
+            meter.spent(),
+            e.len()
+        );
+    }
+}
+
+/// `(t op t op ... t)+(t op ...)+...` filling `len` bytes, 50 terms a
+/// group: as much work as fits while the AST stays shallow enough for
+/// CPython's compiler.
+fn grouped(term: &str, op: &str, len: usize) -> String {
+    let group = format!("({})", vec![term; 50].join(op));
+    let mut groups = vec![group.as_str(); len / (group.len() + 1)].join("+");
+    groups.push_str(&" ".repeat(len - groups.len()));
+    groups
+}
+
+#[test]
+fn evaluation_at_the_argument_cap_stays_within_the_budget() {
+    let n = at_cap();
+    let factor = "9".repeat(n / 2880 - 1);
+    // (expression, whether the exact evaluation fits the budget)
+    let families = [
+        // Products of the largest literals that fit.
+        (vec!["9".repeat(4300); n / 4301].join("*"), true),
+        // A running product as long as CPython's compiler allows.
+        (vec![factor.as_str(); 2880].join("*"), true),
+        // Big powers and divisions, as many as fit: refused once spent.
+        (grouped("3**700000", "*", n), false),
+        (grouped("(7**300000)//(3**500000)", "+", n), false),
+        (grouped("(3**200000)/(3**199999)", "+", n), false),
+        (grouped("(2**(2**21)+1)", "*", n), false),
+    ];
+    for (e, fits) in families {
+        assert!(e.len() <= n);
+        let mut meter = Meter::default();
+        let r = calculate_metered(&e, &mut meter);
+        let shown: String = e.chars().take(24).collect();
+        match &r {
+            Err(err) if err.msg == TOO_EXPENSIVE || err.msg == TOO_LARGE => {
+                assert!(!fits, "{shown}... refused after {} units", meter.spent())
+            }
+            _ => {
+                assert!(fits, "{shown}... answered {r:?}");
+                assert!(meter.spent() <= WORK_BUDGET);
+            }
+        }
+    }
+}
