@@ -41,6 +41,7 @@
 //! beyond any expression a model writes; CPython needs 0.1 s or more for
 //! each refused case measured.
 
+pub mod bench;
 mod budget;
 mod eval;
 mod floats;
