@@ -8,8 +8,11 @@
 //! error once the [`WORK_BUDGET`] is spent. Charges are made *before* the
 //! work, so a call never does more than the budget plus one step.
 //!
-//! One unit is about one 64-bit limb multiply-add, ~1–2 ns in a release
-//! build (calibrated by `bench --calc`). The cost model follows the
+//! One unit is about one 64-bit limb multiply-add: 0.5–1.5 ns in a
+//! release build for the inputs that spend the whole budget (`bench
+//! --calc` prints the rate per input). Tokens and parser steps are charged
+//! 1–2 units although they cost more: parsing is linear in the input, so
+//! the input's size bounds it, not the budget. The cost model follows the
 //! algorithms num-bigint uses: schoolbook below 32 limbs, Karatsuba
 //! (3 half-size products per halving) above — an over-estimate for the
 //! Toom-3 sizes — and schoolbook or Burnikel–Ziegler division.
@@ -18,10 +21,12 @@ use num_bigint::BigInt;
 
 use super::super::PyErr;
 
-/// Units one call may spend: ~35–75 ms of release-build work. Enough for
-/// any expression a model writes (they cost tens of units) and for ints of
-/// a few hundred thousand digits (`3**(2**20)`, a 500,000-digit result,
-/// costs ~30M); CPython itself needs 0.1 s or more for what this refuses.
+/// Units one call may spend: 25–55 ms of release-build work measured by
+/// `bench --calc` on a busy 2-core machine. Enough for
+/// any expression a model writes (a few hundred units) and for ints of a
+/// few hundred thousand digits (`3**(2**20)`, a 500,000-digit result,
+/// costs ~30M). The refused cases measured take CPython 0.1 s or more
+/// (`10**(10**6)` 0.33 s, `9**999999 // 7**999999` 4.6 s).
 pub const WORK_BUDGET: u64 = 1 << 25;
 
 /// Largest int (in bits) an operation may produce: 512 KiB of limbs.
