@@ -46,17 +46,17 @@ pub const DEFAULT_MAX_ERRORS: u32 = 10;
 /// Why 64 KiB: the largest arguments of any τ² call we know — gold
 /// actions, fuzzed and perturbed calls in the conformance vectors — are
 /// 808 bytes (a `book_reservation` with passengers and payments), so no
-/// real call comes near it; and it keeps an env-view call short, since
-/// every tool is linear in its input and `calculate` is additionally held
-/// to [`py::calc::WORK_BUDGET`] (`bench --calc` times the worst inputs of
-/// this size). Every call whose arguments a harness wrote should be held
+/// real call comes near it; and it keeps an env-view call short: the other
+/// tools do work roughly proportional to their arguments, and `calculate`
+/// parses in linear time and is held to [`py::calc::WORK_BUDGET`] (`bench
+/// --calc`: 42 ms for the worst input of this size). Every call whose arguments a harness wrote should be held
 /// to it, including a call a harness rewrote for the agent loop to run.
 ///
 /// Calls the model makes ([`Environment::call`] from the agent loop) are
 /// deliberately not capped: τ² has no such cap, so a cap could only change
 /// the result of a call the reference would answer; a real model's call is
 /// bounded by its output-token limit anyway, and its cost by the same
-/// linearity and work budget.
+/// work budget (an expression of several megabytes would exhaust it).
 pub const MAX_TOOL_ARGUMENT_BYTES: usize = 64 * 1024;
 
 /// Names of the domains [`open`] knows.
