@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use ecdysis_host::env::py::{ops, repr};
+use ecdysis_host::env::py::{calc, ops, repr};
 use ecdysis_host::env::{self, Domain, Termination, ToolCall, ToolOutput, Trajectory};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -217,6 +217,122 @@ fn float_repr_and_round_match_python() {
         }
     }
     finish("floats", vs.len(), failures);
+}
+
+/// Builds a `calc.jsonl` expression: a string, a list of `[text, repeat]`
+/// parts, or `{"balanced": [op, leaf, levels]}` (see `calc_vectors.py`).
+fn calc_expression(recipe: &Value) -> String {
+    if let Some(s) = recipe.as_str() {
+        return s.to_string();
+    }
+    if let Some(b) = recipe.get("balanced") {
+        let (op, mut e) = (b[0].as_str().unwrap(), b[1].as_str().unwrap().to_string());
+        for _ in 0..b[2].as_u64().unwrap() {
+            e = format!("({e}{op}{e})");
+        }
+        return e;
+    }
+    recipe
+        .as_array()
+        .expect("recipe")
+        .iter()
+        .map(|p| {
+            p[0].as_str()
+                .unwrap()
+                .repeat(p[1].as_u64().unwrap() as usize)
+        })
+        .collect()
+}
+
+#[test]
+fn calculate_matches_cpython() {
+    let vs: Vec<Value> = lines("calc.jsonl")
+        .into_iter()
+        .filter(|v| v.get("meta").is_none())
+        .collect();
+    let mut failures = Vec::new();
+    for v in &vs {
+        let e = calc_expression(&v["expr"]);
+        let got = calc::calculate(&e);
+        let ok = match (&got, v.get("ok")) {
+            (Ok(s), Some(want)) => want == s.as_str(),
+            (Err(err), None) => {
+                err.kind == v["error"]
+                    && match v.get("msg") {
+                        Some(msg) => msg == err.msg.as_str(),
+                        None => {
+                            v["len"] == err.msg.len()
+                                && v["sha256"] == hex(&Sha256::digest(err.msg.as_bytes()))
+                        }
+                    }
+            }
+            _ => false,
+        };
+        if !ok {
+            let shown: String = e.chars().take(80).collect();
+            let got = got.map_err(|e| {
+                format!(
+                    "{}: {}",
+                    e.kind,
+                    e.msg.chars().take(200).collect::<String>()
+                )
+            });
+            let want = match v.get("ok") {
+                Some(ok) => format!("Ok({ok})"),
+                None => format!("{}: {}", v["error"], v.get("msg").unwrap_or(&v["sha256"])),
+            };
+            failures.push(format!(
+                "{shown:?} ({} chars): got {got:?}, want {want}",
+                e.len()
+            ));
+        }
+    }
+    finish("calc", vs.len(), failures);
+}
+
+/// Every `arguments` object in a vector (calls, gold actions, perturbed
+/// trajectories), wherever it is nested.
+fn all_arguments<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
+    match v {
+        Value::Object(o) => {
+            if o.contains_key("name")
+                && let Some(args) = o.get("arguments")
+            {
+                out.push(args);
+            }
+            o.values().for_each(|x| all_arguments(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| all_arguments(x, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn real_tool_arguments_are_far_below_the_env_view_cap() {
+    // The cap on a harness's env-view call must never bind on a call the
+    // benchmark itself makes: the largest known arguments stay under 1/32.
+    let mut largest = (0, String::new());
+    let mut seen = 0;
+    for file in ["gold.jsonl", "fuzz.jsonl", "edge.jsonl", "eval.jsonl"] {
+        for v in lines(file) {
+            let mut args = Vec::new();
+            all_arguments(&v, &mut args);
+            for a in args {
+                seen += 1;
+                let text = serde_json::to_string(a).unwrap();
+                if text.len() > largest.0 {
+                    largest = (text.len(), text);
+                }
+            }
+        }
+    }
+    assert!(seen > 10_000, "only {seen} argument objects found");
+    assert!(
+        largest.0 * 32 <= env::MAX_TOOL_ARGUMENT_BYTES,
+        "{} bytes: {}",
+        largest.0,
+        largest.1
+    );
 }
 
 #[test]

@@ -92,6 +92,10 @@ enum Command {
         /// Python reference's time recorded with the conformance vectors.
         #[arg(long, conflicts_with = "runner")]
         env: bool,
+        /// Instead of the sandbox, time the `calculate` tool on the worst
+        /// inputs an env-view call can carry, next to a normal expression.
+        #[arg(long, conflicts_with_all = ["runner", "env"])]
+        calc: bool,
         /// Runner bench: simulated model latency per call, in milliseconds.
         #[arg(long, default_value_t = 200)]
         latency_ms: u64,
@@ -261,6 +265,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Command::Bench { calc: true, .. } => {
+            print!("{}", ecdysis_host::env::py::calc::bench::report(5));
+            Ok(ExitCode::SUCCESS)
         }
         Command::Bench { env: true, .. } => {
             let data = ecdysis_host::env::locate(cli.data.data.as_deref())?;

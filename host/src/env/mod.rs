@@ -41,6 +41,26 @@ pub const DEFAULT_MAX_STEPS: u32 = 200;
 /// `DEFAULT_MAX_ERRORS`).
 pub const DEFAULT_MAX_ERRORS: u32 = 10;
 
+/// Largest arguments (the JSON object's text, in bytes) of one tool call
+/// a harness makes through the sandbox's env view; the sandbox refuses a
+/// larger call before parsing it.
+///
+/// Why 64 KiB: the largest arguments of any τ² call we know — gold
+/// actions, fuzzed and perturbed calls in the conformance vectors — are
+/// 808 bytes (a `book_reservation` with passengers and payments), so no
+/// real call comes near it; and it keeps an env-view call short: the other
+/// tools do work roughly proportional to their arguments, and `calculate`
+/// parses in linear time and is held to [`py::calc::WORK_BUDGET`] (`bench
+/// --calc`: 42 ms for the worst input of this size). Every call whose arguments a harness wrote should be held
+/// to it, including a call a harness rewrote for the agent loop to run.
+///
+/// Calls the model makes ([`Environment::call`] from the agent loop) are
+/// deliberately not capped: τ² has no such cap, so a cap could only change
+/// the result of a call the reference would answer; a real model's call is
+/// bounded by its output-token limit anyway, and its cost by the same
+/// work budget (an expression of several megabytes would exhaust it).
+pub const MAX_TOOL_ARGUMENT_BYTES: usize = 64 * 1024;
+
 /// Names of the domains [`open`] knows.
 pub const DOMAINS: &[&str] = &["tau2/airline", "tau2/retail"];
 

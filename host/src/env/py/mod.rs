@@ -17,10 +17,11 @@
 //!   bits; a 39+-digit numeric *string* given to an int field is an
 //!   emulation limit), and serde_json reads integers beyond 64 bits as floats
 //!   where Python keeps them ints;
-//! * `calculate` refuses intermediate ints above 2^22 bits and expressions
-//!   nested deeper than 500 levels (CPython would grind through or hit its
-//!   own recursion limits); `str()` of a complex number, shown only in a
-//!   call-with-`*`-argument error, is approximate;
+//! * `calculate` refuses ints above 2^22 bits and work beyond a fixed
+//!   budget per call, and its answer for ASTs nested 2881–2982 deep
+//!   (where CPython's own limit depends on its stack depth) is an
+//!   emulation-limit error — see [`calc`]; `str()` of a complex number,
+//!   shown only in a call-with-`*`-argument error, is approximate;
 //! * `repr()` of strings treats unassigned code points as printable (CPython
 //!   escapes them); lower-casing uses Rust's Unicode tables;
 //! * `sorted()` of a mixed-type list of 64+ items may name a different pair

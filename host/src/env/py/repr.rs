@@ -52,14 +52,54 @@ fn write_repr(out: &mut String, v: &Val) {
 
 /// The shortest round-tripping decimal digits of a finite, non-zero `f`
 /// and its decimal point position: `f = 0.DIGITS × 10^decpt`.
-fn shortest_digits(f: f64) -> (String, i32) {
-    // Rust's `{:e}` prints the shortest round-trip representation
-    // (`d.ddde±x`), the same digits CPython's repr chooses.
-    let s = format!("{:e}", f.abs());
-    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
-    let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
-    let exp: i32 = exp.parse().unwrap_or(0);
-    (digits, exp + 1)
+///
+/// The digits are ryu's (the shortest, closest to `f`: what CPython's
+/// `repr` chooses too); only its layout differs from Python's, so the
+/// digits are read back out of ryu's text (`1234.5`, `0.001234`,
+/// `12340000000.0`, `1e30`, `1.234e-7`).
+fn shortest_digits(f: f64) -> (Digits, i32) {
+    let mut buf = ryu::Buffer::new();
+    let text = buf.format_finite(f.abs());
+    let (mantissa, exp) = match text.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
+        None => (text, 0),
+    };
+    let int_len = mantissa.find('.').unwrap_or(mantissa.len());
+    let mut digits = Digits::default();
+    let mut decpt = int_len as i32 + exp;
+    for b in mantissa.bytes().filter(u8::is_ascii_digit) {
+        if digits.len == 0 && b == b'0' {
+            // A leading zero (`0.00...`) moves the point, not a digit.
+            decpt -= 1;
+        } else {
+            digits.push(b);
+        }
+    }
+    while digits.len > 1 && digits.bytes[digits.len - 1] == b'0' {
+        digits.len -= 1;
+    }
+    (digits, decpt)
+}
+
+/// Up to 17 significant digits (ryu writes at most 17, plus at most 16
+/// padding zeros that are trimmed), without allocating.
+#[derive(Default)]
+struct Digits {
+    bytes: [u8; 32],
+    len: usize,
+}
+
+impl Digits {
+    fn push(&mut self, b: u8) {
+        if self.len < self.bytes.len() {
+            self.bytes[self.len] = b;
+            self.len += 1;
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or("0")
+    }
 }
 
 /// CPython's `float.__repr__` (`repr(1.0) == '1.0'`, `repr(1e16) ==
@@ -76,13 +116,14 @@ pub fn float_repr(f: f64) -> String {
         return format!("{sign}0.0");
     }
     let (digits, decpt) = shortest_digits(f);
+    let digits = digits.as_str();
     let n = digits.len() as i32;
     // repr switches to exponent notation when the decimal exponent is < -4
     // or >= 16 (float_repr_style 'short', mode 'r').
     if decpt <= -4 || decpt > 16 {
         let exp = decpt - 1;
         let mant = if n == 1 {
-            digits.clone()
+            digits.to_string()
         } else {
             format!("{}.{}", &digits[..1], &digits[1..])
         };
@@ -180,10 +221,76 @@ mod tests {
             (1.7976931348623157e308, "1.7976931348623157e+308"),
             (f64::INFINITY, "inf"),
             (100.0, "100.0"),
+            // Exact ties at 17 digits round to even (CPython's dtoa; Rust's
+            // own `{:e}` rounds these up).
+            (233115890514796.0 + 0.125, "233115890514796.12"),
+            (158384277779029.0 + 0.375, "158384277779029.38"),
+            (248889880452198.0 + 0.125, "248889880452198.12"),
+            (266854832669453.0 + 0.625, "266854832669453.62"),
+            (154665141705938.0 + 0.125, "154665141705938.12"),
         ];
         for (f, want) in cases {
             assert_eq!(float_repr(f), want, "{f}");
         }
+    }
+
+    /// The digits from Rust's own shortest formatting (`{:e}`, Grisu with
+    /// a Dragon4 fallback): an independent implementation to check ryu's
+    /// digits against.
+    fn std_digits(f: f64) -> (String, i32) {
+        let s = format!("{:e}", f.abs());
+        let (mant, exp) = s.split_once('e').unwrap();
+        let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
+        (digits, exp.parse::<i32>().unwrap() + 1)
+    }
+
+    #[test]
+    fn ryu_digits_agree_with_std_shortest_formatting() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let (mut checked, mut ties) = (0, 0);
+        for i in 0..200_000u64 {
+            let r = next();
+            let f = match i % 4 {
+                // Any bit pattern: subnormals, huge and tiny exponents.
+                0 => f64::from_bits(r),
+                // Prices and quantities, as the tools see them.
+                1 => (r % 10_000_000) as f64 / 100.0,
+                2 => (r % 100_000) as f64 * 0.15,
+                _ => f64::from_bits((r >> 12) | 0x4330_0000_0000_0000) - 4503599627370496.0,
+            };
+            if !f.is_finite() || f == 0.0 {
+                continue;
+            }
+            let (digits, decpt) = shortest_digits(f);
+            let ours = (digits.as_str().to_string(), decpt);
+            let theirs = std_digits(f);
+            if ours != theirs {
+                // Only an exact tie may differ: std rounds it up, ryu and
+                // CPython to the even digit.
+                let exact = format!("{:.800e}", f.abs());
+                let exact: String = exact.split('e').next().unwrap().replace('.', "");
+                let rest = &exact[ours.0.len()..];
+                assert!(
+                    rest.starts_with('5') && rest[1..].bytes().all(|b| b == b'0'),
+                    "{f:e}: {ours:?} vs {theirs:?}, not a tie"
+                );
+                assert!(
+                    (ours.0.as_bytes()[ours.0.len() - 1] - b'0').is_multiple_of(2),
+                    "{f:e}"
+                );
+                ties += 1;
+            }
+            checked += 1;
+        }
+        assert!(checked > 190_000);
+        // The half-integer family hits ties; the test must see some.
+        assert!(ties > 0);
     }
 
     #[test]
