@@ -149,6 +149,13 @@ enum Command {
     /// edits that only answer model-specific quirks, from the testbed's
     /// ground truth), and cross-model transfer.
     Experiment(Box<cli::experiment::ExperimentArgs>),
+    /// Write one self-contained HTML page (works offline, charts inline)
+    /// for run, training or experiment directories: scores with 95%
+    /// intervals, the reward grid, interventions, fuel and time, the
+    /// trajectory viewer with filters; rounds, lineage, diffs and the FDCR
+    /// discussion of training; methods side by side for an experiment.
+    /// Several directories are compared side by side.
+    Report(cli::report::ReportArgs),
     /// Show a run: its summary and episodes, or one trajectory with the
     /// harness interventions marked `>>`.
     Show {
@@ -369,6 +376,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Experiment(args) => {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(cli::experiment::experiment(*args, &store, &cli.data))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Report(args) => {
+            cli::report::report_command(args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { dir, task, trial } => {

@@ -3,6 +3,7 @@
 pub mod env;
 pub mod experiment;
 pub mod limits;
+pub mod report;
 pub mod run;
 pub mod train;
 
