@@ -3,13 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 
 use ecdysis_host::agent::Entry;
 use ecdysis_host::eval::rundir::read_trajectories;
 use ecdysis_host::evolve::train::{Method, TrainSummary};
 use ecdysis_host::model::sim::QuirkKind;
+use ecdysis_host::report::{ExperimentFile, MethodRow, TransferRow};
 use ecdysis_host::store::ComponentStore;
 
 use super::env::DataArgs;
@@ -180,8 +181,10 @@ pub async fn experiment(
 
     // Cross-model transfer of the Ecdysis result.
     let eco = &rows.iter().find(|r| r.0 == Method::Ecdysis).expect("ran").1;
+    let mut transfer = Vec::new();
     for profile in &args.transfer {
         let mut line = format!("transfer to {profile}:");
+        let mut scores = Vec::new();
         for (label, hash) in [("initial", &eco.initial), ("trained", &eco.incumbent)] {
             let run_args = super::run::RunArgs {
                 harness: hash.clone(),
@@ -217,8 +220,59 @@ pub async fn experiment(
             };
             let s = super::run::run(run_args, store, data, true).await?;
             line += &format!("  {label} {:.3}", s.metrics.accuracy);
+            scores.push(s.metrics.accuracy);
         }
         println!("{line}   (test split)");
+        let dir = |label: &str| format!("transfer-{}-{label}", profile.replace(':', "-"));
+        transfer.push(TransferRow {
+            profile: profile.clone(),
+            initial_score: scores[0],
+            trained_score: scores[1],
+            initial_dir: dir("initial"),
+            trained_dir: dir("trained"),
+        });
     }
+    write_experiment_file(&args, &rows, transfer)?;
+    Ok(())
+}
+
+/// `experiment.json`: the table above, for `ecdysis-host report`.
+fn write_experiment_file(
+    args: &ExperimentArgs,
+    rows: &[(Method, TrainSummary, u32, u32)],
+    transfer: Vec<TransferRow>,
+) -> Result<()> {
+    let file = ExperimentFile {
+        domain: args.domain.clone(),
+        agent_model: args.agent_model.clone(),
+        simulated: args.agent_model.starts_with("sim:"),
+        rounds: args.rounds,
+        trials: args.trials,
+        coder_latency_ms: args.coder_latency_ms,
+        methods: rows
+            .iter()
+            .map(|(m, s, edits, acc)| MethodRow {
+                method: m.as_str().to_string(),
+                dir: m.as_str().to_string(),
+                train_seconds: s.wall_seconds - s.seconds.test_eval,
+                coder_calls: s.coder_calls,
+                accepted: s.accepted,
+                rounds: s.rounds.len() as u32,
+                initial_train_score: s.initial_train_score,
+                final_train_score: s.final_train_score,
+                test_score: s.test_score,
+                edits: *edits,
+                accommodating_edits: *acc,
+                accommodation_pct: (*edits > 0).then(|| *acc as f64 / *edits as f64 * 100.0),
+                usd: s.usage.total.usd,
+                tokens: s.usage.total.fresh_tokens.prompt_tokens
+                    + s.usage.total.fresh_tokens.completion_tokens,
+            })
+            .collect(),
+        transfer,
+    };
+    let path = args.out.join(ecdysis_host::report::EXPERIMENT_FILE);
+    ecdysis_host::fsutil::atomic_write(&path, &serde_json::to_vec_pretty(&file)?)
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
