@@ -330,11 +330,14 @@ fn phase_total(p: &PhaseTimes) -> f64 {
 /// incumbent it was derived from.
 fn lineage(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
     page.heading(level, &format!("{prefix}-lineage"), "Lineage of candidates");
-    let round_of: BTreeMap<&str, &RoundRecord> = t
-        .rounds
-        .iter()
-        .filter_map(|r| r.candidate.as_deref().map(|c| (c, r)))
-        .collect();
+    // A build can come back in a later round (the coder made the same
+    // edit again): a node lists every round it was a candidate in.
+    let mut round_of: BTreeMap<&str, Vec<&RoundRecord>> = BTreeMap::new();
+    for r in &t.rounds {
+        if let Some(c) = r.candidate.as_deref() {
+            round_of.entry(c).or_default().push(r);
+        }
+    }
     let mut children: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut nodes: BTreeSet<String> = t.candidates.keys().cloned().collect();
     for r in &t.rounds {
@@ -350,7 +353,12 @@ fn lineage(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
             .get(h)
             .and_then(|c| c.manifest.as_ref())
             .and_then(|m| m.parent.as_ref().map(|p| p.to_string()))
-            .or_else(|| round_of.get(h.as_str()).map(|r| r.incumbent.clone()));
+            .or_else(|| {
+                round_of
+                    .get(h.as_str())
+                    .and_then(|rs| rs.first())
+                    .map(|r| r.incumbent.clone())
+            });
         if let Some(p) = parent.filter(|p| p != h) {
             children.entry(p.clone()).or_default().push(h.clone());
             parent_of.insert(h.clone(), p);
@@ -385,7 +393,7 @@ fn node(
     t: &TrainData,
     h: &str,
     children: &BTreeMap<String, Vec<String>>,
-    round_of: &BTreeMap<&str, &RoundRecord>,
+    round_of: &BTreeMap<&str, Vec<&RoundRecord>>,
     fin: Option<&str>,
     seen: &mut BTreeSet<String>,
 ) -> String {
@@ -396,10 +404,13 @@ fn node(
     if t.initial.as_deref() == Some(h) {
         badges += "<span class=\"badge\">initial</span> ";
     }
-    if let Some(r) = round_of.get(h) {
-        badges += &format!("<span class=\"muted\">round {}</span> ", r.round);
-        badges += &decision_badge(r);
-        badges += &format!(" train {}", num(r.candidate_score, 3));
+    for r in round_of.get(h).into_iter().flatten() {
+        badges += &format!(
+            "<span class=\"muted\">round {}</span> {} train {} ",
+            r.round,
+            decision_badge(r),
+            num(r.candidate_score, 3)
+        );
     }
     if fin == Some(h) {
         badges += " <span class=\"badge ok\">final incumbent</span>";
@@ -411,8 +422,8 @@ fn node(
         hash(h)
     );
     let c = t.candidates.get(h);
-    if let Some(r) = round_of.get(h) {
-        out += &format!("<p>Decision: {}</p>", esc(&r.decision));
+    for r in round_of.get(h).into_iter().flatten() {
+        out += &format!("<p>Round {}: {}</p>", r.round, esc(&r.decision));
     }
     if let Some(m) = c.and_then(|c| c.manifest.as_ref()) {
         out += &format!(
@@ -712,7 +723,7 @@ fn costs(page: &mut Page, prefix: &str, t: &TrainData, level: u8) -> Result<(), 
         .map(|s| s.usage.clone())
         .or_else(|| t.ledger.as_ref().map(|l| l.summary.clone()));
     if let Some(u) = &usage
-        && !u.by_role.is_empty()
+        && u.total.usd > 0.0
     {
         let roles: Vec<String> = u.by_role.keys().cloned().collect();
         let mut b = Bars::new("Dollars per role", roles.clone()).series(
@@ -727,6 +738,9 @@ fn costs(page: &mut Page, prefix: &str, t: &TrainData, level: u8) -> Result<(), 
         page.body += &charts::bars(&b)?;
     }
     page.body += "</div>";
+    if usage.as_ref().is_none_or(|u| u.total.usd == 0.0) {
+        page.body += "<p class=\"muted\">No dollars spent: every model of this run was offline (a simulated agent, the scripted user, the heuristic diagnoser and the rule coder) or unpriced.</p>";
+    }
     if let Some(s) = &t.summary {
         page.body += &format!(
             "<p>Totals: training evaluations {}, aggregation {}, diagnosis {}, coder {}, build {}, gate {}, held-out test {}.</p>",
