@@ -38,6 +38,9 @@ pub struct ExperimentArgs {
     pub transfer: Vec<String>,
     #[arg(long, default_value_t = 3)]
     pub rounds: u32,
+    /// Only these training task ids (default: the whole training split).
+    #[arg(long, value_delimiter = ',')]
+    pub tasks: Vec<String>,
     /// Simulated latency of one coder call, in milliseconds.
     #[arg(long, default_value_t = 2000)]
     pub coder_latency_ms: u64,
@@ -118,7 +121,7 @@ pub async fn experiment(
                 gate: Default::default(),
                 run: TrainRunArgs {
                     domain: args.domain.clone(),
-                    tasks: vec![],
+                    tasks: args.tasks.clone(),
                     trials: args.trials,
                     agent_model: args.agent_model.clone(),
                     agent_base_url: None,
