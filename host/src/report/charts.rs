@@ -167,6 +167,16 @@ fn edge(i: usize, n: usize) -> SegmentValue<usize> {
     }
 }
 
+/// How many labels the value axis gets: counts (no decimals) get at most
+/// one per integer, so no label repeats.
+fn value_labels(max: f64, decimals: usize) -> usize {
+    if decimals == 0 {
+        (max.floor() as usize + 1).clamp(2, 10)
+    } else {
+        10
+    }
+}
+
 /// Where bar `j` of `m` sits inside a category band `px` pixels wide:
 /// the (before, after) margins in pixels.
 fn band(px: u32, j: usize, m: usize, stacked: bool) -> (u32, u32) {
@@ -269,6 +279,7 @@ fn draw_vertical(root: &DrawingArea<SVGBackend, Shift>, b: &Bars) -> Result<(), 
             SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
             _ => String::new(),
         })
+        .y_labels(value_labels(max, decimals))
         .y_label_formatter(&|v| format!("{v:.decimals$}"))
         .y_desc(b.axis.as_str())
         .label_style((FONT, 12).into_font().color(&INK))
@@ -351,6 +362,7 @@ fn draw_horizontal(root: &DrawingArea<SVGBackend, Shift>, b: &Bars) -> Result<()
             }
             _ => String::new(),
         })
+        .x_labels(value_labels(max, decimals))
         .x_label_formatter(&|v| format!("{v:.decimals$}"))
         .x_desc(b.axis.as_str())
         .label_style((FONT, 12).into_font().color(&INK))

@@ -408,10 +408,19 @@ fn entry(prefix: &str, r: &EpisodeRecord, e: &Entry, variant: usize) -> String {
                     .iter()
                     .map(|q| q.name.as_str().to_string())
                     .collect();
+                let mut parts = Vec::new();
+                if !fired.is_empty() {
+                    parts.push(format!("quirks fired: {}", fired.join(", ")));
+                }
+                if !fixed.is_empty() {
+                    parts.push(format!(
+                        "corrected by what the model was shown: {}",
+                        fixed.join(", ")
+                    ));
+                }
                 out += &format!(
-                    "<div class=\"muted\">testbed ground truth: quirks fired [{}], corrected by what the model was shown [{}]</div>",
-                    esc(&fired.join(", ")),
-                    esc(&fixed.join(", "))
+                    "<div class=\"muted\">testbed ground truth — {}</div>",
+                    esc(&parts.join("; "))
                 );
             }
             out + "</li>"
