@@ -42,7 +42,9 @@ pub(crate) fn section(page: &mut Page, loaded: &[Loaded]) -> Result<(), ReportEr
     let mut out = String::from(
         "<table><thead><tr><th>directory</th><th>kind</th><th>agent</th><th>harness / method</th><th class=\"n\">score</th><th class=\"n\">95% CI</th><th>pass^k</th><th class=\"n\">held-out test</th><th class=\"n\">episodes</th><th class=\"n\">wall time</th><th class=\"n\">USD</th></tr></thead><tbody>",
     );
-    let mut bars: Vec<(String, f64, Option<(f64, f64)>)> = Vec::new();
+    // (directory, score, 95% interval)
+    type Bar = (String, f64, Option<(f64, f64)>);
+    let mut bars: Vec<Bar> = Vec::new();
     let mut per_task: Vec<(String, BTreeMap<String, f64>)> = Vec::new();
     for (i, (l, n)) in loaded.iter().zip(&names).enumerate() {
         let link = format!("<a href=\"#d{i}-{}\">{}</a>", section_suffix(l), esc(n));

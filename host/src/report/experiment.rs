@@ -285,6 +285,9 @@ pub(crate) fn section(
         page.body += &compare::pairwise(&named);
     }
 
+    if !e.methods.is_empty() {
+        page.heading(3, &format!("{prefix}-runs"), "Each method's training run");
+    }
     for (name, t) in &e.methods {
         let id = format!("{prefix}-m-{}", super::html::slug(name));
         page.body += &format!("<div id=\"{}\"></div>", esc(&id));

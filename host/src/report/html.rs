@@ -135,7 +135,9 @@ pub fn diff(text: &str) -> String {
         } else {
             "dc"
         };
-        out += &format!("<span class=\"{class}\">{}</span>\n", esc(line));
+        // Block spans, one per line: no newline between them, or the <pre>
+        // would show each line twice as tall.
+        out += &format!("<span class=\"{class}\">{}</span>", esc(line));
     }
     out += "</pre>";
     out

@@ -215,6 +215,9 @@ pub struct Candidate {
     pub manifest: Option<Manifest>,
     pub spec: Option<ChangeSpec>,
     pub diff: Option<String>,
+    /// `diff` was recomputed from the stored sources because `diff.patch`
+    /// was empty (see [`TrainData::load`]).
+    pub diff_recomputed: bool,
     pub train_summary: Option<RunSummary>,
 }
 
@@ -259,10 +262,12 @@ impl TrainData {
                     manifest: read_json(&path.join("manifest.json"))?,
                     spec: read_json::<Option<ChangeSpec>>(&path.join("spec.json"))?.flatten(),
                     diff: read_text(&path.join("diff.patch"))?,
+                    diff_recomputed: false,
                     train_summary: read_json(&path.join("train_summary.json"))?,
                 },
             );
         }
+        recompute_empty_diffs(dir, &rounds, &mut candidates);
         let mut transcripts = BTreeMap::new();
         for path in sorted_dirs(&dir.join("rounds"))? {
             let Ok(n) = file_name(&path).parse::<u32>() else {
@@ -320,6 +325,60 @@ impl TrainData {
             .map(|s| s.incumbent.as_str())
             .or(self.incumbent.as_deref())
             .or(self.initial.as_deref())
+    }
+}
+
+/// The parent a candidate was derived from: its manifest's, else the
+/// incumbent of a round that proposed it (never itself).
+pub fn parent_of(hash: &str, c: Option<&Candidate>, rounds: &[RoundRecord]) -> Option<String> {
+    c.and_then(|c| c.manifest.as_ref())
+        .and_then(|m| m.parent.as_ref().map(|p| p.to_string()))
+        .filter(|p| p != hash)
+        .or_else(|| {
+            rounds
+                .iter()
+                .find(|r| r.candidate.as_deref() == Some(hash) && r.incumbent != hash)
+                .map(|r| r.incumbent.clone())
+        })
+}
+
+/// A round that rebuilds the incumbent itself (the coder made no effective
+/// change) rewrites that candidate's `diff.patch` as an empty diff against
+/// itself. The sources of both builds are kept, so the diff against the
+/// real parent is recomputed from them for the report.
+fn recompute_empty_diffs(
+    dir: &Path,
+    rounds: &[RoundRecord],
+    candidates: &mut BTreeMap<String, Candidate>,
+) {
+    let hashes: Vec<String> = candidates.keys().cloned().collect();
+    for h in hashes {
+        let c = &candidates[&h];
+        if c.diff.as_deref().is_some_and(|d| !d.trim().is_empty()) {
+            continue;
+        }
+        let Some(parent) = parent_of(&h, Some(c), rounds) else {
+            continue;
+        };
+        let before = dir.join("candidates").join(&parent).join("source/src");
+        let after = dir.join("candidates").join(&h).join("source/src");
+        if !(before.is_dir() && after.is_dir()) {
+            continue;
+        }
+        // Paths relative to each build's source, as in a diff.patch.
+        let mut d = crate::evolve::rulecoder::diff(&before, &after);
+        for src in [&before, &after] {
+            if let Some(root) = src.parent() {
+                let prefix = format!("{}/", root.to_string_lossy().trim_start_matches('/'));
+                d = d.replace(&prefix, "");
+            }
+        }
+        if !d.trim().is_empty()
+            && let Some(c) = candidates.get_mut(&h)
+        {
+            c.diff = Some(d);
+            c.diff_recomputed = true;
+        }
     }
 }
 

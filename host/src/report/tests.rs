@@ -410,3 +410,75 @@ fn directories_of_no_known_kind_are_refused() {
         Err(ReportError::NotADirectory(_))
     ));
 }
+
+#[test]
+fn an_empty_diff_patch_is_recomputed_from_the_stored_sources() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("train");
+    let cfg = TrainConfig {
+        method: Method::EcdysisNofdcr,
+        rounds: 2,
+        lambda: 1.0,
+        train: config(&["1"], "sim:clumsy"),
+        test_tasks: vec![],
+        test_split: None,
+        max_coder_calls: None,
+        max_episodes: None,
+        plateau: 2,
+        start_blank: false,
+        coder_latency_ms: 0,
+        diagnoser: "heuristic".into(),
+        coder: "rules".into(),
+        accept: Default::default(),
+        max_usd: None,
+        select: None,
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
+    let (inc, cand) = ("1".repeat(64), "2".repeat(64));
+    // Round 2 rebuilt the accepted candidate itself: its diff.patch is empty.
+    let round = |n, incumbent: &str, accepted| RoundRecord {
+        round: n,
+        incumbent: incumbent.to_string(),
+        incumbent_score: 0.5,
+        candidate: Some(cand.clone()),
+        candidate_score: Some(0.75),
+        accepted,
+        decision: String::new(),
+        failures: 1,
+        groups: 1,
+        recurring_groups: 0,
+        coder_calls: 1,
+        spec: None,
+        seconds: PhaseTimes::default(),
+        p_value: None,
+        usd: 0.0,
+    };
+    let lines = format!(
+        "{}\n{}\n",
+        serde_json::to_string(&round(1, &inc, true)).unwrap(),
+        serde_json::to_string(&round(2, &cand, false)).unwrap()
+    );
+    std::fs::write(dir.join("rounds.jsonl"), lines).unwrap();
+    std::fs::write(dir.join("initial"), &inc).unwrap();
+    for (h, text) in [
+        (&inc, "const N: u32 = 1;\n"),
+        (&cand, "const N: u32 = 2;\n"),
+    ] {
+        let src = dir.join("candidates").join(h).join("source/src");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("tables.rs"), text).unwrap();
+    }
+    std::fs::write(dir.join("candidates").join(&cand).join("diff.patch"), "").unwrap();
+    let html = render_one(&dir).unwrap();
+    assert!(html.contains("recomputed from the stored sources"), "noted");
+    assert!(
+        html.contains("<span class=\"da\">+const N: u32 = 2;</span>"),
+        "the real change"
+    );
+    // The rebuilt candidate still hangs under the initial harness.
+    let initial_at = html.find(&format!("data-hash=\"{inc}\"")).unwrap();
+    let cand_at = html.find(&format!("data-hash=\"{cand}\"")).unwrap();
+    assert!(initial_at < cand_at);
+    assert!(html.contains("same build as the incumbent"));
+}

@@ -273,7 +273,9 @@ fn short(h: &str) -> String {
 }
 
 fn decision_badge(r: &RoundRecord) -> String {
-    if r.accepted {
+    if r.candidate.as_deref() == Some(r.incumbent.as_str()) {
+        "<span class=\"badge\">same build as the incumbent</span>".into()
+    } else if r.accepted {
         "<span class=\"badge ok\">accepted</span>".into()
     } else if r.candidate_score.is_some() {
         "<span class=\"badge bad\">rejected at the gate</span>".into()
@@ -348,18 +350,7 @@ fn lineage(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
     }
     let mut parent_of: BTreeMap<String, String> = BTreeMap::new();
     for h in &nodes {
-        let parent = t
-            .candidates
-            .get(h)
-            .and_then(|c| c.manifest.as_ref())
-            .and_then(|m| m.parent.as_ref().map(|p| p.to_string()))
-            .or_else(|| {
-                round_of
-                    .get(h.as_str())
-                    .and_then(|rs| rs.first())
-                    .map(|r| r.incumbent.clone())
-            });
-        if let Some(p) = parent.filter(|p| p != h) {
+        if let Some(p) = super::load::parent_of(h, t.candidates.get(h), &t.rounds) {
             children.entry(p.clone()).or_default().push(h.clone());
             parent_of.insert(h.clone(), p);
         }
@@ -441,8 +432,14 @@ fn node(
     }
     match c.and_then(|c| c.diff.as_deref()) {
         Some(d) if !d.trim().is_empty() => {
+            let recomputed = c.is_some_and(|c| c.diff_recomputed);
             out += &format!(
-                "<details open><summary>diff.patch ({} lines)</summary>{}</details>",
+                "<details open><summary>{} ({} lines)</summary>{}</details>",
+                if recomputed {
+                    "diff against its parent, recomputed from the stored sources (its diff.patch is empty: a later round rebuilt the same harness and rewrote it)"
+                } else {
+                    "diff.patch"
+                },
                 d.lines().count(),
                 html::diff(d)
             )
@@ -549,8 +546,8 @@ fn round_details(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
                     "<h4>Failure groups of incumbent {}</h4><table><thead><tr><th>signature</th><th>kind</th><th>evidence tasks</th><th class=\"n\">episodes</th></tr></thead><tbody>",
                     hash(&r.incumbent)
                 );
-                for g in &groups {
-                    out += &format!(
+                let row = |g: &aggregate::FailureGroup| {
+                    format!(
                         "<tr><td><details><summary><code>{}</code></summary><pre>{}</pre></details></td><td>{}</td><td>{}</td><td class=\"n\">{}</td></tr>",
                         esc(&g.key),
                         esc(&g
@@ -567,9 +564,27 @@ fn round_details(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
                         },
                         esc(&g.tasks.join(", ")),
                         g.records.len()
-                    );
+                    )
+                };
+                // Recurring groups are the primary evidence; single-task
+                // ones are folded under them.
+                for g in groups.iter().filter(|g| g.recurring) {
+                    out += &row(g);
                 }
                 out += "</tbody></table>";
+                let single: Vec<&aggregate::FailureGroup> =
+                    groups.iter().filter(|g| !g.recurring).collect();
+                if !single.is_empty() {
+                    out += &format!(
+                        "<details><summary>{} single-task group{} (supporting evidence only)</summary><table><tbody>",
+                        single.len(),
+                        if single.len() == 1 { "" } else { "s" }
+                    );
+                    for g in single {
+                        out += &row(g);
+                    }
+                    out += "</tbody></table></details>";
+                }
             }
             None => {
                 out += "<p class=\"muted\">The incumbent's training evaluation is not in <code>evals/</code>: failure groups not shown.</p>"
@@ -688,7 +703,8 @@ fn costs(page: &mut Page, prefix: &str, t: &TrainData, level: u8) -> Result<(), 
     );
     page.body += "<div class=\"charts\">";
     if !t.rounds.is_empty() {
-        let phases: [(&str, fn(&PhaseTimes) -> f64); 6] = [
+        type Phase = (&'static str, fn(&PhaseTimes) -> f64);
+        let phases: [Phase; 6] = [
             ("train eval", |p| p.train_eval),
             ("aggregation", |p| p.aggregation),
             ("diagnosis", |p| p.diagnosis),

@@ -78,7 +78,7 @@ pub(crate) fn viewer(
         *counts.entry(preamble(r)).or_default() += 1;
     }
     let mut variants: Vec<(Preamble, usize)> = counts.into_iter().collect();
-    variants.sort_by(|a, b| b.1.cmp(&a.1));
+    variants.sort_by_key(|v| std::cmp::Reverse(v.1));
     let index: BTreeMap<&Preamble, usize> = variants
         .iter()
         .enumerate()
