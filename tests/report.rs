@@ -181,7 +181,7 @@ fn fixture() -> &'static Fixture {
         let store = f.store();
         let store = store.as_path();
         let run = f.dir("run");
-        host(
+        let o = host(
             store,
             &[
                 "run",
@@ -191,10 +191,18 @@ fn fixture() -> &'static Fixture {
                 "3",
                 "--agent-model",
                 "sim:mixed",
+                "--report",
                 "--out",
                 run.to_str().unwrap(),
             ],
         );
+        // `--report` writes the page at the end and prints its path.
+        let page = run.join("report.html");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains(&format!("report: {}", page.display())),
+            "run --report prints the page's path"
+        );
+        assert!(page.is_file());
         let direct = f.dir("direct");
         host(
             store,

@@ -198,19 +198,7 @@ pub async fn run(
             ..SamplingArgs::default()
         },
     };
-    let out = args.out.clone().unwrap_or_else(|| {
-        let h = harness_hash
-            .as_deref()
-            .map(|h| &h[..12])
-            .unwrap_or("direct");
-        PathBuf::from("runs").join(slug(&format!(
-            "{}-{}-{}-{}",
-            args.domain,
-            split.as_deref().unwrap_or("all"),
-            h,
-            args.agent_model
-        )))
-    });
+    let out = args.out.clone().unwrap_or_else(|| default_out(&config));
     if !quiet {
         eprintln!(
             "running {} episodes into {}",
@@ -227,6 +215,22 @@ pub async fn run(
         max_requeues: args.max_requeues,
     };
     Ok(eval::run(config, options, domain, harness, participants, Some(ledger)).await?)
+}
+
+/// The default result directory: runs/<domain>-<split>-<harness>-<agent>.
+pub fn default_out(config: &RunConfig) -> PathBuf {
+    let h = config
+        .harness
+        .as_deref()
+        .map(|h| &h[..12.min(h.len())])
+        .unwrap_or("direct");
+    PathBuf::from("runs").join(slug(&format!(
+        "{}-{}-{}-{}",
+        config.domain,
+        config.split.as_deref().unwrap_or("all"),
+        h,
+        config.agent_model
+    )))
 }
 
 /// The agent and user sides of a run from the flags, with the run's ledger.

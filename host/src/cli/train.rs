@@ -369,14 +369,7 @@ pub async fn train(
         max_usd: args.gate.max_usd,
         select,
     };
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("runs").join(format!(
-            "train-{}-{}-{}",
-            args.method.as_str(),
-            args.run.domain.replace('/', "-"),
-            args.run.agent_model.replace(':', "-")
-        ))
-    });
+    let out = out_dir(&args);
     if !quiet {
         eprintln!("training ({}) into {}", args.method.as_str(), out.display());
     }
@@ -395,6 +388,18 @@ pub async fn train(
         ledger,
     };
     Ok(train::train(config, &source, &out, cx).await?)
+}
+
+/// The training directory: --out, else runs/train-<method>-<domain>-<agent>.
+pub fn out_dir(args: &TrainArgs) -> PathBuf {
+    args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("runs").join(format!(
+            "train-{}-{}-{}",
+            args.method.as_str(),
+            args.run.domain.replace('/', "-"),
+            args.run.agent_model.replace(':', "-")
+        ))
+    })
 }
 
 /// The diagnoser and coder the flags ask for; offline defaults without any.
