@@ -14,6 +14,7 @@ pub mod eval;
 pub mod evolve;
 pub mod fsutil;
 pub mod model;
+pub mod process;
 pub mod report;
 pub mod sandbox;
 pub mod store;

@@ -2,75 +2,16 @@
 //! side as in the paper's main table, bars, cross-model transfer, per-task
 //! differences between any two methods, then each method's training page.
 //!
-//! `experiment.json` is written by the experiment command; its types live
-//! here, beside the page that reads them.
+//! `experiment.json` is the library's [`ExperimentReport`].
 
 use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
 
 use super::charts::{self, Bars};
 use super::html::{duration, esc, hash, num};
 use super::load::{ExperimentData, RunData, TrainData};
 use super::run::kv;
 use super::{Page, ReportError, compare, train};
-
-/// `experiment.json`: the experiment's table, one row per method.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExperimentFile {
-    pub domain: String,
-    /// The agent trained on (`sim:<profile>` or an endpoint's model).
-    pub agent_model: String,
-    /// True when the agent is a `sim:` testbed model: the numbers are not a
-    /// benchmark result.
-    pub simulated: bool,
-    pub rounds: u32,
-    pub trials: u32,
-    /// Simulated latency of one coder call, in milliseconds.
-    pub coder_latency_ms: u64,
-    pub methods: Vec<MethodRow>,
-    #[serde(default)]
-    pub transfer: Vec<TransferRow>,
-}
-
-/// One method's row.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MethodRow {
-    pub method: String,
-    /// Its training directory, relative to the experiment directory.
-    pub dir: String,
-    /// Training wall time without the held-out evaluation.
-    pub train_seconds: f64,
-    pub coder_calls: u32,
-    pub accepted: u32,
-    pub rounds: u32,
-    pub initial_train_score: f64,
-    pub final_train_score: f64,
-    pub test_score: Option<f64>,
-    /// Accepted edits (proposed changes of accepted specs).
-    pub edits: u32,
-    /// Of those, edits that only answer model-specific quirks.
-    pub accommodating_edits: u32,
-    /// `accommodating_edits / edits` in percent (`None` without edits).
-    pub accommodation_pct: Option<f64>,
-    /// Dollars over every role.
-    #[serde(default)]
-    pub usd: f64,
-    /// Prompt + completion tokens of fresh calls over every role.
-    #[serde(default)]
-    pub tokens: u64,
-}
-
-/// The trained harness tested with another agent (cross-model transfer).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TransferRow {
-    pub profile: String,
-    pub initial_score: f64,
-    pub trained_score: f64,
-    /// The two run directories, relative to the experiment directory.
-    pub initial_dir: String,
-    pub trained_dir: String,
-}
+use crate::evolve::experiment::{ExperimentReport, MethodRow};
 
 /// Per-task mean reward of a method's final incumbent on `label`.
 fn per_task(t: &TrainData, label: &str) -> Option<BTreeMap<String, f64>> {
@@ -86,33 +27,38 @@ pub(crate) fn task_rewards(run: &RunData) -> BTreeMap<String, f64> {
         .collect()
 }
 
-/// A method's rows, from the file when there is one, else from its
-/// training summary.
-fn rows(e: &ExperimentData) -> Vec<MethodRow> {
+/// The methods' rows: the file's, else built from each training summary.
+fn rows(e: &ExperimentData) -> Vec<(String, MethodRow)> {
     if let Some(f) = &e.file {
-        return f.methods.clone();
+        return f
+            .methods
+            .iter()
+            .map(|r| (r.method.as_str().to_string(), r.clone()))
+            .collect();
     }
     e.methods
         .iter()
         .filter_map(|(name, t)| {
             let s = t.summary.as_ref()?;
-            Some(MethodRow {
-                method: name.clone(),
-                dir: name.clone(),
-                train_seconds: s.wall_seconds - s.seconds.test_eval,
-                coder_calls: s.coder_calls,
-                accepted: s.accepted,
-                rounds: s.rounds.len() as u32,
-                initial_train_score: s.initial_train_score,
-                final_train_score: s.final_train_score,
-                test_score: s.test_score,
-                edits: 0,
-                accommodating_edits: 0,
-                accommodation_pct: None,
-                usd: s.usage.total.usd,
-                tokens: s.usage.total.fresh_tokens.prompt_tokens
-                    + s.usage.total.fresh_tokens.completion_tokens,
-            })
+            Some((
+                name.clone(),
+                MethodRow {
+                    method: s.method,
+                    train_seconds: s.wall_seconds - s.seconds.test_eval,
+                    coder_calls: s.coder_calls,
+                    accepted: s.accepted,
+                    rounds: s.rounds.len() as u32,
+                    initial_train: s.initial_train_score,
+                    final_train: s.final_train_score,
+                    test: s.test_score,
+                    edits: 0,
+                    accommodating: None,
+                    tokens: s.usage.total.fresh_tokens.prompt_tokens
+                        + s.usage.total.fresh_tokens.completion_tokens,
+                    usd: s.usage.total.usd,
+                    dir: t.dir.clone(),
+                },
+            ))
         })
         .collect()
 }
@@ -140,6 +86,7 @@ pub(crate) fn section(
     }
     match &e.file {
         Some(f) => {
+            let first = e.methods.first().map(|m| &m.1.config);
             page.body += &kv(&[
                 (
                     "directory",
@@ -150,12 +97,17 @@ pub(crate) fn section(
                     "agent trained on",
                     format!("<code>{}</code>", esc(&f.agent_model)),
                 ),
+                ("diagnoser", esc(&f.diagnoser).to_string()),
                 (
                     "rounds × trials",
-                    format!(
-                        "at most {} rounds, {} trial(s) per task",
-                        f.rounds, f.trials
-                    ),
+                    first
+                        .map(|c| {
+                            format!(
+                                "at most {} rounds, {} trial(s) per task",
+                                c.rounds, c.train.trials
+                            )
+                        })
+                        .unwrap_or_else(|| "—".into()),
                 ),
                 (
                     "coder latency",
@@ -170,10 +122,10 @@ pub(crate) fn section(
     let rows = rows(e);
     let pass_k: Vec<BTreeMap<u64, f64>> = rows
         .iter()
-        .map(|r| {
+        .map(|(name, _)| {
             e.methods
                 .iter()
-                .find(|m| m.0 == r.method)
+                .find(|m| &m.0 == name)
                 .and_then(|(_, t)| {
                     let label = if t.config.test_tasks.is_empty() {
                         t.train_label()
@@ -190,26 +142,27 @@ pub(crate) fn section(
     let mut out = String::from(
         "<table><thead><tr><th>method</th><th class=\"n\">train wall time</th><th class=\"n\">coder calls</th><th class=\"n\">accepted / rounds</th><th class=\"n\">train initial → final</th><th class=\"n\">test</th><th>pass^k (final incumbent, test)</th><th class=\"n\">edits</th><th class=\"n\">accommodation</th><th class=\"n\">tokens</th><th class=\"n\">USD</th></tr></thead><tbody>",
     );
-    for (r, pk) in rows.iter().zip(&pass_k) {
+    for ((name, r), pk) in rows.iter().zip(&pass_k) {
         out += &format!(
             "<tr><td class=\"nw\"><a href=\"#{prefix}-m-{}\"><strong>{}</strong></a></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td class=\"n\">{:.3} → {:.3}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
-            esc(&super::html::slug(&r.method)),
-            esc(&r.method),
+            esc(&super::html::slug(name)),
+            esc(name),
             duration(r.train_seconds),
             r.coder_calls,
             r.accepted,
             r.rounds,
-            r.initial_train_score,
-            r.final_train_score,
-            num(r.test_score, 3),
+            r.initial_train,
+            r.final_train,
+            num(r.test, 3),
             pk.iter()
                 .map(|(k, v)| format!("pass^{k} {v:.3}"))
                 .collect::<Vec<_>>()
                 .join(", "),
             r.edits,
-            r.accommodation_pct
-                .map(|p| format!("{p:.0}% ({}/{})", r.accommodating_edits, r.edits))
-                .unwrap_or_else(|| "—".into()),
+            match (r.accommodation_percent(), r.accommodating) {
+                (Some(p), Some(a)) => format!("{p:.0}% ({a}/{})", r.edits),
+                _ => "—".into(),
+            },
             r.tokens,
             r.usd
         );
@@ -218,22 +171,23 @@ pub(crate) fn section(
     page.body += &out;
 
     if !rows.is_empty() {
-        let cats: Vec<String> = rows.iter().map(|r| r.method.clone()).collect();
+        let cats: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+        let rows: Vec<&MethodRow> = rows.iter().map(|r| &r.1).collect();
         let mut scores = Bars::new("Accuracy per method", cats.clone())
             .series(
                 "train, initial",
                 charts::color(9),
-                rows.iter().map(|r| r.initial_train_score).collect(),
+                rows.iter().map(|r| r.initial_train).collect(),
             )
             .series(
                 "train, final",
                 charts::color(0),
-                rows.iter().map(|r| r.final_train_score).collect(),
+                rows.iter().map(|r| r.final_train).collect(),
             )
             .series(
                 "test, final",
                 charts::color(1),
-                rows.iter().map(|r| r.test_score.unwrap_or(0.0)).collect(),
+                rows.iter().map(|r| r.test.unwrap_or(0.0)).collect(),
             );
         scores.max = Some(1.0);
         scores.axis = "mean reward".into();
@@ -315,10 +269,10 @@ pub(crate) fn section(
 }
 
 fn transfer(page: &mut Page, prefix: &str, e: &ExperimentData) -> Result<(), ReportError> {
-    let rows: Vec<TransferRow> = e
+    let rows: Vec<crate::evolve::experiment::TransferRow> = e
         .file
         .as_ref()
-        .map(|f| f.transfer.clone())
+        .map(|f: &ExperimentReport| f.transfer.clone())
         .unwrap_or_default();
     if rows.is_empty() {
         return Ok(());
@@ -334,27 +288,27 @@ fn transfer(page: &mut Page, prefix: &str, e: &ExperimentData) -> Result<(), Rep
     for r in &rows {
         out += &format!(
             "<tr><td><code>{}</code></td><td class=\"n\">{:.3}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:+.3}</td></tr>",
-            esc(&r.profile),
-            r.initial_score,
-            r.trained_score,
-            r.trained_score - r.initial_score
+            esc(&r.agent_model),
+            r.initial,
+            r.trained,
+            r.trained - r.initial
         );
     }
     out += "</tbody></table>";
     page.body += &out;
     let mut b = Bars::new(
         "Ecdysis's trained harness with other agents",
-        rows.iter().map(|r| r.profile.clone()).collect(),
+        rows.iter().map(|r| r.agent_model.clone()).collect(),
     )
     .series(
         "initial harness",
         charts::color(9),
-        rows.iter().map(|r| r.initial_score).collect(),
+        rows.iter().map(|r| r.initial).collect(),
     )
     .series(
         "trained harness",
         charts::color(4),
-        rows.iter().map(|r| r.trained_score).collect(),
+        rows.iter().map(|r| r.trained).collect(),
     );
     b.max = Some(1.0);
     b.axis = "mean reward".into();

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use super::ReportError;
-use super::experiment::ExperimentFile;
 use crate::agent::EpisodeRecord;
 use crate::eval::rundir::{self, CONFIG_FILE, RunDirError, SUMMARY_FILE, TRAJECTORIES_FILE};
 use crate::eval::{RunConfig, RunSummary};
+use crate::evolve::experiment::ExperimentReport;
 use crate::evolve::spec::ChangeSpec;
 use crate::evolve::train::{LedgerFile, RoundRecord, RoundTranscript, TrainConfig, TrainSummary};
 use crate::store::Manifest;
@@ -388,7 +388,7 @@ pub struct ExperimentData {
     pub dir: PathBuf,
     /// `None` for an experiment that has not finished (or predates the
     /// file): the methods' directories are still shown.
-    pub file: Option<ExperimentFile>,
+    pub file: Option<ExperimentReport>,
     /// Each method's training directory, in the file's order.
     pub methods: Vec<(String, TrainData)>,
     /// Transfer runs (`transfer-*` run directories), by directory name.
@@ -397,14 +397,19 @@ pub struct ExperimentData {
 
 impl ExperimentData {
     pub fn load(dir: &Path) -> Result<ExperimentData, ReportError> {
-        let file: Option<ExperimentFile> = read_json(&dir.join(EXPERIMENT_FILE))?;
+        let file: Option<ExperimentReport> = read_json(&dir.join(EXPERIMENT_FILE))?;
         let mut methods = Vec::new();
         match &file {
             Some(f) => {
                 for m in &f.methods {
-                    let path = dir.join(&m.dir);
-                    if path.is_dir() {
-                        methods.push((m.method.clone(), TrainData::load(&path)?));
+                    // Beside the file (the experiment may have moved since),
+                    // else where the file says.
+                    let name = m.method.as_str();
+                    let path = [dir.join(name), m.dir.clone()]
+                        .into_iter()
+                        .find(|p| p.join("config.json").is_file());
+                    if let Some(path) = path {
+                        methods.push((name.to_string(), TrainData::load(&path)?));
                     }
                 }
             }

@@ -23,14 +23,13 @@ mod trajectory;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-pub use experiment::{ExperimentFile, MethodRow, TransferRow};
 pub use load::{DirKind, EXPERIMENT_FILE, detect};
 
 use html::esc;
 use load::{ExperimentData, RunData, TrainData};
 
 /// The label every page carries when a `sim:` testbed model was the agent.
-pub const SIMULATED_LABEL: &str = "simulated agent — not a benchmark result";
+pub use crate::eval::SIMULATED_LABEL;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -123,7 +122,7 @@ impl Loaded {
                 if let Some(f) = &e.file {
                     add(&f.agent_model);
                     for t in &f.transfer {
-                        add(&t.profile);
+                        add(&t.agent_model);
                     }
                 }
                 for (_, t) in &e.methods {

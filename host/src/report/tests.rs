@@ -262,6 +262,7 @@ fn hostile_training_content_renders_as_text() {
         seconds: PhaseTimes::default(),
         p_value: Some(0.01),
         usd: 0.0,
+        edit_to_episode_seconds: None,
     };
     std::fs::write(
         dir.join("rounds.jsonl"),
@@ -453,6 +454,7 @@ fn an_empty_diff_patch_is_recomputed_from_the_stored_sources() {
         seconds: PhaseTimes::default(),
         p_value: None,
         usd: 0.0,
+        edit_to_episode_seconds: Some(1.5),
     };
     let lines = format!(
         "{}\n{}\n",

@@ -293,11 +293,11 @@ fn rounds_table(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
         return;
     }
     let mut out = String::from(
-        "<table><thead><tr><th>round</th><th>incumbent</th><th class=\"n\">score</th><th>candidate</th><th class=\"n\">score</th><th>decision</th><th class=\"n\">p-value</th><th class=\"n\">failures / groups / recurring</th><th class=\"n\">coder calls</th><th class=\"n\">time</th><th class=\"n\">USD</th></tr></thead><tbody>",
+        "<table><thead><tr><th>round</th><th>incumbent</th><th class=\"n\">score</th><th>candidate</th><th class=\"n\">score</th><th>decision</th><th class=\"n\">p-value</th><th class=\"n\">failures / groups / recurring</th><th class=\"n\">coder calls</th><th class=\"n\">time</th><th class=\"n\" title=\"from the coder's edit to the candidate's first episode: build, precompile, instantiate\">edit → episode</th><th class=\"n\">USD</th></tr></thead><tbody>",
     );
     for r in &t.rounds {
         out += &format!(
-            "<tr><td><a href=\"#{prefix}-round-{}\">{}</a></td><td>{}</td><td class=\"n\">{:.3}</td><td>{}</td><td class=\"n\">{}</td><td>{} {}</td><td class=\"n\">{}</td><td class=\"n\">{} / {} / {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
+            "<tr><td><a href=\"#{prefix}-round-{}\">{}</a></td><td>{}</td><td class=\"n\">{:.3}</td><td>{}</td><td class=\"n\">{}</td><td>{} {}</td><td class=\"n\">{}</td><td class=\"n\">{} / {} / {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
             r.round,
             r.round,
             hash(&r.incumbent),
@@ -317,6 +317,9 @@ fn rounds_table(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
             r.recurring_groups,
             r.coder_calls,
             duration(phase_total(&r.seconds)),
+            r.edit_to_episode_seconds
+                .map(duration)
+                .unwrap_or_else(|| "—".into()),
             r.usd
         );
     }
