@@ -135,6 +135,7 @@ fn help_explains_every_subcommand() {
         "tasks",
         "train",
         "experiment",
+        "report",
     ] {
         assert!(help.contains(cmd), "{help}");
     }
