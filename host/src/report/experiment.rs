@@ -144,7 +144,7 @@ pub(crate) fn section(
     );
     for ((name, r), pk) in rows.iter().zip(&pass_k) {
         out += &format!(
-            "<tr><td class=\"nw\"><a href=\"#{prefix}-m-{}\"><strong>{}</strong></a></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td class=\"n\">{:.3} → {:.3}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
+            "<tr><td class=\"nw\"><a href=\"#{prefix}-m-{}\"><strong>{}</strong></a></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td class=\"n nw\">{:.3} → {:.3}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
             esc(&super::html::slug(name)),
             esc(name),
             duration(r.train_seconds),
