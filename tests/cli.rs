@@ -153,6 +153,7 @@ fn help_explains_every_subcommand() {
         "tasks",
         "train",
         "experiment",
+        "report",
     ] {
         assert!(names.contains(&cmd), "`{cmd}` is not listed: {names:?}");
         let about = &listed.iter().find(|(n, _)| n == cmd).unwrap().1;

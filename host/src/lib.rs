@@ -33,6 +33,9 @@
 //!   aggregation, the diagnosers (heuristic, FDCR roles), the coders, the
 //!   training loop ([`evolve::train`], one round at a time), the
 //!   acceptance rule and the method comparison ([`evolve::experiment`]).
+//! - [`report`]: `ecdysis-host report`: run, training and experiment
+//!   directories as one self-contained HTML page (plotters SVG charts,
+//!   bootstrap intervals, the trajectory viewer), every value escaped.
 //! - [`bench`]: what the sandbox and the runner cost, next to baselines
 //!   measured in the same run.
 
@@ -45,5 +48,6 @@ pub mod evolve;
 pub mod fsutil;
 pub mod model;
 pub mod process;
+pub mod report;
 pub mod sandbox;
 pub mod store;

@@ -137,7 +137,7 @@ enum Command {
     /// table. Re-running the same command resumes: finished episodes are not
     /// run again. The defaults run offline: the starting harness, a simulated
     /// testbed agent (sim:mixed) and the scripted user on tau2/retail test.
-    Run(Box<cli::run::RunArgs>),
+    Run(Box<WithReport<cli::run::RunArgs>>),
     /// Evolve a harness on the training split: evaluate, aggregate failures
     /// across tasks, diagnose, edit the harness source once per round, build,
     /// gate, and keep a candidate only if it strictly beats the incumbent.
@@ -146,13 +146,20 @@ enum Command {
     /// diagnose, and --coder-model (built-in editor) or --coder-command (an
     /// external coding agent) edits. Re-running the same command resumes;
     /// ledger.json and summary.json report tokens and dollars per role.
-    Train(Box<cli::train::TrainArgs>),
+    Train(Box<WithReport<cli::train::TrainArgs>>),
     /// Run the three evolution methods from the same starting harness on
     /// the offline testbed and print the comparison: training wall time,
     /// coder calls, train and test accuracy, the accommodation rate (accepted
     /// edits that only answer model-specific quirks, from the testbed's
     /// ground truth), and cross-model transfer.
-    Experiment(Box<cli::experiment::ExperimentArgs>),
+    Experiment(Box<WithReport<cli::experiment::ExperimentArgs>>),
+    /// Write one self-contained HTML page (works offline, charts inline)
+    /// for run, training or experiment directories: scores with 95%
+    /// intervals, the reward grid, interventions, fuel and time, the
+    /// trajectory viewer with filters; rounds, lineage, diffs and the FDCR
+    /// discussion of training; methods side by side for an experiment.
+    /// Several directories are compared side by side.
+    Report(cli::report::ReportArgs),
     /// Show a run: its summary and episodes, or one trajectory with the
     /// harness interventions marked `>>`.
     Show {
@@ -165,6 +172,26 @@ enum Command {
         #[arg(long)]
         trial: Option<u32>,
     },
+}
+
+/// A command's flags plus `--report`.
+#[derive(Args)]
+struct WithReport<T: Args> {
+    #[command(flatten)]
+    args: T,
+    /// At the end, also write the HTML report (as `ecdysis-host report`
+    /// would) into the result directory and print its path.
+    #[arg(long)]
+    report: bool,
+}
+
+/// Write `<dir>/report.html` when asked and print its path.
+fn maybe_report(wanted: bool, dir: PathBuf) -> Result<()> {
+    if wanted {
+        let path = cli::report::write_report(&[dir], None, &Default::default())?;
+        println!("report: {}", path.display());
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -349,22 +376,47 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             cli::env::tasks_command(&domain, split.as_deref(), json, &cli.data)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run(args) => {
+        Command::Run(cmd) => {
+            let WithReport { args, report } = *cmd;
+            let out = args.out.clone();
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            let summary = runtime.block_on(cli::run::run(*args, &store, &cli.data, cli.quiet))?;
+            let summary = runtime.block_on(cli::run::run(args, &store, &cli.data, cli.quiet))?;
             print!("{}", ecdysis_host::eval::report::render(&summary));
+            let c = &summary.config;
+            let out = out.unwrap_or_else(|| {
+                cli::run::default_out(
+                    &c.domain,
+                    c.split.as_deref().unwrap_or("all"),
+                    c.harness.as_deref(),
+                    &c.agent_model,
+                )
+            });
+            maybe_report(report, out)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Train(args) => {
+        Command::Train(cmd) => {
+            let WithReport { args, report } = *cmd;
+            let out = match &args.out {
+                Some(o) => o.clone(),
+                None => cli::train::default_out(&args.spec()?),
+            };
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let summary =
-                runtime.block_on(cli::train::train(*args, &store, &cli.data, cli.quiet))?;
+                runtime.block_on(cli::train::train(args, &store, &cli.data, cli.quiet))?;
             print!("{}", summary.render());
+            maybe_report(report, out)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Experiment(args) => {
+        Command::Experiment(cmd) => {
+            let WithReport { args, report } = *cmd;
+            let out = args.out.clone();
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            runtime.block_on(cli::experiment::experiment(*args, &store, &cli.data))?;
+            runtime.block_on(cli::experiment::experiment(args, &store, &cli.data))?;
+            maybe_report(report, out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Report(args) => {
+            cli::report::report_command(args)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { dir, task, trial } => {

@@ -39,6 +39,9 @@ pub struct ExperimentArgs {
     /// Rounds per method.
     #[arg(long, default_value_t = 3)]
     pub rounds: u32,
+    /// Only these training task ids (default: the whole training split).
+    #[arg(long, value_delimiter = ',')]
+    pub tasks: Vec<String>,
     /// Simulated latency of one coder call, in milliseconds.
     #[arg(long, default_value_t = 2000)]
     pub coder_latency_ms: u64,
@@ -75,6 +78,7 @@ pub async fn experiment(
             concurrency: args.concurrency,
             eval: RunSpec {
                 domain: args.domain,
+                tasks: args.tasks,
                 trials: args.trials,
                 agent: ModelFlags {
                     model: Some(args.agent_model),

@@ -49,6 +49,12 @@ fn slug(s: &str) -> String {
         .collect()
 }
 
+/// The default result directory: runs/<domain>-<split>-<harness>-<agent>.
+pub fn default_out(domain: &str, split: &str, harness: Option<&str>, agent: &str) -> PathBuf {
+    let h = harness.map(|h| &h[..12.min(h.len())]).unwrap_or("direct");
+    PathBuf::from("runs").join(slug(&format!("{domain}-{split}-{h}-{agent}")))
+}
+
 /// `run`: parse the flags into a [`RunSpec`], load the harness into the
 /// process's one pooled sandbox, and run the library's evaluation.
 pub async fn run(
@@ -71,14 +77,12 @@ pub async fn run(
         Some((manifest.hash.to_string(), loaded))
     };
     let out = args.out.clone().unwrap_or_else(|| {
-        let h = harness.as_ref().map(|(h, _)| &h[..12]).unwrap_or("direct");
-        PathBuf::from("runs").join(slug(&format!(
-            "{}-{}-{}-{}",
-            spec.domain,
+        default_out(
+            &spec.domain,
             spec.split_label(),
-            h,
-            spec.agent_model()
-        )))
+            harness.as_ref().map(|(h, _)| h.as_str()),
+            spec.agent_model(),
+        )
     });
     if !quiet {
         let episodes = spec.task_ids(&*domain)?.len() as u64 * u64::from(spec.trials);

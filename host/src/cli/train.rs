@@ -296,6 +296,16 @@ impl RoleArgs {
     }
 }
 
+/// The default training directory: runs/train-<method>-<domain>-<agent>.
+pub fn default_out(spec: &TrainSpec) -> PathBuf {
+    PathBuf::from("runs").join(format!(
+        "train-{}-{}-{}",
+        spec.method.as_str(),
+        spec.eval.domain.replace('/', "-"),
+        spec.eval.agent_model().replace(':', "-")
+    ))
+}
+
 /// `train`: the flags into a [`TrainSpec`], then the library's training.
 pub async fn train(
     args: TrainArgs,
@@ -305,14 +315,7 @@ pub async fn train(
 ) -> Result<TrainSummary> {
     let spec = args.spec()?;
     let domain = data.open(&spec.eval.domain)?;
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("runs").join(format!(
-            "train-{}-{}-{}",
-            spec.method.as_str(),
-            spec.eval.domain.replace('/', "-"),
-            spec.eval.agent_model().replace(':', "-")
-        ))
-    });
+    let out = args.out.clone().unwrap_or_else(|| default_out(&spec));
     if !quiet {
         eprintln!("training ({}) into {}", spec.method.as_str(), out.display());
         if spec.eval.is_simulated() {

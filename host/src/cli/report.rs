@@ -1,0 +1,65 @@
+//! `report`: one self-contained HTML page for result directories.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use ecdysis_host::report::{self, ReportOptions};
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// Run, training or experiment directories (several: compared side by
+    /// side, then each shown in full).
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// Where to write the page (default <first dir>/report.html).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Open the page with xdg-open when there is one (else print its path).
+    #[arg(long)]
+    pub open: bool,
+    /// Bootstrap resamples for the 95% intervals.
+    #[arg(long, default_value_t = 2000)]
+    pub bootstrap: usize,
+    /// Seed of the bootstrap.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// Write the report of `dirs` to `out` (default `<first dir>/report.html`)
+/// and return its path.
+pub fn write_report(dirs: &[PathBuf], out: Option<&Path>, opts: &ReportOptions) -> Result<PathBuf> {
+    let out = out
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| dirs[0].join("report.html"));
+    let bytes = report::write(dirs, opts, &out)
+        .with_context(|| format!("writing the report {}", out.display()))?;
+    eprintln!("report: {} ({:.1} MB)", out.display(), bytes as f64 / 1e6);
+    Ok(out)
+}
+
+pub fn report_command(args: ReportArgs) -> Result<()> {
+    let opts = ReportOptions {
+        bootstrap_samples: args.bootstrap.max(1),
+        seed: args.seed,
+        ..ReportOptions::default()
+    };
+    let out = write_report(&args.dirs, args.out.as_deref(), &opts)?;
+    if args.open && open_in_browser(&out) {
+        return Ok(());
+    }
+    println!("{}", out.display());
+    Ok(())
+}
+
+/// `xdg-open` the page; false when there is none or it failed.
+fn open_in_browser(path: &Path) -> bool {
+    std::process::Command::new("xdg-open")
+        .arg(path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}

@@ -1,0 +1,320 @@
+//! The experiment page (`ecdysis-host experiment`): the methods side by
+//! side as in the paper's main table, bars, cross-model transfer, per-task
+//! differences between any two methods, then each method's training page.
+//!
+//! `experiment.json` is the library's [`ExperimentReport`].
+
+use std::collections::BTreeMap;
+
+use super::charts::{self, Bars};
+use super::html::{duration, esc, hash, num};
+use super::load::{ExperimentData, RunData, TrainData};
+use super::run::kv;
+use super::{Page, ReportError, compare, train};
+use crate::evolve::experiment::{ExperimentReport, MethodRow};
+
+/// Per-task mean reward of a method's final incumbent on `label`.
+fn per_task(t: &TrainData, label: &str) -> Option<BTreeMap<String, f64>> {
+    let run = t.eval(t.final_incumbent()?, label)?;
+    Some(task_rewards(run))
+}
+
+pub(crate) fn task_rewards(run: &RunData) -> BTreeMap<String, f64> {
+    run.metrics()
+        .per_task
+        .into_iter()
+        .map(|t| (t.task_id, t.mean_reward))
+        .collect()
+}
+
+/// The methods' rows: the file's, else built from each training summary.
+fn rows(e: &ExperimentData) -> Vec<(String, MethodRow)> {
+    if let Some(f) = &e.file {
+        return f
+            .methods
+            .iter()
+            .map(|r| (r.method.as_str().to_string(), r.clone()))
+            .collect();
+    }
+    e.methods
+        .iter()
+        .filter_map(|(name, t)| {
+            let s = t.summary.as_ref()?;
+            Some((
+                name.clone(),
+                MethodRow {
+                    method: s.method,
+                    train_seconds: s.wall_seconds - s.seconds.test_eval,
+                    coder_calls: s.coder_calls,
+                    accepted: s.accepted,
+                    rounds: s.rounds.len() as u32,
+                    initial_train: s.initial_train_score,
+                    final_train: s.final_train_score,
+                    test: s.test_score,
+                    edits: 0,
+                    accommodating: None,
+                    tokens: s.usage.total.fresh_tokens.prompt_tokens
+                        + s.usage.total.fresh_tokens.completion_tokens,
+                    usd: s.usage.total.usd,
+                    dir: t.dir.clone(),
+                },
+            ))
+        })
+        .collect()
+}
+
+pub(crate) fn section(
+    page: &mut Page,
+    prefix: &str,
+    e: &ExperimentData,
+) -> Result<(), ReportError> {
+    let name = e
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    page.heading(2, &format!("{prefix}-exp"), &format!("Experiment {name}"));
+    if e.simulated() && page.multi {
+        let models = e
+            .methods
+            .iter()
+            .map(|m| m.1.config.train.agent_model.clone())
+            .chain(e.file.iter().map(|f| f.agent_model.clone()))
+            .filter(|m| m.starts_with("sim:"))
+            .collect();
+        page.body += &super::sim_banner(&models);
+    }
+    match &e.file {
+        Some(f) => {
+            let first = e.methods.first().map(|m| &m.1.config);
+            page.body += &kv(&[
+                (
+                    "directory",
+                    format!("<code>{}</code>", esc(&e.dir.display().to_string())),
+                ),
+                ("domain", esc(&f.domain).to_string()),
+                (
+                    "agent trained on",
+                    format!("<code>{}</code>", esc(&f.agent_model)),
+                ),
+                ("diagnoser", esc(&f.diagnoser).to_string()),
+                (
+                    "rounds × trials",
+                    first
+                        .map(|c| {
+                            format!(
+                                "at most {} rounds, {} trial(s) per task",
+                                c.rounds, c.train.trials
+                            )
+                        })
+                        .unwrap_or_else(|| "—".into()),
+                ),
+                (
+                    "coder latency",
+                    format!("{} ms per coder call (simulated)", f.coder_latency_ms),
+                ),
+            ])
+        }
+        None => {
+            page.body += "<p class=\"note\">No <code>experiment.json</code> (an unfinished experiment, or one from before the file existed): the methods' training directories are shown as found.</p>"
+        }
+    }
+    let rows = rows(e);
+    let pass_k: Vec<BTreeMap<u64, f64>> = rows
+        .iter()
+        .map(|(name, _)| {
+            e.methods
+                .iter()
+                .find(|m| &m.0 == name)
+                .and_then(|(_, t)| {
+                    let label = if t.config.test_tasks.is_empty() {
+                        t.train_label()
+                    } else {
+                        "test".into()
+                    };
+                    t.eval(t.final_incumbent()?, &label)
+                })
+                .map(|run| run.metrics().pass_hat_k)
+                .unwrap_or_default()
+        })
+        .collect();
+    page.heading(3, &format!("{prefix}-table"), "Methods side by side");
+    let mut out = String::from(
+        "<table><thead><tr><th>method</th><th class=\"n\">train wall time</th><th class=\"n\">coder calls</th><th class=\"n\">accepted / rounds</th><th class=\"n\">train initial → final</th><th class=\"n\">test</th><th>pass^k (final incumbent, test)</th><th class=\"n\">edits</th><th class=\"n\">accommodation</th><th class=\"n\">tokens</th><th class=\"n\">USD</th></tr></thead><tbody>",
+    );
+    for ((name, r), pk) in rows.iter().zip(&pass_k) {
+        out += &format!(
+            "<tr><td class=\"nw\"><a href=\"#{prefix}-m-{}\"><strong>{}</strong></a></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td class=\"n nw\">{:.3} → {:.3}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
+            esc(&super::html::slug(name)),
+            esc(name),
+            duration(r.train_seconds),
+            r.coder_calls,
+            r.accepted,
+            r.rounds,
+            r.initial_train,
+            r.final_train,
+            num(r.test, 3),
+            pk.iter()
+                .map(|(k, v)| format!("pass^{k} {v:.3}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            r.edits,
+            match (r.accommodation_percent(), r.accommodating) {
+                (Some(p), Some(a)) => format!("{p:.0}% ({a}/{})", r.edits),
+                _ => "—".into(),
+            },
+            r.tokens,
+            r.usd
+        );
+    }
+    out += "</tbody></table><p class=\"muted\">Accommodation: accepted edits whose evidence episodes show only model-specific quirks (judged from the testbed's ground truth), i.e. edits that fit the harness to this agent rather than to the task interface.</p>";
+    page.body += &out;
+
+    if !rows.is_empty() {
+        let cats: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+        let rows: Vec<&MethodRow> = rows.iter().map(|r| &r.1).collect();
+        let mut scores = Bars::new("Accuracy per method", cats.clone())
+            .series(
+                "train, initial",
+                charts::color(9),
+                rows.iter().map(|r| r.initial_train).collect(),
+            )
+            .series(
+                "train, final",
+                charts::color(0),
+                rows.iter().map(|r| r.final_train).collect(),
+            )
+            .series(
+                "test, final",
+                charts::color(1),
+                rows.iter().map(|r| r.test.unwrap_or(0.0)).collect(),
+            );
+        scores.max = Some(1.0);
+        scores.axis = "mean reward".into();
+        scores.size = (600, 320);
+        let mut wall = Bars::new("Training wall time per method", cats.clone()).series(
+            "seconds",
+            charts::color(3),
+            rows.iter().map(|r| r.train_seconds).collect(),
+        );
+        wall.horizontal = true;
+        wall.decimals = 0;
+        wall.axis = "seconds (without the held-out evaluation)".into();
+        wall.size = (480, 70 + 40 * rows.len() as u32);
+        let mut coder = Bars::new("Coder calls per method", cats).series(
+            "coder calls",
+            charts::color(6),
+            rows.iter().map(|r| f64::from(r.coder_calls)).collect(),
+        );
+        coder.horizontal = true;
+        coder.decimals = 0;
+        coder.axis = "coder calls".into();
+        coder.size = (480, 70 + 40 * rows.len() as u32);
+        page.body += "<div class=\"charts\">";
+        page.body += &charts::bars(&scores)?;
+        page.body += &charts::bars(&wall)?;
+        page.body += &charts::bars(&coder)?;
+        page.body += "</div>";
+    }
+
+    transfer(page, prefix, e)?;
+
+    // Per-task differences on the held-out split (else training tasks).
+    let named: Vec<(String, BTreeMap<String, f64>)> = e
+        .methods
+        .iter()
+        .filter_map(|(name, t)| {
+            per_task(t, "test")
+                .or_else(|| per_task(t, &t.train_label()))
+                .map(|m| (name.clone(), m))
+        })
+        .collect();
+    if named.len() >= 2 {
+        page.heading(
+            3,
+            &format!("{prefix}-pairs"),
+            "Per-task differences between methods",
+        );
+        page.body += "<p class=\"muted\">Mean reward per task of each method's final incumbent (held-out split where it was evaluated). Open a pair to see the tasks where they differ.</p>";
+        page.body += &compare::pairwise(&named);
+    }
+
+    if !e.methods.is_empty() {
+        page.heading(3, &format!("{prefix}-runs"), "Each method's training run");
+    }
+    for (name, t) in &e.methods {
+        let id = format!("{prefix}-m-{}", super::html::slug(name));
+        page.body += &format!("<div id=\"{}\"></div>", esc(&id));
+        let summary = t
+            .summary
+            .as_ref()
+            .map(|s| {
+                format!(
+                    "{:.3} → {:.3}, {} accepted, final {}",
+                    s.initial_train_score,
+                    s.final_train_score,
+                    s.accepted,
+                    hash(&s.incumbent)
+                )
+            })
+            .unwrap_or_else(|| "in progress".into());
+        page.body += &format!(
+            "<details class=\"method\"><summary><strong>Method {}</strong>: its training run ({summary})</summary>",
+            esc(name)
+        );
+        train::section(page, &id, t, 3)?;
+        page.body += "</details>";
+    }
+    Ok(())
+}
+
+fn transfer(page: &mut Page, prefix: &str, e: &ExperimentData) -> Result<(), ReportError> {
+    let rows: Vec<crate::evolve::experiment::TransferRow> = e
+        .file
+        .as_ref()
+        .map(|f: &ExperimentReport| f.transfer.clone())
+        .unwrap_or_default();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    page.heading(
+        3,
+        &format!("{prefix}-transfer"),
+        "Cross-model transfer (test split)",
+    );
+    let mut out = String::from(
+        "<table><thead><tr><th>agent</th><th class=\"n\">initial harness</th><th class=\"n\">trained harness</th><th class=\"n\">change</th></tr></thead><tbody>",
+    );
+    for r in &rows {
+        out += &format!(
+            "<tr><td><code>{}</code></td><td class=\"n\">{:.3}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:+.3}</td></tr>",
+            esc(&r.agent_model),
+            r.initial,
+            r.trained,
+            r.trained - r.initial
+        );
+    }
+    out += "</tbody></table>";
+    page.body += &out;
+    let mut b = Bars::new(
+        "Ecdysis's trained harness with other agents",
+        rows.iter().map(|r| r.agent_model.clone()).collect(),
+    )
+    .series(
+        "initial harness",
+        charts::color(9),
+        rows.iter().map(|r| r.initial).collect(),
+    )
+    .series(
+        "trained harness",
+        charts::color(4),
+        rows.iter().map(|r| r.trained).collect(),
+    );
+    b.max = Some(1.0);
+    b.axis = "mean reward".into();
+    b.size = (520, 300);
+    page.body += "<div class=\"charts\">";
+    page.body += &charts::bars(&b)?;
+    page.body += "</div>";
+    Ok(())
+}
