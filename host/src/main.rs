@@ -149,6 +149,11 @@ enum Command {
     /// edits that only answer model-specific quirks, from the testbed's
     /// ground truth), and cross-model transfer.
     Experiment(Box<cli::experiment::ExperimentArgs>),
+    /// Export a harness for another runtime (Python, JavaScript): writes
+    /// harness.wasm and harness.json (blake3 hash, world version, lineage,
+    /// limits, training scores when --train-run is given), and optionally an
+    /// OCI image layout with the Wasm component media types.
+    Export(Box<cli::export::ExportArgs>),
     /// Show a run: its summary and episodes, or one trajectory with the
     /// harness interventions marked `>>`.
     Show {
@@ -369,6 +374,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Experiment(args) => {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(cli::experiment::experiment(*args, &store, &cli.data))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export(args) => {
+            cli::export::export(*args, &store, cli.quiet)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { dir, task, trial } => {

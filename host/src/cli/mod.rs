@@ -2,6 +2,7 @@
 
 pub mod env;
 pub mod experiment;
+pub mod export;
 pub mod limits;
 pub mod run;
 pub mod train;

@@ -21,7 +21,7 @@ pub use bindings::{
     Regulation, StepKind, StepReport, TaskView, ToolCall, ToolDescription, ToolOutcome, ToolSpec,
     ViewError, WORLD_VERSION,
 };
-pub use contract::{ToolNames, check_call};
+pub use contract::{MAX_LIST_ITEMS, ToolNames, check_call};
 pub use engine::{Allocation, LoadedHarness, Sandbox};
 pub use env_view::{ReadOnlyEnv, StaticEnv, ViewOutput};
 pub use episode::{HarnessEpisode, HookResolution, Hooked};

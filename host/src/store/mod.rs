@@ -12,6 +12,7 @@
 //! Lineage, caching and rollback are just hashes. All writes are atomic.
 
 mod build;
+mod export;
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -23,6 +24,10 @@ use crate::fsutil::{PathError, atomic_write};
 use crate::sandbox::{LoadedHarness, Sandbox, SandboxError, WORLD_VERSION};
 
 pub use build::{BuildOptions, source_tree_hash};
+pub use export::{
+    EXPORT_FORMAT, ExportError, ExportOptions, ExportOutcome, ExportedLimits, HarnessExport,
+    LineageEntry, TrainingFacts, oci_digest, read_training_run,
+};
 
 /// A component's blake3 hash, 64 lowercase hex digits.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
