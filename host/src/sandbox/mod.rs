@@ -15,6 +15,7 @@ mod episode;
 mod error;
 mod host_state;
 mod limits;
+pub mod recorder;
 
 pub use bindings::{
     ActionDecision, AgentAction, ContractInput, ContractOutput, EpisodeInfo, Guidance, LogLevel,
@@ -28,3 +29,4 @@ pub use episode::{HarnessEpisode, HookResolution, Hooked};
 pub use error::{SandboxError, Violation};
 pub use host_state::LogLine;
 pub use limits::{FailurePolicy, Limits};
+pub use recorder::{HookRecorder, RecordedHook, RecordedViewCall};
