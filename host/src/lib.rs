@@ -5,6 +5,7 @@
 //! - [`store`]: the content-addressed component store (`build`, `inspect`).
 //! - [`doctor`]: `check`, calling every hook with representative inputs.
 //! - [`bench`]: the sandbox overhead benchmark.
+//! - [`vectors`]: cross-runtime conformance vectors recorded from real episodes.
 
 pub mod agent;
 pub mod bench;
@@ -16,3 +17,4 @@ pub mod fsutil;
 pub mod model;
 pub mod sandbox;
 pub mod store;
+pub mod vectors;

@@ -6,6 +6,7 @@ pub mod export;
 pub mod limits;
 pub mod run;
 pub mod train;
+pub mod vectors;
 
 /// Print one line of output; a closed pipe (`| head`) ends the process
 /// quietly instead of panicking.

@@ -1,7 +1,8 @@
-//! `export`: harness.wasm + harness.json with the hash, world, lineage and
-//! limits a runtime checks, training facts from a training run, and an OCI
-//! image layout whose blobs match their digests and use the Wasm OCI media
-//! types.
+//! What other runtimes consume. `export`: harness.wasm + harness.json with
+//! the hash, world, lineage and limits a runtime checks, training facts from
+//! a training run, and an OCI image layout whose blobs match their digests
+//! and use the Wasm OCI media types. `vectors`: every hook call of re-run
+//! episodes, canonical, checked against the recorded trajectories.
 
 mod support;
 
@@ -214,4 +215,146 @@ fn the_cli_exports_a_training_runs_incumbent_and_refuses_other_limits() {
         .unwrap();
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("trained under"));
+}
+
+fn host(store: &Path) -> Command {
+    let mut c = Command::new(support::host_bin());
+    c.current_dir(support::repo_root())
+        .arg("--quiet")
+        .arg("--store")
+        .arg(store);
+    c
+}
+
+/// A two-task run of the template with `sim:mixed` and the scripted user.
+fn template_run(tmp: &Path) -> std::path::PathBuf {
+    let wasm = tmp.join("template.wasm");
+    std::fs::write(&wasm, support::guest("harness-template", None)).unwrap();
+    let run = tmp.join("run");
+    let out = host(&tmp.join("store"))
+        .args(["run", "--harness"])
+        .arg(&wasm)
+        .args(["--tasks", "5,9", "--agent-model", "sim:mixed", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    run
+}
+
+#[test]
+fn vectors_record_every_hook_call_canonically_and_check_the_rerun() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = template_run(tmp.path());
+    let file = tmp.path().join("v.jsonl");
+    let out = host(&tmp.path().join("store"))
+        .args(["vectors", "--run"])
+        .arg(&run)
+        .arg("--out")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut lines = text.lines();
+    let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(header["format"], "ecdysis-hook-vectors/1");
+    assert_eq!(header["reproduced"], true);
+    assert_eq!(header["episodes"], 2);
+    let mut hooks = std::collections::BTreeMap::<String, usize>::new();
+    let mut expected_seq = 0;
+    let mut records = 0;
+    for line in lines {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        // Canonical: parsing and re-serializing gives the same bytes.
+        assert_eq!(v.to_string(), line);
+        let hook = v["hook"].as_str().unwrap().to_string();
+        if hook == "constructor" {
+            expected_seq = 0;
+            assert_eq!(v["input"]["max-steps"], 200);
+        }
+        assert_eq!(v["seq"], expected_seq);
+        expected_seq += 1;
+        assert_eq!(v["output"]["tag"], "ok", "{line}");
+        *hooks.entry(hook).or_default() += 1;
+        records += 1;
+    }
+    assert_eq!(header["records"], records);
+    assert_eq!(hooks["constructor"], 2);
+    assert_eq!(hooks["contract"], 2);
+    assert_eq!(hooks["skills"], 2);
+    assert!(hooks["realize"] > 4 && hooks["regulate"] > 4, "{hooks:?}");
+    // The template reads the environment through the view on these tasks.
+    assert!(
+        text.contains(r#""view_calls":[{"name":"#),
+        "no env-view call recorded"
+    );
+}
+
+#[test]
+fn vectors_report_a_rerun_that_does_not_reproduce_and_refuse_endpoints() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = template_run(tmp.path());
+    let store = tmp.path().join("store");
+    // Tamper with one recorded trajectory: the re-run no longer matches it.
+    let path = run.join("trajectories.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    first["steps"] = serde_json::json!(9999);
+    let rest: Vec<&str> = text.lines().skip(1).collect();
+    std::fs::write(&path, format!("{first}\n{}\n", rest.join("\n"))).unwrap();
+    let file = tmp.path().join("v.jsonl");
+    let out = host(&store)
+        .args(["vectors", "--run"])
+        .arg(&run)
+        .arg("--out")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("did not reproduce") && err.contains("steps"),
+        "{err}"
+    );
+    let ok = host(&store)
+        .args(["vectors", "--allow-divergence", "--run"])
+        .arg(&run)
+        .arg("--out")
+        .arg(&file)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let header: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["reproduced"], false);
+
+    // A run against an endpoint cannot be re-run offline: refused by name.
+    let cfg_path = run.join("config.json");
+    let mut cfg = json(&cfg_path);
+    cfg["agent_model"] = serde_json::json!("qwen2.5-7b-instruct");
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    let out = host(&store)
+        .args(["vectors", "--run"])
+        .arg(&run)
+        .arg("--out")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a `sim:` agent"));
 }
