@@ -9,8 +9,8 @@ use std::time::Duration;
 use ecdysis_host::agent::{HarnessSession, HookOutcome};
 use ecdysis_host::doctor;
 use ecdysis_host::sandbox::{
-    ActionDecision, AgentAction, Allocation, EpisodeInfo, FailurePolicy, HookResolution, Limits,
-    LoadedHarness, Sandbox, SandboxError, StaticEnv, ToolCall, Violation,
+    ActionDecision, AgentAction, Allocation, EpisodeInfo, FailurePolicy, Limits, LoadedHarness,
+    Sandbox, SandboxError, StaticEnv, ToolCall, Violation,
 };
 
 fn info() -> EpisodeInfo {
@@ -303,25 +303,40 @@ fn the_template_and_direct_pass_the_doctor() {
 
 #[test]
 fn failure_policy_decides_between_neutral_and_ending() {
+    use ecdysis_host::agent::{HarnessSession, HookOutcome};
     let sandbox = Sandbox::new(test_limits()).unwrap();
     let hostile = load(&sandbox, Some("panic"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
     let run = |policy: FailurePolicy| {
-        let mut ep = hostile
-            .start_episode(&info(), &doctor::sample_tools(), Box::new(env()))
-            .unwrap();
-        policy.resolve(ep.realize(&proposed_call()), || ActionDecision::Proceed)
+        runtime.block_on(async {
+            let (mut session, started) = HarnessSession::start(
+                &hostile,
+                info(),
+                doctor::sample_tools(),
+                Box::new(env()),
+                policy,
+            )
+            .await;
+            assert!(matches!(started, HookOutcome::Use(())));
+            let outcome = session.realize(1, proposed_call()).await;
+            (outcome, session.into_records())
+        })
     };
-    match run(FailurePolicy::FailOpen) {
-        HookResolution::FailedOpen { neutral, error } => {
-            assert_eq!(neutral, ActionDecision::Proceed);
-            assert_eq!(error.kind(), "trap");
-        }
-        other => panic!("{other:?}"),
-    }
-    assert!(matches!(
-        run(FailurePolicy::FailClosed),
-        HookResolution::FailedClosed { .. }
-    ));
+    let (outcome, records) = run(FailurePolicy::FailOpen);
+    assert!(
+        matches!(outcome, HookOutcome::Use(ActionDecision::Proceed)),
+        "{outcome:?}"
+    );
+    let last = records.last().expect("the failed call is recorded");
+    let failure = last.error.as_ref().expect("with its error");
+    assert_eq!(
+        (failure.kind.as_str(), failure.policy),
+        ("trap", FailurePolicy::FailOpen)
+    );
+    assert_eq!(last.decision, serde_json::json!("Proceed"));
+    let (outcome, records) = run(FailurePolicy::FailClosed);
+    assert!(matches!(outcome, HookOutcome::End(_)), "{outcome:?}");
+    assert_eq!(records.last().unwrap().decision, serde_json::Value::Null);
     positive_control(&sandbox);
 }
 

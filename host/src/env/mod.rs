@@ -23,6 +23,7 @@ pub mod bench;
 pub mod data;
 mod error;
 pub mod py;
+mod scenario;
 pub mod tau2;
 
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 pub use data::{DataSource, locate};
 pub use error::{EnvError, FETCH_COMMAND};
+pub use scenario::{GoldPlan, UserScript};
 
 /// Default cap on message hops per episode (τ²'s `DEFAULT_MAX_STEPS`).
 pub const DEFAULT_MAX_STEPS: u32 = 200;
@@ -192,10 +194,10 @@ impl Oracle {
 
     /// The task's structured user instructions, for the offline scripted
     /// user.
-    pub fn user_script(&self) -> crate::model::UserScript {
+    pub fn user_script(&self) -> UserScript {
         match &self.inner {
             OracleInner::Tau2(c) => {
-                let mut script = crate::model::UserScript {
+                let mut script = UserScript {
                     task_id: self.task_id.clone(),
                     ..Default::default()
                 };
@@ -220,24 +222,24 @@ impl Oracle {
     }
 
     /// **Testbed only.** The gold plan a `sim:` agent follows: the task's
-    /// gold actions and the strings the agent must say. A run driven by it
-    /// is a testbed run, never a benchmark result.
-    pub fn testbed_plan(&self) -> crate::model::TestbedPlan {
+    /// gold agent actions and the strings the agent must say. A run driven
+    /// by it is a testbed run, never a benchmark result.
+    pub fn gold_plan(&self) -> GoldPlan {
         match &self.inner {
             OracleInner::Tau2(c) => {
                 let eval = c.evaluation.as_ref();
-                crate::model::TestbedPlan {
+                GoldPlan {
                     task_id: self.task_id.clone(),
                     domain: self.domain.clone(),
-                    steps: eval
+                    actions: eval
                         .and_then(|e| e.actions.as_ref())
                         .map(|actions| {
                             actions
                                 .iter()
                                 .filter(|a| a.requestor == "assistant")
-                                .map(|a| crate::model::sim::PlannedCall {
+                                .map(|a| ToolCall {
                                     name: a.name.clone(),
-                                    arguments: a.arguments.clone(),
+                                    arguments: serde_json::Value::Object(a.arguments.clone()),
                                 })
                                 .collect()
                         })
