@@ -3,6 +3,10 @@ template and an evolved candidate, records their vectors and builds the
 hostile guests) into target/runtimes-fixtures, or $ECDYSIS_FIXTURES."""
 
 import os
+
+# LiteLLM (under τ²) would fetch its model price map from the internet at
+# import; the tests are offline.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from pathlib import Path
 
 import pytest
