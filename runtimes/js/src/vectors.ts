@@ -56,8 +56,13 @@ export interface ReplayReport {
 }
 
 /** Replay a vector file against `harness`; rejects with VectorMismatch at
- * the first record whose replayed line differs, showing both lines. */
-export async function replay(harness: Harness, path: string): Promise<ReplayReport> {
+ * the first record whose replayed line differs, showing both lines.
+ * `timings` collects the seconds of each hook call by hook name. */
+export async function replay(
+  harness: Harness,
+  path: string,
+  timings?: Record<string, number[]>,
+): Promise<ReplayReport> {
   const lines = readFileSync(path, "utf8").split("\n").filter((l) => l.length > 0);
   const header = JSON.parse(lines[0] ?? "{}");
   if (header.format !== VECTORS_FORMAT) throw new VectorMismatch(`${path}: format ${header.format}, expected ${VECTORS_FORMAT}`);
@@ -78,12 +83,15 @@ export async function replay(harness: Harness, path: string): Promise<ReplayRepo
         await ep._boot((harness as any).harnessJs, (harness as any).modules, (harness as any).imports);
       }
       if (!ep) throw new VectorMismatch(`${path}:${n + 1}: a hook line before its constructor`);
+      const started = performance.now();
       try {
         output = { tag: "ok", val: await ep.invoke(r.hook, r.input) };
       } catch (e) {
         if (!(e instanceof HookError)) throw e;
         output = errorOutput(e);
       }
+      // The whole API call: the worker round trip, the guest, the checks.
+      if (timings) (timings[r.hook] ??= []).push((performance.now() - started) / 1000);
       const replayed = canonicalDumps({
         episode: r.episode,
         task: r.task,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from typing import Any, Dict, List, Optional
 
 from tau2.agent.base import ValidAgentInputMessage
@@ -102,6 +103,19 @@ def _domain_of(tools: List[Any]) -> str:
     return "tau2/unknown"
 
 
+_LOADED: Dict[str, Harness] = {}
+_LOADING = threading.Lock()
+
+
+def _load(path: str) -> Harness:
+    """τ² builds one agent per task (on several threads): compile the
+    harness once per process."""
+    with _LOADING:
+        if path not in _LOADED:
+            _LOADED[path] = Harness.load(path)
+        return _LOADED[path]
+
+
 class HarnessAgent(LLMAgent):
     """τ²'s `LLMAgent` with an Ecdysis harness around every model turn."""
 
@@ -126,7 +140,7 @@ class HarnessAgent(LLMAgent):
             raise ValueError(
                 "no harness: pass llm_args {'ecdysis_harness': 'path/to/export'} or set ECDYSIS_HARNESS"
             )
-        self.harness = spec if isinstance(spec, Harness) else Harness.load(spec)
+        self.harness = spec if isinstance(spec, Harness) else _load(str(spec))
         self.episode: Optional[Episode] = None
         #: Why the harness ended the episode, if it did (a `stop`, or a
         #: hook failure under fail-closed).
