@@ -15,6 +15,7 @@ pub mod eval;
 pub mod evolve;
 pub mod fsutil;
 pub mod model;
+pub mod process;
 pub mod sandbox;
 pub mod store;
 pub mod vectors;

@@ -232,6 +232,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 parent,
                 target_dir: args.target_dir,
                 quiet: cli.quiet,
+                ..BuildOptions::default()
             };
             let out = store
                 .build(&args.crate_dir, &opts)
@@ -287,15 +288,24 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             trials,
             ..
         } => {
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            runtime.block_on(cli::run::bench_runner(
-                &harness,
-                latency_ms,
+            let opts = bench::runner::RunnerBenchOptions {
+                latency: std::time::Duration::from_millis(latency_ms),
                 concurrency,
                 trials,
-                &store,
-                &cli.data,
-            ))?;
+                ..Default::default()
+            };
+            let domain = cli.data.open(&opts.domain)?;
+            let loaded = if harness == "none" {
+                None
+            } else {
+                let manifest = store.obtain(&harness, true)?;
+                let sandbox = Sandbox::pooled(Limits::default(), concurrency)?;
+                let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
+                Some((manifest.hash.to_string(), loaded))
+            };
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let report = runtime.block_on(bench::runner::run(&opts, loaded, domain))?;
+            print!("{}", report.render(&opts, &harness));
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench {
@@ -354,7 +364,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let summary =
                 runtime.block_on(cli::train::train(*args, &store, &cli.data, cli.quiet))?;
-            print!("{}", cli::train::render(&summary));
+            print!("{}", summary.render());
             Ok(ExitCode::SUCCESS)
         }
         Command::Experiment(args) => {

@@ -28,5 +28,5 @@ pub use env_view::{ReadOnlyEnv, StaticEnv, ViewOutput};
 pub use episode::{HarnessEpisode, Hooked};
 pub use error::{SandboxError, Violation};
 pub use host_state::LogLine;
-pub use limits::{FailurePolicy, Limits};
+pub use limits::{FailurePolicy, Limits, LimitsError};
 pub use recorder::{HookRecorder, RecordedHook, RecordedViewCall};

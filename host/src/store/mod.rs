@@ -11,7 +11,7 @@
 //!
 //! Lineage, caching and rollback are just hashes. All writes are atomic.
 
-mod build;
+pub mod build;
 mod export;
 mod inspect;
 
@@ -24,7 +24,7 @@ use wasmtime::component::Component;
 use crate::fsutil::{PathError, atomic_write};
 use crate::sandbox::{LoadedHarness, SUPPORTED_WORLDS, Sandbox, SandboxError, world_of};
 
-pub use build::{BuildOptions, source_tree_hash};
+pub use build::{BUILD_TIMEOUT, BuildOptions, BuildOutcome, source_tree_hash};
 pub use export::{
     EXPORT_FORMAT, ExportError, ExportOptions, ExportOutcome, ExportedLimits, HarnessExport,
     LineageEntry, TrainingFacts, oci_digest, read_training_run,

@@ -10,6 +10,7 @@ for byte.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
@@ -72,9 +73,18 @@ def _first_difference(a: str, b: str) -> int:
     return min(len(a), len(b))
 
 
-def replay_line(ep: Optional[Episode], record: dict, harness: Harness, view: _RecordedView):
-    """Replay one hook line; returns (episode, replayed line text)."""
+def replay_line(
+    ep: Optional[Episode],
+    record: dict,
+    harness: Harness,
+    view: _RecordedView,
+    timings: Optional[Dict[str, List[float]]] = None,
+):
+    """Replay one hook line; returns (episode, replayed line text).
+    `timings` collects the seconds of each hook call (the whole API call:
+    conversion, the guest, the checks) by hook name."""
     hook = record["hook"]
+    started = time.perf_counter()
     view.load(record["view_calls"])
     if hook == "constructor":
         ep = Episode(harness, view, None, harness.policy)
@@ -90,6 +100,8 @@ def replay_line(ep: Optional[Episode], record: dict, harness: Harness, view: _Re
             output = {"tag": "ok", "val": ep.invoke(hook, record["input"])}
         except HookError as e:
             output = _error_output(e)
+    if timings is not None:
+        timings.setdefault(hook, []).append(time.perf_counter() - started)
     line = {
         "episode": record["episode"],
         "task": record["task"],
@@ -103,7 +115,9 @@ def replay_line(ep: Optional[Episode], record: dict, harness: Harness, view: _Re
     return ep, canonical_dumps(line)
 
 
-def replay(harness: Harness, path: Union[str, Path]) -> ReplayReport:
+def replay(
+    harness: Harness, path: Union[str, Path], timings: Optional[Dict[str, List[float]]] = None
+) -> ReplayReport:
     """Replay a vector file; raises `VectorMismatch` at the first record
     whose replayed line differs, showing both lines."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
@@ -125,7 +139,7 @@ def replay(harness: Harness, path: Union[str, Path]) -> ReplayReport:
             if ep is not None:
                 ep.close()
             episodes += 1
-        ep, replayed = replay_line(ep, record, harness, view)
+        ep, replayed = replay_line(ep, record, harness, view, timings)
         if replayed != recorded:
             at = _first_difference(recorded, replayed)
             raise VectorMismatch(
