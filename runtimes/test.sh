@@ -36,7 +36,7 @@ done
 
 echo "== runtimes: the template, its run and its vectors"
 template=$(host build harness-template)
-host run --harness "$template" --tasks 5,9,12,17 --agent-model sim:mixed --concurrency 4 \
+host run --harness "$template" --tasks 5,9,12,17 --agent-model sim:mixed --concurrency 4 --force-new \
     --out "$FIX/template-run" >/dev/null
 host export "$template" --out "$FIX/template" >/dev/null
 host vectors --run "$FIX/template-run" --out "$FIX/template.vectors.jsonl" >/dev/null
