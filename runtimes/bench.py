@@ -32,7 +32,7 @@ def rust(host: Path, harness_hash: str, rounds: int) -> dict:
             subprocess.run(
                 [str(host), "--quiet", "--store", str(FIX / "store"), "run", "--harness", harness_hash,
                  "--tasks", tasks, "--agent-model", run_config["agent_model"], "--concurrency", "1", "--out", out],
-                check=True, stdout=subprocess.DEVNULL,
+                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )
             for line in (Path(out) / "trajectories.jsonl").read_text().splitlines():
                 for h in json.loads(line)["hooks"]:

@@ -91,7 +91,10 @@ export async function replay(
         output = errorOutput(e);
       }
       // The whole API call: the worker round trip, the guest, the checks.
-      if (timings) (timings[r.hook] ??= []).push((performance.now() - started) / 1000);
+      if (timings) {
+        if (!Object.hasOwn(timings, r.hook)) timings[r.hook] = [];
+        timings[r.hook].push((performance.now() - started) / 1000);
+      }
       const replayed = canonicalDumps({
         episode: r.episode,
         task: r.task,
