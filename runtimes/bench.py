@@ -60,9 +60,19 @@ def javascript(rounds: int) -> dict:
     return json.loads(out.stdout)
 
 
-def cell(times: dict, hook: str) -> str:
+def median_us(times: dict, hook: str):
     xs = times.get(hook)
-    return f"{statistics.median(xs) * 1e6:,.0f}" if xs else "—"
+    return statistics.median(xs) * 1e6 if xs else None
+
+
+def cell(times: dict, hook: str, base: dict) -> str:
+    """Median µs, and its ratio to the Rust host's for the same hook."""
+    us, ref = median_us(times, hook), median_us(base, hook)
+    if us is None:
+        return "—"
+    if ref and times is not base:
+        return f"{us:,.0f} ({us / ref:.1f}x)"
+    return f"{us:,.0f}"
 
 
 def main() -> None:
@@ -79,10 +89,12 @@ def main() -> None:
         sys.exit(f"{host} does not exist: `cargo build --release -p ecdysis-host` or pass --host")
     columns = [("Rust host", rust(host, harness_hash, args.rounds)), ("Python", python(args.rounds)), ("JavaScript", javascript(args.rounds))]
     print(f"per-hook time, median µs, template {harness_hash[:12]}, {args.rounds} rounds of the same episodes")
-    print(f"{'hook':<12}" + "".join(f"{name:>14}" for name, _ in columns) + f"{'calls':>8}")
+    base = columns[0][1]
+    print(f"| {'hook':<11} | " + " | ".join(f"{name:>16}" for name, _ in columns) + " | calls |")
+    print("|" + "---|" * (len(columns) + 2))
     for hook in HOOKS:
         calls = max(len(t.get(hook, [])) for _, t in columns) // args.rounds
-        print(f"{hook:<12}" + "".join(f"{cell(t, hook):>14}" for _, t in columns) + f"{calls:>8}")
+        print(f"| {hook:<11} | " + " | ".join(f"{cell(t, hook, base):>16}" for _, t in columns) + f" | {calls:>5} |")
     print("Rust: the guest call inside the host (HookRecord.micros; the constructor's is not recorded); "
           "Python/JS: the whole API call (conversion, guest, checks; JS: plus the worker round trip).")
 
