@@ -195,9 +195,13 @@ fn the_cli_exports_a_training_runs_incumbent_and_refuses_other_limits() {
         .arg(&run)
         .arg("--out")
         .arg(&out)
-        .status()
+        .output()
         .unwrap();
-    assert!(status.success());
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
     let m = json(&out.join("harness.json"));
     assert_eq!(m["hash"], child.as_str());
     assert_eq!(m["limits"]["fuel_per_hook"], 777);
@@ -330,9 +334,9 @@ fn vectors_report_a_rerun_that_does_not_reproduce_and_refuse_endpoints() {
         .arg(&run)
         .arg("--out")
         .arg(&file)
-        .status()
+        .output()
         .unwrap();
-    assert!(ok.success());
+    assert!(ok.status.success());
     let header: serde_json::Value = serde_json::from_str(
         std::fs::read_to_string(&file)
             .unwrap()
