@@ -378,7 +378,9 @@ cmd_smoke() {
     fi
     log "smoke: running tests/local_llm.rs against $url (one episode Direct, one with the harness-template; minutes)"
     cd "$ROOT"
-    ECDYSIS_LOCAL_LLM_URL="$url" ECDYSIS_LOCAL_LLM_MODEL="${model:-local}" \
+    # REQUIRED: a server that went away makes the test fail, never skip, so
+    # `smoke` exits non-zero whenever nothing ran.
+    ECDYSIS_LOCAL_LLM_URL="$url" ECDYSIS_LOCAL_LLM_MODEL="${model:-local}" ECDYSIS_LOCAL_LLM_REQUIRED=1 \
         cargo test --release -p ecdysis-host --test local_llm -- --ignored --nocapture
 }
 

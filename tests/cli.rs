@@ -124,6 +124,24 @@ fn help_explains_every_subcommand() {
     let dir = tempfile::tempdir().unwrap();
     let out = host(dir.path(), &["--help"]);
     let help = text(&out.stdout);
+    // The subcommand list: lines "  <name>  <one-line description>" under
+    // "Commands:". Names are matched exactly (a substring such as "run"
+    // also occurs in other help text).
+    let listed: Vec<(String, String)> = help
+        .split("Commands:")
+        .nth(1)
+        .expect("a Commands: section")
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let (name, about) = l.split_once(char::is_whitespace)?;
+            Some((name.to_string(), about.trim().to_string()))
+        })
+        .collect();
+    let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
     for cmd in [
         "build",
         "inspect",
@@ -136,7 +154,16 @@ fn help_explains_every_subcommand() {
         "train",
         "experiment",
     ] {
-        assert!(help.contains(cmd), "{help}");
+        assert!(names.contains(&cmd), "`{cmd}` is not listed: {names:?}");
+        let about = &listed.iter().find(|(n, _)| n == cmd).unwrap().1;
+        assert!(
+            about.len() > 15,
+            "`{cmd}` has no real description: {about:?}"
+        );
+        // And each explains itself when asked.
+        let sub = host(dir.path(), &[cmd, "--help"]);
+        assert!(sub.status.success(), "{cmd} --help failed");
+        assert!(text(&sub.stdout).contains("Usage:"), "{cmd} --help");
     }
     let out = host(dir.path(), &["check", "--help"]);
     assert!(text(&out.stdout).contains("--fuel"));

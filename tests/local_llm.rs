@@ -215,6 +215,11 @@ fn a_real_small_model_end_to_end_direct_and_with_the_template() {
         .filter(|u| !u.trim().is_empty())
         .unwrap_or_else(|| DEFAULT_URL.to_string());
     if let Err(why) = probe_health(&base_url) {
+        // `scripts/local-llm.sh smoke` sets ECDYSIS_LOCAL_LLM_REQUIRED: there a
+        // smoke test that ran nothing must fail, not pass as skipped.
+        if std::env::var_os("ECDYSIS_LOCAL_LLM_REQUIRED").is_some() {
+            panic!("no local LLM server at {base_url} ({why}): the smoke test ran nothing");
+        }
         eprintln!(
             "SKIPPED: no local LLM server at {base_url} ({why}); \
              start one with `scripts/local-llm.sh setup && scripts/local-llm.sh serve`"

@@ -1,11 +1,43 @@
 //! Ecdysis host: runs, evaluates and trains sandboxed WebAssembly runtime
 //! harnesses for LLM agents.
 //!
-//! - [`sandbox`]: the wasmtime host of the `ecdysis:harness` world.
-//! - [`store`]: the content-addressed component store (`build`, `inspect`).
-//! - [`doctor`]: `check`, calling every hook with representative inputs.
-//! - [`bench`]: the sandbox overhead benchmark.
-//! - [`vectors`]: cross-runtime conformance vectors recorded from real episodes.
+//! A reader looking for a behaviour starts here; every module is one
+//! concern, listed from the bottom layer up (a module uses only those above
+//! it in this list, the CLI in `main.rs` uses them all):
+//!
+//! - [`fsutil`]: atomic writes, the one crate walker and copier, paths in
+//!   errors, timestamps.
+//! - [`process`]: child processes with a timeout and a whole-group kill, a
+//!   scrubbed environment, scratch directories (guest builds, external
+//!   coders).
+//! - [`env`]: the benchmark environments (τ² airline and retail, native and
+//!   exact to the reference): tools, tasks split into what the agent sees
+//!   ([`env::TaskView`]) and an opaque oracle, evaluation, gold replay.
+//! - [`model`]: every LLM role behind one trait: the OpenAI-compatible
+//!   client, the response cache, the usage ledger, the simulated testbed
+//!   agents (`sim:`) and the user simulators.
+//! - [`sandbox`]: the wasmtime host of the `ecdysis:harness` world (one
+//!   bindings module per world version): one engine per process, fuel,
+//!   epoch deadlines, memory and output caps, the answer checks.
+//! - [`store`]: the content-addressed component store: the one guest-build
+//!   path, manifests with lineage, verified precompiled artifacts,
+//!   `inspect`.
+//! - [`doctor`]: `check`, every hook called with representative inputs.
+//! - [`agent`]: one episode: the agent loop with the harness hooks at their
+//!   lifecycle points, the harness session (the failure policy), the
+//!   trajectory record, and every conversion between the layers' types
+//!   ([`agent::boundary`]).
+//! - [`eval`]: what to run ([`eval::RunSpec`]) and the runner: tasks ×
+//!   trials, scoring, metrics, resumable result directories.
+//! - [`evolve`]: harness evolution: failure records, cross-task
+//!   aggregation, the diagnosers (heuristic, FDCR roles), the coders, the
+//!   training loop ([`evolve::train`], one round at a time), the
+//!   acceptance rule and the method comparison ([`evolve::experiment`]).
+//! - [`bench`]: what the sandbox and the runner cost, next to baselines
+//!   measured in the same run.
+//! - [`vectors`]: cross-runtime conformance vectors: every hook call of
+//!   re-run episodes (input, env-view answers, output) for the Python and
+//!   JavaScript runtimes to replay byte for byte.
 
 pub mod agent;
 pub mod bench;

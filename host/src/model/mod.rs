@@ -18,9 +18,10 @@
 //!   never a benchmark result);
 //! - [`user`]: user simulators ([`LlmUser`], [`ScriptedUser`]).
 //!
-//! [`mock::MockServer`] is an in-process OpenAI-compatible server that scripts
+//! `mock::MockServer` is an in-process OpenAI-compatible server that scripts
 //! replies over real HTTP, for the client's tests and any test that needs a
-//! model endpoint.
+//! model endpoint; it is compiled only for tests (the `testing` feature),
+//! never into the production binary.
 
 mod cache;
 mod client;
@@ -29,6 +30,7 @@ mod error;
 mod hub;
 mod ledger;
 mod metered;
+#[cfg(any(test, feature = "testing"))]
 pub mod mock;
 mod retry;
 pub mod sim;

@@ -149,15 +149,22 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     let crate_dir =
         &std::fs::canonicalize(crate_dir).map_err(|e| PathError::new("resolve", crate_dir, e))?;
     let manifest_path = crate_dir.join("Cargo.toml");
-    let target = opts
-        .target_dir
-        .clone()
-        .unwrap_or_else(|| crate_dir.join("target"));
-    let target = std::path::absolute(&target).map_err(|e| PathError::new("resolve", &target, e))?;
-    std::fs::create_dir_all(&target).map_err(|e| PathError::new("create", &target, e))?;
     // Builds sharing a target dir write the same artifact path: hold a lock
-    // until the artifact is read, so concurrent builders cannot swap them.
-    let lock_path = target.join(".ecdysis-build.lock");
+    // until the artifact is read, so concurrent builders (threads or
+    // processes) cannot swap them. Without an explicit target dir cargo
+    // uses the crate's workspace target (shared by the guests of one
+    // workspace), and the lock sits in the crate (a hidden top-level entry,
+    // which no crate walk counts as source).
+    let target = match &opts.target_dir {
+        Some(t) => Some(std::path::absolute(t).map_err(|e| PathError::new("resolve", t, e))?),
+        None => None,
+    };
+    let lock_dir = match &target {
+        Some(t) => t.clone(),
+        None => crate_dir.clone(),
+    };
+    std::fs::create_dir_all(&lock_dir).map_err(|e| PathError::new("create", &lock_dir, e))?;
+    let lock_path = lock_dir.join(".ecdysis-build.lock");
     let lock =
         std::fs::File::create(&lock_path).map_err(|e| PathError::new("create", &lock_path, e))?;
     lock.lock()
@@ -170,9 +177,10 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
         .arg("--message-format=json")
         .arg("--manifest-path")
         .arg(&manifest_path)
-        .arg("--target-dir")
-        .arg(&target)
         .current_dir(crate_dir);
+    if let Some(t) = &target {
+        cmd.arg("--target-dir").arg(t);
+    }
     if !opts.features.is_empty() {
         cmd.arg("--features").arg(opts.features.join(","));
     }
