@@ -38,6 +38,9 @@
 //!   bootstrap intervals, the trajectory viewer), every value escaped.
 //! - [`bench`]: what the sandbox and the runner cost, next to baselines
 //!   measured in the same run.
+//! - [`vectors`]: cross-runtime conformance vectors: every hook call of
+//!   re-run episodes (input, env-view answers, output) for the Python and
+//!   JavaScript runtimes to replay byte for byte.
 
 pub mod agent;
 pub mod bench;
@@ -51,3 +54,4 @@ pub mod process;
 pub mod report;
 pub mod sandbox;
 pub mod store;
+pub mod vectors;

@@ -160,6 +160,19 @@ enum Command {
     /// discussion of training; methods side by side for an experiment.
     /// Several directories are compared side by side.
     Report(cli::report::ReportArgs),
+    /// Export a harness for another runtime (Python, JavaScript): writes
+    /// harness.wasm and harness.json (blake3 hash, world version, lineage,
+    /// limits, training scores when --train-run is given), and optionally an
+    /// OCI image layout with the Wasm component media types.
+    Export(Box<cli::export::ExportArgs>),
+    /// Record conformance vectors: re-run a run directory's configuration
+    /// (a `sim:` agent and the scripted user, so it is deterministic) with a
+    /// recorder on the harness, and write every hook call (input, env-view
+    /// calls with their answers, output, in canonical JSON) as JSON lines.
+    /// Other runtimes replay the file and must answer byte for byte alike.
+    /// With the run's own harness it also checks that the re-run reproduces
+    /// the recorded trajectories.
+    Vectors(Box<cli::vectors::VectorsArgs>),
     /// Show a run: its summary and episodes, or one trajectory with the
     /// harness interventions marked `>>`.
     Show {
@@ -417,6 +430,15 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Report(args) => {
             cli::report::report_command(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export(args) => {
+            cli::export::export(*args, &store, cli.quiet)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Vectors(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::vectors::vectors(*args, &store, &cli.data, cli.quiet))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Show { dir, task, trial } => {

@@ -3,10 +3,12 @@
 pub mod env;
 pub mod eval_args;
 pub mod experiment;
+pub mod export;
 pub mod limits;
 pub mod report;
 pub mod run;
 pub mod train;
+pub mod vectors;
 
 /// Print one line of output; a closed pipe (`| head`) ends the process
 /// quietly instead of panicking.

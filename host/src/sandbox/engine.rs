@@ -13,6 +13,7 @@ use super::bindings::HarnessPre;
 use super::error::SandboxError;
 use super::host_state::HostState;
 use super::limits::Limits;
+use super::recorder::HookRecorder;
 
 /// Granularity of the wall-clock deadline: one epoch tick.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
@@ -250,6 +251,7 @@ impl Sandbox {
             pre,
             limits: self.limits.clone(),
             sandbox: self.clone(),
+            recorder: None,
         })
     }
 
@@ -294,6 +296,9 @@ pub struct LoadedHarness {
     pub(crate) pre: HarnessPre<HostState>,
     pub(crate) limits: Limits,
     pub(crate) sandbox: Sandbox,
+    /// Sees every hook call of this harness's episodes (conformance
+    /// vectors); `None` costs nothing.
+    pub(crate) recorder: Option<Arc<dyn HookRecorder>>,
 }
 
 impl LoadedHarness {
@@ -324,6 +329,16 @@ impl LoadedHarness {
                 ..limits
             },
             sandbox: self.sandbox.clone(),
+            recorder: self.recorder.clone(),
         })
+    }
+
+    /// The same harness with every hook call of its episodes reported to
+    /// `recorder` (input, env-view calls with answers, output).
+    pub fn with_recorder(&self, recorder: Arc<dyn HookRecorder>) -> LoadedHarness {
+        LoadedHarness {
+            recorder: Some(recorder),
+            ..self.clone()
+        }
     }
 }

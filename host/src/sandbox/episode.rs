@@ -1,6 +1,7 @@
 //! One episode's harness instance: a store, an instance and its `episode`
 //! resource, with fuel and a deadline re-armed before every hook call.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceAny;
@@ -16,6 +17,7 @@ use super::env_view::ReadOnlyEnv;
 use super::error::{SandboxError, Violation};
 use super::host_state::{HookScratch, HostState, LogLine, ViolationTrap};
 use super::limits::Limits;
+use super::recorder::{self, HookRecorder, RecordedHook};
 
 /// A hook's answer with what it cost.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +41,7 @@ pub struct HarnessEpisode {
     limits: Limits,
     poisoned: bool,
     constructor_fuel: u64,
+    recorder: Option<Arc<dyn HookRecorder>>,
 }
 
 impl LoadedHarness {
@@ -52,7 +55,11 @@ impl LoadedHarness {
         env: Box<dyn ReadOnlyEnv>,
     ) -> Result<HarnessEpisode, SandboxError> {
         let limits = self.limits.clone();
-        let mut store = Store::new(self.sandbox.engine(), HostState::new(&limits, env));
+        let mut state = HostState::new(&limits, env);
+        if self.recorder.is_some() {
+            state.view_log = Some(Vec::new());
+        }
+        let mut store = Store::new(self.sandbox.engine(), state);
         store.limiter(|s| &mut s.limiter);
         arm(&mut store, &limits)?;
         let bindings = {
@@ -70,12 +77,20 @@ impl LoadedHarness {
             limits,
             poisoned: false,
             constructor_fuel: 0,
+            recorder: self.recorder.clone(),
         };
         let hooked = ep.call("constructor", |store, b, _| {
             b.ecdysis_harness_hooks()
                 .episode()
                 .call_constructor(store, info)
-        })?;
+        });
+        ep.tape(
+            "constructor",
+            || recorder::episode_info(info),
+            &hooked,
+            |_| serde_json::Value::Null,
+        );
+        let hooked = hooked?;
         ep.constructor_fuel = hooked.fuel;
         ep.episode = Some(hooked.value);
         Ok(ep)
@@ -180,6 +195,9 @@ impl HarnessEpisode {
             return Err(SandboxError::Poisoned);
         }
         self.store.data_mut().scratch = HookScratch::default();
+        if let Some(log) = self.store.data_mut().view_log.as_mut() {
+            log.clear();
+        }
         arm(&mut self.store, &self.limits)?;
         let start = Instant::now();
         let result = {
@@ -209,6 +227,32 @@ impl HarnessEpisode {
         }
     }
 
+    /// Report a finished hook call to the recorder, if one is attached.
+    fn tape<T>(
+        &mut self,
+        hook: &'static str,
+        input: impl FnOnce() -> serde_json::Value,
+        result: &Result<Hooked<T>, SandboxError>,
+        answer: impl FnOnce(&T) -> serde_json::Value,
+    ) {
+        let Some(recorder) = self.recorder.clone() else {
+            return;
+        };
+        let view_calls = self
+            .store
+            .data_mut()
+            .view_log
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        recorder.record(RecordedHook {
+            hook,
+            input: input(),
+            view_calls,
+            output: recorder::outcome(result, |h| answer(&h.value)),
+        });
+    }
+
     fn checked<T>(
         &mut self,
         hook: &'static str,
@@ -231,26 +275,42 @@ impl HarnessEpisode {
         &mut self,
         input: &ContractInput,
     ) -> Result<Hooked<ContractOutput>, SandboxError> {
-        let h = self.call("contract", |s, b, ep| {
-            b.ecdysis_harness_hooks().episode().call_contract(
-                s,
-                ep.expect("episode constructed"),
-                input,
-            )
-        })?;
-        self.checked("contract", h, contract::check_contract)
+        let r = self
+            .call("contract", |s, b, ep| {
+                b.ecdysis_harness_hooks().episode().call_contract(
+                    s,
+                    ep.expect("episode constructed"),
+                    input,
+                )
+            })
+            .and_then(|h| self.checked("contract", h, contract::check_contract));
+        self.tape(
+            "contract",
+            || recorder::contract_input(input),
+            &r,
+            recorder::contract_output,
+        );
+        r
     }
 
     /// Procedural skills: guidance blocks for the episode.
     pub fn skills(&mut self, view: &TaskView) -> Result<Hooked<Vec<Guidance>>, SandboxError> {
-        let h = self.call("skills", |s, b, ep| {
-            b.ecdysis_harness_hooks().episode().call_skills(
-                s,
-                ep.expect("episode constructed"),
-                view,
-            )
-        })?;
-        self.checked("skills", h, |v, _, cap| contract::check_skills(v, cap))
+        let r = self
+            .call("skills", |s, b, ep| {
+                b.ecdysis_harness_hooks().episode().call_skills(
+                    s,
+                    ep.expect("episode constructed"),
+                    view,
+                )
+            })
+            .and_then(|h| self.checked("skills", h, |v, _, cap| contract::check_skills(v, cap)));
+        self.tape(
+            "skills",
+            || recorder::task_view(view),
+            &r,
+            |g| recorder::guidance(g),
+        );
+        r
     }
 
     /// Action realization: decide what happens to a proposed action.
@@ -258,28 +318,46 @@ impl HarnessEpisode {
         &mut self,
         action: &AgentAction,
     ) -> Result<Hooked<ActionDecision>, SandboxError> {
-        let h = self.call("realize", |s, b, ep| {
-            b.ecdysis_harness_hooks().episode().call_realize(
-                s,
-                ep.expect("episode constructed"),
-                action,
-            )
-        })?;
-        self.checked("realize", h, |d, tools, cap| {
-            contract::check_decision(action, d, tools, cap)
-        })
+        let r = self
+            .call("realize", |s, b, ep| {
+                b.ecdysis_harness_hooks().episode().call_realize(
+                    s,
+                    ep.expect("episode constructed"),
+                    action,
+                )
+            })
+            .and_then(|h| {
+                self.checked("realize", h, |d, tools, cap| {
+                    contract::check_decision(action, d, tools, cap)
+                })
+            });
+        self.tape(
+            "realize",
+            || recorder::agent_action(action),
+            &r,
+            recorder::action_decision,
+        );
+        r
     }
 
     /// Trajectory regulation after a step.
     pub fn regulate(&mut self, report: &StepReport) -> Result<Hooked<Regulation>, SandboxError> {
-        let h = self.call("regulate", |s, b, ep| {
-            b.ecdysis_harness_hooks().episode().call_regulate(
-                s,
-                ep.expect("episode constructed"),
-                report,
-            )
-        })?;
-        self.checked("regulate", h, contract::check_regulation)
+        let r = self
+            .call("regulate", |s, b, ep| {
+                b.ecdysis_harness_hooks().episode().call_regulate(
+                    s,
+                    ep.expect("episode constructed"),
+                    report,
+                )
+            })
+            .and_then(|h| self.checked("regulate", h, contract::check_regulation));
+        self.tape(
+            "regulate",
+            || recorder::step_report(report),
+            &r,
+            recorder::regulation,
+        );
+        r
     }
 }
 

@@ -11,6 +11,7 @@ use super::bindings::{LogLevel, ViewError};
 use super::env_view::ReadOnlyEnv;
 use super::error::Violation;
 use super::limits::Limits;
+use super::recorder::{self, RecordedViewCall};
 
 /// One line a harness logged during a hook.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -97,6 +98,9 @@ pub struct HostState {
     pub(crate) env: Box<dyn ReadOnlyEnv>,
     pub(crate) scratch: HookScratch,
     pub(crate) stderr: MemoryOutputPipe,
+    /// Env-view calls of the hook in progress with their answers; `Some`
+    /// only while a recorder is attached (see `recorder.rs`).
+    pub(crate) view_log: Option<Vec<RecordedViewCall>>,
     env_view_quota: u32,
     log_quota: u32,
     max_log_bytes: usize,
@@ -116,6 +120,7 @@ impl HostState {
             env,
             scratch: HookScratch::default(),
             stderr,
+            view_log: None,
             env_view_quota: limits.env_view_calls_per_hook,
             log_quota: limits.log_lines_per_hook,
             max_log_bytes: 4096,
@@ -148,6 +153,28 @@ impl types::Host for HostState {}
 
 impl env_view::Host for HostState {
     fn call_read_only(
+        &mut self,
+        name: String,
+        arguments: String,
+    ) -> wasmtime::Result<Result<String, ViewError>> {
+        if self.view_log.is_none() {
+            return self.answer_read_only(name, arguments);
+        }
+        let (logged_name, logged_arguments) = (name.clone(), arguments.clone());
+        let answer = self.answer_read_only(name, arguments)?;
+        if let Some(log) = self.view_log.as_mut() {
+            log.push(RecordedViewCall {
+                name: logged_name,
+                arguments: logged_arguments,
+                answer: recorder::view_answer(&answer),
+            });
+        }
+        Ok(answer)
+    }
+}
+
+impl HostState {
+    fn answer_read_only(
         &mut self,
         name: String,
         arguments: String,

@@ -15,16 +15,18 @@ mod episode;
 mod error;
 mod host_state;
 mod limits;
+pub mod recorder;
 
 pub use bindings::{
     ActionDecision, AgentAction, ContractInput, ContractOutput, EpisodeInfo, Guidance, LogLevel,
     Regulation, SUPPORTED_WORLDS, StepKind, StepReport, TaskView, ToolCall, ToolDescription,
     ToolOutcome, ToolSpec, ViewError, WORLD_VERSION, world_of,
 };
-pub use contract::{ToolNames, check_call};
+pub use contract::{MAX_LIST_ITEMS, ToolNames, check_call};
 pub use engine::{Allocation, LoadedHarness, Sandbox};
 pub use env_view::{ReadOnlyEnv, StaticEnv, ViewOutput};
 pub use episode::{HarnessEpisode, Hooked};
 pub use error::{SandboxError, Violation};
 pub use host_state::LogLine;
 pub use limits::{FailurePolicy, Limits, LimitsError};
+pub use recorder::{HookRecorder, RecordedHook, RecordedViewCall};

@@ -12,6 +12,7 @@
 //! Lineage, caching and rollback are just hashes. All writes are atomic.
 
 pub mod build;
+mod export;
 mod inspect;
 
 use std::hash::{Hash, Hasher};
@@ -24,6 +25,10 @@ use crate::fsutil::{PathError, atomic_write};
 use crate::sandbox::{LoadedHarness, SUPPORTED_WORLDS, Sandbox, SandboxError, world_of};
 
 pub use build::{BUILD_TIMEOUT, BuildOptions, BuildOutcome, source_tree_hash};
+pub use export::{
+    EXPORT_FORMAT, ExportError, ExportOptions, ExportOutcome, ExportedLimits, HarnessExport,
+    LineageEntry, TrainingFacts, oci_digest, read_training_run,
+};
 pub use inspect::Inspection;
 
 /// A component's blake3 hash, 64 lowercase hex digits.

@@ -1,0 +1,63 @@
+// Every hostile guest ends in its typed error; the caller survives and a
+// good guest works right after (the positive control).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import {
+  ContractViolation, DeadlineExceeded, Harness, LinkError, MemoryLimit, Poisoned, StackOverflow, Trap,
+} from "../dist/index.js";
+import { JS, TOOLS } from "./helpers.mjs";
+
+const CALL = { tag: "call", val: { id: "call_7", name: "get_order_details", arguments: '{"order_id":"#W1"}' } };
+const LIMITS = { deadline_ms: 3000, memory_bytes: 32 << 20 };
+
+async function attack(feature, limits = LIMITS) {
+  const h = await Harness.load(join(JS, "hostile", feature), { limits });
+  const ep = await h.episode("tau2/retail", 200, 10, { envView: () => "{}", tools: TOOLS });
+  let error;
+  try {
+    await ep.realize(CALL);
+  } catch (e) {
+    error = e;
+  }
+  assert.ok(error, `${feature} must be stopped`);
+  await assert.rejects(ep.realize(CALL), Poisoned);
+  await ep.close();
+  await positiveControl();
+  return error;
+}
+
+async function positiveControl() {
+  const good = await Harness.load(join(JS, "hostile", "good"), { limits: LIMITS });
+  const ep = await good.episode("tau2/retail", 200, 10, { tools: TOOLS });
+  assert.deepEqual(await ep.realize(CALL), { tag: "execute", val: CALL.val });
+  await ep.close();
+}
+
+const CASES = [
+  // V8 has no fuel: the endless loop is stopped by the per-hook deadline,
+  // which terminates the worker.
+  ["infinite-loop", DeadlineExceeded],
+  ["memory-bomb", MemoryLimit],
+  ["deep-recursion", StackOverflow],
+  ["panic", Trap],
+  ["huge-output", ContractViolation, "output_too_large"],
+  ["unknown-tool", ContractViolation, "unknown_tool"],
+  ["bad-json-args", ContractViolation, "arguments_not_object"],
+  ["mutating-env-view", ContractViolation, "mutating_via_env_view"],
+  ["env-view-flood", ContractViolation, "env_view_quota"],
+];
+
+for (const [feature, Cls, violation] of CASES) {
+  test(`${feature} ends in ${Cls.name}${violation ? ` (${violation})` : ""}`, async () => {
+    const err = await attack(feature);
+    assert.equal(err.constructor, Cls, `${feature}: ${err.constructor.name}: ${err.message}`);
+    assert.equal(err.hook, "realize");
+    if (violation) assert.equal(err.violation, violation);
+  });
+}
+
+test("a guest importing a clock is refused before it runs", async () => {
+  await assert.rejects(Harness.load(join(JS, "hostile", "wants-clock")), (e) => e instanceof LinkError && /wasi:clocks/.test(e.message));
+  await positiveControl();
+});

@@ -1,0 +1,27 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Harness, VectorMismatch } from "../dist/index.js";
+import { replay } from "../dist/vectors.js";
+import { FIX, JS } from "./helpers.mjs";
+
+for (const name of ["template", "evolved"]) {
+  test(`replaying the ${name}'s vectors is byte-identical`, async () => {
+    const h = await Harness.load(join(JS, name));
+    const report = await replay(h, join(FIX, `${name}.vectors.jsonl`));
+    assert.equal(report.header.harness, h.hash);
+    assert.ok(report.records > 20 && report.episodes >= 2);
+  });
+}
+
+test("a divergence names the first differing record", async () => {
+  const lines = readFileSync(join(FIX, "template.vectors.jsonl"), "utf8").split("\n");
+  const i = lines.findIndex((l, n) => n > 0 && l.includes('"hook":"realize"') && l.includes('"output":{"tag":"ok","val":{"tag":"proceed"}}'));
+  lines[i] = lines[i].replace('"val":{"tag":"proceed"}', '"val":{"tag":"block","val":"x"}');
+  const path = join(mkdtempSync(join(tmpdir(), "ecdysis-js-")), "tampered.jsonl");
+  writeFileSync(path, lines.join("\n"));
+  await assert.rejects(replay(await Harness.load(join(JS, "template")), path), (e) =>
+    e instanceof VectorMismatch && e.message.includes(`tampered.jsonl:${i + 1}:`) && /recorded:.*\n.*replayed:/.test(e.message));
+});

@@ -1,0 +1,205 @@
+"""The answer checks of the Rust host (host/src/sandbox/contract.rs), applied
+in the same order to the canonical JSON of every answer, so the same answer
+is refused with the same violation kind in every runtime.
+
+JSON-object arguments are judged as Rust's `serde_json` judges them: besides
+what Python's parser refuses, non-finite numbers (`NaN`, `1e400`), lone
+surrogate escapes and nesting deeper than 127 levels are not JSON. The
+`reason` text of `arguments_not_object` is this parser's, not serde_json's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable, Optional, Set, Tuple
+
+from .errors import ContractViolation
+
+#: Cap on the items of any list a hook returns (contract.rs MAX_LIST_ITEMS).
+MAX_LIST_ITEMS = 256
+#: serde_json's nesting limit: 127 levels parse, 128 do not.
+MAX_JSON_DEPTH = 127
+_F64_MAX = 1.7976931348623157e308
+
+
+def utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NotJson("number out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    value = int(text)
+    if abs(value) > _F64_MAX:
+        raise _NotJson("number out of range")
+    return value
+
+
+def _walk(value: Any, depth: int) -> None:
+    if isinstance(value, (dict, list)):
+        if depth > MAX_JSON_DEPTH:
+            raise _NotJson("recursion limit exceeded")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for k, v in items:
+            if isinstance(k, str):
+                _check_text(k)
+            _walk(v, depth + 1)
+    elif isinstance(value, str):
+        _check_text(value)
+
+
+def _check_text(s: str) -> None:
+    for ch in s:
+        if 0xD800 <= ord(ch) <= 0xDFFF:
+            raise _NotJson("lone surrogate in hex escape")
+
+
+def parse_json(text: str) -> Any:
+    """Parse JSON text the way serde_json would accept it, or raise
+    ValueError with the reason."""
+    try:
+        value = json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            parse_int=_bounded_int,
+        )
+    except RecursionError:
+        raise ValueError("recursion limit exceeded") from None
+    _walk(value, 1)
+    return value
+
+
+def json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def arguments_object(text: str) -> Tuple[Optional[dict], str]:
+    """The arguments as a dict, or `(None, reason)`."""
+    try:
+        value = parse_json(text)
+    except ValueError as e:
+        return None, str(e)
+    if not isinstance(value, dict):
+        return None, f"got {json_kind(value)}"
+    return value, ""
+
+
+def _violation(kind: str, message: str) -> ContractViolation:
+    return ContractViolation(kind, message)
+
+
+def check_call(call: dict, tools: Set[str]) -> None:
+    if call["id"] == "":
+        raise _violation("empty_call_id", "call id is empty")
+    if call["name"] not in tools:
+        raise _violation("unknown_tool", f"call names unknown tool `{call['name']}`")
+    args, reason = arguments_object(call["arguments"])
+    if args is None:
+        raise _violation(
+            "arguments_not_object",
+            f"arguments of `{call['name']}` are not a JSON object: {reason}",
+        )
+
+
+def _items(n: int) -> None:
+    if n > MAX_LIST_ITEMS:
+        raise _violation(
+            "too_many_items", f"hook returned {n} list items, over the cap of {MAX_LIST_ITEMS}"
+        )
+
+
+def _size(n: int, cap: int) -> None:
+    if n > cap:
+        raise _violation(
+            "output_too_large", f"hook returned {n} bytes of text, over the cap of {cap}"
+        )
+
+
+def _call_bytes(c: dict) -> int:
+    return utf8_len(c["id"]) + utf8_len(c["name"]) + utf8_len(c["arguments"])
+
+
+def check_contract(out: dict, tools: Set[str], cap: int) -> None:
+    descriptions = out["tool-descriptions"]
+    _items(len(descriptions))
+    _size(
+        utf8_len(out["system-prompt"])
+        + sum(utf8_len(d["name"]) + utf8_len(d["description"]) for d in descriptions),
+        cap,
+    )
+    for d in descriptions:
+        if d["name"] not in tools:
+            raise _violation(
+                "unknown_tool_description", f"contract rewrites unknown tool `{d['name']}`"
+            )
+
+
+def check_skills(out: list, cap: int) -> None:
+    _items(len(out))
+    _size(sum(utf8_len(g["title"]) + utf8_len(g["text"]) for g in out), cap)
+
+
+def check_decision(action: dict, decision: dict, tools: Set[str], cap: int) -> None:
+    kind = action["tag"]
+    tag = decision["tag"]
+    if tag == "proceed":
+        return
+    if tag == "block":
+        _size(utf8_len(decision["val"]), cap)
+        return
+    if tag == "execute" and kind == "call":
+        _size(_call_bytes(decision["val"]), cap)
+        check_call(decision["val"], tools)
+        return
+    if tag == "realize" and kind == "text":
+        calls = decision["val"]
+        _items(len(calls))
+        _size(sum(_call_bytes(c) for c in calls), cap)
+        if not calls:
+            raise _violation("empty_realization", "realize returned no calls")
+        for c in calls:
+            check_call(c, tools)
+        return
+    raise _violation(
+        "decision_for_wrong_action", f"`{tag}` is not a valid answer to a {kind} action"
+    )
+
+
+def check_regulation(r: dict, tools: Set[str], cap: int) -> None:
+    tag = r["tag"]
+    if tag == "continue":
+        return
+    if tag in ("annotate", "inject", "stop"):
+        _size(utf8_len(r["val"]), cap)
+        return
+    _size(_call_bytes(r["val"]), cap)
+    check_call(r["val"], tools)
+
+
+def tool_names(tools: Iterable[dict]) -> Set[str]:
+    return {t["name"] for t in tools}

@@ -1,0 +1,64 @@
+"""Every hostile guest ends in its typed error; the runtime survives and a
+good guest works right after (the positive control)."""
+
+import pytest
+
+from conftest import sample_tools
+from ecdysis_harness import (
+    CallAction, ContractViolation, DeadlineExceeded, Execute, Harness, Limits, LinkError,
+    MemoryLimit, OutOfFuel, Poisoned, StackOverflow, ToolCall, Trap,
+)
+
+CALL = CallAction(ToolCall("call_7", "get_order_details", '{"order_id":"#W1"}'))
+# The Rust sandbox tests' limits: tight enough for the guests to hit quickly.
+LIMITS = Limits(fuel_per_hook=50_000_000, deadline_ms=20_000, memory_bytes=32 << 20)
+
+
+def attack(fixtures, feature, limits=LIMITS):
+    harness = Harness.load(fixtures / "hostile" / f"{feature}.wasm", limits=limits)
+    with harness.episode("tau2/retail", 200, 10, env_view=lambda n, a: "{}", tools=sample_tools()) as ep:
+        with pytest.raises(Exception) as err:
+            ep.realize(CALL)
+        with pytest.raises(Poisoned):
+            ep.realize(CALL)
+    positive_control(fixtures)
+    return err.value
+
+
+def positive_control(fixtures):
+    good = Harness.load(fixtures / "hostile" / "good.wasm", limits=LIMITS)
+    with good.episode("tau2/retail", 200, 10, tools=sample_tools()) as ep:
+        assert ep.realize(CALL) == Execute(CALL.call)
+
+
+@pytest.mark.parametrize(
+    "feature,error,violation",
+    [
+        ("infinite-loop", OutOfFuel, None),
+        ("memory-bomb", MemoryLimit, None),
+        ("deep-recursion", StackOverflow, None),
+        ("panic", Trap, None),
+        ("huge-output", ContractViolation, "output_too_large"),
+        ("unknown-tool", ContractViolation, "unknown_tool"),
+        ("bad-json-args", ContractViolation, "arguments_not_object"),
+        ("mutating-env-view", ContractViolation, "mutating_via_env_view"),
+        ("env-view-flood", ContractViolation, "env_view_quota"),
+    ],
+)
+def test_each_attack_ends_in_its_typed_error(fixtures, feature, error, violation):
+    err = attack(fixtures, feature)
+    assert type(err) is error, f"{feature}: {type(err).__name__}: {err}"
+    assert err.hook == "realize"
+    if violation:
+        assert err.violation == violation
+
+
+def test_an_unmetered_loop_hits_the_deadline(fixtures):
+    err = attack(fixtures, "infinite-loop", Limits(fuel_per_hook=10**15, deadline_ms=300))
+    assert isinstance(err, DeadlineExceeded)
+
+
+def test_a_guest_importing_a_clock_is_refused_before_it_runs(fixtures):
+    with pytest.raises(LinkError, match="wasi:clocks"):
+        Harness.load(fixtures / "hostile" / "wants-clock.wasm")
+    positive_control(fixtures)

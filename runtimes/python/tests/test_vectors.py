@@ -1,0 +1,40 @@
+"""Replaying the Rust host's vectors gives byte-identical lines, for the
+template and for an evolved candidate from `ecdysis-host train`."""
+
+import json
+
+import pytest
+
+from ecdysis_harness import Harness, VectorMismatch
+from ecdysis_harness.vectors import replay
+
+
+@pytest.mark.parametrize("name", ["template", "evolved"])
+def test_replay_is_byte_identical(fixtures, name):
+    harness = Harness.load(fixtures / name)
+    report = replay(harness, fixtures / f"{name}.vectors.jsonl")
+    assert report.header["harness"] == harness.hash
+    assert report.records > 20 and report.episodes >= 2
+    print(f"{name}: {report.records} hook calls of {report.episodes} episodes replayed byte for byte")
+
+
+def test_the_evolved_candidate_differs_from_the_template(fixtures):
+    evolved = json.loads((fixtures / "evolved" / "harness.json").read_text())
+    template = json.loads((fixtures / "template" / "harness.json").read_text())
+    assert evolved["hash"] != template["hash"]
+    assert evolved["training"]["role"] == "incumbent"
+    assert len(evolved["lineage"]) >= 2
+
+
+def test_a_divergence_names_the_first_differing_record(fixtures, tmp_path):
+    lines = (fixtures / "template.vectors.jsonl").read_text().splitlines()
+    for i, line in enumerate(lines):
+        record = json.loads(line) if i else None
+        if record and record["hook"] == "realize" and record["output"]["val"] == {"tag": "proceed"}:
+            lines[i] = line.replace('"val":{"tag":"proceed"}', '"val":{"tag":"block","val":"x"}')
+            break
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_text("\n".join(lines) + "\n")
+    with pytest.raises(VectorMismatch, match=rf"tampered.jsonl:{i + 1}: .*`realize` differs") as err:
+        replay(Harness.load(fixtures / "template"), tampered)
+    assert "recorded:" in str(err.value) and "replayed:" in str(err.value)

