@@ -21,6 +21,7 @@
 
 pub mod bench;
 pub mod data;
+pub mod dbbench;
 mod error;
 pub mod py;
 pub mod tau2;
