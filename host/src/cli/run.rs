@@ -27,7 +27,7 @@ pub struct RunArgs {
     /// stored hash, or `none` for the Direct baseline (same loop, no hooks).
     #[arg(long, default_value = "harness-template")]
     pub harness: String,
-    /// Benchmark domain: tau2/retail or tau2/airline.
+    /// Benchmark domain: tau2/retail, tau2/airline or agentbench/dbbench.
     #[arg(long, default_value = "tau2/retail")]
     pub domain: String,
     /// Task split: train, test or base (`all` for every task).

@@ -31,6 +31,10 @@ pub enum DbError {
         /// What failed.
         reason: String,
     },
+    /// The task's table could not be created (the original ends such a
+    /// task as a task error, scored 0, before the agent acts).
+    #[error("the task's table could not be created: {0}")]
+    TaskSetup(String),
     /// The SQL worker thread is gone.
     #[error("the SQL worker thread stopped")]
     WorkerGone,

@@ -364,9 +364,19 @@ impl Domain for DbbenchDomain {
 
     fn new_env_for(&self, task: &TaskView) -> Result<Box<dyn Environment>, EnvError> {
         let t = self.find(&task.id)?.clone();
-        let db = self.episode_db(&t)?;
         let cell = OnceLock::new();
-        let _ = cell.set(Ok(db));
+        match EpisodeDb::open(self.service()?, &t.tables) {
+            Ok(db) => {
+                let _ = cell.set(Ok(db));
+            }
+            // The task cannot be set up (as in the original, whose episode
+            // ends before the agent acts): every call says so, and the
+            // evaluation scores 0.
+            Err(e @ DbError::TaskSetup(_)) => {
+                let _ = cell.set(Err(e.to_string()));
+            }
+            Err(e) => return Err(EnvError::Database(e.to_string())),
+        }
         Ok(Box::new(DbbenchEnv {
             domain: self.clone(),
             task: Some(t),
@@ -404,6 +414,7 @@ impl Domain for DbbenchDomain {
         // have no value is a task error (0).
         let correct = match (&answer, t.is_modifying()) {
             (None, _) => false,
+            _ if t.setup_error().is_some() => false,
             (Some(_), true) => {
                 let db = self.episode_db(t)?;
                 for c in &run.tool_calls[..commit_at.unwrap_or(0)] {

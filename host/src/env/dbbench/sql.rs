@@ -511,8 +511,17 @@ impl EpisodeDb {
         let conn = service.run(async move {
             let mut conn = conn;
             for stmt in &init {
-                if let Err(e) = conn.query_drop(stmt).await {
-                    return Err(server_error(&s3, format!("loading the task's table: {e}")));
+                match conn.query_drop(stmt).await {
+                    Ok(()) => {}
+                    // The server refused the task's own statement (e.g. an
+                    // empty column name): a property of the task.
+                    Err(e @ mysql_async::Error::Server(_)) => {
+                        let _ = conn.disconnect().await;
+                        return Err(DbError::TaskSetup(error_text(&e)));
+                    }
+                    Err(e) => {
+                        return Err(server_error(&s3, format!("loading the task's table: {e}")));
+                    }
                 }
             }
             conn.query_drop("COMMIT")

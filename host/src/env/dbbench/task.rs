@@ -47,6 +47,22 @@ pub struct Task {
 }
 
 impl Task {
+    /// Why MySQL refuses to create this task's table, by its identifier
+    /// rules (an empty name, or one ending in a space, error 1166/1103):
+    /// the original then ends the task as a task error (0) before the
+    /// agent acts. Only `dev-5` (an empty column name) in the data.
+    pub fn setup_error(&self) -> Option<String> {
+        for t in &self.tables {
+            if t.name.is_empty() || t.name.ends_with(' ') {
+                return Some(format!("1103 (42000): Incorrect table name '{}'", t.name));
+            }
+            if let Some(c) = t.columns.iter().find(|c| c.is_empty() || c.ends_with(' ')) {
+                return Some(format!("1166 (42000): Incorrect column name '{c}'"));
+            }
+        }
+        None
+    }
+
     /// Whether the score is the table hash.
     pub fn is_modifying(&self) -> bool {
         MODIFYING.contains(&self.kind.as_str())

@@ -143,12 +143,16 @@ pub const STRICT_MODE_LABELS: &[&str] = &["standard-278", "standard-295"];
 /// updated nor the original table: an inconsistent upstream label.
 pub const INCONSISTENT_LABELS: &[&str] = &["standard-225"];
 
+/// Tasks whose table the original cannot create (an empty column name):
+/// a task error, 0 for any agent.
+pub const SETUP_FAILS: &[&str] = &["dev-5"];
+
 #[test]
 fn gold_replay_reproduces_the_labels() {
     let Some(d) = domain() else { return };
     let t0 = Instant::now();
     let records = crate::env::replay_gold(&d).expect("gold replay");
-    let failed: Vec<&str> = records
+    let mut failed: Vec<&str> = records
         .iter()
         .filter(|r| r.reward != 1.0)
         .map(|r| r.task_id.as_str())
@@ -161,10 +165,26 @@ fn gold_replay_reproduces_the_labels() {
     let mut known: Vec<&str> = STRICT_MODE_LABELS
         .iter()
         .chain(INCONSISTENT_LABELS)
+        .chain(SETUP_FAILS)
         .copied()
         .collect();
     known.sort();
+    failed.sort();
     assert_eq!(failed, known, "gold replay failures");
+    // The broken task's own label still passes the checker.
+    for id in SETUP_FAILS {
+        let t = d.all_tasks().iter().find(|t| t.id == *id).expect("task");
+        assert!(t.setup_error().is_some());
+        assert!(checker::compare(
+            checker::Input::Json(&t.label),
+            checker::Input::Json(&t.label),
+            &t.kind
+        ));
+        let (view, _) = d.task(id).expect("task");
+        let mut env = d.new_env_for(&view).expect("env of a broken task");
+        let out = env.call(EXECUTE_SQL, &json!({"query": "SELECT 1"}));
+        assert!(out.error && out.content.contains("1166"), "{}", out.content);
+    }
     eprintln!(
         "gold replay: {} tasks in {:?}; not reproduced: {failed:?}",
         records.len(),
