@@ -37,7 +37,9 @@ fn build_inspect_check_round_trip() {
     let out = host(&store, &["inspect", "--json", &hash]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("inspect --json is JSON");
     assert_eq!(v["manifest"]["hash"], hash.as_str());
-    assert_eq!(v["implements_world"], true);
+    assert_eq!(v["world_supported"], true);
+    assert_eq!(v["manifest"]["world"], "ecdysis:harness/harness@0.1.0");
+    assert!(v["link_error"].is_null(), "{v}");
 
     let out = host(&store, &["check", &hash]);
     assert!(

@@ -9,8 +9,8 @@ use std::time::Duration;
 use ecdysis_host::agent::{HarnessSession, HookOutcome};
 use ecdysis_host::doctor;
 use ecdysis_host::sandbox::{
-    ActionDecision, AgentAction, Allocation, EpisodeInfo, FailurePolicy, HookResolution, Limits,
-    LoadedHarness, Sandbox, SandboxError, StaticEnv, ToolCall, Violation,
+    ActionDecision, AgentAction, Allocation, EpisodeInfo, FailurePolicy, Limits, LoadedHarness,
+    Sandbox, SandboxError, StaticEnv, ToolCall, Violation,
 };
 
 fn info() -> EpisodeInfo {
@@ -303,25 +303,40 @@ fn the_template_and_direct_pass_the_doctor() {
 
 #[test]
 fn failure_policy_decides_between_neutral_and_ending() {
+    use ecdysis_host::agent::{HarnessSession, HookOutcome};
     let sandbox = Sandbox::new(test_limits()).unwrap();
     let hostile = load(&sandbox, Some("panic"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
     let run = |policy: FailurePolicy| {
-        let mut ep = hostile
-            .start_episode(&info(), &doctor::sample_tools(), Box::new(env()))
-            .unwrap();
-        policy.resolve(ep.realize(&proposed_call()), || ActionDecision::Proceed)
+        runtime.block_on(async {
+            let (mut session, started) = HarnessSession::start(
+                &hostile,
+                info(),
+                doctor::sample_tools(),
+                Box::new(env()),
+                policy,
+            )
+            .await;
+            assert!(matches!(started, HookOutcome::Use(())));
+            let outcome = session.realize(1, proposed_call()).await;
+            (outcome, session.into_records())
+        })
     };
-    match run(FailurePolicy::FailOpen) {
-        HookResolution::FailedOpen { neutral, error } => {
-            assert_eq!(neutral, ActionDecision::Proceed);
-            assert_eq!(error.kind(), "trap");
-        }
-        other => panic!("{other:?}"),
-    }
-    assert!(matches!(
-        run(FailurePolicy::FailClosed),
-        HookResolution::FailedClosed { .. }
-    ));
+    let (outcome, records) = run(FailurePolicy::FailOpen);
+    assert!(
+        matches!(outcome, HookOutcome::Use(ActionDecision::Proceed)),
+        "{outcome:?}"
+    );
+    let last = records.last().expect("the failed call is recorded");
+    let failure = last.error.as_ref().expect("with its error");
+    assert_eq!(
+        (failure.kind.as_str(), failure.policy),
+        ("trap", FailurePolicy::FailOpen)
+    );
+    assert_eq!(last.decision, serde_json::json!("Proceed"));
+    let (outcome, records) = run(FailurePolicy::FailClosed);
+    assert!(matches!(outcome, HookOutcome::End(_)), "{outcome:?}");
+    assert_eq!(records.last().unwrap().decision, serde_json::Value::Null);
     positive_control(&sandbox);
 }
 
@@ -329,10 +344,12 @@ fn failure_policy_decides_between_neutral_and_ending() {
 fn per_harness_limits_apply_on_a_shared_engine() {
     let sandbox = Sandbox::new(Limits::default()).unwrap();
     let good = load(&sandbox, None);
-    let starved = good.with_limits(Limits {
-        fuel_per_hook: 10,
-        ..Limits::default()
-    });
+    let starved = good
+        .with_limits(Limits {
+            fuel_per_hook: 10,
+            ..Limits::default()
+        })
+        .unwrap();
     let err = starved
         .start_episode(&info(), &doctor::sample_tools(), Box::new(env()))
         .err()
@@ -392,14 +409,58 @@ fn a_pooled_harness_cannot_raise_its_memory_above_the_slot() {
     let sandbox =
         Sandbox::with_allocation(test_limits(), Allocation::Pooled { episodes: 2 }).unwrap();
     let good = load(&sandbox, None);
-    let raised = good.with_limits(Limits {
-        memory_bytes: 1 << 30,
-        ..test_limits()
-    });
+    let raised = good
+        .with_limits(Limits {
+            memory_bytes: 1 << 30,
+            ..test_limits()
+        })
+        .unwrap();
     assert_eq!(raised.limits().memory_bytes, test_limits().memory_bytes);
-    let lowered = good.with_limits(Limits {
-        memory_bytes: 8 << 20,
-        ..test_limits()
-    });
+    let lowered = good
+        .with_limits(Limits {
+            memory_bytes: 8 << 20,
+            ..test_limits()
+        })
+        .unwrap();
     assert_eq!(lowered.limits().memory_bytes, 8 << 20);
+}
+
+#[test]
+fn limits_no_hook_can_run_under_are_refused_by_the_library() {
+    let zero_fuel = Limits {
+        fuel_per_hook: 0,
+        ..Limits::default()
+    };
+    match Sandbox::new(zero_fuel.clone()) {
+        Err(SandboxError::Limits(e)) => assert_eq!(e.field, "fuel_per_hook"),
+        Err(e) => panic!("expected a limits error, got {e}"),
+        Ok(_) => panic!("fuel 0 was accepted"),
+    }
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let good = load(&sandbox, None);
+    for (limits, field) in [
+        (zero_fuel, "fuel_per_hook"),
+        (
+            Limits {
+                deadline: std::time::Duration::ZERO,
+                ..Limits::default()
+            },
+            "deadline",
+        ),
+        (
+            Limits {
+                memory_bytes: 5 << 30,
+                ..Limits::default()
+            },
+            "memory_bytes",
+        ),
+    ] {
+        match good.with_limits(limits) {
+            Err(SandboxError::Limits(e)) => assert_eq!(e.field, field),
+            Err(e) => panic!("expected a limits error for {field}, got {e}"),
+            Ok(_) => panic!("{field} was accepted"),
+        }
+    }
+    // Positive control: the defaults work on the same engine.
+    positive_control(&sandbox);
 }

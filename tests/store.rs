@@ -172,3 +172,66 @@ fn a_broken_crate_reports_the_compiler_error() {
         other => panic!("{other}"),
     }
 }
+
+/// Replace every occurrence of `from` by `to` (same length) in `bytes`.
+fn patched(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut out = bytes.to_vec();
+    let mut found = 0;
+    let mut i = 0;
+    while i + from.len() <= out.len() {
+        if &out[i..i + from.len()] == from {
+            out[i..i + from.len()].copy_from_slice(to);
+            found += 1;
+            i += from.len();
+        } else {
+            i += 1;
+        }
+    }
+    assert!(found > 0, "pattern not found");
+    out
+}
+
+#[test]
+fn the_world_is_read_from_the_component_and_an_unknown_one_is_refused() {
+    let (_d, store) = temp_store();
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let direct = support::guest("guests/direct", None);
+    // The same harness claiming a world version this host does not know:
+    // the export name is the only thing changed (same length, still a
+    // valid component).
+    let future = patched(
+        &direct,
+        b"ecdysis:harness/hooks@0.1.0",
+        b"ecdysis:harness/hooks@0.9.0",
+    );
+    let m = store.put(&future, ManifestFacts::default()).unwrap();
+    assert_eq!(m.world, "ecdysis:harness/harness@0.9.0");
+    match store.load(&sandbox, &m.hash) {
+        Err(StoreError::UnsupportedWorld {
+            world, supported, ..
+        }) => {
+            assert_eq!(world, "ecdysis:harness/harness@0.9.0");
+            assert!(
+                supported.contains("ecdysis:harness/harness@0.1.0"),
+                "{supported}"
+            );
+        }
+        other => panic!("expected UnsupportedWorld, got {:?}", other.map(|r| r.1)),
+    }
+    // An empty component exports no hooks at all.
+    let empty = store
+        .put(b"\0asm\x0d\0\x01\0", ManifestFacts::default())
+        .unwrap();
+    assert_eq!(empty.world, ecdysis_host::store::NO_WORLD);
+    assert!(matches!(
+        store.load(&sandbox, &empty.hash),
+        Err(StoreError::UnsupportedWorld { .. })
+    ));
+    // Positive control: the unpatched harness loads and says its world.
+    let good = store.put(&direct, ManifestFacts::default()).unwrap();
+    assert_eq!(good.world, ecdysis_host::sandbox::WORLD_VERSION);
+    let inspection = store.inspect(&sandbox, &good.hash).unwrap();
+    assert!(inspection.world_supported && inspection.link_error.is_none());
+    assert!(store.load(&sandbox, &good.hash).is_ok());
+}

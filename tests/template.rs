@@ -18,7 +18,7 @@ use ecdysis_host::env::{self, Domain};
 use ecdysis_host::model::ScriptedUser;
 use ecdysis_host::sandbox::{
     ActionDecision, AgentAction, ContractInput, EpisodeInfo, LoadedHarness, Regulation, Sandbox,
-    StepKind, StepReport, TaskView, ToolCall, ToolOutcome, ToolSpec,
+    StepKind, StepReport, TaskView, ToolCall, ToolOutcome,
 };
 
 fn harness() -> LoadedHarness {
@@ -27,18 +27,7 @@ fn harness() -> LoadedHarness {
     sandbox.load_bytes(&bytes).expect("harness-template loads")
 }
 
-fn wit_tools(domain: &dyn Domain) -> Vec<ToolSpec> {
-    domain
-        .tools()
-        .iter()
-        .map(|t| ToolSpec {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            parameters: t.parameters.to_string(),
-            mutates: t.mutates,
-        })
-        .collect()
-}
+use ecdysis_host::agent::boundary::wit_tools;
 
 /// What went wrong in one task, if anything.
 #[derive(Default)]
@@ -53,7 +42,7 @@ struct Findings {
 
 fn replay_task(h: &LoadedHarness, domain: &dyn Domain, task_id: &str, out: &mut Findings) {
     let (_, oracle) = domain.task(task_id).expect("task");
-    let plan = oracle.testbed_plan();
+    let plan = ecdysis_host::model::TestbedPlan::from(oracle.gold_plan());
     let opening = ScriptedUser::new(oracle.user_script()).opening();
     let tools = wit_tools(domain);
     let env: SharedEnv = Arc::new(Mutex::new(domain.new_env()));
@@ -331,7 +320,7 @@ fn dbbench_gold_plans_pass_the_template_untouched() {
     let tasks = domain.tasks(None).expect("tasks");
     for task in &tasks {
         let (view, oracle) = domain.task(&task.id).expect("task");
-        let plan = oracle.testbed_plan();
+        let plan = ecdysis_host::model::TestbedPlan::from(oracle.gold_plan());
         let env: SharedEnv = Arc::new(Mutex::new(domain.new_env_for(&view).expect("env")));
         // Only INSERT/UPDATE gold statements change the table; a SELECT
         // task's table is compared with the pristine one.

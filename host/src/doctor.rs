@@ -32,8 +32,34 @@ pub struct CheckReport {
 }
 
 impl CheckReport {
+    /// Whether every hook answered within the contract.
     pub fn passed(&self) -> bool {
         self.probes.iter().all(|p| p.error.is_none())
+    }
+
+    /// The table `check` prints: one line per probe, then the verdict.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "{:<9} {:<38} {:>10} {:>9}  result\n",
+            "hook", "input", "fuel", "time µs"
+        );
+        for p in &self.probes {
+            let result = match (&p.answer, &p.error) {
+                (_, Some(e)) => format!("FAIL {e}"),
+                (Some(a), None) => format!("ok   {a}"),
+                (None, None) => "ok".into(),
+            };
+            out += &format!(
+                "{:<9} {:<38} {:>10} {:>9}  {}\n",
+                p.hook, p.input, p.fuel, p.micros, result
+            );
+        }
+        out += if self.passed() {
+            "all hooks answered within the contract\n"
+        } else {
+            "some hooks failed: see FAIL lines\n"
+        };
+        out
     }
 }
 

@@ -35,6 +35,106 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// What an entry of a crate's source tree is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A directory.
+    Dir,
+    /// A regular file.
+    File,
+    /// A symbolic link (never followed), with its target.
+    Link(PathBuf),
+}
+
+/// One entry of a crate's source tree, by its path relative to the root
+/// (`/`-separated).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrateEntry {
+    /// The path relative to the crate root, `/`-separated.
+    pub rel: String,
+    /// What it is.
+    pub kind: EntryKind,
+}
+
+/// Whether a top-level entry of a crate is not part of its source: the
+/// build output `target/` and hidden entries (`.git`, agent caches such as
+/// `.aider*`) except `.cargo/`, which changes how the crate builds.
+fn outside_source(top_level_name: &str) -> bool {
+    top_level_name == "target" || (top_level_name.starts_with('.') && top_level_name != ".cargo")
+}
+
+/// Every entry of the crate at `root`, sorted by path, without following
+/// symlinks: the one walker that copying, hashing and snapshotting a crate
+/// share, so they always agree on what the crate is. Skips only the
+/// top-level entries that are not source (see `outside_source`); hidden
+/// entries below the top level (`src/.x.rs`) are part of the crate.
+pub fn walk_crate(root: &Path) -> Result<Vec<CrateEntry>, PathError> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<CrateEntry>) -> Result<(), PathError> {
+        let entries = std::fs::read_dir(dir).map_err(|e| PathError::new("list", dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| PathError::new("list", dir, e))?;
+            if dir == root && outside_source(&entry.file_name().to_string_lossy()) {
+                continue;
+            }
+            let path = entry.path();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join("/");
+            let meta =
+                std::fs::symlink_metadata(&path).map_err(|e| PathError::new("stat", &path, e))?;
+            if meta.file_type().is_symlink() {
+                let target =
+                    std::fs::read_link(&path).map_err(|e| PathError::new("read", &path, e))?;
+                out.push(CrateEntry {
+                    rel,
+                    kind: EntryKind::Link(target),
+                });
+            } else if meta.is_dir() {
+                out.push(CrateEntry {
+                    rel,
+                    kind: EntryKind::Dir,
+                });
+                walk(root, &path, out)?;
+            } else {
+                out.push(CrateEntry {
+                    rel,
+                    kind: EntryKind::File,
+                });
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out)?;
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(out)
+}
+
+/// Copy the crate at `from` to `to` (entries per [`walk_crate`]; symlinks
+/// are recreated as symlinks, never followed).
+pub fn copy_crate(from: &Path, to: &Path) -> Result<(), PathError> {
+    std::fs::create_dir_all(to).map_err(|e| PathError::new("create", to, e))?;
+    for entry in walk_crate(from)? {
+        let src = from.join(&entry.rel);
+        let dst = to.join(&entry.rel);
+        match &entry.kind {
+            EntryKind::Dir => {
+                std::fs::create_dir_all(&dst).map_err(|e| PathError::new("create", &dst, e))?
+            }
+            EntryKind::File => {
+                std::fs::copy(&src, &dst).map_err(|e| PathError::new("copy", &src, e))?;
+            }
+            EntryKind::Link(target) => std::os::unix::fs::symlink(target, &dst)
+                .map_err(|e| PathError::new("link", &dst, e))?,
+        }
+    }
+    Ok(())
+}
+
 /// An I/O error with the path it concerns, for messages that name the input.
 #[derive(Debug, thiserror::Error)]
 #[error("{action} {path}: {source}")]
@@ -96,6 +196,57 @@ mod tests {
         assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339_utc(1_796_000_000), "2026-11-30T00:53:20Z");
+    }
+
+    #[test]
+    fn the_crate_walker_skips_only_top_level_non_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for f in [
+            "Cargo.toml",
+            "src/lib.rs",
+            "src/.hidden.rs",
+            ".cargo/config.toml",
+            ".git/HEAD",
+            "target/x.wasm",
+            "src/target/kept.rs",
+        ] {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, f).unwrap();
+        }
+        std::os::unix::fs::symlink("/etc/hostname", root.join("src/link.rs")).unwrap();
+        let files: Vec<String> = walk_crate(root)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind != EntryKind::Dir)
+            .map(|e| e.rel)
+            .collect();
+        assert_eq!(
+            files,
+            [
+                ".cargo/config.toml",
+                "Cargo.toml",
+                "src/.hidden.rs",
+                "src/lib.rs",
+                "src/link.rs",
+                "src/target/kept.rs"
+            ]
+        );
+        let copy = dir.path().join("copy");
+        copy_crate(root, &copy).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(copy.join("src/.hidden.rs")).unwrap(),
+            "src/.hidden.rs"
+        );
+        // The link is copied as a link, not as the file it points to.
+        assert!(
+            std::fs::symlink_metadata(copy.join("src/link.rs"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert!(!copy.join("target").exists() && !copy.join(".git").exists());
     }
 
     #[test]

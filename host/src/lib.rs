@@ -14,5 +14,6 @@ pub mod eval;
 pub mod evolve;
 pub mod fsutil;
 pub mod model;
+pub mod process;
 pub mod sandbox;
 pub mod store;

@@ -11,7 +11,7 @@ mod cli;
 
 use cli::limits::LimitArgs;
 
-use ecdysis_host::sandbox::{Limits, Sandbox, WORLD_VERSION};
+use ecdysis_host::sandbox::{Limits, Sandbox};
 use ecdysis_host::store::{BuildOptions, ComponentHash, ComponentStore};
 use ecdysis_host::{bench, doctor};
 
@@ -219,6 +219,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 parent,
                 target_dir: args.target_dir,
                 quiet: cli.quiet,
+                ..BuildOptions::default()
             };
             let out = store
                 .build(&args.crate_dir, &opts)
@@ -253,29 +254,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 println!("check {} ({})", manifest.hash.short(), manifest.origin);
-                println!(
-                    "{:<9} {:<38} {:>10} {:>9}  result",
-                    "hook", "input", "fuel", "time µs"
-                );
-                for p in &report.probes {
-                    let result = match (&p.answer, &p.error) {
-                        (_, Some(e)) => format!("FAIL {e}"),
-                        (Some(a), None) => format!("ok   {a}"),
-                        (None, None) => "ok".into(),
-                    };
-                    println!(
-                        "{:<9} {:<38} {:>10} {:>9}  {}",
-                        p.hook, p.input, p.fuel, p.micros, result
-                    );
-                }
-                println!(
-                    "{}",
-                    if report.passed() {
-                        "all hooks answered within the contract"
-                    } else {
-                        "some hooks failed: see FAIL lines"
-                    }
-                );
+                print!("{}", report.render());
             }
             Ok(if report.passed() {
                 ExitCode::SUCCESS
@@ -296,15 +275,24 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             trials,
             ..
         } => {
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            runtime.block_on(cli::run::bench_runner(
-                &harness,
-                latency_ms,
+            let opts = bench::runner::RunnerBenchOptions {
+                latency: std::time::Duration::from_millis(latency_ms),
                 concurrency,
                 trials,
-                &store,
-                &cli.data,
-            ))?;
+                ..Default::default()
+            };
+            let domain = cli.data.open(&opts.domain)?;
+            let loaded = if harness == "none" {
+                None
+            } else {
+                let manifest = store.obtain(&harness, true)?;
+                let sandbox = Sandbox::pooled(Limits::default(), concurrency)?;
+                let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
+                Some((manifest.hash.to_string(), loaded))
+            };
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let report = runtime.block_on(bench::runner::run(&opts, loaded, domain))?;
+            print!("{}", report.render(&opts, &harness));
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench {
@@ -363,7 +351,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             let summary =
                 runtime.block_on(cli::train::train(*args, &store, &cli.data, cli.quiet))?;
-            print!("{}", cli::train::render(&summary));
+            print!("{}", summary.render());
             Ok(ExitCode::SUCCESS)
         }
         Command::Experiment(args) => {
@@ -381,51 +369,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
 fn inspect(store: &ComponentStore, spec: &str, json: bool, quiet: bool) -> Result<ExitCode> {
     let manifest = store.obtain(spec, quiet)?;
     let sandbox = Sandbox::new(Limits::default())?;
-    let bytes = store.read_component(&manifest.hash)?;
-    let component = sandbox.compile(&bytes)?;
-    let ty = component.component_type();
-    let engine = sandbox.engine();
-    let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
-    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-    let exports_world = exports.iter().any(|e| e == "ecdysis:harness/hooks@0.1.0");
-    let linkable = sandbox.prepare(&component).err().map(|e| e.to_string());
+    let inspection = store.inspect(&sandbox, &manifest.hash)?;
     if json {
-        let v = serde_json::json!({
-            "manifest": manifest,
-            "host_world": WORLD_VERSION,
-            "imports": imports,
-            "exports": exports,
-            "implements_world": exports_world,
-            "link_error": linkable,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", serde_json::to_string_pretty(&inspection)?);
     } else {
-        println!("hash       {}", manifest.hash);
-        println!("size       {} bytes", manifest.size);
-        println!(
-            "world      {} (host implements {WORLD_VERSION})",
-            manifest.world
-        );
-        println!("origin     {}", manifest.origin);
-        println!("built at   {}", manifest.built_at);
-        if let Some(p) = &manifest.parent {
-            println!("parent     {p}");
-        }
-        if let Some(t) = &manifest.toolchain {
-            println!("toolchain  {t}");
-        }
-        if let Some(s) = &manifest.source_tree_hash {
-            println!("source     {s}");
-        }
-        if !manifest.features.is_empty() {
-            println!("features   {}", manifest.features.join(","));
-        }
-        println!("exports    {}", exports.join(", "));
-        println!("imports    {}", imports.join(", "));
-        match &linkable {
-            None => println!("links      ok: every import is granted by this host"),
-            Some(e) => println!("links      NO: {e}"),
-        }
+        print!("{}", inspection.render());
     }
     Ok(ExitCode::SUCCESS)
 }

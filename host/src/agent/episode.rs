@@ -18,14 +18,14 @@ use std::time::Instant;
 
 use crate::env::{Domain, Protocol, TaskView};
 use crate::model::{
-    ChatMessage, ChatModel, ChatRequest, FunctionTool, ModelError, SamplingArgs,
-    ToolCall as ModelCall,
+    self, ChatMessage, ChatModel, ChatRequest, FunctionTool, ModelError, SamplingArgs,
 };
 use crate::sandbox::{
     self, ActionDecision, AgentAction, ContractInput, EpisodeInfo, FailurePolicy, LoadedHarness,
     Regulation, StepKind, StepReport,
 };
 
+use super::boundary::{env_call, model_call, wit_tools};
 use super::record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage};
 use super::session::{HarnessSession, HookOutcome};
 use super::view::{SharedEnv, SharedEnvView};
@@ -50,31 +50,6 @@ pub struct EpisodeSetup {
     pub max_steps: u32,
     pub max_errors: u32,
     pub sampling: SamplingArgs,
-}
-
-fn to_wit_spec(t: &crate::env::ToolSpec) -> sandbox::ToolSpec {
-    sandbox::ToolSpec {
-        name: t.name.clone(),
-        description: t.description.clone(),
-        parameters: t.parameters.to_string(),
-        mutates: t.mutates,
-    }
-}
-
-fn to_wit_call(c: &ModelCall) -> sandbox::ToolCall {
-    sandbox::ToolCall {
-        id: c.id.clone(),
-        name: c.name.clone(),
-        arguments: c.arguments.clone(),
-    }
-}
-
-fn from_wit_call(c: &sandbox::ToolCall, id: String) -> ModelCall {
-    ModelCall {
-        id,
-        name: c.name.clone(),
-        arguments: c.arguments.clone(),
-    }
 }
 
 /// The running state of one episode.
@@ -161,7 +136,7 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
             let (session, outcome) = HarnessSession::start(
                 h,
                 info,
-                env_tools.iter().map(to_wit_spec).collect(),
+                wit_tools(&*setup.domain),
                 Box::new(view),
                 setup.policy,
             )
@@ -233,7 +208,7 @@ impl Episode {
         let contract = ContractInput {
             domain: domain.name().to_string(),
             system_prompt: domain.system_prompt(),
-            tools: env_tools.iter().map(to_wit_spec).collect(),
+            tools: wit_tools(domain),
         };
         let contract = hooked(self.session.contract(contract).await)?;
         let mut system_prompt = contract.system_prompt;
@@ -339,11 +314,11 @@ impl Episode {
             )?;
             match decision {
                 ActionDecision::Realize(calls) => {
-                    let calls: Vec<ModelCall> = calls
+                    let calls: Vec<model::ToolCall> = calls
                         .iter()
                         .map(|c| {
                             let id = self.fresh_id("realized");
-                            from_wit_call(c, id)
+                            model_call(c, id)
                         })
                         .collect();
                     // Record the message as the structured call it meant,
@@ -492,13 +467,13 @@ impl Episode {
     }
 
     /// Realize each proposed call, then run the ones that survive.
-    async fn run_calls(&mut self, planned: Vec<(ModelCall, CallSource)>) -> Result<(), End> {
+    async fn run_calls(&mut self, planned: Vec<(model::ToolCall, CallSource)>) -> Result<(), End> {
         let mut decided = Vec::new();
         for (call, source) in planned {
             let step = self.step;
             let decision = hooked(
                 self.session
-                    .realize(step, AgentAction::Call(to_wit_call(&call)))
+                    .realize(step, AgentAction::Call((&call).into()))
                     .await,
             )?;
             decided.push((call, source, decision));
@@ -508,7 +483,7 @@ impl Episode {
 
     async fn execute(
         &mut self,
-        decided: Vec<(ModelCall, CallSource, ActionDecision)>,
+        decided: Vec<(model::ToolCall, CallSource, ActionDecision)>,
     ) -> Result<(), End> {
         self.step += 1;
         let step = self.step;
@@ -517,7 +492,7 @@ impl Episode {
         for (call, source, decision) in decided {
             let (ran, source, proposed, blocked_text) = match decision {
                 ActionDecision::Execute(new) => {
-                    let mut ran = from_wit_call(&new, call.id.clone());
+                    let mut ran = model_call(&new, call.id.clone());
                     ran.id = call.id.clone();
                     let changed = ran != call;
                     (
@@ -543,20 +518,14 @@ impl Episode {
                     true,
                 ),
                 None => {
-                    let args = match serde_json::from_str::<serde_json::Value>(&ran.arguments) {
-                        Ok(v) => v,
-                        // The environment answers non-JSON arguments with an
-                        // error result, as it would any malformed call.
-                        Err(_) => serde_json::Value::String(ran.arguments.clone()),
-                    };
+                    let call = env_call(&ran.name, &ran.arguments);
                     // On the blocking pool: a domain's call may wait on a
                     // server (DBBench's SQL), which must not stall the
                     // runtime's workers.
                     let env = self.env.clone();
-                    let name = ran.name.clone();
                     let out = tokio::task::spawn_blocking(move || {
                         let mut env = env.lock().unwrap_or_else(|p| p.into_inner());
-                        env.call(&name, &args)
+                        env.call(&call.name, &call.arguments)
                     })
                     .await
                     .unwrap_or_else(|e| crate::env::ToolOutput {
@@ -584,7 +553,7 @@ impl Episode {
                 source,
             });
             outcomes.push(sandbox::ToolOutcome {
-                call: to_wit_call(&ran),
+                call: (&ran).into(),
                 content,
                 error,
                 blocked,
@@ -639,7 +608,7 @@ impl Episode {
             Regulation::ForceCall(call) => {
                 self.flush_notes();
                 let id = self.fresh_id("forced");
-                let call = from_wit_call(&call, id);
+                let call = model_call(&call, id);
                 self.messages.push(ChatMessage::assistant_with_tool_calls(
                     None,
                     vec![call.clone()],

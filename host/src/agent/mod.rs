@@ -1,6 +1,7 @@
 //! The agent loop: one episode of a model, a user simulator, an environment
 //! and (optionally) a harness, recorded as a trajectory.
 
+pub mod boundary;
 mod episode;
 mod record;
 mod session;

@@ -216,11 +216,7 @@ impl EpisodeRecord {
                     arguments,
                     blocked: false,
                     ..
-                } => Some(crate::env::ToolCall {
-                    name: name.clone(),
-                    arguments: serde_json::from_str(arguments)
-                        .unwrap_or(serde_json::Value::Object(Default::default())),
-                }),
+                } => Some(super::boundary::env_call(name, arguments)),
                 _ => None,
             })
             .collect()

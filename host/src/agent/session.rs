@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::sandbox::{
     ActionDecision, AgentAction, ContractInput, ContractOutput, EpisodeInfo, FailurePolicy,
-    Guidance, HarnessEpisode, HookResolution, Hooked, LoadedHarness, ReadOnlyEnv, Regulation,
-    SandboxError, StepReport, TaskView, ToolSpec,
+    Guidance, HarnessEpisode, Hooked, LoadedHarness, ReadOnlyEnv, Regulation, SandboxError,
+    StepReport, TaskView, ToolSpec,
 };
 
 /// One hook call as the trajectory records it.
@@ -148,6 +148,10 @@ impl HarnessSession {
         self.records
     }
 
+    /// Record a failed hook and apply the failure policy: the one place
+    /// it is applied. Under fail-open the neutral answer is used (and
+    /// recorded as the decision); under fail-closed nothing was decided
+    /// (a null decision) and the episode ends.
     fn failed<T: Serialize>(
         &mut self,
         step: u32,
@@ -155,24 +159,28 @@ impl HarnessSession {
         error: SandboxError,
         neutral: T,
     ) -> HookOutcome<T> {
-        let failure = HookFailure {
-            kind: error.kind().to_string(),
-            message: error.to_string(),
-            policy: self.policy,
+        let message = error.to_string();
+        let decision = match self.policy {
+            FailurePolicy::FailOpen => summarize(&neutral),
+            FailurePolicy::FailClosed => serde_json::Value::Null,
         };
         self.records.push(HookRecord {
             step,
             hook: hook.to_string(),
-            decision: summarize(&neutral),
+            decision,
             intervened: false,
             fuel: 0,
             micros: 0,
-            error: Some(failure),
+            error: Some(HookFailure {
+                kind: error.kind().to_string(),
+                message: message.clone(),
+                policy: self.policy,
+            }),
             logs: vec![],
         });
         match self.policy {
             FailurePolicy::FailOpen => HookOutcome::Use(neutral),
-            FailurePolicy::FailClosed => HookOutcome::End(error.to_string()),
+            FailurePolicy::FailClosed => HookOutcome::End(message),
         }
     }
 
@@ -213,44 +221,28 @@ impl HarnessSession {
                 );
             }
         };
-        let failed_now = result.is_err();
-        if !failed_now {
-            self.episode = Some(ep);
-        }
-        match self.policy.resolve(result, || neutral) {
-            HookResolution::Answered(h) => {
-                let intervened = !is_neutral(&h.value);
-                self.records.push(HookRecord {
-                    step,
-                    hook: hook.to_string(),
-                    decision: summarize(&h.value),
-                    intervened,
-                    fuel: h.fuel,
-                    micros: duration_micros(h.elapsed),
-                    error: None,
-                    logs: h
-                        .logs
-                        .iter()
-                        .map(|l| format!("{}: {}", l.level, l.message))
-                        .collect(),
-                });
-                HookOutcome::Use(h.value)
-            }
-            HookResolution::FailedOpen { neutral, error } => {
-                self.failed(step, hook, error, neutral)
-            }
-            HookResolution::FailedClosed { error } => {
-                // Record with a null decision: nothing was decided.
-                self.failed(step, hook, error, serde_json::Value::Null);
-                HookOutcome::End(
-                    self.records
-                        .last()
-                        .and_then(|r| r.error.as_ref())
-                        .map(|e| e.message.clone())
-                        .unwrap_or_default(),
-                )
-            }
-        }
+        let h = match result {
+            Ok(h) => h,
+            // The instance is poisoned: it is not put back.
+            Err(error) => return self.failed(step, hook, error, neutral),
+        };
+        self.episode = Some(ep);
+        let intervened = !is_neutral(&h.value);
+        self.records.push(HookRecord {
+            step,
+            hook: hook.to_string(),
+            decision: summarize(&h.value),
+            intervened,
+            fuel: h.fuel,
+            micros: duration_micros(h.elapsed),
+            error: None,
+            logs: h
+                .logs
+                .iter()
+                .map(|l| format!("{}: {}", l.level, l.message))
+                .collect(),
+        });
+        HookOutcome::Use(h.value)
     }
 
     pub async fn contract(&mut self, input: ContractInput) -> HookOutcome<ContractOutput> {

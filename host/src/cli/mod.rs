@@ -1,6 +1,7 @@
 //! Subcommand implementations of the `ecdysis-host` binary.
 
 pub mod env;
+pub mod eval_args;
 pub mod experiment;
 pub mod limits;
 pub mod run;

@@ -2,28 +2,20 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
 
-use std::sync::Arc;
-
-use ecdysis_host::eval::RunConfig;
+use ecdysis_host::eval::SIMULATED_LABEL;
 use ecdysis_host::evolve::accept::AcceptRule;
-use ecdysis_host::evolve::coder::{
-    Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig,
-};
-use ecdysis_host::evolve::fdcr::{FdcrConfig, Roles};
+use ecdysis_host::evolve::roles::{CoderSpec, RoleError, RoleSpec};
 use ecdysis_host::evolve::select::SelectStrategy;
-use ecdysis_host::evolve::train::{
-    self, CoderChoice, Diagnoser, Method, SelectConfig, TrainConfig, TrainContext, TrainSummary,
-};
-use ecdysis_host::model::{ChatModel, ModelFlags, ModelHub, SamplingArgs};
-use ecdysis_host::sandbox::{FailurePolicy, WORLD_VERSION};
+use ecdysis_host::evolve::train::{Method, SelectConfig, TrainSpec, TrainSummary, run_spec};
+use ecdysis_host::model::ModelFlags;
+use ecdysis_host::sandbox::Sandbox;
 use ecdysis_host::store::ComponentStore;
 
 use super::env::DataArgs;
-use super::limits::LimitArgs;
-use super::run::{RunArgs, build_hub, participants_on};
+use super::eval_args::EvalArgs;
 
 #[derive(Args)]
 pub struct TrainArgs {
@@ -76,7 +68,7 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub gate: GateArgs,
     #[command(flatten)]
-    pub run: TrainRunArgs,
+    pub eval: EvalArgs,
 }
 
 /// The evolution roles. Without any of these flags training runs offline:
@@ -190,376 +182,145 @@ impl Default for GateArgs {
     }
 }
 
-/// The evaluation settings of training (a subset of `run`'s flags).
-#[derive(Args)]
-pub struct TrainRunArgs {
-    #[arg(long, default_value = "tau2/retail")]
-    pub domain: String,
-    /// Only these training task ids.
-    #[arg(long, value_delimiter = ',')]
-    pub tasks: Vec<String>,
-    #[arg(long, default_value_t = 1)]
-    pub trials: u32,
-    /// The agent model (`sim:<profile>` runs offline).
-    #[arg(long, default_value = "sim:clumsy")]
-    pub agent_model: String,
-    #[arg(long)]
-    pub agent_base_url: Option<String>,
-    /// Environment variable holding the agent endpoint's API key (default
-    /// OPENAI_API_KEY; empty for none).
-    #[arg(long)]
-    pub agent_api_key_env: Option<String>,
-    /// `scripted` (offline) or an endpoint's model name.
-    #[arg(long, default_value = "scripted")]
-    pub user_model: String,
-    /// Response cache for every role: read-write, read-only or off.
-    #[arg(long, default_value = "read-write")]
-    pub cache: String,
-    #[arg(long, default_value = ".ecdysis/cache")]
-    pub cache_dir: PathBuf,
-    /// A price table (JSON, per model) merged over the embedded one.
-    #[arg(long)]
-    pub prices: Option<PathBuf>,
-    /// Sandbox limits for every candidate harness.
-    #[command(flatten)]
-    pub limits: LimitArgs,
-    #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+/// The default agent of `train`: the clumsy testbed profile, whose quirks
+/// a harness can fix.
+pub const DEFAULT_AGENT: &str = "sim:clumsy";
+
+impl TrainArgs {
+    /// The library's training specification from the flags.
+    pub fn spec(&self) -> Result<TrainSpec> {
+        let mut eval = self
+            .eval
+            .spec(Some(self.train_split.clone()), DEFAULT_AGENT)?;
+        // The training evaluations resume from their own directories; only
+        // the held-out split differs.
+        eval.split = Some(self.train_split.clone());
+        let accept = AcceptRule::parse(&self.gate.accept, self.gate.accept_alpha)
+            .map_err(|e| anyhow::anyhow!("--accept: {e}"))?;
+        let seed = self.gate.select_seed.unwrap_or(self.eval.seed);
+        let select = match (self.gate.select_train, self.gate.budget_tasks) {
+            (_, Some(0)) => bail!("--budget-tasks must be at least 1"),
+            (strategy, Some(budget)) => Some(SelectConfig {
+                strategy: strategy.unwrap_or(SelectStrategy::FailureAware),
+                budget,
+                seed,
+            }),
+            (Some(s), None) => bail!(
+                "--select-train {} needs --budget-tasks N (how many training tasks to keep)",
+                s.as_str()
+            ),
+            (None, None) => None,
+        };
+        if let Some(m) = self.gate.max_usd
+            && !(m.is_finite() && m > 0.0)
+        {
+            bail!("--max-usd must be a positive number of dollars, got {m}");
+        }
+        Ok(TrainSpec {
+            method: self.method,
+            source: self.source.clone(),
+            rounds: self.rounds,
+            lambda: self.lambda,
+            plateau: self.plateau,
+            max_coder_calls: self.max_coder_calls,
+            max_episodes: self.max_episodes,
+            max_usd: self.gate.max_usd,
+            eval,
+            test_split: (self.test_split != "none").then(|| self.test_split.clone()),
+            start_blank: self.start_blank,
+            coder_latency_ms: self.coder_latency_ms,
+            accept,
+            select,
+            roles: {
+                let roles = self.roles.spec(&self.eval)?;
+                roles.validate(self.method).map_err(|e| match e {
+                    RoleError::FdcrWithoutCoder => anyhow::anyhow!(
+                        "FDCR specs are prose, which the offline rule coder cannot implement: add --coder-model or --coder-command"
+                    ),
+                    RoleError::FdcrWithoutDeliberation(m) => anyhow::anyhow!(
+                        "FDCR role models were given but --method {m} does not deliberate (only `ecdysis` does)"
+                    ),
+                    RoleError::MissingRole(role) => {
+                        anyhow::anyhow!("no model for the {role}: give --{role}-model or --fdcr-model")
+                    }
+                    other => anyhow::anyhow!("{other}"),
+                })?;
+                roles
+            },
+            cargo_target: self.cargo_target_dir.clone(),
+            concurrency: self.eval.concurrency,
+        })
+    }
 }
 
+impl RoleArgs {
+    /// The roles from the flags; their endpoint defaults to the agent's.
+    fn spec(&self, eval: &EvalArgs) -> Result<RoleSpec> {
+        let coder = match (&self.coder_model, &self.coder_command) {
+            (Some(model), _) => CoderSpec::Editor {
+                model: model.clone(),
+                max_feedback: self.coder_max_feedback,
+            },
+            (None, Some(command)) => CoderSpec::External {
+                command: command.clone(),
+                timeout_secs: self.coder_timeout_secs,
+            },
+            (None, None) => CoderSpec::Rules,
+        };
+        Ok(RoleSpec {
+            fdcr_model: self.fdcr_model.clone(),
+            analyst_model: self.analyst_model.clone(),
+            critic_model: self.critic_model.clone(),
+            engineer_model: self.engineer_model.clone(),
+            moderator_model: self.moderator_model.clone(),
+            fdcr_rounds: self.fdcr_rounds,
+            coder,
+            endpoint: ModelFlags {
+                base_url: self
+                    .roles_base_url
+                    .clone()
+                    .or_else(|| eval.agent_base_url.clone()),
+                api_key_env: self
+                    .roles_api_key_env
+                    .clone()
+                    .or_else(|| eval.agent_api_key_env.clone()),
+                extra_args: self.roles_extra_args.clone(),
+                ..ModelFlags::default()
+            },
+            coder_endpoint: ModelFlags {
+                base_url: self.coder_base_url.clone(),
+                api_key_env: self.coder_api_key_env.clone(),
+                ..ModelFlags::default()
+            },
+        })
+    }
+}
+
+/// `train`: the flags into a [`TrainSpec`], then the library's training.
 pub async fn train(
     args: TrainArgs,
     store: &ComponentStore,
     data: &DataArgs,
     quiet: bool,
 ) -> Result<TrainSummary> {
-    let domain = data.open(&args.run.domain)?;
-    let train_tasks: Vec<String> = if args.run.tasks.is_empty() {
-        domain
-            .tasks(Some(&args.train_split))?
-            .into_iter()
-            .map(|t| t.id)
-            .collect()
-    } else {
-        args.run.tasks.clone()
-    };
-    if train_tasks.is_empty() {
-        bail!("no training tasks");
-    }
-    let test_split = (args.test_split != "none").then(|| args.test_split.clone());
-    let test_tasks: Vec<String> = match &test_split {
-        Some(s) => domain.tasks(Some(s))?.into_iter().map(|t| t.id).collect(),
-        None => vec![],
-    };
-    // Reuse the runner's participant wiring.
-    let run_args = RunArgs {
-        harness: "none".into(),
-        domain: args.run.domain.clone(),
-        split: args.train_split.clone(),
-        tasks: vec![],
-        trials: args.run.trials,
-        agent_model: args.run.agent_model.clone(),
-        agent_base_url: args.run.agent_base_url.clone(),
-        agent_api_key_env: args.run.agent_api_key_env.clone(),
-        agent_extra_args: None,
-        sim_latency_ms: 0,
-        user_model: args.run.user_model.clone(),
-        user_base_url: None,
-        concurrency: args.run.concurrency,
-        seed: args.run.seed,
-        temperature: None,
-        top_p: None,
-        max_tokens: None,
-        out: None,
-        force_new: false,
-        max_steps: ecdysis_host::env::DEFAULT_MAX_STEPS,
-        max_errors: ecdysis_host::env::DEFAULT_MAX_ERRORS,
-        policy: FailurePolicy::FailClosed,
-        limits: args.run.limits.clone(),
-        cache: args.run.cache.clone(),
-        cache_dir: args.run.cache_dir.clone(),
-        prices: args.run.prices.clone(),
-        max_requeues: 2,
-    };
-    let hub = build_hub(
-        &args.run.cache,
-        &args.run.cache_dir,
-        args.run.prices.as_deref(),
-    )?;
-    let ledger = hub.ledger().clone();
-    let participants = participants_on(&run_args, &*domain, hub.clone())?;
-    let target = args
-        .cargo_target_dir
-        .clone()
-        .unwrap_or_else(|| store.root().join("cargo-target"));
-    let (diagnoser, coder) = roles(&args, &hub, &target)?;
-    let accept = AcceptRule::parse(&args.gate.accept, args.gate.accept_alpha)
-        .map_err(|e| anyhow::anyhow!("--accept: {e}"))?;
-    let select = match (args.gate.select_train, args.gate.budget_tasks) {
-        (_, Some(0)) => bail!("--budget-tasks must be at least 1"),
-        (Some(strategy), Some(budget)) => Some(SelectConfig {
-            strategy,
-            budget,
-            seed: args.gate.select_seed.unwrap_or(args.run.seed),
-        }),
-        (None, Some(budget)) => Some(SelectConfig {
-            strategy: SelectStrategy::FailureAware,
-            budget,
-            seed: args.gate.select_seed.unwrap_or(args.run.seed),
-        }),
-        (Some(s), None) => bail!(
-            "--select-train {} needs --budget-tasks N (how many training tasks to keep)",
-            s.as_str()
-        ),
-        (None, None) => None,
-    };
-    if let Some(m) = args.gate.max_usd
-        && !(m.is_finite() && m > 0.0)
-    {
-        bail!("--max-usd must be a positive number of dollars, got {m}");
-    }
-    let limits = args.run.limits.limits()?;
-    let config = TrainConfig {
-        method: args.method,
-        rounds: args.rounds,
-        lambda: args.lambda,
-        train: RunConfig {
-            world: WORLD_VERSION.to_string(),
-            harness: None,
-            domain: args.run.domain.clone(),
-            split: Some(args.train_split.clone()),
-            tasks: train_tasks,
-            trials: args.run.trials,
-            agent_model: args.run.agent_model.clone(),
-            agent_base_url: args.run.agent_base_url.clone(),
-            user_model: args.run.user_model.clone(),
-            user_base_url: None,
-            seed: args.run.seed,
-            max_steps: ecdysis_host::env::DEFAULT_MAX_STEPS,
-            max_errors: ecdysis_host::env::DEFAULT_MAX_ERRORS,
-            policy: FailurePolicy::FailClosed,
-            limits: limits.clone(),
-            sampling: SamplingArgs::default(),
-        },
-        test_tasks,
-        test_split,
-        max_coder_calls: args.max_coder_calls,
-        max_episodes: args.max_episodes,
-        plateau: args.plateau,
-        start_blank: args.start_blank,
-        coder_latency_ms: args.coder_latency_ms,
-        diagnoser: match &diagnoser {
-            Diagnoser::Heuristic => "heuristic".into(),
-            Diagnoser::Fdcr { roles, config } => format!(
-                "fdcr(k={}): analyst {}, critic {}, engineer {}, moderator {}",
-                config.rounds,
-                roles.analyst.name(),
-                roles.critic.name(),
-                roles.engineer.name(),
-                roles.moderator.name()
-            ),
-        },
-        coder: match &coder {
-            CoderChoice::Rules => "rules".into(),
-            CoderChoice::Agent(c) => c.name().to_string(),
-        },
-        accept,
-        max_usd: args.gate.max_usd,
-        select,
-    };
+    let spec = args.spec()?;
+    let domain = data.open(&spec.eval.domain)?;
     let out = args.out.clone().unwrap_or_else(|| {
         PathBuf::from("runs").join(format!(
             "train-{}-{}-{}",
-            args.method.as_str(),
-            args.run.domain.replace('/', "-"),
-            args.run.agent_model.replace(':', "-")
+            spec.method.as_str(),
+            spec.eval.domain.replace('/', "-"),
+            spec.eval.agent_model().replace(':', "-")
         ))
     });
     if !quiet {
-        eprintln!("training ({}) into {}", args.method.as_str(), out.display());
-    }
-    let source = std::fs::canonicalize(&args.source)
-        .with_context(|| format!("harness source {}", args.source.display()))?;
-    let cx = TrainContext {
-        store: store.clone(),
-        domain,
-        participants,
-        limits,
-        concurrency: args.run.concurrency,
-        quiet,
-        cargo_target: target,
-        diagnoser,
-        coder,
-        ledger,
-    };
-    Ok(train::train(config, &source, &out, cx).await?)
-}
-
-/// The diagnoser and coder the flags ask for; offline defaults without any.
-fn roles(
-    args: &TrainArgs,
-    hub: &ModelHub,
-    target: &std::path::Path,
-) -> Result<(Diagnoser, CoderChoice)> {
-    let r = &args.roles;
-    let base = ModelFlags {
-        base_url: r
-            .roles_base_url
-            .clone()
-            .or_else(|| args.run.agent_base_url.clone()),
-        api_key_env: r
-            .roles_api_key_env
-            .clone()
-            .or_else(|| args.run.agent_api_key_env.clone()),
-        extra_args: r.roles_extra_args.clone(),
-        ..ModelFlags::default()
-    };
-    let model = |role: &str, name: &str| -> Result<Arc<dyn ChatModel>> {
-        let mut flags = ModelFlags {
-            model: Some(name.to_string()),
-            ..base.clone()
-        };
-        if role == "coder" {
-            flags.base_url = r.coder_base_url.clone().or(flags.base_url);
-            flags.api_key_env = r.coder_api_key_env.clone().or(flags.api_key_env);
+        eprintln!("training ({}) into {}", spec.method.as_str(), out.display());
+        if spec.eval.is_simulated() {
+            eprintln!("{SIMULATED_LABEL}");
         }
-        let config = flags
-            .resolve(None)
-            .with_context(|| format!("--{role}-model {name}"))?;
-        Ok(hub.http_model(role, config)?)
-    };
-    let per_role = [
-        ("analyst", &r.analyst_model),
-        ("critic", &r.critic_model),
-        ("engineer", &r.engineer_model),
-        ("moderator", &r.moderator_model),
-    ];
-    let any_fdcr = r.fdcr_model.is_some() || per_role.iter().any(|(_, m)| m.is_some());
-    let coder: CoderChoice = if let Some(name) = &r.coder_model {
-        let config = EditorConfig {
-            max_feedback: r.coder_max_feedback,
-            target_dir: Some(target.to_path_buf()),
-            ..EditorConfig::default()
-        };
-        CoderChoice::Agent(
-            Arc::new(EditorCoder::new(model("coder", name)?, config)) as Arc<dyn Coder>
-        )
-    } else if let Some(command) = &r.coder_command {
-        let config = ExternalConfig {
-            timeout_secs: r.coder_timeout_secs,
-            target_dir: Some(target.to_path_buf()),
-            ..ExternalConfig::new(command.clone())
-        };
-        CoderChoice::Agent(Arc::new(
-            ExternalCoder::new(config).map_err(|e| anyhow::anyhow!("--coder-command: {e}"))?,
-        ))
-    } else {
-        CoderChoice::Rules
-    };
-    if !any_fdcr {
-        return Ok((Diagnoser::Heuristic, coder));
     }
-    if args.method != Method::Ecdysis {
-        bail!(
-            "FDCR role models were given but --method {} does not deliberate (only `ecdysis` does)",
-            args.method.as_str()
-        );
-    }
-    if matches!(coder, CoderChoice::Rules) {
-        bail!(
-            "FDCR specs are prose, which the offline rule coder cannot implement: add --coder-model or --coder-command"
-        );
-    }
-    let mut models = Vec::new();
-    for (role, m) in per_role {
-        let Some(name) = m.as_ref().or(r.fdcr_model.as_ref()) else {
-            bail!("no model for the {role}: give --{role}-model or --fdcr-model");
-        };
-        models.push(model(role, name)?);
-    }
-    let mut it = models.into_iter();
-    let mut next = || it.next().expect("four roles");
-    let roles = Roles {
-        analyst: next(),
-        critic: next(),
-        engineer: next(),
-        moderator: next(),
-    };
-    let config = FdcrConfig {
-        rounds: r.fdcr_rounds.max(1),
-        ..FdcrConfig::default()
-    };
-    Ok((Diagnoser::Fdcr { roles, config }, coder))
-}
-
-pub fn render(s: &TrainSummary) -> String {
-    let mut out = format!(
-        "method {}: train {:.3} -> {:.3}{}; {} of {} rounds accepted; {} coder calls; {} episodes; {:.1}s\n",
-        s.method.as_str(),
-        s.initial_train_score,
-        s.final_train_score,
-        s.test_score
-            .map(|t| format!(", test {t:.3}"))
-            .unwrap_or_default(),
-        s.accepted,
-        s.rounds.len(),
-        s.coder_calls,
-        s.episodes,
-        s.wall_seconds
-    );
-    for r in &s.rounds {
-        out += &format!(
-            "  round {}: {} failures, {} groups ({} recurring), {} coder calls: {}\n",
-            r.round, r.failures, r.groups, r.recurring_groups, r.coder_calls, r.decision
-        );
-    }
-    if !s.stopped.is_empty() {
-        out += &format!("stopped: {}\n", s.stopped);
-    }
-    if let Some(sel) = &s.selection {
-        out += &format!(
-            "trained on {} selected tasks ({}): {}\n",
-            sel.tasks.len(),
-            sel.strategy.as_str(),
-            sel.tasks.join(",")
-        );
-    }
-    out += &render_usage(&s.usage);
-    out += &format!("incumbent {}\n", s.incumbent);
-    out
-}
-
-/// Tokens, calls and dollars per role, as the paper reports them.
-fn render_usage(u: &ecdysis_host::model::LedgerSummary) -> String {
-    if u.by_role.is_empty() {
-        return String::new();
-    }
-    let mut out = format!(
-        "{:<10} {:>7} {:>7} {:>12} {:>12} {:>10}\n",
-        "role", "calls", "hits", "prompt tok", "compl tok", "USD"
-    );
-    for (role, t) in u.by_role.iter().chain([(&"total".to_string(), &u.total)]) {
-        out += &format!(
-            "{:<10} {:>7} {:>7} {:>12} {:>12} {:>10.4}\n",
-            role,
-            t.fresh_calls + t.failed_calls,
-            t.cache_hits,
-            t.fresh_tokens.prompt_tokens,
-            t.fresh_tokens.completion_tokens,
-            t.usd
-        );
-    }
-    if !u.unpriced_models.is_empty() {
-        out += &format!(
-            "(no price for: {}; pass --prices to cost them)\n",
-            u.unpriced_models
-                .iter()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    out
+    let services = args.eval.services()?;
+    // The process's one engine: every episode of the run instantiates from it.
+    let sandbox = Sandbox::pooled(spec.eval.limits.clone(), spec.concurrency)?;
+    Ok(run_spec(&spec, store, domain, &services, &sandbox, &out, quiet).await?)
 }

@@ -24,6 +24,7 @@ pub mod data;
 pub mod dbbench;
 mod error;
 pub mod py;
+mod scenario;
 pub mod tau2;
 
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 pub use data::{DataSource, locate};
 pub use error::{EnvError, FETCH_COMMAND};
+pub use scenario::{GoldPlan, UserScript};
 
 /// Default cap on message hops per episode (τ²'s `DEFAULT_MAX_STEPS`).
 pub const DEFAULT_MAX_STEPS: u32 = 200;
@@ -196,10 +198,10 @@ impl Oracle {
 
     /// The task's structured user instructions, for the offline scripted
     /// user.
-    pub fn user_script(&self) -> crate::model::UserScript {
+    pub fn user_script(&self) -> UserScript {
         match &self.inner {
             OracleInner::Tau2(c) => {
-                let mut script = crate::model::UserScript {
+                let mut script = UserScript {
                     task_id: self.task_id.clone(),
                     ..Default::default()
                 };
@@ -221,7 +223,7 @@ impl Oracle {
                 script
             }
             // No user in the loop.
-            OracleInner::Dbbench(_) => crate::model::UserScript {
+            OracleInner::Dbbench(_) => UserScript {
                 task_id: self.task_id.clone(),
                 ..Default::default()
             },
@@ -229,24 +231,24 @@ impl Oracle {
     }
 
     /// **Testbed only.** The gold plan a `sim:` agent follows: the task's
-    /// gold actions and the strings the agent must say. A run driven by it
-    /// is a testbed run, never a benchmark result.
-    pub fn testbed_plan(&self) -> crate::model::TestbedPlan {
+    /// gold agent actions and the strings the agent must say. A run driven
+    /// by it is a testbed run, never a benchmark result.
+    pub fn gold_plan(&self) -> GoldPlan {
         match &self.inner {
             OracleInner::Tau2(c) => {
                 let eval = c.evaluation.as_ref();
-                crate::model::TestbedPlan {
+                GoldPlan {
                     task_id: self.task_id.clone(),
                     domain: self.domain.clone(),
-                    steps: eval
+                    actions: eval
                         .and_then(|e| e.actions.as_ref())
                         .map(|actions| {
                             actions
                                 .iter()
                                 .filter(|a| a.requestor == "assistant")
-                                .map(|a| crate::model::sim::PlannedCall {
+                                .map(|a| ToolCall {
                                     name: a.name.clone(),
-                                    arguments: a.arguments.clone(),
+                                    arguments: serde_json::Value::Object(a.arguments.clone()),
                                 })
                                 .collect()
                         })
@@ -256,12 +258,15 @@ impl Oracle {
                         .unwrap_or_default(),
                 }
             }
-            OracleInner::Dbbench(t) => crate::model::TestbedPlan {
+            OracleInner::Dbbench(t) => GoldPlan {
                 task_id: self.task_id.clone(),
                 domain: self.domain.clone(),
-                steps: dbbench::testbed_steps(t)
+                actions: dbbench::testbed_steps(t)
                     .into_iter()
-                    .map(|(name, arguments)| crate::model::sim::PlannedCall { name, arguments })
+                    .map(|(name, arguments)| ToolCall {
+                        name,
+                        arguments: serde_json::Value::Object(arguments),
+                    })
                     .collect(),
                 communicate: Vec::new(),
             },

@@ -5,6 +5,7 @@ pub mod metrics;
 pub mod participants;
 pub mod report;
 pub mod rundir;
+pub mod spec;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -21,6 +22,7 @@ use crate::sandbox::{FailurePolicy, Limits, LoadedHarness};
 pub use metrics::Metrics;
 pub use participants::{Participants, ParticipantsError};
 pub use rundir::{RunDir, RunDirError};
+pub use spec::{ModelServices, RunSpec, SpecError};
 
 /// Everything that determines a run's results. Stored as `config.json`; a
 /// resume with a different config is refused. (Concurrency is not in it:
@@ -72,6 +74,8 @@ pub enum RunError {
     Participants(#[from] ParticipantsError),
     #[error("no tasks to run: {0}")]
     NoTasks(String),
+    #[error(transparent)]
+    Spec(#[from] SpecError),
 }
 
 /// `summary.json`.
@@ -221,6 +225,43 @@ pub async fn run(
     };
     dir.write_summary(&summary)?;
     Ok(summary)
+}
+
+/// The label every output shows next to a number from a `sim:` testbed
+/// agent: such numbers are never benchmark results.
+pub const SIMULATED_LABEL: &str = "simulated agent — not a benchmark result";
+
+/// The harness of a run: its component hash and the loaded component.
+pub type RunHarness = (String, LoadedHarness);
+
+/// Run (or resume) `spec` with `harness` (`None`: Direct) into
+/// `options.out`, with the participants metered through `hub`: the library's
+/// one call for an evaluation (`run`, the trainer's evaluations, the
+/// experiment's transfer runs, the runner bench and the service use it).
+pub async fn run_spec(
+    spec: &RunSpec,
+    harness: Option<RunHarness>,
+    domain: Arc<dyn Domain>,
+    hub: &crate::model::ModelHub,
+    options: RunOptions,
+) -> Result<RunSummary, RunError> {
+    spec.validate()?;
+    let tasks = spec.task_ids(&*domain)?;
+    let participants = spec.participants(hub, &*domain)?;
+    let (hash, loaded) = match harness {
+        Some((hash, loaded)) => (Some(hash), Some(loaded)),
+        None => (None, None),
+    };
+    let config = spec.config(hash, tasks);
+    run(
+        config,
+        options,
+        domain,
+        loaded,
+        participants,
+        Some(hub.ledger().clone()),
+    )
+    .await
 }
 
 /// How many of `tasks` an agent that does nothing solves (no calls, no

@@ -105,7 +105,7 @@ impl Participants for StandardParticipants {
                 // The base prompt lets the testbed agent tell the domain's own
                 // policy from what a harness added to it.
                 let mut sim: Arc<dyn ChatModel> = Arc::new(
-                    SimAgent::new(profile.clone(), oracle.testbed_plan(), seed)
+                    SimAgent::new(profile.clone(), oracle.gold_plan().into(), seed)
                         .with_base_prompt(self.base_prompt.clone()),
                 );
                 if !self.sim_latency.is_zero() {

@@ -120,7 +120,10 @@ pub fn render(s: &RunSummary) -> String {
         s.config.trials
     );
     if s.config.agent_model.starts_with("sim:") {
-        out += "note: the agent is a simulated testbed model (it follows the gold plan with injected quirks); these numbers are not a benchmark result\n";
+        out += &format!(
+            "note: {} (the agent is a sim: testbed model following the gold plan with injected quirks)\n",
+            super::SIMULATED_LABEL
+        );
     }
     out += &format!(
         "accuracy (avg reward)  {:.3}   ({} episodes)\n",

@@ -35,12 +35,6 @@ pub enum RunDirError {
     Corrupt { path: PathBuf, reason: String },
 }
 
-/// An open result directory.
-pub struct RunDir {
-    dir: PathBuf,
-    log: Mutex<File>,
-}
-
 /// Lines "path: old -> new" for every leaf that differs between two JSON
 /// values.
 pub fn json_diff(old: &serde_json::Value, new: &serde_json::Value) -> Vec<String> {
@@ -86,6 +80,89 @@ fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, RunDirError>
     }
 }
 
+/// Write `config` as `config.json` in `dir`, refusing (with a diff) a
+/// directory that holds another configuration, unless `force_new`, which
+/// moves the old directory aside (results are never deleted). The one
+/// config check of the runner and the trainer.
+pub fn claim_dir<C: Serialize>(dir: &Path, config: &C, force_new: bool) -> Result<(), RunDirError> {
+    let config = serde_json::to_value(config).expect("config serializes");
+    let config_path = dir.join(CONFIG_FILE);
+    if let Some(old) = read_json::<serde_json::Value>(&config_path)?
+        && old != config
+    {
+        if !force_new {
+            return Err(RunDirError::ConfigChanged {
+                dir: dir.to_path_buf(),
+                diff: json_diff(&old, &config).join("\n"),
+            });
+        }
+        // Keep the old run: move it aside rather than delete results.
+        let aside = dir.with_file_name(format!(
+            "{}.old-{}",
+            dir.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default(),
+            crate::fsutil::now_rfc3339().replace(':', "")
+        ));
+        std::fs::rename(dir, &aside).map_err(|e| PathError::new("move aside", dir, e))?;
+        tracing::warn!(old = %aside.display(), "configuration changed: previous run moved aside");
+    }
+    std::fs::create_dir_all(dir).map_err(|e| PathError::new("create", dir, e))?;
+    let pretty = serde_json::to_vec_pretty(&config).expect("config serializes");
+    atomic_write(&config_path, &pretty).map_err(|e| PathError::new("write", &config_path, e))?;
+    Ok(())
+}
+
+/// An append-only JSON-lines file: one record per line, each flushed to
+/// disk before `append` returns, so after a kill every acknowledged record
+/// is on disk. Reading it back cuts a torn last line (a kill mid-write) and
+/// reports damage anywhere else with the line number.
+pub struct JsonlLog<T> {
+    path: PathBuf,
+    file: Mutex<File>,
+    _records: std::marker::PhantomData<fn(&T)>,
+}
+
+impl<T: Serialize + DeserializeOwned> JsonlLog<T> {
+    /// Open (creating) the log at `path` and read back its records.
+    pub fn open(path: &Path) -> Result<(JsonlLog<T>, Vec<T>), RunDirError> {
+        let records = read_jsonl(path, true)?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| PathError::new("create", dir, e))?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| PathError::new("open", path, e))?;
+        Ok((
+            JsonlLog {
+                path: path.to_path_buf(),
+                file: Mutex::new(file),
+                _records: std::marker::PhantomData,
+            },
+            records,
+        ))
+    }
+
+    /// Append one record as a single line, synced to disk.
+    pub fn append(&self, record: &T) -> Result<(), RunDirError> {
+        let mut line = serde_json::to_vec(record).expect("record serializes");
+        line.push(b'\n');
+        let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        f.write_all(&line)
+            .and_then(|_| f.sync_data())
+            .map_err(|e| PathError::new("append to", &self.path, e))?;
+        Ok(())
+    }
+}
+
+/// An open result directory.
+pub struct RunDir {
+    dir: PathBuf,
+    log: JsonlLog<EpisodeRecord>,
+}
+
 impl RunDir {
     /// Open `dir` for a run with `config`, creating it or resuming it.
     /// Returns the episodes already finished.
@@ -94,78 +171,49 @@ impl RunDir {
         config: &C,
         force_new: bool,
     ) -> Result<(RunDir, Vec<EpisodeRecord>), RunDirError> {
-        let config = serde_json::to_value(config).expect("config serializes");
-        let config_path = dir.join(CONFIG_FILE);
-        if let Some(old) = read_json::<serde_json::Value>(&config_path)?
-            && old != config
-        {
-            if !force_new {
-                return Err(RunDirError::ConfigChanged {
-                    dir: dir.to_path_buf(),
-                    diff: json_diff(&old, &config).join("\n"),
-                });
-            }
-            // Keep the old run: move it aside rather than delete results.
-            let aside = dir.with_file_name(format!(
-                "{}.old-{}",
-                dir.file_name()
-                    .map(|n| n.to_string_lossy())
-                    .unwrap_or_default(),
-                crate::fsutil::now_rfc3339().replace(':', "")
-            ));
-            std::fs::rename(dir, &aside).map_err(|e| PathError::new("move aside", dir, e))?;
-            tracing::warn!(old = %aside.display(), "configuration changed: previous run moved aside");
-        }
-        std::fs::create_dir_all(dir).map_err(|e| PathError::new("create", dir, e))?;
-        let pretty = serde_json::to_vec_pretty(&config).expect("config serializes");
-        atomic_write(&config_path, &pretty)
-            .map_err(|e| PathError::new("write", &config_path, e))?;
-        let log_path = dir.join(TRAJECTORIES_FILE);
-        let done = read_trajectories(&log_path, true)?;
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| PathError::new("open", &log_path, e))?;
+        claim_dir(dir, config, force_new)?;
+        let (log, done) = JsonlLog::open(&dir.join(TRAJECTORIES_FILE))?;
         Ok((
             RunDir {
                 dir: dir.to_path_buf(),
-                log: Mutex::new(log),
+                log,
             },
             done,
         ))
     }
 
+    /// The directory.
     pub fn path(&self) -> &Path {
         &self.dir
     }
 
-    /// Append one finished episode as a single line, flushed to disk before
-    /// returning: after a kill, every acknowledged episode is on disk.
+    /// Append one finished episode (synced before returning).
     pub fn append(&self, record: &EpisodeRecord) -> Result<(), RunDirError> {
-        let mut line = serde_json::to_vec(record).expect("record serializes");
-        line.push(b'\n');
-        let path = self.dir.join(TRAJECTORIES_FILE);
-        let mut f = self.log.lock().unwrap_or_else(|p| p.into_inner());
-        f.write_all(&line)
-            .and_then(|_| f.sync_data())
-            .map_err(|e| PathError::new("append to", &path, e))?;
-        Ok(())
+        self.log.append(record)
     }
 
     /// Write `summary.json` atomically.
     pub fn write_summary<S: Serialize>(&self, summary: &S) -> Result<(), RunDirError> {
-        let path = self.dir.join(SUMMARY_FILE);
-        let bytes = serde_json::to_vec_pretty(summary).expect("summary serializes");
-        atomic_write(&path, &bytes).map_err(|e| PathError::new("write", &path, e))?;
-        Ok(())
+        write_json(&self.dir.join(SUMMARY_FILE), summary)
     }
 }
 
-/// Read `trajectories.jsonl`. With `repair`, a torn last line (no trailing
-/// newline, does not parse) is cut off the file; a bad line elsewhere is an
-/// error naming it.
+/// Write `value` as pretty JSON to `path`, atomically (fsynced, renamed).
+pub fn write_json<S: Serialize>(path: &Path, value: &S) -> Result<(), RunDirError> {
+    let bytes = serde_json::to_vec_pretty(value).expect("value serializes");
+    atomic_write(path, &bytes).map_err(|e| PathError::new("write", path, e))?;
+    Ok(())
+}
+
+/// Read `trajectories.jsonl`: see [`read_jsonl`].
 pub fn read_trajectories(path: &Path, repair: bool) -> Result<Vec<EpisodeRecord>, RunDirError> {
+    read_jsonl(path, repair)
+}
+
+/// Read a JSON-lines file (missing: empty). With `repair`, a torn last line
+/// (no trailing newline, or does not parse) is cut off the file; a bad line
+/// elsewhere is an error naming the file and the line.
+pub fn read_jsonl<T: DeserializeOwned>(path: &Path, repair: bool) -> Result<Vec<T>, RunDirError> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -186,7 +234,7 @@ pub fn read_trajectories(path: &Path, repair: bool) -> Result<Vec<EpisodeRecord>
         }
         line_no += 1;
         let complete = buf.ends_with(b"\n");
-        match serde_json::from_slice::<EpisodeRecord>(&buf) {
+        match serde_json::from_slice::<T>(&buf) {
             Ok(r) if complete => out.push(r),
             parsed => {
                 let at_end = reader
@@ -194,7 +242,7 @@ pub fn read_trajectories(path: &Path, repair: bool) -> Result<Vec<EpisodeRecord>
                     .map(|rest| rest.is_empty())
                     .unwrap_or(false);
                 if at_end && (!complete || parsed.is_err()) && repair {
-                    tracing::warn!(path = %path.display(), line = line_no, "cutting a torn last line (its episode will run again)");
+                    tracing::warn!(path = %path.display(), line = line_no, "cutting a torn last line (its record will be redone)");
                     let f = OpenOptions::new()
                         .write(true)
                         .open(path)

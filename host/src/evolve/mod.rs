@@ -6,9 +6,11 @@
 pub mod accept;
 pub mod aggregate;
 pub mod coder;
+pub mod experiment;
 pub mod fdcr;
 pub mod heuristic;
 pub mod records;
+pub mod roles;
 pub mod rulecoder;
 pub mod screen;
 pub mod select;

@@ -28,16 +28,7 @@ pub fn screen(
     domain: &dyn Domain,
     records: &[EpisodeRecord],
 ) -> Vec<ScreenHit> {
-    let tools: Vec<ToolSpec> = domain
-        .tools()
-        .iter()
-        .map(|t| ToolSpec {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            parameters: t.parameters.to_string(),
-            mutates: t.mutates,
-        })
-        .collect();
+    let tools: Vec<ToolSpec> = crate::agent::boundary::wit_tools(domain);
     let flags: Vec<(String, bool)> = tools.iter().map(|t| (t.name.clone(), t.mutates)).collect();
     let mut hits = Vec::new();
     for r in records {

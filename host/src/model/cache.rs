@@ -281,33 +281,13 @@ impl ResponseCache {
         result.map(|()| true)
     }
 
+    /// The crate's one atomic write (temp file, fsync, rename), off the
+    /// async runtime.
     async fn write_atomically(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-        static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-        let parent = path
-            .parent()
-            .ok_or_else(|| std::io::Error::other("cache path has no parent"))?;
-        tokio::fs::create_dir_all(parent).await?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        // Unique per process and per write, so concurrent writers never
-        // share a temp file.
-        let temp = parent.join(format!(
-            ".{name}.{}.{}.tmp",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let written = async {
-            tokio::fs::write(&temp, bytes).await?;
-            tokio::fs::rename(&temp, path).await
-        }
-        .await;
-        if written.is_err() {
-            // Best effort: a leftover temp file is harmless (never matched).
-            let _ = tokio::fs::remove_file(&temp).await;
-        }
-        written
+        let (path, bytes) = (path.to_path_buf(), bytes.to_vec());
+        tokio::task::spawn_blocking(move || crate::fsutil::atomic_write(&path, &bytes))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
     }
 }
 

@@ -145,6 +145,7 @@ impl Sandbox {
 
     /// A sandbox with an explicit allocation strategy.
     pub fn with_allocation(limits: Limits, allocation: Allocation) -> Result<Self, SandboxError> {
+        limits.validate()?;
         let mut config = Config::new();
         config
             .wasm_component_model(true)
@@ -264,12 +265,13 @@ impl LoadedHarness {
     /// memory, quotas), e.g. one tenant's. The wasm stack cap is the engine's
     /// and cannot change per harness; in a pooled sandbox the memory limit
     /// cannot exceed the pool's slot size either (it is clamped to it).
-    pub fn with_limits(&self, limits: Limits) -> LoadedHarness {
+    pub fn with_limits(&self, limits: Limits) -> Result<LoadedHarness, SandboxError> {
+        limits.validate()?;
         let memory_bytes = match self.sandbox.allocation {
             Allocation::OnDemand => limits.memory_bytes,
             Allocation::Pooled { .. } => limits.memory_bytes.min(self.sandbox.limits.memory_bytes),
         };
-        LoadedHarness {
+        Ok(LoadedHarness {
             pre: self.pre.clone(),
             limits: Limits {
                 max_wasm_stack: self.sandbox.limits.max_wasm_stack,
@@ -277,6 +279,6 @@ impl LoadedHarness {
                 ..limits
             },
             sandbox: self.sandbox.clone(),
-        }
+        })
     }
 }

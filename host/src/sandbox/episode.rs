@@ -15,7 +15,7 @@ use super::engine::{EPOCH_TICK, LoadedHarness};
 use super::env_view::ReadOnlyEnv;
 use super::error::{SandboxError, Violation};
 use super::host_state::{HookScratch, HostState, LogLine, ViolationTrap};
-use super::limits::{FailurePolicy, Limits};
+use super::limits::Limits;
 
 /// A hook's answer with what it cost.
 #[derive(Debug, Clone, PartialEq)]
@@ -283,36 +283,6 @@ impl Drop for HarnessEpisode {
             && arm(&mut self.store, &self.limits).is_ok()
         {
             let _ = ep.resource_drop(&mut self.store);
-        }
-    }
-}
-
-/// What the agent loop does with a hook's outcome under a failure policy.
-#[derive(Debug)]
-pub enum HookResolution<T> {
-    /// The hook answered within the contract.
-    Answered(Hooked<T>),
-    /// The hook failed under `fail-open`: proceed with the neutral answer.
-    FailedOpen { neutral: T, error: SandboxError },
-    /// The hook failed under `fail-closed`: end the episode (`harness_error`).
-    FailedClosed { error: SandboxError },
-}
-
-impl FailurePolicy {
-    /// Apply the policy to a hook's outcome; `neutral` builds the hook's
-    /// neutral answer (proceed, continue, no skills, unchanged contract).
-    pub fn resolve<T>(
-        self,
-        outcome: Result<Hooked<T>, SandboxError>,
-        neutral: impl FnOnce() -> T,
-    ) -> HookResolution<T> {
-        match (outcome, self) {
-            (Ok(h), _) => HookResolution::Answered(h),
-            (Err(error), FailurePolicy::FailOpen) => HookResolution::FailedOpen {
-                neutral: neutral(),
-                error,
-            },
-            (Err(error), FailurePolicy::FailClosed) => HookResolution::FailedClosed { error },
         }
     }
 }

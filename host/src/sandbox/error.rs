@@ -73,6 +73,8 @@ pub enum SandboxError {
     /// Every pre-allocated episode slot of a pooled sandbox is in use: the
     /// host's capacity, not the harness's fault (the runner must not score
     /// it as a harness error).
+    #[error(transparent)]
+    Limits(#[from] super::limits::LimitsError),
     #[error(
         "every pooled episode slot is in use ({detail}); run fewer episodes at once or size the pool larger"
     )]
@@ -96,6 +98,7 @@ impl SandboxError {
             SandboxError::Instantiate(_) => "instantiate",
             SandboxError::Engine(_) => "engine",
             SandboxError::PoolExhausted { .. } => "pool_exhausted",
+            SandboxError::Limits(_) => "limits",
         }
     }
 }

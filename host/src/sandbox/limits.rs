@@ -50,6 +50,74 @@ impl Default for Limits {
     }
 }
 
+/// A limit that cannot work, named by its field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("limit `{field}` = {value} cannot work: {reason}")]
+pub struct LimitsError {
+    /// The [`Limits`] field.
+    pub field: &'static str,
+    /// Its value, as text.
+    pub value: String,
+    /// Why it cannot work.
+    pub reason: &'static str,
+}
+
+impl Limits {
+    /// Most linear memory a wasm32 guest can address.
+    pub const MAX_MEMORY_BYTES: usize = 4 << 30;
+
+    /// Refuse limits no hook could run under (a library caller can build
+    /// any value; the CLI's flags are checked here too, not only there).
+    pub fn validate(&self) -> Result<(), LimitsError> {
+        let bad = |field, value: String, reason| {
+            Err(LimitsError {
+                field,
+                value,
+                reason,
+            })
+        };
+        if self.fuel_per_hook == 0 {
+            return bad(
+                "fuel_per_hook",
+                "0".into(),
+                "a hook with no fuel cannot run at all",
+            );
+        }
+        if self.deadline.is_zero() {
+            return bad("deadline", "0 ms".into(), "every hook would stop at once");
+        }
+        if self.memory_bytes < 64 << 10 || self.memory_bytes > Self::MAX_MEMORY_BYTES {
+            return bad(
+                "memory_bytes",
+                self.memory_bytes.to_string(),
+                "must be between one wasm page (64 KiB) and 4 GiB",
+            );
+        }
+        if self.max_wasm_stack < 4 << 10 {
+            return bad(
+                "max_wasm_stack",
+                self.max_wasm_stack.to_string(),
+                "a guest needs at least 4 KiB of stack",
+            );
+        }
+        if self.max_output_bytes == 0 {
+            return bad("max_output_bytes", "0".into(), "no hook could answer");
+        }
+        if self.instances == 0 || self.table_elements == 0 {
+            return bad(
+                if self.instances == 0 {
+                    "instances"
+                } else {
+                    "table_elements"
+                },
+                "0".into(),
+                "no component could be instantiated",
+            );
+        }
+        Ok(())
+    }
+}
+
 /// What happens when a hook fails (trap, out of fuel, deadline, contract
 /// violation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

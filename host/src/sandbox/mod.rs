@@ -18,13 +18,13 @@ mod limits;
 
 pub use bindings::{
     ActionDecision, AgentAction, ContractInput, ContractOutput, EpisodeInfo, Guidance, LogLevel,
-    Regulation, StepKind, StepReport, TaskView, ToolCall, ToolDescription, ToolOutcome, ToolSpec,
-    ViewError, WORLD_VERSION,
+    Regulation, SUPPORTED_WORLDS, StepKind, StepReport, TaskView, ToolCall, ToolDescription,
+    ToolOutcome, ToolSpec, ViewError, WORLD_VERSION, world_of,
 };
 pub use contract::{ToolNames, check_call};
 pub use engine::{Allocation, LoadedHarness, Sandbox};
 pub use env_view::{ReadOnlyEnv, StaticEnv, ViewOutput};
-pub use episode::{HarnessEpisode, HookResolution, Hooked};
+pub use episode::{HarnessEpisode, Hooked};
 pub use error::{SandboxError, Violation};
 pub use host_state::LogLine;
-pub use limits::{FailurePolicy, Limits};
+pub use limits::{FailurePolicy, Limits, LimitsError};

@@ -11,7 +11,8 @@
 //!
 //! Lineage, caching and rollback are just hashes. All writes are atomic.
 
-mod build;
+pub mod build;
+mod inspect;
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -20,9 +21,10 @@ use serde::{Deserialize, Serialize};
 use wasmtime::component::Component;
 
 use crate::fsutil::{PathError, atomic_write};
-use crate::sandbox::{LoadedHarness, Sandbox, SandboxError, WORLD_VERSION};
+use crate::sandbox::{LoadedHarness, SUPPORTED_WORLDS, Sandbox, SandboxError, world_of};
 
-pub use build::{BuildOptions, source_tree_hash};
+pub use build::{BUILD_TIMEOUT, BuildOptions, BuildOutcome, source_tree_hash};
+pub use inspect::Inspection;
 
 /// A component's blake3 hash, 64 lowercase hex digits.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -59,7 +61,9 @@ impl std::fmt::Display for ComponentHash {
 /// What the store knows about a component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
-    /// The WIT world the component was built against.
+    /// The harness world the component implements, read from its exports
+    /// (`ecdysis:harness/harness@X` when it exports
+    /// `ecdysis:harness/hooks@X`), or `none` when it exports no hooks.
     pub world: String,
     pub hash: ComponentHash,
     pub size: u64,
@@ -108,9 +112,20 @@ pub enum StoreError {
     NoArtifact { crate_dir: PathBuf },
     #[error("`{0}` is not a WebAssembly component (wrong magic or layer)")]
     NotAComponent(String),
+    #[error(
+        "component {hash} implements world `{world}`, which this host cannot run (it implements {supported})"
+    )]
+    UnsupportedWorld {
+        hash: ComponentHash,
+        world: String,
+        supported: String,
+    },
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
 }
+
+/// The `world` recorded for a component that exports no harness hooks.
+pub const NO_WORLD: &str = "none";
 
 /// How a component was loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +187,10 @@ impl ComponentStore {
         if !is_component(bytes) {
             return Err(StoreError::NotAComponent(facts.origin));
         }
+        let world = match world_of(bytes) {
+            Ok(world) => world.unwrap_or_else(|| NO_WORLD.to_string()),
+            Err(_) => return Err(StoreError::NotAComponent(facts.origin)),
+        };
         let hash = ComponentHash::of(bytes);
         if let Some(existing) = self.manifest(&hash)? {
             return Ok(existing);
@@ -179,7 +198,7 @@ impl ComponentStore {
         let path = self.component_path(&hash);
         atomic_write(&path, bytes).map_err(|e| PathError::new("write", &path, e))?;
         let manifest = Manifest {
-            world: WORLD_VERSION.to_string(),
+            world,
             hash: hash.clone(),
             size: bytes.len() as u64,
             parent: facts.parent,
@@ -293,6 +312,7 @@ impl ComponentStore {
         sandbox: &Sandbox,
         hash: &ComponentHash,
     ) -> Result<(LoadedHarness, LoadSource), StoreError> {
+        self.check_world(hash)?;
         let cwasm = self.precompiled_path(hash, sandbox);
         let sum_path = cwasm.with_extension("cwasm.b3");
         let mut source = LoadSource::Compiled;
@@ -325,6 +345,26 @@ impl ComponentStore {
         let component = unsafe { Component::deserialize(sandbox.engine(), &native) }
             .map_err(|e| SandboxError::Compile(format!("{e:#}")))?;
         Ok((sandbox.prepare(&component)?, source))
+    }
+
+    /// Refuse a component whose world this host does not implement, before
+    /// any compilation, with both versions named.
+    fn check_world(&self, hash: &ComponentHash) -> Result<(), StoreError> {
+        let world = match self.manifest(hash)? {
+            Some(m) => m.world,
+            None => world_of(&self.read_component(hash)?)
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| NO_WORLD.to_string()),
+        };
+        if SUPPORTED_WORLDS.contains(&world.as_str()) {
+            return Ok(());
+        }
+        Err(StoreError::UnsupportedWorld {
+            hash: hash.clone(),
+            world,
+            supported: SUPPORTED_WORLDS.join(", "),
+        })
     }
 
     /// Resolve a spec (file or hash) and load it.

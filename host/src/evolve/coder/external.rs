@@ -26,11 +26,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    CARGO_LEAKS, Coder, CoderError, CoderFuture, CoderOutcome, CoderTask, Scratch, Snapshot,
-    check_build_async, check_crate, clip_chars, coder_prompt, coder_system_prompt,
-    run_with_timeout, src_diff,
+    Coder, CoderError, CoderFuture, CoderOutcome, CoderTask, Snapshot, check_build_async,
+    check_crate, clip_chars, coder_prompt, coder_system_prompt, src_diff,
 };
 use crate::fsutil::PathError;
+use crate::process::{Scratch, run_with_timeout, scrub_cargo_env};
 
 const EXTERNAL_INSTRUCTIONS: &str = include_str!("../prompts/external.md");
 
@@ -150,9 +150,7 @@ impl ExternalCoder {
         let argv: Vec<String> = self.argv.iter().map(|a| substitute(a, &vars)).collect();
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).current_dir(&staging);
-        for var in CARGO_LEAKS {
-            cmd.env_remove(var);
-        }
+        scrub_cargo_env(&mut cmd);
         if let Some(t) = &self.config.target_dir {
             cmd.env("CARGO_TARGET_DIR", t);
         }

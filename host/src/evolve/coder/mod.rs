@@ -26,13 +26,9 @@ pub mod external;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -40,8 +36,10 @@ pub use editor::{EditBlock, EditorCoder, EditorConfig, parse_edits};
 pub use external::{ExternalCoder, ExternalConfig, split_command};
 
 use crate::evolve::spec::ChangeSpec;
-use crate::fsutil::PathError;
+use crate::fsutil::{EntryKind, PathError, walk_crate};
 use crate::model::ModelError;
+use crate::store::BuildOptions;
+use crate::store::build::cargo_build;
 
 const CODER_SYSTEM: &str = include_str!("../prompts/coder_system.md");
 const CODER_TASK: &str = include_str!("../prompts/coder_task.md");
@@ -50,9 +48,6 @@ const CONTRACT_RULES: &str = include_str!("../prompts/contract_rules.md");
 /// Default of the most characters of harness source quoted in a coder
 /// prompt; files past it are listed by name only.
 pub const SOURCE_BUDGET: usize = 60_000;
-
-/// Most characters of compiler output fed back or logged.
-pub(crate) const ERROR_CLIP: usize = 8_000;
 
 /// What a coder is asked to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -206,7 +201,8 @@ enum Node {
 }
 
 /// The crate's files at one moment (without `target/` and hidden top-level
-/// entries other than `.cargo/`), to detect, diff and undo a coder's edits.
+/// entries other than `.cargo/`, as every crate walk), to detect, diff and
+/// undo a coder's edits.
 #[derive(Debug, Clone)]
 pub(crate) struct Snapshot {
     root: PathBuf,
@@ -214,47 +210,27 @@ pub(crate) struct Snapshot {
     dirs: BTreeSet<String>,
 }
 
-/// Top-level entries that are not the crate's source.
-fn untracked_top(name: &str) -> bool {
-    name == "target" || (name.starts_with('.') && name != ".cargo")
-}
-
 impl Snapshot {
+    /// The crate's files now (entries per [`crate::fsutil::walk_crate`]).
     pub(crate) fn take(root: &Path) -> Result<Snapshot, PathError> {
-        fn walk(
-            root: &Path,
-            dir: &Path,
-            nodes: &mut BTreeMap<String, Node>,
-            dirs: &mut BTreeSet<String>,
-        ) -> Result<(), PathError> {
-            let entries = std::fs::read_dir(dir).map_err(|e| PathError::new("list", dir, e))?;
-            for entry in entries {
-                let entry = entry.map_err(|e| PathError::new("list", dir, e))?;
-                let path = entry.path();
-                let rel = rel_path(root, &path);
-                if dir == root && untracked_top(&entry.file_name().to_string_lossy()) {
-                    continue;
-                }
-                let meta = std::fs::symlink_metadata(&path)
-                    .map_err(|e| PathError::new("stat", &path, e))?;
-                if meta.file_type().is_symlink() {
-                    let target =
-                        std::fs::read_link(&path).map_err(|e| PathError::new("read", &path, e))?;
-                    nodes.insert(rel, Node::Link(target));
-                } else if meta.is_dir() {
-                    dirs.insert(rel);
-                    walk(root, &path, nodes, dirs)?;
-                } else {
-                    let bytes =
-                        std::fs::read(&path).map_err(|e| PathError::new("read", &path, e))?;
-                    nodes.insert(rel, Node::File(bytes));
-                }
-            }
-            Ok(())
-        }
         let mut nodes = BTreeMap::new();
         let mut dirs = BTreeSet::new();
-        walk(root, root, &mut nodes, &mut dirs)?;
+        for entry in walk_crate(root)? {
+            match entry.kind {
+                EntryKind::Dir => {
+                    dirs.insert(entry.rel);
+                }
+                EntryKind::Link(target) => {
+                    nodes.insert(entry.rel, Node::Link(target));
+                }
+                EntryKind::File => {
+                    let path = root.join(&entry.rel);
+                    let bytes =
+                        std::fs::read(&path).map_err(|e| PathError::new("read", &path, e))?;
+                    nodes.insert(entry.rel, Node::File(bytes));
+                }
+            }
+        }
         Ok(Snapshot {
             root: root.to_path_buf(),
             nodes,
@@ -347,15 +323,6 @@ impl Snapshot {
     }
 }
 
-fn rel_path(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
 /// The crate root must hold `Cargo.toml` and `src/`.
 pub(crate) fn check_crate(staging: &Path) -> Result<(), CoderError> {
     if staging.join("Cargo.toml").is_file() && staging.join("src").is_dir() {
@@ -374,203 +341,37 @@ pub(crate) fn src_diff(before: &Snapshot, after: &Snapshot) -> (String, Vec<Stri
 }
 
 // ---------------------------------------------------------------------------
-// Processes with a timeout, and the build check.
-
-/// A scratch directory under the system temp dir, removed on drop.
-pub(crate) struct Scratch(PathBuf);
-
-impl Scratch {
-    pub(crate) fn new(tag: &str) -> Result<Scratch, PathError> {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "ecdysis-{tag}-{}-{nanos}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).map_err(|e| PathError::new("create", &dir, e))?;
-        Ok(Scratch(dir))
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A finished (or killed) process.
-#[derive(Debug)]
-pub(crate) struct ProcOutput {
-    pub status: Option<ExitStatus>,
-    pub stdout: String,
-    pub stderr: String,
-    pub timed_out: bool,
-    pub elapsed: Duration,
-}
-
-/// Run `cmd` in its own process group with output going to files (so a
-/// grandchild holding a pipe cannot hang us), killing the whole group after
-/// `timeout`. Blocking: call it from `spawn_blocking`.
-pub(crate) fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<ProcOutput> {
-    let scratch = Scratch::new("proc").map_err(|e| e.source)?;
-    let out_path = scratch.path().join("stdout");
-    let err_path = scratch.path().join("stderr");
-    cmd.stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path)?)
-        .stderr(std::fs::File::create(&err_path)?)
-        .process_group(0);
-    let started = Instant::now();
-    let mut child = cmd.spawn()?;
-    let deadline = started + timeout;
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            timed_out = true;
-            // The group id is the child's pid (process_group(0)).
-            let _ = Command::new("kill")
-                .args(["-KILL", "--", &format!("-{}", child.id())])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    };
-    let read = |p: &Path| {
-        let mut s = Vec::new();
-        if let Ok(mut f) = std::fs::File::open(p) {
-            let _ = f.read_to_end(&mut s);
-        }
-        String::from_utf8_lossy(&s).into_owned()
-    };
-    Ok(ProcOutput {
-        status,
-        stdout: read(&out_path),
-        stderr: read(&err_path),
-        timed_out,
-        elapsed: started.elapsed(),
-    })
-}
-
-/// Variables a host built by cargo exports that would leak into a guest
-/// build (or an agent's) and retarget it.
-pub(crate) const CARGO_LEAKS: [&str; 4] = [
-    "CARGO_TARGET_DIR",
-    "CARGO_BUILD_TARGET",
-    "RUSTFLAGS",
-    "CARGO_ENCODED_RUSTFLAGS",
-];
+// The build check.
 
 /// The result of building the staging crate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BuildCheck {
+    /// Whether it compiled.
     pub ok: bool,
     /// The compiler's rendered errors (or the tail of cargo's stderr when it
     /// failed before compiling), clipped; empty on success.
     pub errors: String,
+    /// Seconds the build took.
     pub seconds: f64,
 }
 
-/// Longest a build check may take.
-pub const BUILD_TIMEOUT: Duration = Duration::from_secs(900);
-
-/// Set the modification time of every file under `dir` to now.
-fn touch_all(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let now = std::time::SystemTime::now();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        match entry.file_type() {
-            Ok(t) if t.is_dir() => touch_all(&path),
-            Ok(t) if t.is_file() => {
-                if let Ok(f) = std::fs::File::options().write(true).open(&path) {
-                    let _ = f.set_modified(now);
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// `cargo build --release --target wasm32-wasip2` of the crate at
-/// `crate_dir`, with the leaking cargo variables removed and an optional
-/// shared target directory. Blocking.
-///
-/// Cargo gives every copy of the harness crate the same unit in a shared
-/// target directory and decides freshness by file times, so a copy whose
-/// sources are older than another copy's last build would pass as "fresh"
-/// without being compiled. The sources under `src/` are therefore touched
-/// right before building, and the builds of this process are serialised so
-/// no other copy's build can slip in between.
+/// Build the crate at `crate_dir` through the store's one guest-build path
+/// (timeout, scrubbed environment, target-dir lock, stale-copy handling),
+/// keeping only whether it compiled and the errors. Blocking.
 pub fn check_build(crate_dir: &Path, target_dir: Option<&Path>) -> Result<BuildCheck, CoderError> {
-    static BUILDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _serial = BUILDS.lock().unwrap_or_else(|p| p.into_inner());
-    touch_all(&crate_dir.join("src"));
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(&cargo);
-    cmd.args(["build", "--release", "--target", "wasm32-wasip2"])
-        .arg("--message-format=json")
-        .arg("--manifest-path")
-        .arg(crate_dir.join("Cargo.toml"))
-        .current_dir(crate_dir);
-    if let Some(dir) = target_dir {
-        cmd.arg("--target-dir").arg(dir);
-    }
-    for var in CARGO_LEAKS {
-        cmd.env_remove(var);
-    }
-    let out = run_with_timeout(cmd, BUILD_TIMEOUT).map_err(|source| CoderError::Spawn {
+    let opts = BuildOptions {
+        target_dir: target_dir.map(Path::to_path_buf),
+        quiet: true,
+        ..BuildOptions::default()
+    };
+    let build = cargo_build(crate_dir, &opts).map_err(|e| CoderError::Spawn {
         command: "cargo build".into(),
-        source,
+        source: std::io::Error::other(e.to_string()),
     })?;
-    let ok = out.status.is_some_and(|s| s.success());
-    let mut errors = String::new();
-    if !ok {
-        for line in out.stdout.lines() {
-            let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            if msg["reason"] == "compiler-message"
-                && msg["message"]["level"] == "error"
-                && let Some(r) = msg["message"]["rendered"].as_str()
-            {
-                errors.push_str(r);
-                if !r.ends_with('\n') {
-                    errors.push('\n');
-                }
-            }
-        }
-        if errors.is_empty() {
-            let tail: Vec<&str> = out.stderr.lines().rev().take(40).collect();
-            errors = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
-        }
-        if out.timed_out {
-            errors.push_str(&format!(
-                "\n(the build was killed after {} s)",
-                BUILD_TIMEOUT.as_secs()
-            ));
-        }
-        errors = clip_chars(&errors, ERROR_CLIP);
-    }
     Ok(BuildCheck {
-        ok,
-        errors,
-        seconds: out.elapsed.as_secs_f64(),
+        ok: build.ok,
+        errors: build.errors,
+        seconds: build.seconds,
     })
 }
 
@@ -817,25 +618,5 @@ mod tests {
         );
         // Untracked entries are left alone.
         assert!(root.join("target/x/junk").exists());
-    }
-
-    #[test]
-    fn processes_time_out_and_are_killed_with_their_children() {
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "sleep 30 & sleep 30; echo never"]);
-        let started = Instant::now();
-        let out = run_with_timeout(cmd, Duration::from_millis(300)).unwrap();
-        assert!(out.timed_out);
-        assert!(out.status.is_none());
-        assert!(started.elapsed() < Duration::from_secs(10));
-        assert!(!out.stdout.contains("never"));
-
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", "echo out; echo err >&2; exit 3"]);
-        let out = run_with_timeout(cmd, Duration::from_secs(10)).unwrap();
-        assert!(!out.timed_out);
-        assert_eq!(out.status.and_then(|s| s.code()), Some(3));
-        assert_eq!(out.stdout.trim(), "out");
-        assert_eq!(out.stderr.trim(), "err");
     }
 }

@@ -46,6 +46,21 @@ impl PlannedCall {
     }
 }
 
+impl From<crate::env::GoldPlan> for TestbedPlan {
+    fn from(plan: crate::env::GoldPlan) -> Self {
+        TestbedPlan {
+            task_id: plan.task_id,
+            domain: plan.domain,
+            steps: plan
+                .actions
+                .into_iter()
+                .map(|a| PlannedCall::new(a.name, a.arguments))
+                .collect(),
+            communicate: plan.communicate,
+        }
+    }
+}
+
 /// See [`PlannedCall::is_read_only`].
 pub fn is_read_only_tool(name: &str) -> bool {
     ["get_", "find_", "search_", "list_", "check_"]

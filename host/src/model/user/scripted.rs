@@ -1,26 +1,11 @@
 //! [`ScriptedUser`]: a deterministic, offline user driven by a task's
 //! structured instructions.
 
-use serde::{Deserialize, Serialize};
-
 use crate::model::user::{
     STOP_TOKEN, Speaker, TRANSFER_TOKEN, UserFuture, UserSimulator, UserTurn, Utterance,
 };
 
-/// **Testbed-only, oracle-derived.** A task's structured user instructions
-/// (τ² `user_scenario.instructions`), for [`ScriptedUser`]. Written in the
-/// second person ("You are Yusuf Rossi…"), as τ² states them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct UserScript {
-    pub task_id: String,
-    pub reason_for_call: String,
-    #[serde(default)]
-    pub known_info: Option<String>,
-    #[serde(default)]
-    pub unknown_info: Option<String>,
-    #[serde(default)]
-    pub task_instructions: String,
-}
+pub use crate::env::UserScript;
 
 /// The answer to a confirmation question.
 pub const CONFIRM_LINE: &str = "Yes, please go ahead.";

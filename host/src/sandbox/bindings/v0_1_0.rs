@@ -1,4 +1,4 @@
-//! Host-side bindings of the `ecdysis:harness` world, generated from `wit/`.
+//! Host-side bindings of `ecdysis:harness@0.1.0`, generated from `wit/`.
 //!
 //! The generated types are used directly as the host's hook types (with serde
 //! derives added) instead of mirrored by hand: one definition, in the WIT file,
@@ -23,5 +23,5 @@ pub use ecdysis::harness::types::{
     StepKind, StepReport, TaskView, ToolCall, ToolDescription, ToolOutcome, ToolSpec,
 };
 
-/// The version of the WIT package this host implements.
-pub const WORLD_VERSION: &str = "ecdysis:harness/harness@0.1.0";
+/// The world these bindings implement.
+pub const WORLD: &str = "ecdysis:harness/harness@0.1.0";

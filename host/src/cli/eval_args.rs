@@ -1,0 +1,154 @@
+//! The evaluation flags `run` and `train` share: they parse into the
+//! library's [`RunSpec`] and [`ModelServices`], nothing else.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+use clap::Args;
+
+use ecdysis_host::eval::{ModelServices, RunSpec};
+use ecdysis_host::model::{CachePolicy, ModelFlags, SamplingArgs};
+use ecdysis_host::sandbox::FailurePolicy;
+
+use super::limits::LimitArgs;
+
+/// Who runs the episodes, under which limits, and how they are metered.
+#[derive(Args, Debug, Clone)]
+pub struct EvalArgs {
+    /// Benchmark domain: tau2/retail, tau2/airline or agentbench/dbbench.
+    #[arg(long, default_value = "tau2/retail")]
+    pub domain: String,
+    /// Only these task ids (comma-separated), in this order.
+    #[arg(long, value_delimiter = ',')]
+    pub tasks: Vec<String>,
+    /// Trials per task (pass^k is reported for k up to this).
+    #[arg(long, default_value_t = 1)]
+    pub trials: u32,
+    /// The agent model: an endpoint's model name, or a simulated testbed
+    /// agent `sim:<profile>` (offline; follows the gold plan with injected
+    /// quirks, never a benchmark result). Profiles: sim:oracle, sim:clumsy,
+    /// sim:careless, sim:mixed, sim:texter. Default: sim:mixed for `run`,
+    /// sim:clumsy for `train`.
+    #[arg(long)]
+    pub agent_model: Option<String>,
+    /// Base URL of the agent's OpenAI-compatible endpoint (default
+    /// $OPENAI_BASE_URL).
+    #[arg(long)]
+    pub agent_base_url: Option<String>,
+    /// Environment variable holding the agent endpoint's API key (default
+    /// OPENAI_API_KEY; empty for none).
+    #[arg(long)]
+    pub agent_api_key_env: Option<String>,
+    /// Extra JSON object merged into every agent request body.
+    #[arg(long)]
+    pub agent_extra_args: Option<String>,
+    /// Sampling temperature of the agent (default: the endpoint's).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Nucleus-sampling cut-off of the agent (default: the endpoint's).
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    /// Most tokens per agent reply (default: the endpoint's; small local
+    /// models may otherwise ramble to the end of their context).
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    /// Added latency per call of a simulated (`sim:`) agent, in
+    /// milliseconds: models an endpoint's response time offline.
+    #[arg(long, default_value_t = 0)]
+    pub sim_latency_ms: u64,
+    /// The user simulator: `scripted` (offline, deterministic, driven by the
+    /// task's instructions) or an endpoint's model name.
+    #[arg(long, default_value = "scripted")]
+    pub user_model: String,
+    /// Base URL of the user simulator's endpoint (default: the agent's).
+    #[arg(long)]
+    pub user_base_url: Option<String>,
+    /// Episodes run at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Run seed; every episode's seed derives from it, the task and the trial.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Step cap per episode (message hops).
+    #[arg(long, default_value_t = ecdysis_host::env::DEFAULT_MAX_STEPS)]
+    pub max_steps: u32,
+    /// Tool-error cap per episode.
+    #[arg(long, default_value_t = ecdysis_host::env::DEFAULT_MAX_ERRORS)]
+    pub max_errors: u32,
+    /// What a failing hook does: fail-closed (the episode ends as
+    /// harness_error) or fail-open (proceed as if it answered neutrally).
+    #[arg(long, default_value = "fail-closed")]
+    pub policy: FailurePolicy,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Response cache policy: read-write, read-only or off.
+    #[arg(long, default_value = "read-write")]
+    pub cache: String,
+    /// Response cache directory.
+    #[arg(long, default_value = ".ecdysis/cache")]
+    pub cache_dir: PathBuf,
+    /// A JSON price table (USD per million tokens per model) merged over the
+    /// embedded one, for the cost ledger.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
+    /// Extra attempts for an episode whose endpoint kept failing.
+    #[arg(long, default_value_t = 2)]
+    pub max_requeues: u32,
+}
+
+impl EvalArgs {
+    /// The run specification for `split`, with `default_agent` when no
+    /// --agent-model was given.
+    pub fn spec(&self, split: Option<String>, default_agent: &str) -> Result<RunSpec> {
+        if self.concurrency == 0 {
+            return Err(anyhow!("--concurrency must be at least 1"));
+        }
+        let spec = RunSpec {
+            domain: self.domain.clone(),
+            split,
+            tasks: self.tasks.clone(),
+            trials: self.trials,
+            agent: ModelFlags {
+                model: Some(
+                    self.agent_model
+                        .clone()
+                        .unwrap_or_else(|| default_agent.to_string()),
+                ),
+                base_url: self.agent_base_url.clone(),
+                api_key_env: self.agent_api_key_env.clone(),
+                extra_args: self.agent_extra_args.clone(),
+                ..ModelFlags::default()
+            },
+            sampling: SamplingArgs {
+                temperature: self.temperature,
+                top_p: self.top_p,
+                max_tokens: self.max_tokens,
+                ..SamplingArgs::default()
+            },
+            user: ModelFlags {
+                model: Some(self.user_model.clone()),
+                base_url: self.user_base_url.clone(),
+                ..ModelFlags::default()
+            },
+            sim_latency: Duration::from_millis(self.sim_latency_ms),
+            limits: self.limits.limits()?,
+            policy: self.policy,
+            max_steps: self.max_steps,
+            max_errors: self.max_errors,
+            seed: self.seed,
+        };
+        spec.validate().map_err(|e| anyhow!("{e}"))?;
+        Ok(spec)
+    }
+
+    /// The cache and price table every model of the command shares.
+    pub fn services(&self) -> Result<ModelServices> {
+        let cache: CachePolicy = self.cache.parse().map_err(|e| anyhow!("--cache: {e}"))?;
+        Ok(ModelServices {
+            cache,
+            cache_dir: self.cache_dir.clone(),
+            prices: self.prices.clone(),
+        })
+    }
+}

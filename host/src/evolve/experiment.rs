@@ -1,0 +1,350 @@
+//! `experiment`: the three evolution methods from the same starting harness,
+//! side by side, on the offline testbed (or with real role models), with
+//! the accommodation rate and cross-model transfer. The result is written
+//! as `experiment.json` in the experiment directory (one training run per
+//! method beside it) and rendered as the comparison table.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::train::{self, Method, TrainSpec, TrainSpecError, TrainSummary};
+use crate::agent::Entry;
+use crate::env::Domain;
+use crate::eval::rundir::{read_trajectories, write_json};
+use crate::eval::{self, ModelServices, RunOptions, RunSpec, SIMULATED_LABEL};
+use crate::model::ModelFlags;
+use crate::model::sim::QuirkKind;
+use crate::sandbox::Sandbox;
+use crate::store::{ComponentHash, ComponentStore};
+
+/// The methods of the comparison, in the order they run.
+pub const METHODS: [Method; 3] = [
+    Method::SelfEvolution,
+    Method::EcdysisNofdcr,
+    Method::Ecdysis,
+];
+
+/// An experiment: one training spec run once per method, then the
+/// Ecdysis result tested on other agent models.
+#[derive(Debug, Clone)]
+pub struct ExperimentSpec {
+    /// The training run every method shares (its `method` is replaced).
+    pub train: TrainSpec,
+    /// Agent models the initial and the trained harness are also tested on
+    /// (cross-model transfer), on the test split.
+    pub transfer: Vec<String>,
+    /// The experiment directory (one training run per method inside).
+    pub out: PathBuf,
+}
+
+/// One method's row of the comparison.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MethodRow {
+    /// The method.
+    pub method: Method,
+    /// Training wall time without the held-out evaluation, in seconds.
+    pub train_seconds: f64,
+    /// Coder calls.
+    pub coder_calls: u32,
+    /// Accepted rounds.
+    pub accepted: u32,
+    /// Rounds run.
+    pub rounds: u32,
+    /// The initial harness's training score.
+    pub initial_train: f64,
+    /// The final incumbent's training score.
+    pub final_train: f64,
+    /// The final incumbent's held-out score.
+    pub test: Option<f64>,
+    /// Accepted rule edits.
+    pub edits: u32,
+    /// Accepted edits that only answer model-specific quirks, judged from
+    /// the testbed's ground truth (`None` without a testbed agent).
+    pub accommodating: Option<u32>,
+    /// Tokens over every role.
+    pub tokens: u64,
+    /// Dollars over every role.
+    pub usd: f64,
+    /// The training run's directory.
+    pub dir: PathBuf,
+}
+
+impl MethodRow {
+    /// The accommodation rate in percent, where it can be judged.
+    pub fn accommodation_percent(&self) -> Option<f64> {
+        let acc = self.accommodating?;
+        Some(if self.edits > 0 {
+            f64::from(acc) / f64::from(self.edits) * 100.0
+        } else {
+            0.0
+        })
+    }
+}
+
+/// The initial and trained harness on another agent model.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TransferRow {
+    /// The agent model.
+    pub agent_model: String,
+    /// The initial harness's test score.
+    pub initial: f64,
+    /// The trained harness's test score.
+    pub trained: f64,
+}
+
+/// `experiment.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExperimentReport {
+    /// The domain.
+    pub domain: String,
+    /// The agent trained on.
+    pub agent_model: String,
+    /// Whether it is a `sim:` testbed agent (then nothing here is a
+    /// benchmark result).
+    pub simulated: bool,
+    /// Simulated latency per coder call, in milliseconds.
+    pub coder_latency_ms: u64,
+    /// Who diagnosed (`heuristic` offline).
+    pub diagnoser: String,
+    /// One row per method.
+    pub methods: Vec<MethodRow>,
+    /// Cross-model transfer of the Ecdysis result.
+    pub transfer: Vec<TransferRow>,
+}
+
+/// Accepted rule edits of a training run, and how many of them only answer
+/// model-specific quirks (the accommodation rate's numerator), judged from
+/// the testbed's ground truth in the evidence episodes.
+pub fn accommodation(run: &Path, s: &TrainSummary) -> (u32, u32) {
+    let (mut edits, mut accommodating) = (0, 0);
+    for r in s.rounds.iter().filter(|r| r.accepted) {
+        let Some(spec) = &r.spec else { continue };
+        let evals = run
+            .join("evals")
+            .join(format!("{}-train", &r.incumbent[..16]));
+        let records =
+            read_trajectories(&evals.join("trajectories.jsonl"), false).unwrap_or_default();
+        for change in &spec.proposed_changes {
+            edits += 1;
+            let systematic = records
+                .iter()
+                .filter(|x| !x.success && change.evidence_tasks.contains(&x.task_id))
+                .flat_map(|rec| &rec.transcript)
+                .any(|e| match e {
+                    Entry::Agent {
+                        testbed: Some(n), ..
+                    } => n.quirks.iter().any(|q| q.kind == QuirkKind::Systematic),
+                    _ => false,
+                });
+            accommodating += u32::from(!systematic);
+        }
+    }
+    (edits, accommodating)
+}
+
+/// Run the experiment: train with each method, then test the Ecdysis
+/// result on the transfer models; writes and returns `experiment.json`.
+pub async fn run(
+    spec: &ExperimentSpec,
+    store: &ComponentStore,
+    domain: Arc<dyn Domain>,
+    services: &ModelServices,
+) -> Result<ExperimentReport, TrainSpecError> {
+    // The process's one engine, shared by every training and transfer run.
+    let sandbox = Sandbox::pooled(spec.train.eval.limits.clone(), spec.train.concurrency)
+        .map_err(train::TrainError::from)?;
+    let mut methods = Vec::new();
+    let mut ecdysis: Option<TrainSummary> = None;
+    for method in METHODS {
+        let dir = spec.out.join(method.as_str());
+        eprintln!("experiment: training with {} ...", method.as_str());
+        let train_spec = TrainSpec {
+            method,
+            ..spec.train.clone()
+        };
+        let s = train::run_spec(
+            &train_spec,
+            store,
+            domain.clone(),
+            services,
+            &sandbox,
+            &dir,
+            true,
+        )
+        .await?;
+        let (edits, accommodating) = accommodation(&dir, &s);
+        methods.push(MethodRow {
+            method,
+            train_seconds: s.wall_seconds - s.seconds.test_eval,
+            coder_calls: s.coder_calls,
+            accepted: s.accepted,
+            rounds: s.rounds.len() as u32,
+            initial_train: s.initial_train_score,
+            final_train: s.final_train_score,
+            test: s.test_score,
+            edits,
+            accommodating: s.simulated.then_some(accommodating),
+            tokens: s.usage.total.fresh_tokens.prompt_tokens
+                + s.usage.total.fresh_tokens.completion_tokens,
+            usd: s.usage.total.usd,
+            dir,
+        });
+        if method == Method::Ecdysis {
+            ecdysis = Some(s);
+        }
+    }
+    let eco = ecdysis.expect("Ecdysis is one of the methods");
+    let shared = Shared {
+        store,
+        domain: domain.clone(),
+        services,
+        sandbox: &sandbox,
+    };
+    let mut transfer = Vec::new();
+    for model in &spec.transfer {
+        let mut scores = [0.0; 2];
+        for (i, (label, hash)) in [("initial", &eco.initial), ("trained", &eco.incumbent)]
+            .into_iter()
+            .enumerate()
+        {
+            let out = spec
+                .out
+                .join(format!("transfer-{}-{label}", model.replace(':', "-")));
+            scores[i] = transfer_score(spec, &shared, model, hash, out).await?;
+        }
+        transfer.push(TransferRow {
+            agent_model: model.clone(),
+            initial: scores[0],
+            trained: scores[1],
+        });
+    }
+    let report = ExperimentReport {
+        domain: spec.train.eval.domain.clone(),
+        agent_model: spec.train.eval.agent_model().to_string(),
+        simulated: spec.train.eval.is_simulated(),
+        coder_latency_ms: spec.train.coder_latency_ms,
+        diagnoser: if spec.train.roles.any_fdcr() {
+            "fdcr".into()
+        } else {
+            "heuristic".into()
+        },
+        methods,
+        transfer,
+    };
+    write_json(&spec.out.join("experiment.json"), &report).map_err(train::TrainError::from)?;
+    Ok(report)
+}
+
+/// What every run of an experiment shares.
+struct Shared<'a> {
+    store: &'a ComponentStore,
+    domain: Arc<dyn Domain>,
+    services: &'a ModelServices,
+    sandbox: &'a Sandbox,
+}
+
+/// The test score of `hash` with another agent model.
+async fn transfer_score(
+    spec: &ExperimentSpec,
+    shared: &Shared<'_>,
+    model: &str,
+    hash: &str,
+    out: PathBuf,
+) -> Result<f64, TrainSpecError> {
+    let run_spec = RunSpec {
+        split: spec.train.test_split.clone(),
+        tasks: vec![],
+        agent: ModelFlags {
+            model: Some(model.to_string()),
+            ..spec.train.eval.agent.clone()
+        },
+        ..spec.train.eval.clone()
+    };
+    let hash = ComponentHash::parse(hash).ok_or_else(|| train::TrainError::Corrupt {
+        path: spec.out.clone(),
+        message: format!("`{hash}` is not a component hash"),
+    })?;
+    let (loaded, _) = shared
+        .store
+        .load(shared.sandbox, &hash)
+        .map_err(train::TrainError::from)?;
+    let options = RunOptions {
+        out,
+        concurrency: spec.train.concurrency,
+        force_new: true,
+        quiet: true,
+        silent: true,
+        max_requeues: 0,
+    };
+    let hub = shared.services.hub()?;
+    let summary = eval::run_spec(
+        &run_spec,
+        Some((hash.to_string(), loaded)),
+        shared.domain.clone(),
+        &hub,
+        options,
+    )
+    .await
+    .map_err(train::TrainError::from)?;
+    Ok(summary.metrics.accuracy)
+}
+
+impl ExperimentReport {
+    /// The comparison table, labelled when the agent is simulated.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "{} on {} train, diagnoser {}, coder latency {} ms{}\n",
+            self.agent_model,
+            self.domain,
+            self.diagnoser,
+            self.coder_latency_ms,
+            if self.simulated {
+                format!(" ({SIMULATED_LABEL})")
+            } else {
+                String::new()
+            }
+        );
+        out += &format!(
+            "{:<16} {:>9} {:>7} {:>8} {:>15} {:>6} {:>6} {:>14}\n",
+            "method", "train s", "coder", "rounds", "train", "test", "edits", "accommodation"
+        );
+        for r in &self.methods {
+            out += &format!(
+                "{:<16} {:>9.1} {:>7} {:>8} {:>6.3} -> {:>5.3} {:>6} {:>6} {:>14}\n",
+                r.method.as_str(),
+                r.train_seconds,
+                r.coder_calls,
+                format!("{}/{}", r.accepted, r.rounds),
+                r.initial_train,
+                r.final_train,
+                r.test
+                    .map(|t| format!("{t:.3}"))
+                    .unwrap_or_else(|| "-".into()),
+                r.edits,
+                r.accommodation_percent()
+                    .map(|p| format!("{p:.0}%"))
+                    .unwrap_or_else(|| "-".into())
+            );
+        }
+        let wall = |m: Method| {
+            self.methods
+                .iter()
+                .find(|r| r.method == m)
+                .map(|r| r.train_seconds)
+                .unwrap_or(0.0)
+        };
+        out += &format!(
+            "training wall time, self-evolution / ecdysis: {:.2}x\n",
+            wall(Method::SelfEvolution) / wall(Method::Ecdysis).max(1e-9)
+        );
+        for t in &self.transfer {
+            out += &format!(
+                "transfer to {}:  initial {:.3}  trained {:.3}   (test split)\n",
+                t.agent_model, t.initial, t.trained
+            );
+        }
+        out
+    }
+}

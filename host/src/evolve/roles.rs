@@ -1,0 +1,215 @@
+//! Who diagnoses and who edits, as a library value: [`RoleSpec`] names the
+//! FDCR role models and the coder, and builds the [`Diagnoser`] and
+//! [`CoderChoice`] of a training run. Without any model the run is offline:
+//! the heuristic diagnoser and the rule coder. Combinations that cannot work
+//! are refused here, before anything runs.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::coder::{Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig};
+use super::fdcr::{FdcrConfig, Roles};
+use super::train::{CoderChoice, Diagnoser, Method};
+use crate::model::{ChatModel, ModelFlags, ModelHub};
+
+/// The coder of a training run.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum CoderSpec {
+    /// The offline rule coder (edits `src/tables.rs` from a spec's rules).
+    #[default]
+    Rules,
+    /// The built-in editor: this model answers with search/replace edits.
+    Editor {
+        /// The model.
+        model: String,
+        /// Follow-up turns (compiler errors, edits that did not apply).
+        max_feedback: u32,
+    },
+    /// An external coding agent run in the staging crate.
+    External {
+        /// The command template (`{prompt}`, `{prompt_file}`, `{dir}`).
+        command: String,
+        /// Wall-clock limit of one run, in seconds.
+        timeout_secs: u64,
+    },
+}
+
+/// The evolution roles of a training run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoleSpec {
+    /// One model for all four FDCR roles.
+    pub fdcr_model: Option<String>,
+    /// Per-role models (each defaults to `fdcr_model`): analyst, critic,
+    /// engineer, moderator.
+    pub analyst_model: Option<String>,
+    /// See `analyst_model`.
+    pub critic_model: Option<String>,
+    /// See `analyst_model`.
+    pub engineer_model: Option<String>,
+    /// See `analyst_model`.
+    pub moderator_model: Option<String>,
+    /// Analyst → Critic → Engineer rounds before the Moderator.
+    pub fdcr_rounds: u32,
+    /// The coder.
+    pub coder: CoderSpec,
+    /// The roles' endpoint (base URL, key variable, extra body arguments).
+    pub endpoint: ModelFlags,
+    /// The coder's endpoint where it differs (unset fields: `endpoint`'s).
+    pub coder_endpoint: ModelFlags,
+}
+
+impl Default for RoleSpec {
+    fn default() -> Self {
+        RoleSpec {
+            fdcr_model: None,
+            analyst_model: None,
+            critic_model: None,
+            engineer_model: None,
+            moderator_model: None,
+            fdcr_rounds: 2,
+            coder: CoderSpec::Rules,
+            endpoint: ModelFlags::default(),
+            coder_endpoint: ModelFlags::default(),
+        }
+    }
+}
+
+/// Roles that cannot work together, or a model that cannot be reached.
+#[derive(Debug, thiserror::Error)]
+pub enum RoleError {
+    #[error("FDCR role models were given but method {0} does not deliberate (only `ecdysis` does)")]
+    FdcrWithoutDeliberation(&'static str),
+    #[error(
+        "FDCR specs are prose, which the offline rule coder cannot implement: add a coder model or an external coder command"
+    )]
+    FdcrWithoutCoder,
+    #[error("no model for the {0}: give it its own model or an FDCR model for all roles")]
+    MissingRole(&'static str),
+    #[error("the {role} model `{model}`: {reason}")]
+    Model {
+        role: &'static str,
+        model: String,
+        reason: String,
+    },
+    #[error("the external coder command: {0}")]
+    External(String),
+}
+
+impl RoleSpec {
+    /// Whether any FDCR role has a model.
+    pub fn any_fdcr(&self) -> bool {
+        self.fdcr_model.is_some() || self.per_role().iter().any(|(_, m)| m.is_some())
+    }
+
+    fn per_role(&self) -> [(&'static str, &Option<String>); 4] {
+        [
+            ("analyst", &self.analyst_model),
+            ("critic", &self.critic_model),
+            ("engineer", &self.engineer_model),
+            ("moderator", &self.moderator_model),
+        ]
+    }
+
+    /// Refuse combinations that cannot work, before any model is built:
+    /// FDCR roles with a method that does not deliberate, FDCR without a
+    /// prose-reading coder, a role without a model.
+    pub fn validate(&self, method: Method) -> Result<(), RoleError> {
+        if !self.any_fdcr() {
+            return Ok(());
+        }
+        if method != Method::Ecdysis {
+            return Err(RoleError::FdcrWithoutDeliberation(method.as_str()));
+        }
+        if self.coder == CoderSpec::Rules {
+            return Err(RoleError::FdcrWithoutCoder);
+        }
+        for (role, m) in self.per_role() {
+            if m.is_none() && self.fdcr_model.is_none() {
+                return Err(RoleError::MissingRole(role));
+            }
+        }
+        Ok(())
+    }
+
+    /// The diagnoser and coder of a run of `method`, metered through `hub`;
+    /// candidate builds share the cargo target dir `target`.
+    pub fn build(
+        &self,
+        method: Method,
+        hub: &ModelHub,
+        target: &Path,
+    ) -> Result<(Diagnoser, CoderChoice), RoleError> {
+        self.validate(method)?;
+        let model = |role: &'static str, name: &str| -> Result<Arc<dyn ChatModel>, RoleError> {
+            let mut flags = ModelFlags {
+                model: Some(name.to_string()),
+                ..self.endpoint.clone()
+            };
+            if role == "coder" {
+                flags = self.coder_endpoint.clone().or(&flags);
+                flags.model = Some(name.to_string());
+            }
+            let fail = |reason: String| RoleError::Model {
+                role,
+                model: name.to_string(),
+                reason,
+            };
+            let config = flags.resolve(None).map_err(|e| fail(e.to_string()))?;
+            hub.http_model(role, config)
+                .map_err(|e| fail(e.to_string()))
+        };
+        let coder = match &self.coder {
+            CoderSpec::Rules => CoderChoice::Rules,
+            CoderSpec::Editor {
+                model: name,
+                max_feedback,
+            } => {
+                let config = EditorConfig {
+                    max_feedback: *max_feedback,
+                    target_dir: Some(target.to_path_buf()),
+                    ..EditorConfig::default()
+                };
+                CoderChoice::Agent(
+                    Arc::new(EditorCoder::new(model("coder", name)?, config)) as Arc<dyn Coder>
+                )
+            }
+            CoderSpec::External {
+                command,
+                timeout_secs,
+            } => {
+                let config = ExternalConfig {
+                    timeout_secs: *timeout_secs,
+                    target_dir: Some(target.to_path_buf()),
+                    ..ExternalConfig::new(command.clone())
+                };
+                CoderChoice::Agent(Arc::new(
+                    ExternalCoder::new(config).map_err(|e| RoleError::External(e.to_string()))?,
+                ))
+            }
+        };
+        if !self.any_fdcr() {
+            return Ok((Diagnoser::Heuristic, coder));
+        }
+        let mut models = Vec::new();
+        for (role, m) in self.per_role() {
+            let name = m
+                .as_ref()
+                .or(self.fdcr_model.as_ref())
+                .ok_or(RoleError::MissingRole(role))?;
+            models.push(model(role, name)?);
+        }
+        let mut it = models.into_iter();
+        let mut next = || it.next().expect("four roles");
+        let roles = Roles {
+            analyst: next(),
+            critic: next(),
+            engineer: next(),
+            moderator: next(),
+        };
+        let config = FdcrConfig {
+            rounds: self.fdcr_rounds.max(1),
+            ..FdcrConfig::default()
+        };
+        Ok((Diagnoser::Fdcr { roles, config }, coder))
+    }
+}

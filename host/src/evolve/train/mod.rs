@@ -1,0 +1,597 @@
+//! The evolution loop (`ecdysis-host train`).
+//!
+//! Per round ([`round::Round`]): evaluate the incumbent on the training
+//! tasks (cached per component hash), collect scrubbed failure records,
+//! aggregate them across tasks, diagnose a spec, let the coder edit a
+//! staging copy of the incumbent's source, build, `check`, screen, evaluate,
+//! and decide by the acceptance rule. Every round closes the same way: its
+//! record appended to `rounds.jsonl`, the ledger saved.
+//!
+//! Run directory ([`dir::TrainDir`]):
+//! ```text
+//! config.json  rounds.jsonl  incumbent  initial  summary.json  ledger.json  wit/  staging/
+//! selection.json          the chosen training tasks (with --select-train)
+//! rounds/<n>/transcript.json   the diagnosis discussion and coder runs
+//! candidates/<hash>/{source/, manifest.json, spec.json, transcript.json, diff.patch, train_summary.json}
+//! evals/<hash>-<split>/   result directories of the runner (resumable)
+//! ```
+//!
+//! Who diagnoses and who edits is the caller's choice ([`Diagnoser`],
+//! [`CoderChoice`]): offline, the heuristic diagnoser and the rule coder; with
+//! endpoints, the FDCR roles and an LLM editor or an external coding agent.
+
+mod dir;
+mod record;
+mod round;
+mod spec;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::accept::AcceptRule;
+use super::coder::Coder;
+use super::fdcr::{FdcrConfig, Roles};
+use super::heuristic;
+use super::rulecoder;
+use super::select::{self, SelectStrategy, Selection};
+use super::staging;
+use crate::agent::EpisodeRecord;
+use crate::env::Domain;
+use crate::eval::{self, Participants, RunConfig, RunOptions, RunSummary};
+use crate::fsutil::PathError;
+use crate::model::UsageLedger;
+use crate::sandbox::{LoadedHarness, Sandbox};
+use crate::store::{BuildOptions, ComponentHash, ComponentStore, Manifest};
+
+pub use dir::TrainDir;
+pub use record::{CoderRun, LedgerFile, PhaseTimes, RoundRecord, RoundTranscript, TrainSummary};
+pub use spec::{TrainSpec, TrainSpecError, run as run_spec};
+
+/// Which evolution method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// The baseline: one coder call per failure record, edits accumulate,
+    /// one gate per round.
+    SelfEvolution,
+    /// Cross-task aggregation, one coder call per round, spec written
+    /// directly from the groups.
+    EcdysisNofdcr,
+    /// Aggregation plus the FDCR diagnostic roles (offline: the heuristic
+    /// diagnoser stands in for the roles).
+    Ecdysis,
+}
+
+impl Method {
+    /// The method's name on the command line and in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::SelfEvolution => "self-evolution",
+            Method::EcdysisNofdcr => "ecdysis-nofdcr",
+            Method::Ecdysis => "ecdysis",
+        }
+    }
+}
+
+/// Everything that determines a training run (`config.json`; a resume with
+/// another one is refused).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// The evolution method.
+    pub method: Method,
+    /// Rounds at most.
+    pub rounds: u32,
+    /// Episodes with reward below this are failures.
+    pub lambda: f64,
+    /// The runner config for training evaluations; its `harness` is
+    /// replaced per candidate, its `tasks` are the training tasks.
+    pub train: RunConfig,
+    /// Held-out tasks, evaluated once at the end, never used for selection.
+    pub test_tasks: Vec<String>,
+    /// Their split.
+    pub test_split: Option<String>,
+    /// Budget: coder calls in all.
+    pub max_coder_calls: Option<u32>,
+    /// Budget: episodes in all.
+    pub max_episodes: Option<u64>,
+    /// Stop after this many rounds in a row without an accepted candidate.
+    pub plateau: u32,
+    /// Start from the source with its rule tables emptied.
+    #[serde(default)]
+    pub start_blank: bool,
+    /// Simulated latency of one coder call, in milliseconds (experiments
+    /// model an LLM coder's cost offline).
+    #[serde(default)]
+    pub coder_latency_ms: u64,
+    /// Who diagnoses (`heuristic`, or `fdcr` with the role models), for the
+    /// record: a resume with other roles is refused.
+    #[serde(default = "default_diagnoser")]
+    pub diagnoser: String,
+    /// Who edits (`rules`, `editor:<model>`, `external:<program>`).
+    #[serde(default = "default_coder")]
+    pub coder: String,
+    /// The acceptance rule.
+    #[serde(default)]
+    pub accept: AcceptRule,
+    /// Budget: dollars over every role (agent, user, FDCR roles, coder),
+    /// from the usage ledger and the price table.
+    #[serde(default)]
+    pub max_usd: Option<f64>,
+    /// Train on a budget of tasks chosen from the training split.
+    #[serde(default)]
+    pub select: Option<SelectConfig>,
+}
+
+fn default_diagnoser() -> String {
+    "heuristic".into()
+}
+
+fn default_coder() -> String {
+    "rules".into()
+}
+
+/// `--select-train <strategy> --budget-tasks <n>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelectConfig {
+    /// How tasks are chosen.
+    pub strategy: SelectStrategy,
+    /// How many.
+    pub budget: usize,
+    /// Seed of a random draw (`--select-seed`, default the run seed), apart
+    /// from the run seed so draws compare on the same episodes.
+    pub seed: u64,
+}
+
+/// Who turns failure groups into a spec.
+#[derive(Clone)]
+pub enum Diagnoser {
+    /// The offline heuristic diagnoser (deterministic, no model).
+    Heuristic,
+    /// The FDCR roles (Analyst, Critic, Engineer, Moderator). Used by
+    /// `--method ecdysis`; the other methods write specs from the groups.
+    Fdcr {
+        /// The four role models.
+        roles: Roles,
+        /// Rounds and limits of the discussion.
+        config: FdcrConfig,
+    },
+}
+
+impl Diagnoser {
+    /// The diagnoser as `config.json` records it.
+    pub fn describe(&self) -> String {
+        match self {
+            Diagnoser::Heuristic => "heuristic".into(),
+            Diagnoser::Fdcr { roles, config } => format!(
+                "fdcr(k={}): analyst {}, critic {}, engineer {}, moderator {}",
+                config.rounds,
+                roles.analyst.name(),
+                roles.critic.name(),
+                roles.engineer.name(),
+                roles.moderator.name()
+            ),
+        }
+    }
+}
+
+/// Who implements a spec in the staging crate.
+#[derive(Clone)]
+pub enum CoderChoice {
+    /// The offline rule coder: edits `src/tables.rs` from the spec's rules.
+    Rules,
+    /// A coding agent (the LLM editor or an external command).
+    Agent(Arc<dyn Coder>),
+}
+
+impl CoderChoice {
+    /// The coder as `config.json` records it.
+    pub fn describe(&self) -> String {
+        match self {
+            CoderChoice::Rules => "rules".into(),
+            CoderChoice::Agent(c) => c.name().to_string(),
+        }
+    }
+}
+
+/// A training run that could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error(transparent)]
+    Io(#[from] PathError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Run(#[from] eval::RunError),
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    #[error(transparent)]
+    Env(#[from] crate::env::EnvError),
+    #[error("{dir} holds a training run with another configuration:\n{diff}\n(use another --out)")]
+    ConfigChanged { dir: PathBuf, diff: String },
+    #[error("the harness source {0} has no src/tables.rs for the rule coder")]
+    NoTables(PathBuf),
+    #[error("{path} is corrupt: {message} (move it away to start that part afresh)")]
+    Corrupt { path: PathBuf, message: String },
+}
+
+impl From<eval::RunDirError> for TrainError {
+    fn from(e: eval::RunDirError) -> Self {
+        match e {
+            eval::RunDirError::ConfigChanged { dir, diff } => {
+                TrainError::ConfigChanged { dir, diff }
+            }
+            eval::RunDirError::Corrupt { path, reason } => TrainError::Corrupt {
+                path,
+                message: reason,
+            },
+            eval::RunDirError::Io(p) => TrainError::Io(p),
+        }
+    }
+}
+
+/// What the loop needs besides the config.
+pub struct TrainContext {
+    /// Where candidates are stored.
+    pub store: ComponentStore,
+    /// The benchmark domain.
+    pub domain: Arc<dyn Domain>,
+    /// The agent and user of every episode.
+    pub participants: Arc<dyn Participants>,
+    /// The process's one sandbox (pooled, sized to the concurrency): every
+    /// evaluation, check and screen of the run instantiates from it.
+    pub sandbox: Sandbox,
+    /// Episodes at once.
+    pub concurrency: usize,
+    /// No progress output.
+    pub quiet: bool,
+    /// Cargo target dir shared by every candidate build (so a candidate
+    /// rebuilds only the harness crate, not its dependencies).
+    pub cargo_target: PathBuf,
+    /// Who diagnoses.
+    pub diagnoser: Diagnoser,
+    /// Who edits.
+    pub coder: CoderChoice,
+    /// The ledger every model of the run records into (the participants'
+    /// and the roles'); persisted as `ledger.json`.
+    pub ledger: Arc<UsageLedger>,
+    /// Components loaded into the sandbox, by hash (a candidate is
+    /// evaluated several times; loading once keeps the gate fast).
+    pub loaded: Mutex<HashMap<ComponentHash, LoadedHarness>>,
+}
+
+impl TrainContext {
+    /// A stored component, loaded into the run's sandbox once.
+    pub fn load(&self, hash: &ComponentHash) -> Result<LoadedHarness, TrainError> {
+        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = loaded.get(hash) {
+            return Ok(h.clone());
+        }
+        let (harness, _) = self.store.load(&self.sandbox, hash)?;
+        loaded.insert(hash.clone(), harness.clone());
+        Ok(harness)
+    }
+
+    /// Build a crate into the store with the run's shared target dir.
+    pub fn build(&self, dir: &Path, parent: Option<ComponentHash>) -> Result<Manifest, TrainError> {
+        Ok(self
+            .store
+            .build(
+                dir,
+                &BuildOptions {
+                    parent,
+                    target_dir: Some(self.cargo_target.clone()),
+                    quiet: true,
+                    ..BuildOptions::default()
+                },
+            )?
+            .manifest)
+    }
+
+    /// Evaluate one component on `tasks` (resuming its cached result dir
+    /// under `label`), returning the summary and the episodes.
+    pub async fn evaluate(
+        &self,
+        dir: &TrainDir,
+        base: &RunConfig,
+        hash: &ComponentHash,
+        tasks: &[String],
+        split: Option<String>,
+        label: &str,
+    ) -> Result<(RunSummary, Vec<EpisodeRecord>), TrainError> {
+        let loaded = self.load(hash)?;
+        let config = RunConfig {
+            harness: Some(hash.to_string()),
+            tasks: tasks.to_vec(),
+            split,
+            ..base.clone()
+        };
+        let out = dir.eval_dir(hash, label);
+        if !self.quiet {
+            eprintln!(
+                "evaluating {} on {} {label} task(s) x {} trial(s)",
+                hash.short(),
+                tasks.len(),
+                base.trials
+            );
+        }
+        // Decile progress lines (not a bar): training runs for hours against
+        // real endpoints, often with stderr going to a log file.
+        let options = RunOptions {
+            out: out.clone(),
+            concurrency: self.concurrency,
+            force_new: false,
+            quiet: true,
+            silent: self.quiet,
+            max_requeues: 2,
+        };
+        let summary = eval::run(
+            config,
+            options,
+            self.domain.clone(),
+            Some(loaded),
+            self.participants.clone(),
+            None,
+        )
+        .await?;
+        let records =
+            eval::rundir::read_trajectories(&out.join(eval::rundir::TRAJECTORIES_FILE), false)?;
+        Ok((summary, records))
+    }
+
+    fn say(&self, line: impl std::fmt::Display) {
+        if !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// The tasks a run trains on: the whole split or a selected budget.
+pub(crate) struct TrainTasks {
+    tasks: Vec<String>,
+    /// The evaluation label (`train`, or `train-<strategy>-<budget>`).
+    label: String,
+    selection: Option<Selection>,
+}
+
+/// The first exhausted budget, if any. Every attempt counts: failed builds,
+/// trapped candidates and failed coder runs were paid for too.
+fn budget_exhausted(
+    config: &TrainConfig,
+    coder_calls: u32,
+    episodes: u64,
+    usd: f64,
+) -> Option<String> {
+    if let Some(m) = config.max_coder_calls.filter(|m| coder_calls >= *m) {
+        return Some(format!("coder-call budget ({m}) used"));
+    }
+    if let Some(m) = config.max_episodes.filter(|m| episodes >= *m) {
+        return Some(format!("episode budget ({m}) used"));
+    }
+    if let Some(m) = config.max_usd.filter(|m| usd >= *m) {
+        return Some(format!("dollar budget (${m:.2}) used: ${usd:.4} spent"));
+    }
+    None
+}
+
+/// Why the loop should stop before the next round, if it should.
+fn stop_before_round(
+    config: &TrainConfig,
+    dir: &TrainDir,
+    done: &[RoundRecord],
+    coder_calls: u32,
+    usd: f64,
+) -> Option<String> {
+    if dir.stop_requested() {
+        tracing::info!("stop file found: ending training");
+        return Some("stop file".into());
+    }
+    let plateau = config.plateau as usize;
+    if plateau > 0 && done.len() >= plateau && done.iter().rev().take(plateau).all(|r| !r.accepted)
+    {
+        return Some("plateau".into());
+    }
+    budget_exhausted(config, coder_calls, dir.paid_episodes(), usd)
+}
+
+/// Run (or resume) training from the harness crate at `source` into `out`.
+pub async fn train(
+    config: TrainConfig,
+    source: &Path,
+    out: &Path,
+    cx: TrainContext,
+) -> Result<TrainSummary, TrainError> {
+    let started = Instant::now();
+    if !source.join(heuristic::TABLES_FILE).is_file() {
+        return Err(TrainError::NoTables(source.to_path_buf()));
+    }
+    let (dir, mut done) = TrainDir::open(out, &config)?;
+    // Spending of earlier processes of this run counts toward the budget.
+    dir.import_ledger(&cx.ledger)?;
+    // The WIT package sits beside the staging crate, where `../wit` finds it.
+    staging::fresh_copy(&source.join("../wit"), &out.join("wit"))?;
+    let initial = initial_harness(&cx, &dir, &config, source)?;
+    let mut incumbent = dir.incumbent(&initial, &done)?;
+    let tasks = training_tasks(&cx, &dir, &config, &initial).await?;
+    let (init_summary, _) = cx
+        .evaluate(
+            &dir,
+            &config.train,
+            &initial,
+            &tasks.tasks,
+            config.train.split.clone(),
+            &tasks.label,
+        )
+        .await?;
+
+    let mut coder_calls: u32 = done.iter().map(|r| r.coder_calls).sum();
+    let mut stopped = "rounds".to_string();
+    for n in done.len() as u32 + 1..=config.rounds {
+        if let Some(why) = stop_before_round(
+            &config,
+            &dir,
+            &done,
+            coder_calls,
+            cx.ledger.summary().total.usd,
+        ) {
+            stopped = why;
+            break;
+        }
+        let round = round::Round::new(&cx, &config, &dir, &tasks, n, incumbent.clone());
+        let record = round.run(&mut coder_calls).await?;
+        if record.accepted
+            && let Some(c) = record.candidate.as_deref().and_then(ComponentHash::parse)
+        {
+            incumbent = c;
+        }
+        done.push(record);
+    }
+
+    // The final incumbent's training score, then the held-out test split.
+    let (final_summary, _) = cx
+        .evaluate(
+            &dir,
+            &config.train,
+            &incumbent,
+            &tasks.tasks,
+            config.train.split.clone(),
+            &tasks.label,
+        )
+        .await?;
+    let mut seconds = PhaseTimes::default();
+    for r in &done {
+        seconds.add(&r.seconds);
+    }
+    let clock = Instant::now();
+    let test_score = if config.test_tasks.is_empty() {
+        None
+    } else {
+        let (s, _) = cx
+            .evaluate(
+                &dir,
+                &config.train,
+                &incumbent,
+                &config.test_tasks,
+                config.test_split.clone(),
+                "test",
+            )
+            .await?;
+        Some(s.metrics.accuracy)
+    };
+    seconds.test_eval += clock.elapsed().as_secs_f64();
+    dir.save_ledger(&cx.ledger)?;
+    let summary = TrainSummary {
+        method: config.method,
+        initial: initial.to_string(),
+        incumbent: incumbent.to_string(),
+        accepted: done.iter().filter(|r| r.accepted).count() as u32,
+        rounds: done,
+        initial_train_score: init_summary.metrics.accuracy,
+        final_train_score: final_summary.metrics.accuracy,
+        test_score,
+        coder_calls,
+        episodes: dir.paid_episodes(),
+        seconds,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        stopped,
+        selection: tasks.selection,
+        usage: cx.ledger.summary(),
+        simulated: config.train.agent_model.starts_with("sim:"),
+    };
+    dir.write("summary.json", &summary)?;
+    Ok(summary)
+}
+
+/// The starting harness: built from `source` on the first run (with its
+/// rule tables emptied under `start_blank`), read back on a resume.
+fn initial_harness(
+    cx: &TrainContext,
+    dir: &TrainDir,
+    config: &TrainConfig,
+    source: &Path,
+) -> Result<ComponentHash, TrainError> {
+    if let Some(h) = dir.initial()? {
+        return Ok(h);
+    }
+    let staging = dir.staging();
+    staging::fresh_copy(source, &staging)?;
+    if config.start_blank {
+        let path = staging.join(heuristic::TABLES_FILE);
+        let mut text =
+            std::fs::read_to_string(&path).map_err(|e| PathError::new("read", &path, e))?;
+        rulecoder::blank_tables(&mut text)
+            .map_err(|m| PathError::new("edit", &path, std::io::Error::other(m)))?;
+        crate::fsutil::atomic_write(&path, text.as_bytes())
+            .map_err(|e| PathError::new("write", &path, e))?;
+    }
+    let m = cx.build(&staging, None)?;
+    staging::fresh_copy(&staging, &dir.candidate(&m.hash).join("source"))?;
+    dir.set_initial(&m.hash)?;
+    Ok(m.hash)
+}
+
+/// The training tasks: the whole split, or a budget chosen from it by how
+/// the initial harness fails (or at random), kept in `selection.json`.
+async fn training_tasks(
+    cx: &TrainContext,
+    dir: &TrainDir,
+    config: &TrainConfig,
+    initial: &ComponentHash,
+) -> Result<TrainTasks, TrainError> {
+    let Some(sel) = config.select else {
+        return Ok(TrainTasks {
+            tasks: config.train.tasks.clone(),
+            label: "train".into(),
+            selection: None,
+        });
+    };
+    let label = format!("train-{}-{}", sel.strategy.as_str(), sel.budget);
+    if let Some(selection) = dir.read::<Selection>("selection.json")? {
+        return Ok(TrainTasks {
+            tasks: selection.tasks.clone(),
+            label,
+            selection: Some(selection),
+        });
+    }
+    // Failure-aware selection needs to see how the starting harness does
+    // on every training task; random selection does not.
+    let records = match sel.strategy {
+        SelectStrategy::FailureAware => {
+            cx.evaluate(
+                dir,
+                &config.train,
+                initial,
+                &config.train.tasks,
+                config.train.split.clone(),
+                "train-all",
+            )
+            .await?
+            .1
+        }
+        SelectStrategy::Random => vec![],
+    };
+    let selection = select::select(
+        sel.strategy,
+        sel.budget,
+        &config.train.tasks,
+        &records,
+        config.lambda,
+        sel.seed,
+    );
+    dir.write("selection.json", &selection)?;
+    cx.say(format!(
+        "selected {} of {} training tasks ({}): {}",
+        selection.tasks.len(),
+        config.train.tasks.len(),
+        sel.strategy.as_str(),
+        selection.tasks.join(",")
+    ));
+    Ok(TrainTasks {
+        tasks: selection.tasks.clone(),
+        label,
+        selection: Some(selection),
+    })
+}

@@ -1,0 +1,254 @@
+//! The records a training run writes: one [`RoundRecord`] per round in
+//! `rounds.jsonl`, a [`RoundTranscript`] per round, the [`LedgerFile`] and
+//! the final [`TrainSummary`].
+
+use serde::{Deserialize, Serialize};
+
+use super::Method;
+use crate::evolve::fdcr::FdcrOutcome;
+use crate::evolve::select::Selection;
+use crate::evolve::spec::ChangeSpec;
+use crate::model::{CallRecord, LedgerSummary};
+
+/// One coder invocation, as `transcript.json` records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoderRun {
+    /// `rules`, `editor:<model>` or `external:<program>`.
+    pub coder: String,
+    /// Whether the coder finished without an error.
+    pub ok: bool,
+    /// Model calls or command runs inside this invocation.
+    pub attempts: u32,
+    /// Files it changed, relative to the crate.
+    pub changed_files: Vec<String>,
+    /// Whether its last build check compiled.
+    pub build_ok: bool,
+    /// Why it failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its log (model turns, command output), clipped.
+    pub log: String,
+}
+
+/// `rounds/<n>/transcript.json` (and the candidate's copy).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundTranscript {
+    /// The round number.
+    pub round: u32,
+    /// Who diagnosed.
+    pub diagnoser: String,
+    /// The scrubbed evidence each diagnosed unit was shown (failure
+    /// excerpts by group, and successes on the same tools).
+    #[serde(default)]
+    pub evidence: Vec<String>,
+    /// FDCR discussions, one per diagnosed unit (empty for the heuristic).
+    pub discussions: Vec<FdcrOutcome>,
+    /// Every coder invocation of the round.
+    pub coder_runs: Vec<CoderRun>,
+}
+
+/// `ledger.json`: every metered model call of the run (across resumes) and
+/// their totals per role and model.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LedgerFile {
+    /// Totals per role and model.
+    pub summary: LedgerSummary,
+    /// Every call.
+    pub calls: Vec<CallRecord>,
+}
+
+/// One round's record in `rounds.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundRecord {
+    /// The round number (from 1).
+    pub round: u32,
+    /// The incumbent the round started from.
+    pub incumbent: String,
+    /// Its training score.
+    pub incumbent_score: f64,
+    /// The candidate built this round, if one was.
+    pub candidate: Option<String>,
+    /// Its training score, if it reached the gate's evaluation.
+    pub candidate_score: Option<f64>,
+    /// Whether the candidate became the incumbent.
+    pub accepted: bool,
+    /// Why not accepted (or `accepted`).
+    pub decision: String,
+    /// Failures (episodes below λ) of the incumbent.
+    pub failures: usize,
+    /// Failure groups after cross-task aggregation.
+    pub groups: usize,
+    /// Groups seen on more than one task.
+    pub recurring_groups: usize,
+    /// Coder calls this round.
+    pub coder_calls: u32,
+    /// The (merged) change spec the coder implemented.
+    pub spec: Option<ChangeSpec>,
+    /// Seconds per phase.
+    pub seconds: PhaseTimes,
+    /// The paired test's p-value (`--accept paired`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_value: Option<f64>,
+    /// Dollars spent by every role during this round.
+    #[serde(default)]
+    pub usd: f64,
+    /// Seconds from the coder's last edit to the candidate's first episode
+    /// (incremental guest build, precompile and instantiation), when a
+    /// candidate got that far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit_to_episode_seconds: Option<f64>,
+}
+
+/// Seconds spent per phase.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTimes {
+    /// Evaluating the incumbent on the training tasks.
+    pub train_eval: f64,
+    /// Collecting and aggregating failures.
+    pub aggregation: f64,
+    /// Diagnosis (heuristic or FDCR).
+    pub diagnosis: f64,
+    /// The coder.
+    pub coder: f64,
+    /// Building the candidate.
+    pub build: f64,
+    /// Check, screen and the candidate's evaluation.
+    pub gate: f64,
+    /// The held-out evaluation at the end.
+    pub test_eval: f64,
+}
+
+impl PhaseTimes {
+    /// Add another's phases to these.
+    pub fn add(&mut self, o: &PhaseTimes) {
+        self.train_eval += o.train_eval;
+        self.aggregation += o.aggregation;
+        self.diagnosis += o.diagnosis;
+        self.coder += o.coder;
+        self.build += o.build;
+        self.gate += o.gate;
+        self.test_eval += o.test_eval;
+    }
+}
+
+/// `summary.json` of a training run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainSummary {
+    /// The evolution method.
+    pub method: Method,
+    /// The starting harness.
+    pub initial: String,
+    /// The final incumbent.
+    pub incumbent: String,
+    /// Every round's record.
+    pub rounds: Vec<RoundRecord>,
+    /// The starting harness's training score.
+    pub initial_train_score: f64,
+    /// The final incumbent's training score.
+    pub final_train_score: f64,
+    /// The final incumbent's held-out score.
+    pub test_score: Option<f64>,
+    /// Rounds whose candidate was accepted.
+    pub accepted: u32,
+    /// Coder calls in all.
+    pub coder_calls: u32,
+    /// Episodes paid for by this training run (every evaluation, across
+    /// resumes).
+    pub episodes: u64,
+    /// Seconds per phase over the run.
+    pub seconds: PhaseTimes,
+    /// Wall time of this invocation.
+    pub wall_seconds: f64,
+    /// Why the loop ended (`rounds`, `plateau`, a budget, `stop file`).
+    #[serde(default)]
+    pub stopped: String,
+    /// The training tasks, when a budget selected them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
+    /// Tokens, calls, cache hits and dollars per role and model, over the
+    /// whole run (also in `ledger.json`).
+    #[serde(default)]
+    pub usage: LedgerSummary,
+    /// Whether the agent was a `sim:` testbed model: then every score here
+    /// is a simulated result, never a benchmark result.
+    #[serde(default)]
+    pub simulated: bool,
+}
+
+impl TrainSummary {
+    /// The text `train` prints: scores, rounds, why it stopped, usage.
+    pub fn render(&self) -> String {
+        let s = self;
+        let mut out = String::new();
+        if s.simulated {
+            out += &format!("note: {}\n", crate::eval::SIMULATED_LABEL);
+        }
+        out += &format!(
+            "method {}: train {:.3} -> {:.3}{}; {} of {} rounds accepted; {} coder calls; {} episodes; {:.1}s\n",
+            s.method.as_str(),
+            s.initial_train_score,
+            s.final_train_score,
+            s.test_score
+                .map(|t| format!(", test {t:.3}"))
+                .unwrap_or_default(),
+            s.accepted,
+            s.rounds.len(),
+            s.coder_calls,
+            s.episodes,
+            s.wall_seconds
+        );
+        for r in &s.rounds {
+            out += &format!(
+                "  round {}: {} failures, {} groups ({} recurring), {} coder calls: {}\n",
+                r.round, r.failures, r.groups, r.recurring_groups, r.coder_calls, r.decision
+            );
+        }
+        if !s.stopped.is_empty() {
+            out += &format!("stopped: {}\n", s.stopped);
+        }
+        if let Some(sel) = &s.selection {
+            out += &format!(
+                "trained on {} selected tasks ({}): {}\n",
+                sel.tasks.len(),
+                sel.strategy.as_str(),
+                sel.tasks.join(",")
+            );
+        }
+        out += &render_usage(&s.usage);
+        out += &format!("incumbent {}\n", s.incumbent);
+        out
+    }
+}
+
+/// Tokens, calls and dollars per role, as the paper reports them.
+pub fn render_usage(u: &LedgerSummary) -> String {
+    if u.by_role.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "{:<10} {:>7} {:>7} {:>12} {:>12} {:>10}\n",
+        "role", "calls", "hits", "prompt tok", "compl tok", "USD"
+    );
+    for (role, t) in u.by_role.iter().chain([(&"total".to_string(), &u.total)]) {
+        out += &format!(
+            "{:<10} {:>7} {:>7} {:>12} {:>12} {:>10.4}\n",
+            role,
+            t.fresh_calls + t.failed_calls,
+            t.cache_hits,
+            t.fresh_tokens.prompt_tokens,
+            t.fresh_tokens.completion_tokens,
+            t.usd
+        );
+    }
+    if !u.unpriced_models.is_empty() {
+        out += &format!(
+            "(no price for: {}; pass --prices to cost them)\n",
+            u.unpriced_models
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    out
+}

@@ -1,0 +1,496 @@
+//! One round of evolution as a type: evaluate → aggregate → diagnose/code
+//! → build → check → screen → gate → decide, with one close.
+//!
+//! Each phase either hands the next phase its input or ends the round with
+//! a decision (`ControlFlow::Break`); [`Round::run`] closes the round the
+//! same way whatever the outcome: phase times and dollars into the record,
+//! the record appended to `rounds.jsonl`, the ledger saved. A kill after
+//! the close loses nothing of the round; a kill before it redoes the round
+//! (every evaluation resumes from its own result directory).
+
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::time::Instant;
+
+use super::dir::{TrainDir, write_json};
+use super::record::{CoderRun, PhaseTimes, RoundRecord, RoundTranscript};
+use super::{CoderChoice, Diagnoser, Method, TrainConfig, TrainContext, TrainError, TrainTasks};
+use crate::agent::EpisodeRecord;
+use crate::evolve::accept;
+use crate::evolve::aggregate::{self, FailureGroup};
+use crate::evolve::coder::CoderTask;
+use crate::evolve::fdcr::{self, EvidenceLimits, FdcrInput};
+use crate::evolve::heuristic::{self, ToolFacts};
+use crate::evolve::records::{self, FailureRecord};
+use crate::evolve::spec::ChangeSpec;
+use crate::evolve::{rulecoder, screen, staging};
+use crate::fsutil::PathError;
+use crate::store::{ComponentHash, Manifest};
+
+/// A phase's result: its output, or the round's decision.
+type Phase<T> = Result<ControlFlow<String, T>, TrainError>;
+
+/// The incumbent's evaluation this round.
+struct Evaluated {
+    records: Vec<EpisodeRecord>,
+    failures: Vec<FailureRecord>,
+    successes: Vec<FailureRecord>,
+    groups: Vec<FailureGroup>,
+}
+
+/// One round in progress.
+pub(super) struct Round<'a> {
+    cx: &'a TrainContext,
+    config: &'a TrainConfig,
+    dir: &'a TrainDir,
+    tasks: &'a TrainTasks,
+    incumbent: ComponentHash,
+    record: RoundRecord,
+    transcript: RoundTranscript,
+    times: PhaseTimes,
+    usd_before: f64,
+}
+
+impl<'a> Round<'a> {
+    pub(super) fn new(
+        cx: &'a TrainContext,
+        config: &'a TrainConfig,
+        dir: &'a TrainDir,
+        tasks: &'a TrainTasks,
+        n: u32,
+        incumbent: ComponentHash,
+    ) -> Self {
+        Round {
+            cx,
+            config,
+            dir,
+            tasks,
+            record: RoundRecord {
+                round: n,
+                incumbent: incumbent.to_string(),
+                incumbent_score: 0.0,
+                candidate: None,
+                candidate_score: None,
+                accepted: false,
+                decision: String::new(),
+                failures: 0,
+                groups: 0,
+                recurring_groups: 0,
+                coder_calls: 0,
+                spec: None,
+                seconds: PhaseTimes::default(),
+                p_value: None,
+                usd: 0.0,
+                edit_to_episode_seconds: None,
+            },
+            transcript: RoundTranscript {
+                round: n,
+                diagnoser: config.diagnoser.clone(),
+                evidence: vec![],
+                discussions: vec![],
+                coder_runs: vec![],
+            },
+            incumbent,
+            times: PhaseTimes::default(),
+            usd_before: cx.ledger.summary().total.usd,
+        }
+    }
+
+    /// Run every phase, then close. `coder_calls` is the run's count so far
+    /// (budgets are checked before each coder call).
+    pub(super) async fn run(mut self, coder_calls: &mut u32) -> Result<RoundRecord, TrainError> {
+        self.record.decision = self.decide(coder_calls).await?;
+        self.close()
+    }
+
+    /// The phases in order; the first that ends the round gives its
+    /// decision, else the gate's verdict does.
+    async fn decide(&mut self, coder_calls: &mut u32) -> Result<String, TrainError> {
+        let evaluated = self.evaluate_incumbent().await?;
+        let spec = match self.diagnose_and_code(&evaluated, coder_calls).await? {
+            ControlFlow::Continue(spec) => spec,
+            ControlFlow::Break(why) => return Ok(why),
+        };
+        let edited = Instant::now();
+        let manifest = match self.build_candidate(&spec)? {
+            ControlFlow::Continue(m) => m,
+            ControlFlow::Break(why) => return Ok(why),
+        };
+        self.gate(&manifest.hash, &evaluated.records, edited).await
+    }
+
+    /// Evaluate the incumbent on the training tasks and group its failures
+    /// across tasks.
+    async fn evaluate_incumbent(&mut self) -> Result<Evaluated, TrainError> {
+        let clock = Instant::now();
+        let (summary, records) = self
+            .cx
+            .evaluate(
+                self.dir,
+                &self.config.train,
+                &self.incumbent,
+                &self.tasks.tasks,
+                self.config.train.split.clone(),
+                &self.tasks.label,
+            )
+            .await?;
+        self.times.train_eval = clock.elapsed().as_secs_f64();
+        self.record.incumbent_score = summary.metrics.accuracy;
+
+        let clock = Instant::now();
+        let lambda = self.config.lambda;
+        let failures = records::failures(&records, lambda);
+        let successes = records
+            .iter()
+            .filter(|r| r.reward >= lambda)
+            .map(FailureRecord::from_episode)
+            .collect();
+        let groups = aggregate::aggregate(&failures);
+        self.times.aggregation = clock.elapsed().as_secs_f64();
+        self.record.failures = failures.len();
+        self.record.groups = groups.len();
+        self.record.recurring_groups = groups.iter().filter(|g| g.recurring).count();
+        Ok(Evaluated {
+            records,
+            failures,
+            successes,
+            groups,
+        })
+    }
+
+    /// Diagnose each unit (one per round, or one per failure for
+    /// Self-Evolution) and let the coder implement it in the staging crate;
+    /// the merged spec of every applied unit, or why nothing was changed.
+    async fn diagnose_and_code(
+        &mut self,
+        ev: &Evaluated,
+        coder_calls: &mut u32,
+    ) -> Phase<ChangeSpec> {
+        let units: Vec<Vec<FailureGroup>> = match self.config.method {
+            Method::SelfEvolution => ev
+                .failures
+                .iter()
+                .map(|f| aggregate::aggregate(std::slice::from_ref(f)))
+                .collect(),
+            Method::EcdysisNofdcr | Method::Ecdysis => vec![ev.groups.clone()],
+        };
+        self.cx.say(format!(
+            "round {}: {} failure(s) in {} group(s), {} recurring; {} diagnosis unit(s) for {}",
+            self.record.round,
+            self.record.failures,
+            self.record.groups,
+            self.record.recurring_groups,
+            units.len(),
+            self.config.diagnoser
+        ));
+        let staging = self.dir.staging();
+        staging::fresh_copy(
+            &self.dir.candidate(&self.incumbent).join("source"),
+            &staging,
+        )?;
+        let mut merged: Option<ChangeSpec> = None;
+        let mut skipped: Vec<String> = vec![];
+        for unit in &units {
+            let spent = self.cx.ledger.summary().total.usd;
+            if let Some(why) =
+                super::budget_exhausted(self.config, *coder_calls, self.dir.paid_episodes(), spent)
+            {
+                skipped.push(format!("budget: {why}"));
+                break;
+            }
+            let clock = Instant::now();
+            let spec = self.diagnose(unit, &ev.successes, &staging).await?;
+            self.times.diagnosis += clock.elapsed().as_secs_f64();
+            let spec = match spec {
+                Ok(spec) => spec,
+                Err(why) => {
+                    skipped.push(why);
+                    continue;
+                }
+            };
+            let clock = Instant::now();
+            *coder_calls += 1;
+            self.record.coder_calls += 1;
+            let applied = self.code(&spec, unit, &staging).await?;
+            self.times.coder += clock.elapsed().as_secs_f64();
+            match applied {
+                Ok(()) => merged = Some(merge(merged, spec)),
+                Err(why) => skipped.push(why),
+            }
+        }
+        write_json(
+            &self.dir.round(self.record.round).join("transcript.json"),
+            &self.transcript,
+        )?;
+        self.record.spec = merged.clone();
+        Ok(match merged {
+            Some(spec) => ControlFlow::Continue(spec),
+            None if skipped.is_empty() => ControlFlow::Break(
+                "no change proposed: no failure with a visible interface cause".into(),
+            ),
+            None => ControlFlow::Break(format!("no change made: {}", skipped.join("; "))),
+        })
+    }
+
+    /// Diagnose one unit of failure groups into a spec. `Ok(Err(why))` when
+    /// this unit yields no spec (recorded, the round goes on).
+    async fn diagnose(
+        &mut self,
+        unit: &[FailureGroup],
+        successes: &[FailureRecord],
+        staging: &Path,
+    ) -> Result<Result<ChangeSpec, String>, TrainError> {
+        let evidence = fdcr::render_evidence(unit, successes, &EvidenceLimits::default());
+        self.transcript.evidence.push(evidence.clone());
+        if let (Diagnoser::Fdcr { roles, config: fc }, Method::Ecdysis) =
+            (&self.cx.diagnoser, self.config.method)
+        {
+            let input = FdcrInput {
+                evidence,
+                harness: fdcr::describe_harness(staging)?,
+            };
+            let outcome = fdcr::deliberate(roles, &input, fc).await;
+            let spec = outcome.spec.clone();
+            let error = outcome.error.clone();
+            self.transcript.discussions.push(outcome);
+            return Ok(spec.ok_or_else(|| {
+                format!(
+                    "FDCR produced no spec: {}",
+                    error.unwrap_or_else(|| "no reason given".into())
+                )
+            }));
+        }
+        let facts = ToolFacts {
+            tools: self
+                .cx
+                .domain
+                .tools()
+                .iter()
+                .map(|t| (t.name.clone(), t.mutates))
+                .collect(),
+        };
+        if let Some(spec) = heuristic::diagnose(unit, successes, &facts) {
+            return Ok(Ok(spec));
+        }
+        // A prose-reading coder can still work from the groups themselves.
+        match (&self.cx.coder, heuristic::spec_from_groups(unit)) {
+            (CoderChoice::Agent(_), Some(spec)) => Ok(Ok(spec)),
+            _ => Ok(Err(
+                "no failure with a visible interface cause for the rule coder".into(),
+            )),
+        }
+    }
+
+    /// Let the coder implement `spec` in the staging crate. `Ok(Err(why))`
+    /// when the coder failed (recorded, the round goes on).
+    async fn code(
+        &mut self,
+        spec: &ChangeSpec,
+        unit: &[FailureGroup],
+        staging: &Path,
+    ) -> Result<Result<(), String>, TrainError> {
+        let run = match &self.cx.coder {
+            CoderChoice::Rules => {
+                if self.config.coder_latency_ms > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(
+                        self.config.coder_latency_ms,
+                    ))
+                    .await;
+                }
+                // Rule tables key entries by the short domain name (`retail`).
+                let domain = &self.config.train.domain;
+                let short = domain.rsplit('/').next().unwrap_or(domain);
+                let n = rulecoder::apply(staging, spec, short)?;
+                CoderRun {
+                    coder: "rules".into(),
+                    ok: n > 0,
+                    attempts: 1,
+                    changed_files: if n > 0 {
+                        vec![heuristic::TABLES_FILE.into()]
+                    } else {
+                        vec![]
+                    },
+                    build_ok: false,
+                    error: None,
+                    log: format!("{n} table entr(ies) changed"),
+                }
+            }
+            CoderChoice::Agent(coder) => {
+                let mut task = CoderTask::new(spec.clone());
+                if self.config.method == Method::SelfEvolution {
+                    // The baseline's coder works from the one failure.
+                    task = task.with_notes(fdcr::render_evidence(
+                        unit,
+                        &[],
+                        &EvidenceLimits::default(),
+                    ));
+                }
+                match coder.implement(&task, staging).await {
+                    Ok(o) => CoderRun {
+                        coder: coder.name().to_string(),
+                        ok: true,
+                        attempts: o.attempts,
+                        changed_files: o.changed_files,
+                        build_ok: o.build_ok,
+                        error: None,
+                        log: o.log,
+                    },
+                    Err(e) => {
+                        self.cx
+                            .say(format!("round {}: coder failed: {e}", self.record.round));
+                        CoderRun {
+                            coder: coder.name().to_string(),
+                            ok: false,
+                            attempts: e.attempts(),
+                            changed_files: vec![],
+                            build_ok: false,
+                            error: Some(e.to_string()),
+                            log: e.log().to_string(),
+                        }
+                    }
+                }
+            }
+        };
+        let failed = run.error.clone();
+        self.transcript.coder_runs.push(run);
+        Ok(match failed {
+            Some(e) => Err(format!("coder failed: {e}")),
+            None => Ok(()),
+        })
+    }
+
+    /// Build the staging crate into the store and keep the candidate's
+    /// files (source, manifest, spec, transcript, diff against the
+    /// incumbent).
+    fn build_candidate(&mut self, spec: &ChangeSpec) -> Phase<Manifest> {
+        let clock = Instant::now();
+        let built = self
+            .cx
+            .build(&self.dir.staging(), Some(self.incumbent.clone()));
+        self.times.build = clock.elapsed().as_secs_f64();
+        let manifest = match built {
+            Ok(m) => m,
+            Err(TrainError::Store(e)) => {
+                return Ok(ControlFlow::Break(format!("build failed: {e}")));
+            }
+            Err(e) => return Err(e),
+        };
+        self.record.candidate = Some(manifest.hash.to_string());
+        let cdir = self.dir.candidate(&manifest.hash);
+        staging::fresh_copy(&self.dir.staging(), &cdir.join("source"))?;
+        write_json(&cdir.join("manifest.json"), &manifest)?;
+        write_json(&cdir.join("spec.json"), spec)?;
+        write_json(&cdir.join("transcript.json"), &self.transcript)?;
+        let diff = rulecoder::diff(
+            &self.dir.candidate(&self.incumbent).join("source/src"),
+            &cdir.join("source/src"),
+        );
+        let patch = cdir.join("diff.patch");
+        crate::fsutil::atomic_write(&patch, diff.as_bytes())
+            .map_err(|e| PathError::new("write", &patch, e))?;
+        Ok(ControlFlow::Continue(manifest))
+    }
+
+    /// Check the candidate against the contract, screen it against the
+    /// incumbent's successful calls, evaluate it and decide.
+    async fn gate(
+        &mut self,
+        cand: &ComponentHash,
+        incumbent_records: &[EpisodeRecord],
+        edited: Instant,
+    ) -> Result<String, TrainError> {
+        let clock = Instant::now();
+        let loaded = match self.cx.load(cand) {
+            Ok(l) => l,
+            // A candidate that does not link (it imports something not
+            // granted) is a rejected candidate, not the end of training.
+            Err(TrainError::Store(e)) => {
+                self.times.gate = clock.elapsed().as_secs_f64();
+                return Ok(format!("rejected: cannot load: {e}"));
+            }
+            Err(e) => return Err(e),
+        };
+        let (check, hits) = {
+            let domain = self.cx.domain.clone();
+            let records = incumbent_records.to_vec();
+            tokio::task::spawn_blocking(move || {
+                let check = crate::doctor::check(&loaded);
+                let hits = screen::screen(&loaded, &*domain, &records);
+                (check, hits)
+            })
+            .await
+            .expect("gate task")
+        };
+        self.record.edit_to_episode_seconds = Some(edited.elapsed().as_secs_f64());
+        if !check.passed() {
+            self.times.gate = clock.elapsed().as_secs_f64();
+            return Ok("rejected: check failed".into());
+        }
+        if let Some(hit) = hits.first() {
+            self.times.gate = clock.elapsed().as_secs_f64();
+            return Ok(format!(
+                "rejected by the screen: blocks {}({}) which succeeded on task {}",
+                hit.tool, hit.arguments, hit.task_id
+            ));
+        }
+        let (summary, records) = self
+            .cx
+            .evaluate(
+                self.dir,
+                &self.config.train,
+                cand,
+                &self.tasks.tasks,
+                self.config.train.split.clone(),
+                &self.tasks.label,
+            )
+            .await?;
+        write_json(
+            &self.dir.candidate(cand).join("train_summary.json"),
+            &summary,
+        )?;
+        self.times.gate = clock.elapsed().as_secs_f64();
+        let verdict = accept::decide(self.config.accept, incumbent_records, &records);
+        self.record.candidate_score = Some(summary.metrics.accuracy);
+        self.record.p_value = verdict.p_value;
+        self.record.accepted = verdict.accepted;
+        Ok(verdict.reason)
+    }
+
+    /// Close the round, whatever its outcome: times and dollars into the
+    /// record, the record appended to `rounds.jsonl` (synced), the new
+    /// incumbent recorded, the ledger saved.
+    fn close(mut self) -> Result<RoundRecord, TrainError> {
+        self.record.seconds = self.times;
+        self.record.usd = self.cx.ledger.summary().total.usd - self.usd_before;
+        self.dir.append_round(&self.record)?;
+        if self.record.accepted
+            && let Some(c) = self
+                .record
+                .candidate
+                .as_deref()
+                .and_then(ComponentHash::parse)
+        {
+            self.dir.set_incumbent(&c)?;
+        }
+        self.dir.save_ledger(&self.cx.ledger)?;
+        self.cx.say(format!(
+            "round {}: {}",
+            self.record.round, self.record.decision
+        ));
+        Ok(self.record)
+    }
+}
+
+/// Specs of several units, merged into one (Self-Evolution accumulates its
+/// per-failure edits in one candidate).
+fn merge(merged: Option<ChangeSpec>, spec: ChangeSpec) -> ChangeSpec {
+    match merged {
+        None => spec,
+        Some(mut m) => {
+            m.failure_patterns.extend(spec.failure_patterns);
+            m.proposed_changes.extend(spec.proposed_changes);
+            m.skills.extend(spec.skills);
+            m
+        }
+    }
+}

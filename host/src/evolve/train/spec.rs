@@ -1,0 +1,181 @@
+//! What to train, as a library value: [`TrainSpec`] (the method, the
+//! budgets, the evaluation [`RunSpec`] and the roles), and [`run`], which
+//! wires the process's one sandbox, the participants and the roles and
+//! runs [`super::train`]. `train` and `experiment` on the command line both
+//! parse their flags into a `TrainSpec`; nothing else builds a context.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::{SelectConfig, TrainConfig, TrainContext, TrainError, TrainSummary};
+use crate::env::Domain;
+use crate::eval::{ModelServices, RunSpec, SpecError};
+use crate::evolve::accept::AcceptRule;
+use crate::evolve::roles::{RoleError, RoleSpec};
+use crate::evolve::train::Method;
+use crate::sandbox::Sandbox;
+use crate::store::ComponentStore;
+
+/// A training run's specification.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainSpec {
+    /// The evolution method.
+    pub method: Method,
+    /// The harness source crate to start from (copied, never edited).
+    pub source: PathBuf,
+    /// Rounds at most.
+    pub rounds: u32,
+    /// Episodes with reward below this are failures.
+    pub lambda: f64,
+    /// Stop after this many rounds in a row without an accepted candidate.
+    pub plateau: u32,
+    /// Budget: coder calls in all.
+    pub max_coder_calls: Option<u32>,
+    /// Budget: episodes in all.
+    pub max_episodes: Option<u64>,
+    /// Budget: dollars over every role.
+    pub max_usd: Option<f64>,
+    /// The training evaluations (its `split` is the training split).
+    pub eval: RunSpec,
+    /// The held-out split, evaluated at the end (`None`: no test).
+    pub test_split: Option<String>,
+    /// Start from the source's rule engine with its rule tables emptied.
+    pub start_blank: bool,
+    /// Simulated latency per coder call, in milliseconds.
+    pub coder_latency_ms: u64,
+    /// The acceptance rule.
+    pub accept: AcceptRule,
+    /// Train on a budget of selected tasks.
+    pub select: Option<SelectConfig>,
+    /// Who diagnoses and who edits.
+    pub roles: RoleSpec,
+    /// Cargo target dir shared by candidate builds (default
+    /// `<store>/cargo-target`).
+    pub cargo_target: Option<PathBuf>,
+    /// Episodes at once.
+    pub concurrency: usize,
+}
+
+impl Default for TrainSpec {
+    /// The offline defaults of `train`: Ecdysis from `harness-template` on
+    /// τ² retail's training split with the `sim:clumsy` testbed agent.
+    fn default() -> Self {
+        TrainSpec {
+            method: Method::Ecdysis,
+            source: PathBuf::from("harness-template"),
+            rounds: 3,
+            lambda: 1.0,
+            plateau: 2,
+            max_coder_calls: None,
+            max_episodes: None,
+            max_usd: None,
+            eval: RunSpec {
+                split: Some("train".into()),
+                agent: crate::model::ModelFlags {
+                    model: Some("sim:clumsy".into()),
+                    ..Default::default()
+                },
+                ..RunSpec::default()
+            },
+            test_split: Some("test".into()),
+            start_blank: false,
+            coder_latency_ms: 0,
+            accept: AcceptRule::default(),
+            select: None,
+            roles: RoleSpec::default(),
+            cargo_target: None,
+            concurrency: 8,
+        }
+    }
+}
+
+/// A training specification that cannot work.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainSpecError {
+    #[error(transparent)]
+    Eval(#[from] SpecError),
+    #[error(transparent)]
+    Roles(#[from] RoleError),
+    #[error("no training tasks: {0}")]
+    NoTasks(String),
+    #[error("the task budget must be at least 1")]
+    NoBudget,
+    #[error("the dollar budget must be a positive number of dollars, got {0}")]
+    BadUsd(f64),
+    #[error("the harness source {path}: {reason}")]
+    Source { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Train(#[from] TrainError),
+}
+
+/// Train as `spec` says, into `out`, with the components in `store`, every
+/// episode instantiated from `sandbox` (the process's one engine; make it
+/// with [`Sandbox::pooled`] for `spec.concurrency` episodes).
+pub async fn run(
+    spec: &TrainSpec,
+    store: &ComponentStore,
+    domain: Arc<dyn Domain>,
+    services: &ModelServices,
+    sandbox: &Sandbox,
+    out: &Path,
+    quiet: bool,
+) -> Result<TrainSummary, TrainSpecError> {
+    spec.eval.validate()?;
+    if spec.select.is_some_and(|s| s.budget == 0) {
+        return Err(TrainSpecError::NoBudget);
+    }
+    if let Some(m) = spec.max_usd
+        && !(m.is_finite() && m > 0.0)
+    {
+        return Err(TrainSpecError::BadUsd(m));
+    }
+    let train_tasks = spec.eval.task_ids(&*domain)?;
+    let test_tasks = match &spec.test_split {
+        Some(s) => domain.tasks(Some(s)).map_err(SpecError::from)?,
+        None => vec![],
+    };
+    let source = std::fs::canonicalize(&spec.source).map_err(|e| TrainSpecError::Source {
+        path: spec.source.clone(),
+        reason: e.to_string(),
+    })?;
+    let hub = services.hub()?;
+    let target = spec
+        .cargo_target
+        .clone()
+        .unwrap_or_else(|| store.root().join("cargo-target"));
+    let (diagnoser, coder) = spec.roles.build(spec.method, &hub, &target)?;
+    let config = TrainConfig {
+        method: spec.method,
+        rounds: spec.rounds,
+        lambda: spec.lambda,
+        train: spec.eval.config(None, train_tasks),
+        test_tasks: test_tasks.into_iter().map(|t| t.id).collect(),
+        test_split: spec.test_split.clone(),
+        max_coder_calls: spec.max_coder_calls,
+        max_episodes: spec.max_episodes,
+        plateau: spec.plateau,
+        start_blank: spec.start_blank,
+        coder_latency_ms: spec.coder_latency_ms,
+        diagnoser: diagnoser.describe(),
+        coder: coder.describe(),
+        accept: spec.accept,
+        max_usd: spec.max_usd,
+        select: spec.select,
+    };
+    let cx = TrainContext {
+        store: store.clone(),
+        participants: spec.eval.participants(&hub, &*domain)?,
+        domain,
+        // One sandbox for the whole run (one engine, one pool, one epoch
+        // thread): every evaluation, check and screen instantiates from it.
+        sandbox: sandbox.clone(),
+        concurrency: spec.concurrency,
+        quiet,
+        cargo_target: target,
+        diagnoser,
+        coder,
+        ledger: hub.ledger().clone(),
+        loaded: Mutex::new(Default::default()),
+    };
+    Ok(super::train(config, &source, out, cx).await?)
+}

@@ -1,0 +1,162 @@
+//! Child processes the host runs on behalf of others (cargo for guest
+//! builds, external coding agents): each in its own process group with its
+//! output going to files (so a grandchild holding a pipe cannot hang us),
+//! killed as a whole group on timeout, with the variables a cargo-built
+//! host would leak removed from its environment.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::fsutil::PathError;
+
+/// Variables a host built by cargo exports that would leak into a guest
+/// build (or an agent's) and retarget it.
+pub const CARGO_LEAKS: [&str; 4] = [
+    "CARGO_TARGET_DIR",
+    "CARGO_BUILD_TARGET",
+    "RUSTFLAGS",
+    "CARGO_ENCODED_RUSTFLAGS",
+];
+
+/// Remove the [`CARGO_LEAKS`] from a command's environment.
+pub fn scrub_cargo_env(cmd: &mut Command) {
+    for var in CARGO_LEAKS {
+        cmd.env_remove(var);
+    }
+}
+
+/// A scratch directory under the system temp dir, removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// A fresh, uniquely named directory (`tag` appears in its name).
+    pub fn new(tag: &str) -> Result<Scratch, PathError> {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!(
+            "ecdysis-{tag}-{}-{nanos}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).map_err(|e| PathError::new("create", &dir, e))?;
+        Ok(Scratch(dir))
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A finished (or killed) process.
+#[derive(Debug)]
+pub struct ProcOutput {
+    /// Its exit status (`None` when it was killed on timeout).
+    pub status: Option<ExitStatus>,
+    /// Everything it wrote to stdout.
+    pub stdout: String,
+    /// Everything it wrote to stderr.
+    pub stderr: String,
+    /// Whether the timeout killed it.
+    pub timed_out: bool,
+    /// How long it ran.
+    pub elapsed: Duration,
+}
+
+impl ProcOutput {
+    /// Whether it exited successfully.
+    pub fn success(&self) -> bool {
+        self.status.is_some_and(|s| s.success())
+    }
+}
+
+/// Kill a whole process group.
+pub fn kill_group(pgid: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Run `cmd` in its own process group, killing the whole group after
+/// `timeout`; output is collected from files. Blocking: call it from
+/// `spawn_blocking` in async code.
+pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<ProcOutput> {
+    let scratch = Scratch::new("proc").map_err(|e| e.source)?;
+    let out_path = scratch.path().join("stdout");
+    let err_path = scratch.path().join("stderr");
+    cmd.stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path)?)
+        .stderr(std::fs::File::create(&err_path)?)
+        .process_group(0);
+    let started = Instant::now();
+    let mut child = cmd.spawn()?;
+    let deadline = started + timeout;
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            timed_out = true;
+            // The group id is the child's pid (process_group(0)).
+            kill_group(child.id());
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    };
+    let read = |p: &Path| {
+        let mut s = Vec::new();
+        if let Ok(mut f) = std::fs::File::open(p) {
+            let _ = f.read_to_end(&mut s);
+        }
+        String::from_utf8_lossy(&s).into_owned()
+    };
+    Ok(ProcOutput {
+        status,
+        stdout: read(&out_path),
+        stderr: read(&err_path),
+        timed_out,
+        elapsed: started.elapsed(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn processes_time_out_and_are_killed_with_their_children() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 30 & sleep 30"]);
+        let out = run_with_timeout(cmd, Duration::from_millis(300)).unwrap();
+        assert!(out.timed_out);
+        assert!(out.status.is_none());
+        assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
+
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo out; echo err >&2"]);
+        let out = run_with_timeout(cmd, Duration::from_secs(10)).unwrap();
+        assert!(out.success());
+        assert_eq!(
+            (out.stdout.as_str(), out.stderr.as_str()),
+            ("out\n", "err\n")
+        );
+    }
+}
