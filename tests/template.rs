@@ -282,3 +282,191 @@ fn slips_are_repaired_and_violations_blocked_on_real_state() {
         other => panic!("{other:?}"),
     }
 }
+
+/// MariaDB is needed for DBBench: without it the test is SKIPPED, unless
+/// `$CI` is set (CI installs it).
+fn dbbench_domain() -> Option<Arc<dyn Domain>> {
+    if !env::dbbench::server::server_available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but mariadbd is not installed"
+        );
+        eprintln!("SKIPPED: mariadbd is not installed (apt-get install mariadb-server)");
+        return None;
+    }
+    let domain =
+        env::dbbench::open(env::dbbench::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    Some(Arc::new(domain))
+}
+
+/// DBBench: every task's gold plan (gold SQL, then the commit of the label)
+/// passes realization untouched, the SQL written as a ```sql block or as
+/// fenced JSON is rescued into that very call, regulation never stops, and
+/// the final table hash equals the unharnessed gold replay's.
+#[test]
+fn dbbench_gold_plans_pass_the_template_untouched() {
+    let Some(domain) = dbbench_domain() else {
+        return;
+    };
+    let h = harness();
+    let tools = wit_tools(&*domain);
+    let info = EpisodeInfo {
+        domain: domain.name().to_string(),
+        max_steps: env::DEFAULT_MAX_STEPS,
+        max_errors: env::DEFAULT_MAX_ERRORS,
+    };
+    let mut findings = Findings::default();
+    let mut skills_shown = 0;
+    let tasks = domain.tasks(None).expect("tasks");
+    for task in &tasks {
+        let (view, oracle) = domain.task(&task.id).expect("task");
+        let plan = ecdysis_host::model::TestbedPlan::from(oracle.gold_plan());
+        let env: SharedEnv = Arc::new(Mutex::new(domain.new_env_for(&view).expect("env")));
+        // Only INSERT/UPDATE gold statements change the table; a SELECT
+        // task's table is compared with the pristine one.
+        let modifying = plan.steps.first().is_some_and(|s| {
+            s.arguments
+                .get("query")
+                .and_then(|q| q.as_str())
+                .is_some_and(|q| !q.trim_start().to_ascii_uppercase().starts_with("SELECT"))
+        });
+        let mut gold_env = modifying.then(|| domain.new_env_for(&view).expect("gold env"));
+        let env_view = SharedEnvView::new(
+            env.clone(),
+            tools.iter().map(|t| (t.name.clone(), t.mutates)),
+        );
+        let mut ep = h
+            .start_episode(&info, &tools, Box::new(env_view))
+            .expect("episode");
+        let contract = ep
+            .contract(&ContractInput {
+                domain: domain.name().to_string(),
+                system_prompt: domain.system_prompt(),
+                tools: tools.clone(),
+            })
+            .expect("contract")
+            .value;
+        assert!(contract.system_prompt.contains("backticks"));
+        let guides = ep
+            .skills(&TaskView {
+                domain: domain.name().to_string(),
+                first_user_message: view.first_user_message.clone().unwrap_or_default(),
+            })
+            .expect("skills")
+            .value;
+        skills_shown += usize::from(!guides.is_empty());
+        for (i, gold) in plan.steps.iter().enumerate() {
+            findings.calls += 1;
+            let args = serde_json::Value::Object(gold.arguments.clone());
+            let label = format!("{} call {i} {}({args})", task.id, gold.name);
+            let call = ToolCall {
+                id: format!("gold_{i}"),
+                name: gold.name.clone(),
+                arguments: args.to_string(),
+            };
+            let mut texts = vec![format!(
+                "```json\n{}\n```",
+                serde_json::json!({"name": gold.name, "arguments": gold.arguments})
+            )];
+            if let Some(sql) = gold.arguments.get("query").and_then(|q| q.as_str()) {
+                texts.push(format!("I will run this.\n```sql\n{sql}\n```"));
+            }
+            for text in texts {
+                match ep
+                    .realize(&AgentAction::Text(text.clone()))
+                    .expect("realize")
+                    .value
+                {
+                    ActionDecision::Realize(calls)
+                        if calls.len() == 1
+                            && calls[0].name == gold.name
+                            && serde_json::from_str::<serde_json::Value>(&calls[0].arguments)
+                                .ok()
+                                .as_ref()
+                                .and_then(|v| {
+                                    v.get(if gold.name == "execute_sql" {
+                                        "query"
+                                    } else {
+                                        "answers"
+                                    })
+                                })
+                                == args.get(if gold.name == "execute_sql" {
+                                    "query"
+                                } else {
+                                    "answers"
+                                }) => {}
+                    other => findings
+                        .rescue_misses
+                        .push(format!("{label} from {text:?}: {other:?}")),
+                }
+            }
+            let ran = match ep
+                .realize(&AgentAction::Call(call.clone()))
+                .expect("realize")
+                .value
+            {
+                ActionDecision::Proceed => call.clone(),
+                ActionDecision::Execute(new) => {
+                    if new != call {
+                        findings.rewrites += 1;
+                    }
+                    new
+                }
+                ActionDecision::Block(text) => {
+                    findings.blocks.push(format!("{label}: {text}"));
+                    call.clone()
+                }
+                ActionDecision::Realize(_) => panic!("{label}: realize on a call"),
+            };
+            let ran_args: serde_json::Value = serde_json::from_str(&ran.arguments).expect("JSON");
+            let result = env.lock().unwrap().call(&ran.name, &ran_args);
+            if let Some(g) = gold_env.as_mut() {
+                g.call(&gold.name, &args);
+            }
+            let report = StepReport {
+                step: 2 + i as u32,
+                steps_left: 100,
+                errors_left: 10,
+                kind: StepKind::ToolResults,
+                text: None,
+                outcomes: vec![ToolOutcome {
+                    call: ran,
+                    content: result.content,
+                    error: result.error,
+                    blocked: false,
+                }],
+            };
+            if let Regulation::Stop(reason) = ep.regulate(&report).expect("regulate").value {
+                findings.stops.push(format!("{label}: {reason}"));
+            }
+        }
+        if let Some(g) = &gold_env {
+            let (got, want) = (env.lock().unwrap().state_hash(), g.state_hash());
+            if got != want {
+                findings
+                    .db_changes
+                    .push(format!("{}: {got} != {want}", task.id));
+            }
+        }
+    }
+    assert_eq!(tasks.len(), 360);
+    eprintln!(
+        "dbbench: {} tasks, {} gold calls, {} rewrites, skills shown on {skills_shown}",
+        tasks.len(),
+        findings.calls,
+        findings.rewrites
+    );
+    assert!(
+        skills_shown > 300,
+        "skills for {skills_shown} of 360 openings"
+    );
+    for (what, list) in [
+        ("blocked gold calls", &findings.blocks),
+        ("table hash changed", &findings.db_changes),
+        ("regulation stopped", &findings.stops),
+        ("text not rescued", &findings.rescue_misses),
+    ] {
+        assert!(list.is_empty(), "{what}:\n{}", list.join("\n"));
+    }
+    assert_eq!(findings.rewrites, 0, "gold calls are never rewritten");
+}

@@ -41,8 +41,13 @@ pub static PROMPT_RULES: &[PromptRule] = &[
         domain: "*",
         text: "Use the exact tool names from the tool list; there are no other tools.",
     },
+    // Not for dbbench, whose answers are strings.
     PromptRule {
-        domain: "*",
+        domain: "retail",
+        text: "Pass numbers as JSON numbers, not as quoted strings (e.g. 2, not \"2\").",
+    },
+    PromptRule {
+        domain: "airline",
         text: "Pass numbers as JSON numbers, not as quoted strings (e.g. 2, not \"2\").",
     },
     PromptRule {
@@ -60,6 +65,23 @@ pub static PROMPT_RULES: &[PromptRule] = &[
     PromptRule {
         domain: "airline",
         text: "Before changing a reservation, look up its current details with get_reservation_details first (and the user's profile with get_user_details for payment methods and membership).",
+    },
+    // ----- dbbench (AgentBench DBBench: MySQL 8, every column TEXT)
+    PromptRule {
+        domain: "dbbench",
+        text: "Run SQL only through the execute_sql tool, one statement per call; SQL written in your message is not executed.",
+    },
+    PromptRule {
+        domain: "dbbench",
+        text: "This is MySQL: quote table and column names that contain spaces or punctuation with backticks (`Table name`); text in double quotes is a string, not a name.",
+    },
+    PromptRule {
+        domain: "dbbench",
+        text: "Every column is TEXT: compare with quoted values (WHERE `No` = '16'), and CAST(col AS DECIMAL) for numeric order, sums and comparisons.",
+    },
+    PromptRule {
+        domain: "dbbench",
+        text: "Finish with commit_final_answer: answers is a list of strings holding only the values (e.g. [\"12\"] or [\"Paris\", \"Rome\"]); after an INSERT/UPDATE/DELETE, commit once the change is made.",
     },
 ];
 
@@ -79,6 +101,17 @@ pub struct ToolHint {
 pub const TOOL_HINT_PREFIX: &str = "Policy check:";
 
 pub static TOOL_HINTS: &[ToolHint] = &[
+    // ----- dbbench
+    ToolHint {
+        domain: "dbbench",
+        tool: "execute_sql",
+        hint: "one MySQL statement in `query`; backticks around names with spaces; every column is TEXT, so quote compared values and CAST for numbers. The reply is the raw result rows, cut at 800 characters.",
+    },
+    ToolHint {
+        domain: "dbbench",
+        tool: "commit_final_answer",
+        hint: "ends the task at once: call it only when the answer is known (or the change is made). answers is a list of strings with the bare values, no sentence.",
+    },
     // ----- airline
     ToolHint {
         domain: "airline",
@@ -162,6 +195,19 @@ pub struct Skill {
 }
 
 pub static SKILLS: &[Skill] = &[
+    // ----- dbbench
+    Skill {
+        domain: "dbbench",
+        title: "Answer a question from the table",
+        text: "1. Write one SELECT that answers the question, with backticks around the table and column names from the table information. 2. Run it with execute_sql and read the rows. 3. Every column is TEXT: for counts, sums, averages, minimum/maximum and ordering by a number use CAST(col AS DECIMAL). 4. Commit only the values: commit_final_answer with answers such as [\"12\"] (one string per value).",
+        keywords: "what which who how many much number count total sum average avg highest lowest most least largest smallest first last name when where question table",
+    },
+    Skill {
+        domain: "dbbench",
+        title: "Change the table (INSERT / UPDATE / DELETE)",
+        text: "1. Write the statement with backticks around names and every value quoted as a string (the columns are TEXT), e.g. INSERT INTO `T` (`A`, `B`) VALUES ('1', 'x') or UPDATE `T` SET `B` = 'y' WHERE `A` = '1'. 2. Run it once with execute_sql (an empty result [] means it worked). 3. Do not run it twice. 4. Then call commit_final_answer (the answer text does not matter).",
+        keywords: "insert add added adding update modify change set record entry row new delete remove",
+    },
     // ----- retail
     Skill {
         domain: "retail",
@@ -267,6 +313,14 @@ pub struct ToolAlias {
 }
 
 pub static TOOL_ALIASES: &[ToolAlias] = &[
+    // ----- dbbench
+    ToolAlias { domain: "dbbench", alias: "run_sql", tool: "execute_sql" },
+    ToolAlias { domain: "dbbench", alias: "sql", tool: "execute_sql" },
+    ToolAlias { domain: "dbbench", alias: "execute_query", tool: "execute_sql" },
+    ToolAlias { domain: "dbbench", alias: "query", tool: "execute_sql" },
+    ToolAlias { domain: "dbbench", alias: "submit_answer", tool: "commit_final_answer" },
+    ToolAlias { domain: "dbbench", alias: "final_answer", tool: "commit_final_answer" },
+    ToolAlias { domain: "dbbench", alias: "commit_answer", tool: "commit_final_answer" },
     // ----- retail
     ToolAlias { domain: "retail", alias: "get_order_info", tool: "get_order_details" },
     ToolAlias { domain: "retail", alias: "get_order", tool: "get_order_details" },
@@ -353,6 +407,26 @@ pub static TEXT_CALL_ARGUMENT_KEYS: &[&str] =
     &["arguments", "parameters", "args", "input", "params", "tool_input"];
 /// Tags around a call written as text, e.g. `<tool_call>{...}</tool_call>`.
 pub static TEXT_CALL_TAGS: &[&str] = &["tool_call", "function_call", "tool_use", "call"];
+
+/// SQL written in a message instead of a call (a fenced ```sql block, or a
+/// message that is one statement): run as `tool(argument = statement)`.
+pub struct SqlRescue {
+    /// Short domain name.
+    pub domain: &'static str,
+    /// The tool that runs SQL.
+    pub tool: &'static str,
+    /// Its argument holding the statement.
+    pub argument: &'static str,
+    /// Upper-case first words of a statement outside a fence.
+    pub keywords: &'static [&'static str],
+}
+
+pub static SQL_RESCUE: &[SqlRescue] = &[SqlRescue {
+    domain: "dbbench",
+    tool: "execute_sql",
+    argument: "query",
+    keywords: &["SELECT", "INSERT", "UPDATE", "DELETE", "SHOW", "DESCRIBE", "DESC", "WITH"],
+}];
 
 // ---------------------------------------------------------------------------
 // Action realization: policy gates
@@ -606,6 +680,11 @@ pub static MESSAGES: &[Message] = &[
     },
     // {tool} {count}
     Message {
+        key: "error_streak:dbbench",
+        text: "`{tool}` has failed {count} times in a row. Check the exact table and column names (SHOW TABLES, DESCRIBE `table`), put them in backticks, quote compared values, and send a simpler statement before building on it.",
+    },
+    // {tool} {count}
+    Message {
         key: "error_streak",
         text: "`{tool}` has failed {count} times in a row. Re-read its description and the error: check every id against what the lookups returned, and do not retry with the same arguments. If the request cannot be done under the policy, tell the user instead.",
     },
@@ -643,6 +722,27 @@ pub struct ErrorAdvice {
 }
 
 pub static ERROR_ADVICE: &[ErrorAdvice] = &[
+    // ----- MySQL (dbbench)
+    ErrorAdvice {
+        contains: "1064 (42000)",
+        advice: "the statement is not valid MySQL. Put backticks (not double quotes) around names with spaces, quote string values with single quotes, and send one statement.",
+    },
+    ErrorAdvice {
+        contains: "1146 (42s02)",
+        advice: "there is no such table: use the exact table name from the question's table information, in backticks (SHOW TABLES lists them).",
+    },
+    ErrorAdvice {
+        contains: "1054 (42s22)",
+        advice: "there is no such column: use the exact header names in backticks (DESCRIBE the table to list them).",
+    },
+    ErrorAdvice {
+        contains: "1292 (22007)",
+        advice: "a TEXT column was compared with a bare number: quote the value ('16'), or CAST the column.",
+    },
+    ErrorAdvice {
+        contains: "sql execution timed out",
+        advice: "the query ran too long: avoid joining the table with itself; filter with WHERE first.",
+    },
     ErrorAdvice {
         contains: "not found",
         advice: "the id does not exist. Check it against what the user said and what the lookups returned (order ids keep their leading '#'; item ids differ from product ids), or look it up first.",

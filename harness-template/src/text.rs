@@ -39,6 +39,12 @@ pub fn say(key: &str, values: &[(&str, String)]) -> String {
     fill(message(key), values)
 }
 
+/// [`say`] with the domain's own template (`key:domain`) when there is one.
+pub fn say_in(domain: &str, key: &str, values: &[(&str, String)]) -> String {
+    let own = message(&format!("{key}:{domain}"));
+    fill(if own.is_empty() { message(key) } else { own }, values)
+}
+
 /// Lower-case words (letters, digits, `'`), for retrieval.
 pub fn words(text: &str) -> Vec<String> {
     text.to_lowercase()

@@ -9,12 +9,14 @@
 //! anyway it only prepares an *explanation*, which regulation appends to
 //! the error (the environment's answer stays visible). For a message
 //! without calls, [`rescue_text`] turns a call written as text into a
-//! structured call.
+//! structured call, and [`rescue_sql`] SQL written as text into the
+//! domain's SQL call.
 
 pub mod gates;
 pub mod id_prefix;
 pub mod json_arguments;
 pub mod numeric_strings;
+pub mod rescue_sql;
 pub mod rescue_text;
 pub mod tool_alias;
 pub mod unknown_args;
@@ -38,7 +40,10 @@ pub fn realize(h: &mut Harness, view: &mut dyn EnvView, action: Action) -> Decis
             rescue_text::Rescue::UnknownTool(name) => {
                 Decision::Block(unknown_tool::text_feedback(&name, &h.tools))
             }
-            rescue_text::Rescue::Nothing => Decision::Proceed,
+            rescue_text::Rescue::Nothing => match rescue_sql::rescue(&h.domain, &h.tools, &text) {
+                Some(call) => Decision::Realize(vec![call]),
+                None => Decision::Proceed,
+            },
         },
         Action::Call(call) => realize_call(h, view, call),
     }

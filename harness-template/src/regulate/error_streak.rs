@@ -3,7 +3,7 @@
 //! the lookups and the option of telling the user.
 
 use crate::tables::REGULATION;
-use crate::text::say;
+use crate::text::say_in;
 use crate::types::Step;
 
 #[derive(Debug, Default)]
@@ -12,7 +12,7 @@ pub struct State {
     streak: Option<(String, u32)>,
 }
 
-pub fn check(state: &mut State, step: &Step) -> Option<String> {
+pub fn check(state: &mut State, step: &Step, domain: &str) -> Option<String> {
     let mut note = None;
     for o in &step.outcomes {
         let tool = o.call.name.clone();
@@ -26,7 +26,8 @@ pub fn check(state: &mut State, step: &Step) -> Option<String> {
         };
         state.streak = Some((tool.clone(), n));
         if n == REGULATION.error_streak {
-            note = Some(say(
+            note = Some(say_in(
+                domain,
                 "error_streak",
                 &[("tool", tool), ("count", n.to_string())],
             ));
@@ -59,17 +60,17 @@ mod tests {
     #[test]
     fn third_consecutive_error_on_one_tool() {
         let mut s = State::default();
-        assert!(check(&mut s, &outcome("a", true)).is_none());
-        assert!(check(&mut s, &outcome("a", true)).is_none());
-        assert!(check(&mut s, &outcome("a", true)).is_some());
+        assert!(check(&mut s, &outcome("a", true), "retail").is_none());
+        assert!(check(&mut s, &outcome("a", true), "retail").is_none());
+        assert!(check(&mut s, &outcome("a", true), "retail").is_some());
         assert!(
-            check(&mut s, &outcome("a", true)).is_none(),
+            check(&mut s, &outcome("a", true), "retail").is_none(),
             "once per streak"
         );
         let mut s = State::default();
-        check(&mut s, &outcome("a", true));
-        check(&mut s, &outcome("a", false));
-        check(&mut s, &outcome("a", true));
-        assert!(check(&mut s, &outcome("a", true)).is_none());
+        check(&mut s, &outcome("a", true), "retail");
+        check(&mut s, &outcome("a", false), "retail");
+        check(&mut s, &outcome("a", true), "retail");
+        assert!(check(&mut s, &outcome("a", true), "retail").is_none());
     }
 }

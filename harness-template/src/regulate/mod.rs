@@ -58,7 +58,11 @@ pub fn regulate(h: &mut Harness, step: &Step) -> Regulation {
         &mut h.regulation.repeated_success,
         step,
     ));
-    notes.extend(error_streak::check(&mut h.regulation.streak, step));
+    notes.extend(error_streak::check(
+        &mut h.regulation.streak,
+        step,
+        &h.domain,
+    ));
     notes.extend(stall::check(&mut h.regulation.stall, step));
     notes.extend(budget::check(
         &mut h.regulation.budget,

@@ -16,7 +16,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::env::{Domain, TaskView};
+use crate::env::{Domain, Protocol, TaskView};
 use crate::model::{
     self, ChatMessage, ChatModel, ChatRequest, FunctionTool, ModelError, SamplingArgs,
 };
@@ -76,6 +76,10 @@ struct Episode {
     model_wait: std::time::Duration,
     /// Notes the model sees before its next turn (injected, feedback).
     pending_notes: Vec<(String, String)>,
+    /// The domain's protocol (τ²'s unless the domain says otherwise).
+    protocol: Protocol,
+    /// Agent responses so far (for the protocol's turn cap).
+    agent_turns: u32,
 }
 
 /// How a phase of the loop ended the episode.
@@ -105,15 +109,24 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
     let started = Instant::now();
     let task_id = setup.task.id.clone();
     let domain_name = setup.domain.name().to_string();
-    let env: SharedEnv = Arc::new(Mutex::new(setup.domain.new_env()));
+    let protocol = setup.domain.protocol();
+    // A domain whose state lives in a server (DBBench) can fail to make
+    // the episode's environment: that is the host's problem, not the
+    // agent's, so the episode ends as an infrastructure error (requeued).
+    let (env, env_error) = match setup.domain.new_env_for(&setup.task) {
+        Ok(env) => (env, None),
+        Err(e) => (setup.domain.new_env(), Some(e.to_string())),
+    };
+    let env: SharedEnv = Arc::new(Mutex::new(env));
     let env_tools = setup.domain.tools().to_vec();
     let info = EpisodeInfo {
         domain: domain_name.clone(),
         max_steps: setup.max_steps,
         max_errors: setup.max_errors,
     };
-    let mut start_end = None;
+    let mut start_end = env_error.map(|e| End(EndReason::InfrastructureError, Some(e)));
     let session = match &setup.harness {
+        _ if start_end.is_some() => HarnessSession::none(),
         None => HarnessSession::none(),
         Some(h) => {
             let view = SharedEnvView::new(
@@ -152,6 +165,8 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
         next_call_id: 0,
         model_wait: std::time::Duration::ZERO,
         pending_notes: Vec::new(),
+        protocol,
+        agent_turns: 0,
     };
     let end = match start_end {
         Some(end) => end,
@@ -210,16 +225,22 @@ impl Episode {
             })
             .collect();
 
-        // The agent's fixed greeting, then the user's opening message.
-        let greeting = task.agent_greeting.to_string();
-        self.transcript.push(Entry::Agent {
-            step: self.step,
-            text: Some(greeting.clone()),
-            tool_calls: vec![],
-            testbed: None,
-        });
-        self.user_view.push(Utterance::agent(greeting.clone()));
-        self.step += 1;
+        // The agent's fixed greeting (with a user simulator), then the
+        // user's opening message.
+        let greeting = self
+            .protocol
+            .user_simulator
+            .then(|| task.agent_greeting.to_string());
+        if let Some(greeting) = &greeting {
+            self.transcript.push(Entry::Agent {
+                step: self.step,
+                text: Some(greeting.clone()),
+                tool_calls: vec![],
+                testbed: None,
+            });
+            self.user_view.push(Utterance::agent(greeting.clone()));
+            self.step += 1;
+        }
         let first = match &task.first_user_message {
             Some(text) => UserTurn::from_text(text.clone()),
             None => self.user_turn().await?,
@@ -247,7 +268,9 @@ impl Episode {
             },
         );
         self.messages.push(ChatMessage::system(system_prompt));
-        self.messages.push(ChatMessage::assistant(greeting));
+        if let Some(greeting) = greeting {
+            self.messages.push(ChatMessage::assistant(greeting));
+        }
         self.messages.push(ChatMessage::user(first.text.clone()));
         if first.stop.is_some() {
             return Ok(End(EndReason::UserStop, None));
@@ -260,6 +283,7 @@ impl Episode {
             self.flush_notes();
             let response = self.agent_call().await?;
             self.step += 1;
+            self.agent_turns += 1;
             let calls = response.tool_calls.clone();
             let text = response.content.clone().filter(|t| !t.trim().is_empty());
             self.transcript.push(Entry::Agent {
@@ -276,6 +300,7 @@ impl Episode {
                     planned.push((call, CallSource::Model));
                 }
                 self.run_calls(planned).await?;
+                self.check_turns()?;
                 continue;
             }
             let text = text.unwrap_or_default();
@@ -307,17 +332,37 @@ impl Episode {
                     // Rescued calls still go through realization one by one,
                     // as the WIT contract says.
                     self.run_calls(planned).await?;
+                    self.check_turns()?;
                     continue;
                 }
                 ActionDecision::Block(feedback) => {
                     self.messages.push(ChatMessage::assistant(text));
                     self.note("realize", feedback);
                     self.regulate(StepKind::AgentMessage, None, vec![]).await?;
+                    self.check_turns()?;
                     continue;
                 }
                 ActionDecision::Proceed | ActionDecision::Execute(_) => {}
             }
             self.messages.push(ChatMessage::assistant(text.clone()));
+            if let Some(reply) = self.protocol.no_call_reply.clone()
+                && !self.protocol.user_simulator
+            {
+                // No user in the loop: the environment's fixed reply.
+                self.regulate(StepKind::AgentMessage, Some(text), vec![])
+                    .await?;
+                self.check_turns()?;
+                self.check_limits()?;
+                self.step += 1;
+                self.transcript.push(Entry::User {
+                    step: self.step,
+                    text: reply.clone(),
+                });
+                self.messages.push(ChatMessage::user(reply.clone()));
+                self.regulate(StepKind::UserMessage, Some(reply), vec![])
+                    .await?;
+                continue;
+            }
             self.user_view.push(Utterance::agent(text.clone()));
             if text.contains(AGENT_STOP) {
                 return Ok(End(EndReason::AgentStop, None));
@@ -339,10 +384,19 @@ impl Episode {
         if self.step >= self.max_steps {
             return Err(End(EndReason::MaxSteps, None));
         }
-        if self.errors >= self.max_errors {
+        if self.protocol.tool_errors_capped && self.errors >= self.max_errors {
             return Err(End(EndReason::TooManyErrors, None));
         }
         Ok(())
+    }
+
+    /// The protocol's cap on agent turns (DBBench's 15 rounds), checked
+    /// after a turn has been answered.
+    fn check_turns(&self) -> Result<(), End> {
+        match self.protocol.max_agent_turns {
+            Some(cap) if self.agent_turns >= cap => Err(End(EndReason::MaxSteps, None)),
+            _ => Ok(()),
+        }
     }
 
     fn fresh_id(&mut self, prefix: &str) -> String {
@@ -434,6 +488,7 @@ impl Episode {
         self.step += 1;
         let step = self.step;
         let mut outcomes = Vec::new();
+        let mut finished = false;
         for (call, source, decision) in decided {
             let (ran, source, proposed, blocked_text) = match decision {
                 ActionDecision::Execute(new) => {
@@ -464,10 +519,20 @@ impl Episode {
                 ),
                 None => {
                     let call = env_call(&ran.name, &ran.arguments);
-                    let out = {
-                        let mut env = self.env.lock().unwrap_or_else(|p| p.into_inner());
+                    // On the blocking pool: a domain's call may wait on a
+                    // server (DBBench's SQL), which must not stall the
+                    // runtime's workers.
+                    let env = self.env.clone();
+                    let out = tokio::task::spawn_blocking(move || {
+                        let mut env = env.lock().unwrap_or_else(|p| p.into_inner());
                         env.call(&call.name, &call.arguments)
-                    };
+                    })
+                    .await
+                    .unwrap_or_else(|e| crate::env::ToolOutput {
+                        content: format!("Error: the environment call failed: {e}"),
+                        error: true,
+                    });
+                    finished = self.protocol.final_tool.as_deref() == Some(ran.name.as_str());
                     (out.content, out.error, false)
                 }
             };
@@ -493,6 +558,11 @@ impl Episode {
                 error,
                 blocked,
             });
+            if finished {
+                // The domain's final tool ran (DBBench's commit): the
+                // episode ends here, later calls of the turn are not run.
+                return Err(End(EndReason::AgentStop, None));
+            }
         }
         self.regulate(StepKind::ToolResults, None, outcomes).await
     }

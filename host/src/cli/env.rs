@@ -16,10 +16,24 @@ pub struct DataArgs {
     /// directory or a parent).
     #[arg(long, global = true)]
     pub data: Option<PathBuf>,
+    /// agentbench/dbbench: an existing MySQL/MariaDB server to use,
+    /// mysql://user:password@host:port (the user must create databases and
+    /// users); default: a private MariaDB started under .ecdysis/mariadb.
+    #[arg(long, global = true, env = "ECDYSIS_MYSQL_URL")]
+    pub mysql_url: Option<String>,
 }
 
 impl DataArgs {
     pub fn open(&self, domain: &str) -> Result<Arc<dyn Domain>> {
+        // DBBench's data ships in this repository; it needs a database
+        // server, not the τ² wheel.
+        if domain == env::dbbench::NAME {
+            let options = env::dbbench::Options {
+                mysql_url: self.mysql_url.clone(),
+                ..Default::default()
+            };
+            return Ok(Arc::new(env::dbbench::open(options)?));
+        }
         let data = env::locate(self.data.as_deref())?;
         Ok(env::open(domain, &data)?)
     }

@@ -93,6 +93,9 @@ pub enum EnvError {
         /// What is wrong.
         reason: String,
     },
+    /// The domain's database server could not be reached or used.
+    #[error("{0}")]
+    Database(String),
     /// An oracle was passed to a domain it does not belong to.
     #[error("the oracle of task {task} ({oracle_domain}) cannot be evaluated by domain {domain}")]
     OracleMismatch {

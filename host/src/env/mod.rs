@@ -21,6 +21,7 @@
 
 pub mod bench;
 pub mod data;
+pub mod dbbench;
 mod error;
 pub mod py;
 mod scenario;
@@ -62,7 +63,7 @@ pub const DEFAULT_MAX_ERRORS: u32 = 10;
 pub const MAX_TOOL_ARGUMENT_BYTES: usize = 64 * 1024;
 
 /// Names of the domains [`open`] knows.
-pub const DOMAINS: &[&str] = &["tau2/airline", "tau2/retail"];
+pub const DOMAINS: &[&str] = &["tau2/airline", "tau2/retail", dbbench::NAME];
 
 /// A tool as the model sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -163,6 +164,7 @@ pub struct Oracle {
 #[derive(Clone)]
 enum OracleInner {
     Tau2(Arc<tau2::task::Criteria>),
+    Dbbench(Arc<dbbench::Task>),
 }
 
 impl std::fmt::Debug for Oracle {
@@ -201,6 +203,7 @@ impl Oracle {
                 .as_ref()
                 .and_then(|e| e.nl_assertions.clone())
                 .unwrap_or_default(),
+            OracleInner::Dbbench(_) => Vec::new(),
         }
     }
 
@@ -209,6 +212,7 @@ impl Oracle {
     pub fn user_scenario(&self) -> String {
         match &self.inner {
             OracleInner::Tau2(c) => c.user_scenario.to_string(),
+            OracleInner::Dbbench(_) => String::new(),
         }
     }
 
@@ -238,6 +242,11 @@ impl Oracle {
                 }
                 script
             }
+            // No user in the loop.
+            OracleInner::Dbbench(_) => UserScript {
+                task_id: self.task_id.clone(),
+                ..Default::default()
+            },
         }
     }
 
@@ -269,6 +278,18 @@ impl Oracle {
                         .unwrap_or_default(),
                 }
             }
+            OracleInner::Dbbench(t) => GoldPlan {
+                task_id: self.task_id.clone(),
+                domain: self.domain.clone(),
+                actions: dbbench::testbed_steps(t)
+                    .into_iter()
+                    .map(|(name, arguments)| ToolCall {
+                        name,
+                        arguments: serde_json::Value::Object(arguments),
+                    })
+                    .collect(),
+                communicate: Vec::new(),
+            },
         }
     }
 }
@@ -366,6 +387,38 @@ pub struct Evaluation {
     pub reward_basis: Vec<String>,
 }
 
+/// How an episode of a domain runs: what the agent loop needs to know
+/// beyond tools and tasks. The default is τ²'s protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Protocol {
+    /// A user simulator answers every agent message without tool calls
+    /// (τ²: the agent greets first and `###STOP###` ends the episode).
+    /// Without one, the task's first user message opens the episode and
+    /// `no_call_reply` answers a message without tool calls.
+    pub user_simulator: bool,
+    /// The fixed reply to an agent message without tool calls when there
+    /// is no user simulator.
+    pub no_call_reply: Option<String>,
+    /// The tool whose executed call ends the episode (an agent stop).
+    pub final_tool: Option<String>,
+    /// Cap on agent turns (model responses), besides the step cap.
+    pub max_agent_turns: Option<u32>,
+    /// Whether tool errors count toward the run's error cap.
+    pub tool_errors_capped: bool,
+}
+
+impl Default for Protocol {
+    fn default() -> Self {
+        Protocol {
+            user_simulator: true,
+            no_call_reply: None,
+            final_tool: None,
+            max_agent_turns: None,
+            tool_errors_capped: true,
+        }
+    }
+}
+
 /// A loaded benchmark domain.
 pub trait Domain: Send + Sync {
     /// Domain name, e.g. `tau2/retail`.
@@ -393,6 +446,19 @@ pub trait Domain: Send + Sync {
     /// A fresh environment on the pristine state (cheap: copy-on-write).
     fn new_env(&self) -> Box<dyn Environment>;
 
+    /// A fresh environment for one task's episode. Domains whose state
+    /// depends on the task (DBBench's table) override it; it can fail when
+    /// the state lives in a server.
+    fn new_env_for(&self, task: &TaskView) -> Result<Box<dyn Environment>, EnvError> {
+        let _ = task;
+        Ok(self.new_env())
+    }
+
+    /// How an episode runs (default: τ²'s protocol).
+    fn protocol(&self) -> Protocol {
+        Protocol::default()
+    }
+
     /// Evaluates an episode against a task's oracle.
     fn evaluate(&self, oracle: &Oracle, run: &Trajectory) -> Result<Evaluation, EnvError>;
 
@@ -409,6 +475,8 @@ pub fn open(name: &str, data: &DataSource) -> Result<Arc<dyn Domain>, EnvError> 
             data,
         )?)),
         "tau2/retail" => Ok(Arc::new(tau2::Tau2Domain::load(tau2::Which::Retail, data)?)),
+        // Its data ships in this repository, not in the τ² wheel.
+        dbbench::NAME => Ok(Arc::new(dbbench::open(dbbench::Options::default())?)),
         _ => Err(EnvError::UnknownDomain {
             name: name.to_string(),
             known: DOMAINS.iter().map(|d| d.to_string()).collect(),

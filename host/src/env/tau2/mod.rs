@@ -162,7 +162,13 @@ impl Tau2Domain {
     }
 
     fn criteria<'a>(&self, oracle: &'a Oracle) -> Result<&'a task::Criteria, EnvError> {
-        let OracleInner::Tau2(c) = &oracle.inner;
+        let OracleInner::Tau2(c) = &oracle.inner else {
+            return Err(EnvError::OracleMismatch {
+                task: oracle.task_id.clone(),
+                oracle_domain: oracle.domain.clone(),
+                domain: self.name().to_string(),
+            });
+        };
         if oracle.domain != self.name() {
             return Err(EnvError::OracleMismatch {
                 task: oracle.task_id.clone(),

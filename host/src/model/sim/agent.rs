@@ -22,15 +22,33 @@ pub const CLOSING_QUESTION: &str = "Is there anything else I can help you with?"
 pub const GOODBYE: &str = "Thank you for contacting us. Goodbye!";
 
 /// Whether a tool result counts as a failed call: it starts with `Error`
-/// (τ²'s error results) or with `[Blocked` / `Blocked` / `[harness` (a
+/// (τ²'s error results), is a MySQL error or DBBench's `Invalid function
+/// call`, or starts with `[Blocked` / `Blocked` / `[harness` (a
 /// harness block, e.g. the agent loop's `[Blocked by the runtime harness]
 /// …`). Case-insensitive; an annotation appended to a successful result does
 /// not make it a failure.
 pub fn is_failed_result(text: &str) -> bool {
     let lower = text.trim_start().to_lowercase();
-    ["error", "[blocked", "blocked", "[harness"]
-        .iter()
-        .any(|p| lower.starts_with(p))
+    [
+        "error",
+        "[blocked",
+        "blocked",
+        "[harness",
+        "invalid function call",
+    ]
+    .iter()
+    .any(|p| lower.starts_with(p))
+        || is_mysql_error(&lower)
+}
+
+/// A MySQL server error as DBBench prints it: `1064 (42000): ...`.
+fn is_mysql_error(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.len() > 12
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && text[4..].starts_with(" (")
+        && b[11] == b')'
+        && b[12] == b':'
 }
 
 /// **Testbed only.** A simulated agent model (`sim:<profile>`) that follows

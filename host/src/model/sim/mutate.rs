@@ -34,6 +34,11 @@ const AIRLINE_ALIASES: &[(&str, &str)] = &[
     ("list_all_airports", "list_airports"),
 ];
 
+const DBBENCH_ALIASES: &[(&str, &str)] = &[
+    ("execute_sql", "run_sql"),
+    ("commit_final_answer", "submit_answer"),
+];
+
 /// For any other domain.
 const COMMON_ALIASES: &[(&str, &str)] = &[
     ("get_user_details", "get_user_info"),
@@ -46,6 +51,7 @@ pub(crate) fn alias_for(domain: &str, tool: &str) -> Option<&'static str> {
     let table = match short {
         "retail" => RETAIL_ALIASES,
         "airline" => AIRLINE_ALIASES,
+        "dbbench" => DBBENCH_ALIASES,
         _ => COMMON_ALIASES,
     };
     table

@@ -836,6 +836,15 @@ fn failed_results_follow_the_loop_conventions() {
     assert!(!is_failed_result(
         "{\"ok\": true}\n\n[Runtime harness note] calls that are blocked or fail with an error..."
     ));
+    // DBBench: MySQL errors and unknown tools fail; rows do not.
+    assert!(is_failed_result(
+        "1146 (42S02): Table 'x.nope' doesn't exist"
+    ));
+    assert!(is_failed_result(
+        "Invalid function call. Please call a tool instead."
+    ));
+    assert!(!is_failed_result("[(1146,)]"));
+    assert!(!is_failed_result("1146 apples"));
 }
 
 #[test]
