@@ -15,6 +15,7 @@ PYTHON="${PYTHON:-python3}"
 LLAMA_CPP_PYTHON_VERSION="0.3.36"
 DEFAULT_MODEL="1.5b"
 DEFAULT_PORT="8080"
+DEFAULT_CTX="8192"
 HEALTH_TIMEOUT_S="${ECDYSIS_LLM_HEALTH_TIMEOUT:-300}"
 MAX_TOKENS="${ECDYSIS_LLM_MAX_TOKENS:-512}"
 
@@ -30,9 +31,15 @@ Commands:
   setup [--model 1.5b|0.5b]   download and verify the GGUF weights, download
                               the llama.cpp source, install cmake + ninja,
                               build llama-server (cached)
-  serve [--model 1.5b|0.5b] [--port $DEFAULT_PORT]
+  serve [--model 1.5b|0.5b] [--port $DEFAULT_PORT] [--ctx $DEFAULT_CTX]
                               start llama-server in the background and wait
-                              until GET /health answers; prints the base URL
+                              until GET /health answers; prints the base URL.
+                              --ctx N: context window in tokens (the 1.5B
+                              model supports 32768; the KV cache costs
+                              about 28 KiB per token: --ctx 32768 took
+                              2.7 GB resident, --ctx 8192 2.0 GB; see the
+                              README). The server reports it on GET /props,
+                              where 'train' reads its default context budget.
   stop                        stop the server started by 'serve'
   smoke                       run the end-to-end smoke test (tests/local_llm.rs)
                               against the running server: one short episode,
@@ -284,15 +291,18 @@ running_pid() {
 health_ok() { curl -fsS --max-time 2 "http://127.0.0.1:$1/health" >/dev/null 2>&1; }
 
 cmd_serve() {
-    local model="$DEFAULT_MODEL" port="$DEFAULT_PORT"
+    local model="$DEFAULT_MODEL" port="$DEFAULT_PORT" ctx="$DEFAULT_CTX"
     while [[ $# -gt 0 ]]; do
         case "$1" in
             --model) model="${2:?--model needs a value}"; shift 2 ;;
             --port) port="${2:?--port needs a value}"; shift 2 ;;
+            --ctx) ctx="${2:?--ctx needs a value}"; shift 2 ;;
             -h | --help) usage; exit 0 ;;
             *) die "serve: unknown option '$1'" ;;
         esac
     done
+    [[ "$ctx" =~ ^[0-9]+$ ]] && ((ctx >= 512 && ctx <= 32768)) \
+        || die "serve: --ctx must be a number of tokens from 512 to 32768 (the model's trained context), got '$ctx'"
     model_info "$model"
     local gguf="$LLM_DIR/models/$MODEL_FILE"
     [[ -x "$(SERVER_BIN)" ]] || die "no llama-server at $(SERVER_BIN): run 'scripts/local-llm.sh setup --model $model' first"
@@ -303,28 +313,31 @@ cmd_serve() {
     if pid="$(running_pid)"; then
         local old_port
         old_port="$(cat "$PORT_FILE" 2>/dev/null || echo "?")"
-        if [[ "$old_port" == "$port" ]] && health_ok "$port"; then
+        local old_ctx
+        old_ctx="$(cat "$LLM_DIR/server.ctx" 2>/dev/null || echo "?")"
+        if [[ "$old_port" == "$port" && "$old_ctx" == "$ctx" ]] && health_ok "$port"; then
             log "serve: llama-server already running (pid $pid, port $port)"
             echo "http://127.0.0.1:$port/v1"
             return
         fi
-        die "serve: a llama-server (pid $pid, port $old_port) is already running: run 'scripts/local-llm.sh stop' first"
+        die "serve: a llama-server (pid $pid, port $old_port, --ctx $old_ctx) is already running: run 'scripts/local-llm.sh stop' first"
     fi
     if health_ok "$port"; then
         die "serve: something else already answers on 127.0.0.1:$port; pick another --port"
     fi
 
-    log "serve: starting llama-server on 127.0.0.1:$port with $MODEL_FILE (log: $SERVER_LOG)"
+    log "serve: starting llama-server on 127.0.0.1:$port with $MODEL_FILE, context $ctx tokens (log: $SERVER_LOG)"
     # One thread: two threads collapse under contention on these machines.
     # --jinja: use the GGUF's own chat template (tools go into the prompt).
     # -n: a cap per reply (the host sets no max_tokens): a small model that
     # rambles would otherwise generate until the context is full (minutes).
-    nohup "$(SERVER_BIN)" -m "$gguf" --alias "$MODEL_ALIAS" --jinja -c 8192 -t 1 -tb 1 \
+    nohup "$(SERVER_BIN)" -m "$gguf" --alias "$MODEL_ALIAS" --jinja -c "$ctx" -t 1 -tb 1 \
         -n "$MAX_TOKENS" --host 127.0.0.1 --port "$port" >"$SERVER_LOG" 2>&1 </dev/null &
     pid=$!
     echo "$pid" >"$PID_FILE"
     echo "$port" >"$PORT_FILE"
     echo "$model" >"$LLM_DIR/server.model"
+    echo "$ctx" >"$LLM_DIR/server.ctx"
 
     local waited=0
     until health_ok "$port"; do

@@ -9,7 +9,8 @@ use std::time::Duration;
 use ecdysis_host::agent::{Entry, EpisodeRecord};
 use ecdysis_host::eval::rundir::read_trajectories;
 use ecdysis_host::evolve::fdcr::{
-    EvidenceLimits, FdcrConfig, FdcrInput, Roles, deliberate, describe_harness, render_evidence,
+    EvidenceLimits, FdcrConfig, FdcrInput, HarnessFocus, Roles, deliberate, describe_harness,
+    evidence_section, failure_excerpts, harness_section, render_evidence,
 };
 use ecdysis_host::evolve::heuristic::{ToolFacts, diagnose};
 use ecdysis_host::evolve::records::{FailureRecord, failures};
@@ -138,6 +139,15 @@ async fn oracle_markers_never_reach_a_prompt_or_coder_input() {
     .unwrap();
     let harness = describe_harness(&staging).unwrap();
     assert_clean("harness description", &harness);
+    let focused = harness_section(&staging, &HarnessFocus::of_failures(&fails)).unwrap();
+    assert_clean("harness excerpts", &focused.full());
+    assert_clean("harness excerpts (budgeted)", &focused.within(400));
+    // What the coders read besides the spec.
+    assert_clean("coder notes", &failure_excerpts(&groups, None));
+    assert_clean(
+        "budgeted evidence",
+        &evidence_section(&groups, &successes, &EvidenceLimits::default()).within(800),
+    );
 
     // The FDCR roles, over real HTTP: every request body is checked.
     let server = MockServer::start().await.unwrap();
@@ -149,10 +159,7 @@ async fn oracle_markers_never_reach_a_prompt_or_coder_input() {
     ));
     let outcome = deliberate(
         &Roles::uniform(mock_model(&server)),
-        &FdcrInput {
-            evidence: evidence.clone(),
-            harness: harness.clone(),
-        },
+        &FdcrInput::new(evidence.clone(), harness.clone()),
         &FdcrConfig::default(),
     )
     .await;

@@ -83,12 +83,11 @@ fn roles(server: &MockServer) -> Roles {
 }
 
 fn fdcr_input() -> FdcrInput {
-    FdcrInput {
-        evidence: "## Recurring failure groups\n### Group R1: agent_stop | first failure get_order_details: order not found\n\
-                   task 3 trial 0: reward 0.00, ended agent_stop\n  get_order_details({\"order_id\":\"W12\"}) -> ERROR: Error: Order not found\n"
-            .into(),
-        harness: "Files of the harness crate:\n- src/lib.rs (30 lines)\n- src/tables.rs (10 lines)\n".into(),
-    }
+    FdcrInput::new(
+        "## Recurring failure groups\n### Group R1: agent_stop | first failure get_order_details: order not found\n\
+                   task 3 trial 0: reward 0.00, ended agent_stop\n  get_order_details({\"order_id\":\"W12\"}) -> ERROR: Error: Order not found\n",
+        "Files of the harness crate:\n- src/lib.rs (30 lines)\n- src/tables.rs (10 lines)\n",
+    )
 }
 
 fn roles_of(out: &FdcrOutcome) -> Vec<FdcrRole> {

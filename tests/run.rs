@@ -433,6 +433,37 @@ async fn an_http_agent_gets_the_sampling_flags_and_its_text_call_is_rescued_only
             })
             .collect()
     };
+    // The text the template realized into a call was never said to the
+    // user, so the COMMUNICATE check must not read it; Direct said it.
+    let withheld = |dir: &Path| -> Vec<Option<ecdysis_host::agent::Withheld>> {
+        read_trajectories(&dir.join("trajectories.jsonl"), false)
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.transcript.clone())
+            .filter_map(|e| match e {
+                Entry::Agent {
+                    text: Some(t),
+                    withheld,
+                    ..
+                } if t.contains("find_user_id_by_email") => Some(withheld),
+                _ => None,
+            })
+            .collect()
+    };
+    assert!(!withheld(&outs[0]).is_empty());
+    assert!(withheld(&outs[0]).iter().all(Option::is_none));
+    assert_eq!(
+        withheld(&outs[1]),
+        vec![Some(ecdysis_host::agent::Withheld::Realized)]
+    );
+    for r in read_trajectories(&outs[1].join("trajectories.jsonl"), false).unwrap() {
+        assert!(
+            r.agent_texts()
+                .iter()
+                .all(|t| !t.contains("find_user_id_by_email")),
+            "a realized text counted as said"
+        );
+    }
     // Direct hands the JSON to the user; the template runs it.
     assert_eq!(tool_entries(&outs[0]), vec![]);
     assert_eq!(

@@ -26,7 +26,7 @@ use crate::sandbox::{
 };
 
 use super::boundary::{env_call, model_call, wit_tools};
-use super::record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage};
+use super::record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage, Withheld};
 use super::session::{HarnessSession, HookOutcome};
 use super::view::{SharedEnv, SharedEnvView};
 use crate::model::user::{UserSimError, UserSimulator, UserTurn, Utterance};
@@ -237,6 +237,7 @@ impl Episode {
                 text: Some(greeting.clone()),
                 tool_calls: vec![],
                 testbed: None,
+                withheld: None,
             });
             self.user_view.push(Utterance::agent(greeting.clone()));
             self.step += 1;
@@ -291,6 +292,7 @@ impl Episode {
                 text: text.clone(),
                 tool_calls: calls.clone(),
                 testbed: response_testbed(&response),
+                withheld: None,
             });
             if !calls.is_empty() {
                 self.messages
@@ -312,6 +314,12 @@ impl Episode {
                     .realize(step, AgentAction::Text(text.clone()))
                     .await,
             )?;
+            if let ActionDecision::Realize(_) | ActionDecision::Block(_) = &decision {
+                self.withhold_last_text(match decision {
+                    ActionDecision::Realize(_) => Withheld::Realized,
+                    _ => Withheld::Blocked,
+                });
+            }
             match decision {
                 ActionDecision::Realize(calls) => {
                     let calls: Vec<model::ToolCall> = calls
@@ -396,6 +404,19 @@ impl Episode {
         match self.protocol.max_agent_turns {
             Some(cap) if self.agent_turns >= cap => Err(End(EndReason::MaxSteps, None)),
             _ => Ok(()),
+        }
+    }
+
+    /// Mark the last agent message's text as never said to the user (the
+    /// COMMUNICATE check then ignores it).
+    fn withhold_last_text(&mut self, why: Withheld) {
+        if let Some(Entry::Agent { withheld, .. }) = self
+            .transcript
+            .iter_mut()
+            .rev()
+            .find(|e| matches!(e, Entry::Agent { .. }))
+        {
+            *withheld = Some(why);
         }
     }
 

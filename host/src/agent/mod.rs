@@ -8,6 +8,6 @@ mod session;
 mod view;
 
 pub use episode::{AGENT_STOP, EpisodeSetup, run_episode};
-pub use record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage};
+pub use record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage, Withheld};
 pub use session::{HarnessSession, HookFailure, HookOutcome, HookRecord};
 pub use view::{SharedEnv, SharedEnvView};

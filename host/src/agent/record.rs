@@ -71,6 +71,16 @@ pub enum CallSource {
     Forced,
 }
 
+/// Why an agent message's text never reached the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Withheld {
+    /// `realize` turned the text into structured calls.
+    Realized,
+    /// `realize` blocked the text and showed the model feedback instead.
+    Blocked,
+}
+
 /// One entry of the transcript, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -87,6 +97,10 @@ pub enum Entry {
         /// Testbed ground truth (simulated models only): quirks that fired.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         testbed: Option<crate::model::TestbedNote>,
+        /// The harness kept this message's text from the user (turned it
+        /// into calls, or held it back with feedback): it was never said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        withheld: Option<Withheld>,
     },
     /// A user (simulator) message.
     User { step: u32, text: String },
@@ -222,18 +236,62 @@ impl EpisodeRecord {
             .collect()
     }
 
-    /// Every text the agent said to the user, for evaluation.
+    /// Every text the agent said, for evaluation (τ²'s COMMUNICATE check
+    /// reads them all). The text of a message that also carries tool calls
+    /// counts, as in τ²'s evaluator, which reads every assistant message's
+    /// content; text the harness kept from the user (realized into calls or
+    /// held back) does not: nobody was told it.
     pub fn agent_texts(&self) -> Vec<String> {
         self.transcript
             .iter()
             .filter_map(|e| match e {
                 Entry::Agent {
                     text: Some(t),
-                    tool_calls,
+                    withheld: None,
                     ..
-                } if tool_calls.is_empty() => Some(t.clone()),
+                } => Some(t.clone()),
                 _ => None,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ToolCall;
+
+    fn agent(step: u32, text: &str, calls: usize, withheld: Option<Withheld>) -> Entry {
+        Entry::Agent {
+            step,
+            text: Some(text.into()),
+            tool_calls: (0..calls)
+                .map(|i| ToolCall::new(format!("c{i}"), "calculate", "{}"))
+                .collect(),
+            testbed: None,
+            withheld,
+        }
+    }
+
+    #[test]
+    fn text_beside_tool_calls_counts_and_withheld_text_does_not() {
+        let mut r = EpisodeRecord::bare("68", 0, 0.0);
+        r.transcript = vec![
+            agent(0, "Hi! How can I help you today?", 0, None),
+            // τ²'s evaluator reads the content of every assistant message,
+            // tool calls or not (retail task 68's total said with a call).
+            agent(3, "Your order total was 829.43 dollars", 1, None),
+            agent(5, "{\"name\": \"calculate\"}", 0, Some(Withheld::Realized)),
+            agent(7, "the refund is 10 dollars", 0, Some(Withheld::Blocked)),
+            agent(9, "Anything else?", 0, None),
+        ];
+        assert_eq!(
+            r.agent_texts(),
+            vec![
+                "Hi! How can I help you today?",
+                "Your order total was 829.43 dollars",
+                "Anything else?"
+            ]
+        );
     }
 }

@@ -53,6 +53,10 @@ pub struct EvalArgs {
     /// models may otherwise ramble to the end of their context).
     #[arg(long)]
     pub max_tokens: Option<u32>,
+    /// Seconds one agent (and LLM user) request may take before it is
+    /// retried (default 600; a CPU server needs minutes for a long prompt).
+    #[arg(long)]
+    pub agent_timeout_secs: Option<f64>,
     /// Added latency per call of a simulated (`sim:`) agent, in
     /// milliseconds: models an endpoint's response time offline.
     #[arg(long, default_value_t = 0)]
@@ -118,6 +122,7 @@ impl EvalArgs {
                 base_url: self.agent_base_url.clone(),
                 api_key_env: self.agent_api_key_env.clone(),
                 extra_args: self.agent_extra_args.clone(),
+                request_timeout_secs: self.agent_timeout_secs,
                 ..ModelFlags::default()
             },
             sampling: SamplingArgs {

@@ -179,9 +179,19 @@ pub fn render_episode(r: &EpisodeRecord) -> String {
                 text,
                 tool_calls,
                 testbed,
+                withheld,
             } => {
                 if let Some(t) = text {
                     out += &format!("{step:>3} agent: {}\n", clip(t, 300));
+                }
+                if let Some(w) = withheld {
+                    out += &format!(
+                        "    >> not said to the user: {}\n",
+                        match w {
+                            ecdysis_host::agent::Withheld::Realized => "realized into calls by the harness",
+                            ecdysis_host::agent::Withheld::Blocked => "held back by the harness",
+                        }
+                    );
                 }
                 for c in tool_calls {
                     out += &format!(

@@ -10,7 +10,7 @@ use ecdysis_host::evolve::accept::AcceptRule;
 use ecdysis_host::evolve::roles::{CoderSpec, RoleError, RoleSpec};
 use ecdysis_host::evolve::select::SelectStrategy;
 use ecdysis_host::evolve::train::{Method, SelectConfig, TrainSpec, TrainSummary, run_spec};
-use ecdysis_host::model::ModelFlags;
+use ecdysis_host::model::{ModelFlags, SamplingArgs};
 use ecdysis_host::sandbox::Sandbox;
 use ecdysis_host::store::ComponentStore;
 
@@ -45,9 +45,17 @@ pub struct TrainArgs {
     /// Training split.
     #[arg(long, default_value = "train")]
     pub train_split: String,
-    /// Held-out split evaluated once at the end (`none` to skip).
+    /// Held-out split evaluated at the end, for the initial and the final
+    /// harness (`none` to skip).
     #[arg(long, default_value = "test")]
     pub test_split: String,
+    /// Trials per held-out task (the paper's protocol: three independent
+    /// trials), apart from the training trials (--trials).
+    #[arg(long, default_value_t = 3)]
+    pub test_trials: u32,
+    /// Also evaluate the Direct baseline (no harness) on the held-out split.
+    #[arg(long)]
+    pub test_direct: bool,
     /// Start from the source's rule engine with its rule tables emptied
     /// (an evolution experiment's starting point).
     #[arg(long)]
@@ -136,6 +144,27 @@ pub struct RoleArgs {
     /// The coder endpoint's API-key variable (default --roles-api-key-env).
     #[arg(long, help_heading = "Evolution roles")]
     pub coder_api_key_env: Option<String>,
+    /// Sampling temperature of every FDCR role and the coder (default: the
+    /// endpoint's; the paper uses 0).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub roles_temperature: Option<f64>,
+    /// Nucleus-sampling cut-off of the roles and the coder.
+    #[arg(long, help_heading = "Evolution roles")]
+    pub roles_top_p: Option<f64>,
+    /// Most tokens per role or coder reply; this much of the context is
+    /// kept free for the reply (default 1024, sent as max_tokens).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub roles_max_tokens: Option<u32>,
+    /// The context window, in tokens, that every FDCR and coder request must
+    /// fit (evidence, source excerpts and transcripts are trimmed, largest
+    /// first, saying what was left out). Default: what the roles' endpoint
+    /// reports (llama.cpp's /props, vLLM's /v1/models), else 8192.
+    #[arg(long, help_heading = "Evolution roles")]
+    pub roles_context_tokens: Option<usize>,
+    /// Seconds one role or coder request may take (a long prompt on a CPU
+    /// server takes minutes).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub roles_timeout_secs: Option<f64>,
 }
 
 /// Acceptance, budgets and task selection.
@@ -195,6 +224,12 @@ impl TrainArgs {
         // The training evaluations resume from their own directories; only
         // the held-out split differs.
         eval.split = Some(self.train_split.clone());
+        if self.test_trials == 0 {
+            bail!("--test-trials must be at least 1");
+        }
+        if self.roles.roles_context_tokens.is_some_and(|n| n < 1024) {
+            bail!("--roles-context-tokens must be at least 1024 tokens");
+        }
         let accept = AcceptRule::parse(&self.gate.accept, self.gate.accept_alpha)
             .map_err(|e| anyhow::anyhow!("--accept: {e}"))?;
         let seed = self.gate.select_seed.unwrap_or(self.eval.seed);
@@ -249,6 +284,8 @@ impl TrainArgs {
             },
             cargo_target: self.cargo_target_dir.clone(),
             concurrency: self.eval.concurrency,
+            test_trials: self.test_trials,
+            test_direct: self.test_direct,
         })
     }
 }
@@ -285,6 +322,7 @@ impl RoleArgs {
                     .clone()
                     .or_else(|| eval.agent_api_key_env.clone()),
                 extra_args: self.roles_extra_args.clone(),
+                request_timeout_secs: self.roles_timeout_secs,
                 ..ModelFlags::default()
             },
             coder_endpoint: ModelFlags {
@@ -292,6 +330,13 @@ impl RoleArgs {
                 api_key_env: self.coder_api_key_env.clone(),
                 ..ModelFlags::default()
             },
+            sampling: SamplingArgs {
+                temperature: self.roles_temperature,
+                top_p: self.roles_top_p,
+                max_tokens: self.roles_max_tokens,
+                ..SamplingArgs::default()
+            },
+            context_tokens: self.roles_context_tokens,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! The evaluation runner: tasks × trials through the agent loop, scored by
 //! the environment's evaluator, written to a resumable result directory.
 
+pub mod intervals;
 pub mod metrics;
 pub mod participants;
 pub mod report;

@@ -27,9 +27,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::aggregate::FailureGroup;
-use super::coder::{clip_chars, fill_template, list_src_files};
+use super::budget::{self, ContextBudget, Section, estimate_messages, estimate_tokens};
+use super::coder::{fill_template, list_src_files};
 use super::records::FailureRecord;
-use super::spec::ChangeSpec;
+use super::spec::{ChangeSpec, Layer};
 use crate::fsutil::PathError;
 use crate::model::{ChatMessage, ChatModel, ChatRequest, SamplingArgs, Usage};
 
@@ -126,6 +127,8 @@ pub enum FdcrFailure {
     ModelError,
     /// The Moderator's spec stayed invalid through every retry.
     MalformedSpec,
+    /// The prompt's fixed parts alone exceed the context budget.
+    ContextTooSmall,
 }
 
 /// The result of one FDCR discussion (saved as `transcript.json`).
@@ -149,9 +152,13 @@ pub struct FdcrConfig {
     pub rounds: u32,
     /// Follow-up turns for the Moderator after a refused spec.
     pub spec_retries: u32,
+    /// The roles' sampling; without `max_tokens`, the budget's reply room
+    /// is sent as `max_tokens`.
     pub sampling: SamplingArgs,
     /// Enters the response-cache key of every call.
     pub cache_salt: Option<String>,
+    /// Every request (prompt estimate plus reply room) fits this.
+    pub budget: ContextBudget,
 }
 
 impl Default for FdcrConfig {
@@ -161,44 +168,89 @@ impl Default for FdcrConfig {
             spec_retries: 2,
             sampling: SamplingArgs::default(),
             cache_salt: None,
+            budget: ContextBudget::default(),
         }
     }
 }
 
-/// What the discussion works from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What the discussion works from: sections rendered to fit the budget.
+#[derive(Debug, Clone)]
 pub struct FdcrInput {
-    /// Rendered, scrubbed evidence (e.g. [`render_evidence`]).
-    pub evidence: String,
-    /// A short description of the harness source (e.g. [`describe_harness`]).
-    pub harness: String,
+    /// Scrubbed evidence (e.g. [`evidence_section`]).
+    pub evidence: Section,
+    /// The harness source the roles may read (e.g. [`harness_section`]).
+    pub harness: Section,
+    /// The tasks that failed this round: every `evidence_tasks` entry of
+    /// the Moderator's spec must be one of them (`None`: not checked).
+    pub failing_tasks: Option<BTreeSet<String>>,
 }
 
-fn render_transcript(turns: &[TranscriptTurn]) -> String {
+impl FdcrInput {
+    /// Input from two sections, with no evidence check.
+    pub fn new(evidence: impl Into<Section>, harness: impl Into<Section>) -> Self {
+        FdcrInput {
+            evidence: evidence.into(),
+            harness: harness.into(),
+            failing_tasks: None,
+        }
+    }
+}
+
+fn render_turn(t: &TranscriptTurn) -> String {
+    format!(
+        "## Round {} · {}\n{}\n\n",
+        t.round,
+        t.role.title(),
+        t.content.trim()
+    )
+}
+
+/// The discussion so far within `cap` tokens: the newest turns whole, the
+/// older ones clipped, the oldest left out with a line naming them.
+fn render_transcript(turns: &[TranscriptTurn], cap: Option<usize>) -> String {
     if turns.is_empty() {
         return "(Nothing yet: you open the discussion.)\n".into();
     }
-    turns
-        .iter()
-        .map(|t| {
-            format!(
-                "## Round {} · {}\n{}\n\n",
-                t.round,
-                t.role.title(),
-                t.content.trim()
-            )
-        })
-        .collect()
+    let whole: String = turns.iter().map(render_turn).collect();
+    let Some(cap) = cap else { return whole };
+    if estimate_tokens(&whole) <= cap {
+        return whole;
+    }
+    // Newest first: whole while they fit, then clipped to what is left
+    // (at least a few lines each), then left out.
+    let mut kept: Vec<String> = Vec::new();
+    let mut omitted: Vec<String> = Vec::new();
+    let reserve = 40; // the omission line
+    let mut left = cap.saturating_sub(reserve);
+    for t in turns.iter().rev() {
+        let text = render_turn(t);
+        let n = estimate_tokens(&text);
+        if n <= left {
+            left -= n;
+            kept.push(text);
+        } else if left >= 60 {
+            let clipped = budget::clip_lines(&text, left, "turn");
+            left = left.saturating_sub(estimate_tokens(&clipped));
+            kept.push(clipped);
+        } else {
+            omitted.push(format!("{} round {}", t.role.title(), t.round));
+        }
+    }
+    kept.reverse();
+    omitted.reverse();
+    let mut out = String::new();
+    if !omitted.is_empty() {
+        out += &format!(
+            "(Left out for the context budget: {} earlier turn(s): {}.)\n\n",
+            omitted.len(),
+            omitted.join(", ")
+        );
+    }
+    out + &kept.concat()
 }
 
-/// The user message of a role's turn.
-fn turn_message(
-    input: &FdcrInput,
-    turns: &[TranscriptTurn],
-    role: FdcrRole,
-    round: u32,
-    rounds: u32,
-) -> String {
+/// Heading, instructions and closing line of a role's turn.
+fn turn_parts(role: FdcrRole, round: u32, rounds: u32) -> (&'static str, String, &'static str) {
     let (instructions, heading) = match role {
         FdcrRole::Analyst => (
             ANALYST,
@@ -222,12 +274,24 @@ fn turn_message(
     } else {
         ""
     };
+    (instructions, heading, last)
+}
+
+fn fill_turn(
+    role: FdcrRole,
+    round: u32,
+    rounds: u32,
+    evidence: &str,
+    harness: &str,
+    transcript: &str,
+) -> String {
+    let (instructions, heading, last) = turn_parts(role, round, rounds);
     fill_template(
         CONTEXT,
         &[
-            ("evidence", input.evidence.trim()),
-            ("harness", input.harness.trim()),
-            ("transcript", render_transcript(turns).trim_end()),
+            ("evidence", evidence.trim()),
+            ("harness", harness.trim()),
+            ("transcript", transcript.trim_end()),
             ("heading", heading.as_str()),
             ("instructions", instructions.trim()),
             ("last_round", last),
@@ -235,10 +299,74 @@ fn turn_message(
     )
 }
 
+/// The user message of a role's turn, its sections trimmed (largest
+/// first) so the request, with `extra` more tokens to come in the same
+/// conversation, fits the budget. `None` when even the fixed parts do not.
+fn turn_message(
+    input: &FdcrInput,
+    turns: &[TranscriptTurn],
+    role: FdcrRole,
+    round: u32,
+    rounds: u32,
+    config: &FdcrConfig,
+    extra: usize,
+) -> Option<String> {
+    let fixed = estimate_messages(&[
+        ChatMessage::system(SYSTEM.trim()),
+        ChatMessage::user(fill_turn(role, round, rounds, "", "", "")),
+    ]);
+    let room = config
+        .budget
+        .prompt_tokens()
+        .checked_sub(fixed + extra + SECTION_SLACK)?;
+    let turns = turns.to_vec();
+    let transcript = Section::new(move |cap| render_transcript(&turns, cap));
+    let parts = budget::fit_sections(&[&input.evidence, &input.harness, &transcript], room);
+    Some(fill_turn(
+        role, round, rounds, &parts[0], &parts[1], &parts[2],
+    ))
+}
+
+/// Tokens kept free besides the sections' caps (their joins, trimming).
+const SECTION_SLACK: usize = 16;
+
+/// A Moderator retry's message with the error (clipped).
+fn retry_message(error: &str) -> String {
+    fill_template(
+        MODERATOR_RETRY,
+        &[("error", super::coder::clip_chars(error, 600).as_str())],
+    )
+}
+
+/// Room a Moderator turn keeps free for one retry: the refused reply and
+/// the retry message (earlier refused attempts are not kept).
+fn retry_room(config: &FdcrConfig) -> usize {
+    if config.spec_retries == 0 {
+        return 0;
+    }
+    config.budget.reply_tokens
+        + 2 * budget::MESSAGE_OVERHEAD
+        + estimate_tokens(&retry_message(&"x".repeat(600)))
+}
+
 fn request(messages: Vec<ChatMessage>, config: &FdcrConfig) -> ChatRequest {
-    let mut r = ChatRequest::new(messages).with_sampling(config.sampling.clone());
+    let mut sampling = config.sampling.clone();
+    if sampling.max_tokens.is_none() {
+        sampling.max_tokens = Some(config.budget.reply_tokens as u32);
+    }
+    let mut r = ChatRequest::new(messages).with_sampling(sampling);
     r.cache_salt = config.cache_salt.clone();
     r
+}
+
+fn too_small(out: &mut FdcrOutcome, role: FdcrRole, config: &FdcrConfig) {
+    out.error = Some(format!(
+        "the {} prompt does not fit a context of {} tokens with {} reserved for the reply, even with the evidence and sources left out",
+        role.as_str(),
+        config.budget.context_tokens,
+        config.budget.reply_tokens
+    ));
+    out.failure = Some(FdcrFailure::ContextTooSmall);
 }
 
 /// Run the discussion. Never fails: a model error or a spec that stays
@@ -256,7 +384,11 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
     let system = SYSTEM.trim();
     for round in 1..=rounds {
         for role in [FdcrRole::Analyst, FdcrRole::Critic, FdcrRole::Engineer] {
-            let user = turn_message(input, &out.transcript, role, round, rounds);
+            let Some(user) = turn_message(input, &out.transcript, role, round, rounds, config, 0)
+            else {
+                too_small(&mut out, role, config);
+                return out;
+            };
             let req = request(
                 vec![ChatMessage::system(system), ChatMessage::user(user)],
                 config,
@@ -280,14 +412,20 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
             }
         }
     }
-    let user = turn_message(
+    let Some(user) = turn_message(
         input,
         &out.transcript,
         FdcrRole::Moderator,
         rounds + 1,
         rounds,
-    );
-    let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
+        config,
+        retry_room(config),
+    ) else {
+        too_small(&mut out, FdcrRole::Moderator, config);
+        return out;
+    };
+    let opening = vec![ChatMessage::system(system), ChatMessage::user(user)];
+    let mut messages = opening.clone();
     let mut last_error = String::new();
     for attempt in 0..=config.spec_retries {
         out.calls += 1;
@@ -310,7 +448,13 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
             content: text.trim().to_string(),
             usage: reply.usage,
         });
-        match ChangeSpec::parse(&text) {
+        let checked = ChangeSpec::parse(&text).and_then(|mut spec| {
+            if let Some(failing) = &input.failing_tasks {
+                spec.check_evidence(failing)?;
+            }
+            Ok(spec)
+        });
+        match checked {
             Ok(spec) => {
                 out.spec = Some(spec);
                 return out;
@@ -324,11 +468,17 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
                     usage: None,
                 });
                 if attempt < config.spec_retries {
-                    messages.push(ChatMessage::assistant(text));
-                    messages.push(ChatMessage::user(fill_template(
-                        MODERATOR_RETRY,
-                        &[("error", last_error.as_str())],
+                    // Only the latest refused reply stays in the
+                    // conversation, so every retry fits the same room.
+                    // A reply's estimate may exceed the tokens it took:
+                    // clip it to the room kept for it.
+                    messages = opening.clone();
+                    messages.push(ChatMessage::assistant(budget::clip_lines(
+                        &text,
+                        config.budget.reply_tokens,
+                        "reply",
                     )));
+                    messages.push(ChatMessage::user(retry_message(&last_error)));
                 }
             }
         }
@@ -344,27 +494,193 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
 // ---------------------------------------------------------------------------
 // Inputs.
 
-/// Most characters of `src/tables.rs` quoted in the harness description.
-const TABLES_CLIP: usize = 48_000;
+/// What the failures of a diagnosis unit touch: the harness layers whose
+/// hook code the roles should read, and the tools involved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HarnessFocus {
+    /// Layers a failure went through or could be fixed in.
+    pub layers: BTreeSet<Layer>,
+    /// Tools of failing, blocked or rewritten calls.
+    pub tools: BTreeSet<String>,
+}
 
-/// A short description of the harness source for the roles: the `src/`
-/// files with their sizes and the current `src/tables.rs` (its tunables),
-/// when there is one.
-pub fn describe_harness(crate_dir: &Path) -> Result<String, PathError> {
-    let mut out = format!(
+impl HarnessFocus {
+    /// The layers and tools a set of failure records touch: interventions
+    /// name their hook; failing calls involve argument checks (realize) and
+    /// the tool descriptions (contract); calls rescued from text, realize;
+    /// runs that hit a step or error cap, regulate; a wrong outcome with no
+    /// failing call, the procedures (skills) and descriptions (contract).
+    pub fn of_failures<'a>(records: impl IntoIterator<Item = &'a FailureRecord>) -> HarnessFocus {
+        use crate::agent::{CallSource, EndReason};
+        let mut f = HarnessFocus::default();
+        for r in records {
+            for i in &r.interventions {
+                match i.split(':').next().unwrap_or_default() {
+                    "contract" => f.layers.insert(Layer::Contract),
+                    "skills" => f.layers.insert(Layer::Skills),
+                    "realize" => f.layers.insert(Layer::Realize),
+                    "regulate" => f.layers.insert(Layer::Regulate),
+                    _ => false,
+                };
+            }
+            let mut failed_call = false;
+            for s in &r.steps {
+                if s.error || s.blocked {
+                    failed_call = true;
+                    f.tools.insert(s.name.clone());
+                    f.layers.insert(Layer::Realize);
+                    if s.error {
+                        f.layers.insert(Layer::Contract);
+                    }
+                }
+                if matches!(s.source, CallSource::Realized | CallSource::Rewritten) {
+                    f.tools.insert(s.name.clone());
+                    f.layers.insert(Layer::Realize);
+                }
+            }
+            if r
+                .agent_texts
+                .iter()
+                .any(|t| super::aggregate::looks_like_text_call(t))
+            {
+                f.layers.insert(Layer::Realize);
+            }
+            if matches!(r.end, EndReason::MaxSteps | EndReason::TooManyErrors) {
+                f.layers.insert(Layer::Regulate);
+            }
+            if !failed_call && (r.db_ok == Some(false) || r.communicate_ok == Some(false)) {
+                f.layers.insert(Layer::Skills);
+                f.layers.insert(Layer::Contract);
+            }
+        }
+        f
+    }
+}
+
+/// The source folder of a layer in a crate laid out like `harness-template`.
+pub fn layer_dir(layer: Layer) -> &'static str {
+    match layer {
+        Layer::Contract => "src/contract/",
+        Layer::Skills => "src/skills/",
+        Layer::Realize => "src/realize/",
+        Layer::Regulate => "src/regulate/",
+    }
+}
+
+/// The files worth quoting for `focus`, most relevant first: `src/tables.rs`
+/// (the rules and tunables), then each touched layer's files (those naming
+/// a focus tool first, then the layer's `mod.rs`, then smaller first).
+fn focus_files(tree: &super::coder::diff::Tree, focus: &HarnessFocus) -> Vec<(String, String)> {
+    let text = |p: &str| std::str::from_utf8(&tree[p]).ok().map(str::to_string);
+    let mut out = Vec::new();
+    if tree.contains_key("src/tables.rs")
+        && let Some(t) = text("src/tables.rs")
+    {
+        out.push(("src/tables.rs".to_string(), t));
+    }
+    for layer in &focus.layers {
+        let dir = layer_dir(*layer);
+        let mut files: Vec<(usize, bool, usize, String, String)> = tree
+            .iter()
+            .filter(|(p, _)| p.starts_with(dir))
+            .filter_map(|(p, b)| {
+                let t = std::str::from_utf8(b).ok()?.to_string();
+                let hits = focus.tools.iter().filter(|tool| t.contains(*tool)).count();
+                Some((hits, !p.ends_with("/mod.rs"), b.len(), p.clone(), t))
+            })
+            .collect();
+        files.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        out.extend(files.into_iter().map(|(_, _, _, p, t)| (p, t)));
+    }
+    out
+}
+
+/// The harness source the roles read, within a token cap: the `src/` files
+/// with their sizes, `src/tables.rs`, and the hook code of the layers
+/// `focus` names; files that do not fit are named in a closing line (the
+/// first, most relevant one is clipped rather than dropped).
+pub fn harness_section(crate_dir: &Path, focus: &HarnessFocus) -> Result<Section, PathError> {
+    let listing = format!(
         "Files of the harness crate (only files under src/ may change):\n{}",
         list_src_files(crate_dir)?
     );
-    let tables = crate_dir.join("src/tables.rs");
-    if tables.is_file() {
-        let text =
-            std::fs::read_to_string(&tables).map_err(|e| PathError::new("read", &tables, e))?;
-        out += &format!(
-            "\nThe current src/tables.rs (the harness's data-driven rules and tunables):\n```rust\n{}\n```\n",
-            clip_chars(text.trim_end(), TABLES_CLIP)
+    let tree = super::coder::Snapshot::take(crate_dir)?.src_tree();
+    let files = focus_files(&tree, focus);
+    let layers: Vec<&str> = focus
+        .layers
+        .iter()
+        .map(|l| layer_dir(*l).trim_end_matches('/'))
+        .collect();
+    Ok(Section::new(move |cap| {
+        render_harness(&listing, &files, &layers, cap)
+    }))
+}
+
+fn fence_file(path: &str, text: &str) -> String {
+    let about = if path == "src/tables.rs" {
+        " (the harness's data-driven rules and tunables)"
+    } else {
+        ""
+    };
+    format!(
+        "\n### {path}{about}\n```rust\n{}\n```\n",
+        text.trim_end()
+    )
+}
+
+fn render_harness(
+    listing: &str,
+    files: &[(String, String)],
+    layers: &[&str],
+    cap: Option<usize>,
+) -> String {
+    let mut head = listing.to_string();
+    if !layers.is_empty() {
+        head += &format!(
+            "\nThe failures touch these layers; their hook code follows: {}\n",
+            layers.join(", ")
         );
     }
-    Ok(out)
+    let Some(cap) = cap else {
+        return head + &files.iter().map(|(p, t)| fence_file(p, t)).collect::<String>();
+    };
+    let mut out = budget::clip_lines(&head, cap, "file list");
+    let mut used = estimate_tokens(&out);
+    let mut hidden: Vec<&str> = Vec::new();
+    // Room for the closing line naming every file left out.
+    let footer_room = 24 + files
+        .iter()
+        .map(|(p, _)| estimate_tokens(p) + 1)
+        .sum::<usize>();
+    for (i, (p, t)) in files.iter().enumerate() {
+        let block = fence_file(p, t);
+        let n = estimate_tokens(&block);
+        let left = cap.saturating_sub(used + footer_room);
+        if n <= left {
+            out += &block;
+            used += n;
+        } else if i == 0 && left > 200 {
+            let frame = estimate_tokens(&fence_file(p, "")) + 2;
+            let clipped = fence_file(p, &budget::clip_lines(t, left - frame, "file"));
+            used += estimate_tokens(&clipped);
+            out += &clipped;
+        } else {
+            hidden.push(p);
+        }
+    }
+    if !hidden.is_empty() {
+        out += &format!(
+            "\n(Not shown for the context budget: {}.)\n",
+            hidden.join(", ")
+        );
+    }
+    out
+}
+
+/// The whole harness description for the roles with no focus: the `src/`
+/// files with their sizes and the current `src/tables.rs`.
+pub fn describe_harness(crate_dir: &Path) -> Result<String, PathError> {
+    Ok(harness_section(crate_dir, &HarnessFocus::default())?.full())
 }
 
 /// How much evidence [`render_evidence`] writes.
@@ -379,6 +695,8 @@ pub struct EvidenceLimits {
     pub success_excerpts: usize,
     /// Rough cap on the whole text, in characters.
     pub max_chars: usize,
+    /// Cap on the whole text in estimated tokens (the context budget).
+    pub max_tokens: Option<usize>,
 }
 
 impl Default for EvidenceLimits {
@@ -388,6 +706,7 @@ impl Default for EvidenceLimits {
             auxiliary_groups: 6,
             success_excerpts: 4,
             max_chars: 30_000,
+            max_tokens: None,
         }
     }
 }
@@ -420,73 +739,100 @@ fn pick_excerpts(records: &[FailureRecord], n: usize) -> Vec<&FailureRecord> {
     picked
 }
 
+/// One piece of rendered evidence: kept in document order, chosen by
+/// priority when the evidence must be trimmed.
+struct Piece {
+    /// Lower goes in first.
+    priority: u8,
+    text: String,
+    /// What leaving it out means: `Some(group label)` for a failure
+    /// excerpt, `None` for a success excerpt; headings are never counted.
+    excerpt_of: Option<Option<String>>,
+}
+
 /// Render aggregated failure groups plus successful episodes on the same
 /// tools as prompt evidence. Only scrubbed records go in: `successes` are
-/// [`FailureRecord::from_episode`] of episodes that passed.
+/// [`FailureRecord::from_episode`] of episodes that passed. Under a cap
+/// (`max_chars`, `max_tokens`) the pieces go in by priority (each recurring
+/// group's heading and first excerpt, a success on the same tools, more
+/// excerpts, the auxiliary groups, more successes) and a closing line says
+/// how many failure and success excerpts were left out, and of which groups.
 pub fn render_evidence(
     groups: &[FailureGroup],
     successes: &[FailureRecord],
     limits: &EvidenceLimits,
 ) -> String {
-    let mut out = String::new();
-    let mut omitted = 0usize;
-    let mut add = |out: &mut String, text: String| {
-        if out.len() + text.len() > limits.max_chars && !out.is_empty() {
-            omitted += 1;
-        } else {
-            out.push_str(&text);
-        }
+    let mut pieces: Vec<Piece> = Vec::new();
+    let push = |pieces: &mut Vec<Piece>, priority, text: String, excerpt_of| {
+        pieces.push(Piece {
+            priority,
+            text,
+            excerpt_of,
+        })
     };
     let recurring: Vec<&FailureGroup> = groups.iter().filter(|g| g.recurring).collect();
     let auxiliary: Vec<&FailureGroup> = groups.iter().filter(|g| !g.recurring).collect();
-    out += "## Recurring failure groups (primary evidence: each spans two or more tasks)\n\n";
+    push(
+        &mut pieces,
+        0,
+        "## Recurring failure groups (primary evidence: each spans two or more tasks)\n\n"
+            .into(),
+        None,
+    );
     if recurring.is_empty() {
-        out += "(none)\n\n";
+        push(&mut pieces, 0, "(none)\n\n".into(), None);
     }
     for (i, g) in recurring.iter().enumerate() {
-        add(
-            &mut out,
+        let label = format!("R{}", i + 1);
+        push(
+            &mut pieces,
+            0,
             format!(
-                "### Group R{}: {}\ntasks: {} ({} failing episode(s))\n",
-                i + 1,
+                "### Group {label}: {}\ntasks: {} ({} failing episode(s))\n",
                 g.key,
                 g.tasks.join(", "),
                 g.records.len()
             ),
+            None,
         );
-        for r in pick_excerpts(&g.records, limits.excerpts_per_group) {
-            add(&mut out, r.excerpt());
+        for (k, r) in pick_excerpts(&g.records, limits.excerpts_per_group)
+            .into_iter()
+            .enumerate()
+        {
+            let priority = if k == 0 { 1 } else { 3 };
+            push(
+                &mut pieces,
+                priority,
+                r.excerpt(),
+                Some(Some(label.clone())),
+            );
         }
-        out.push('\n');
+        push(&mut pieces, 0, "\n".into(), None);
     }
-    out += "## Auxiliary failure groups (one task each: supporting evidence only)\n\n";
+    push(
+        &mut pieces,
+        0,
+        "## Auxiliary failure groups (one task each: supporting evidence only)\n\n".into(),
+        None,
+    );
     if auxiliary.is_empty() {
-        out += "(none)\n\n";
+        push(&mut pieces, 0, "(none)\n\n".into(), None);
     }
     for (i, g) in auxiliary.iter().enumerate() {
+        let label = format!("A{}", i + 1);
         if i < limits.auxiliary_groups {
-            add(
-                &mut out,
-                format!(
-                    "### Group A{}: {}\ntask: {}\n",
-                    i + 1,
-                    g.key,
-                    g.tasks.join(", ")
-                ),
-            );
+            let mut text = format!("### Group {label}: {}\ntask: {}\n", g.key, g.tasks.join(", "));
             if let Some(r) = g.records.first() {
-                add(&mut out, r.excerpt());
+                text += &r.excerpt();
             }
-            out.push('\n');
+            text.push('\n');
+            push(&mut pieces, 4, text, Some(Some(label)));
         } else {
-            add(
-                &mut out,
-                format!(
-                    "- Group A{}: {} (task {})\n",
-                    i + 1,
-                    g.key,
-                    g.tasks.join(", ")
-                ),
+            push(
+                &mut pieces,
+                6,
+                format!("- Group {label}: {} (task {})\n", g.key, g.tasks.join(", ")),
+                Some(Some(label)),
             );
         }
     }
@@ -514,15 +860,127 @@ pub fn render_evidence(
         .filter(|r| seen.insert(r.task_id.clone()))
         .take(limits.success_excerpts)
         .collect();
-    out += "\n## Successful episodes on the same tools (a change must not break these)\n\n";
+    push(
+        &mut pieces,
+        0,
+        "\n## Successful episodes on the same tools (a change must not break these)\n\n".into(),
+        None,
+    );
     if picked.is_empty() {
-        out += "(none recorded)\n";
+        push(&mut pieces, 0, "(none recorded)\n".into(), None);
     }
-    for r in picked {
-        add(&mut out, r.excerpt());
+    for (k, r) in picked.into_iter().enumerate() {
+        push(
+            &mut pieces,
+            if k == 0 { 2 } else { 5 },
+            r.excerpt(),
+            Some(None),
+        );
     }
-    if omitted > 0 {
-        out += &format!("\n({omitted} more excerpt(s) left out for length.)\n");
+    select_pieces(&pieces, limits)
+}
+
+/// The pieces that fit the limits, by priority, in document order, with a
+/// closing line for what was left out.
+fn select_pieces(pieces: &[Piece], limits: &EvidenceLimits) -> String {
+    let closing_room = 64;
+    let max_tokens = limits.max_tokens.map(|t| t.saturating_sub(closing_room));
+    let mut order: Vec<usize> = (0..pieces.len()).collect();
+    order.sort_by_key(|&i| (pieces[i].priority, i));
+    let mut keep = vec![false; pieces.len()];
+    let (mut chars, mut tokens) = (0usize, 0usize);
+    for i in order {
+        let p = &pieces[i];
+        let (c, t) = (p.text.len(), estimate_tokens(&p.text));
+        let fits_chars = chars + c <= limits.max_chars || chars == 0;
+        let fits_tokens = max_tokens.is_none_or(|m| tokens + t <= m);
+        if fits_chars && fits_tokens {
+            keep[i] = true;
+            chars += c;
+            tokens += t;
+        }
+    }
+    let mut out = String::new();
+    let (mut failures, mut succ) = (0usize, 0usize);
+    let mut groups: Vec<&str> = Vec::new();
+    for (p, kept) in pieces.iter().zip(&keep) {
+        if *kept {
+            out += &p.text;
+            continue;
+        }
+        match &p.excerpt_of {
+            Some(Some(label)) => {
+                failures += 1;
+                if !groups.contains(&label.as_str()) {
+                    groups.push(label);
+                }
+            }
+            Some(None) => succ += 1,
+            None => {}
+        }
+    }
+    if failures + succ > 0 {
+        let mut parts = Vec::new();
+        if failures > 0 {
+            parts.push(format!(
+                "{failures} failure excerpt(s) (group(s) {})",
+                groups.join(", ")
+            ));
+        }
+        if succ > 0 {
+            parts.push(format!("{succ} success excerpt(s)"));
+        }
+        out += &format!(
+            "\n(Left out to fit the context budget: {}.)\n",
+            parts.join(", ")
+        );
+    }
+    out
+}
+
+/// The evidence of `groups` as a section the budget can trim.
+pub fn evidence_section(
+    groups: &[FailureGroup],
+    successes: &[FailureRecord],
+    limits: &EvidenceLimits,
+) -> Section {
+    let (groups, successes, limits) = (groups.to_vec(), successes.to_vec(), limits.clone());
+    Section::new(move |cap| {
+        render_evidence(
+            &groups,
+            &successes,
+            &EvidenceLimits {
+                max_tokens: cap.or(limits.max_tokens),
+                ..limits.clone()
+            },
+        )
+    })
+}
+
+/// The excerpts of failures on `tasks`, each as the per-failure evidence
+/// Self-Evolution's coder gets, aggregated by group (the FDCR coder's view
+/// of the evidence a spec cites, and the no-FDCR coder's of every failure).
+pub fn failure_excerpts(groups: &[FailureGroup], tasks: Option<&BTreeSet<String>>) -> String {
+    let mut out = String::new();
+    for g in groups {
+        let records: Vec<&FailureRecord> = g
+            .records
+            .iter()
+            .filter(|r| tasks.is_none_or(|t| t.contains(&r.task_id)))
+            .collect();
+        if records.is_empty() {
+            continue;
+        }
+        out += &format!(
+            "### {} ({}): {}\n",
+            if g.recurring { "Recurring" } else { "Single-task" },
+            g.tasks.join(", "),
+            g.key
+        );
+        for r in records {
+            out += &r.excerpt();
+            out.push('\n');
+        }
     }
     out
 }
@@ -587,10 +1045,7 @@ mod tests {
         "skills": [], "implementation_notes": ""}"#;
 
     fn input() -> FdcrInput {
-        FdcrInput {
-            evidence: "EVIDENCE-MARK {{transcript}}".into(),
-            harness: "HARNESS-MARK".into(),
-        }
+        FdcrInput::new("EVIDENCE-MARK {{transcript}}", "HARNESS-MARK")
     }
 
     #[tokio::test]

@@ -283,6 +283,7 @@ pub fn diagnose(
                 description: f.description,
                 evidence_tasks: f.tasks.into_iter().collect(),
                 rule: Some(f.rule),
+                instance_specific: false,
             })
             .collect(),
         skills: vec![],
@@ -350,6 +351,7 @@ pub fn spec_from_groups(groups: &[FailureGroup]) -> Option<ChangeSpec> {
                 ),
                 evidence_tasks: g.tasks.clone(),
                 rule: None,
+                instance_specific: false,
             }
         })
         .collect();

@@ -5,6 +5,7 @@
 
 pub mod accept;
 pub mod aggregate;
+pub mod budget;
 pub mod coder;
 pub mod experiment;
 pub mod fdcr;

@@ -7,10 +7,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::budget::{self, ContextBudget, ContextSource};
 use super::coder::{Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig};
 use super::fdcr::{FdcrConfig, Roles};
 use super::train::{CoderChoice, Diagnoser, Method};
-use crate::model::{ChatModel, ModelFlags, ModelHub};
+use crate::model::{ChatModel, ModelFlags, ModelHub, SamplingArgs};
 
 /// The coder of a training run.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -56,6 +57,12 @@ pub struct RoleSpec {
     pub endpoint: ModelFlags,
     /// The coder's endpoint where it differs (unset fields: `endpoint`'s).
     pub coder_endpoint: ModelFlags,
+    /// Sampling of every role and coder request (`--roles-temperature`...).
+    pub sampling: SamplingArgs,
+    /// The context window every role and coder request must fit
+    /// (`--roles-context-tokens`); `None`: what the endpoint reports, else
+    /// [`budget::DEFAULT_CONTEXT_TOKENS`].
+    pub context_tokens: Option<usize>,
 }
 
 impl Default for RoleSpec {
@@ -70,6 +77,8 @@ impl Default for RoleSpec {
             coder: CoderSpec::Rules,
             endpoint: ModelFlags::default(),
             coder_endpoint: ModelFlags::default(),
+            sampling: SamplingArgs::default(),
+            context_tokens: None,
         }
     }
 }
@@ -96,6 +105,57 @@ pub enum RoleError {
 }
 
 impl RoleSpec {
+    /// Whether any role or the coder talks to a model (then requests are
+    /// budgeted).
+    pub fn any_model(&self) -> bool {
+        self.any_fdcr() || self.coder != CoderSpec::Rules
+    }
+
+    /// The context budget of the role and coder requests, and where its
+    /// size came from: the flag, else what the roles' endpoint (and the
+    /// coder's, when it has its own; the smaller) reports, else the default.
+    pub async fn resolve_budget(&self) -> (ContextBudget, ContextSource) {
+        let (n, source) = match self.context_tokens {
+            Some(n) => (n, ContextSource::Flag),
+            None => {
+                let mut found: Option<(usize, String)> = None;
+                let coder = self.coder_endpoint.clone().or(&self.endpoint);
+                let mut endpoints = vec![];
+                if self.any_fdcr() {
+                    endpoints.push((self.endpoint.clone(), self.fdcr_model.clone()));
+                }
+                if let CoderSpec::Editor { model, .. } = &self.coder {
+                    endpoints.push((coder, Some(model.clone())));
+                }
+                for (flags, model) in endpoints {
+                    let flags = ModelFlags {
+                        model: model.or_else(|| Some("probe".into())),
+                        ..flags
+                    };
+                    let Ok(config) = flags.resolve(None) else {
+                        continue;
+                    };
+                    let key = config
+                        .api_key_env
+                        .as_deref()
+                        .and_then(|v| std::env::var(v).ok());
+                    if let Some((n, url)) =
+                        budget::endpoint_context(&config.base_url, Some(&config.model), key.as_deref())
+                            .await
+                        && found.as_ref().is_none_or(|(m, _)| n < *m)
+                    {
+                        found = Some((n, url));
+                    }
+                }
+                match found {
+                    Some((n, url)) => (n, ContextSource::Endpoint(url)),
+                    None => (budget::DEFAULT_CONTEXT_TOKENS, ContextSource::Default),
+                }
+            }
+        };
+        (ContextBudget::new(n, self.sampling.max_tokens), source)
+    }
+
     /// Whether any FDCR role has a model.
     pub fn any_fdcr(&self) -> bool {
         self.fdcr_model.is_some() || self.per_role().iter().any(|(_, m)| m.is_some())
@@ -132,12 +192,14 @@ impl RoleSpec {
     }
 
     /// The diagnoser and coder of a run of `method`, metered through `hub`;
-    /// candidate builds share the cargo target dir `target`.
+    /// candidate builds share the cargo target dir `target`; every role and
+    /// coder request fits `budget`.
     pub fn build(
         &self,
         method: Method,
         hub: &ModelHub,
         target: &Path,
+        budget: ContextBudget,
     ) -> Result<(Diagnoser, CoderChoice), RoleError> {
         self.validate(method)?;
         let model = |role: &'static str, name: &str| -> Result<Arc<dyn ChatModel>, RoleError> {
@@ -167,6 +229,8 @@ impl RoleSpec {
                 let config = EditorConfig {
                     max_feedback: *max_feedback,
                     target_dir: Some(target.to_path_buf()),
+                    sampling: self.sampling.clone(),
+                    budget,
                     ..EditorConfig::default()
                 };
                 CoderChoice::Agent(
@@ -180,6 +244,9 @@ impl RoleSpec {
                 let config = ExternalConfig {
                     timeout_secs: *timeout_secs,
                     target_dir: Some(target.to_path_buf()),
+                    // An external agent runs its own model: its prompt is
+                    // budgeted only when the flag says how.
+                    prompt_tokens: self.context_tokens.map(|_| budget.prompt_tokens()),
                     ..ExternalConfig::new(command.clone())
                 };
                 CoderChoice::Agent(Arc::new(
@@ -208,6 +275,8 @@ impl RoleSpec {
         };
         let config = FdcrConfig {
             rounds: self.fdcr_rounds.max(1),
+            sampling: self.sampling.clone(),
+            budget,
             ..FdcrConfig::default()
         };
         Ok((Diagnoser::Fdcr { roles, config }, coder))

@@ -55,7 +55,57 @@ fn render(edit: &RuleEdit, domain: &str) -> (&'static str, String, String) {
             format!("    NumericArg {{ domain: {d}, arg: {} }},", lit(arg)),
         ),
         RuleEdit::RepeatThreshold { count } => ("REGULATION", String::new(), count.to_string()),
+        RuleEdit::Skill {
+            title,
+            text,
+            keywords,
+        } => (
+            "SKILLS",
+            format!("title: {}", lit(title)),
+            format!(
+                "    Skill {{ domain: {d}, title: {}, text: {}, keywords: {} }},",
+                lit(title),
+                lit(text),
+                lit(&keywords.join(" ").to_lowercase())
+            ),
+        ),
     }
+}
+
+/// The byte range of the struct literal `Name { ... },` in `body` (offsets
+/// into `text`, from `start`) that contains `needle`, trailing comma
+/// included; strings skipped when matching braces.
+fn entry_around(text: &str, start: usize, end: usize, needle: &str, name: &str) -> Option<(usize, usize)> {
+    let at = start + text[start..end].find(needle)?;
+    let open = start + text[start..at].rfind(&format!("{name} {{"))?;
+    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+    for (i, c) in text[open..end].char_indices() {
+        if in_str {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    let mut close = open + i + 1;
+                    if text[close..].starts_with(',') {
+                        close += 1;
+                    }
+                    return Some((open, close));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The byte range of the body of `pub static NAME: ... = &[ ... ];` (from
@@ -115,8 +165,25 @@ pub fn apply_to_text(text: &mut String, edit: &RuleEdit, domain: &str) -> Result
     }
     let (start, end) =
         table_body(text, table).ok_or_else(|| format!("{TABLES_FILE} has no table {table}"))?;
+    if let RuleEdit::Skill { .. } = edit {
+        // A skill with the same title (in this domain) is edited in place.
+        let mut from = start;
+        while let Some((a, b)) = entry_around(text, from, end, &key, "Skill") {
+            let old = &text[a..b];
+            if old.contains(&format!("domain: {}", lit(domain))) {
+                let new = entry.trim_start().to_string();
+                if old.split_whitespace().eq(new.split_whitespace()) {
+                    return Ok(false);
+                }
+                text.replace_range(a..b, &new);
+                return Ok(true);
+            }
+            from = b;
+        }
+    }
     let body = &text[start..end];
-    if body.contains(&key)
+    if !matches!(edit, RuleEdit::Skill { .. })
+        && body.contains(&key)
         && (body.contains(&format!("domain: {}", lit(domain))) || body.contains("domain: \"*\""))
     {
         return Ok(false);
@@ -169,17 +236,39 @@ impl From<RuleCoderError> for super::train::TrainError {
     }
 }
 
-/// Apply every rule of `spec` to `<crate>/src/tables.rs` for `domain` (the
-/// short name, e.g. `retail`); returns how many entries changed.
+/// The spec's skills as rule edits.
+pub fn skill_edits(spec: &ChangeSpec) -> Vec<RuleEdit> {
+    spec.skills
+        .iter()
+        .map(|s| RuleEdit::Skill {
+            title: s.title.clone(),
+            text: s.text.clone(),
+            keywords: s.keywords.clone(),
+        })
+        .collect()
+}
+
+/// Apply every rule of `spec` (its changes' rules and its skills) to
+/// `<crate>/src/tables.rs` for `domain` (the short name, e.g. `retail`);
+/// returns how many entries changed.
 pub fn apply(crate_dir: &Path, spec: &ChangeSpec, domain: &str) -> Result<usize, RuleCoderError> {
+    let rules: Vec<RuleEdit> = spec
+        .proposed_changes
+        .iter()
+        .filter_map(|c| c.rule.clone())
+        .chain(skill_edits(spec))
+        .collect();
+    apply_rules(crate_dir, &rules, domain)
+}
+
+/// Apply `rules` to `<crate>/src/tables.rs` for `domain`; returns how many
+/// entries changed.
+pub fn apply_rules(crate_dir: &Path, rules: &[RuleEdit], domain: &str) -> Result<usize, RuleCoderError> {
     let path = crate_dir.join(TABLES_FILE);
     let mut text = std::fs::read_to_string(&path).map_err(|e| PathError::new("read", &path, e))?;
     let mut changed = 0;
-    for c in &spec.proposed_changes {
-        if let Some(rule) = &c.rule {
-            changed +=
-                usize::from(apply_to_text(&mut text, rule, domain).map_err(RuleCoderError::Table)?);
-        }
+    for rule in rules {
+        changed += usize::from(apply_to_text(&mut text, rule, domain).map_err(RuleCoderError::Table)?);
     }
     atomic_write(&path, text.as_bytes()).map_err(|e| PathError::new("write", &path, e))?;
     Ok(changed)
@@ -261,6 +350,38 @@ pub static REGULATION: Regulation = Regulation {
         assert_eq!(apply_to_text(&mut t, &edit, "retail"), Ok(true));
         assert!(t.contains("repeat_annotate: 1,\n    repeat_stop: 6"), "{t}");
         assert_eq!(apply_to_text(&mut t, &edit, "retail"), Ok(false));
+    }
+
+    #[test]
+    fn skills_are_added_then_edited_in_place_by_title() {
+        let mut t = format!(
+            "{TABLES}pub static SKILLS: &[Skill] = &[\n    Skill {{\n        domain: \"retail\",\n        title: \"Cancel a pending order\",\n        text: \"old {{text}}\",\n        keywords: \"cancel\",\n    }},\n    Skill {{ domain: \"airline\", title: \"Book\", text: \"b\", keywords: \"book\" }},\n];\n"
+        );
+        let add = RuleEdit::Skill {
+            title: "Return items".into(),
+            text: "1. Look up the order. 2. Confirm.".into(),
+            keywords: vec!["Return".into(), "refund".into()],
+        };
+        assert_eq!(apply_to_text(&mut t, &add, "retail"), Ok(true));
+        assert!(t.contains("    Skill { domain: \"retail\", title: \"Return items\", text: \"1. Look up the order. 2. Confirm.\", keywords: \"return refund\" },\n];"), "{t}");
+        assert_eq!(apply_to_text(&mut t, &add, "retail"), Ok(false), "the same skill again");
+        let edit = RuleEdit::Skill {
+            title: "Cancel a pending order".into(),
+            text: "new".into(),
+            keywords: vec!["cancel".into()],
+        };
+        assert_eq!(apply_to_text(&mut t, &edit, "retail"), Ok(true));
+        assert!(!t.contains("old {text}"), "{t}");
+        assert_eq!(t.matches("Cancel a pending order").count(), 1, "{t}");
+        assert!(t.contains("Skill { domain: \"airline\", title: \"Book\""), "{t}");
+        // The same title in another domain is another skill.
+        let other = RuleEdit::Skill {
+            title: "Book".into(),
+            text: "retail booking".into(),
+            keywords: vec![],
+        };
+        assert_eq!(apply_to_text(&mut t, &other, "retail"), Ok(true));
+        assert_eq!(t.matches("title: \"Book\"").count(), 2, "{t}");
     }
 
     #[test]

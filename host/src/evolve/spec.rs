@@ -2,6 +2,8 @@
 //! implements: `{failure_patterns, proposed_changes[{layer, file, description,
 //! rationale, evidence_tasks}], skills[], implementation_notes}`.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 /// The harness layer a change targets.
@@ -46,6 +48,10 @@ pub struct ProposedChange {
     /// (`None` when only prose is given, as LLM diagnosers usually do).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<RuleEdit>,
+    /// Set by the host, never by a diagnoser: the change is backed by a
+    /// single task (the paper's cross-instance criterion is not met).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub instance_specific: bool,
 }
 
 /// A change expressed as an edit of the harness's rule tables
@@ -63,6 +69,14 @@ pub enum RuleEdit {
     NumericArg { arg: String },
     /// Annotate after this many identical failing calls.
     RepeatThreshold { count: u32 },
+    /// Add a procedure to the skill library, or replace the one with this
+    /// title.
+    Skill {
+        title: String,
+        text: String,
+        #[serde(default)]
+        keywords: Vec<String>,
+    },
 }
 
 /// A procedure to add to the skill library.
@@ -93,8 +107,16 @@ pub enum SpecError {
     Schema(String),
     #[error("proposed change {index} edits `{file}`, outside the harness's src/")]
     FileOutsideSrc { index: usize, file: String },
-    #[error("the spec proposes nothing")]
+    #[error("the spec proposes nothing: \"proposed_changes\" is empty and no skill is proposed")]
     Empty,
+    #[error(
+        "{what} cites task {task} as evidence, but no failure of this round is on it (the failing tasks are: {failing})"
+    )]
+    UnknownEvidence {
+        what: String,
+        task: String,
+        failing: String,
+    },
 }
 
 impl ChangeSpec {
@@ -109,6 +131,44 @@ impl ChangeSpec {
             serde_json::from_str(json).map_err(|e| SpecError::Schema(e.to_string()))?;
         spec.validate()?;
         Ok(spec)
+    }
+
+    /// Check the evidence against the round's failures: every
+    /// `evidence_tasks` entry must be a task that failed this round; a
+    /// change backed by fewer than two distinct tasks is flagged
+    /// [`ProposedChange::instance_specific`]. Returns how many were flagged.
+    pub fn check_evidence(&mut self, failing: &BTreeSet<String>) -> Result<usize, SpecError> {
+        let listed = || failing.iter().cloned().collect::<Vec<_>>().join(", ");
+        let cited = self
+            .failure_patterns
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| {
+                p.evidence_tasks
+                    .iter()
+                    .map(move |t| (format!("failure pattern {} (\"{}\")", i + 1, p.name), t))
+            })
+            .chain(self.proposed_changes.iter().enumerate().flat_map(|(i, c)| {
+                c.evidence_tasks
+                    .iter()
+                    .map(move |t| (format!("proposed change {}", i + 1), t))
+            }));
+        for (what, task) in cited {
+            if !failing.contains(task.trim()) {
+                return Err(SpecError::UnknownEvidence {
+                    what,
+                    task: task.clone(),
+                    failing: listed(),
+                });
+            }
+        }
+        let mut flagged = 0;
+        for c in &mut self.proposed_changes {
+            let distinct: BTreeSet<&str> = c.evidence_tasks.iter().map(|t| t.trim()).collect();
+            c.instance_specific = distinct.len() < 2;
+            flagged += usize::from(c.instance_specific);
+        }
+        Ok(flagged)
     }
 
     pub fn validate(&self) -> Result<(), SpecError> {
@@ -162,6 +222,37 @@ pub fn first_json_object(text: &str) -> Option<&str> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn evidence_must_be_a_failing_task_and_single_task_changes_are_flagged() {
+        let failing: BTreeSet<String> = ["5", "9", "12"].iter().map(|s| s.to_string()).collect();
+        let mut spec = ChangeSpec::parse(GOOD).unwrap();
+        // GOOD's change cites task 5 only; its pattern cites 5 and 9.
+        assert_eq!(spec.check_evidence(&failing), Ok(1));
+        assert!(spec.proposed_changes[0].instance_specific);
+        let json = serde_json::to_string(&spec).unwrap();
+        assert!(json.contains("\"instance_specific\":true"), "{json}");
+        spec.proposed_changes[0].evidence_tasks = vec!["5".into(), "12".into()];
+        assert_eq!(spec.check_evidence(&failing), Ok(0));
+        assert!(!spec.proposed_changes[0].instance_specific);
+        spec.proposed_changes[0].evidence_tasks.push("7".into());
+        let err = spec.check_evidence(&failing).unwrap_err();
+        assert!(
+            matches!(&err, SpecError::UnknownEvidence { task, .. } if task == "7"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("proposed change 1"), "{err}");
+        assert!(err.to_string().contains("12, 5, 9"), "{err}");
+        let mut bad_pattern = ChangeSpec::parse(GOOD).unwrap();
+        bad_pattern.failure_patterns[0].evidence_tasks = vec!["99".into()];
+        assert!(
+            bad_pattern
+                .check_evidence(&failing)
+                .unwrap_err()
+                .to_string()
+                .contains("failure pattern 1")
+        );
+    }
+
     const GOOD: &str = r#"Here is the spec:
 ```json
 {"failure_patterns": [{"name": "missing #", "description": "order ids lack the # {prefix}", "evidence_tasks": ["5", "9"]}],
@@ -195,6 +286,13 @@ mod tests {
         assert_eq!(
             ChangeSpec::parse(r#"{"failure_patterns": [], "proposed_changes": []}"#),
             Err(SpecError::Empty)
+        );
+        // Skills alone are a proposal.
+        assert!(
+            ChangeSpec::parse(
+                r#"{"failure_patterns": [], "proposed_changes": [], "skills": [{"title": "t", "text": "x"}]}"#
+            )
+            .is_ok()
         );
         let escaping = GOOD.replace("src/tables.rs", "../host/src/main.rs");
         assert!(matches!(

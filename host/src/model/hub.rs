@@ -28,6 +28,20 @@ impl ModelHub {
         }
     }
 
+    /// A hub on the same ledger and endpoint limits whose models bypass the
+    /// response cache: fresh draws of a stochastic model (a training gate
+    /// that re-measures the incumbent).
+    pub fn without_cache(&self) -> ModelHub {
+        Self {
+            ledger: Arc::clone(&self.ledger),
+            cache: Arc::new(ResponseCache::new(
+                std::path::PathBuf::new(),
+                crate::model::CachePolicy::Off,
+            )),
+            limiter: self.limiter.clone(),
+        }
+    }
+
     pub fn ledger(&self) -> &Arc<UsageLedger> {
         &self.ledger
     }

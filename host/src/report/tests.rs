@@ -55,6 +55,7 @@ fn hostile_episode(task: &str, trial: u32) -> EpisodeRecord {
                 format!("{{\"a\":\"{XSS}\"}}"),
             )],
             testbed: None,
+            withheld: None,
         },
         Entry::User {
             step: 1,
@@ -226,6 +227,10 @@ fn hostile_training_content_renders_as_text() {
         accept: Default::default(),
         max_usd: None,
         select: None,
+        test_trials: 1,
+        test_direct: false,
+        gate_measure: Default::default(),
+        roles: Default::default(),
     };
     std::fs::write(dir.join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
     let (inc, cand) = ("1".repeat(64), "2".repeat(64));
@@ -242,6 +247,7 @@ fn hostile_training_content_renders_as_text() {
             rationale: XSS.into(),
             evidence_tasks: vec![],
             rule: None,
+            instance_specific: true,
         }],
         skills: vec![],
         implementation_notes: XSS.into(),
@@ -263,6 +269,8 @@ fn hostile_training_content_renders_as_text() {
         p_value: Some(0.01),
         usd: 0.0,
         edit_to_episode_seconds: None,
+        incumbent_measure: Some(crate::evolve::train::Measure::Fresh),
+        candidate_measure: Some(crate::evolve::train::Measure::Fresh),
     };
     std::fs::write(
         dir.join("rounds.jsonl"),
@@ -433,6 +441,10 @@ fn an_empty_diff_patch_is_recomputed_from_the_stored_sources() {
         accept: Default::default(),
         max_usd: None,
         select: None,
+        test_trials: 1,
+        test_direct: false,
+        gate_measure: Default::default(),
+        roles: Default::default(),
     };
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
@@ -455,6 +467,8 @@ fn an_empty_diff_patch_is_recomputed_from_the_stored_sources() {
         p_value: None,
         usd: 0.0,
         edit_to_episode_seconds: Some(1.5),
+        incumbent_measure: None,
+        candidate_measure: None,
     };
     let lines = format!(
         "{}\n{}\n",

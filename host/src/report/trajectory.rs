@@ -380,6 +380,7 @@ fn entry(prefix: &str, r: &EpisodeRecord, e: &Entry, variant: usize) -> String {
             text,
             tool_calls,
             testbed,
+            withheld,
         } => {
             let mut out = format!(
                 "<li class=\"e-agent\">{}<span class=\"who\">agent</span>",
@@ -387,6 +388,15 @@ fn entry(prefix: &str, r: &EpisodeRecord, e: &Entry, variant: usize) -> String {
             );
             if let Some(t) = text {
                 out += &format!("<div class=\"msg\">{}</div>", esc(t));
+            }
+            if let Some(w) = withheld {
+                out += &format!(
+                    "<div class=\"muted\">not said to the user: {} (the COMMUNICATE check ignores it)</div>",
+                    match w {
+                        crate::agent::Withheld::Realized => "the harness realized it into calls",
+                        crate::agent::Withheld::Blocked => "the harness held it back",
+                    }
+                );
             }
             for c in tool_calls {
                 out += &format!(

@@ -27,6 +27,7 @@ use super::{
     BuildCheck, Coder, CoderError, CoderFuture, CoderOutcome, CoderTask, SOURCE_BUDGET, Snapshot,
     check_build_async, check_crate, clip_chars, coder_prompt, coder_system_prompt, src_diff,
 };
+use crate::evolve::budget::{self, ContextBudget, estimate_messages};
 use crate::model::{ChatMessage, ChatModel, ChatRequest, SamplingArgs};
 
 const EDITOR_FORMAT: &str = include_str!("../prompts/editor_format.md");
@@ -55,6 +56,9 @@ pub struct EditorConfig {
     pub cache_salt: Option<String>,
     /// Most characters of harness source quoted in the first prompt.
     pub source_budget: usize,
+    /// Every request (prompt estimate plus reply room) fits this; without
+    /// `sampling.max_tokens` the reply room is sent as `max_tokens`.
+    pub budget: ContextBudget,
 }
 
 impl Default for EditorConfig {
@@ -65,7 +69,16 @@ impl Default for EditorConfig {
             sampling: SamplingArgs::default(),
             cache_salt: None,
             source_budget: SOURCE_BUDGET,
+            budget: ContextBudget::default(),
         }
+    }
+}
+
+impl EditorConfig {
+    /// Estimated tokens a follow-up turn (mismatches, compiler errors and
+    /// the files quoted back) may take: a fifth of the prompt room.
+    pub fn feedback_tokens(&self) -> usize {
+        (self.budget.prompt_tokens() / 5).max(400)
     }
 }
 
@@ -486,11 +499,38 @@ impl EditorCoder {
     async fn run(&self, task: &CoderTask, staging: &Path) -> Result<CoderOutcome, CoderError> {
         check_crate(staging)?;
         let before = Snapshot::take(staging)?;
-        let prompt = coder_prompt(task, staging, EDITOR_FORMAT, self.config.source_budget)?;
-        let mut messages = vec![
-            ChatMessage::system(coder_system_prompt()),
-            ChatMessage::user(prompt),
-        ];
+        // The first prompt leaves room for one follow-up exchange (the
+        // model's last reply and the feedback on it): only the latest
+        // exchange is kept in the conversation, so every call fits.
+        let budget = self.config.budget;
+        let exchange = if self.config.max_feedback > 0 {
+            budget.reply_tokens + self.config.feedback_tokens() + 2 * budget::MESSAGE_OVERHEAD
+        } else {
+            0
+        };
+        let system = ChatMessage::system(coder_system_prompt());
+        let room = budget
+            .prompt_tokens()
+            .checked_sub(estimate_messages(std::slice::from_ref(&system)) + budget::MESSAGE_OVERHEAD + exchange);
+        let too_small = CoderError::ContextTooSmall {
+            context: budget.context_tokens,
+            reply: budget.reply_tokens,
+        };
+        let Some(room) = room else {
+            return Err(too_small);
+        };
+        let Some(prompt) = coder_prompt(
+            task,
+            staging,
+            EDITOR_FORMAT,
+            self.config.source_budget,
+            Some(room),
+        )?
+        else {
+            return Err(too_small);
+        };
+        let opening = vec![system, ChatMessage::user(prompt)];
+        let mut messages = opening.clone();
         let max_calls = 1 + self.config.max_feedback;
         let mut log = String::new();
         let mut attempts = 0u32;
@@ -503,8 +543,11 @@ impl EditorCoder {
         };
         loop {
             attempts += 1;
-            let mut request =
-                ChatRequest::new(messages.clone()).with_sampling(self.config.sampling.clone());
+            let mut sampling = self.config.sampling.clone();
+            if sampling.max_tokens.is_none() {
+                sampling.max_tokens = Some(budget.reply_tokens as u32);
+            }
+            let mut request = ChatRequest::new(messages.clone()).with_sampling(sampling);
             request.cache_salt = self.config.cache_salt.clone();
             let reply = match self.model.chat(&request).await {
                 Ok(r) => r,
@@ -523,7 +566,6 @@ impl EditorCoder {
                 text.len(),
                 clip_chars(&text, 3_000)
             );
-            messages.push(ChatMessage::assistant(text.clone()));
             let feedback = match parse_edits(&text) {
                 Err(e) => format!(
                     "Your reply could not be read as edits: {e}. Nothing was applied. \
@@ -617,7 +659,18 @@ impl EditorCoder {
             if attempts >= max_calls {
                 break;
             }
-            messages.push(ChatMessage::user(feedback));
+            // The latest exchange only, each side clipped to its room.
+            messages = opening.clone();
+            messages.push(ChatMessage::assistant(budget::clip_lines(
+                &text,
+                budget.reply_tokens,
+                "reply",
+            )));
+            messages.push(ChatMessage::user(budget::clip_lines(
+                &feedback,
+                self.config.feedback_tokens(),
+                "feedback",
+            )));
         }
         // Out of turns: keep edits that were applied (the build failed on
         // them), or report that nothing usable came.

@@ -55,6 +55,10 @@ pub struct ExternalConfig {
     /// Most characters of harness source quoted in the prompt (the agent
     /// can open the other files itself).
     pub source_budget: usize,
+    /// Estimated tokens the prompt may take (the agent's model context less
+    /// its reply); `None`: only `source_budget` limits it.
+    #[serde(default)]
+    pub prompt_tokens: Option<usize>,
 }
 
 impl Default for ExternalConfig {
@@ -66,6 +70,7 @@ impl Default for ExternalConfig {
             target_dir: None,
             env: BTreeMap::new(),
             source_budget: 40_000,
+            prompt_tokens: None,
         }
     }
 }
@@ -126,16 +131,25 @@ impl ExternalCoder {
             .canonicalize()
             .map_err(|e| PathError::new("resolve", staging, e))?;
         let before = Snapshot::take(&staging)?;
-        let prompt = format!(
-            "{}\n\n{}",
-            coder_system_prompt(),
-            coder_prompt(
-                task,
-                &staging,
-                EXTERNAL_INSTRUCTIONS,
-                self.config.source_budget
-            )?
-        );
+        let room = self
+            .config
+            .prompt_tokens
+            .map(|t| t.saturating_sub(crate::evolve::budget::estimate_tokens(coder_system_prompt())));
+        let Some(task_text) = coder_prompt(
+            task,
+            &staging,
+            EXTERNAL_INSTRUCTIONS,
+            self.config.source_budget,
+            room,
+        )?
+        else {
+            let t = self.config.prompt_tokens.unwrap_or_default();
+            return Err(CoderError::ContextTooSmall {
+                context: t,
+                reply: 0,
+            });
+        };
+        let prompt = format!("{}\n\n{}", coder_system_prompt(), task_text);
         let scratch = Scratch::new("coder")?;
         let prompt_file = scratch.path().join("prompt.md");
         std::fs::write(&prompt_file, &prompt)

@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 pub use editor::{EditBlock, EditorCoder, EditorConfig, parse_edits};
 pub use external::{ExternalCoder, ExternalConfig, split_command};
 
+use crate::evolve::budget::{self, Section};
 use crate::evolve::spec::ChangeSpec;
 use crate::fsutil::{EntryKind, PathError, walk_crate};
 use crate::model::ModelError;
@@ -144,6 +145,11 @@ pub enum CoderError {
     #[error("bad coder command template: {0}")]
     Template(String),
 
+    #[error(
+        "the coder prompt does not fit a context of {context} tokens with {reply} reserved for the reply, even with the sources and evidence left out"
+    )]
+    ContextTooSmall { context: usize, reply: usize },
+
     #[error(transparent)]
     Io(#[from] PathError),
 }
@@ -158,7 +164,11 @@ impl CoderError {
             | Self::NoEdits { attempts, .. }
             | Self::NoChange { attempts, .. } => *attempts,
             Self::Timeout { .. } | Self::CommandFailed { .. } => 1,
-            Self::NotACrate { .. } | Self::Spawn { .. } | Self::Template(_) | Self::Io(_) => 0,
+            Self::NotACrate { .. }
+            | Self::Spawn { .. }
+            | Self::Template(_)
+            | Self::Io(_)
+            | Self::ContextTooSmall { .. } => 0,
         }
     }
 
@@ -465,10 +475,17 @@ fn fence(path: &str, text: &str) -> String {
     )
 }
 
-/// The harness sources a coder sees: `src/tables.rs` first, then the files
-/// the spec names, then the rest from the smallest, while they fit the
-/// budget; the others are listed as not shown.
-fn render_sources(tree: &diff::Tree, spec: &ChangeSpec, budget: usize) -> String {
+/// The harness sources a coder sees, most useful first: `src/tables.rs`,
+/// the files the spec names, the files of the layers its changes target,
+/// then the rest from the smallest; whole while they fit `chars` characters
+/// and `tokens` estimated tokens (the first file is clipped rather than
+/// dropped); the others are named as not shown.
+fn render_sources(
+    tree: &diff::Tree,
+    spec: &ChangeSpec,
+    chars: usize,
+    tokens: Option<usize>,
+) -> String {
     fn push<'t>(p: &'t String, order: &mut Vec<&'t String>) {
         if !order.contains(&p) {
             order.push(p);
@@ -484,28 +501,60 @@ fn render_sources(tree: &diff::Tree, spec: &ChangeSpec, budget: usize) -> String
             push(p, &mut order);
         }
     }
+    let mut layered: Vec<(&String, &Vec<u8>)> = tree
+        .iter()
+        .filter(|(p, _)| {
+            spec.proposed_changes
+                .iter()
+                .any(|c| p.starts_with(crate::evolve::fdcr::layer_dir(c.layer)))
+        })
+        .collect();
+    layered.sort_by_key(|(p, b)| (b.len(), (*p).clone()));
+    for (p, _) in layered {
+        push(p, &mut order);
+    }
     let mut rest: Vec<(&String, &Vec<u8>)> = tree.iter().collect();
     rest.sort_by_key(|(p, b)| (b.len(), (*p).clone()));
     for (p, _) in rest {
         push(p, &mut order);
     }
+    // Room for the closing line naming every file left out.
+    let footer_room = tokens.map_or(0, |_| {
+        40 + order
+            .iter()
+            .map(|p| budget::estimate_tokens(p) + 1)
+            .sum::<usize>()
+    });
     let mut out = String::new();
-    let mut used = 0;
+    let (mut used, mut used_tokens) = (0usize, 0usize);
     let mut hidden = Vec::new();
-    for p in order {
+    for (i, p) in order.into_iter().enumerate() {
         let Ok(text) = std::str::from_utf8(&tree[p]) else {
             continue;
         };
-        if used + text.len() > budget && used > 0 {
+        let block = fence(p, text);
+        let n = budget::estimate_tokens(&block);
+        let left = tokens.map(|t| t.saturating_sub(used_tokens + footer_room));
+        let fits_tokens = left.is_none_or(|l| n <= l);
+        if (used + text.len() <= chars || used == 0) && fits_tokens {
+            used += text.len();
+            used_tokens += n;
+            out += &block;
+        } else if i == 0
+            && let Some(left) = left.filter(|l| *l > 300)
+        {
+            let frame = budget::estimate_tokens(&fence(p, "")) + 2;
+            let block = fence(p, &budget::clip_lines(text, left - frame, "file"));
+            used += block.len();
+            used_tokens += budget::estimate_tokens(&block);
+            out += &block;
+        } else {
             hidden.push(p.as_str());
-            continue;
         }
-        used += text.len();
-        out += &fence(p, text);
     }
     if !hidden.is_empty() {
         out += &format!(
-            "(Not shown to save space: {}. Open them yourself if you need them; the search/replace format needs their exact text.)\n",
+            "(Not shown to fit the context budget: {}. Open them yourself if you need them; the search/replace format needs their exact text.)\n",
             hidden.join(", ")
         );
     }
@@ -514,32 +563,79 @@ fn render_sources(tree: &diff::Tree, spec: &ChangeSpec, budget: usize) -> String
 
 /// The coder's task text: spec, notes, file list, sources (up to
 /// `source_budget` characters), the contract rules and the mode's
-/// `instructions` (edit format or CLI guidance).
+/// `instructions` (edit format or CLI guidance). With a token `room`, the
+/// spec, the notes (evidence) and the sources share what the fixed parts
+/// leave, largest first: `Ok(None)` when even the fixed parts do not fit.
 pub fn coder_prompt(
     task: &CoderTask,
     staging: &Path,
     instructions: &str,
     source_budget: usize,
-) -> Result<String, CoderError> {
+    room: Option<usize>,
+) -> Result<Option<String>, CoderError> {
     check_crate(staging)?;
     let snap = Snapshot::take(staging)?;
     let tree = snap.src_tree();
     let spec = serde_json::to_string_pretty(&task.spec).unwrap_or_default();
-    let notes = task.notes.as_deref().unwrap_or("(none)");
-    Ok(fill_template(
-        CODER_TASK,
-        &[
-            ("spec", spec.as_str()),
-            ("notes", notes),
-            ("files", file_list(&tree).as_str()),
-            (
-                "sources",
-                render_sources(&tree, &task.spec, source_budget).as_str(),
-            ),
-            ("contract", CONTRACT_RULES.trim()),
-            ("instructions", instructions.trim()),
-        ],
-    ))
+    let notes = task.notes.clone().unwrap_or_else(|| "(none)".into());
+    let files = file_list(&tree);
+    let fill = |spec: &str, notes: &str, sources: &str| {
+        fill_template(
+            CODER_TASK,
+            &[
+                ("spec", spec),
+                ("notes", notes),
+                ("files", files.as_str()),
+                ("sources", sources),
+                ("contract", CONTRACT_RULES.trim()),
+                ("instructions", instructions.trim()),
+            ],
+        )
+    };
+    let Some(room) = room else {
+        let sources = render_sources(&tree, &task.spec, source_budget, None);
+        return Ok(Some(fill(&spec, &notes, &sources)));
+    };
+    let fixed = budget::estimate_tokens(&fill("", "", ""));
+    let Some(room) = room.checked_sub(fixed + 16) else {
+        return Ok(None);
+    };
+    let spec_section = Section::text(spec, "spec");
+    let notes_section = Section::new(move |cap| match cap {
+        None => notes.clone(),
+        Some(cap) => clip_blocks(&notes, cap, "evidence excerpt"),
+    });
+    let (tree2, spec2) = (tree.clone(), task.spec.clone());
+    let sources_section = Section::new(move |cap| render_sources(&tree2, &spec2, source_budget, cap));
+    let parts = budget::fit_sections(&[&spec_section, &notes_section, &sources_section], room);
+    Ok(Some(fill(&parts[0], &parts[1], &parts[2])))
+}
+
+/// The blank-line separated blocks of `text` (evidence excerpts) that fit
+/// `cap` tokens, in order, and a line saying how many were left out.
+pub fn clip_blocks(text: &str, cap: usize, what: &str) -> String {
+    if budget::estimate_tokens(text) <= cap {
+        return text.to_string();
+    }
+    let blocks: Vec<&str> = text.split("\n\n").collect();
+    let room = cap.saturating_sub(30);
+    let mut out = String::new();
+    let mut used = 0;
+    let mut left_out = 0;
+    for b in &blocks {
+        let piece = format!("{b}\n\n");
+        let n = budget::estimate_tokens(&piece);
+        if used + n <= room {
+            out += &piece;
+            used += n;
+        } else {
+            left_out += 1;
+        }
+    }
+    if left_out > 0 {
+        out += &format!("({left_out} {what}(s) left out to fit the context budget.)\n");
+    }
+    out
 }
 
 /// The coder's system prompt.

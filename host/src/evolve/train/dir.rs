@@ -234,6 +234,10 @@ mod tests {
             accept: Default::default(),
             max_usd: None,
             select: None,
+            test_trials: 1,
+            test_direct: false,
+            gate_measure: Default::default(),
+            roles: Default::default(),
         }
     }
 
@@ -255,6 +259,8 @@ mod tests {
             p_value: None,
             usd: 0.0,
             edit_to_episode_seconds: None,
+            incumbent_measure: None,
+            candidate_measure: None,
         }
     }
 

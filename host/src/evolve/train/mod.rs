@@ -42,13 +42,17 @@ use super::staging;
 use crate::agent::EpisodeRecord;
 use crate::env::Domain;
 use crate::eval::{self, Participants, RunConfig, RunOptions, RunSummary};
+
 use crate::fsutil::PathError;
 use crate::model::UsageLedger;
 use crate::sandbox::{LoadedHarness, Sandbox};
 use crate::store::{BuildOptions, ComponentHash, ComponentStore, Manifest};
 
 pub use dir::TrainDir;
-pub use record::{CoderRun, LedgerFile, PhaseTimes, RoundRecord, RoundTranscript, TrainSummary};
+pub use record::{
+    CoderRun, LedgerFile, Measure, PhaseTimes, RoundRecord, RoundTranscript, TestReport,
+    TestScore, TrainSummary,
+};
 pub use spec::{TrainSpec, TrainSpecError, run as run_spec};
 
 /// Which evolution method.
@@ -124,6 +128,92 @@ pub struct TrainConfig {
     /// Train on a budget of tasks chosen from the training split.
     #[serde(default)]
     pub select: Option<SelectConfig>,
+    /// Trials per held-out task at the end (`--test-trials`), apart from
+    /// the training trials.
+    #[serde(default = "one_trial")]
+    pub test_trials: u32,
+    /// Also evaluate the Direct baseline (no harness) on the held-out split.
+    #[serde(default)]
+    pub test_direct: bool,
+    /// Whether the gate re-measures the incumbent every round, and why.
+    #[serde(default)]
+    pub gate_measure: GateMeasure,
+    /// The FDCR roles' and coder's sampling and context budget.
+    #[serde(default)]
+    pub roles: RolesConfig,
+}
+
+fn one_trial() -> u32 {
+    1
+}
+
+/// How the gate gets the incumbent's score (`config.json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GateMeasure {
+    /// Measure the incumbent afresh every round, on the tasks, trials and
+    /// seeds the candidate gets (the response cache bypassed for both),
+    /// instead of reusing its stored score.
+    pub remeasure: bool,
+    /// Why (what makes the agent deterministic or not).
+    pub reason: String,
+}
+
+impl GateMeasure {
+    /// Whether episodes of `train` replay identically: a simulated agent
+    /// and user are deterministic per seed; a model endpoint only when it
+    /// samples at temperature 0 (agent and user) and its responses are
+    /// served from the response cache. Otherwise a stored score is one
+    /// draw, and the winner of an earlier gate would be a lucky bar.
+    pub fn for_run(train: &RunConfig, cache_reads: bool, user_temperature: Option<f64>) -> Self {
+        let sim = train.agent_model.starts_with("sim:");
+        let scripted = train.user_model == crate::eval::spec::SCRIPTED_USER;
+        let zero = |t: Option<f64>| t == Some(0.0);
+        let (remeasure, reason) = if sim && scripted {
+            (false, "simulated agent and scripted user: deterministic per seed".to_string())
+        } else if !cache_reads {
+            (
+                true,
+                "model responses are not served from the response cache".to_string(),
+            )
+        } else if !sim && !zero(train.sampling.temperature) {
+            (
+                true,
+                format!(
+                    "the agent samples at temperature {}",
+                    train
+                        .sampling
+                        .temperature
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "(the endpoint's default)".into())
+                ),
+            )
+        } else if !scripted && !zero(user_temperature) {
+            (
+                true,
+                "the LLM user samples at the endpoint's default temperature".to_string(),
+            )
+        } else {
+            (
+                false,
+                "temperature 0 with cached responses: episodes replay identically".to_string(),
+            )
+        };
+        GateMeasure { remeasure, reason }
+    }
+}
+
+/// The roles' settings as `config.json` records them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RolesConfig {
+    /// Sampling of every FDCR role and coder request.
+    #[serde(default)]
+    pub sampling: crate::model::SamplingArgs,
+    /// The context budget every role and coder request fits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::budget::ContextBudget>,
+    /// Where the context size came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_source: Option<super::budget::ContextSource>,
 }
 
 fn default_diagnoser() -> String {
@@ -261,6 +351,18 @@ pub struct TrainContext {
     /// Components loaded into the sandbox, by hash (a candidate is
     /// evaluated several times; loading once keeps the gate fast).
     pub loaded: Mutex<HashMap<ComponentHash, LoadedHarness>>,
+    /// The agent and user for fresh draws (the response cache bypassed),
+    /// when the gate re-measures; `None`: `participants` serve.
+    pub fresh: Option<Arc<dyn Participants>>,
+}
+
+/// Which participants an evaluation draws from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Draw {
+    /// The run's participants (responses replayed from the cache).
+    Cached,
+    /// Fresh samples: the response cache bypassed.
+    Fresh,
 }
 
 impl TrainContext {
@@ -302,22 +404,55 @@ impl TrainContext {
         split: Option<String>,
         label: &str,
     ) -> Result<(RunSummary, Vec<EpisodeRecord>), TrainError> {
-        let loaded = self.load(hash)?;
+        self.evaluate_with(dir, base, Some(hash), tasks, split, label, Draw::Cached)
+            .await
+    }
+
+    /// Evaluate one component, or Direct (`None`), drawing from `draw`'s
+    /// participants.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn evaluate_with(
+        &self,
+        dir: &TrainDir,
+        base: &RunConfig,
+        hash: Option<&ComponentHash>,
+        tasks: &[String],
+        split: Option<String>,
+        label: &str,
+        draw: Draw,
+    ) -> Result<(RunSummary, Vec<EpisodeRecord>), TrainError> {
+        let loaded = match hash {
+            Some(h) => Some(self.load(h)?),
+            None => None,
+        };
         let config = RunConfig {
-            harness: Some(hash.to_string()),
+            harness: hash.map(|h| h.to_string()),
             tasks: tasks.to_vec(),
             split,
             ..base.clone()
         };
-        let out = dir.eval_dir(hash, label);
+        let out = match hash {
+            Some(h) => dir.eval_dir(h, label),
+            None => dir.root().join("evals").join(format!("direct-{label}")),
+        };
         if !self.quiet {
             eprintln!(
-                "evaluating {} on {} {label} task(s) x {} trial(s)",
-                hash.short(),
+                "evaluating {} on {} {label} task(s) x {} trial(s){}",
+                hash.map(|h| h.short().to_string())
+                    .unwrap_or_else(|| "direct".into()),
                 tasks.len(),
-                base.trials
+                base.trials,
+                if draw == Draw::Fresh {
+                    " (fresh draw)"
+                } else {
+                    ""
+                }
             );
         }
+        let participants = match (draw, &self.fresh) {
+            (Draw::Fresh, Some(p)) => p.clone(),
+            _ => self.participants.clone(),
+        };
         // Decile progress lines (not a bar): training runs for hours against
         // real endpoints, often with stderr going to a log file.
         let options = RunOptions {
@@ -332,8 +467,8 @@ impl TrainContext {
             config,
             options,
             self.domain.clone(),
-            Some(loaded),
-            self.participants.clone(),
+            loaded,
+            participants,
             None,
         )
         .await?;
@@ -451,8 +586,11 @@ pub async fn train(
     }
 
     // The final incumbent's training score, then the held-out test split.
-    let (final_summary, _) = cx
-        .evaluate(
+    let final_train_score = if config.gate_measure.remeasure {
+        // Its latest measurement: a fresh one would be yet another draw.
+        latest_score(&done, &incumbent).unwrap_or(init_summary.metrics.accuracy)
+    } else {
+        cx.evaluate(
             &dir,
             &config.train,
             &incumbent,
@@ -460,29 +598,20 @@ pub async fn train(
             config.train.split.clone(),
             &tasks.label,
         )
-        .await?;
+        .await?
+        .0
+        .metrics
+        .accuracy
+    };
     let mut seconds = PhaseTimes::default();
     for r in &done {
         seconds.add(&r.seconds);
     }
     let clock = Instant::now();
-    let test_score = if config.test_tasks.is_empty() {
-        None
-    } else {
-        let (s, _) = cx
-            .evaluate(
-                &dir,
-                &config.train,
-                &incumbent,
-                &config.test_tasks,
-                config.test_split.clone(),
-                "test",
-            )
-            .await?;
-        Some(s.metrics.accuracy)
-    };
+    let test = test_report(&cx, &dir, &config, &initial, &incumbent).await?;
     seconds.test_eval += clock.elapsed().as_secs_f64();
     dir.save_ledger(&cx.ledger)?;
+    let simulated = config.train.agent_model.starts_with("sim:");
     let summary = TrainSummary {
         method: config.method,
         initial: initial.to_string(),
@@ -490,8 +619,9 @@ pub async fn train(
         accepted: done.iter().filter(|r| r.accepted).count() as u32,
         rounds: done,
         initial_train_score: init_summary.metrics.accuracy,
-        final_train_score: final_summary.metrics.accuracy,
-        test_score,
+        final_train_score,
+        test_score: test.as_ref().map(|t| t.final_.intervals.accuracy.estimate),
+        test,
         coder_calls,
         episodes: dir.paid_episodes(),
         seconds,
@@ -499,11 +629,109 @@ pub async fn train(
         stopped,
         selection: tasks.selection,
         usage: cx.ledger.summary(),
-        simulated: config.train.agent_model.starts_with("sim:"),
+        simulated,
+        label: simulated.then(|| crate::eval::SIMULATED_LABEL.to_string()),
     };
     dir.write("summary.json", &summary)?;
     Ok(summary)
 }
+
+/// The incumbent's score in its latest measurement of the rounds.
+fn latest_score(done: &[RoundRecord], incumbent: &ComponentHash) -> Option<f64> {
+    done.iter().rev().find_map(|r| {
+        if r.accepted && r.candidate.as_deref() == Some(incumbent.as_str()) {
+            r.candidate_score
+        } else if r.incumbent == incumbent.as_str() {
+            Some(r.incumbent_score)
+        } else {
+            None
+        }
+    })
+}
+
+/// The initial and final harness (and Direct when asked) on the held-out
+/// split with `test_trials` trials per task; `None` without a test split.
+async fn test_report(
+    cx: &TrainContext,
+    dir: &TrainDir,
+    config: &TrainConfig,
+    initial: &ComponentHash,
+    incumbent: &ComponentHash,
+) -> Result<Option<TestReport>, TrainError> {
+    if config.test_tasks.is_empty() {
+        return Ok(None);
+    }
+    let base = RunConfig {
+        trials: config.test_trials.max(1),
+        ..config.train.clone()
+    };
+    let label = format!("test-k{}", base.trials);
+    let initial_score = test_score(cx, dir, config, &base, &label, Some(initial)).await?;
+    let final_score = if incumbent == initial {
+        initial_score.clone()
+    } else {
+        test_score(cx, dir, config, &base, &label, Some(incumbent)).await?
+    };
+    let direct = if config.test_direct {
+        Some(test_score(cx, dir, config, &base, &label, None).await?)
+    } else {
+        None
+    };
+    Ok(Some(TestReport {
+        split: config.test_split.clone(),
+        initial: initial_score,
+        final_: final_score,
+        direct,
+    }))
+}
+
+/// One harness (or Direct) on the held-out tasks.
+async fn test_score(
+    cx: &TrainContext,
+    dir: &TrainDir,
+    config: &TrainConfig,
+    base: &RunConfig,
+    label: &str,
+    hash: Option<&ComponentHash>,
+) -> Result<TestScore, TrainError> {
+    let (summary, _) = cx
+        .evaluate_with(
+            dir,
+            base,
+            hash,
+            &config.test_tasks,
+            config.test_split.clone(),
+            label,
+            Draw::Cached,
+        )
+        .await?;
+    let path = match hash {
+        Some(h) => dir.eval_dir(h, label),
+        None => dir.root().join("evals").join(format!("direct-{label}")),
+    };
+    let m = &summary.metrics;
+    Ok(TestScore {
+        harness: hash
+            .map(|h| h.to_string())
+            .unwrap_or_else(|| "direct".into()),
+        tasks: m.tasks,
+        trials: base.trials,
+        episodes: m.episodes,
+        intervals: crate::eval::intervals::task_intervals(
+            &m.per_task,
+            TEST_BOOTSTRAP,
+            config.train.seed,
+        ),
+        dir: path
+            .strip_prefix(dir.root())
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .into_owned(),
+    })
+}
+
+/// Bootstrap resamples of the held-out intervals.
+const TEST_BOOTSTRAP: usize = 2000;
 
 /// The starting harness: built from `source` on the first run (with its
 /// rule tables emptied under `start_blank`), read back on a resume.

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Method;
+use crate::eval::intervals::TaskIntervals;
 use crate::evolve::fdcr::FdcrOutcome;
 use crate::evolve::select::Selection;
 use crate::evolve::spec::ChangeSpec;
@@ -97,6 +98,92 @@ pub struct RoundRecord {
     /// candidate got that far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit_to_episode_seconds: Option<f64>,
+    /// Where `incumbent_score` comes from: `fresh` (measured this round, on
+    /// the tasks, trials and seeds the candidate gets, because the agent
+    /// is not deterministic) or `reused` (its stored evaluation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incumbent_measure: Option<Measure>,
+    /// Where `candidate_score` comes from (always measured this round).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_measure: Option<Measure>,
+}
+
+/// How a score of a round was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Measure {
+    /// Measured in this round (a fresh draw of a stochastic agent; with
+    /// the response cache bypassed).
+    Fresh,
+    /// The stored evaluation of this harness on the same tasks and trials
+    /// (a deterministic agent gives the same episodes again).
+    Reused,
+}
+
+impl Measure {
+    /// The word `rounds.jsonl` and the printed table use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Measure::Fresh => "fresh",
+            Measure::Reused => "reused",
+        }
+    }
+}
+
+/// One harness on the held-out split: accuracy and pass^k with 95%
+/// bootstrap intervals over tasks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestScore {
+    /// The component hash, or `direct` for the Direct baseline.
+    pub harness: String,
+    /// Tasks evaluated.
+    pub tasks: u64,
+    /// Trials per task.
+    pub trials: u32,
+    /// Episodes scored.
+    pub episodes: u64,
+    /// Accuracy and pass^k (k = 1..=trials) with their intervals.
+    pub intervals: TaskIntervals,
+    /// The evaluation's result directory, relative to the run directory.
+    pub dir: String,
+}
+
+impl TestScore {
+    /// `0.433 [0.300, 0.567], pass^1 0.433 ... pass^3 0.300 [...]`.
+    pub fn render(&self) -> String {
+        let i = &self.intervals;
+        let mut out = format!(
+            "accuracy {:.3} [{:.3}, {:.3}]",
+            i.accuracy.estimate, i.accuracy.low, i.accuracy.high
+        );
+        for (k, v) in &i.pass_hat_k {
+            out += &format!(
+                ", pass^{k} {:.3} [{:.3}, {:.3}]",
+                v.estimate, v.low, v.high
+            );
+        }
+        out += &format!(
+            " ({} tasks x {} trial(s))",
+            self.tasks, self.trials
+        );
+        out
+    }
+}
+
+/// The held-out evaluation at the end of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestReport {
+    /// The held-out split.
+    pub split: Option<String>,
+    /// The starting harness.
+    pub initial: TestScore,
+    /// The final incumbent (the same numbers as `initial` when nothing was
+    /// accepted).
+    #[serde(rename = "final")]
+    pub final_: TestScore,
+    /// No harness at all, when asked (`--test-direct`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direct: Option<TestScore>,
 }
 
 /// Seconds spent per phase.
@@ -146,8 +233,12 @@ pub struct TrainSummary {
     pub initial_train_score: f64,
     /// The final incumbent's training score.
     pub final_train_score: f64,
-    /// The final incumbent's held-out score.
+    /// The final incumbent's held-out accuracy (also in `test`).
     pub test_score: Option<f64>,
+    /// The held-out evaluation of the initial and the final harness (and
+    /// Direct when asked), with `--test-trials` trials per task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<TestReport>,
     /// Rounds whose candidate was accepted.
     pub accepted: u32,
     /// Coder calls in all.
@@ -173,6 +264,10 @@ pub struct TrainSummary {
     /// is a simulated result, never a benchmark result.
     #[serde(default)]
     pub simulated: bool,
+    /// The label every output of a simulated run carries
+    /// ("simulated agent — not a benchmark result").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 impl TrainSummary {
@@ -198,10 +293,27 @@ impl TrainSummary {
             s.wall_seconds
         );
         for r in &s.rounds {
+            let measures = match (r.incumbent_measure, r.candidate_measure) {
+                (Some(i), Some(c)) => format!(" [incumbent {}, candidate {}]", i.as_str(), c.as_str()),
+                (Some(i), None) => format!(" [incumbent {}]", i.as_str()),
+                _ => String::new(),
+            };
             out += &format!(
-                "  round {}: {} failures, {} groups ({} recurring), {} coder calls: {}\n",
+                "  round {}: {} failures, {} groups ({} recurring), {} coder calls: {}{measures}\n",
                 r.round, r.failures, r.groups, r.recurring_groups, r.coder_calls, r.decision
             );
+        }
+        if let Some(t) = &s.test {
+            out += &format!(
+                "held-out {}{}:\n  initial  {}\n  final    {}\n",
+                t.split.as_deref().unwrap_or("split"),
+                if s.simulated { " (simulated agent — not a benchmark result)" } else { "" },
+                t.initial.render(),
+                t.final_.render()
+            );
+            if let Some(d) = &t.direct {
+                out += &format!("  direct   {}\n", d.render());
+            }
         }
         if !s.stopped.is_empty() {
             out += &format!("stopped: {}\n", s.stopped);

@@ -12,14 +12,18 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::Instant;
 
+use std::collections::BTreeSet;
+
 use super::dir::{TrainDir, write_json};
-use super::record::{CoderRun, PhaseTimes, RoundRecord, RoundTranscript};
-use super::{CoderChoice, Diagnoser, Method, TrainConfig, TrainContext, TrainError, TrainTasks};
+use super::record::{CoderRun, Measure, PhaseTimes, RoundRecord, RoundTranscript};
+use super::{
+    CoderChoice, Diagnoser, Draw, Method, TrainConfig, TrainContext, TrainError, TrainTasks,
+};
 use crate::agent::EpisodeRecord;
 use crate::evolve::accept;
 use crate::evolve::aggregate::{self, FailureGroup};
 use crate::evolve::coder::CoderTask;
-use crate::evolve::fdcr::{self, EvidenceLimits, FdcrInput};
+use crate::evolve::fdcr::{self, EvidenceLimits, FdcrInput, HarnessFocus};
 use crate::evolve::heuristic::{self, ToolFacts};
 use crate::evolve::records::{self, FailureRecord};
 use crate::evolve::spec::ChangeSpec;
@@ -82,6 +86,8 @@ impl<'a> Round<'a> {
                 p_value: None,
                 usd: 0.0,
                 edit_to_episode_seconds: None,
+                incumbent_measure: None,
+                candidate_measure: None,
             },
             transcript: RoundTranscript {
                 round: n,
@@ -107,6 +113,13 @@ impl<'a> Round<'a> {
     /// decision, else the gate's verdict does.
     async fn decide(&mut self, coder_calls: &mut u32) -> Result<String, TrainError> {
         let evaluated = self.evaluate_incumbent().await?;
+        if evaluated.failures.is_empty() {
+            // No diagnosis and no coder call: there is nothing to learn from.
+            return Ok(format!(
+                "nothing to fix: no episode below λ = {}",
+                self.config.lambda
+            ));
+        }
         let spec = match self.diagnose_and_code(&evaluated, coder_calls).await? {
             ControlFlow::Continue(spec) => spec,
             ControlFlow::Break(why) => return Ok(why),
@@ -123,19 +136,22 @@ impl<'a> Round<'a> {
     /// across tasks.
     async fn evaluate_incumbent(&mut self) -> Result<Evaluated, TrainError> {
         let clock = Instant::now();
+        let (label, draw, measure) = self.measurement();
         let (summary, records) = self
             .cx
-            .evaluate(
+            .evaluate_with(
                 self.dir,
                 &self.config.train,
-                &self.incumbent,
+                Some(&self.incumbent),
                 &self.tasks.tasks,
                 self.config.train.split.clone(),
-                &self.tasks.label,
+                &label,
+                draw,
             )
             .await?;
         self.times.train_eval = clock.elapsed().as_secs_f64();
         self.record.incumbent_score = summary.metrics.accuracy;
+        self.record.incumbent_measure = Some(measure);
 
         let clock = Instant::now();
         let lambda = self.config.lambda;
@@ -156,6 +172,22 @@ impl<'a> Round<'a> {
             successes,
             groups,
         })
+    }
+
+    /// The result label, participants and kind of this round's
+    /// measurements: with a deterministic agent the stored evaluation of
+    /// the training tasks (`reused`); otherwise a fresh draw in a directory
+    /// of this round, for the incumbent and the candidate alike.
+    fn measurement(&self) -> (String, Draw, Measure) {
+        if self.config.gate_measure.remeasure {
+            (
+                format!("{}-round{}", self.tasks.label, self.record.round),
+                Draw::Fresh,
+                Measure::Fresh,
+            )
+        } else {
+            (self.tasks.label.clone(), Draw::Cached, Measure::Reused)
+        }
     }
 
     /// Diagnose each unit (one per round, or one per failure for
@@ -240,15 +272,17 @@ impl<'a> Round<'a> {
         successes: &[FailureRecord],
         staging: &Path,
     ) -> Result<Result<ChangeSpec, String>, TrainError> {
-        let evidence = fdcr::render_evidence(unit, successes, &EvidenceLimits::default());
-        self.transcript.evidence.push(evidence.clone());
+        let failing = failing_tasks(unit);
         if let (Diagnoser::Fdcr { roles, config: fc }, Method::Ecdysis) =
             (&self.cx.diagnoser, self.config.method)
         {
+            let focus = HarnessFocus::of_failures(unit.iter().flat_map(|g| g.records.iter()));
             let input = FdcrInput {
-                evidence,
-                harness: fdcr::describe_harness(staging)?,
+                evidence: fdcr::evidence_section(unit, successes, &EvidenceLimits::default()),
+                harness: fdcr::harness_section(staging, &focus)?,
+                failing_tasks: Some(failing),
             };
+            self.transcript.evidence.push(input.evidence.full());
             let outcome = fdcr::deliberate(roles, &input, fc).await;
             let spec = outcome.spec.clone();
             let error = outcome.error.clone();
@@ -260,6 +294,11 @@ impl<'a> Round<'a> {
                 )
             }));
         }
+        self.transcript.evidence.push(fdcr::render_evidence(
+            unit,
+            successes,
+            &EvidenceLimits::default(),
+        ));
         let facts = ToolFacts {
             tools: self
                 .cx
@@ -269,16 +308,23 @@ impl<'a> Round<'a> {
                 .map(|t| (t.name.clone(), t.mutates))
                 .collect(),
         };
-        if let Some(spec) = heuristic::diagnose(unit, successes, &facts) {
-            return Ok(Ok(spec));
-        }
-        // A prose-reading coder can still work from the groups themselves.
-        match (&self.cx.coder, heuristic::spec_from_groups(unit)) {
-            (CoderChoice::Agent(_), Some(spec)) => Ok(Ok(spec)),
-            _ => Ok(Err(
+        let spec = heuristic::diagnose(unit, successes, &facts).or_else(|| {
+            // A prose-reading coder can still work from the groups themselves.
+            match &self.cx.coder {
+                CoderChoice::Agent(_) => heuristic::spec_from_groups(unit),
+                CoderChoice::Rules => None,
+            }
+        });
+        let Some(mut spec) = spec else {
+            return Ok(Err(
                 "no failure with a visible interface cause for the rule coder".into(),
-            )),
+            ));
+        };
+        // Flag single-task changes (the heuristic's evidence is the failures').
+        if let Err(e) = spec.check_evidence(&failing) {
+            return Ok(Err(format!("the diagnosis cites no failure of this round: {e}")));
         }
+        Ok(Ok(spec))
     }
 
     /// Let the coder implement `spec` in the staging crate. `Ok(Err(why))`
@@ -289,6 +335,9 @@ impl<'a> Round<'a> {
         unit: &[FailureGroup],
         staging: &Path,
     ) -> Result<Result<(), String>, TrainError> {
+        // Rule tables key entries by the short domain name (`retail`).
+        let domain = &self.config.train.domain;
+        let short = domain.rsplit('/').next().unwrap_or(domain).to_string();
         let run = match &self.cx.coder {
             CoderChoice::Rules => {
                 if self.config.coder_latency_ms > 0 {
@@ -297,10 +346,7 @@ impl<'a> Round<'a> {
                     ))
                     .await;
                 }
-                // Rule tables key entries by the short domain name (`retail`).
-                let domain = &self.config.train.domain;
-                let short = domain.rsplit('/').next().unwrap_or(domain);
-                let n = rulecoder::apply(staging, spec, short)?;
+                let n = rulecoder::apply(staging, spec, &short)?;
                 CoderRun {
                     coder: "rules".into(),
                     ok: n > 0,
@@ -316,15 +362,19 @@ impl<'a> Round<'a> {
                 }
             }
             CoderChoice::Agent(coder) => {
-                let mut task = CoderTask::new(spec.clone());
-                if self.config.method == Method::SelfEvolution {
-                    // The baseline's coder works from the one failure.
-                    task = task.with_notes(fdcr::render_evidence(
-                        unit,
-                        &[],
-                        &EvidenceLimits::default(),
-                    ));
-                }
+                // The spec's skills go into the skill library exactly; the
+                // coder is told they are there.
+                let skills = if spec.skills.is_empty() {
+                    None
+                } else {
+                    Some(rulecoder::apply_rules(
+                        staging,
+                        &rulecoder::skill_edits(spec),
+                        &short,
+                    ))
+                };
+                let task = CoderTask::new(spec.clone())
+                    .with_notes(self.coder_notes(spec, unit, skills.as_ref()));
                 match coder.implement(&task, staging).await {
                     Ok(o) => CoderRun {
                         coder: coder.name().to_string(),
@@ -335,6 +385,20 @@ impl<'a> Round<'a> {
                         error: None,
                         log: o.log,
                     },
+                    // The skills alone are a change.
+                    Err(crate::evolve::coder::CoderError::NoChange { attempts, log })
+                        if matches!(skills, Some(Ok(n)) if n > 0) =>
+                    {
+                        CoderRun {
+                            coder: coder.name().to_string(),
+                            ok: true,
+                            attempts,
+                            changed_files: vec![heuristic::TABLES_FILE.into()],
+                            build_ok: false,
+                            error: None,
+                            log: format!("{log}\nthe spec's skills were applied to the skill library"),
+                        }
+                    }
                     Err(e) => {
                         self.cx
                             .say(format!("round {}: coder failed: {e}", self.record.round));
@@ -359,9 +423,63 @@ impl<'a> Round<'a> {
         })
     }
 
+    /// What the coder reads besides the spec, so the methods differ only
+    /// in how they organise the evidence: under FDCR the excerpts of the
+    /// failures the spec cites; without FDCR every failure's excerpt
+    /// (Self-Evolution's per-failure evidence, aggregated); Self-Evolution,
+    /// its one failure. The coder prompt trims them to its budget.
+    fn coder_notes(
+        &self,
+        spec: &ChangeSpec,
+        unit: &[FailureGroup],
+        skills: Option<&Result<usize, rulecoder::RuleCoderError>>,
+    ) -> String {
+        let fdcr = matches!(self.cx.diagnoser, Diagnoser::Fdcr { .. })
+            && self.config.method == Method::Ecdysis;
+        let (what, excerpts) = if fdcr {
+            let cited: BTreeSet<String> = spec
+                .failure_patterns
+                .iter()
+                .flat_map(|p| p.evidence_tasks.iter())
+                .chain(spec.proposed_changes.iter().flat_map(|c| c.evidence_tasks.iter()))
+                .map(|t| t.trim().to_string())
+                .collect();
+            (
+                "The failures the spec cites as evidence",
+                fdcr::failure_excerpts(unit, Some(&cited)),
+            )
+        } else if self.config.method == Method::SelfEvolution {
+            ("The failure to fix", fdcr::failure_excerpts(unit, None))
+        } else {
+            (
+                "Every failure of this round, grouped by signature",
+                fdcr::failure_excerpts(unit, None),
+            )
+        };
+        let mut notes = String::new();
+        match skills {
+            Some(Ok(n)) => {
+                notes += &format!(
+                    "The spec's {} skill(s) are already in the SKILLS table of src/tables.rs ({n} entr(ies) added or edited by the host): do not add them again.\n\n",
+                    spec.skills.len()
+                )
+            }
+            Some(Err(e)) => {
+                notes += &format!(
+                    "The spec's skills could not be added to a SKILLS table automatically ({e}): implement them too.\n\n"
+                )
+            }
+            None => {}
+        }
+        notes += &format!("{what} (scrubbed excerpts):\n\n{excerpts}");
+        notes
+    }
+
     /// Build the staging crate into the store and keep the candidate's
     /// files (source, manifest, spec, transcript, diff against the
-    /// incumbent).
+    /// incumbent). An edit that builds to bytes already judged (the
+    /// incumbent's, or an earlier candidate's) ends the round and writes
+    /// nothing: that candidate's files stay as they were.
     fn build_candidate(&mut self, spec: &ChangeSpec) -> Phase<Manifest> {
         let clock = Instant::now();
         let built = self
@@ -375,8 +493,19 @@ impl<'a> Round<'a> {
             }
             Err(e) => return Err(e),
         };
-        self.record.candidate = Some(manifest.hash.to_string());
+        if manifest.hash == self.incumbent {
+            return Ok(ControlFlow::Break(
+                "no change: the edit builds to the incumbent's bytes".into(),
+            ));
+        }
         let cdir = self.dir.candidate(&manifest.hash);
+        if cdir.join("manifest.json").exists() {
+            return Ok(ControlFlow::Break(format!(
+                "no change: the edit builds to the bytes of candidate {}, already judged (see its files)",
+                manifest.hash.short()
+            )));
+        }
+        self.record.candidate = Some(manifest.hash.to_string());
         staging::fresh_copy(&self.dir.staging(), &cdir.join("source"))?;
         write_json(&cdir.join("manifest.json"), &manifest)?;
         write_json(&cdir.join("spec.json"), spec)?;
@@ -433,17 +562,20 @@ impl<'a> Round<'a> {
                 hit.tool, hit.arguments, hit.task_id
             ));
         }
+        let (label, draw, measure) = self.measurement();
         let (summary, records) = self
             .cx
-            .evaluate(
+            .evaluate_with(
                 self.dir,
                 &self.config.train,
-                cand,
+                Some(cand),
                 &self.tasks.tasks,
                 self.config.train.split.clone(),
-                &self.tasks.label,
+                &label,
+                draw,
             )
             .await?;
+        self.record.candidate_measure = Some(measure);
         write_json(
             &self.dir.candidate(cand).join("train_summary.json"),
             &summary,
@@ -479,6 +611,11 @@ impl<'a> Round<'a> {
         ));
         Ok(self.record)
     }
+}
+
+/// The tasks of a unit's failures.
+fn failing_tasks(unit: &[FailureGroup]) -> BTreeSet<String> {
+    unit.iter().flat_map(|g| g.tasks.iter().cloned()).collect()
 }
 
 /// Specs of several units, merged into one (Self-Evolution accumulates its

@@ -7,7 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::{SelectConfig, TrainConfig, TrainContext, TrainError, TrainSummary};
+use super::{
+    GateMeasure, RolesConfig, SelectConfig, TrainConfig, TrainContext, TrainError, TrainSummary,
+};
+use crate::evolve::budget::ContextSource;
 use crate::env::Domain;
 use crate::eval::{ModelServices, RunSpec, SpecError};
 use crate::evolve::accept::AcceptRule;
@@ -54,6 +57,10 @@ pub struct TrainSpec {
     pub cargo_target: Option<PathBuf>,
     /// Episodes at once.
     pub concurrency: usize,
+    /// Trials per held-out task at the end.
+    pub test_trials: u32,
+    /// Also evaluate Direct on the held-out split.
+    pub test_direct: bool,
 }
 
 impl Default for TrainSpec {
@@ -85,6 +92,8 @@ impl Default for TrainSpec {
             roles: RoleSpec::default(),
             cargo_target: None,
             concurrency: 8,
+            test_trials: 3,
+            test_direct: false,
         }
     }
 }
@@ -100,6 +109,8 @@ pub enum TrainSpecError {
     NoTasks(String),
     #[error("the task budget must be at least 1")]
     NoBudget,
+    #[error("test trials must be at least 1")]
+    NoTestTrials,
     #[error("the dollar budget must be a positive number of dollars, got {0}")]
     BadUsd(f64),
     #[error("the harness source {path}: {reason}")]
@@ -124,6 +135,9 @@ pub async fn run(
     if spec.select.is_some_and(|s| s.budget == 0) {
         return Err(TrainSpecError::NoBudget);
     }
+    if spec.test_trials == 0 {
+        return Err(TrainSpecError::NoTestTrials);
+    }
     if let Some(m) = spec.max_usd
         && !(m.is_finite() && m > 0.0)
     {
@@ -143,12 +157,41 @@ pub async fn run(
         .cargo_target
         .clone()
         .unwrap_or_else(|| store.root().join("cargo-target"));
-    let (diagnoser, coder) = spec.roles.build(spec.method, &hub, &target)?;
+    let roles_config = if spec.roles.any_model() {
+        let (budget, source) = spec.roles.resolve_budget().await;
+        if !quiet {
+            eprintln!(
+                "roles: context budget {} tokens ({}), {} reserved per reply",
+                budget.context_tokens,
+                match &source {
+                    ContextSource::Flag => "--roles-context-tokens".to_string(),
+                    ContextSource::Endpoint(url) => format!("reported by {url}"),
+                    ContextSource::Default => "the default: the endpoint reports none".to_string(),
+                },
+                budget.reply_tokens
+            );
+        }
+        RolesConfig {
+            sampling: spec.roles.sampling.clone(),
+            budget: Some(budget),
+            context_source: Some(source),
+        }
+    } else {
+        RolesConfig::default()
+    };
+    let (diagnoser, coder) = spec.roles.build(
+        spec.method,
+        &hub,
+        &target,
+        roles_config.budget.unwrap_or_default(),
+    )?;
+    let train = spec.eval.config(None, train_tasks);
+    let gate_measure = GateMeasure::for_run(&train, services.cache.reads(), None);
     let config = TrainConfig {
         method: spec.method,
         rounds: spec.rounds,
         lambda: spec.lambda,
-        train: spec.eval.config(None, train_tasks),
+        train,
         test_tasks: test_tasks.into_iter().map(|t| t.id).collect(),
         test_split: spec.test_split.clone(),
         max_coder_calls: spec.max_coder_calls,
@@ -161,6 +204,18 @@ pub async fn run(
         accept: spec.accept,
         max_usd: spec.max_usd,
         select: spec.select,
+        test_trials: spec.test_trials,
+        test_direct: spec.test_direct,
+        gate_measure,
+        roles: roles_config,
+    };
+    // Fresh draws for a gate that re-measures: the same models, the
+    // response cache bypassed (with the cache off, the run's own serve).
+    let fresh = if config.gate_measure.remeasure && services.cache.reads() {
+        let fresh_hub = hub.without_cache();
+        Some(spec.eval.participants(&fresh_hub, &*domain)? as Arc<dyn crate::eval::Participants>)
+    } else {
+        None
     };
     let cx = TrainContext {
         store: store.clone(),
@@ -176,6 +231,7 @@ pub async fn run(
         coder,
         ledger: hub.ledger().clone(),
         loaded: Mutex::new(Default::default()),
+        fresh,
     };
     Ok(super::train(config, &source, out, cx).await?)
 }

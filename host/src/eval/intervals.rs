@@ -1,0 +1,95 @@
+//! 95% percentile-bootstrap intervals over tasks (seeded, so a result is a
+//! pure function of its inputs): the report's intervals and a training
+//! run's held-out scores.
+
+use serde::{Deserialize, Serialize};
+
+use super::metrics::TaskResult;
+
+/// A point estimate with a 95% interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub estimate: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// SplitMix64: a tiny, well-mixed generator; enough for resampling indices
+/// and fully determined by its seed.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2^-32
+    /// for the task counts we see).
+    fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next()) * n as u128) >> 64) as usize
+    }
+}
+
+/// The 95% percentile-bootstrap interval of the mean of `values`: resample
+/// the values with replacement `samples` times, take the 2.5th and 97.5th
+/// percentiles (nearest rank) of the resampled means.
+pub fn bootstrap_mean(values: &[f64], samples: usize, seed: u64) -> Interval {
+    let n = values.len();
+    if n == 0 {
+        return Interval {
+            estimate: f64::NAN,
+            low: f64::NAN,
+            high: f64::NAN,
+        };
+    }
+    let estimate = values.iter().sum::<f64>() / n as f64;
+    let samples = samples.max(1);
+    let mut rng = SplitMix64(seed);
+    let mut means: Vec<f64> = (0..samples)
+        .map(|_| (0..n).map(|_| values[rng.below(n)]).sum::<f64>() / n as f64)
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let rank = |q: f64| {
+        let r = (q * samples as f64).ceil() as usize;
+        means[r.clamp(1, samples) - 1]
+    };
+    Interval {
+        estimate,
+        low: rank(0.025),
+        high: rank(0.975),
+    }
+}
+
+/// Accuracy and pass^k for k = 1..=max with 95% bootstrap intervals over
+/// tasks (the unit τ² averages over): each resample draws tasks, keeping
+/// each task's trials together.
+pub fn task_intervals(per_task: &[TaskResult], samples: usize, seed: u64) -> TaskIntervals {
+    let accuracy: Vec<f64> = per_task.iter().map(|t| t.mean_reward).collect();
+    let max_k = per_task.iter().map(|t| t.trials).min().unwrap_or(0);
+    let pass_hat_k = (1..=max_k)
+        .map(|k| {
+            let v: Vec<f64> = per_task
+                .iter()
+                .map(|t| super::metrics::pass_hat_k(t.trials, t.successes, k))
+                .collect();
+            // One stream per statistic, all derived from the report seed.
+            (k, bootstrap_mean(&v, samples, seed.wrapping_add(k)))
+        })
+        .collect();
+    TaskIntervals {
+        accuracy: bootstrap_mean(&accuracy, samples, seed),
+        pass_hat_k,
+    }
+}
+
+/// The headline numbers of a run with their intervals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskIntervals {
+    pub accuracy: Interval,
+    pub pass_hat_k: Vec<(u64, Interval)>,
+}
+
