@@ -9,7 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use ecdysis_host::agent::{CallSource, EndReason, Entry, EpisodeRecord, Withheld};
 use ecdysis_host::env::py::{calc, ops, repr};
+use ecdysis_host::model::ToolCall as ModelCall;
 use ecdysis_host::env::{self, Domain, Termination, ToolCall, ToolOutput, Trajectory};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -467,6 +469,129 @@ fn evaluations_match_the_reference() {
         }
     }
     finish("eval", vs.len(), failures);
+}
+
+/// An episode record whose agent messages are the vector's (text and
+/// tool calls together where the vector has both), each call followed by
+/// its tool entry, as the episode loop writes them.
+fn record_of(v: &Value, withhold: bool) -> EpisodeRecord {
+    let mut transcript = Vec::new();
+    let mut n = 0;
+    for (step, m) in v["messages"].as_array().unwrap().iter().enumerate() {
+        let text = m["text"].as_str().map(str::to_string);
+        let calls: Vec<ModelCall> = m["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                n += 1;
+                ModelCall::new(
+                    format!("c{n}"),
+                    c["name"].as_str().unwrap(),
+                    c["arguments"].to_string(),
+                )
+            })
+            .collect();
+        transcript.push(Entry::Agent {
+            step: step as u32,
+            text: text.clone(),
+            tool_calls: calls.clone(),
+            testbed: None,
+            // The harness kept every text from the user (as if realized).
+            withheld: (withhold && text.is_some()).then_some(Withheld::Realized),
+        });
+        for c in calls {
+            transcript.push(Entry::Tool {
+                step: step as u32,
+                call_id: c.id.clone(),
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+                proposed: None,
+                content: String::new(),
+                error: false,
+                blocked: false,
+                source: CallSource::Model,
+            });
+        }
+    }
+    EpisodeRecord {
+        task_id: v["task_id"].as_str().unwrap().to_string(),
+        trial: 0,
+        domain: v["domain"].as_str().unwrap().to_string(),
+        seed: 0,
+        end: EndReason::AgentStop,
+        end_detail: None,
+        steps: transcript.len() as u32,
+        tool_errors: 0,
+        transcript,
+        hooks: vec![],
+        agent_usage: Default::default(),
+        user_usage: Default::default(),
+        wall_ms: 0,
+        model_wait_ms: 0.0,
+        evaluation: None,
+        reward: 0.0,
+        success: false,
+    }
+}
+
+/// Messages with text and tool calls together (what real models write):
+/// the trajectory the episode record gives the evaluator scores as τ²'s
+/// evaluator scored the same messages. And the decision the reference has
+/// no case for: text the harness kept from the user never counts.
+#[test]
+fn mixed_text_and_tool_call_messages_score_as_the_reference() {
+    let vs = lines("mixed.jsonl");
+    assert!(vs.len() > 100, "{} vectors", vs.len());
+    assert!(
+        vs.iter().any(|v| v["task_id"] == "68"
+            && v["variant"] == "task68_total_beside_call"
+            && v["reward"] == 1.0),
+        "the task 68 case is in the vectors"
+    );
+    let mut failures = Vec::new();
+    let mut withheld_checked = 0;
+    for v in &vs {
+        let dom = domain(v["domain"].as_str().unwrap());
+        let (_, oracle) = dom.task(v["task_id"].as_str().unwrap()).unwrap();
+        let record = record_of(v, false);
+        let run = Trajectory {
+            tool_calls: record.executed_calls(),
+            assistant_texts: record.agent_texts(),
+            termination: serde_json::from_value::<Termination>(v["termination"].clone()).unwrap(),
+        };
+        let ev = dom.evaluate(&oracle, &run).unwrap();
+        let communicate: Vec<bool> = ev.communicate_checks.iter().map(|c| c.met).collect();
+        let actions: Vec<bool> = ev.action_checks.iter().map(|c| c.matched).collect();
+        if ev.reward != v["reward"].as_f64().unwrap()
+            || Some(ev.db_match) != v["db_match"].as_bool()
+            || serde_json::json!(communicate) != v["communicate"]
+            || serde_json::json!(actions) != v["actions"]
+        {
+            failures.push(format!(
+                "{} task {} {}: reward {} comm {communicate:?}; want {} {}",
+                v["domain"], v["task_id"], v["variant"], ev.reward, v["reward"], v["communicate"]
+            ));
+        }
+        // Withheld: the same messages, every text kept from the user.
+        if !communicate.is_empty() {
+            let record = record_of(v, true);
+            let run = Trajectory {
+                assistant_texts: record.agent_texts(),
+                ..run
+            };
+            let ev = dom.evaluate(&oracle, &run).unwrap();
+            if ev.communicate_checks.iter().any(|c| c.met) || ev.reward != 0.0 {
+                failures.push(format!(
+                    "{} task {} {}: withheld text counted as said",
+                    v["domain"], v["task_id"], v["variant"]
+                ));
+            }
+            withheld_checked += 1;
+        }
+    }
+    assert!(withheld_checked > 50, "{withheld_checked}");
+    finish("mixed", vs.len(), failures);
 }
 
 #[test]

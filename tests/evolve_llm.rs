@@ -278,15 +278,19 @@ async fn a_spec_that_stays_malformed_yields_no_spec_and_the_error() {
             .content
             .contains("outside the harness's src/")
     );
-    // The last retry request carries both earlier refusals.
+    // The last retry request carries the latest refusal only (every retry
+    // fits the same context budget): the escaping spec and why it was
+    // refused.
     let reqs = requests(&server);
     let last = &reqs[5].1;
-    assert_eq!(last.len(), 6);
+    assert_eq!(last.len(), 4);
+    assert_eq!(last[2].1, bad[1]);
     assert!(
-        last[5].1.contains("outside the harness's src/"),
+        last[3].1.contains("outside the harness's src/"),
         "{}",
-        last[5].1
+        last[3].1
     );
+    assert!(!last.iter().any(|m| m.1 == bad[0]), "the first refusal is gone");
 }
 
 #[tokio::test]
@@ -383,11 +387,14 @@ fn task() -> CoderTask {
     CoderTask::new(ChangeSpec::parse(SPEC).unwrap())
 }
 
+/// The editor with a context large enough to quote the whole template
+/// (its src/tables.rs alone is ~17k estimated tokens).
 fn editor(server: &MockServer) -> EditorCoder {
     EditorCoder::new(
         model(server, "m-coder"),
         EditorConfig {
             target_dir: Some(guest_target()),
+            budget: ecdysis_host::evolve::budget::ContextBudget::new(65_536, None),
             ..EditorConfig::default()
         },
     )
@@ -750,10 +757,46 @@ fn scripted_roles(req: &ecdysis_host::model::mock::MockRequest) -> MockReply {
     reply.with_usage(usage)
 }
 
+/// The scripted roles behind an endpoint that reports its context the way
+/// llama.cpp's server does (`GET /props`).
+fn scripted_roles_with_props(req: &ecdysis_host::model::mock::MockRequest) -> MockReply {
+    if req.method == "GET" && req.path.ends_with("/props") {
+        return MockReply::json(
+            200,
+            serde_json::json!({"default_generation_settings": {"n_ctx": 16384}, "total_slots": 4}),
+        );
+    }
+    scripted_roles(req)
+}
+
+/// The chat requests a mock received (not the context probes).
+fn chats(server: &MockServer) -> Vec<Value> {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .map(|r| r.json().expect("JSON body"))
+        .collect()
+}
+
+/// Estimated prompt tokens of a request body plus the reply room it asks
+/// for: what must fit the context.
+fn request_tokens(body: &Value) -> usize {
+    use ecdysis_host::model::ChatMessage;
+    let messages: Vec<ChatMessage> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| ChatMessage::user(m["content"].as_str().unwrap_or_default()))
+        .collect();
+    ecdysis_host::evolve::budget::estimate_messages(&messages)
+        + body["max_tokens"].as_u64().expect("max_tokens on every role request") as usize
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_budget() {
     let server = MockServer::start().await.unwrap();
-    server.set_handler(scripted_roles);
+    server.set_handler(scripted_roles_with_props);
     // The coder lives on an endpoint of its own.
     let coder_server = MockServer::start().await.unwrap();
     coder_server.set_handler(scripted_roles);
@@ -798,6 +841,10 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
                 &coder_base,
                 "--max-usd",
                 "0.05",
+                "--roles-temperature",
+                "0",
+                "--roles-top-p",
+                "0.5",
             ],
         );
         cmd.arg("--prices").arg(&prices).arg("--out").arg(&out);
@@ -808,6 +855,29 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
         .await
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // The roles' sampling is on the wire and in config.json, and the
+    // context the roles' endpoint reports (16384 on /props) is the budget
+    // every request fits.
+    let config = json_file(&out.join("config.json"));
+    assert_eq!(config["roles"]["sampling"]["temperature"], 0.0, "{config}");
+    assert_eq!(config["roles"]["sampling"]["top_p"], 0.5, "{config}");
+    assert_eq!(config["roles"]["budget"]["context_tokens"], 16384, "{config}");
+    assert!(
+        config["roles"]["context_source"]["endpoint"]
+            .as_str()
+            .unwrap()
+            .ends_with("/props"),
+        "{config}"
+    );
+    let bodies: Vec<Value> = chats(&server).into_iter().chain(chats(&coder_server)).collect();
+    assert_eq!(bodies.len(), 8, "7 FDCR calls and one coder call");
+    for b in &bodies {
+        assert_eq!(b["temperature"], 0.0, "{b}");
+        assert_eq!(b["top_p"], 0.5, "{b}");
+        assert_eq!(b["max_tokens"], 1024, "the reply room is asked for: {b}");
+        assert!(request_tokens(b) <= 16384, "{}", request_tokens(b));
+    }
 
     let s = json_file(&out.join("summary.json"));
     let rounds = s["rounds"].as_array().unwrap();
@@ -875,9 +945,15 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
         .iter()
         .filter(|c| c["role"] != "agent" && c["role"] != "user")
         .count();
+    let chat_calls = |srv: &MockServer| {
+        srv.requests()
+            .iter()
+            .filter(|r| r.path.ends_with("/chat/completions"))
+            .count()
+    };
     assert_eq!(
         role_calls,
-        server.request_count() + coder_server.request_count(),
+        chat_calls(&server) + chat_calls(&coder_server),
         "every role call is in the ledger"
     );
     let models_seen = |srv: &MockServer| -> std::collections::BTreeSet<String> {
@@ -894,19 +970,94 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
     assert!(!models_seen(&server).contains("m-coder"));
 
     // Resuming the finished run asks no role again and keeps the spending.
-    let before = server.request_count() + coder_server.request_count();
+    let before = chat_calls(&server) + chat_calls(&coder_server);
     let mut cmd = command();
     let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
-        server.request_count() + coder_server.request_count(),
+        chat_calls(&server) + chat_calls(&coder_server),
         before,
         "the budget holds across resumes"
     );
     let again = json_file(&out.join("summary.json"));
     assert_eq!(again["usage"]["total"], s["usage"]["total"]);
+}
+
+/// A small context: every FDCR and coder request still fits it by the
+/// estimate (prompt plus the reply room it asks for), and the trimmed
+/// prompts say what they left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_role_and_coder_request_fits_a_small_context_budget() {
+    let server = MockServer::start().await.unwrap();
+    server.set_handler(scripted_roles);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("train");
+    let base = server.base_url();
+    let mut cmd = train_bin(
+        tmp.path(),
+        &[
+            "--method",
+            "ecdysis",
+            "--rounds",
+            "1",
+            "--analyst-model",
+            "m-analyst",
+            "--critic-model",
+            "m-critic",
+            "--engineer-model",
+            "m-engineer",
+            "--moderator-model",
+            "m-moderator",
+            "--coder-model",
+            "m-coder",
+            "--roles-base-url",
+            &base,
+            "--roles-api-key-env",
+            "",
+            "--roles-context-tokens",
+            "6144",
+            "--roles-max-tokens",
+            "900",
+        ],
+    );
+    cmd.arg("--out").arg(&out);
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let config = json_file(&out.join("config.json"));
+    assert_eq!(config["roles"]["budget"]["context_tokens"], 6144, "{config}");
+    assert_eq!(config["roles"]["context_source"], "flag", "{config}");
+    let bodies = chats(&server);
+    assert_eq!(bodies.len(), 8, "7 FDCR calls and one coder call");
+    let mut trimmed_fdcr = 0;
+    let mut trimmed_coder = 0;
+    for b in &bodies {
+        assert_eq!(b["max_tokens"], 900, "{b}");
+        let n = request_tokens(b);
+        assert!(n <= 6144, "{} needs {n} tokens", b["model"]);
+        let text = b["messages"].to_string();
+        if b["model"] == "m-coder" {
+            trimmed_coder += usize::from(text.contains("Not shown to fit the context budget"));
+        } else {
+            trimmed_fdcr += usize::from(
+                text.contains("Not shown for the context budget")
+                    || text.contains("left out for the context budget")
+                    || text.contains("Left out to fit the context budget"),
+            );
+        }
+    }
+    assert_eq!(trimmed_fdcr, 7, "every FDCR prompt names what it left out");
+    assert_eq!(trimmed_coder, 1, "the coder prompt names the files not shown");
+    // The same prompts whole would not have fit: the budget did the work.
+    let t = json_file(&out.join("rounds/1/transcript.json"));
+    let evidence = t["evidence"][0].as_str().unwrap();
+    assert!(
+        ecdysis_host::evolve::budget::estimate_tokens(evidence) > 1000,
+        "the full evidence alone is large"
+    );
 }
 
 #[test]

@@ -13,6 +13,7 @@ use ecdysis_host::model::ModelFlags;
 use ecdysis_host::store::ComponentStore;
 
 use super::env::DataArgs;
+use super::train::{RoleArgs, role_error};
 
 /// Flags of `experiment`.
 #[derive(Args)]
@@ -57,6 +58,24 @@ pub struct ExperimentArgs {
     /// Cargo target dir shared by candidate builds.
     #[arg(long)]
     pub cargo_target_dir: Option<PathBuf>,
+    /// Trials per held-out task at the end of each method's training.
+    #[arg(long, default_value_t = 3)]
+    pub test_trials: u32,
+    /// Only these held-out task ids (default: the whole test split).
+    #[arg(long, value_delimiter = ',')]
+    pub test_tasks: Vec<String>,
+    /// Response cache policy of the role models: read-write, read-only or off.
+    #[arg(long, default_value = "read-write")]
+    pub cache: String,
+    /// Response cache directory.
+    #[arg(long, default_value = ".ecdysis/cache")]
+    pub cache_dir: PathBuf,
+    /// The evolution roles: without them, Ecdysis and Ecdysis without FDCR
+    /// run the same heuristic code and share one row. With --fdcr-model,
+    /// Ecdysis deliberates; with --coder-model every method's coder is
+    /// that model.
+    #[command(flatten)]
+    pub roles: RoleArgs,
 }
 
 /// `experiment`: every method from the same start, then the comparison.
@@ -66,6 +85,21 @@ pub async fn experiment(
     data: &DataArgs,
 ) -> Result<()> {
     let defaults = TrainSpec::default();
+    let roles = args.roles.spec(None, None)?;
+    roles
+        .validate(ecdysis_host::evolve::train::Method::Ecdysis)
+        .map_err(role_error)?;
+    if args.test_trials == 0 {
+        anyhow::bail!("--test-trials must be at least 1");
+    }
+    let services = ModelServices {
+        cache: args
+            .cache
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--cache: {e}"))?,
+        cache_dir: args.cache_dir.clone(),
+        prices: None,
+    };
     let spec = ExperimentSpec {
         train: TrainSpec {
             source: args.source,
@@ -76,6 +110,9 @@ pub async fn experiment(
             coder_latency_ms: args.coder_latency_ms,
             cargo_target: args.cargo_target_dir,
             concurrency: args.concurrency,
+            test_trials: args.test_trials,
+            test_tasks: args.test_tasks,
+            roles,
             eval: RunSpec {
                 domain: args.domain,
                 tasks: args.tasks,
@@ -92,7 +129,7 @@ pub async fn experiment(
         out: args.out,
     };
     let domain = data.open(&spec.train.eval.domain)?;
-    let report = experiment::run(&spec, store, domain, &ModelServices::default()).await?;
+    let report = experiment::run(&spec, store, domain, &services).await?;
     print!("{}", report.render());
     Ok(())
 }

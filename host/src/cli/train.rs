@@ -56,6 +56,10 @@ pub struct TrainArgs {
     /// Also evaluate the Direct baseline (no harness) on the held-out split.
     #[arg(long)]
     pub test_direct: bool,
+    /// Only these held-out task ids (comma-separated; default: the whole
+    /// held-out split).
+    #[arg(long, value_delimiter = ',')]
+    pub test_tasks: Vec<String>,
     /// Start from the source's rule engine with its rule tables emptied
     /// (an evolution experiment's starting point).
     #[arg(long)]
@@ -267,8 +271,25 @@ impl TrainArgs {
             accept,
             select,
             roles: {
-                let roles = self.roles.spec(&self.eval)?;
-                roles.validate(self.method).map_err(|e| match e {
+                let roles = self.roles.spec(
+                    self.eval.agent_base_url.clone(),
+                    self.eval.agent_api_key_env.clone(),
+                )?;
+                roles.validate(self.method).map_err(|e| role_error(e))?;
+                roles
+            },
+            cargo_target: self.cargo_target_dir.clone(),
+            concurrency: self.eval.concurrency,
+            test_trials: self.test_trials,
+            test_tasks: self.test_tasks.clone(),
+            test_direct: self.test_direct,
+        })
+    }
+}
+
+/// A role error in the flags' terms.
+pub fn role_error(e: RoleError) -> anyhow::Error {
+    match e {
                     RoleError::FdcrWithoutCoder => anyhow::anyhow!(
                         "FDCR specs are prose, which the offline rule coder cannot implement: add --coder-model or --coder-command"
                     ),
@@ -279,20 +300,16 @@ impl TrainArgs {
                         anyhow::anyhow!("no model for the {role}: give --{role}-model or --fdcr-model")
                     }
                     other => anyhow::anyhow!("{other}"),
-                })?;
-                roles
-            },
-            cargo_target: self.cargo_target_dir.clone(),
-            concurrency: self.eval.concurrency,
-            test_trials: self.test_trials,
-            test_direct: self.test_direct,
-        })
     }
 }
 
 impl RoleArgs {
     /// The roles from the flags; their endpoint defaults to the agent's.
-    fn spec(&self, eval: &EvalArgs) -> Result<RoleSpec> {
+    pub fn spec(
+        &self,
+        agent_base_url: Option<String>,
+        agent_api_key_env: Option<String>,
+    ) -> Result<RoleSpec> {
         let coder = match (&self.coder_model, &self.coder_command) {
             (Some(model), _) => CoderSpec::Editor {
                 model: model.clone(),
@@ -313,14 +330,8 @@ impl RoleArgs {
             fdcr_rounds: self.fdcr_rounds,
             coder,
             endpoint: ModelFlags {
-                base_url: self
-                    .roles_base_url
-                    .clone()
-                    .or_else(|| eval.agent_base_url.clone()),
-                api_key_env: self
-                    .roles_api_key_env
-                    .clone()
-                    .or_else(|| eval.agent_api_key_env.clone()),
+                base_url: self.roles_base_url.clone().or(agent_base_url),
+                api_key_env: self.roles_api_key_env.clone().or(agent_api_key_env),
                 extra_args: self.roles_extra_args.clone(),
                 request_timeout_secs: self.roles_timeout_secs,
                 ..ModelFlags::default()

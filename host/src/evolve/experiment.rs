@@ -69,7 +69,31 @@ pub struct MethodRow {
     pub usd: f64,
     /// The training run's directory.
     pub dir: PathBuf,
+    /// Other methods this row stands for, because they ran the same code
+    /// (offline, Ecdysis without role models is Ecdysis without FDCR).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_as: Vec<Method>,
+    /// Who diagnosed in this method's run (`config.json`'s `diagnoser`).
+    #[serde(default)]
+    pub diagnoser: String,
+    /// Seconds spent in coder calls (real, or the simulated latency).
+    #[serde(default)]
+    pub coder_seconds: f64,
 }
+
+impl MethodRow {
+    /// The row's name: the method, and the methods it stands for.
+    pub fn name(&self) -> String {
+        std::iter::once(self.method)
+            .chain(self.same_as.iter().copied())
+            .map(Method::as_str)
+            .collect::<Vec<_>>()
+            .join(" = ")
+    }
+}
+
+/// The note on a row that stands for Ecdysis and Ecdysis-without-FDCR.
+pub const SAME_CODE_NOTE: &str = "heuristic diagnoser; FDCR needs role models";
 
 impl MethodRow {
     /// The accommodation rate in percent, where it can be judged.
@@ -97,6 +121,13 @@ pub struct TransferRow {
 /// `experiment.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExperimentReport {
+    /// "simulated agent — not a benchmark result" when the agent is a
+    /// `sim:` model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Who edits (`rules`, `editor:<model>`, `external:<program>`).
+    #[serde(default)]
+    pub coder: String,
     /// The domain.
     pub domain: String,
     /// The agent trained on.
@@ -157,11 +188,27 @@ pub async fn run(
         .map_err(train::TrainError::from)?;
     let mut methods = Vec::new();
     let mut ecdysis: Option<TrainSummary> = None;
+    // Without role models Ecdysis diagnoses with the heuristic, exactly as
+    // Ecdysis without FDCR does: one run, one row that says so.
+    let fdcr = spec.train.roles.any_fdcr();
     for method in METHODS {
+        if !fdcr && method == Method::EcdysisNofdcr {
+            continue;
+        }
         let dir = spec.out.join(method.as_str());
         eprintln!("experiment: training with {} ...", method.as_str());
+        let mut roles = spec.train.roles.clone();
+        if method != Method::Ecdysis {
+            // Only Ecdysis deliberates; the others keep the coder.
+            roles.fdcr_model = None;
+            roles.analyst_model = None;
+            roles.critic_model = None;
+            roles.engineer_model = None;
+            roles.moderator_model = None;
+        }
         let train_spec = TrainSpec {
             method,
+            roles,
             ..spec.train.clone()
         };
         let s = train::run_spec(
@@ -189,7 +236,14 @@ pub async fn run(
             tokens: s.usage.total.fresh_tokens.prompt_tokens
                 + s.usage.total.fresh_tokens.completion_tokens,
             usd: s.usage.total.usd,
-            dir,
+            dir: dir.clone(),
+            same_as: if !fdcr && method == Method::Ecdysis {
+                vec![Method::EcdysisNofdcr]
+            } else {
+                vec![]
+            },
+            diagnoser: read_config(&dir).map(|c| c.diagnoser).unwrap_or_default(),
+            coder_seconds: s.seconds.coder,
         });
         if method == Method::Ecdysis {
             ecdysis = Some(s);
@@ -220,10 +274,17 @@ pub async fn run(
             trained: scores[1],
         });
     }
+    let simulated = spec.train.eval.is_simulated();
     let report = ExperimentReport {
+        label: simulated.then(|| SIMULATED_LABEL.to_string()),
+        coder: methods
+            .first()
+            .and_then(|m| read_config(&m.dir))
+            .map(|c| c.coder)
+            .unwrap_or_default(),
         domain: spec.train.eval.domain.clone(),
         agent_model: spec.train.eval.agent_model().to_string(),
-        simulated: spec.train.eval.is_simulated(),
+        simulated,
         coder_latency_ms: spec.train.coder_latency_ms,
         diagnoser: if spec.train.roles.any_fdcr() {
             "fdcr".into()
@@ -235,6 +296,11 @@ pub async fn run(
     };
     write_json(&spec.out.join("experiment.json"), &report).map_err(train::TrainError::from)?;
     Ok(report)
+}
+
+/// A method's training configuration, as its run directory holds it.
+fn read_config(dir: &Path) -> Option<train::TrainConfig> {
+    serde_json::from_slice(&std::fs::read(dir.join("config.json")).ok()?).ok()
 }
 
 /// What every run of an experiment shares.
@@ -294,26 +360,22 @@ async fn transfer_score(
 impl ExperimentReport {
     /// The comparison table, labelled when the agent is simulated.
     pub fn render(&self) -> String {
-        let mut out = format!(
-            "{} on {} train, diagnoser {}, coder latency {} ms{}\n",
-            self.agent_model,
-            self.domain,
-            self.diagnoser,
-            self.coder_latency_ms,
-            if self.simulated {
-                format!(" ({SIMULATED_LABEL})")
-            } else {
-                String::new()
-            }
+        let mut out = String::new();
+        if let Some(l) = &self.label {
+            out += &format!("note: {l}\n");
+        }
+        out += &format!(
+            "{} on {} train, diagnoser {}, coder {}\n",
+            self.agent_model, self.domain, self.diagnoser, self.coder,
         );
         out += &format!(
-            "{:<16} {:>9} {:>7} {:>8} {:>15} {:>6} {:>6} {:>14}\n",
+            "{:<34} {:>9} {:>7} {:>8} {:>15} {:>6} {:>6} {:>14}\n",
             "method", "train s", "coder", "rounds", "train", "test", "edits", "accommodation"
         );
         for r in &self.methods {
             out += &format!(
-                "{:<16} {:>9.1} {:>7} {:>8} {:>6.3} -> {:>5.3} {:>6} {:>6} {:>14}\n",
-                r.method.as_str(),
+                "{:<34} {:>9.1} {:>7} {:>8} {:>6.3} -> {:>5.3} {:>6} {:>6} {:>14}\n",
+                r.name(),
                 r.train_seconds,
                 r.coder_calls,
                 format!("{}/{}", r.accepted, r.rounds),
@@ -327,18 +389,34 @@ impl ExperimentReport {
                     .map(|p| format!("{p:.0}%"))
                     .unwrap_or_else(|| "-".into())
             );
+            if !r.same_as.is_empty() {
+                out += &format!("  ({SAME_CODE_NOTE})\n");
+            }
         }
-        let wall = |m: Method| {
+        let row = |m: Method| {
             self.methods
                 .iter()
-                .find(|r| r.method == m)
-                .map(|r| r.train_seconds)
-                .unwrap_or(0.0)
+                .find(|r| r.method == m || r.same_as.contains(&m))
         };
-        out += &format!(
-            "training wall time, self-evolution / ecdysis: {:.2}x\n",
-            wall(Method::SelfEvolution) / wall(Method::Ecdysis).max(1e-9)
-        );
+        if let (Some(se), Some(eco)) = (row(Method::SelfEvolution), row(Method::Ecdysis)) {
+            let calls = se.coder_calls + eco.coder_calls;
+            let latency = if self.coder == "rules" {
+                format!(
+                    "with a simulated coder latency of {} ms per coder call, which this ratio depends on",
+                    self.coder_latency_ms
+                )
+            } else {
+                format!(
+                    "with real coder calls ({}): {:.1} s per call on average",
+                    self.coder,
+                    (se.coder_seconds + eco.coder_seconds) / f64::from(calls.max(1))
+                )
+            };
+            out += &format!(
+                "training wall time, self-evolution / ecdysis: {:.2}x ({latency})\n",
+                se.train_seconds / eco.train_seconds.max(1e-9)
+            );
+        }
         for t in &self.transfer {
             out += &format!(
                 "transfer to {}:  initial {:.3}  trained {:.3}   (test split)\n",

@@ -27,6 +27,10 @@ pub(crate) fn task_rewards(run: &RunData) -> BTreeMap<String, f64> {
         .collect()
 }
 
+fn ecdysis_note() -> &'static str {
+    crate::evolve::experiment::SAME_CODE_NOTE
+}
+
 /// The methods' rows: the file's, else built from each training summary.
 fn rows(e: &ExperimentData) -> Vec<(String, MethodRow)> {
     if let Some(f) = &e.file {
@@ -57,6 +61,9 @@ fn rows(e: &ExperimentData) -> Vec<(String, MethodRow)> {
                         + s.usage.total.fresh_tokens.completion_tokens,
                     usd: s.usage.total.usd,
                     dir: t.dir.clone(),
+                    same_as: vec![],
+                    diagnoser: t.config.diagnoser.clone(),
+                    coder_seconds: s.seconds.coder,
                 },
             ))
         })
@@ -111,7 +118,14 @@ pub(crate) fn section(
                 ),
                 (
                     "coder latency",
-                    format!("{} ms per coder call (simulated)", f.coder_latency_ms),
+                    if f.coder.is_empty() || f.coder == "rules" {
+                        format!(
+                            "{} ms per coder call (simulated; the wall-time ratio depends on it)",
+                            f.coder_latency_ms
+                        )
+                    } else {
+                        format!("real calls of <code>{}</code>", esc(&f.coder))
+                    },
                 ),
             ])
         }
@@ -146,7 +160,15 @@ pub(crate) fn section(
         out += &format!(
             "<tr><td class=\"nw\"><a href=\"#{prefix}-m-{}\"><strong>{}</strong></a></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td class=\"n nw\">{:.3} → {:.3}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
             esc(&super::html::slug(name)),
-            esc(name),
+            if r.same_as.is_empty() {
+                esc(&r.name()).to_string()
+            } else {
+                format!(
+                    "{}</strong><br><span class=\"muted\">{}</span><strong>",
+                    esc(&r.name()),
+                    esc(ecdysis_note())
+                )
+            },
             duration(r.train_seconds),
             r.coder_calls,
             r.accepted,

@@ -59,6 +59,8 @@ pub struct TrainSpec {
     pub concurrency: usize,
     /// Trials per held-out task at the end.
     pub test_trials: u32,
+    /// Only these held-out task ids (empty: the whole held-out split).
+    pub test_tasks: Vec<String>,
     /// Also evaluate Direct on the held-out split.
     pub test_direct: bool,
 }
@@ -93,6 +95,7 @@ impl Default for TrainSpec {
             cargo_target: None,
             concurrency: 8,
             test_trials: 3,
+            test_tasks: vec![],
             test_direct: false,
         }
     }
@@ -145,7 +148,14 @@ pub async fn run(
     }
     let train_tasks = spec.eval.task_ids(&*domain)?;
     let test_tasks = match &spec.test_split {
-        Some(s) => domain.tasks(Some(s)).map_err(SpecError::from)?,
+        Some(s) => {
+            let held_out = RunSpec {
+                split: Some(s.clone()),
+                tasks: spec.test_tasks.clone(),
+                ..spec.eval.clone()
+            };
+            held_out.task_ids(&*domain)?
+        }
         None => vec![],
     };
     let source = std::fs::canonicalize(&spec.source).map_err(|e| TrainSpecError::Source {
@@ -192,7 +202,7 @@ pub async fn run(
         rounds: spec.rounds,
         lambda: spec.lambda,
         train,
-        test_tasks: test_tasks.into_iter().map(|t| t.id).collect(),
+        test_tasks,
         test_split: spec.test_split.clone(),
         max_coder_calls: spec.max_coder_calls,
         max_episodes: spec.max_episodes,

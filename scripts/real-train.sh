@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# One training run with a real model in every role, on this machine.
+#
+# The agent, the user simulator, the four FDCR roles (Analyst, Critic,
+# Engineer, Moderator) and the built-in editor coder are all the local
+# Qwen2.5-Coder-1.5B served by llama-server (scripts/local-llm.sh). τ² retail:
+# a pool of training tasks, of which --select-train failure-aware keeps a few;
+# one round; then the held-out test of the initial and the final harness on a
+# few test tasks. Resumable: run it again after an interruption and finished
+# work is not redone (episodes, the round, the test).
+#
+# Everything the run writes goes to $OUT (default runs/real-train); at the
+# end the small text files (config, selection, round log, summary, the FDCR
+# discussion and the coder's run, the candidate's spec and diff, the log)
+# are copied to $DOCS (default docs/real-train).
+#
+# Environment:
+#   ECDYSIS_LLM_DIR   where scripts/local-llm.sh keeps the model and server
+#   ECDYSIS_HOST      a built ecdysis-host binary (default: build --release)
+#   OUT, DOCS         run and documentation directories
+#   POOL              training tasks to select from (default 0,1,2,3,4,6,7,8)
+#   BUDGET            training tasks kept (default 4)
+#   TEST_TASKS        held-out tasks (default 5,9,12)
+#   TEST_TRIALS       trials per held-out task (default 1: hours per trial here)
+#   CTX               llama-server context (default 32768)
+#   ROLES_CTX         context budget of the role and coder prompts (default
+#                     16384: half the server's, so a prompt costs ~15 min of
+#                     prompt processing instead of ~30 on one CPU thread)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+OUT="${OUT:-runs/real-train}"
+DOCS="${DOCS:-docs/real-train}"
+POOL="${POOL:-0,1,2,3,4,6,7,8}"
+BUDGET="${BUDGET:-4}"
+TEST_TASKS="${TEST_TASKS:-5,9,12}"
+TEST_TRIALS="${TEST_TRIALS:-1}"
+CTX="${CTX:-32768}"
+ROLES_CTX="${ROLES_CTX:-16384}"
+PORT="${PORT:-8080}"
+MODEL="qwen2.5-coder-1.5b-instruct"
+URL="http://127.0.0.1:$PORT/v1"
+
+say() { printf '[real-train %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# The server: a context long enough for the agent's growing conversation
+# (the τ² policy and tool schemas alone are ~6k tokens) and replies of up to
+# 1024 tokens for the roles.
+if ! curl -fsS --max-time 2 "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
+    say "starting llama-server (context $CTX)"
+    ECDYSIS_LLM_MAX_TOKENS=1024 scripts/local-llm.sh serve --ctx "$CTX" --port "$PORT" >/dev/null
+fi
+say "server context: $(curl -fsS "http://127.0.0.1:$PORT/props" | python3 -c 'import json,sys; print(json.load(sys.stdin)["default_generation_settings"]["n_ctx"])') tokens"
+
+HOST="${ECDYSIS_HOST:-}"
+if [[ -z "$HOST" ]]; then
+    say "building the host (release)"
+    cargo build --release -q -p ecdysis-host
+    HOST="$ROOT/target/release/ecdysis-host"
+fi
+
+mkdir -p "$OUT" "$DOCS"
+LOG="$OUT/train.log"
+say "training into $OUT (log: $LOG)"
+started=$SECONDS
+set +e
+# Temperature 0 for the agent and the roles (the paper's setting); the LLM
+# user samples at the server's default, so the gate re-measures the
+# incumbent each round. One episode at a time: one CPU thread serves all.
+"$HOST" train \
+    --method ecdysis --rounds 1 \
+    --domain tau2/retail --tasks "$POOL" \
+    --select-train failure-aware --budget-tasks "$BUDGET" \
+    --test-tasks "$TEST_TASKS" --test-trials "$TEST_TRIALS" \
+    --agent-model "$MODEL" --agent-base-url "$URL" --agent-api-key-env '' \
+    --user-model "$MODEL" --user-base-url "$URL" \
+    --temperature 0 --max-tokens 512 --max-steps 30 \
+    --agent-timeout-secs 3600 --concurrency 1 \
+    --fdcr-model "$MODEL" --coder-model "$MODEL" \
+    --roles-base-url "$URL" --roles-api-key-env '' \
+    --roles-temperature 0 --roles-max-tokens 1024 \
+    --roles-context-tokens "$ROLES_CTX" --roles-timeout-secs 7200 \
+    --out "$OUT" 2>&1 | while IFS= read -r line; do
+        printf '%s %s\n' "$(date -u +%H:%M:%S)" "$line"
+    done | tee -a "$LOG"
+status=${PIPESTATUS[0]}
+set -e
+say "train exited with $status after $((SECONDS - started)) s"
+
+# The small text files, for the README and review.
+for f in config.json selection.json rounds.jsonl summary.json; do
+    [[ -f "$OUT/$f" ]] && cp "$OUT/$f" "$DOCS/"
+done
+[[ -f "$OUT/rounds/1/transcript.json" ]] && cp "$OUT/rounds/1/transcript.json" "$DOCS/round1-transcript.json"
+cand="$(python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; print(r[0].get("candidate") or "")' "$OUT/rounds.jsonl" 2>/dev/null || true)"
+if [[ -n "$cand" && -d "$OUT/candidates/$cand" ]]; then
+    for f in spec.json diff.patch train_summary.json; do
+        [[ -f "$OUT/candidates/$cand/$f" ]] && cp "$OUT/candidates/$cand/$f" "$DOCS/candidate-$f"
+    done
+fi
+cp "$LOG" "$DOCS/train.log"
+say "copied the run's text files to $DOCS"
+exit "$status"
