@@ -18,7 +18,7 @@
 #   ECDYSIS_LLM_DIR   where scripts/local-llm.sh keeps the model and server
 #   ECDYSIS_HOST      a built ecdysis-host binary (default: build --release)
 #   OUT, DOCS         run and documentation directories
-#   POOL              training tasks to select from (default 0,1,2,3,4,6,7,8)
+#   POOL              training tasks to select from (default 0,1,2,3,4,6)
 #   BUDGET            training tasks kept (default 4)
 #   TEST_TASKS        held-out tasks (default 5,9,12)
 #   TEST_TRIALS       trials per held-out task (default 1: hours per trial here)
@@ -32,7 +32,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 OUT="${OUT:-runs/real-train}"
 DOCS="${DOCS:-docs/real-train}"
-POOL="${POOL:-0,1,2,3,4,6,7,8}"
+POOL="${POOL:-0,1,2,3,4,6}"
 BUDGET="${BUDGET:-4}"
 TEST_TASKS="${TEST_TASKS:-5,9,12}"
 TEST_TRIALS="${TEST_TRIALS:-1}"
@@ -75,7 +75,7 @@ set +e
     --test-tasks "$TEST_TASKS" --test-trials "$TEST_TRIALS" \
     --agent-model "$MODEL" --agent-base-url "$URL" --agent-api-key-env '' \
     --user-model "$MODEL" --user-base-url "$URL" \
-    --temperature 0 --max-tokens 512 --max-steps 30 \
+    --temperature 0 --max-tokens 256 --max-steps 20 \
     --agent-timeout-secs 3600 --concurrency 1 \
     --fdcr-model "$MODEL" --coder-model "$MODEL" \
     --roles-base-url "$URL" --roles-api-key-env '' \

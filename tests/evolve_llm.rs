@@ -957,9 +957,9 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
         "every role call is in the ledger"
     );
     let models_seen = |srv: &MockServer| -> std::collections::BTreeSet<String> {
-        srv.requests()
+        chats(srv)
             .iter()
-            .map(|r| r.json().unwrap()["model"].as_str().unwrap().to_string())
+            .map(|b| b["model"].as_str().unwrap().to_string())
             .collect()
     };
     assert_eq!(
@@ -1031,7 +1031,8 @@ async fn every_role_and_coder_request_fits_a_small_context_budget() {
     assert_eq!(config["roles"]["budget"]["context_tokens"], 6144, "{config}");
     assert_eq!(config["roles"]["context_source"], "flag", "{config}");
     let bodies = chats(&server);
-    assert_eq!(bodies.len(), 8, "7 FDCR calls and one coder call");
+    let rounds = std::fs::read_to_string(out.join("rounds.jsonl")).unwrap();
+    assert_eq!(bodies.len(), 8, "7 FDCR calls and one coder call: {rounds}");
     let mut trimmed_fdcr = 0;
     let mut trimmed_coder = 0;
     for b in &bodies {

@@ -647,11 +647,14 @@ fn render_harness(
     let mut out = budget::clip_lines(&head, cap, "file list");
     let mut used = estimate_tokens(&out);
     let mut hidden: Vec<&str> = Vec::new();
-    // Room for the closing line naming every file left out.
-    let footer_room = 24 + files
+    // Room for the closing line: it names the files left out when that
+    // takes at most a quarter of the cap, else counts them.
+    let names_room = 24 + files
         .iter()
         .map(|(p, _)| estimate_tokens(p) + 1)
         .sum::<usize>();
+    let name_them = names_room <= cap / 4;
+    let footer_room = if name_them { names_room } else { 40 };
     for (i, (p, t)) in files.iter().enumerate() {
         let block = fence_file(p, t);
         let n = estimate_tokens(&block);
@@ -671,7 +674,11 @@ fn render_harness(
     if !hidden.is_empty() {
         out += &format!(
             "\n(Not shown for the context budget: {}.)\n",
-            hidden.join(", ")
+            if name_them {
+                hidden.join(", ")
+            } else {
+                format!("{} file(s) of the failures' layers", hidden.len())
+            }
         );
     }
     out

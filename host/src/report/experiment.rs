@@ -141,14 +141,26 @@ pub(crate) fn section(
                 .iter()
                 .find(|m| &m.0 == name)
                 .and_then(|(_, t)| {
+                    // The held-out report of the run, else (older runs)
+                    // the final incumbent's evaluation directory.
+                    if let Some(test) = t.summary.as_ref().and_then(|s| s.test.as_ref()) {
+                        return Some(
+                            test.final_
+                                .intervals
+                                .pass_hat_k
+                                .iter()
+                                .map(|(k, i)| (*k, i.estimate))
+                                .collect(),
+                        );
+                    }
                     let label = if t.config.test_tasks.is_empty() {
                         t.train_label()
                     } else {
                         "test".into()
                     };
                     t.eval(t.final_incumbent()?, &label)
+                        .map(|run| run.metrics().pass_hat_k)
                 })
-                .map(|run| run.metrics().pass_hat_k)
                 .unwrap_or_default()
         })
         .collect();

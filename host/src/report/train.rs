@@ -125,10 +125,55 @@ fn meta(page: &mut Page, t: &TrainData) {
                 "none".into()
             } else {
                 format!(
-                    "{} tasks ({}), evaluated once for the final incumbent",
+                    "{} tasks ({}) × {} trial{}: the initial and the final harness{}",
                     c.test_tasks.len(),
-                    esc(c.test_split.as_deref().unwrap_or("?"))
+                    esc(c.test_split.as_deref().unwrap_or("?")),
+                    c.test_trials,
+                    if c.test_trials == 1 { "" } else { "s" },
+                    if c.test_direct { ", and Direct" } else { "" }
                 )
+            },
+        ),
+        (
+            "gate measurement",
+            format!(
+                "{}: {}",
+                if c.gate_measure.remeasure {
+                    "the incumbent is re-measured every round (fresh draws)"
+                } else {
+                    "the incumbent's stored score is reused"
+                },
+                esc(&c.gate_measure.reason)
+            ),
+        ),
+        (
+            "roles' sampling and context",
+            match &c.roles.budget {
+                None => "no role model (offline)".into(),
+                Some(b) => format!(
+                    "temperature {}, top-p {}, {} tokens of context ({}), {} reserved per reply",
+                    c.roles
+                        .sampling
+                        .temperature
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "endpoint default".into()),
+                    c.roles
+                        .sampling
+                        .top_p
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "endpoint default".into()),
+                    b.context_tokens,
+                    match &c.roles.context_source {
+                        Some(crate::evolve::budget::ContextSource::Flag) => {
+                            "--roles-context-tokens".to_string()
+                        }
+                        Some(crate::evolve::budget::ContextSource::Endpoint(u)) => {
+                            format!("reported by {}", esc(u))
+                        }
+                        _ => "default".to_string(),
+                    },
+                    b.reply_tokens
+                ),
             },
         ),
         (
@@ -158,11 +203,38 @@ fn headline(page: &mut Page, t: &TrainData) {
                 "training score, initial → final",
                 "mean reward on the training tasks",
             );
-            out += &card(
-                &num(s.test_score, 3),
-                "held-out test score",
-                "final incumbent only",
-            );
+            match &s.test {
+                Some(t) => {
+                    let a = |x: &crate::evolve::train::TestScore| {
+                        let i = &x.intervals.accuracy;
+                        format!("{:.3} [{:.3}, {:.3}]", i.estimate, i.low, i.high)
+                    };
+                    out += &card(
+                        &format!(
+                            "{:.3} → {:.3}",
+                            t.initial.intervals.accuracy.estimate,
+                            t.final_.intervals.accuracy.estimate
+                        ),
+                        "held-out accuracy, initial → final",
+                        &format!(
+                            "95% intervals: {} → {}; {} trial(s) per task",
+                            a(&t.initial),
+                            a(&t.final_),
+                            t.final_.trials
+                        ),
+                    );
+                    if let Some(d) = &t.direct {
+                        out += &card(&a(d), "held-out accuracy, Direct", "no harness");
+                    }
+                }
+                None => {
+                    out += &card(
+                        &num(s.test_score, 3),
+                        "held-out test score",
+                        "final incumbent only",
+                    )
+                }
+            }
             out += &card(
                 &format!("{}/{}", s.accepted, s.rounds.len()),
                 "candidates accepted / rounds",
@@ -293,11 +365,11 @@ fn rounds_table(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
         return;
     }
     let mut out = String::from(
-        "<table><thead><tr><th>round</th><th>incumbent</th><th class=\"n\">score</th><th>candidate</th><th class=\"n\">score</th><th>decision</th><th class=\"n\">p-value</th><th class=\"n\">failures / groups / recurring</th><th class=\"n\">coder calls</th><th class=\"n\">time</th><th class=\"n\" title=\"from the coder's edit to the candidate's first episode: build, precompile, instantiate\">edit → episode</th><th class=\"n\">USD</th></tr></thead><tbody>",
+        "<table><thead><tr><th>round</th><th>incumbent</th><th class=\"n\">score</th><th>candidate</th><th class=\"n\">score</th><th title=\"fresh: measured in this round (a stochastic agent); reused: the stored evaluation (a deterministic one)\">measured</th><th>decision</th><th class=\"n\">p-value</th><th class=\"n\">failures / groups / recurring</th><th class=\"n\">coder calls</th><th class=\"n\">time</th><th class=\"n\" title=\"from the coder's edit to the candidate's first episode: build, precompile, instantiate\">edit → episode</th><th class=\"n\">USD</th></tr></thead><tbody>",
     );
     for r in &t.rounds {
         out += &format!(
-            "<tr><td><a href=\"#{prefix}-round-{}\">{}</a></td><td>{}</td><td class=\"n\">{:.3}</td><td>{}</td><td class=\"n\">{}</td><td>{} {}</td><td class=\"n\">{}</td><td class=\"n\">{} / {} / {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
+            "<tr><td><a href=\"#{prefix}-round-{}\">{}</a></td><td>{}</td><td class=\"n\">{:.3}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{} {}</td><td class=\"n\">{}</td><td class=\"n\">{} / {} / {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
             r.round,
             r.round,
             hash(&r.incumbent),
@@ -307,6 +379,11 @@ fn rounds_table(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
                 .map(hash)
                 .unwrap_or_else(|| "—".into()),
             num(r.candidate_score, 3),
+            match (r.incumbent_measure, r.candidate_measure) {
+                (Some(i), Some(c)) => format!("{} / {}", i.as_str(), c.as_str()),
+                (Some(i), None) => i.as_str().to_string(),
+                _ => "—".into(),
+            },
             decision_badge(r),
             esc(&r.decision),
             r.p_value
@@ -483,12 +560,17 @@ pub(crate) fn spec_html(spec: &ChangeSpec) -> String {
         out += "<h4>Proposed changes</h4><table><thead><tr><th>layer</th><th>file</th><th>change</th><th>rationale</th><th>evidence tasks</th><th>rule</th></tr></thead><tbody>";
         for c in &spec.proposed_changes {
             out += &format!(
-                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}{}</td><td><code>{}</code></td></tr>",
                 esc(&format!("{:?}", c.layer).to_lowercase()),
                 esc(&c.file),
                 esc(&c.description),
                 esc(&c.rationale),
                 esc(&c.evidence_tasks.join(", ")),
+                if c.instance_specific {
+                    " <span class=\"badge bad\" title=\"backed by a single task: the cross-instance criterion is not met\">instance-specific</span>"
+                } else {
+                    ""
+                },
                 esc(&c
                     .rule
                     .as_ref()

@@ -518,13 +518,18 @@ fn render_sources(
     for (p, _) in rest {
         push(p, &mut order);
     }
-    // Room for the closing line naming every file left out.
-    let footer_room = tokens.map_or(0, |_| {
-        40 + order
-            .iter()
-            .map(|p| budget::estimate_tokens(p) + 1)
-            .sum::<usize>()
-    });
+    // Room for the closing line: it names the files left out when that
+    // takes at most a quarter of the cap, else counts them.
+    let names_room = 40 + order
+        .iter()
+        .map(|p| budget::estimate_tokens(p) + 1)
+        .sum::<usize>();
+    let name_them = tokens.is_none_or(|t| names_room <= t / 4);
+    let footer_room = match tokens {
+        None => 0,
+        Some(_) if name_them => names_room,
+        Some(_) => 60,
+    };
     let mut out = String::new();
     let (mut used, mut used_tokens) = (0usize, 0usize);
     let mut hidden = Vec::new();
@@ -553,9 +558,13 @@ fn render_sources(
         }
     }
     if !hidden.is_empty() {
-        out += &format!(
-            "(Not shown to fit the context budget: {}. Open them yourself if you need them; the search/replace format needs their exact text.)\n",
+        let which = if name_them {
             hidden.join(", ")
+        } else {
+            format!("{} file(s) of the list above", hidden.len())
+        };
+        out += &format!(
+            "(Not shown to fit the context budget: {which}. Open them yourself if you need them; the search/replace format needs their exact text.)\n"
         );
     }
     out
@@ -579,13 +588,13 @@ pub fn coder_prompt(
     let spec = serde_json::to_string_pretty(&task.spec).unwrap_or_default();
     let notes = task.notes.clone().unwrap_or_else(|| "(none)".into());
     let files = file_list(&tree);
-    let fill = |spec: &str, notes: &str, sources: &str| {
+    let fill = |spec: &str, notes: &str, files: &str, sources: &str| {
         fill_template(
             CODER_TASK,
             &[
                 ("spec", spec),
                 ("notes", notes),
-                ("files", files.as_str()),
+                ("files", files),
                 ("sources", sources),
                 ("contract", CONTRACT_RULES.trim()),
                 ("instructions", instructions.trim()),
@@ -594,12 +603,13 @@ pub fn coder_prompt(
     };
     let Some(room) = room else {
         let sources = render_sources(&tree, &task.spec, source_budget, None);
-        return Ok(Some(fill(&spec, &notes, &sources)));
+        return Ok(Some(fill(&spec, &notes, &files, &sources)));
     };
-    let fixed = budget::estimate_tokens(&fill("", "", ""));
+    let fixed = budget::estimate_tokens(&fill("", "", "", ""));
     let Some(room) = room.checked_sub(fixed + 16) else {
         return Ok(None);
     };
+    let files_section = Section::text(files, "file list");
     let spec_section = Section::text(spec, "spec");
     let notes_section = Section::new(move |cap| match cap {
         None => notes.clone(),
@@ -607,8 +617,11 @@ pub fn coder_prompt(
     });
     let (tree2, spec2) = (tree.clone(), task.spec.clone());
     let sources_section = Section::new(move |cap| render_sources(&tree2, &spec2, source_budget, cap));
-    let parts = budget::fit_sections(&[&spec_section, &notes_section, &sources_section], room);
-    Ok(Some(fill(&parts[0], &parts[1], &parts[2])))
+    let parts = budget::fit_sections(
+        &[&spec_section, &notes_section, &files_section, &sources_section],
+        room,
+    );
+    Ok(Some(fill(&parts[0], &parts[1], &parts[2], &parts[3])))
 }
 
 /// The blank-line separated blocks of `text` (evidence excerpts) that fit

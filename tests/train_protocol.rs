@@ -1,0 +1,400 @@
+// The training protocol end to end, through the `ecdysis-host train` CLI:
+// the held-out test of the initial and the final harness (and Direct) with
+// their own trials, pass^k and intervals; the simulated-agent label; a gate
+// that re-measures the incumbent in the same round when the agent is
+// stochastic (a mock endpoint whose every answer differs) and reuses its
+// stored score when it is deterministic; a round with no failure makes no
+// diagnosis and no coder call; an edit that builds to known bytes ends the
+// round and overwrites nothing.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ecdysis_host::eval::SIMULATED_LABEL;
+use ecdysis_host::eval::rundir::read_trajectories;
+use ecdysis_host::model::mock::{MockReply, MockServer};
+use serde_json::Value;
+
+/// `train` with explicit flags only (the shared helper's defaults would
+/// clash with the ones tested here). Candidates share one cargo target.
+fn train(dir: &Path, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(support::host_bin());
+    c.current_dir(support::repo_root())
+        .args(["--store"])
+        .arg(dir.join("store"))
+        .arg("train")
+        .args(["--cargo-target-dir"])
+        .arg(support::repo_root().join("target/evolve-candidates"))
+        .args(args);
+    c
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn rounds(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("rounds.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn interval_ok(v: &Value) {
+    let (e, lo, hi) = (
+        v["estimate"].as_f64().unwrap(),
+        v["low"].as_f64().unwrap(),
+        v["high"].as_f64().unwrap(),
+    );
+    assert!(lo <= e && e <= hi && (0.0..=1.0).contains(&lo) && hi <= 1.0, "{v}");
+}
+
+#[test]
+fn initial_and_final_are_tested_on_the_held_out_split_with_their_own_trials() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("train");
+    let o = train(
+        tmp.path(),
+        &[
+            "--method",
+            "ecdysis-nofdcr",
+            "--start-blank",
+            "--rounds",
+            "1",
+            "--tasks",
+            "0,1,2,3,4,6,7,8",
+            "--agent-model",
+            "sim:clumsy",
+            "--test-tasks",
+            "5,9,12",
+            "--test-trials",
+            "2",
+            "--test-direct",
+            "--out",
+        ],
+    )
+    .arg(&out)
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let s = json(&out.join("summary.json"));
+    // The label, printed and stored.
+    assert_eq!(s["label"], SIMULATED_LABEL);
+    assert!(stdout.contains(SIMULATED_LABEL), "{stdout}");
+    assert!(stderr.contains(SIMULATED_LABEL), "{stderr}");
+    assert_eq!(s["rounds"].as_array().unwrap().len(), 1);
+    assert_eq!(s["accepted"], 1, "the clumsy profile gets a fix: {s}");
+    let t = &s["test"];
+    assert_eq!(t["split"], "test");
+    assert_eq!(t["initial"]["harness"], s["initial"], "{t}");
+    assert_eq!(t["final"]["harness"], s["incumbent"], "{t}");
+    assert_ne!(t["initial"]["harness"], t["final"]["harness"]);
+    assert_eq!(t["direct"]["harness"], "direct");
+    for which in ["initial", "final", "direct"] {
+        let x = &t[which];
+        assert_eq!(x["trials"], 2, "{which}: {x}");
+        assert_eq!(x["tasks"], 3, "{which}: {x}");
+        assert_eq!(x["episodes"], 6, "{which}: {x}");
+        interval_ok(&x["intervals"]["accuracy"]);
+        let pk = x["intervals"]["pass_hat_k"].as_array().unwrap();
+        assert_eq!(pk.len(), 2, "pass^1 and pass^2: {x}");
+        for p in pk {
+            interval_ok(&p[1]);
+        }
+        // Each evaluation has its own result directory with two trials.
+        let dir = out.join(x["dir"].as_str().unwrap());
+        let records = read_trajectories(&dir.join("trajectories.jsonl"), false).unwrap();
+        assert_eq!(records.len(), 6, "{}", dir.display());
+        assert!(records.iter().any(|r| r.trial == 1));
+    }
+    assert_eq!(
+        s["test_score"], t["final"]["intervals"]["accuracy"]["estimate"],
+        "test_score is the final incumbent's"
+    );
+    // Printed: both harnesses, with intervals and pass^k.
+    assert!(stdout.contains("initial  accuracy"), "{stdout}");
+    assert!(stdout.contains("final    accuracy"), "{stdout}");
+    assert!(stdout.contains("direct   accuracy"), "{stdout}");
+    assert!(stdout.contains("pass^2"), "{stdout}");
+    // A simulated agent is deterministic: the incumbent's stored score is
+    // reused, and config.json says why.
+    let config = json(&out.join("config.json"));
+    assert_eq!(config["gate_measure"]["remeasure"], false, "{config}");
+    assert_eq!(config["test_trials"], 2);
+    let r = &rounds(&out)[0];
+    assert_eq!(r["incumbent_measure"], "reused", "{r}");
+    assert_eq!(r["candidate_measure"], "reused", "{r}");
+}
+
+#[test]
+fn a_round_without_failures_calls_neither_the_roles_nor_the_coder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("train");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(MockServer::start()).unwrap();
+    server.set_fallback(MockReply::text("a role or coder reply"));
+    let base = server.base_url();
+    // The oracle profile follows the gold plan: nothing fails.
+    let o = train(
+        tmp.path(),
+        &[
+            "--method",
+            "ecdysis",
+            "--rounds",
+            "2",
+            "--plateau",
+            "5",
+            "--tasks",
+            "0,1,2",
+            "--agent-model",
+            "sim:oracle",
+            "--test-split",
+            "none",
+            "--fdcr-model",
+            "m-roles",
+            "--coder-model",
+            "m-coder",
+            "--roles-base-url",
+            &base,
+            "--roles-api-key-env",
+            "",
+            "--cache",
+            "off",
+            "--out",
+        ],
+    )
+    .arg(&out)
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rs = rounds(&out);
+    assert_eq!(rs.len(), 2);
+    for r in &rs {
+        assert_eq!(r["failures"], 0, "{r}");
+        assert_eq!(r["coder_calls"], 0, "{r}");
+        assert!(
+            r["decision"].as_str().unwrap().starts_with("nothing to fix"),
+            "{r}"
+        );
+        assert!(r["candidate"].is_null(), "{r}");
+    }
+    let chats = server
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .count();
+    assert_eq!(chats, 0, "no FDCR and no coder request");
+    assert!(!out.join("rounds/1/transcript.json").exists());
+}
+
+/// A stochastic agent behind a mock endpoint: every answer is a new draw
+/// (its text carries a counter), and whether the agent says the magic
+/// words decides the outcome of the episodes where nothing needs doing.
+fn stochastic_agent(counter: Arc<AtomicU64>) -> impl Fn(&ecdysis_host::model::mock::MockRequest) -> MockReply {
+    move |_req| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        MockReply::text(&format!("Thank you, goodbye (draw {n}). ###STOP###"))
+    }
+}
+
+/// An external coder that appends a comment to `src/tables.rs`: the source
+/// changes, the component's bytes do not.
+fn comment_coder(dir: &Path) -> PathBuf {
+    let script = dir.join("coder.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nset -e\nprintf '\\n// reviewed by the coder\\n' >> src/tables.rs\n",
+    )
+    .unwrap();
+    script
+}
+
+#[test]
+fn a_stochastic_agent_gets_the_incumbent_re_measured_each_round_and_known_bytes_end_the_round() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("train");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(MockServer::start()).unwrap();
+    let draws = Arc::new(AtomicU64::new(0));
+    server.set_handler(stochastic_agent(draws.clone()));
+    let base = server.base_url();
+    let script = comment_coder(tmp.path());
+    let command = format!("sh {}", script.display());
+    // A cache of this test's own: the stored evaluation must be this run's.
+    let cache = tmp.path().join("cache");
+    let args = |rounds: &'static str| -> Vec<String> {
+        [
+            "--method",
+            "ecdysis-nofdcr",
+            "--rounds",
+            rounds,
+            "--plateau",
+            "5",
+            "--tasks",
+            "0,1,2",
+            "--agent-model",
+            "m-agent",
+            "--agent-base-url",
+            &base,
+            "--agent-api-key-env",
+            "",
+            "--temperature",
+            "0.7",
+            "--test-split",
+            "none",
+            "--coder-command",
+            &command,
+            "--cache-dir",
+            cache.to_str().unwrap(),
+            "--out",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let run = |rounds: &'static str| {
+        let a = args(rounds);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let o = train(tmp.path(), &a).arg(&out).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run("2");
+    let config = json(&out.join("config.json"));
+    assert_eq!(config["gate_measure"]["remeasure"], true, "{config}");
+    assert!(
+        config["gate_measure"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("temperature 0.7"),
+        "{config}"
+    );
+    assert_eq!(config["train"]["sampling"]["temperature"], 0.7);
+    // The temperature is on the wire of every agent request.
+    for r in server.requests() {
+        assert_eq!(r.json().unwrap()["temperature"], 0.7);
+    }
+    let rs = rounds(&out);
+    assert_eq!(rs.len(), 2);
+    let initial = std::fs::read_to_string(out.join("initial")).unwrap();
+    let initial = initial.trim();
+    let stored = out.join("evals").join(format!("{}-train", &initial[..16]));
+    let stored_texts = agent_texts(&stored);
+    for (i, r) in rs.iter().enumerate() {
+        let n = i + 1;
+        assert_eq!(r["incumbent_measure"], "fresh", "{r}");
+        assert_eq!(r["incumbent"], initial, "nothing can be accepted: {r}");
+        // Measured in this round, on the same tasks, trials and seeds, with
+        // the response cache bypassed: new draws, not the stored episodes.
+        let fresh = out
+            .join("evals")
+            .join(format!("{}-train-round{n}", &initial[..16]));
+        let texts = agent_texts(&fresh);
+        assert_eq!(seeds(&fresh), seeds(&stored), "same tasks, trials and seeds");
+        assert!(
+            texts.iter().all(|t| !stored_texts.contains(t)),
+            "round {n} replayed stored answers"
+        );
+    }
+    // Round 1: the comment-only edit builds to the incumbent's own bytes.
+    assert_eq!(
+        rs[0]["decision"],
+        "no change: the edit builds to the incumbent's bytes",
+        "{}",
+        rs[0]
+    );
+    assert!(rs[0]["candidate"].is_null());
+    assert_eq!(rs[0]["coder_calls"], 1);
+    // The incumbent's own directory holds only what the start wrote.
+    let own = out.join("candidates").join(initial);
+    for f in ["spec.json", "diff.patch", "transcript.json", "manifest.json"] {
+        assert!(!own.join(f).exists(), "{f} written over the incumbent's files");
+    }
+    let summary = json(&out.join("summary.json"));
+    assert_eq!(
+        summary["final_train_score"], rs[1]["incumbent_score"],
+        "the final score is the latest measurement, not another draw"
+    );
+    assert!(summary["label"].is_null(), "a model endpoint is not simulated");
+}
+
+fn agent_texts(dir: &Path) -> Vec<String> {
+    read_trajectories(&dir.join("trajectories.jsonl"), false)
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.agent_texts())
+        .filter(|t| t.contains("draw"))
+        .collect()
+}
+
+fn seeds(dir: &Path) -> Vec<(String, u32, u64)> {
+    let mut v: Vec<_> = read_trajectories(&dir.join("trajectories.jsonl"), false)
+        .unwrap()
+        .iter()
+        .map(|r| (r.task_id.clone(), r.trial, r.seed))
+        .collect();
+    v.sort();
+    v
+}
+
+/// An edit that builds to the bytes of a candidate already judged ends the
+/// round without touching that candidate's files.
+#[test]
+fn a_candidate_rebuilt_in_a_later_round_keeps_its_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("train");
+    // The rule coder fixes sim:clumsy's slips in round 1 (accepted), and in
+    // round 2 rejects... the same rules again: nothing new to add, so its
+    // edit builds to the incumbent's bytes.
+    let o = train(
+        tmp.path(),
+        &[
+            "--method",
+            "ecdysis-nofdcr",
+            "--start-blank",
+            "--rounds",
+            "3",
+            "--plateau",
+            "5",
+            "--tasks",
+            "0,1,2,3,4,6,7,8",
+            "--agent-model",
+            "sim:clumsy",
+            "--test-split",
+            "none",
+            "--out",
+        ],
+    )
+    .arg(&out)
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rs = rounds(&out);
+    let accepted: Vec<&Value> = rs.iter().filter(|r| r["accepted"] == true).collect();
+    assert!(!accepted.is_empty(), "{rs:?}");
+    for r in &accepted {
+        let cand = out.join("candidates").join(r["candidate"].as_str().unwrap());
+        let diff = std::fs::read_to_string(cand.join("diff.patch")).unwrap();
+        assert!(
+            diff.contains("src/tables.rs"),
+            "an accepted candidate keeps its diff: {diff:?}"
+        );
+        let spec = json(&cand.join("spec.json"));
+        assert_eq!(&spec, &r["spec"], "and the spec it was built from");
+    }
+    // Later rounds whose edit changed nothing say so.
+    for r in rs.iter().skip(1) {
+        if r["candidate"].is_null() && r["coder_calls"] == 1 {
+            assert!(
+                r["decision"].as_str().unwrap().starts_with("no change"),
+                "{r}"
+            );
+        }
+    }
+}
