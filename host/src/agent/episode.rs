@@ -478,13 +478,16 @@ impl Episode {
             )?;
             decided.push((call, source, decision));
         }
-        self.execute(decided).await
+        let outcomes = self.execute(decided).await?;
+        self.regulate(StepKind::ToolResults, None, outcomes).await
     }
 
+    /// Run one step's decided calls and return their outcomes (regulation
+    /// is the caller's: see [`Episode::regulate`]).
     async fn execute(
         &mut self,
         decided: Vec<(model::ToolCall, CallSource, ActionDecision)>,
-    ) -> Result<(), End> {
+    ) -> Result<Vec<sandbox::ToolOutcome>, End> {
         self.step += 1;
         let step = self.step;
         let mut outcomes = Vec::new();
@@ -564,16 +567,50 @@ impl Episode {
                 return Err(End(EndReason::AgentStop, None));
             }
         }
-        self.regulate(StepKind::ToolResults, None, outcomes).await
+        Ok(outcomes)
     }
 
-    /// Run the regulation hook after a step and act on its answer.
+    /// Run the regulation hook after a step and act on its answer. A forced
+    /// call is a step of its own: it counts against the step and error caps
+    /// (checked before it runs), runs, and is regulated in turn, in a loop —
+    /// never by recursion, so a harness that forces a call after every step
+    /// ends at `max_steps` (or `too_many_errors`) in bounded time and stack.
     async fn regulate(
         &mut self,
         kind: StepKind,
         text: Option<String>,
         outcomes: Vec<sandbox::ToolOutcome>,
     ) -> Result<(), End> {
+        let mut report = (kind, text, outcomes);
+        loop {
+            let Some(call) = self.regulate_once(report.0, report.1, report.2).await? else {
+                return Ok(());
+            };
+            self.check_limits()?;
+            self.flush_notes();
+            let id = self.fresh_id("forced");
+            let call = model_call(&call, id);
+            self.messages.push(ChatMessage::assistant_with_tool_calls(
+                None,
+                vec![call.clone()],
+            ));
+            // The host already checked the call against the contract; it
+            // runs as the agent's next action.
+            let outcomes = self
+                .execute(vec![(call, CallSource::Forced, ActionDecision::Proceed)])
+                .await?;
+            report = (StepKind::ToolResults, None, outcomes);
+        }
+    }
+
+    /// One regulation hook call and what it asks: `Some(call)` when it
+    /// forces a call, which [`Episode::regulate`] runs.
+    async fn regulate_once(
+        &mut self,
+        kind: StepKind,
+        text: Option<String>,
+        outcomes: Vec<sandbox::ToolOutcome>,
+    ) -> Result<Option<sandbox::ToolCall>, End> {
         let report = StepReport {
             step: self.step,
             steps_left: self.max_steps.saturating_sub(self.step),
@@ -584,7 +621,7 @@ impl Episode {
         };
         let regulation = hooked(self.session.regulate(report).await)?;
         match regulation {
-            Regulation::Continue => Ok(()),
+            Regulation::Continue => Ok(None),
             Regulation::Annotate(note) => {
                 // Appended to the last tool result the model will read; with
                 // no tool result yet it becomes a note.
@@ -599,25 +636,13 @@ impl Episode {
                     }
                     _ => self.note("regulate", note),
                 }
-                Ok(())
+                Ok(None)
             }
             Regulation::Inject(note) => {
                 self.note("regulate", note);
-                Ok(())
+                Ok(None)
             }
-            Regulation::ForceCall(call) => {
-                self.flush_notes();
-                let id = self.fresh_id("forced");
-                let call = model_call(&call, id);
-                self.messages.push(ChatMessage::assistant_with_tool_calls(
-                    None,
-                    vec![call.clone()],
-                ));
-                // The host already checked the call against the contract;
-                // it runs as the agent's next action.
-                Box::pin(self.execute(vec![(call, CallSource::Forced, ActionDecision::Proceed)]))
-                    .await
-            }
+            Regulation::ForceCall(call) => Ok(Some(call)),
             Regulation::Stop(reason) => Err(End(EndReason::HarnessStop, Some(reason))),
         }
     }

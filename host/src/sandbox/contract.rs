@@ -34,6 +34,16 @@ pub fn check_call(call: &ToolCall, tools: &ToolNames) -> Result<(), Violation> {
             tool: call.name.clone(),
         });
     }
+    // A call the harness writes runs in the environment after the hook has
+    // returned, outside its deadline: bound its size as the env view does.
+    let cap = crate::env::MAX_TOOL_ARGUMENT_BYTES;
+    if call.arguments.len() > cap {
+        return Err(Violation::ArgumentsTooLarge {
+            tool: call.name.clone(),
+            bytes: call.arguments.len(),
+            cap,
+        });
+    }
     match serde_json::from_str::<serde_json::Value>(&call.arguments) {
         Ok(serde_json::Value::Object(_)) => Ok(()),
         Ok(other) => Err(Violation::ArgumentsNotObject {

@@ -15,7 +15,7 @@ use super::contract::{self, ToolNames};
 use super::engine::{EPOCH_TICK, LoadedHarness};
 use super::env_view::ReadOnlyEnv;
 use super::error::{SandboxError, Violation};
-use super::host_state::{HookScratch, HostState, LogLine, ViolationTrap};
+use super::host_state::{HookScratch, HostDeadline, HostState, LogLine, ViolationTrap};
 use super::limits::Limits;
 use super::recorder::{self, HookRecorder, RecordedHook};
 
@@ -168,6 +168,10 @@ fn classify(
             hook,
             deadline_ms: limits.deadline.as_millis() as u64,
         },
+        _ if err.downcast_ref::<HostDeadline>().is_some() => SandboxError::Deadline {
+            hook,
+            deadline_ms: limits.deadline.as_millis() as u64,
+        },
         Some(Trap::StackOverflow) => SandboxError::StackOverflow { hook },
         _ => {
             let stderr = store.data().stderr_text();
@@ -194,7 +198,10 @@ impl HarnessEpisode {
         if self.poisoned {
             return Err(SandboxError::Poisoned);
         }
-        self.store.data_mut().scratch = HookScratch::default();
+        self.store.data_mut().scratch = HookScratch {
+            started: Some(Instant::now()),
+            ..HookScratch::default()
+        };
         if let Some(log) = self.store.data_mut().view_log.as_mut() {
             log.clear();
         }

@@ -12,6 +12,12 @@ pub enum Violation {
     ArgumentsNotObject { tool: String, reason: String },
     #[error("call id is empty")]
     EmptyCallId,
+    #[error("arguments of `{tool}` are {bytes} bytes, over the cap of {cap}")]
+    ArgumentsTooLarge {
+        tool: String,
+        bytes: usize,
+        cap: usize,
+    },
     #[error("hook returned {bytes} bytes of text, over the cap of {cap}")]
     OutputTooLarge { bytes: usize, cap: usize },
     #[error("contract rewrites unknown tool `{tool}`")]
