@@ -102,6 +102,9 @@ pub struct Measured {
 /// Run `cmd` to its end and measure its wall time and peak RSS: the time
 /// and memory bounds of the containment tests come from here, never from
 /// the test process itself.
+// The child is reaped by `wait4` (which std's `Child::wait` cannot do with
+// rusage), not by `Child::wait`: clippy cannot see that.
+#[allow(clippy::zombie_processes)]
 pub fn run_measured(cmd: &mut std::process::Command) -> Measured {
     use std::io::Read;
     use std::os::unix::process::ExitStatusExt;
