@@ -16,7 +16,9 @@ use super::recorder::{self, RecordedViewCall};
 /// One line a harness logged during a hook.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LogLine {
+    /// `debug`, `info` or `warn`.
     pub level: String,
+    /// The message, cut to the byte cap (with `…`).
     pub message: String,
 }
 
