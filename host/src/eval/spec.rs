@@ -4,9 +4,10 @@
 //!
 //! `run`, `train`, `experiment`, `bench --runner` and the evaluation service
 //! all build a `RunSpec` and ask it for the stored [`RunConfig`] and the
-//! episode [`Participants`]; the CLI only parses flags into one. Checks that
-//! a library caller could otherwise skip (an unknown task, zero trials,
-//! limits no hook can run under, an unknown `sim:` profile) live here.
+//! episode [`Participants`](super::Participants); the CLI only parses flags
+//! into one. Checks that a library caller could otherwise skip (an unknown
+//! task, zero trials, limits no hook can run under, an unknown `sim:`
+//! profile) live here.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,11 +1,11 @@
 //! The evolution loop (`ecdysis-host train`).
 //!
-//! Per round ([`round::Round`]): evaluate the incumbent on the training
-//! tasks (cached per component hash), collect scrubbed failure records,
-//! aggregate them across tasks, diagnose a spec, let the coder edit a
-//! staging copy of the incumbent's source, build, `check`, screen, evaluate,
-//! and decide by the acceptance rule. Every round closes the same way: its
-//! record appended to `rounds.jsonl`, the ledger saved.
+//! Per round (the `Round` type of `round.rs`): evaluate the incumbent on the
+//! training tasks (cached per component hash), collect scrubbed failure
+//! records, aggregate them across tasks, diagnose a spec, let the coder edit
+//! a staging copy of the incumbent's source, build, `check`, screen,
+//! evaluate, and decide by the acceptance rule. Every round closes the same
+//! way: its record appended to `rounds.jsonl`, the ledger saved.
 //!
 //! Run directory ([`dir::TrainDir`]):
 //! ```text
