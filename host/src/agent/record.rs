@@ -141,7 +141,8 @@ pub enum Entry {
 /// Token usage of one role in an episode.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RoleUsage {
-    /// Model calls made, including those answered from the response cache.
+    /// Model calls answered, including those from the response cache (for
+    /// the user side: every turn asked for, its tokens left to the ledger).
     pub calls: u64,
     /// Of `calls`, how many were replayed from the response cache.
     pub cache_hits: u64,
@@ -197,7 +198,8 @@ pub struct EpisodeRecord {
     pub hooks: Vec<HookRecord>,
     /// Token usage of the agent under test.
     pub agent_usage: RoleUsage,
-    /// Token usage of the user simulator.
+    /// The user simulator's turns (an LLM user's tokens are counted in the
+    /// run's usage ledger, not here).
     pub user_usage: RoleUsage,
     /// Wall time of the whole episode, in milliseconds.
     pub wall_ms: u64,

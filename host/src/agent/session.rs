@@ -23,9 +23,9 @@ pub struct HookRecord {
     pub decision: serde_json::Value,
     /// Whether the decision changed anything (not the neutral answer).
     pub intervened: bool,
-    /// Fuel the call burnt (0 when it failed before running).
+    /// Fuel the call burnt (0 when it failed).
     pub fuel: u64,
-    /// Wall time of the call, in microseconds.
+    /// Wall time of the call, in microseconds (0 when it failed).
     pub micros: u64,
     /// The typed failure, if the hook failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -84,7 +84,7 @@ pub struct Metrics {
     /// Per hook name (`contract`, `realize`, ...), its calls, interventions,
     /// failures and cost.
     pub hooks: BTreeMap<String, HookStats>,
-    /// Agent model calls, response-cache hits included.
+    /// Agent model calls answered, response-cache hits included.
     pub agent_calls: u64,
     /// Agent calls answered from the response cache.
     pub agent_cache_hits: u64,
@@ -92,11 +92,13 @@ pub struct Metrics {
     pub agent_prompt_tokens: u64,
     /// Agent completion tokens, as the endpoint reported them.
     pub agent_completion_tokens: u64,
-    /// User-simulator model calls, response-cache hits included.
+    /// User-simulator turns asked for (scripted or LLM).
     pub user_calls: u64,
-    /// User-simulator prompt tokens.
+    /// User-simulator prompt tokens recorded in the episodes (0: an LLM
+    /// user's tokens are counted in the run's usage ledger instead).
     pub user_prompt_tokens: u64,
-    /// User-simulator completion tokens.
+    /// User-simulator completion tokens recorded in the episodes (0, as
+    /// above).
     pub user_completion_tokens: u64,
     /// Fresh model calls answered from the response cache / all calls.
     pub cache_hit_rate: f64,

@@ -70,7 +70,8 @@ pub enum SpecError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The sandbox limits leave no hook room to run.
+    /// A sandbox limit no hook could run under (zero fuel or deadline,
+    /// memory outside one page to 4 GiB, ...), named by its field.
     #[error(transparent)]
     Limits(#[from] LimitsError),
     /// The domain could not list its tasks.

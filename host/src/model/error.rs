@@ -25,7 +25,8 @@ pub enum ErrorClass {
 /// endpoint URL and the endpoint's own message.
 #[derive(Debug, Error)]
 pub enum ModelError {
-    /// The connection failed (refused, reset, DNS, TLS).
+    /// The request failed in transport, short of a timeout (connection
+    /// refused or reset, DNS, TLS, a broken body).
     #[error("cannot reach {endpoint}: {message}")]
     Connection {
         /// The URL the request went to.

@@ -186,9 +186,9 @@ pub struct CallRecord {
 /// Token counts summed over calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenCounts {
-    /// Prompt tokens.
+    /// Prompt tokens, summed over the calls.
     pub prompt_tokens: u64,
-    /// Completion tokens.
+    /// Completion tokens, summed over the calls.
     pub completion_tokens: u64,
     /// Of `prompt_tokens`, those served from the endpoint's prefix cache.
     pub cached_prompt_tokens: u64,
@@ -270,7 +270,7 @@ impl UsageTotals {
 /// The ledger's summary, for results files.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LedgerSummary {
-    /// Over every call.
+    /// Totals over every call of the run.
     pub total: UsageTotals,
     /// Per role (`agent`, `user`, ...).
     pub by_role: BTreeMap<String, UsageTotals>,

@@ -330,7 +330,7 @@ pub struct ChatRequest {
     /// default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
-    /// Sampling arguments.
+    /// Temperature, top-p, seed, token cap and stop sequences.
     pub sampling: SamplingArgs,
     /// Extra top-level body fields for this request; they override the
     /// role's configured extra args and the fields above.
@@ -404,7 +404,8 @@ pub struct ChatResponse {
     /// The raw assistant text, kept even when structured tool calls exist:
     /// the harness's realization hook rescues calls written as text.
     pub content: Option<String>,
-    /// The structured tool calls.
+    /// Structured tool calls, their arguments as the model wrote them
+    /// (possibly invalid JSON, for the harness to repair).
     pub tool_calls: Vec<ToolCall>,
     /// Why generation stopped (`stop`, `tool_calls`, `length`...), as the
     /// endpoint said.

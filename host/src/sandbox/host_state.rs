@@ -18,7 +18,7 @@ use super::recorder::{self, RecordedViewCall};
 pub struct LogLine {
     /// `debug`, `info` or `warn`.
     pub level: String,
-    /// The message, cut to the byte cap (with `…`).
+    /// The message; one over 4 KiB is cut there and ends in `…`.
     pub message: String,
 }
 

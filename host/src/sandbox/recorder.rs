@@ -58,8 +58,8 @@ pub struct RecordedHook {
 /// Receives every hook call of the episodes of a harness it is attached to
 /// (see `LoadedHarness::with_recorder`).
 pub trait HookRecorder: Send + Sync {
-    /// Take one finished hook call (called from the hook's thread: keep it
-    /// short).
+    /// Take one finished hook call, right after it returns, on the thread
+    /// that ran it (the episode waits for this).
     fn record(&self, call: RecordedHook);
 }
 

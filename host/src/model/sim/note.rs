@@ -45,7 +45,7 @@ pub enum SimAction {
 /// A quirk that shaped a turn's output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuirkFired {
-    /// Which quirk.
+    /// The quirk that fired.
     pub name: Quirk,
     /// Whether a harness can legitimately fix it.
     pub kind: QuirkKind,
@@ -57,7 +57,7 @@ pub struct QuirkFired {
 /// A quirk a visible fix cue corrected.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuirkCorrected {
-    /// Which quirk.
+    /// The quirk that was corrected.
     pub name: Quirk,
     /// Whether a harness can legitimately fix it.
     pub kind: QuirkKind,
