@@ -38,17 +38,32 @@ pub const AGENT_STOP: &str = "###STOP###";
 /// the loop cannot reach gold data; the user side was built from it by the
 /// caller and is opaque here.
 pub struct EpisodeSetup {
+    /// The benchmark domain: its tools, a fresh environment, the protocol.
     pub domain: Arc<dyn Domain>,
+    /// What the agent may see of the task (no gold data).
     pub task: TaskView,
+    /// Which repetition of the task this is (0-based); part of the
+    /// response-cache salt.
     pub trial: u32,
+    /// The episode's seed ([`crate::eval::episode_seed`]): given to the models
+    /// and part of the response-cache salt.
     pub seed: u64,
+    /// The model under test.
     pub agent: Arc<dyn ChatModel>,
+    /// The user side of the conversation, built by the caller from the task's
+    /// oracle.
     pub user: Box<dyn UserSimulator>,
     /// `None` runs the Direct baseline: same loop, no hooks.
     pub harness: Option<LoadedHarness>,
+    /// What a failing hook does to the episode.
     pub policy: FailurePolicy,
+    /// Cap on steps (message hops); reaching it ends the episode as
+    /// [`EndReason::MaxSteps`].
     pub max_steps: u32,
+    /// Cap on failed tool calls, for protocols that cap them; reaching it ends
+    /// the episode as [`EndReason::TooManyErrors`].
     pub max_errors: u32,
+    /// Sampling arguments for every agent call.
     pub sampling: SamplingArgs,
 }
 

@@ -14,10 +14,12 @@ use super::error::Violation;
 pub struct ToolNames(BTreeSet<String>);
 
 impl ToolNames {
+    /// The set of `names`.
     pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
         ToolNames(names.into_iter().map(str::to_string).collect())
     }
 
+    /// Whether `name` is one of the episode's tools.
     pub fn contains(&self, name: &str) -> bool {
         self.0.contains(name)
     }

@@ -22,11 +22,15 @@ use super::recorder::{self, HookRecorder, RecordedHook};
 /// A hook's answer with what it cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hooked<T> {
+    /// The hook's answer, checked against the contract.
     pub value: T,
     /// Fuel the call burned (deterministic for the same guest and inputs).
     pub fuel: u64,
+    /// Wall time of the call.
     pub elapsed: Duration,
+    /// Env-view calls the hook made.
     pub env_view_calls: u32,
+    /// Lines the harness logged during the call (up to the log quota).
     pub logs: Vec<LogLine>,
 }
 

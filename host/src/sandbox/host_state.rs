@@ -16,7 +16,9 @@ use super::recorder::{self, RecordedViewCall};
 /// One line a harness logged during a hook.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LogLine {
+    /// `debug`, `info` or `warn`.
     pub level: String,
+    /// The message; one over 4 KiB is cut there and ends in `…`.
     pub message: String,
 }
 

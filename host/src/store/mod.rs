@@ -37,6 +37,7 @@ pub use inspect::Inspection;
 pub struct ComponentHash(String);
 
 impl ComponentHash {
+    /// The hash of a component's bytes.
     pub fn of(bytes: &[u8]) -> Self {
         ComponentHash(blake3::hash(bytes).to_hex().to_string())
     }
@@ -47,6 +48,7 @@ impl ComponentHash {
             .then(|| ComponentHash(s.to_ascii_lowercase()))
     }
 
+    /// The 64 hex digits.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -70,7 +72,9 @@ pub struct Manifest {
     /// (`ecdysis:harness/harness@X` when it exports
     /// `ecdysis:harness/hooks@X`), or `none` when it exports no hooks.
     pub world: String,
+    /// blake3 of the component's bytes: its name in the store.
     pub hash: ComponentHash,
+    /// Size of the component, in bytes.
     pub size: u64,
     /// The incumbent this candidate was derived from, if any.
     pub parent: Option<ComponentHash>,
@@ -87,44 +91,76 @@ pub struct Manifest {
     pub built_at: String,
 }
 
+/// Why the store could not give or take a component.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// A store file could not be read or written.
     #[error(transparent)]
     Io(#[from] PathError),
+    /// The argument is neither an existing file nor the hash (or a prefix
+    /// of at least 6 digits) of a stored component.
     #[error("`{0}` is neither a .wasm file nor a component hash in the store")]
     NotFound(String),
+    /// A hash prefix matches several stored components.
     #[error("hash prefix `{prefix}` is ambiguous: {candidates:?}")]
     Ambiguous {
+        /// The prefix given (lowercased).
         prefix: String,
+        /// The short hashes it matches.
         candidates: Vec<String>,
     },
+    /// A stored component's bytes no longer hash to its name.
     #[error("stored component {hash} is corrupt: its bytes hash to {actual}")]
     Corrupt {
+        /// The name it is stored under.
         hash: ComponentHash,
+        /// What its bytes hash to now.
         actual: ComponentHash,
     },
+    /// A manifest file does not parse.
     #[error("manifest {path} is unreadable: {reason}")]
-    BadManifest { path: PathBuf, reason: String },
+    BadManifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// The parse error.
+        reason: String,
+    },
+    /// `cargo` could not be started (not installed, not on `PATH`).
     #[error("cannot run cargo: {0}")]
     CargoMissing(std::io::Error),
+    /// The guest build failed or timed out.
     #[error("building {crate_dir} failed ({status}):\n{stderr_tail}")]
     BuildFailed {
+        /// The guest crate.
         crate_dir: PathBuf,
+        /// `failed` or `timed out`.
         status: String,
+        /// The compiler's errors (or the tail of cargo's stderr), clipped.
         stderr_tail: String,
     },
+    /// The build succeeded but produced no `.wasm` file.
     #[error("cargo built {crate_dir} but produced no .wasm component (is it a cdylib?)")]
-    NoArtifact { crate_dir: PathBuf },
+    NoArtifact {
+        /// The guest crate.
+        crate_dir: PathBuf,
+    },
+    /// The bytes are a core module or not WebAssembly at all (named by
+    /// origin).
     #[error("`{0}` is not a WebAssembly component (wrong magic or layer)")]
     NotAComponent(String),
+    /// The component exports a harness world this host has no bindings for.
     #[error(
         "component {hash} implements world `{world}`, which this host cannot run (it implements {supported})"
     )]
     UnsupportedWorld {
+        /// The component.
         hash: ComponentHash,
+        /// The world it exports.
         world: String,
+        /// The worlds this host runs, comma-separated.
         supported: String,
     },
+    /// Compiling, linking or loading the component failed.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
 }
@@ -162,10 +198,13 @@ impl ComponentStore {
             .unwrap_or_else(|| PathBuf::from(".ecdysis/store"))
     }
 
+    /// The store's directory.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
+    /// Where the component `hash` is (or would be) stored:
+    /// `components/<hash>.wasm`.
     pub fn component_path(&self, hash: &ComponentHash) -> PathBuf {
         self.root.join("components").join(format!("{hash}.wasm"))
     }
@@ -387,10 +426,16 @@ impl ComponentStore {
 /// Facts recorded in a new manifest.
 #[derive(Debug, Clone, Default)]
 pub struct ManifestFacts {
+    /// The incumbent the component was derived from, if any.
     pub parent: Option<ComponentHash>,
+    /// blake3 over the guest crate's source files (`None` for imported
+    /// files).
     pub source_tree_hash: Option<String>,
+    /// `rustc --version` of the build (`None` for imported files).
     pub toolchain: Option<String>,
+    /// Cargo features the crate was built with.
     pub features: Vec<String>,
+    /// A crate directory or a file path.
     pub origin: String,
 }
 
