@@ -22,7 +22,8 @@ pub fn shared_store() -> &'static ComponentStore {
     static STORE: OnceLock<(tempfile::TempDir, ComponentStore)> = OnceLock::new();
     let (_, store) = STORE.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = ComponentStore::open(dir.path().join("store"));
+        let store = ComponentStore::open(dir.path().join("store"))
+            .with_key_file(dir.path().join("artifact.key"));
         (dir, store)
     });
     store

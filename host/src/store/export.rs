@@ -392,7 +392,7 @@ impl ComponentStore {
         atomic_write(&json_path, &json).map_err(|e| PathError::new("write", &json_path, e))?;
         let oci_manifest_digest = match &opts.oci {
             Some(dir) => Some(write_oci_layout(
-                sandbox,
+                &self.world_names(sandbox, hash)?,
                 dir,
                 &bytes,
                 &manifest,
@@ -451,26 +451,32 @@ fn write_blob(dir: &Path, media_type: &str, bytes: &[u8]) -> Result<Descriptor, 
     })
 }
 
-/// The component's world imports and exports (interface names), as the
-/// Wasm OCI config lists them.
-fn world_names(sandbox: &Sandbox, bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), ExportError> {
-    let component = sandbox.compile(bytes).map_err(StoreError::from)?;
-    let ty = component.component_type();
-    let engine = sandbox.engine();
-    let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
-    let exports = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-    Ok((imports, exports))
+impl ComponentStore {
+    /// The component's world imports and exports (interface names), as the
+    /// Wasm OCI config lists them, from its compiled form (compiled like
+    /// any load, by the store's compiler).
+    fn world_names(
+        &self,
+        sandbox: &Sandbox,
+        hash: &ComponentHash,
+    ) -> Result<(Vec<String>, Vec<String>), ExportError> {
+        let (component, _) = self.component(sandbox, hash)?;
+        let ty = component.component_type();
+        let engine = sandbox.engine();
+        let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+        let exports = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+        Ok((imports, exports))
+    }
 }
 
 fn write_oci_layout(
-    sandbox: &Sandbox,
+    (imports, exports): &(Vec<String>, Vec<String>),
     dir: &Path,
     bytes: &[u8],
     manifest: &Manifest,
     export: &HarnessExport,
     tag: Option<&str>,
 ) -> Result<String, ExportError> {
-    let (imports, exports) = world_names(sandbox, bytes)?;
     let layer = write_blob(dir, WASM_LAYER_MEDIA_TYPE, bytes)?;
     let config = serde_json::json!({
         "created": manifest.built_at,
