@@ -1,11 +1,11 @@
-// The training protocol end to end, through the `ecdysis-host train` CLI:
-// the held-out test of the initial and the final harness (and Direct) with
-// their own trials, pass^k and intervals; the simulated-agent label; a gate
-// that re-measures the incumbent in the same round when the agent is
-// stochastic (a mock endpoint whose every answer differs) and reuses its
-// stored score when it is deterministic; a round with no failure makes no
-// diagnosis and no coder call; an edit that builds to known bytes ends the
-// round and overwrites nothing.
+//! The training protocol end to end, through the `ecdysis-host train` CLI:
+//! the held-out test of the initial and the final harness (and Direct) with
+//! their own trials, pass^k and intervals; the simulated-agent label; a gate
+//! that re-measures the incumbent in the same round when the agent is
+//! stochastic (a mock endpoint whose every answer differs) and reuses its
+//! stored score when it is deterministic; a round with no failure makes no
+//! diagnosis and no coder call; an edit that builds to known bytes ends the
+//! round and overwrites nothing.
 
 mod support;
 
