@@ -352,16 +352,20 @@ fn training_and_experiment_reports_show_lineage_methods_and_charts() {
     let page = load(&browser, &file_url(&out));
     common(&page, "experiment report");
     assert!(page.dom.contains("Methods side by side"));
-    for m in ["self-evolution", "ecdysis-nofdcr", "ecdysis"] {
+    // Offline (no role models) Ecdysis and Ecdysis-without-FDCR run the
+    // same heuristic code: one row that says so, not two.
+    for m in ["self-evolution", "ecdysis = ecdysis-nofdcr"] {
         assert!(
             page.dom.contains(&format!("<strong>{m}</strong>")),
             "{m} row"
         );
     }
+    assert!(!page.dom.contains("<strong>ecdysis-nofdcr</strong>"));
+    assert!(page.dom.contains("heuristic diagnoser; FDCR needs role models"));
     assert!(page.dom.contains("Cross-model transfer"));
     assert!(
-        count(&page.dom, "class=\"tree lineage\"") == 3,
-        "each method's lineage"
+        count(&page.dom, "class=\"tree lineage\"") == 2,
+        "each training run's lineage"
     );
     assert!(count(&page.dom, "<svg") >= 6);
     let file: serde_json::Value = serde_json::from_slice(
@@ -369,7 +373,10 @@ fn training_and_experiment_reports_show_lineage_methods_and_charts() {
     )
     .unwrap();
     assert_eq!(file["simulated"], true);
-    assert_eq!(file["methods"].as_array().unwrap().len(), 3);
+    assert_eq!(file["label"], LABEL);
+    let methods = file["methods"].as_array().unwrap();
+    assert_eq!(methods.len(), 2, "{file}");
+    assert_eq!(methods[1]["same_as"], serde_json::json!(["ecdysis-nofdcr"]));
 }
 
 #[test]

@@ -343,15 +343,36 @@ fn seeds(dir: &Path) -> Vec<(String, u32, u64)> {
     v
 }
 
+/// An external coder that makes the same byte-changing, behaviour-neutral
+/// edit every time (a prompt rule for a domain that does not exist) and
+/// stamps its source with the run's number in a comment: two runs give two
+/// different sources that build to the same bytes.
+fn same_bytes_coder(dir: &Path) -> PathBuf {
+    let script = dir.join("same-bytes-coder.sh");
+    let counter = dir.join("coder-runs");
+    let body = r#"#!/bin/sh
+set -e
+n=$(cat 'COUNTER' 2>/dev/null || echo 0)
+n=$((n + 1))
+echo "$n" > 'COUNTER'
+sed -i "s|^pub static PROMPT_RULES: &\[PromptRule\] = &\[|&\n    // coder run $n\n    PromptRule { domain: \"no-such-domain\", text: \"never shown\" },|" src/tables.rs
+"#;
+    std::fs::write(&script, body.replace("COUNTER", counter.to_str().unwrap())).unwrap();
+    script
+}
+
 /// An edit that builds to the bytes of a candidate already judged ends the
-/// round without touching that candidate's files.
+/// round without touching that candidate's files (it used to overwrite the
+/// candidate's source, spec, transcript and diff with the new round's).
 #[test]
-fn a_candidate_rebuilt_in_a_later_round_keeps_its_files() {
+fn an_edit_that_builds_to_a_judged_candidates_bytes_leaves_its_files_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("train");
-    // The rule coder fixes sim:clumsy's slips in round 1 (accepted), and in
-    // round 2 rejects... the same rules again: nothing new to add, so its
-    // edit builds to the incumbent's bytes.
+    let command = format!("sh {}", same_bytes_coder(tmp.path()).display());
+    // sim:clumsy fails tasks 0, 3 and 4 of these from a blank start: each
+    // round calls the coder. Its edit changes nothing the agent sees, so
+    // the candidate ties the incumbent and is rejected; round 2's edit
+    // builds to that candidate's bytes.
     let o = train(
         tmp.path(),
         &[
@@ -359,15 +380,17 @@ fn a_candidate_rebuilt_in_a_later_round_keeps_its_files() {
             "ecdysis-nofdcr",
             "--start-blank",
             "--rounds",
-            "3",
+            "2",
             "--plateau",
             "5",
             "--tasks",
-            "0,1,2,3,4,6,7,8",
+            "0,1,2,3,4,6",
             "--agent-model",
             "sim:clumsy",
             "--test-split",
             "none",
+            "--coder-command",
+            &command,
             "--out",
         ],
     )
@@ -376,25 +399,143 @@ fn a_candidate_rebuilt_in_a_later_round_keeps_its_files() {
     .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let rs = rounds(&out);
-    let accepted: Vec<&Value> = rs.iter().filter(|r| r["accepted"] == true).collect();
-    assert!(!accepted.is_empty(), "{rs:?}");
-    for r in &accepted {
-        let cand = out.join("candidates").join(r["candidate"].as_str().unwrap());
-        let diff = std::fs::read_to_string(cand.join("diff.patch")).unwrap();
-        assert!(
-            diff.contains("src/tables.rs"),
-            "an accepted candidate keeps its diff: {diff:?}"
-        );
-        let spec = json(&cand.join("spec.json"));
-        assert_eq!(&spec, &r["spec"], "and the spec it was built from");
+    assert_eq!(rs.len(), 2, "{rs:?}");
+    let first = rs[0]["candidate"].as_str().expect("round 1 built a candidate");
+    assert_eq!(rs[0]["accepted"], false, "{}", rs[0]);
+    assert_eq!(rs[1]["coder_calls"], 1, "{}", rs[1]);
+    assert!(rs[1]["candidate"].is_null(), "{}", rs[1]);
+    let decision = rs[1]["decision"].as_str().unwrap();
+    assert!(
+        decision.starts_with("no change: the edit builds to the bytes of candidate")
+            && decision.contains(&first[..12]),
+        "{decision}"
+    );
+    // The candidate's files are round 1's: its source has run 1's stamp.
+    let cand = out.join("candidates").join(first);
+    let tables = std::fs::read_to_string(cand.join("source/src/tables.rs")).unwrap();
+    assert!(tables.contains("// coder run 1"), "round 1's source");
+    assert!(!tables.contains("// coder run 2"), "overwritten by round 2's source");
+    let diff = std::fs::read_to_string(cand.join("diff.patch")).unwrap();
+    assert!(diff.contains("coder run 1") && !diff.contains("coder run 2"), "{diff}");
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("coder-runs")).unwrap().trim(),
+        "2",
+        "the coder ran in both rounds"
+    );
+}
+
+fn experiment(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(support::host_bin())
+        .current_dir(support::repo_root())
+        .args(["--store"])
+        .arg(dir.join("store"))
+        .arg("experiment")
+        .args(["--cargo-target-dir"])
+        .arg(support::repo_root().join("target/evolve-candidates"))
+        .args([
+            "--rounds",
+            "1",
+            "--tasks",
+            "0,1,3,4",
+            "--test-tasks",
+            "5,9",
+            "--test-trials",
+            "1",
+            "--transfer",
+            "sim:mixed",
+            "--coder-latency-ms",
+            "0",
+        ])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `experiment` labels its simulated numbers, printed and stored; offline
+/// it shows Ecdysis and Ecdysis-without-FDCR as one row (they run the same
+/// heuristic code) and puts the simulated coder latency beside the ratio;
+/// with role models the three methods are three rows and the ratio is
+/// beside the real coder calls' time.
+#[test]
+fn experiment_labels_simulated_results_and_merges_the_methods_only_offline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("offline");
+    let o = experiment(tmp.path(), &["--out", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.starts_with(&format!("note: {SIMULATED_LABEL}")), "{stdout}");
+    assert!(stdout.contains("diagnoser heuristic"), "{stdout}");
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("self-evolution") || l.starts_with("ecdysis"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    assert!(rows[1].starts_with("ecdysis = ecdysis-nofdcr "), "{stdout}");
+    assert!(stdout.contains(&format!("({})", ecdysis_host::evolve::experiment::SAME_CODE_NOTE)));
+    assert!(
+        stdout.contains("with a simulated coder latency of 0 ms per coder call"),
+        "{stdout}"
+    );
+    let file = json(&out.join("experiment.json"));
+    assert_eq!(file["label"], SIMULATED_LABEL);
+    assert_eq!(file["methods"].as_array().unwrap().len(), 2);
+    assert!(!out.join("ecdysis-nofdcr").exists(), "not trained twice");
+    // Each method's own training summary carries the label too.
+    for m in ["self-evolution", "ecdysis"] {
+        assert_eq!(json(&out.join(m).join("summary.json"))["label"], SIMULATED_LABEL);
     }
-    // Later rounds whose edit changed nothing say so.
-    for r in rs.iter().skip(1) {
-        if r["candidate"].is_null() && r["coder_calls"] == 1 {
-            assert!(
-                r["decision"].as_str().unwrap().starts_with("no change"),
-                "{r}"
-            );
-        }
+
+    // With role models (a mock endpoint whose replies are no spec and no
+    // edit): three runs, three rows, FDCR only in Ecdysis's.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(MockServer::start()).unwrap();
+    server.set_fallback(MockReply::text("I have no concrete change to propose."));
+    let base = server.base_url();
+    let out = tmp.path().join("roles");
+    let o = experiment(
+        tmp.path(),
+        &[
+            "--fdcr-model",
+            "m-roles",
+            "--coder-model",
+            "m-coder",
+            "--fdcr-rounds",
+            "1",
+            "--coder-max-feedback",
+            "0",
+            "--roles-base-url",
+            &base,
+            "--roles-api-key-env",
+            "",
+            "--roles-context-tokens",
+            "8192",
+            "--cache",
+            "off",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.starts_with(&format!("note: {SIMULATED_LABEL}")), "{stdout}");
+    assert!(stdout.contains("diagnoser fdcr"), "{stdout}");
+    assert!(!stdout.contains(" = "), "{stdout}");
+    for m in ["self-evolution", "ecdysis-nofdcr", "ecdysis"] {
+        assert!(
+            stdout.lines().any(|l| l.split_whitespace().next() == Some(m)),
+            "{m} row: {stdout}"
+        );
+        let config = json(&out.join(m).join("config.json"));
+        let diagnoser = config["diagnoser"].as_str().unwrap();
+        let expected = if m == "ecdysis" { "fdcr" } else { "heuristic" };
+        assert!(diagnoser.starts_with(expected), "{m}: {diagnoser}");
+    }
+    assert!(stdout.contains("with real coder calls"), "{stdout}");
+    // Only Ecdysis's run held a discussion; every run called the coder.
+    for m in ["self-evolution", "ecdysis-nofdcr", "ecdysis"] {
+        let t = json(&out.join(m).join("rounds/1/transcript.json"));
+        let discussed = !t["discussions"].as_array().unwrap().is_empty();
+        assert_eq!(discussed, m == "ecdysis", "{m}: {t}");
+        assert!(!t["coder_runs"].as_array().unwrap().is_empty() || m == "ecdysis", "{m}: {t}");
     }
 }
