@@ -20,7 +20,7 @@
 //! caller renders evidence from scrubbed [`FailureRecord`]s (see
 //! [`render_evidence`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -200,6 +200,9 @@ pub struct FdcrInput {
     /// The tasks that failed this round: every `evidence_tasks` entry of
     /// the Moderator's spec must be one of them (`None`: not checked).
     pub failing_tasks: Option<BTreeSet<String>>,
+    /// The evidence's group labels with their tasks ([`group_labels`]): a
+    /// Moderator that cites a group's label means that group's tasks.
+    pub group_labels: BTreeMap<String, Vec<String>>,
 }
 
 impl FdcrInput {
@@ -209,6 +212,7 @@ impl FdcrInput {
             evidence: evidence.into(),
             harness: harness.into(),
             failing_tasks: None,
+            group_labels: BTreeMap::new(),
         }
     }
 }
@@ -444,6 +448,7 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
     let opening = vec![ChatMessage::system(system), ChatMessage::user(user)];
     let mut messages = opening.clone();
     let mut last_error = String::new();
+    let mut previous_reply: Option<String> = None;
     for attempt in 0..=config.spec_retries {
         out.calls += 1;
         let reply = match roles
@@ -465,18 +470,34 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
             content: text.trim().to_string(),
             usage: reply.usage,
         });
+        let mut read_as = vec![];
         let checked = ChangeSpec::parse(&text).and_then(|mut spec| {
             if let Some(failing) = &input.failing_tasks {
+                read_as = spec.resolve_group_labels(&input.group_labels, failing);
                 spec.check_evidence(failing)?;
             }
             Ok(spec)
         });
+        if !read_as.is_empty() {
+            out.transcript.push(TranscriptTurn {
+                role: FdcrRole::Validation,
+                round: rounds + 1,
+                content: format!(
+                    "evidence cited by group label, read as the group's tasks: {}",
+                    read_as.join("; ")
+                ),
+                usage: None,
+            });
+        }
         match checked {
             Ok(spec) => {
                 out.spec = Some(spec);
                 return out;
             }
             Err(e) => {
+                let repeated = e.to_string() == last_error
+                    && previous_reply.as_deref() == Some(text.trim());
+                previous_reply = Some(text.trim().to_string());
                 last_error = e.to_string();
                 out.transcript.push(TranscriptTurn {
                     role: FdcrRole::Validation,
@@ -484,6 +505,16 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
                     content: format!("spec refused: {last_error}"),
                     usage: None,
                 });
+                if repeated {
+                    // The same refused reply to the same follow-up: the
+                    // next attempt would send exactly the same request.
+                    out.error = Some(format!(
+                        "the moderator repeated its refused spec word for word after {} attempt(s): {last_error}",
+                        attempt + 1
+                    ));
+                    out.failure = Some(FdcrFailure::MalformedSpec);
+                    return out;
+                }
                 if attempt < config.spec_retries {
                     // Only the latest refused reply stays in the
                     // conversation, so every retry fits the same room.
@@ -774,6 +805,20 @@ struct Piece {
     excerpt_of: Option<Option<String>>,
 }
 
+/// The label each group carries in the evidence [`render_evidence`]
+/// writes (`R1`, `R2`… for recurring groups, `A1`, `A2`… for one-task
+/// groups, in order), with the group's tasks.
+pub fn group_labels(groups: &[FailureGroup]) -> BTreeMap<String, Vec<String>> {
+    let labelled = |prefix: &'static str, recurring: bool| {
+        groups
+            .iter()
+            .filter(move |g| g.recurring == recurring)
+            .enumerate()
+            .map(move |(i, g)| (format!("{prefix}{}", i + 1), g.tasks.clone()))
+    };
+    labelled("R", true).chain(labelled("A", false)).collect()
+}
+
 /// Render aggregated failure groups plus successful episodes on the same
 /// tools as prompt evidence. Only scrubbed records go in: `successes` are
 /// [`FailureRecord::from_episode`] of episodes that passed. Under a cap
@@ -794,6 +839,7 @@ pub fn render_evidence(
             excerpt_of,
         })
     };
+    // The labels here are the ones `group_labels` gives.
     let recurring: Vec<&FailureGroup> = groups.iter().filter(|g| g.recurring).collect();
     let auxiliary: Vec<&FailureGroup> = groups.iter().filter(|g| !g.recurring).collect();
     push(
@@ -1111,6 +1157,67 @@ mod tests {
         );
         assert_eq!(out.calls, 2);
         assert_eq!(out.transcript.len(), 1);
+    }
+
+    /// A spec citing group labels, as the local 1.5B model wrote one.
+    const LABELLED: &str = r#"{"failure_patterns": [{"name": "p", "description": "d", "evidence_tasks": ["A1", "A2"]}],
+        "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "x", "rationale": "y", "evidence_tasks": ["A1", "A2"]}],
+        "skills": [], "implementation_notes": ""}"#;
+
+    fn checked_input() -> FdcrInput {
+        FdcrInput {
+            failing_tasks: Some(["0", "3"].iter().map(|s| s.to_string()).collect()),
+            group_labels: [
+                ("A1".to_string(), vec!["0".to_string()]),
+                ("A2".to_string(), vec!["3".to_string()]),
+            ]
+            .into(),
+            ..input()
+        }
+    }
+
+    #[tokio::test]
+    async fn group_labels_as_evidence_are_read_as_tasks_and_recorded() {
+        let m = Script::new(vec![Ok("a1"), Ok("c1"), Ok("e1"), Ok(LABELLED)]);
+        let config = FdcrConfig {
+            rounds: 1,
+            ..FdcrConfig::default()
+        };
+        let out = deliberate(&Roles::uniform(m), &checked_input(), &config).await;
+        let spec = out.spec.expect("the labels name failing tasks");
+        assert_eq!(spec.proposed_changes[0].evidence_tasks, vec!["0", "3"]);
+        assert!(!spec.proposed_changes[0].instance_specific);
+        let note = out.transcript.last().unwrap();
+        assert_eq!(note.role, FdcrRole::Validation);
+        assert!(note.content.contains("A1 → 0; A2 → 3"), "{}", note.content);
+    }
+
+    #[tokio::test]
+    async fn a_refused_spec_repeated_word_for_word_ends_the_retries() {
+        let bad = r#"{"failure_patterns": [], "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "x", "rationale": "y", "evidence_tasks": ["Z9"]}], "skills": []}"#;
+        let m = Script::new(vec![Ok("a1"), Ok("c1"), Ok("e1"), Ok(bad), Ok(bad), Ok(SPEC)]);
+        let config = FdcrConfig {
+            rounds: 1,
+            spec_retries: 3,
+            ..FdcrConfig::default()
+        };
+        let out = deliberate(&Roles::uniform(m.clone()), &checked_input(), &config).await;
+        assert!(out.spec.is_none());
+        assert_eq!(out.failure, Some(FdcrFailure::MalformedSpec));
+        assert!(
+            out.error.as_deref().unwrap().contains("word for word after 2 attempt(s)"),
+            "{:?}",
+            out.error
+        );
+        // Two Moderator calls: a third would have been the second's request.
+        assert_eq!(out.calls, 5);
+        assert_eq!(m.seen.lock().unwrap().len(), 5);
+
+        // A changed reply gets its retry as before.
+        let m = Script::new(vec![Ok("a1"), Ok("c1"), Ok("e1"), Ok(bad), Ok(LABELLED)]);
+        let out = deliberate(&Roles::uniform(m), &checked_input(), &config).await;
+        assert!(out.spec.is_some(), "{:?}", out.error);
+        assert_eq!(out.calls, 5);
     }
 
     fn record(task: &str, success: bool, tool: &str, error: bool) -> FailureRecord {

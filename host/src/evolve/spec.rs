@@ -2,7 +2,7 @@
 //! implements: `{failure_patterns, proposed_changes[{layer, file, description,
 //! rationale, evidence_tasks}], skills[], implementation_notes}`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -176,6 +176,59 @@ impl ChangeSpec {
         Ok(spec)
     }
 
+    /// Read `evidence_tasks` entries that name a group of the evidence
+    /// (`A1`, `Group R2`) instead of a task as that group's tasks: the
+    /// evidence labels groups, and a model citing a label means the tasks
+    /// under it. Entries that are failing tasks, or no known label, stay as
+    /// they are (the evidence check judges them). Returns what was read,
+    /// as `label → tasks` lines.
+    pub fn resolve_group_labels(
+        &mut self,
+        labels: &BTreeMap<String, Vec<String>>,
+        failing: &BTreeSet<String>,
+    ) -> Vec<String> {
+        let mut read = BTreeSet::new();
+        let label_of = |entry: &str| -> Option<(String, &Vec<String>)> {
+            let t = entry.trim();
+            if failing.contains(t) {
+                return None;
+            }
+            let label = t.strip_prefix("Group ").unwrap_or(t).trim();
+            labels.get(label).map(|tasks| (label.to_string(), tasks))
+        };
+        let mut resolve = |cited: &mut Vec<String>| {
+            if !cited.iter().any(|e| label_of(e).is_some()) {
+                return;
+            }
+            let mut out: Vec<String> = Vec::with_capacity(cited.len());
+            for entry in cited.drain(..) {
+                match label_of(&entry) {
+                    Some((label, tasks)) => {
+                        read.insert(format!("{label} → {}", tasks.join(", ")));
+                        for task in tasks {
+                            if !out.contains(task) {
+                                out.push(task.clone());
+                            }
+                        }
+                    }
+                    _ => {
+                        if !out.contains(&entry) {
+                            out.push(entry);
+                        }
+                    }
+                }
+            }
+            *cited = out;
+        };
+        for p in &mut self.failure_patterns {
+            resolve(&mut p.evidence_tasks);
+        }
+        for c in &mut self.proposed_changes {
+            resolve(&mut c.evidence_tasks);
+        }
+        read.into_iter().collect()
+    }
+
     /// Check the evidence against the round's failures: every
     /// `evidence_tasks` entry must be a task that failed this round; a
     /// change backed by fewer than two distinct tasks is flagged
@@ -266,6 +319,34 @@ pub fn first_json_object(text: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn group_labels_cited_as_evidence_are_read_as_their_tasks() {
+        let failing: BTreeSet<String> = ["0", "3", "4"].iter().map(|s| s.to_string()).collect();
+        let labels: BTreeMap<String, Vec<String>> = [
+            ("R1".to_string(), vec!["3".to_string(), "4".to_string()]),
+            ("A1".to_string(), vec!["0".to_string()]),
+        ]
+        .into();
+        let mut spec = ChangeSpec::parse(GOOD).unwrap();
+        spec.failure_patterns[0].evidence_tasks = vec!["A1".into(), "Group R1".into(), "0".into()];
+        spec.proposed_changes[0].evidence_tasks = vec!["R1".into()];
+        let read = spec.resolve_group_labels(&labels, &failing);
+        assert_eq!(read, vec!["A1 → 0", "R1 → 3, 4"]);
+        assert_eq!(spec.failure_patterns[0].evidence_tasks, vec!["0", "3", "4"]);
+        assert_eq!(spec.proposed_changes[0].evidence_tasks, vec!["3", "4"]);
+        assert_eq!(spec.check_evidence(&failing), Ok(0), "two tasks back the change");
+        // An unknown label or task stays, for the evidence check to refuse;
+        // lists without a label are left exactly as written.
+        let mut spec = ChangeSpec::parse(GOOD).unwrap();
+        spec.failure_patterns[0].evidence_tasks = vec!["A7".into(), "0".into(), "0".into()];
+        assert!(spec.resolve_group_labels(&labels, &failing).is_empty());
+        assert_eq!(spec.failure_patterns[0].evidence_tasks, vec!["A7", "0", "0"]);
+        assert!(matches!(
+            spec.check_evidence(&failing),
+            Err(SpecError::UnknownEvidence { task, .. }) if task == "A7"
+        ));
+    }
 
     #[test]
     fn evidence_must_be_a_failing_task_and_single_task_changes_are_flagged() {

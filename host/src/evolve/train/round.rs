@@ -281,6 +281,7 @@ impl<'a> Round<'a> {
                 evidence: fdcr::evidence_section(unit, successes, &EvidenceLimits::default()),
                 harness: fdcr::harness_section(staging, &focus)?,
                 failing_tasks: Some(failing),
+                group_labels: fdcr::group_labels(unit),
             };
             self.transcript.evidence.push(input.evidence.full());
             let outcome = fdcr::deliberate(roles, &input, fc).await;
