@@ -368,6 +368,49 @@ mod tests {
         assert_eq!(estimate_tokens("τ²"), 2 + 2);
     }
 
+    /// Real requests of the local-model runs (Qwen2.5-Coder-1.5B behind
+    /// llama-server: FDCR roles, the editor coder, the LLM user) with the
+    /// prompt tokens the server counted, chat template included: the
+    /// estimate must never fall below them.
+    #[test]
+    fn the_estimate_errs_high_on_real_qwen_requests() {
+        let data = include_str!("testdata/qwen25-prompt-tokens.jsonl");
+        let mut ratios = vec![];
+        for line in data.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let messages: Vec<ChatMessage> = v["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| {
+                    let text = m["content"].as_str().unwrap();
+                    match m["role"].as_str().unwrap() {
+                        "system" => ChatMessage::system(text),
+                        "assistant" => ChatMessage::assistant(text),
+                        _ => ChatMessage::user(text),
+                    }
+                })
+                .collect();
+            let real = v["prompt_tokens"].as_u64().unwrap() as usize;
+            let estimate = estimate_messages(&messages);
+            assert!(
+                estimate >= real,
+                "{} request: estimated {estimate} < {real} counted by the server",
+                v["kind"]
+            );
+            ratios.push(estimate as f64 / real as f64);
+        }
+        assert!(ratios.len() >= 10);
+        // Safe, but not so pessimistic that prompts shrink for nothing.
+        let worst = ratios.iter().cloned().fold(0.0, f64::max);
+        let best = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
+        eprintln!(
+            "estimate / counted: {best:.2}x to {worst:.2}x over {} requests",
+            ratios.len()
+        );
+        assert!(worst < 2.0, "estimates up to {worst:.2}x the real count");
+    }
+
     #[test]
     fn sharing_trims_the_largest_first() {
         assert_eq!(share(&[10, 20, 30], 100), vec![10, 20, 30]);
