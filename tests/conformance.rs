@@ -11,8 +11,8 @@ use std::sync::{Arc, OnceLock};
 
 use ecdysis_host::agent::{CallSource, EndReason, Entry, EpisodeRecord, Withheld};
 use ecdysis_host::env::py::{calc, ops, repr};
-use ecdysis_host::model::ToolCall as ModelCall;
 use ecdysis_host::env::{self, Domain, Termination, ToolCall, ToolOutput, Trajectory};
+use ecdysis_host::model::ToolCall as ModelCall;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 

@@ -290,7 +290,10 @@ async fn a_spec_that_stays_malformed_yields_no_spec_and_the_error() {
         "{}",
         last[3].1
     );
-    assert!(!last.iter().any(|m| m.1 == bad[0]), "the first refusal is gone");
+    assert!(
+        !last.iter().any(|m| m.1 == bad[0]),
+        "the first refusal is gone"
+    );
 }
 
 #[tokio::test]
@@ -790,7 +793,9 @@ fn request_tokens(body: &Value) -> usize {
         .map(|m| ChatMessage::user(m["content"].as_str().unwrap_or_default()))
         .collect();
     ecdysis_host::evolve::budget::estimate_messages(&messages)
-        + body["max_tokens"].as_u64().expect("max_tokens on every role request") as usize
+        + body["max_tokens"]
+            .as_u64()
+            .expect("max_tokens on every role request") as usize
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -862,7 +867,10 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
     let config = json_file(&out.join("config.json"));
     assert_eq!(config["roles"]["sampling"]["temperature"], 0.0, "{config}");
     assert_eq!(config["roles"]["sampling"]["top_p"], 0.5, "{config}");
-    assert_eq!(config["roles"]["budget"]["context_tokens"], 16384, "{config}");
+    assert_eq!(
+        config["roles"]["budget"]["context_tokens"], 16384,
+        "{config}"
+    );
     assert!(
         config["roles"]["context_source"]["endpoint"]
             .as_str()
@@ -870,7 +878,10 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
             .ends_with("/props"),
         "{config}"
     );
-    let bodies: Vec<Value> = chats(&server).into_iter().chain(chats(&coder_server)).collect();
+    let bodies: Vec<Value> = chats(&server)
+        .into_iter()
+        .chain(chats(&coder_server))
+        .collect();
     assert_eq!(bodies.len(), 8, "7 FDCR calls and one coder call");
     for b in &bodies {
         assert_eq!(b["temperature"], 0.0, "{b}");
@@ -1028,7 +1039,10 @@ async fn every_role_and_coder_request_fits_a_small_context_budget() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let config = json_file(&out.join("config.json"));
-    assert_eq!(config["roles"]["budget"]["context_tokens"], 6144, "{config}");
+    assert_eq!(
+        config["roles"]["budget"]["context_tokens"], 6144,
+        "{config}"
+    );
     assert_eq!(config["roles"]["context_source"], "flag", "{config}");
     let bodies = chats(&server);
     let rounds = std::fs::read_to_string(out.join("rounds.jsonl")).unwrap();
@@ -1051,7 +1065,10 @@ async fn every_role_and_coder_request_fits_a_small_context_budget() {
         }
     }
     assert_eq!(trimmed_fdcr, 7, "every FDCR prompt names what it left out");
-    assert_eq!(trimmed_coder, 1, "the coder prompt names the files not shown");
+    assert_eq!(
+        trimmed_coder, 1,
+        "the coder prompt names the files not shown"
+    );
     // The same prompts whole would not have fit: the budget did the work.
     let t = json_file(&out.join("rounds/1/transcript.json"));
     let evidence = t["evidence"][0].as_str().unwrap();

@@ -361,7 +361,10 @@ fn training_and_experiment_reports_show_lineage_methods_and_charts() {
         );
     }
     assert!(!page.dom.contains("<strong>ecdysis-nofdcr</strong>"));
-    assert!(page.dom.contains("heuristic diagnoser; FDCR needs role models"));
+    assert!(
+        page.dom
+            .contains("heuristic diagnoser; FDCR needs role models")
+    );
     assert!(page.dom.contains("Cross-model transfer"));
     assert!(
         count(&page.dom, "class=\"tree lineage\"") == 2,

@@ -10,8 +10,8 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ecdysis_host::eval::SIMULATED_LABEL;
 use ecdysis_host::eval::rundir::read_trajectories;
@@ -33,8 +33,10 @@ fn train(dir: &Path, args: &[&str]) -> std::process::Command {
 }
 
 fn json(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn rounds(out: &Path) -> Vec<Value> {
@@ -51,7 +53,10 @@ fn interval_ok(v: &Value) {
         v["low"].as_f64().unwrap(),
         v["high"].as_f64().unwrap(),
     );
-    assert!(lo <= e && e <= hi && (0.0..=1.0).contains(&lo) && hi <= 1.0, "{v}");
+    assert!(
+        lo <= e && e <= hi && (0.0..=1.0).contains(&lo) && hi <= 1.0,
+        "{v}"
+    );
 }
 
 #[test]
@@ -180,7 +185,10 @@ fn a_round_without_failures_calls_neither_the_roles_nor_the_coder() {
         assert_eq!(r["failures"], 0, "{r}");
         assert_eq!(r["coder_calls"], 0, "{r}");
         assert!(
-            r["decision"].as_str().unwrap().starts_with("nothing to fix"),
+            r["decision"]
+                .as_str()
+                .unwrap()
+                .starts_with("nothing to fix"),
             "{r}"
         );
         assert!(r["candidate"].is_null(), "{r}");
@@ -197,7 +205,9 @@ fn a_round_without_failures_calls_neither_the_roles_nor_the_coder() {
 /// A stochastic agent behind a mock endpoint: every answer is a new draw
 /// (its text carries a counter), and whether the agent says the magic
 /// words decides the outcome of the episodes where nothing needs doing.
-fn stochastic_agent(counter: Arc<AtomicU64>) -> impl Fn(&ecdysis_host::model::mock::MockRequest) -> MockReply {
+fn stochastic_agent(
+    counter: Arc<AtomicU64>,
+) -> impl Fn(&ecdysis_host::model::mock::MockRequest) -> MockReply {
     move |_req| {
         let n = counter.fetch_add(1, Ordering::SeqCst);
         MockReply::text(&format!("Thank you, goodbye (draw {n}). ###STOP###"))
@@ -296,7 +306,11 @@ fn a_stochastic_agent_gets_the_incumbent_re_measured_each_round_and_known_bytes_
             .join("evals")
             .join(format!("{}-train-round{n}", &initial[..16]));
         let texts = agent_texts(&fresh);
-        assert_eq!(seeds(&fresh), seeds(&stored), "same tasks, trials and seeds");
+        assert_eq!(
+            seeds(&fresh),
+            seeds(&stored),
+            "same tasks, trials and seeds"
+        );
         assert!(
             texts.iter().all(|t| !stored_texts.contains(t)),
             "round {n} replayed stored answers"
@@ -304,8 +318,7 @@ fn a_stochastic_agent_gets_the_incumbent_re_measured_each_round_and_known_bytes_
     }
     // Round 1: the comment-only edit builds to the incumbent's own bytes.
     assert_eq!(
-        rs[0]["decision"],
-        "no change: the edit builds to the incumbent's bytes",
+        rs[0]["decision"], "no change: the edit builds to the incumbent's bytes",
         "{}",
         rs[0]
     );
@@ -313,15 +326,26 @@ fn a_stochastic_agent_gets_the_incumbent_re_measured_each_round_and_known_bytes_
     assert_eq!(rs[0]["coder_calls"], 1);
     // The incumbent's own directory holds only what the start wrote.
     let own = out.join("candidates").join(initial);
-    for f in ["spec.json", "diff.patch", "transcript.json", "manifest.json"] {
-        assert!(!own.join(f).exists(), "{f} written over the incumbent's files");
+    for f in [
+        "spec.json",
+        "diff.patch",
+        "transcript.json",
+        "manifest.json",
+    ] {
+        assert!(
+            !own.join(f).exists(),
+            "{f} written over the incumbent's files"
+        );
     }
     let summary = json(&out.join("summary.json"));
     assert_eq!(
         summary["final_train_score"], rs[1]["incumbent_score"],
         "the final score is the latest measurement, not another draw"
     );
-    assert!(summary["label"].is_null(), "a model endpoint is not simulated");
+    assert!(
+        summary["label"].is_null(),
+        "a model endpoint is not simulated"
+    );
 }
 
 fn agent_texts(dir: &Path) -> Vec<String> {
@@ -400,7 +424,9 @@ fn an_edit_that_builds_to_a_judged_candidates_bytes_leaves_its_files_alone() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let rs = rounds(&out);
     assert_eq!(rs.len(), 2, "{rs:?}");
-    let first = rs[0]["candidate"].as_str().expect("round 1 built a candidate");
+    let first = rs[0]["candidate"]
+        .as_str()
+        .expect("round 1 built a candidate");
     assert_eq!(rs[0]["accepted"], false, "{}", rs[0]);
     assert_eq!(rs[1]["coder_calls"], 1, "{}", rs[1]);
     assert!(rs[1]["candidate"].is_null(), "{}", rs[1]);
@@ -414,11 +440,19 @@ fn an_edit_that_builds_to_a_judged_candidates_bytes_leaves_its_files_alone() {
     let cand = out.join("candidates").join(first);
     let tables = std::fs::read_to_string(cand.join("source/src/tables.rs")).unwrap();
     assert!(tables.contains("// coder run 1"), "round 1's source");
-    assert!(!tables.contains("// coder run 2"), "overwritten by round 2's source");
+    assert!(
+        !tables.contains("// coder run 2"),
+        "overwritten by round 2's source"
+    );
     let diff = std::fs::read_to_string(cand.join("diff.patch")).unwrap();
-    assert!(diff.contains("coder run 1") && !diff.contains("coder run 2"), "{diff}");
+    assert!(
+        diff.contains("coder run 1") && !diff.contains("coder run 2"),
+        "{diff}"
+    );
     assert_eq!(
-        std::fs::read_to_string(tmp.path().join("coder-runs")).unwrap().trim(),
+        std::fs::read_to_string(tmp.path().join("coder-runs"))
+            .unwrap()
+            .trim(),
         "2",
         "the coder ran in both rounds"
     );
@@ -463,7 +497,10 @@ fn experiment_labels_simulated_results_and_merges_the_methods_only_offline() {
     let o = experiment(tmp.path(), &["--out", out.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(stdout.starts_with(&format!("note: {SIMULATED_LABEL}")), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!("note: {SIMULATED_LABEL}")),
+        "{stdout}"
+    );
     assert!(stdout.contains("diagnoser heuristic"), "{stdout}");
     let rows: Vec<&str> = stdout
         .lines()
@@ -471,7 +508,10 @@ fn experiment_labels_simulated_results_and_merges_the_methods_only_offline() {
         .collect();
     assert_eq!(rows.len(), 2, "{stdout}");
     assert!(rows[1].starts_with("ecdysis = ecdysis-nofdcr "), "{stdout}");
-    assert!(stdout.contains(&format!("({})", ecdysis_host::evolve::experiment::SAME_CODE_NOTE)));
+    assert!(stdout.contains(&format!(
+        "({})",
+        ecdysis_host::evolve::experiment::SAME_CODE_NOTE
+    )));
     assert!(
         stdout.contains("with a simulated coder latency of 0 ms per coder call"),
         "{stdout}"
@@ -482,7 +522,10 @@ fn experiment_labels_simulated_results_and_merges_the_methods_only_offline() {
     assert!(!out.join("ecdysis-nofdcr").exists(), "not trained twice");
     // Each method's own training summary carries the label too.
     for m in ["self-evolution", "ecdysis"] {
-        assert_eq!(json(&out.join(m).join("summary.json"))["label"], SIMULATED_LABEL);
+        assert_eq!(
+            json(&out.join(m).join("summary.json"))["label"],
+            SIMULATED_LABEL
+        );
     }
 
     // With role models (a mock endpoint whose replies are no spec and no
@@ -517,12 +560,17 @@ fn experiment_labels_simulated_results_and_merges_the_methods_only_offline() {
     );
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(stdout.starts_with(&format!("note: {SIMULATED_LABEL}")), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!("note: {SIMULATED_LABEL}")),
+        "{stdout}"
+    );
     assert!(stdout.contains("diagnoser fdcr"), "{stdout}");
     assert!(!stdout.contains(" = "), "{stdout}");
     for m in ["self-evolution", "ecdysis-nofdcr", "ecdysis"] {
         assert!(
-            stdout.lines().any(|l| l.split_whitespace().next() == Some(m)),
+            stdout
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(m)),
             "{m} row: {stdout}"
         );
         let config = json(&out.join(m).join("config.json"));
@@ -536,6 +584,9 @@ fn experiment_labels_simulated_results_and_merges_the_methods_only_offline() {
         let t = json(&out.join(m).join("rounds/1/transcript.json"));
         let discussed = !t["discussions"].as_array().unwrap().is_empty();
         assert_eq!(discussed, m == "ecdysis", "{m}: {t}");
-        assert!(!t["coder_runs"].as_array().unwrap().is_empty() || m == "ecdysis", "{m}: {t}");
+        assert!(
+            !t["coder_runs"].as_array().unwrap().is_empty() || m == "ecdysis",
+            "{m}: {t}"
+        );
     }
 }

@@ -188,7 +188,8 @@ pub fn render_episode(r: &EpisodeRecord) -> String {
                     out += &format!(
                         "    >> not said to the user: {}\n",
                         match w {
-                            ecdysis_host::agent::Withheld::Realized => "realized into calls by the harness",
+                            ecdysis_host::agent::Withheld::Realized =>
+                                "realized into calls by the harness",
                             ecdysis_host::agent::Withheld::Blocked => "held back by the harness",
                         }
                     );

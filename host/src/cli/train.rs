@@ -275,7 +275,7 @@ impl TrainArgs {
                     self.eval.agent_base_url.clone(),
                     self.eval.agent_api_key_env.clone(),
                 )?;
-                roles.validate(self.method).map_err(|e| role_error(e))?;
+                roles.validate(self.method).map_err(role_error)?;
                 roles
             },
             cargo_target: self.cargo_target_dir.clone(),
@@ -290,16 +290,16 @@ impl TrainArgs {
 /// A role error in the flags' terms.
 pub fn role_error(e: RoleError) -> anyhow::Error {
     match e {
-                    RoleError::FdcrWithoutCoder => anyhow::anyhow!(
-                        "FDCR specs are prose, which the offline rule coder cannot implement: add --coder-model or --coder-command"
-                    ),
-                    RoleError::FdcrWithoutDeliberation(m) => anyhow::anyhow!(
-                        "FDCR role models were given but --method {m} does not deliberate (only `ecdysis` does)"
-                    ),
-                    RoleError::MissingRole(role) => {
-                        anyhow::anyhow!("no model for the {role}: give --{role}-model or --fdcr-model")
-                    }
-                    other => anyhow::anyhow!("{other}"),
+        RoleError::FdcrWithoutCoder => anyhow::anyhow!(
+            "FDCR specs are prose, which the offline rule coder cannot implement: add --coder-model or --coder-command"
+        ),
+        RoleError::FdcrWithoutDeliberation(m) => anyhow::anyhow!(
+            "FDCR role models were given but --method {m} does not deliberate (only `ecdysis` does)"
+        ),
+        RoleError::MissingRole(role) => {
+            anyhow::anyhow!("no model for the {role}: give --{role}-model or --fdcr-model")
+        }
+        other => anyhow::anyhow!("{other}"),
     }
 }
 

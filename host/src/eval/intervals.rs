@@ -97,4 +97,3 @@ pub struct TaskIntervals {
     /// pass^k for k = 1..=the smallest trial count, with intervals.
     pub pass_hat_k: Vec<(u64, Interval)>,
 }
-

@@ -495,8 +495,8 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
                 return out;
             }
             Err(e) => {
-                let repeated = e.to_string() == last_error
-                    && previous_reply.as_deref() == Some(text.trim());
+                let repeated =
+                    e.to_string() == last_error && previous_reply.as_deref() == Some(text.trim());
                 previous_reply = Some(text.trim().to_string());
                 last_error = e.to_string();
                 out.transcript.push(TranscriptTurn {
@@ -586,8 +586,7 @@ impl HarnessFocus {
                     f.layers.insert(Layer::Realize);
                 }
             }
-            if r
-                .agent_texts
+            if r.agent_texts
                 .iter()
                 .any(|t| super::aggregate::looks_like_text_call(t))
             {
@@ -670,10 +669,7 @@ fn fence_file(path: &str, text: &str) -> String {
     } else {
         ""
     };
-    format!(
-        "\n### {path}{about}\n```rust\n{}\n```\n",
-        text.trim_end()
-    )
+    format!("\n### {path}{about}\n```rust\n{}\n```\n", text.trim_end())
 }
 
 fn render_harness(
@@ -690,17 +686,22 @@ fn render_harness(
         );
     }
     let Some(cap) = cap else {
-        return head + &files.iter().map(|(p, t)| fence_file(p, t)).collect::<String>();
+        return head
+            + &files
+                .iter()
+                .map(|(p, t)| fence_file(p, t))
+                .collect::<String>();
     };
     let mut out = budget::clip_lines(&head, cap, "file list");
     let mut used = estimate_tokens(&out);
     let mut hidden: Vec<&str> = Vec::new();
     // Room for the closing line: it names the files left out when that
     // takes at most a quarter of the cap, else counts them.
-    let names_room = 24 + files
-        .iter()
-        .map(|(p, _)| estimate_tokens(p) + 1)
-        .sum::<usize>();
+    let names_room = 24
+        + files
+            .iter()
+            .map(|(p, _)| estimate_tokens(p) + 1)
+            .sum::<usize>();
     let name_them = names_room <= cap / 4;
     let footer_room = if name_them { names_room } else { 40 };
     for (i, (p, t)) in files.iter().enumerate() {
@@ -845,8 +846,7 @@ pub fn render_evidence(
     push(
         &mut pieces,
         0,
-        "## Recurring failure groups (primary evidence: each spans two or more tasks)\n\n"
-            .into(),
+        "## Recurring failure groups (primary evidence: each spans two or more tasks)\n\n".into(),
         None,
     );
     if recurring.is_empty() {
@@ -891,7 +891,11 @@ pub fn render_evidence(
     for (i, g) in auxiliary.iter().enumerate() {
         let label = format!("A{}", i + 1);
         if i < limits.auxiliary_groups {
-            let mut text = format!("### Group {label}: {}\ntask: {}\n", g.key, g.tasks.join(", "));
+            let mut text = format!(
+                "### Group {label}: {}\ntask: {}\n",
+                g.key,
+                g.tasks.join(", ")
+            );
             if let Some(r) = g.records.first() {
                 text += &r.excerpt();
             }
@@ -1043,7 +1047,11 @@ pub fn failure_excerpts(groups: &[FailureGroup], tasks: Option<&BTreeSet<String>
         }
         out += &format!(
             "### {} ({}): {}\n",
-            if g.recurring { "Recurring" } else { "Single-task" },
+            if g.recurring {
+                "Recurring"
+            } else {
+                "Single-task"
+            },
             g.tasks.join(", "),
             g.key
         );
@@ -1195,7 +1203,14 @@ mod tests {
     #[tokio::test]
     async fn a_refused_spec_repeated_word_for_word_ends_the_retries() {
         let bad = r#"{"failure_patterns": [], "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "x", "rationale": "y", "evidence_tasks": ["Z9"]}], "skills": []}"#;
-        let m = Script::new(vec![Ok("a1"), Ok("c1"), Ok("e1"), Ok(bad), Ok(bad), Ok(SPEC)]);
+        let m = Script::new(vec![
+            Ok("a1"),
+            Ok("c1"),
+            Ok("e1"),
+            Ok(bad),
+            Ok(bad),
+            Ok(SPEC),
+        ]);
         let config = FdcrConfig {
             rounds: 1,
             spec_retries: 3,
@@ -1205,7 +1220,10 @@ mod tests {
         assert!(out.spec.is_none());
         assert_eq!(out.failure, Some(FdcrFailure::MalformedSpec));
         assert!(
-            out.error.as_deref().unwrap().contains("word for word after 2 attempt(s)"),
+            out.error
+                .as_deref()
+                .unwrap()
+                .contains("word for word after 2 attempt(s)"),
             "{:?}",
             out.error
         );

@@ -147,9 +147,12 @@ impl RoleSpec {
                         .api_key_env
                         .as_deref()
                         .and_then(|v| std::env::var(v).ok());
-                    if let Some((n, url)) =
-                        budget::endpoint_context(&config.base_url, Some(&config.model), key.as_deref())
-                            .await
+                    if let Some((n, url)) = budget::endpoint_context(
+                        &config.base_url,
+                        Some(&config.model),
+                        key.as_deref(),
+                    )
+                    .await
                         && found.as_ref().is_none_or(|(m, _)| n < *m)
                     {
                         found = Some((n, url));

@@ -75,7 +75,13 @@ fn render(edit: &RuleEdit, domain: &str) -> (&'static str, String, String) {
 /// The byte range of the struct literal `Name { ... },` in `body` (offsets
 /// into `text`, from `start`) that contains `needle`, trailing comma
 /// included; strings skipped when matching braces.
-fn entry_around(text: &str, start: usize, end: usize, needle: &str, name: &str) -> Option<(usize, usize)> {
+fn entry_around(
+    text: &str,
+    start: usize,
+    end: usize,
+    needle: &str,
+    name: &str,
+) -> Option<(usize, usize)> {
     let at = start + text[start..end].find(needle)?;
     let open = start + text[start..at].rfind(&format!("{name} {{"))?;
     let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
@@ -265,12 +271,17 @@ pub fn apply(crate_dir: &Path, spec: &ChangeSpec, domain: &str) -> Result<usize,
 
 /// Apply `rules` to `<crate>/src/tables.rs` for `domain`; returns how many
 /// entries changed.
-pub fn apply_rules(crate_dir: &Path, rules: &[RuleEdit], domain: &str) -> Result<usize, RuleCoderError> {
+pub fn apply_rules(
+    crate_dir: &Path,
+    rules: &[RuleEdit],
+    domain: &str,
+) -> Result<usize, RuleCoderError> {
     let path = crate_dir.join(TABLES_FILE);
     let mut text = std::fs::read_to_string(&path).map_err(|e| PathError::new("read", &path, e))?;
     let mut changed = 0;
     for rule in rules {
-        changed += usize::from(apply_to_text(&mut text, rule, domain).map_err(RuleCoderError::Table)?);
+        changed +=
+            usize::from(apply_to_text(&mut text, rule, domain).map_err(RuleCoderError::Table)?);
     }
     atomic_write(&path, text.as_bytes()).map_err(|e| PathError::new("write", &path, e))?;
     Ok(changed)
@@ -366,7 +377,11 @@ pub static REGULATION: Regulation = Regulation {
         };
         assert_eq!(apply_to_text(&mut t, &add, "retail"), Ok(true));
         assert!(t.contains("    Skill { domain: \"retail\", title: \"Return items\", text: \"1. Look up the order. 2. Confirm.\", keywords: \"return refund\" },\n];"), "{t}");
-        assert_eq!(apply_to_text(&mut t, &add, "retail"), Ok(false), "the same skill again");
+        assert_eq!(
+            apply_to_text(&mut t, &add, "retail"),
+            Ok(false),
+            "the same skill again"
+        );
         let edit = RuleEdit::Skill {
             title: "Cancel a pending order".into(),
             text: "new".into(),
@@ -375,7 +390,10 @@ pub static REGULATION: Regulation = Regulation {
         assert_eq!(apply_to_text(&mut t, &edit, "retail"), Ok(true));
         assert!(!t.contains("old {text}"), "{t}");
         assert_eq!(t.matches("Cancel a pending order").count(), 1, "{t}");
-        assert!(t.contains("Skill { domain: \"airline\", title: \"Book\""), "{t}");
+        assert!(
+            t.contains("Skill { domain: \"airline\", title: \"Book\""),
+            "{t}"
+        );
         // The same title in another domain is another skill.
         let other = RuleEdit::Skill {
             title: "Book".into(),

@@ -335,13 +335,20 @@ mod tests {
         assert_eq!(read, vec!["A1 → 0", "R1 → 3, 4"]);
         assert_eq!(spec.failure_patterns[0].evidence_tasks, vec!["0", "3", "4"]);
         assert_eq!(spec.proposed_changes[0].evidence_tasks, vec!["3", "4"]);
-        assert_eq!(spec.check_evidence(&failing), Ok(0), "two tasks back the change");
+        assert_eq!(
+            spec.check_evidence(&failing),
+            Ok(0),
+            "two tasks back the change"
+        );
         // An unknown label or task stays, for the evidence check to refuse;
         // lists without a label are left exactly as written.
         let mut spec = ChangeSpec::parse(GOOD).unwrap();
         spec.failure_patterns[0].evidence_tasks = vec!["A7".into(), "0".into(), "0".into()];
         assert!(spec.resolve_group_labels(&labels, &failing).is_empty());
-        assert_eq!(spec.failure_patterns[0].evidence_tasks, vec!["A7", "0", "0"]);
+        assert_eq!(
+            spec.failure_patterns[0].evidence_tasks,
+            vec!["A7", "0", "0"]
+        );
         assert!(matches!(
             spec.check_evidence(&failing),
             Err(SpecError::UnknownEvidence { task, .. }) if task == "A7"

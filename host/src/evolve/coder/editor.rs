@@ -513,9 +513,9 @@ impl EditorCoder {
             0
         };
         let system = ChatMessage::system(coder_system_prompt());
-        let room = budget
-            .prompt_tokens()
-            .checked_sub(estimate_messages(std::slice::from_ref(&system)) + budget::MESSAGE_OVERHEAD + exchange);
+        let room = budget.prompt_tokens().checked_sub(
+            estimate_messages(std::slice::from_ref(&system)) + budget::MESSAGE_OVERHEAD + exchange,
+        );
         let too_small = CoderError::ContextTooSmall {
             context: budget.context_tokens,
             reply: budget.reply_tokens,

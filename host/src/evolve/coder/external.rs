@@ -135,10 +135,9 @@ impl ExternalCoder {
             .canonicalize()
             .map_err(|e| PathError::new("resolve", staging, e))?;
         let before = Snapshot::take(&staging)?;
-        let room = self
-            .config
-            .prompt_tokens
-            .map(|t| t.saturating_sub(crate::evolve::budget::estimate_tokens(coder_system_prompt())));
+        let room = self.config.prompt_tokens.map(|t| {
+            t.saturating_sub(crate::evolve::budget::estimate_tokens(coder_system_prompt()))
+        });
         let Some(task_text) = coder_prompt(
             task,
             &staging,

@@ -567,10 +567,11 @@ fn render_sources(
     }
     // Room for the closing line: it names the files left out when that
     // takes at most a quarter of the cap, else counts them.
-    let names_room = 40 + order
-        .iter()
-        .map(|p| budget::estimate_tokens(p) + 1)
-        .sum::<usize>();
+    let names_room = 40
+        + order
+            .iter()
+            .map(|p| budget::estimate_tokens(p) + 1)
+            .sum::<usize>();
     let name_them = tokens.is_none_or(|t| names_room <= t / 4);
     let footer_room = match tokens {
         None => 0,
@@ -663,9 +664,15 @@ pub fn coder_prompt(
         Some(cap) => clip_blocks(&notes, cap, "evidence excerpt"),
     });
     let (tree2, spec2) = (tree.clone(), task.spec.clone());
-    let sources_section = Section::new(move |cap| render_sources(&tree2, &spec2, source_budget, cap));
+    let sources_section =
+        Section::new(move |cap| render_sources(&tree2, &spec2, source_budget, cap));
     let parts = budget::fit_sections(
-        &[&spec_section, &notes_section, &files_section, &sources_section],
+        &[
+            &spec_section,
+            &notes_section,
+            &files_section,
+            &sources_section,
+        ],
         room,
     );
     Ok(Some(fill(&parts[0], &parts[1], &parts[2], &parts[3])))

@@ -50,8 +50,8 @@ use crate::store::{BuildOptions, ComponentHash, ComponentStore, Manifest};
 
 pub use dir::TrainDir;
 pub use record::{
-    CoderRun, LedgerFile, Measure, PhaseTimes, RoundRecord, RoundTranscript, TestReport,
-    TestScore, TrainSummary,
+    CoderRun, LedgerFile, Measure, PhaseTimes, RoundRecord, RoundTranscript, TestReport, TestScore,
+    TrainSummary,
 };
 pub use spec::{TrainSpec, TrainSpecError, run as run_spec};
 
@@ -169,7 +169,10 @@ impl GateMeasure {
         let scripted = train.user_model == crate::eval::spec::SCRIPTED_USER;
         let zero = |t: Option<f64>| t == Some(0.0);
         let (remeasure, reason) = if sim && scripted {
-            (false, "simulated agent and scripted user: deterministic per seed".to_string())
+            (
+                false,
+                "simulated agent and scripted user: deterministic per seed".to_string(),
+            )
         } else if !cache_reads {
             (
                 true,

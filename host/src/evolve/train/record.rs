@@ -157,15 +157,9 @@ impl TestScore {
             i.accuracy.estimate, i.accuracy.low, i.accuracy.high
         );
         for (k, v) in &i.pass_hat_k {
-            out += &format!(
-                ", pass^{k} {:.3} [{:.3}, {:.3}]",
-                v.estimate, v.low, v.high
-            );
+            out += &format!(", pass^{k} {:.3} [{:.3}, {:.3}]", v.estimate, v.low, v.high);
         }
-        out += &format!(
-            " ({} tasks x {} trial(s))",
-            self.tasks, self.trials
-        );
+        out += &format!(" ({} tasks x {} trial(s))", self.tasks, self.trials);
         out
     }
 }
@@ -294,7 +288,9 @@ impl TrainSummary {
         );
         for r in &s.rounds {
             let measures = match (r.incumbent_measure, r.candidate_measure) {
-                (Some(i), Some(c)) => format!(" [incumbent {}, candidate {}]", i.as_str(), c.as_str()),
+                (Some(i), Some(c)) => {
+                    format!(" [incumbent {}, candidate {}]", i.as_str(), c.as_str())
+                }
                 (Some(i), None) => format!(" [incumbent {}]", i.as_str()),
                 _ => String::new(),
             };
@@ -307,7 +303,11 @@ impl TrainSummary {
             out += &format!(
                 "held-out {}{}:\n  initial  {}\n  final    {}\n",
                 t.split.as_deref().unwrap_or("split"),
-                if s.simulated { " (simulated agent — not a benchmark result)" } else { "" },
+                if s.simulated {
+                    " (simulated agent — not a benchmark result)"
+                } else {
+                    ""
+                },
                 t.initial.render(),
                 t.final_.render()
             );

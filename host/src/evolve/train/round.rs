@@ -323,7 +323,9 @@ impl<'a> Round<'a> {
         };
         // Flag single-task changes (the heuristic's evidence is the failures').
         if let Err(e) = spec.check_evidence(&failing) {
-            return Ok(Err(format!("the diagnosis cites no failure of this round: {e}")));
+            return Ok(Err(format!(
+                "the diagnosis cites no failure of this round: {e}"
+            )));
         }
         Ok(Ok(spec))
     }
@@ -374,8 +376,11 @@ impl<'a> Round<'a> {
                         &short,
                     ))
                 };
-                let task = CoderTask::new(spec.clone())
-                    .with_notes(self.coder_notes(spec, unit, skills.as_ref()));
+                let task = CoderTask::new(spec.clone()).with_notes(self.coder_notes(
+                    spec,
+                    unit,
+                    skills.as_ref(),
+                ));
                 match coder.implement(&task, staging).await {
                     Ok(o) => CoderRun {
                         coder: coder.name().to_string(),
@@ -387,9 +392,7 @@ impl<'a> Round<'a> {
                         log: o.log,
                     },
                     // The skills alone are a change.
-                    Err(crate::evolve::coder::CoderError::NoChange { attempts, log })
-                        if matches!(skills, Some(Ok(n)) if n > 0) =>
-                    {
+                    Err(crate::evolve::coder::CoderError::NoChange { attempts, log }) if matches!(skills, Some(Ok(n)) if n > 0) => {
                         CoderRun {
                             coder: coder.name().to_string(),
                             ok: true,
@@ -397,7 +400,9 @@ impl<'a> Round<'a> {
                             changed_files: vec![heuristic::TABLES_FILE.into()],
                             build_ok: false,
                             error: None,
-                            log: format!("{log}\nthe spec's skills were applied to the skill library"),
+                            log: format!(
+                                "{log}\nthe spec's skills were applied to the skill library"
+                            ),
                         }
                     }
                     Err(e) => {
@@ -442,7 +447,11 @@ impl<'a> Round<'a> {
                 .failure_patterns
                 .iter()
                 .flat_map(|p| p.evidence_tasks.iter())
-                .chain(spec.proposed_changes.iter().flat_map(|c| c.evidence_tasks.iter()))
+                .chain(
+                    spec.proposed_changes
+                        .iter()
+                        .flat_map(|c| c.evidence_tasks.iter()),
+                )
                 .map(|t| t.trim().to_string())
                 .collect();
             (

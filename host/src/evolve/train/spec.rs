@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use super::{
     GateMeasure, RolesConfig, SelectConfig, TrainConfig, TrainContext, TrainError, TrainSummary,
 };
-use crate::evolve::budget::ContextSource;
 use crate::env::Domain;
 use crate::eval::{ModelServices, RunSpec, SpecError};
 use crate::evolve::accept::AcceptRule;
+use crate::evolve::budget::ContextSource;
 use crate::evolve::roles::{RoleError, RoleSpec};
 use crate::evolve::train::Method;
 use crate::sandbox::Sandbox;
