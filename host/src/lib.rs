@@ -29,6 +29,10 @@
 //!   ([`agent::boundary`]).
 //! - [`eval`]: what to run ([`eval::RunSpec`]) and the runner: tasks ×
 //!   trials, scoring, metrics, resumable result directories.
+//! - [`isolate`]: process isolation of evaluation: episodes in worker
+//!   processes of this binary under memory and CPU-time limits, a worker
+//!   that dies costing only its episode (`--isolate process`, the
+//!   service).
 //! - [`evolve`]: harness evolution: failure records, cross-task
 //!   aggregation, the diagnosers (heuristic, FDCR roles), the coders, the
 //!   training loop ([`evolve::train`], one round at a time), the
@@ -49,6 +53,7 @@ pub mod env;
 pub mod eval;
 pub mod evolve;
 pub mod fsutil;
+pub mod isolate;
 pub mod model;
 pub mod process;
 pub mod report;

@@ -173,6 +173,10 @@ enum Command {
     /// With the run's own harness it also checks that the re-run reproduces
     /// the recorded trajectories.
     Vectors(Box<cli::vectors::VectorsArgs>),
+    /// A worker process of `--isolate process` (internal: started by
+    /// `run`, `train` and `serve`, it speaks JSON lines on stdin/stdout).
+    #[command(name = "episode-worker", hide = true)]
+    EpisodeWorker,
     /// Show a run: its summary and episodes, or one trajectory with the
     /// harness interventions marked `>>`.
     Show {
@@ -224,6 +228,18 @@ struct BuildArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::EpisodeWorker) {
+        // Logs go to stderr, which the parent keeps the tail of; stdout is
+        // the protocol.
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("ECDYSIS_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_writer(std::io::stderr)
+            .init();
+        return ExitCode::from(ecdysis_host::isolate::child::serve() as u8);
+    }
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
         (false, 0) => "warn",
@@ -441,6 +457,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             runtime.block_on(cli::vectors::vectors(*args, &store, &cli.data, cli.quiet))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::EpisodeWorker => unreachable!("handled before dispatch"),
         Command::Show { dir, task, trial } => {
             cli::run::show(&dir, task.as_deref(), trial)?;
             Ok(ExitCode::SUCCESS)

@@ -4,6 +4,7 @@ pub mod env;
 pub mod eval_args;
 pub mod experiment;
 pub mod export;
+pub mod isolate;
 pub mod limits;
 pub mod report;
 pub mod run;

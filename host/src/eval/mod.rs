@@ -76,6 +76,8 @@ pub enum RunError {
     NoTasks(String),
     #[error(transparent)]
     Spec(#[from] SpecError),
+    #[error("worker process: {0}")]
+    Worker(String),
 }
 
 /// `summary.json`.
@@ -104,7 +106,7 @@ pub fn episode_seed(seed: u64, task_id: &str, trial: u32) -> u64 {
 }
 
 /// Score a finished episode against its task's oracle.
-fn score(domain: &dyn Domain, record: &mut EpisodeRecord) -> Result<(), RunError> {
+pub fn score(domain: &dyn Domain, record: &mut EpisodeRecord) -> Result<(), RunError> {
     let (_, oracle) = domain.task(&record.task_id)?;
     let trajectory = Trajectory {
         tool_calls: record.executed_calls(),
@@ -118,6 +120,72 @@ fn score(domain: &dyn Domain, record: &mut EpisodeRecord) -> Result<(), RunError
     Ok(())
 }
 
+/// Runs one episode of a run to its end and scores it (an episode that
+/// ended in an infrastructure error is returned unscored: the runner
+/// requeues it). In this process ([`InProcess`]) or in a worker process
+/// (`isolate::ProcessExecutor`, `--isolate process`).
+pub trait EpisodeExecutor: Send + Sync {
+    fn episode(
+        self: Arc<Self>,
+        task_id: String,
+        trial: u32,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<EpisodeRecord, RunError>> + Send>>;
+}
+
+/// Episodes run as tasks of this process: the default.
+pub struct InProcess {
+    pub config: Arc<RunConfig>,
+    pub domain: Arc<dyn Domain>,
+    pub harness: Option<LoadedHarness>,
+    pub participants: Arc<dyn Participants>,
+}
+
+impl EpisodeExecutor for InProcess {
+    fn episode(
+        self: Arc<Self>,
+        task_id: String,
+        trial: u32,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<EpisodeRecord, RunError>> + Send>>
+    {
+        Box::pin(async move {
+            run_and_score(
+                &self.config,
+                self.domain.clone(),
+                self.harness.clone(),
+                &*self.participants,
+                &task_id,
+                trial,
+            )
+            .await
+        })
+    }
+}
+
+/// One episode, scored unless it ended in an infrastructure error: what
+/// every executor runs (a worker process calls it too).
+pub async fn run_and_score(
+    config: &RunConfig,
+    domain: Arc<dyn Domain>,
+    harness: Option<LoadedHarness>,
+    participants: &dyn Participants,
+    task_id: &str,
+    trial: u32,
+) -> Result<EpisodeRecord, RunError> {
+    let mut record = one_episode(
+        config,
+        domain.clone(),
+        harness,
+        participants,
+        task_id,
+        trial,
+    )
+    .await?;
+    if record.end != EndReason::InfrastructureError {
+        score(&*domain, &mut record)?;
+    }
+    Ok(record)
+}
+
 /// Run (or resume) an evaluation.
 pub async fn run(
     config: RunConfig,
@@ -125,6 +193,23 @@ pub async fn run(
     domain: Arc<dyn Domain>,
     harness: Option<LoadedHarness>,
     participants: Arc<dyn Participants>,
+    ledger: Option<Arc<UsageLedger>>,
+) -> Result<RunSummary, RunError> {
+    let executor = Arc::new(InProcess {
+        config: Arc::new(config.clone()),
+        domain: domain.clone(),
+        harness,
+        participants,
+    });
+    run_with(config, options, domain, executor, ledger).await
+}
+
+/// Run (or resume) an evaluation whose episodes `executor` runs.
+pub async fn run_with(
+    config: RunConfig,
+    options: RunOptions,
+    domain: Arc<dyn Domain>,
+    executor: Arc<dyn EpisodeExecutor>,
     ledger: Option<Arc<UsageLedger>>,
 ) -> Result<RunSummary, RunError> {
     if config.tasks.is_empty() {
@@ -165,20 +250,16 @@ pub async fn run(
         for (task_id, trial) in std::mem::take(&mut todo) {
             *attempts.entry((task_id.clone(), trial)).or_default() += 1;
             let permit = semaphore.clone();
-            let domain = domain.clone();
-            let harness = harness.clone();
-            let participants = participants.clone();
-            let config = config.clone();
+            let executor = executor.clone();
             set.spawn(async move {
                 let _permit = permit.acquire_owned().await.expect("semaphore open");
-                let result =
-                    one_episode(&config, domain, harness, &*participants, &task_id, trial).await;
+                let result = executor.episode(task_id.clone(), trial).await;
                 (task_id, trial, result)
             });
         }
         while let Some(joined) = set.join_next().await {
             let (task_id, trial, result) = joined.expect("episode task does not panic");
-            let mut record = result?;
+            let record = result?;
             if record.end == EndReason::InfrastructureError {
                 let n = attempts[&(task_id.clone(), trial)];
                 progress.note(&format!(
@@ -197,7 +278,6 @@ pub async fn run(
                 }
                 continue;
             }
-            score(&*domain, &mut record)?;
             dir.append(&record)?;
             ran_now += 1;
             progress.finished(&record);
@@ -262,6 +342,22 @@ pub async fn run_spec(
         Some(hub.ledger().clone()),
     )
     .await
+}
+
+/// [`run_spec`] with the episodes run by `executor` (a worker pool) instead
+/// of this process; `harness` is the component hash the executor loads.
+pub async fn run_spec_with(
+    spec: &RunSpec,
+    harness: Option<String>,
+    domain: Arc<dyn Domain>,
+    executor: Arc<dyn EpisodeExecutor>,
+    ledger: Option<Arc<UsageLedger>>,
+    options: RunOptions,
+) -> Result<RunSummary, RunError> {
+    spec.validate()?;
+    let tasks = spec.task_ids(&*domain)?;
+    let config = spec.config(harness, tasks);
+    run_with(config, options, domain, executor, ledger).await
 }
 
 /// How many of `tasks` an agent that does nothing solves (no calls, no
