@@ -40,6 +40,9 @@
 //! - [`report`]: `ecdysis-host report`: run, training and experiment
 //!   directories as one self-contained HTML page (plotters SVG charts,
 //!   bootstrap intervals, the trajectory viewer), every value escaped.
+//! - [`serve`]: `ecdysis-host serve`, the multi-tenant evaluation service
+//!   (HTTP API, tenants, quotas, fair scheduling, the audit log, SQLite or
+//!   Postgres, worker loops on any machine).
 //! - [`bench`]: what the sandbox and the runner cost, next to baselines
 //!   measured in the same run.
 //! - [`vectors`]: cross-runtime conformance vectors: every hook call of
@@ -58,5 +61,6 @@ pub mod model;
 pub mod process;
 pub mod report;
 pub mod sandbox;
+pub mod serve;
 pub mod store;
 pub mod vectors;

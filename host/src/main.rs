@@ -173,6 +173,21 @@ enum Command {
     /// With the run's own harness it also checks that the re-run reproduces
     /// the recorded trajectories.
     Vectors(Box<cli::vectors::VectorsArgs>),
+    /// The multi-tenant evaluation service: tenants upload harness
+    /// components and evaluate them over HTTP + JSON (OpenAPI at
+    /// /v1/openapi.json), isolated in worker processes, metered by quotas
+    /// and audited. SQLite by default; Postgres for several machines.
+    Serve(cli::serve::ServeArgs),
+    /// Claim and run the service's episodes from its shared database (for
+    /// more machines: `worker --database postgres://…`).
+    Worker(cli::serve::WorkerArgs),
+    /// The service's tenants: add (prints the token once), list,
+    /// set-quota, revoke.
+    #[command(subcommand)]
+    Tenant(cli::serve::TenantCommand),
+    /// The service's audit log: verify the hash chain, or show it.
+    #[command(subcommand)]
+    Audit(cli::serve::AuditCommand),
     /// A worker process of `--isolate process` (internal: started by
     /// `run`, `train` and `serve`, it speaks JSON lines on stdin/stdout).
     #[command(name = "episode-worker", hide = true)]
@@ -458,6 +473,30 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::EpisodeWorker => unreachable!("handled before dispatch"),
+        Command::Serve(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::serve::serve(args, &cli.data, cli.quiet))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Worker(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::serve::worker(args, &cli.data, cli.quiet))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tenant(cmd) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::serve::tenant(cmd, &cli.data))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit(cmd) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let ok = runtime.block_on(cli::serve::audit(cmd, &cli.data))?;
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
         Command::Show { dir, task, trial } => {
             cli::run::show(&dir, task.as_deref(), trial)?;
             Ok(ExitCode::SUCCESS)

@@ -8,6 +8,7 @@ pub mod isolate;
 pub mod limits;
 pub mod report;
 pub mod run;
+pub mod serve;
 pub mod train;
 pub mod vectors;
 

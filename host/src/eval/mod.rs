@@ -362,7 +362,7 @@ pub async fn run_spec_with(
 
 /// How many of `tasks` an agent that does nothing solves (no calls, no
 /// messages, then stops): the floor to read the score against.
-fn do_nothing_solved(domain: &dyn Domain, tasks: &[String]) -> Result<u64, RunError> {
+pub fn do_nothing_solved(domain: &dyn Domain, tasks: &[String]) -> Result<u64, RunError> {
     let unique: BTreeSet<&String> = tasks.iter().collect();
     let mut solved = 0;
     for t in unique {
