@@ -10,9 +10,10 @@
 //! - [`process`]: child processes with a timeout and a whole-group kill, a
 //!   scrubbed environment, scratch directories (guest builds, external
 //!   coders).
-//! - [`env`]: the benchmark environments (τ² airline and retail, native and
-//!   exact to the reference): tools, tasks split into what the agent sees
-//!   ([`env::TaskView`]) and an opaque oracle, evaluation, gold replay.
+//! - [`env`](mod@env): the benchmark environments (τ² airline and retail,
+//!   native and exact to the reference): tools, tasks split into what the
+//!   agent sees ([`env::TaskView`]) and an opaque oracle, evaluation, gold
+//!   replay.
 //! - [`model`]: every LLM role behind one trait: the OpenAI-compatible
 //!   client, the response cache, the usage ledger, the simulated testbed
 //!   agents (`sim:`) and the user simulators.
@@ -43,8 +44,8 @@
 //! - [`serve`]: `ecdysis-host serve`, the multi-tenant evaluation service
 //!   (HTTP API, tenants, quotas, fair scheduling, the audit log, SQLite or
 //!   Postgres, worker loops on any machine).
-//! - [`bench`]: what the sandbox and the runner cost, next to baselines
-//!   measured in the same run.
+//! - [`bench`](mod@bench): what the sandbox and the runner cost, next to
+//!   baselines measured in the same run.
 //! - [`vectors`]: cross-runtime conformance vectors: every hook call of
 //!   re-run episodes (input, env-view answers, output) for the Python and
 //!   JavaScript runtimes to replay byte for byte.

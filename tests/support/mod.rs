@@ -22,7 +22,8 @@ pub fn shared_store() -> &'static ComponentStore {
     static STORE: OnceLock<(tempfile::TempDir, ComponentStore)> = OnceLock::new();
     let (_, store) = STORE.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = ComponentStore::open(dir.path().join("store"));
+        let store = ComponentStore::open(dir.path().join("store"))
+            .with_key_file(dir.path().join("artifact.key"));
         (dir, store)
     });
     store
@@ -82,4 +83,63 @@ pub fn train_command(dir: &std::path::Path, extra: &[&str]) -> std::process::Com
         .arg(repo_root().join("target/evolve-candidates"))
         .args(extra);
     c
+}
+
+/// A child process run to its end, with what it cost.
+pub struct Measured {
+    /// Its exit status.
+    pub status: std::process::ExitStatus,
+    /// Everything it wrote to stdout.
+    pub stdout: String,
+    /// Everything it wrote to stderr.
+    pub stderr: String,
+    /// Wall time from spawn to exit.
+    pub wall: std::time::Duration,
+    /// Peak resident memory of the child, in KiB (`ru_maxrss` from
+    /// `wait4`, exact for this child alone).
+    pub max_rss_kib: u64,
+}
+
+/// Run `cmd` to its end and measure its wall time and peak RSS: the time
+/// and memory bounds of the containment tests come from here, never from
+/// the test process itself.
+// The child is reaped by `wait4` (which std's `Child::wait` cannot do with
+// rusage), not by `Child::wait`: clippy cannot see that.
+#[allow(clippy::zombie_processes)]
+pub fn run_measured(cmd: &mut std::process::Command) -> Measured {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let started = std::time::Instant::now();
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the child");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for this child only; the pointers are valid locals.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert!(pid > 0, "wait4 failed");
+    let wall = started.elapsed();
+    Measured {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+        wall,
+        max_rss_kib: usage.ru_maxrss as u64,
+    }
 }
