@@ -99,6 +99,7 @@ const SCHEMA: &[&str] = &[
         config TEXT NOT NULL,
         state TEXT NOT NULL,
         total BIGINT NOT NULL,
+        done_count BIGINT NOT NULL DEFAULT 0,
         created_ms BIGINT NOT NULL,
         finished_ms BIGINT,
         summary TEXT)",
@@ -133,7 +134,6 @@ const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS tenant_claims (
         tenant_id BIGINT PRIMARY KEY,
         last_claim_ms BIGINT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS audit (
         seq BIGINT PRIMARY KEY,
         at_ms BIGINT NOT NULL,
@@ -286,12 +286,6 @@ impl Db {
         .execute(w.conn())
         .await
         .ctx("audit head")?;
-        sqlx::query(
-            "INSERT INTO counters (name, value) VALUES ('done', 0) ON CONFLICT (name) DO NOTHING",
-        )
-        .execute(w.conn())
-        .await
-        .ctx("counters")?;
         w.commit().await
     }
 

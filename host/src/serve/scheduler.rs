@@ -24,7 +24,7 @@ use serde::Serialize;
 use sqlx::Row;
 
 use super::audit::{self, kind};
-use super::db::{Db, DbError, SqlContext, WriteTx, now_ms};
+use super::db::{Backend, Db, DbError, SqlContext, WriteTx, now_ms};
 use super::evaluations::{DailyUse, daily_use, state};
 use super::quota::Quotas;
 use crate::agent::EpisodeRecord;
@@ -51,6 +51,16 @@ pub async fn claim(
     defaults: &Quotas,
 ) -> Result<Option<Claim>, DbError> {
     let mut w = db.write().await?;
+    if db.backend() == Backend::Postgres {
+        // Claims from every worker machine take turns (a claim is a few
+        // milliseconds): the running counts the fairness order and the
+        // `concurrent_episodes` quota read cannot change under us. SQLite's
+        // `BEGIN IMMEDIATE` already serialises writers.
+        sqlx::query("SELECT pg_advisory_xact_lock(727273)")
+            .execute(w.conn())
+            .await
+            .ctx("claim lock")?;
+    }
     let tenants = sqlx::query(
         "SELECT q.tenant_id, t.name, t.quotas, COALESCE(r.n, 0), COALESCE(c.last_claim_ms, 0)
          FROM (SELECT DISTINCT tenant_id FROM episodes WHERE state = 'queued') q
@@ -204,15 +214,20 @@ async fn finish(
     fuel: u64,
 ) -> Result<bool, DbError> {
     let mut w = db.write().await?;
+    // The evaluation's own completion counter (event ids): per evaluation,
+    // so a tenant's event stream says nothing about other tenants' work;
+    // bumping it locks the evaluation's row, so two workers finishing
+    // episodes of one evaluation never share a number.
     let seq: i64 = sqlx::query_scalar(
-        "UPDATE counters SET value = value + 1 WHERE name = 'done' RETURNING value",
+        "UPDATE evaluations SET done_count = done_count + 1 WHERE id = $1 RETURNING done_count",
     )
+    .bind(&c.eval_id)
     .fetch_one(w.conn())
     .await
     .ctx("completion counter")?;
     let n = sqlx::query(
         "UPDATE episodes SET state = $1, record = $2, reward = $3, success = $4, end_reason = $5,
-             fuel = $6, usd = $7, finished_ms = $8, done_seq = $9, worker = NULL, lease_ms = NULL
+             fuel = $6, usd = $7, finished_ms = $8, done_seq = $9, lease_ms = NULL
          WHERE id = $10 AND attempt = $11 AND state = 'running'",
     )
     .bind(new_state)
