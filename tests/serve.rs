@@ -477,7 +477,8 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
     assert!(status["fuel"].as_i64().unwrap() > 0);
     let records = api.trajectories(a, &id).await;
     assert_eq!(episode_keys(&records).len(), 6);
-    assert!(records.iter().all(|r| r["harness"] == hash.as_str()));
+    assert_eq!(status["summary"]["config"]["harness"], hash.as_str());
+    assert!(records.iter().all(|r| r["hooks"].as_array().is_some_and(|h| !h.is_empty())));
     // A reconnecting client (Last-Event-ID) gets only what it missed.
     let resumed = api
         .http
@@ -676,8 +677,9 @@ async fn every_quota_refuses_with_its_name_and_status() {
     // concurrent_episodes: never more than one running; the status says
     // what holds the rest back.
     cli(&config, &["tenant", "set-quota", "tight", "episodes_per_day=1000", "concurrent_episodes=1"]);
+    let tight_hash = api.get("/v1/harnesses", &t).await.json()["harnesses"][0]["hash"].clone();
     let id = api
-        .evaluate(&t, json!({"tasks": ["0", "1", "2", "3"], "agent": "slow"}))
+        .evaluate(&t, json!({"harness": tight_hash, "tasks": ["0", "1", "2", "3"], "agent": "slow"}))
         .await;
     let mut max_running = 0;
     let mut saw_waiting = false;
@@ -984,7 +986,12 @@ async fn audit_verify_detects_edited_removed_and_reordered_records() {
     cli(&config, &["tenant", "revoke", "t2"]);
     assert_audit_verifies(&config);
     let head = cli(&config, &["audit", "verify"]);
-    let head_hash = head.split_whitespace().nth(3).unwrap().to_string();
+    let head_hash = head
+        .split_whitespace()
+        .nth(4)
+        .unwrap()
+        .trim_end_matches(';')
+        .to_string();
     assert_eq!(head_hash.len(), 64, "{head}");
     let file = dir.path().join("state/serve.db");
     let saved = dir.path().join("pristine");

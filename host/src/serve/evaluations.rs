@@ -790,7 +790,17 @@ pub async fn materialize(svc: &Service, tenant: i64, id: &str) -> Result<RunSumm
         ran_now: records.len() as u64,
         ledger: None,
     };
-    if r.state != state::RUNNING {
+    // Stored once nothing can change any more: a cancelled evaluation's
+    // in-flight episodes may still finish (and are kept) until their
+    // workers notice.
+    let open: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM episodes WHERE eval_id = $1 AND state IN ('queued', 'running')",
+    )
+    .bind(id)
+    .fetch_one(svc.db.pool())
+    .await
+    .ctx("open episodes")?;
+    if r.state != state::RUNNING && open == 0 {
         sqlx::query("UPDATE evaluations SET summary = $1 WHERE id = $2")
             .bind(serde_json::to_string(&summary).expect("summary serializes"))
             .bind(id)
