@@ -94,10 +94,12 @@ impl Server {
             .spawn()
             .expect("spawn serve");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines
-            .next()
-            .and_then(|l| l.ok())
-            .unwrap_or_else(|| panic!("serve printed nothing: {}", std::fs::read_to_string(&log).unwrap_or_default()));
+        let first = lines.next().and_then(|l| l.ok()).unwrap_or_else(|| {
+            panic!(
+                "serve printed nothing: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        });
         let url = first
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
@@ -205,8 +207,7 @@ struct Answer {
 
 impl Answer {
     fn json(&self) -> Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
 }
 
@@ -425,7 +426,10 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
         "/v1/evaluations/{id}/events",
         "/v1/harnesses/{hash}/grants",
     ] {
-        assert!(doc["paths"][path].is_object(), "{path} missing from the OpenAPI document");
+        assert!(
+            doc["paths"][path].is_object(),
+            "{path} missing from the OpenAPI document"
+        );
     }
 
     // No token, a wrong token: 401, audited.
@@ -455,7 +459,12 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
     // Garbage is refused with a reason, not stored.
     let junk = api.upload(a, b"\0asm not really").await;
     assert_eq!(junk.status, 422, "{}", junk.body);
-    assert!(junk.json()["error"]["message"].as_str().unwrap().contains("not a component"));
+    assert!(
+        junk.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a component")
+    );
 
     // An evaluation, watched live over server-sent events.
     let id = api
@@ -478,7 +487,11 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
     let records = api.trajectories(a, &id).await;
     assert_eq!(episode_keys(&records).len(), 6);
     assert_eq!(status["summary"]["config"]["harness"], hash.as_str());
-    assert!(records.iter().all(|r| r["hooks"].as_array().is_some_and(|h| !h.is_empty())));
+    assert!(
+        records
+            .iter()
+            .all(|r| r["hooks"].as_array().is_some_and(|h| !h.is_empty()))
+    );
     // A reconnecting client (Last-Event-ID) gets only what it missed.
     let resumed = api
         .http
@@ -501,15 +514,60 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
     let fake_id = "ev_000000000000000000000000";
     let fake_hash = "0".repeat(64);
     let probes: Vec<(reqwest::Method, String, String, Option<Value>)> = vec![
-        (reqwest::Method::GET, format!("/v1/harnesses/{hash}"), format!("/v1/harnesses/{fake_hash}"), None),
-        (reqwest::Method::POST, format!("/v1/harnesses/{hash}/grants"), format!("/v1/harnesses/{fake_hash}/grants"), Some(json!({"tenant": a.name}))),
-        (reqwest::Method::DELETE, format!("/v1/harnesses/{hash}/grants/{}", a.name), format!("/v1/harnesses/{fake_hash}/grants/{}", a.name), None),
-        (reqwest::Method::GET, format!("/v1/evaluations/{id}"), format!("/v1/evaluations/{fake_id}"), None),
-        (reqwest::Method::GET, format!("/v1/evaluations/{id}/events"), format!("/v1/evaluations/{fake_id}/events"), None),
-        (reqwest::Method::GET, format!("/v1/evaluations/{id}/trajectories"), format!("/v1/evaluations/{fake_id}/trajectories"), None),
-        (reqwest::Method::GET, format!("/v1/evaluations/{id}/report"), format!("/v1/evaluations/{fake_id}/report"), None),
-        (reqwest::Method::DELETE, format!("/v1/evaluations/{id}"), format!("/v1/evaluations/{fake_id}"), None),
-        (reqwest::Method::POST, "/v1/evaluations".into(), "/v1/evaluations".into(), Some(json!({"harness": hash, "tasks": ["0"], "agent": "sim"}))),
+        (
+            reqwest::Method::GET,
+            format!("/v1/harnesses/{hash}"),
+            format!("/v1/harnesses/{fake_hash}"),
+            None,
+        ),
+        (
+            reqwest::Method::POST,
+            format!("/v1/harnesses/{hash}/grants"),
+            format!("/v1/harnesses/{fake_hash}/grants"),
+            Some(json!({"tenant": a.name})),
+        ),
+        (
+            reqwest::Method::DELETE,
+            format!("/v1/harnesses/{hash}/grants/{}", a.name),
+            format!("/v1/harnesses/{fake_hash}/grants/{}", a.name),
+            None,
+        ),
+        (
+            reqwest::Method::GET,
+            format!("/v1/evaluations/{id}"),
+            format!("/v1/evaluations/{fake_id}"),
+            None,
+        ),
+        (
+            reqwest::Method::GET,
+            format!("/v1/evaluations/{id}/events"),
+            format!("/v1/evaluations/{fake_id}/events"),
+            None,
+        ),
+        (
+            reqwest::Method::GET,
+            format!("/v1/evaluations/{id}/trajectories"),
+            format!("/v1/evaluations/{fake_id}/trajectories"),
+            None,
+        ),
+        (
+            reqwest::Method::GET,
+            format!("/v1/evaluations/{id}/report"),
+            format!("/v1/evaluations/{fake_id}/report"),
+            None,
+        ),
+        (
+            reqwest::Method::DELETE,
+            format!("/v1/evaluations/{id}"),
+            format!("/v1/evaluations/{fake_id}"),
+            None,
+        ),
+        (
+            reqwest::Method::POST,
+            "/v1/evaluations".into(),
+            "/v1/evaluations".into(),
+            Some(json!({"harness": hash, "tasks": ["0"], "agent": "sim"})),
+        ),
     ];
     for (method, real, fake, body) in &probes {
         let send = |path: &str, who: &Tenant| {
@@ -518,7 +576,10 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
             let path = path.to_string();
             let who = who.clone();
             let api = &api;
-            async move { api.send(method, &path, Some(&who), body, "application/json").await }
+            async move {
+                api.send(method, &path, Some(&who), body, "application/json")
+                    .await
+            }
         };
         let theirs = send(real, b).await;
         assert_eq!(theirs.status, 404, "{method} {real} as b: {}", theirs.body);
@@ -530,15 +591,28 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
             send(fake, b).await
         };
         assert_eq!(nothing.status, 404);
-        assert_eq!(theirs.body, nothing.body, "{method} {real}: the answer differs from a missing one");
+        assert_eq!(
+            theirs.body, nothing.body,
+            "{method} {real}: the answer differs from a missing one"
+        );
         // Positive control: the owner gets an answer (cancel of a finished
         // evaluation and the grant to oneself aside, 2xx).
         if *method == reqwest::Method::GET {
             assert_eq!(send(real, a).await.status, 200, "{real} as its owner");
         }
     }
-    assert!(api.get("/v1/evaluations", b).await.json()["evaluations"].as_array().unwrap().is_empty());
-    assert!(api.get("/v1/harnesses", b).await.json()["harnesses"].as_array().unwrap().is_empty());
+    assert!(
+        api.get("/v1/evaluations", b).await.json()["evaluations"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        api.get("/v1/harnesses", b).await.json()["harnesses"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 
     // Dedup of identical bytes leaks nothing: b's upload of the same bytes
     // is b's own (its own time), counts in full against b's storage, and
@@ -550,7 +624,10 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
     assert_ne!(b_h["uploaded_at"], h["uploaded_at"]);
     let usage = api.get("/v1/usage", b).await.json();
     assert_eq!(usage["stored_bytes"], bytes.len());
-    assert_eq!(api.get(&format!("/v1/evaluations/{id}"), b).await.status, 404);
+    assert_eq!(
+        api.get(&format!("/v1/evaluations/{id}"), b).await.status,
+        404
+    );
 
     // Grants: c sees nothing of a's, until a grants it.
     let c = add_tenant(config, &format!("{}-c", a.name));
@@ -573,29 +650,58 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
         .await;
     assert_eq!(regrant.status, 404, "{}", regrant.body);
     // a's evaluations stay a's.
-    assert_eq!(api.get(&format!("/v1/evaluations/{id}"), &c).await.status, 404);
-    let revoke = api
-        .delete(&format!("{path}/grants/{}", c.name), a)
-        .await;
+    assert_eq!(
+        api.get(&format!("/v1/evaluations/{id}"), &c).await.status,
+        404
+    );
+    let revoke = api.delete(&format!("{path}/grants/{}", c.name), a).await;
     assert_eq!(revoke.status, 204, "{}", revoke.body);
     assert_eq!(api.get(&path, &c).await.status, 404);
 
     // Model aliases only: a URL, an unknown alias or an endpoint field is
     // refused, and the caps on limits hold.
     for (request, status, says) in [
-        (json!({"tasks": ["0"], "agent": "http://127.0.0.1:9/v1"}), 422, "unknown model alias"),
-        (json!({"tasks": ["0"], "agent": "sim", "user": "https://example.com/v1"}), 422, "unknown model alias"),
-        (json!({"tasks": ["0"], "agent": "sim", "base_url": "http://127.0.0.1:9/v1"}), 400, "unknown field"),
-        (json!({"tasks": ["0"], "agent": "sim", "limits": {"fuel_per_hook": 1u64 << 60}}), 422, "fuel_per_hook"),
-        (json!({"tasks": ["0"], "agent": "sim", "domain": "tau2/airline"}), 422, "not offered"),
-        (json!({"tasks": ["no-such-task"], "agent": "sim"}), 422, "no-such-task"),
+        (
+            json!({"tasks": ["0"], "agent": "http://127.0.0.1:9/v1"}),
+            422,
+            "unknown model alias",
+        ),
+        (
+            json!({"tasks": ["0"], "agent": "sim", "user": "https://example.com/v1"}),
+            422,
+            "unknown model alias",
+        ),
+        (
+            json!({"tasks": ["0"], "agent": "sim", "base_url": "http://127.0.0.1:9/v1"}),
+            400,
+            "unknown field",
+        ),
+        (
+            json!({"tasks": ["0"], "agent": "sim", "limits": {"fuel_per_hook": 1u64 << 60}}),
+            422,
+            "fuel_per_hook",
+        ),
+        (
+            json!({"tasks": ["0"], "agent": "sim", "domain": "tau2/airline"}),
+            422,
+            "not offered",
+        ),
+        (
+            json!({"tasks": ["no-such-task"], "agent": "sim"}),
+            422,
+            "no-such-task",
+        ),
     ] {
         let r = api.post("/v1/evaluations", a, &request).await;
         assert_eq!(r.status, status, "{request}: {}", r.body);
         assert!(r.body.contains(says), "{request}: {}", r.body);
     }
     let models = api.get("/v1/models", a).await;
-    assert!(!models.body.contains("http"), "aliases only, no endpoints: {}", models.body);
+    assert!(
+        !models.body.contains("http"),
+        "aliases only, no endpoints: {}",
+        models.body
+    );
 
     // The audit log holds what happened, and verifies.
     let audit = audit_kinds(config);
@@ -609,7 +715,10 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
         "grant",
         "grant_revoked",
     ] {
-        assert!(count_kind(&audit, kind) > 0, "no {kind} record in {audit:?}");
+        assert!(
+            count_kind(&audit, kind) > 0,
+            "no {kind} record in {audit:?}"
+        );
     }
     // No token in any record or log line.
     let all = serde_json::to_string(&audit).unwrap();
@@ -626,7 +735,10 @@ async fn two_tenants_end_to_end_over_http_on_sqlite() {
     let server = Server::start(&config, &[]);
     two_tenants(&server.url, &config, &a, &b).await;
     let log = server.log();
-    assert!(!log.contains(&a.token) && !log.contains(&b.token), "a token in the log");
+    assert!(
+        !log.contains(&a.token) && !log.contains(&b.token),
+        "a token in the log"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -647,39 +759,95 @@ async fn every_quota_refuses_with_its_name_and_status() {
     let size = bytes.len();
     let server = Server::start(&config, &[]);
     let api = Api::new(&server.url);
-    let quota_of = |a: &Answer| a.json()["error"]["quota"].as_str().unwrap_or("").to_string();
+    let quota_of = |a: &Answer| {
+        a.json()["error"]["quota"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
 
     // upload_bytes: 413, no Retry-After (retrying will not help).
-    cli(&config, &["tenant", "set-quota", "tight", &format!("upload_bytes={}", size - 1)]);
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "tight",
+            &format!("upload_bytes={}", size - 1),
+        ],
+    );
     let r = api.upload(&t, &bytes).await;
-    assert_eq!((r.status, quota_of(&r).as_str()), (413, "upload_bytes"), "{}", r.body);
+    assert_eq!(
+        (r.status, quota_of(&r).as_str()),
+        (413, "upload_bytes"),
+        "{}",
+        r.body
+    );
     assert_eq!(r.retry_after, None);
     assert_eq!(api.upload(&free, &bytes).await.status, 201, "control");
 
     // stored_bytes: the second distinct component does not fit.
-    cli(&config, &["tenant", "set-quota", "tight", &format!("upload_bytes={}", 1 << 24), &format!("stored_bytes={}", size + 10)]);
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "tight",
+            &format!("upload_bytes={}", 1 << 24),
+            &format!("stored_bytes={}", size + 10),
+        ],
+    );
     assert_eq!(api.upload(&t, &bytes).await.status, 201);
     let other = support::guest("guests/read-only", None);
     let r = api.upload(&t, &other).await;
-    assert_eq!((r.status, quota_of(&r).as_str()), (413, "stored_bytes"), "{}", r.body);
+    assert_eq!(
+        (r.status, quota_of(&r).as_str()),
+        (413, "stored_bytes"),
+        "{}",
+        r.body
+    );
     // Re-uploading what it has costs nothing.
     assert_eq!(api.upload(&t, &bytes).await.status, 201);
 
     // episodes_per_day: 429 with Retry-After (until midnight UTC).
-    cli(&config, &["tenant", "set-quota", "tight", "episodes_per_day=4"]);
+    cli(
+        &config,
+        &["tenant", "set-quota", "tight", "episodes_per_day=4"],
+    );
     let r = api
-        .post("/v1/evaluations", &t, &json!({"tasks": ["0", "1", "2", "3", "4"], "agent": "sim"}))
+        .post(
+            "/v1/evaluations",
+            &t,
+            &json!({"tasks": ["0", "1", "2", "3", "4"], "agent": "sim"}),
+        )
         .await;
-    assert_eq!((r.status, quota_of(&r).as_str()), (429, "episodes_per_day"), "{}", r.body);
+    assert_eq!(
+        (r.status, quota_of(&r).as_str()),
+        (429, "episodes_per_day"),
+        "{}",
+        r.body
+    );
     let retry: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
     assert!((1..=86_400).contains(&retry), "{retry}");
 
     // concurrent_episodes: never more than one running; the status says
     // what holds the rest back.
-    cli(&config, &["tenant", "set-quota", "tight", "episodes_per_day=1000", "concurrent_episodes=1"]);
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "tight",
+            "episodes_per_day=1000",
+            "concurrent_episodes=1",
+        ],
+    );
     let tight_hash = api.get("/v1/harnesses", &t).await.json()["harnesses"][0]["hash"].clone();
     let id = api
-        .evaluate(&t, json!({"harness": tight_hash, "tasks": ["0", "1", "2", "3"], "agent": "slow"}))
+        .evaluate(
+            &t,
+            json!({"harness": tight_hash, "tasks": ["0", "1", "2", "3"], "agent": "slow"}),
+        )
         .await;
     let mut max_running = 0;
     let mut saw_waiting = false;
@@ -697,13 +865,32 @@ async fn every_quota_refuses_with_its_name_and_status() {
 
     // fuel_per_day: once today's fuel is spent, queued episodes wait and a
     // new evaluation is refused.
-    let used_fuel = api.get("/v1/usage", &t).await.json()["today"]["fuel"].as_i64().unwrap();
+    let used_fuel = api.get("/v1/usage", &t).await.json()["today"]["fuel"]
+        .as_i64()
+        .unwrap();
     assert!(used_fuel > 0);
-    cli(&config, &["tenant", "set-quota", "tight", &format!("fuel_per_day={used_fuel}")]);
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "tight",
+            &format!("fuel_per_day={used_fuel}"),
+        ],
+    );
     let r = api
-        .post("/v1/evaluations", &t, &json!({"tasks": ["0"], "agent": "sim"}))
+        .post(
+            "/v1/evaluations",
+            &t,
+            &json!({"tasks": ["0"], "agent": "sim"}),
+        )
         .await;
-    assert_eq!((r.status, quota_of(&r).as_str()), (429, "fuel_per_day"), "{}", r.body);
+    assert_eq!(
+        (r.status, quota_of(&r).as_str()),
+        (429, "fuel_per_day"),
+        "{}",
+        r.body
+    );
     assert!(r.retry_after.is_some());
     let ok = api
         .evaluate(&free, json!({"tasks": ["0"], "agent": "sim"}))
@@ -711,7 +898,10 @@ async fn every_quota_refuses_with_its_name_and_status() {
     assert_eq!(api.wait(&free, &ok).await["state"], "done", "control");
 
     // requests_per_second: a burst past the bucket gets 429 + Retry-After.
-    cli(&config, &["tenant", "set-quota", "tight", "requests_per_second=2"]);
+    cli(
+        &config,
+        &["tenant", "set-quota", "tight", "requests_per_second=2"],
+    );
     let mut refused = None;
     for _ in 0..10 {
         let r = api.get("/v1/usage", &t).await;
@@ -729,10 +919,24 @@ async fn every_quota_refuses_with_its_name_and_status() {
     let refusals: BTreeSet<String> = audit
         .iter()
         .filter(|r| r["kind"] == "quota_refused")
-        .map(|r| serde_json::from_str::<Value>(r["detail"].as_str().unwrap()).unwrap()["quota"].as_str().unwrap().to_string())
+        .map(|r| {
+            serde_json::from_str::<Value>(r["detail"].as_str().unwrap()).unwrap()["quota"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
-    for q in ["upload_bytes", "stored_bytes", "episodes_per_day", "fuel_per_day", "requests_per_second"] {
-        assert!(refusals.contains(q), "no audited refusal of {q}: {refusals:?}");
+    for q in [
+        "upload_bytes",
+        "stored_bytes",
+        "episodes_per_day",
+        "fuel_per_day",
+        "requests_per_second",
+    ] {
+        assert!(
+            refusals.contains(q),
+            "no audited refusal of {q}: {refusals:?}"
+        );
     }
     assert_audit_verifies(&config);
 }
@@ -742,16 +946,18 @@ async fn every_quota_refuses_with_its_name_and_status() {
 /// spend reaches the quota the tenant's next evaluation is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn usd_per_day_is_enforced_from_the_ledger() {
-    use ecdysis_host::model::mock::{MockReply, MockServer};
     use ecdysis_host::model::Usage;
+    use ecdysis_host::model::mock::{MockReply, MockServer};
     let mock = MockServer::start().await.unwrap();
     // Every reply: a final answer costing 1M prompt tokens ($1 at the
     // alias's price).
-    mock.set_fallback(MockReply::text("I cannot help with that.").with_usage(Usage {
-        prompt_tokens: 1_000_000,
-        completion_tokens: 0,
-        ..Usage::default()
-    }));
+    mock.set_fallback(
+        MockReply::text("I cannot help with that.").with_usage(Usage {
+            prompt_tokens: 1_000_000,
+            completion_tokens: 0,
+            ..Usage::default()
+        }),
+    );
     let dir = tempfile::tempdir().unwrap();
     let models = format!(
         "[models.paid]\nmodel = \"paid-model\"\nbase_url = \"{}\"\nprompt_per_mtok = 1.0\ncompletion_per_mtok = 1.0\n",
@@ -759,23 +965,43 @@ async fn usd_per_day_is_enforced_from_the_ledger() {
     );
     let config = config_file(dir.path(), &sqlite(dir.path()), &models);
     let t = add_tenant(&config, "spender");
-    cli(&config, &["tenant", "set-quota", "spender", "usd_per_day=0.5", "concurrent_episodes=1"]);
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "spender",
+            "usd_per_day=0.5",
+            "concurrent_episodes=1",
+        ],
+    );
     let server = Server::start(&config, &[]);
     let api = Api::new(&server.url);
     let id = api
-        .evaluate(&t, json!({"tasks": ["0", "1"], "agent": "paid", "limits": {"max_steps": 4}}))
+        .evaluate(
+            &t,
+            json!({"tasks": ["0", "1"], "agent": "paid", "limits": {"max_steps": 4}}),
+        )
         .await;
     // The first episode spends $1 or more; the second then waits.
     let s = api
         .wait_until(&t, &id, |s| {
-            s["progress"]["done"] == 1 && s["waiting_for"].as_str().unwrap_or("").contains("usd_per_day")
+            s["progress"]["done"] == 1
+                && s["waiting_for"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("usd_per_day")
         })
         .await;
     assert!(s["usd"].as_f64().unwrap() >= 1.0, "{s}");
     assert_eq!(s["progress"]["queued"], 1, "{s}");
     assert!(mock.request_count() > 0);
     let r = api
-        .post("/v1/evaluations", &t, &json!({"tasks": ["2"], "agent": "paid"}))
+        .post(
+            "/v1/evaluations",
+            &t,
+            &json!({"tasks": ["2"], "agent": "paid"}),
+        )
         .await;
     assert_eq!(r.status, 429, "{}", r.body);
     assert_eq!(r.json()["error"]["quota"], "usd_per_day");
@@ -785,7 +1011,12 @@ async fn usd_per_day_is_enforced_from_the_ledger() {
     for req in mock.requests() {
         assert_eq!(req.json().unwrap()["model"], "paid-model");
     }
-    assert_eq!(api.delete(&format!("/v1/evaluations/{id}"), &t).await.status, 200);
+    assert_eq!(
+        api.delete(&format!("/v1/evaluations/{id}"), &t)
+            .await
+            .status,
+        200
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -803,8 +1034,11 @@ async fn cancel_stops_in_flight_episodes_and_keeps_finished_ones() {
     let id = api
         .evaluate(&t, json!({"tasks": tasks, "agent": "slow"}))
         .await;
-    api.wait_until(&t, &id, |s| s["progress"]["done"].as_i64().unwrap() >= 1 && s["progress"]["running"].as_i64().unwrap() >= 1)
-        .await;
+    api.wait_until(&t, &id, |s| {
+        s["progress"]["done"].as_i64().unwrap() >= 1
+            && s["progress"]["running"].as_i64().unwrap() >= 1
+    })
+    .await;
     let c = api.delete(&format!("/v1/evaluations/{id}"), &t).await;
     assert_eq!(c.status, 200, "{}", c.body);
     assert_eq!(c.json()["state"], "cancelled");
@@ -817,13 +1051,21 @@ async fn cancel_stops_in_flight_episodes_and_keeps_finished_ones() {
     assert_eq!(s["progress"]["queued"], 0);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let later = api.get(&format!("/v1/evaluations/{id}"), &t).await.json();
-    assert_eq!(later["progress"]["done"], done, "episodes ran after the cancel");
+    assert_eq!(
+        later["progress"]["done"], done,
+        "episodes ran after the cancel"
+    );
     assert_eq!(later["state"], "cancelled");
     assert_eq!(later["summary"]["metrics"]["episodes"], done);
     let records = api.trajectories(&t, &id).await;
     assert_eq!(records.len() as i64, done, "finished episodes are kept");
     // Cancelling twice is harmless; the log records one cancel.
-    assert_eq!(api.delete(&format!("/v1/evaluations/{id}"), &t).await.status, 200);
+    assert_eq!(
+        api.delete(&format!("/v1/evaluations/{id}"), &t)
+            .await
+            .status,
+        200
+    );
     assert_eq!(count_kind(&audit_kinds(&config), "evaluation_cancelled"), 1);
 }
 
@@ -873,13 +1115,19 @@ async fn a_hostile_tenant_leaves_another_tenants_results_identical() {
     let mut attacks = Vec::new();
     for h in &evil_hashes {
         attacks.push(
-            api.evaluate(&evil, json!({"harness": h, "tasks": ["0", "1", "2"], "agent": "sim"}))
-                .await,
+            api.evaluate(
+                &evil,
+                json!({"harness": h, "tasks": ["0", "1", "2"], "agent": "sim"}),
+            )
+            .await,
         );
     }
     attacks.push(
-        api.evaluate(&evil, json!({"harness": evil_direct, "tasks": ["9"], "agent": "sim"}))
-            .await,
+        api.evaluate(
+            &evil,
+            json!({"harness": evil_direct, "tasks": ["9"], "agent": "sim"}),
+        )
+        .await,
     );
     let beside = api.evaluate(&good, request).await;
     assert_eq!(api.wait(&good, &beside).await["state"], "done");
@@ -897,11 +1145,18 @@ async fn a_hostile_tenant_leaves_another_tenants_results_identical() {
         let records = api.trajectories(&evil, id).await;
         assert!(!records.is_empty());
         for r in &records {
-            assert_eq!(r["end"], "harness_error", "a hostile episode ended {}: {r}", r["end"]);
+            assert_eq!(
+                r["end"], "harness_error",
+                "a hostile episode ended {}: {r}",
+                r["end"]
+            );
         }
     }
     let audit = audit_kinds(&config);
-    assert!(count_kind(&audit, "worker_crash") >= 1, "the aborted worker is audited");
+    assert!(
+        count_kind(&audit, "worker_crash") >= 1,
+        "the aborted worker is audited"
+    );
     assert_audit_verifies(&config);
 }
 
@@ -923,7 +1178,10 @@ async fn kill_9_of_server_and_worker_then_restart_scores_each_episode_once() {
     let request = json!({"tasks": tasks, "agent": "slow"});
     let id = Api::new(&server.url).evaluate(&t, request.clone()).await;
     let before = Api::new(&server.url)
-        .wait_until(&t, &id, |s| s["progress"]["done"].as_i64().unwrap() >= 2 && s["progress"]["running"].as_i64().unwrap() >= 1)
+        .wait_until(&t, &id, |s| {
+            s["progress"]["done"].as_i64().unwrap() >= 2
+                && s["progress"]["running"].as_i64().unwrap() >= 1
+        })
         .await;
     server.kill9();
     server.restart();
@@ -945,8 +1203,11 @@ async fn kill_9_of_server_and_worker_then_restart_scores_each_episode_once() {
     let api = Api::new(&server.url);
     let id2 = api.evaluate(&t, request).await;
     let mut w1 = start_worker(&config, "w1", 2);
-    api.wait_until(&t, &id2, |s| s["progress"]["done"].as_i64().unwrap() >= 1 && s["progress"]["running"].as_i64().unwrap() >= 1)
-        .await;
+    api.wait_until(&t, &id2, |s| {
+        s["progress"]["done"].as_i64().unwrap() >= 1
+            && s["progress"]["running"].as_i64().unwrap() >= 1
+    })
+    .await;
     w1.kill9();
     let _w2 = start_worker(&config, "w2", 2);
     let s = api.wait(&t, &id2).await;
@@ -954,8 +1215,15 @@ async fn kill_9_of_server_and_worker_then_restart_scores_each_episode_once() {
     assert_eq!(episode_keys(&api.trajectories(&t, &id2).await).len(), 8);
 
     let audit = audit_kinds(&config);
-    assert_eq!(count_kind(&audit, "evaluation_finished"), 2, "each evaluation finishes once");
-    assert!(count_kind(&audit, "lease_expired") >= 1, "the dead worker's episodes were reclaimed");
+    assert_eq!(
+        count_kind(&audit, "evaluation_finished"),
+        2,
+        "each evaluation finishes once"
+    );
+    assert!(
+        count_kind(&audit, "lease_expired") >= 1,
+        "the dead worker's episodes were reclaimed"
+    );
     assert_audit_verifies(&config);
 }
 
@@ -1008,7 +1276,11 @@ async fn audit_verify_detects_edited_removed_and_reordered_records() {
         }
     };
     let cases: [(&str, &[&str], &str); 4] = [
-        ("edited", &["UPDATE audit SET tenant = 'mallory' WHERE seq = 2"], "edited"),
+        (
+            "edited",
+            &["UPDATE audit SET tenant = 'mallory' WHERE seq = 2"],
+            "edited",
+        ),
         ("removed", &["DELETE FROM audit WHERE seq = 3"], "missing"),
         (
             "reordered",
@@ -1019,7 +1291,11 @@ async fn audit_verify_detects_edited_removed_and_reordered_records() {
             ],
             "does not follow",
         ),
-        ("cut off", &["DELETE FROM audit WHERE seq = (SELECT MAX(seq) FROM audit)"], "head"),
+        (
+            "cut off",
+            &["DELETE FROM audit WHERE seq = (SELECT MAX(seq) FROM audit)"],
+            "head",
+        ),
     ];
     for (what, sql, says) in cases {
         restore();
@@ -1028,14 +1304,24 @@ async fn audit_verify_detects_edited_removed_and_reordered_records() {
         let out = cli_output(&config, &["audit", "verify"]);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(!out.status.success(), "{what}: verify passed: {text}");
-        assert!(text.contains("BROKEN") && text.contains(says), "{what}: {text}");
+        assert!(
+            text.contains("BROKEN") && text.contains(says),
+            "{what}: {text}"
+        );
     }
     // A consistent rewrite of the whole chain is caught by the head the
     // operator wrote down.
     restore();
-    let out = cli_output(&config, &["audit", "verify", "--expect-head", &"f".repeat(64)]);
+    let out = cli_output(
+        &config,
+        &["audit", "verify", "--expect-head", &"f".repeat(64)],
+    );
     assert!(!out.status.success());
-    assert!(cli_output(&config, &["audit", "verify", "--expect-head", &head_hash]).status.success());
+    assert!(
+        cli_output(&config, &["audit", "verify", "--expect-head", &head_hash])
+            .status
+            .success()
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1051,7 +1337,10 @@ async fn a_small_job_is_not_starved_by_a_large_one() {
     let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
     let big = add_tenant(&config, "big");
     let small = add_tenant(&config, "small");
-    cli(&config, &["tenant", "set-quota", "big", "concurrent_episodes=100"]);
+    cli(
+        &config,
+        &["tenant", "set-quota", "big", "concurrent_episodes=100"],
+    );
     let server = Server::start(&config, &[]);
     let api = Api::new(&server.url);
     let small_request = json!({"tasks": ["0", "1", "2", "3"], "agent": "slow"});
@@ -1065,13 +1354,19 @@ async fn a_small_job_is_not_starved_by_a_large_one() {
     let large = api
         .evaluate(&big, json!({"tasks": tasks, "trials": 2, "agent": "slow"}))
         .await;
-    api.wait_until(&big, &large, |s| s["progress"]["done"].as_i64().unwrap() >= 2).await;
+    api.wait_until(&big, &large, |s| {
+        s["progress"]["done"].as_i64().unwrap() >= 2
+    })
+    .await;
     let started = Instant::now();
     let id = api.evaluate(&small, small_request).await;
     let s = api.wait(&small, &id).await;
     let beside = started.elapsed();
     assert_eq!(s["progress"]["done"], 4);
-    let l = api.get(&format!("/v1/evaluations/{large}"), &big).await.json();
+    let l = api
+        .get(&format!("/v1/evaluations/{large}"), &big)
+        .await
+        .json();
     assert!(
         l["progress"]["queued"].as_i64().unwrap() > 40,
         "the small job waited for the large one: {l}"
@@ -1092,11 +1387,16 @@ async fn fifty_clients_polling_while_evaluations_run() {
     let dir = tempfile::tempdir().unwrap();
     let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
     let t = add_tenant(&config, "poller");
-    cli(&config, &["tenant", "set-quota", "poller", "requests_per_second=10000"]);
+    cli(
+        &config,
+        &["tenant", "set-quota", "poller", "requests_per_second=10000"],
+    );
     let server = Server::start(&config, &[]);
     let api = std::sync::Arc::new(Api::new(&server.url));
     let tasks: Vec<String> = (0..10).map(|i| i.to_string()).collect();
-    let id = api.evaluate(&t, json!({"tasks": tasks, "agent": "sim"})).await;
+    let id = api
+        .evaluate(&t, json!({"tasks": tasks, "agent": "sim"}))
+        .await;
     let mut clients = Vec::new();
     for _ in 0..50 {
         let (api, t, id) = (api.clone(), t.clone(), id.clone());
@@ -1151,7 +1451,10 @@ impl Postgres {
                     .find(|b| b.join("initdb").exists())
             })
             .expect("Postgres is not installed: apt-get install -y postgresql (.ci/run does)");
-        let tmp = tempfile::Builder::new().prefix("ecdysis-pg").tempdir_in("/tmp").unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("ecdysis-pg")
+            .tempdir_in("/tmp")
+            .unwrap();
         let dir = tmp.path().join("cluster");
         std::fs::create_dir(&dir).unwrap();
         // SAFETY: geteuid has no preconditions.
@@ -1176,13 +1479,36 @@ impl Postgres {
             as_root,
             _tmp: tmp,
         };
-        pg.run("initdb", &["-D", pg.dir.to_str().unwrap(), "-U", "ecdysis", "--auth=trust", "-E", "UTF8"]);
+        pg.run(
+            "initdb",
+            &[
+                "-D",
+                pg.dir.to_str().unwrap(),
+                "-U",
+                "ecdysis",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+            ],
+        );
         let opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
             pg.port,
             pg.dir.display()
         );
-        pg.run("pg_ctl", &["-D", pg.dir.to_str().unwrap(), "-o", &opts, "-l", pg.dir.join("log").to_str().unwrap(), "-w", "start"]);
+        pg.run(
+            "pg_ctl",
+            &[
+                "-D",
+                pg.dir.to_str().unwrap(),
+                "-o",
+                &opts,
+                "-l",
+                pg.dir.join("log").to_str().unwrap(),
+                "-w",
+                "start",
+            ],
+        );
         pg
     }
 
@@ -1208,7 +1534,18 @@ impl Postgres {
 
     /// A new database; its URL.
     fn database(&self, name: &str) -> String {
-        self.run("createdb", &["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "ecdysis", name]);
+        self.run(
+            "createdb",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "ecdysis",
+                name,
+            ],
+        );
         format!("postgres://ecdysis@127.0.0.1:{}/{name}", self.port)
     }
 }
@@ -1254,9 +1591,14 @@ async fn postgres_with_two_workers_end_to_end_and_a_killed_worker() {
 
     let api = Api::new(&server.url);
     let tasks: Vec<String> = (0..8).map(|i| i.to_string()).collect();
-    let id = api.evaluate(&a, json!({"tasks": tasks, "agent": "slow"})).await;
-    api.wait_until(&a, &id, |s| s["progress"]["done"].as_i64().unwrap() >= 2 && s["progress"]["running"].as_i64().unwrap() >= 2)
+    let id = api
+        .evaluate(&a, json!({"tasks": tasks, "agent": "slow"}))
         .await;
+    api.wait_until(&a, &id, |s| {
+        s["progress"]["done"].as_i64().unwrap() >= 2
+            && s["progress"]["running"].as_i64().unwrap() >= 2
+    })
+    .await;
     w2.kill9();
     let s = api.wait(&a, &id).await;
     assert_eq!(s["progress"]["done"], 8, "{s}");

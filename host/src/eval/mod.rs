@@ -102,6 +102,7 @@ pub enum RunError {
     #[error(transparent)]
     Spec(#[from] SpecError),
     #[error("worker process: {0}")]
+    /// A worker process could not serve an episode (`--isolate process`).
     Worker(String),
 }
 
@@ -155,6 +156,7 @@ pub fn score(domain: &dyn Domain, record: &mut EpisodeRecord) -> Result<(), RunE
 /// requeues it). In this process ([`InProcess`]) or in a worker process
 /// (`isolate::ProcessExecutor`, `--isolate process`).
 pub trait EpisodeExecutor: Send + Sync {
+    /// Run episode `trial` of `task_id` to its end; scored unless it ended in an infrastructure error.
     fn episode(
         self: Arc<Self>,
         task_id: String,
@@ -164,9 +166,13 @@ pub trait EpisodeExecutor: Send + Sync {
 
 /// Episodes run as tasks of this process: the default.
 pub struct InProcess {
+    /// The run's configuration.
     pub config: Arc<RunConfig>,
+    /// The benchmark domain.
     pub domain: Arc<dyn Domain>,
+    /// The loaded harness (`None`: Direct).
     pub harness: Option<LoadedHarness>,
+    /// The agent and user models.
     pub participants: Arc<dyn Participants>,
 }
 

@@ -12,7 +12,9 @@ use crate::model::UsageLedger;
 
 /// Runs each episode of one job on the pool.
 pub struct ProcessExecutor {
+    /// The worker processes.
     pub pool: Arc<WorkerPool>,
+    /// What every episode of the run shares.
     pub job: Arc<EpisodeJob>,
     /// The parent's copy of the domain: scores the episodes a dead worker
     /// lost (an empty trajectory, nothing the harness wrote).

@@ -58,7 +58,9 @@ impl std::str::FromStr for Isolation {
 /// library caller (`train`) passes to run its evaluations isolated.
 #[derive(Clone)]
 pub struct Workers {
+    /// The worker processes.
     pub pool: std::sync::Arc<WorkerPool>,
+    /// Where workers find the domains' data.
     pub source: DomainSource,
 }
 

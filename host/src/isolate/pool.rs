@@ -72,11 +72,13 @@ impl Default for WorkerLimits {
 pub struct PoolConfig {
     /// The binary (this one) and the arguments that make it a worker.
     pub program: PathBuf,
+    /// Its arguments (the worker subcommand).
     pub args: Vec<String>,
     /// Extra environment of the workers (they inherit the rest).
     pub env: Vec<(String, String)>,
     /// Workers (requests in flight) at most.
     pub workers: usize,
+    /// Memory, CPU and wall-clock limits per worker and request.
     pub limits: WorkerLimits,
 }
 
@@ -117,6 +119,7 @@ pub enum DeathCause {
 /// A worker that died while serving a request.
 #[derive(Debug, Clone)]
 pub struct Death {
+    /// What ended the worker.
     pub cause: DeathCause,
     /// What `wait4` said (`None` when no process was started).
     pub exit: Option<Exit>,

@@ -44,13 +44,16 @@ impl DomainSource {
 /// the domain's data is, and the model services.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpisodeJob {
+    /// The run's specification (domain, models, limits, seed).
     pub spec: RunSpec,
     /// A component hash in `store`, or `None` for Direct.
     pub harness: Option<String>,
     /// The component store the harness is loaded from (its precompiled
     /// artifacts are shared with the parent).
     pub store: PathBuf,
+    /// Where the worker finds the domains' data.
     pub source: DomainSource,
+    /// The model services (response cache, prices).
     pub services: ModelServices,
     /// A price table (the format of `--prices`) merged over the embedded
     /// one, inline: the service's model aliases carry their prices.
@@ -97,8 +100,11 @@ pub const TEST_FAULT_ENV: &str = "ECDYSIS_TEST_WORKER_FAULT";
 pub enum Request {
     /// Run one episode of `job` and score it.
     Episode {
+        /// What every episode of the run shares.
         job: Arc<EpisodeJob>,
+        /// The task to run.
         task_id: String,
+        /// Which trial of the task (seeds differ per trial).
         trial: u32,
         /// CPU time the episode may use, in seconds (`RLIMIT_CPU`).
         cpu_seconds: u64,
@@ -106,8 +112,11 @@ pub enum Request {
     /// Compile an untrusted component from `path` and report what
     /// `inspect` and `check` say (the evaluation service's uploads).
     Check {
+        /// The component file (staged by the parent).
         path: PathBuf,
+        /// The sandbox limits `check` runs the hooks under.
         limits: Limits,
+        /// CPU time the check may use, in seconds (`RLIMIT_CPU`).
         cpu_seconds: u64,
     },
 }
@@ -117,19 +126,29 @@ pub enum Request {
 #[serde(tag = "reply", rename_all = "snake_case")]
 pub enum Reply {
     /// Sent once at start: the worker is ready for requests.
-    Ready { pid: u32 },
+    Ready {
+        /// The worker's process id.
+        pid: u32,
+    },
     /// A finished (scored) episode and the model calls it made.
     Episode {
+        /// The scored episode.
         record: Box<EpisodeRecord>,
+        /// The model calls it made (for the usage ledger).
         calls: Vec<CallRecord>,
     },
     /// What a component check found.
-    Checked { report: Box<CheckReply> },
+    Checked {
+        /// What `inspect` and `check` said.
+        report: Box<CheckReply>,
+    },
     /// The request could not be served; `infrastructure`: the worker's
     /// setting is at fault (data missing, store unreadable), not the
     /// request.
     Error {
+        /// What went wrong.
         message: String,
+        /// Whether the worker's setting, not the request, is at fault.
         infrastructure: bool,
     },
 }

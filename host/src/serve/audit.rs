@@ -22,19 +22,33 @@ use super::db::{Db, DbError, GENESIS, SqlContext, WriteTx, now_ms};
 
 /// What kinds of event are recorded.
 pub mod kind {
+    /// A request with no, an unknown or a revoked token.
     pub const AUTH_FAILURE: &str = "auth_failure";
+    /// A component a tenant uploaded (checked and stored).
     pub const UPLOAD: &str = "upload";
+    /// An upload refused by the check (not a runnable component).
     pub const UPLOAD_REFUSED: &str = "upload_refused";
+    /// A harness shared with another tenant.
     pub const GRANT: &str = "grant";
+    /// A grant withdrawn.
     pub const GRANT_REVOKED: &str = "grant_revoked";
+    /// An evaluation created (queued).
     pub const EVALUATION_STARTED: &str = "evaluation_started";
+    /// An evaluation whose last episode finished.
     pub const EVALUATION_FINISHED: &str = "evaluation_finished";
+    /// An evaluation cancelled by its tenant.
     pub const EVALUATION_CANCELLED: &str = "evaluation_cancelled";
+    /// A request refused by a quota.
     pub const QUOTA_REFUSED: &str = "quota_refused";
+    /// A worker process that died serving a tenant's episode or upload.
     pub const WORKER_CRASH: &str = "worker_crash";
+    /// An episode whose worker stopped renewing its lease (taken up again or given up).
     pub const LEASE_EXPIRED: &str = "lease_expired";
+    /// `tenant add`.
     pub const TENANT_ADDED: &str = "tenant_added";
+    /// `tenant revoke`.
     pub const TENANT_REVOKED: &str = "tenant_revoked";
+    /// `tenant set-quota`.
     pub const QUOTA_SET: &str = "quota_set";
 }
 
@@ -116,27 +130,37 @@ pub async fn record(
 /// One stored record.
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditRecord {
+    /// Position in the chain, from 1.
     pub seq: i64,
+    /// When it was appended (milliseconds since the Unix epoch).
     pub at_ms: i64,
+    /// What happened (one of [`kind`]).
     pub kind: String,
+    /// The tenant concerned, if any.
     pub tenant: Option<String>,
+    /// The details, as JSON text (hashed as stored).
     pub detail: String,
+    /// The hash of the record before it.
     pub prev: String,
+    /// This record's hash (see the module docs).
     pub hash: String,
 }
 
 /// What [`verify`] found.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verification {
+    /// Records read.
     pub records: u64,
     /// The head: the last record's sequence number and hash.
     pub head_seq: i64,
+    /// The hash the head row holds (write it down to check for rewrites later).
     pub head_hash: String,
     /// Every break in the chain, in order; empty when it verifies.
     pub problems: Vec<String>,
 }
 
 impl Verification {
+    /// Whether the chain verified.
     pub fn ok(&self) -> bool {
         self.problems.is_empty()
     }

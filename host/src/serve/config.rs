@@ -37,13 +37,23 @@ use super::quota::Quotas;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
+    /// The file could not be read.
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
     #[error("{path}: {reason}")]
-    Parse { path: PathBuf, reason: String },
+    /// The file is not valid TOML for this configuration.
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        reason: String,
+    },
     #[error("serve.toml: {0}")]
+    /// A value that cannot work, with the field's name.
     Invalid(String),
 }
 
@@ -122,7 +132,9 @@ pub struct ModelAlias {
     /// USD per million prompt / completion / cached prompt tokens, for the
     /// ledger and the `usd_per_day` quota.
     pub prompt_per_mtok: Option<f64>,
+    /// USD per million completion tokens.
     pub completion_per_mtok: Option<f64>,
+    /// USD per million cached prompt tokens.
     pub cached_prompt_per_mtok: Option<f64>,
     /// A `sim:` agent's added latency per call, in milliseconds (models an
     /// endpoint offline).
@@ -144,11 +156,17 @@ impl ModelAlias {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitValues {
+    /// Fuel per hook call.
     pub fuel_per_hook: u64,
+    /// Wall-clock deadline per hook call, in milliseconds.
     pub deadline_ms: u64,
+    /// Guest linear memory, MiB.
     pub memory_mib: u64,
+    /// Agent steps per episode.
     pub max_steps: u32,
+    /// Tool errors per episode.
     pub max_errors: u32,
+    /// Trials per task.
     pub trials: u32,
 }
 
@@ -170,7 +188,9 @@ impl Default for LimitValues {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
+    /// What an evaluation gets when it does not ask.
     pub default: LimitValues,
+    /// The most an evaluation may ask for.
     pub max: LimitValues,
 }
 
@@ -213,8 +233,11 @@ pub struct WorkerConfig {
     pub max_attempts: u32,
     /// Upload checks: compile and check in these workers.
     pub check_slots: usize,
+    /// Memory per checking worker, MiB.
     pub check_memory_mib: u64,
+    /// CPU seconds per upload check.
     pub check_cpu_seconds: u64,
+    /// Wall-clock seconds per upload check.
     pub check_wall_seconds: u64,
 }
 

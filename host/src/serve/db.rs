@@ -21,25 +21,45 @@ use sqlx::{Any, AnyPool, Transaction};
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
     #[error("database {what}: {source}")]
+    /// A statement failed.
     Sql {
+        /// What was being done.
         what: &'static str,
+        /// The driver's error.
         source: sqlx::Error,
     },
     #[error("database URL `{0}`: expected sqlite:PATH or postgres://…")]
+    /// A URL of neither backend.
     BadUrl(String),
     #[error("creating {path}: {source}")]
+    /// The SQLite file's directory could not be created.
     Dir {
+        /// The directory.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
     #[error("the database holds a newer schema ({found}) than this host knows ({known})")]
-    Schema { found: i64, known: i64 },
+    /// The database was written by a newer host.
+    Schema {
+        /// Its schema version.
+        found: i64,
+        /// This host's.
+        known: i64,
+    },
     #[error("corrupt row in {table}: {reason}")]
-    Corrupt { table: &'static str, reason: String },
+    /// A stored value does not parse.
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 /// Adds what was being done to a sqlx error.
 pub trait SqlContext<T> {
+    /// Name what was being done.
     fn ctx(self, what: &'static str) -> Result<T, DbError>;
 }
 
@@ -52,7 +72,9 @@ impl<T> SqlContext<T> for Result<T, sqlx::Error> {
 /// Which database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// SQLite, embedded (one machine).
     Sqlite,
+    /// Postgres (workers on several machines).
     Postgres,
 }
 
@@ -170,6 +192,7 @@ impl WriteTx {
         &mut self.tx
     }
 
+    /// Commit the transaction.
     pub async fn commit(self) -> Result<(), DbError> {
         self.tx.commit().await.ctx("commit")
     }

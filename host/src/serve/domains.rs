@@ -7,12 +7,14 @@ use std::sync::{Arc, Mutex};
 use crate::env::{Domain, EnvError};
 use crate::isolate::DomainSource;
 
+/// Domains opened once per process, shared by every evaluation.
 pub struct Domains {
     source: DomainSource,
     open: Mutex<HashMap<String, Arc<dyn Domain>>>,
 }
 
 impl Domains {
+    /// Open domains from `source` as they are asked for.
     pub fn new(source: DomainSource) -> Domains {
         Domains {
             source,

@@ -31,6 +31,7 @@ pub struct EvaluationRequest {
     #[serde(default)]
     pub harness: Option<String>,
     #[serde(default = "default_domain")]
+    /// The domain (one the operator offers).
     pub domain: String,
     /// The split (default: every task of the domain).
     #[serde(default)]
@@ -39,6 +40,7 @@ pub struct EvaluationRequest {
     #[serde(default)]
     pub tasks: Vec<String>,
     #[serde(default)]
+    /// Trials per task (default from `[limits.default]`).
     pub trials: Option<u32>,
     /// The agent: a model alias of the operator's.
     pub agent: String,
@@ -46,10 +48,13 @@ pub struct EvaluationRequest {
     #[serde(default)]
     pub user: Option<String>,
     #[serde(default)]
+    /// The run's seed.
     pub seed: u64,
     #[serde(default)]
+    /// Sandbox and episode limits.
     pub limits: RequestLimits,
     #[serde(default)]
+    /// What a failing hook does (default fail-closed).
     pub policy: Option<FailurePolicy>,
 }
 
@@ -61,10 +66,15 @@ fn default_domain() -> String {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestLimits {
+    /// Fuel per hook call.
     pub fuel_per_hook: Option<u64>,
+    /// Wall-clock deadline per hook call, in milliseconds.
     pub deadline_ms: Option<u64>,
+    /// Guest linear memory, MiB.
     pub memory_mib: Option<u64>,
+    /// Agent steps per episode.
     pub max_steps: Option<u32>,
+    /// Tool errors per episode.
     pub max_errors: Option<u32>,
 }
 
@@ -72,24 +82,34 @@ pub struct RequestLimits {
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
     #[error("no such {0}")]
+    /// The harness is not the tenant's (or does not exist): 404.
     NotFound(&'static str),
     #[error("{0}")]
+    /// The request cannot work (unknown alias, limit above the cap, unknown task).
     Invalid(String),
     #[error("{}", .0.message())]
+    /// A quota refuses it.
     Quota(QuotaExceeded),
     #[error(transparent)]
+    /// The database failed.
     Db(#[from] DbError),
     #[error("{0}")]
+    /// Something on the server's side failed (logged, not shown in detail).
     Internal(String),
 }
 
 /// The episodes done so far, by state.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Progress {
+    /// Episodes of the evaluation.
     pub total: i64,
+    /// Finished and scored.
     pub done: i64,
+    /// Running in a worker.
     pub running: i64,
+    /// Waiting for a worker.
     pub queued: i64,
+    /// Cancelled before they finished.
     pub cancelled: i64,
     /// Given up after repeated infrastructure failures (not scored).
     pub lost: i64,
@@ -98,15 +118,23 @@ pub struct Progress {
 /// `GET /v1/evaluations/{id}`.
 #[derive(Debug, Clone, Serialize)]
 pub struct EvaluationStatus {
+    /// The evaluation's id.
     pub id: String,
     /// `running`, `done` or `cancelled`.
     pub state: String,
+    /// The harness hash (`null`: Direct).
     pub harness: Option<String>,
+    /// The domain.
     pub domain: String,
+    /// The agent's model alias.
     pub agent: String,
+    /// The user simulator (`scripted` or an alias).
     pub user: String,
+    /// When it was created (RFC 3339).
     pub created_at: String,
+    /// When it ended (RFC 3339).
     pub finished_at: Option<String>,
+    /// Episodes by state.
     pub progress: Progress,
     /// What holds queued episodes back, when a quota does.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -125,10 +153,15 @@ pub struct EvaluationStatus {
 
 /// Episode states.
 pub mod state {
+    /// Waiting for a worker.
     pub const QUEUED: &str = "queued";
+    /// Claimed by a worker (evaluations: not yet finished).
     pub const RUNNING: &str = "running";
+    /// Finished and scored.
     pub const DONE: &str = "done";
+    /// Cancelled by the tenant.
     pub const CANCELLED: &str = "cancelled";
+    /// Given up after repeated infrastructure failures.
     pub const LOST: &str = "lost";
 }
 
@@ -241,11 +274,15 @@ pub fn spec_of(svc: &Service, req: &EvaluationRequest) -> Result<RunSpec, Create
 /// Today's use of the daily quotas by `tenant`.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DailyUse {
+    /// Episodes admitted today.
     pub episodes: i64,
+    /// Harness fuel burnt today.
     pub fuel: i64,
+    /// Model spend today (USD).
     pub usd: f64,
 }
 
+/// Today's (UTC) use of the daily quotas by `tenant`.
 pub async fn daily_use(conn: &mut sqlx::AnyConnection, tenant: i64) -> Result<DailyUse, DbError> {
     let day = day_start(now_ms());
     let episodes: i64 = sqlx::query_scalar(
@@ -308,10 +345,14 @@ pub fn over_daily(quotas: &Quotas, used: &DailyUse, adding: i64) -> Option<Quota
 /// A created evaluation.
 #[derive(Debug, Clone, Serialize)]
 pub struct Created {
+    /// Its id.
     pub id: String,
+    /// `running` (queued for workers).
     pub state: &'static str,
+    /// How many episodes it has.
     pub episodes: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Present when the agent is a simulated testbed model.
     pub note: Option<&'static str>,
 }
 

@@ -18,9 +18,13 @@ use crate::isolate::CheckReply;
 /// A harness as its tenant sees it.
 #[derive(Debug, Clone, Serialize)]
 pub struct HarnessInfo {
+    /// The component's blake3 hash.
     pub hash: String,
+    /// The WIT world it exports.
     pub world: String,
+    /// Its size in bytes.
     pub size: i64,
+    /// When this tenant uploaded it (RFC 3339; never another tenant's time).
     pub uploaded_at: String,
     /// `owned` or `granted` (by another tenant).
     pub access: &'static str,

@@ -55,15 +55,21 @@ use quota::RateLimiter;
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(transparent)]
+    /// `serve.toml` is wrong.
     Config(#[from] config::ConfigError),
     #[error(transparent)]
+    /// The database failed.
     Db(#[from] db::DbError),
     #[error("listening on {addr}: {source}")]
+    /// The address cannot be listened on.
     Listen {
+        /// The address.
         addr: String,
+        /// Why.
         source: std::io::Error,
     },
     #[error("{0}")]
+    /// A file or directory of the state cannot be used.
     Io(String),
 }
 
@@ -71,8 +77,11 @@ pub enum ServeError {
 /// that makes it a worker).
 #[derive(Debug, Clone)]
 pub struct WorkerProgram {
+    /// The binary.
     pub program: PathBuf,
+    /// Its arguments.
     pub args: Vec<String>,
+    /// Extra environment variables.
     pub env: Vec<(String, String)>,
 }
 
@@ -100,9 +109,13 @@ impl WorkerProgram {
 
 /// The running service's shared state.
 pub struct Service {
+    /// The operator's configuration.
     pub config: ServeConfig,
+    /// The database.
     pub db: Db,
+    /// This machine's component store.
     pub store: ComponentStore,
+    /// Domains opened by this process.
     pub domains: Arc<Domains>,
     /// Workers that compile and check uploads.
     pub check_pool: Arc<WorkerPool>,
@@ -141,7 +154,9 @@ pub fn episode_limits(config: &ServeConfig) -> WorkerLimits {
 
 /// A service started by [`start`].
 pub struct Running {
+    /// The service's state.
     pub service: Arc<Service>,
+    /// The address it listens on.
     pub addr: SocketAddr,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,

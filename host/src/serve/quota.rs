@@ -113,8 +113,11 @@ pub fn parse_override(item: &str) -> Result<(String, serde_json::Value), String>
 /// retry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuotaExceeded {
+    /// The quota's name (see [`QUOTA_NAMES`]).
     pub quota: &'static str,
+    /// Its value for the tenant.
     pub limit: f64,
+    /// What is in use, or what the request would bring it to.
     pub used: f64,
     /// `None`: retrying will not help (the request is too big).
     pub retry_after: Option<Duration>,
@@ -123,6 +126,7 @@ pub struct QuotaExceeded {
 }
 
 impl QuotaExceeded {
+    /// The refusal in words.
     pub fn message(&self) -> String {
         format!(
             "quota {} exceeded: limit {}, in use or requested {}",

@@ -32,12 +32,19 @@ use crate::agent::EpisodeRecord;
 /// A claimed episode.
 #[derive(Debug, Clone, Serialize)]
 pub struct Claim {
+    /// The episode row.
     pub episode: i64,
+    /// The attempt this claim holds (fences completions).
     pub attempt: i64,
+    /// The evaluation.
     pub eval_id: String,
+    /// The tenant's id.
     pub tenant_id: i64,
+    /// The tenant's name (audit records).
     pub tenant: String,
+    /// The task.
     pub task_id: String,
+    /// The trial.
     pub trial: u32,
     /// The evaluation's [`crate::isolate::EpisodeJob`], as JSON.
     pub job: String,

@@ -15,21 +15,28 @@ use super::quota::Quotas;
 #[derive(Debug, thiserror::Error)]
 pub enum TenantError {
     #[error(transparent)]
+    /// The database failed.
     Db(#[from] DbError),
     #[error("tenant name `{0}`: use 1-64 letters, digits, `-`, `_` or `.`")]
+    /// A name that is not allowed.
     BadName(String),
     #[error("tenant `{0}` already exists")]
+    /// The name is taken.
     Exists(String),
     #[error("no tenant `{0}`")]
+    /// No such tenant.
     Unknown(String),
     #[error("{0}")]
+    /// A quota override that cannot be parsed.
     BadQuota(String),
 }
 
 /// An authenticated tenant.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tenant {
+    /// Its row id.
     pub id: i64,
+    /// Its name.
     pub name: String,
     /// Its quota overrides (a JSON object).
     pub overrides: serde_json::Value,
@@ -45,9 +52,13 @@ impl Tenant {
 /// A row of `tenant list`.
 #[derive(Debug, Clone, Serialize)]
 pub struct TenantInfo {
+    /// Its name.
     pub name: String,
+    /// When it was added (RFC 3339).
     pub created_at: String,
+    /// When its token was revoked, if it was.
     pub revoked_at: Option<String>,
+    /// Its quota overrides (the rest are the defaults).
     pub quota_overrides: serde_json::Value,
 }
 

@@ -23,14 +23,21 @@ use crate::store::{ComponentHash, ComponentStore};
 pub struct WorkerLoop {
     /// This worker's name in leases and audit records.
     pub id: String,
+    /// The shared database.
     pub db: Db,
+    /// The episode worker processes.
     pub pool: Arc<WorkerPool>,
+    /// This machine's component store.
     pub store: ComponentStore,
+    /// Where the worker processes find the domains' data.
     pub source: DomainSource,
     /// Opens domains to score episodes whose worker process died.
     pub domains: Arc<Domains>,
+    /// The default quotas (with each tenant's overrides, they gate claims).
     pub quotas: Quotas,
+    /// How long a claim lasts without a heartbeat.
     pub lease: Duration,
+    /// Attempts of an episode before it is given up.
     pub max_attempts: u32,
     /// Woken when new work is queued (in-process API); otherwise the loop
     /// polls.
