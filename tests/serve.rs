@@ -1615,3 +1615,138 @@ async fn postgres_with_two_workers_end_to_end_and_a_killed_worker() {
     assert_eq!(workers, vec!["pg-w1".to_string(), "pg-w2".to_string()]);
     assert_audit_verifies(&config);
 }
+
+// ---------------------------------------------------------------------------
+// Measurements (README): `cargo test -p ecdysis-host --test serve -- --ignored --nocapture`
+// ---------------------------------------------------------------------------
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// Episode throughput through the service against `run --isolate process`
+/// on the same episodes, simulated agent and concurrency; and the server's
+/// memory per idle tenant. Throughput is marginal (the time of 240
+/// episodes minus the time of 40, per 200 episodes) so that `run`'s
+/// start-up (processes, domain, compilation) and the service's warm
+/// workers do not decide the comparison.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn measure_service_overhead_and_memory_per_tenant() {
+    const SLOTS: usize = 4;
+    let small: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+    let large: Vec<String> = (0..60).map(|i| i.to_string()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("direct.wasm");
+    std::fs::write(&wasm, direct()).unwrap();
+
+    // `run` directly, episodes in worker processes.
+    let run = |tasks: &[String], n: usize| {
+        let started = Instant::now();
+        let out = Command::new(support::host_bin())
+            .args(["--quiet", "--store"])
+            .arg(dir.path().join("run-store"))
+            .args(["run", "--harness"])
+            .arg(&wasm)
+            .args([
+                "--tasks",
+                &tasks.join(","),
+                "--split",
+                "all",
+                "--trials",
+                "4",
+            ])
+            .args([
+                "--agent-model",
+                "sim:mixed",
+                "--seed",
+                "1",
+                "--cache",
+                "off",
+            ])
+            .args([
+                "--concurrency",
+                &SLOTS.to_string(),
+                "--isolate",
+                "process",
+                "--out",
+            ])
+            .arg(dir.path().join(format!("run-out-{n}")))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        started.elapsed().as_secs_f64()
+    };
+    let run_small = run(&small, 40);
+    let run_large = run(&large, 240);
+
+    // The same through the service.
+    let config = config_file(
+        dir.path(),
+        &sqlite(dir.path()),
+        &format!("{MODELS}\n[worker]\nslots = {SLOTS}\nlease_seconds = 30\n"),
+    );
+    let t = add_tenant(&config, "bench");
+    cli(
+        &config,
+        &["tenant", "set-quota", "bench", "concurrent_episodes=100"],
+    );
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    let hash = api.upload(&t, &direct()).await.json()["hash"].clone();
+    let serve = |tasks: Vec<String>| {
+        let (api, t, hash) = (&api, &t, hash.clone());
+        async move {
+            let started = Instant::now();
+            let id = api
+                .evaluate(t, json!({"harness": hash, "tasks": tasks, "trials": 4, "agent": "sim", "seed": 1}))
+                .await;
+            let s = api.wait(t, &id).await;
+            assert_eq!(s["state"], "done");
+            started.elapsed().as_secs_f64()
+        }
+    };
+    // Warm-up: the workers open the domain once, as each `run` does.
+    serve(vec!["0".into()]).await;
+    let serve_small = serve(small.clone()).await;
+    let serve_large = serve(large.clone()).await;
+    let run_rate = 200.0 / (run_large - run_small);
+    let serve_rate = 200.0 / (serve_large - serve_small);
+    println!(
+        "throughput ({SLOTS} episodes at once, sim:mixed, debug build): run --isolate process 40 episodes {run_small:.2} s, 240 episodes {run_large:.2} s, marginal {run_rate:.1} episodes/s; serve 40 episodes {serve_small:.2} s, 240 episodes {serve_large:.2} s, marginal {serve_rate:.1} episodes/s; service overhead {:+.1}%",
+        (run_rate / serve_rate - 1.0) * 100.0
+    );
+
+    // Memory per idle tenant: 2,000 tenants that each made one request.
+    let pid = server.proc.0.as_ref().unwrap().id();
+    let db = ecdysis_host::serve::Db::open(&sqlite(dir.path()))
+        .await
+        .unwrap();
+    let mut tenants = Vec::new();
+    for i in 0..2000 {
+        let name = format!("idle{i}");
+        let token = ecdysis_host::serve::tenants::add(&db, &name).await.unwrap();
+        tenants.push(Tenant { name, token });
+    }
+    // One request first, so the connection pool and allocator are warm.
+    assert_eq!(api.get("/v1/usage", &tenants[0]).await.status, 200);
+    let before = rss_kib(pid);
+    for t in &tenants[1..] {
+        assert_eq!(api.get("/v1/usage", t).await.status, 200);
+    }
+    let after = rss_kib(pid);
+    println!(
+        "memory: server RSS {before} KiB, then {after} KiB after 1,999 more tenants made a request each: {:.2} KiB per idle tenant",
+        after.saturating_sub(before) as f64 / 1999.0
+    );
+}

@@ -152,7 +152,20 @@ const SCHEMA: &[&str] = &[
     "CREATE INDEX IF NOT EXISTS episodes_state ON episodes (state, tenant_id)",
     "CREATE INDEX IF NOT EXISTS episodes_eval ON episodes (eval_id, idx)",
     "CREATE INDEX IF NOT EXISTS episodes_done ON episodes (eval_id, done_seq)",
-    "CREATE INDEX IF NOT EXISTS episodes_tenant_day ON episodes (tenant_id, finished_ms)",
+    // A claim's next episode of an evaluation, and "is anything still
+    // open": index range reads, not scans of a 10,000-episode job.
+    "CREATE INDEX IF NOT EXISTS episodes_queue ON episodes (eval_id, state, idx)",
+    "CREATE INDEX IF NOT EXISTS evaluations_running ON evaluations (state, tenant_id)",
+    // Today's use of the daily quotas, one row per tenant and UTC day,
+    // updated in the transactions that admit evaluations and finish
+    // episodes (a claim reads one row instead of summing the day).
+    "CREATE TABLE IF NOT EXISTS daily_use (
+        tenant_id BIGINT NOT NULL,
+        day_ms BIGINT NOT NULL,
+        episodes BIGINT NOT NULL,
+        fuel BIGINT NOT NULL,
+        usd DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (tenant_id, day_ms))",
     "CREATE TABLE IF NOT EXISTS tenant_claims (
         tenant_id BIGINT PRIMARY KEY,
         last_claim_ms BIGINT NOT NULL)",
@@ -237,7 +250,11 @@ impl Db {
                     sqlx::query("PRAGMA busy_timeout = 60000")
                         .execute(&mut *conn)
                         .await?;
-                    sqlx::query("PRAGMA synchronous = FULL")
+                    // In WAL mode, NORMAL loses no committed transaction
+                    // when a process dies (kill -9: the WAL is in the OS's
+                    // page cache); only a power cut may lose the last
+                    // commits. FULL would fsync every claim and completion.
+                    sqlx::query("PRAGMA synchronous = NORMAL")
                         .execute(&mut *conn)
                         .await?;
                     Ok(())

@@ -284,29 +284,46 @@ pub struct DailyUse {
 
 /// Today's (UTC) use of the daily quotas by `tenant`.
 pub async fn daily_use(conn: &mut sqlx::AnyConnection, tenant: i64) -> Result<DailyUse, DbError> {
-    let day = day_start(now_ms());
-    let episodes: i64 = sqlx::query_scalar(
-        "SELECT CAST(COALESCE(SUM(total), 0) AS BIGINT) FROM evaluations WHERE tenant_id = $1 AND created_ms >= $2",
-    )
-    .bind(tenant)
-    .bind(day)
-    .fetch_one(&mut *conn)
-    .await
-    .ctx("daily episodes")?;
     let row = sqlx::query(
-        "SELECT CAST(COALESCE(SUM(fuel), 0) AS BIGINT), COALESCE(SUM(usd), 0.0) FROM episodes
-         WHERE tenant_id = $1 AND finished_ms >= $2",
+        "SELECT episodes, fuel, usd FROM daily_use WHERE tenant_id = $1 AND day_ms = $2",
     )
     .bind(tenant)
-    .bind(day)
-    .fetch_one(&mut *conn)
+    .bind(day_start(now_ms()))
+    .fetch_optional(&mut *conn)
     .await
     .ctx("daily use")?;
+    let Some(row) = row else {
+        return Ok(DailyUse::default());
+    };
     Ok(DailyUse {
-        episodes,
-        fuel: row.try_get(0).ctx("daily use")?,
-        usd: row.try_get(1).ctx("daily use")?,
+        episodes: row.try_get(0).ctx("daily use")?,
+        fuel: row.try_get(1).ctx("daily use")?,
+        usd: row.try_get(2).ctx("daily use")?,
     })
+}
+
+/// Add to `tenant`'s use today, in the caller's transaction.
+pub async fn add_use(
+    w: &mut WriteTx,
+    tenant: i64,
+    episodes: i64,
+    fuel: i64,
+    usd: f64,
+) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO daily_use (tenant_id, day_ms, episodes, fuel, usd) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (tenant_id, day_ms) DO UPDATE SET episodes = daily_use.episodes + excluded.episodes,
+             fuel = daily_use.fuel + excluded.fuel, usd = daily_use.usd + excluded.usd",
+    )
+    .bind(tenant)
+    .bind(day_start(now_ms()))
+    .bind(episodes)
+    .bind(fuel)
+    .bind(usd)
+    .execute(w.conn())
+    .await
+    .ctx("add daily use")?;
+    Ok(())
 }
 
 /// The first daily quota `used` (plus `adding` episodes) exceeds.
@@ -438,6 +455,7 @@ pub async fn create(
     .await
     .ctx("create evaluation")?;
     insert_episodes(&mut w, &id, tenant.id, &tasks, spec.trials).await?;
+    add_use(&mut w, tenant.id, total, 0, 0.0).await?;
     audit::append(
         &mut w,
         kind::EVALUATION_STARTED,

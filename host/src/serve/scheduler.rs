@@ -25,7 +25,7 @@ use sqlx::Row;
 
 use super::audit::{self, kind};
 use super::db::{Backend, Db, DbError, SqlContext, WriteTx, now_ms};
-use super::evaluations::{DailyUse, daily_use, state};
+use super::evaluations::{DailyUse, add_use, daily_use, state};
 use super::quota::Quotas;
 use crate::agent::EpisodeRecord;
 
@@ -70,7 +70,7 @@ pub async fn claim(
     }
     let tenants = sqlx::query(
         "SELECT q.tenant_id, t.name, t.quotas, COALESCE(r.n, 0), COALESCE(c.last_claim_ms, 0)
-         FROM (SELECT DISTINCT tenant_id FROM episodes WHERE state = 'queued') q
+         FROM (SELECT DISTINCT tenant_id FROM evaluations WHERE state = 'running') q
          JOIN tenants t ON t.id = q.tenant_id
          LEFT JOIN (SELECT tenant_id, COUNT(*) AS n FROM episodes WHERE state = 'running' GROUP BY tenant_id) r
            ON r.tenant_id = q.tenant_id
@@ -94,17 +94,31 @@ pub async fn claim(
         if used.fuel >= quotas.fuel_per_day as i64 || used.usd >= quotas.usd_per_day {
             continue;
         }
-        let next = sqlx::query(
-            "SELECT e.id, e.attempt, e.eval_id, e.task_id, e.trial, v.job FROM episodes e
-             JOIN evaluations v ON v.id = e.eval_id
-             WHERE e.tenant_id = $1 AND e.state = 'queued' AND v.state = 'running'
-             ORDER BY v.created_ms, v.id, e.idx LIMIT 1",
+        // The tenant's running evaluations, oldest first; the first queued
+        // episode of the first one that has one (index reads).
+        let evaluations: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM evaluations WHERE tenant_id = $1 AND state = 'running' ORDER BY created_ms, id",
         )
         .bind(tenant_id)
-        .fetch_optional(w.conn())
+        .fetch_all(w.conn())
         .await
-        .ctx("next episode")?;
-        let Some(e) = next else { continue };
+        .ctx("running evaluations")?;
+        let mut next = None;
+        for eval_id in evaluations {
+            let row = sqlx::query(
+                "SELECT id, attempt, task_id, trial FROM episodes
+                 WHERE eval_id = $1 AND state = 'queued' ORDER BY idx LIMIT 1",
+            )
+            .bind(&eval_id)
+            .fetch_optional(w.conn())
+            .await
+            .ctx("next episode")?;
+            if let Some(row) = row {
+                next = Some((eval_id, row));
+                break;
+            }
+        }
+        let Some((eval_id, e)) = next else { continue };
         let episode: i64 = e.try_get(0).ctx("episode row")?;
         let attempt: i64 = e.try_get::<i64, _>(1).ctx("episode row")? + 1;
         let taken = sqlx::query(
@@ -132,15 +146,20 @@ pub async fn claim(
         .execute(w.conn())
         .await
         .ctx("claim time")?;
+        let job: String = sqlx::query_scalar("SELECT job FROM evaluations WHERE id = $1")
+            .bind(&eval_id)
+            .fetch_one(w.conn())
+            .await
+            .ctx("evaluation job")?;
         let claim = Claim {
             episode,
             attempt,
-            eval_id: e.try_get(2).ctx("episode row")?,
+            eval_id,
             tenant_id,
             tenant: name,
-            task_id: e.try_get(3).ctx("episode row")?,
-            trial: e.try_get::<i64, _>(4).ctx("episode row")? as u32,
-            job: e.try_get(5).ctx("episode row")?,
+            task_id: e.try_get(2).ctx("episode row")?,
+            trial: e.try_get::<i64, _>(3).ctx("episode row")? as u32,
+            job,
         };
         w.commit().await?;
         return Ok(Some(claim));
@@ -255,6 +274,9 @@ async fn finish(
     if n == 0 {
         return Ok(false);
     }
+    if fuel > 0 || usd > 0.0 {
+        add_use(&mut w, c.tenant_id, 0, fuel as i64, usd).await?;
+    }
     finish_evaluation_if_done(&mut w, &c.eval_id, &c.tenant).await?;
     w.commit().await?;
     Ok(true)
@@ -293,8 +315,9 @@ pub async fn finish_evaluation_if_done(
     eval_id: &str,
     tenant: &str,
 ) -> Result<(), DbError> {
+    // Whether one is open (stops at the first: no count over the job).
     let open: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM episodes WHERE eval_id = $1 AND state IN ('queued', 'running')",
+        "SELECT COUNT(*) FROM (SELECT 1 FROM episodes WHERE eval_id = $1 AND state IN ('queued', 'running') LIMIT 1) o",
     )
     .bind(eval_id)
     .fetch_one(w.conn())
