@@ -312,7 +312,7 @@ impl Api {
                 started.elapsed() < Duration::from_secs(240),
                 "evaluation {id} still running: {v}"
             );
-            tokio::time::sleep(Duration::from_millis(150)).await;
+            tokio::time::sleep(Duration::from_millis(40)).await;
         }
     }
 
