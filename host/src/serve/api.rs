@@ -339,6 +339,30 @@ async fn upload(
     Auth(t): Auth,
     headers: HeaderMap,
     body: Body,
+) -> Response {
+    match receive_upload(svc, t, headers, body).await {
+        Ok(r) => r.into_response(),
+        Err(e) => {
+            // An upload refused before its body was read leaves the rest of
+            // the body on the connection: close it, so the client does not
+            // send its next request down a connection the server drops.
+            let refused_early = e.status == StatusCode::PAYLOAD_TOO_LARGE
+                || e.status == StatusCode::REQUEST_TIMEOUT;
+            let mut r = e.into_response();
+            if refused_early {
+                r.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            r
+        }
+    }
+}
+
+async fn receive_upload(
+    svc: Arc<Service>,
+    t: Tenant,
+    headers: HeaderMap,
+    body: Body,
 ) -> ApiResult<impl IntoResponse> {
     let quotas = t.quotas(&svc.config.quotas);
     let cap = (quotas.upload_bytes as usize).min(svc.config.http.max_upload_bytes);
