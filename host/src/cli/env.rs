@@ -35,6 +35,14 @@ pub struct DataArgs {
 }
 
 impl DataArgs {
+    /// The same data for a worker process (paths made absolute).
+    pub fn source(&self) -> Result<ecdysis_host::isolate::DomainSource> {
+        Ok(ecdysis_host::isolate::DomainSource {
+            data: self.data.as_deref().map(std::path::absolute).transpose()?,
+            mysql_url: self.mysql_url.clone(),
+        })
+    }
+
     pub fn open(&self, domain: &str) -> Result<Arc<dyn Domain>> {
         // DBBench's data ships in this repository; it needs a database
         // server, not the τ² wheel.

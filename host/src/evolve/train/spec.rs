@@ -54,6 +54,9 @@ pub struct TrainSpec {
     pub cargo_target: Option<PathBuf>,
     /// Episodes at once.
     pub concurrency: usize,
+    /// Run every evaluation's episodes in these worker processes
+    /// (`--isolate process`); `None`: in this process.
+    pub workers: Option<crate::isolate::Workers>,
 }
 
 impl Default for TrainSpec {
@@ -85,6 +88,7 @@ impl Default for TrainSpec {
             roles: RoleSpec::default(),
             cargo_target: None,
             concurrency: 8,
+            workers: None,
         }
     }
 }
@@ -189,6 +193,20 @@ pub async fn run(
         coder,
         ledger: hub.ledger().clone(),
         loaded: Mutex::new(Default::default()),
+        isolation: spec.workers.as_ref().map(|w| {
+            (
+                w.pool.clone(),
+                crate::isolate::EpisodeJob {
+                    spec: spec.eval.clone(),
+                    harness: None,
+                    store: std::path::absolute(store.root())
+                        .unwrap_or_else(|_| store.root().to_path_buf()),
+                    source: w.source.clone(),
+                    services: services.clone(),
+                    prices: None,
+                },
+            )
+        }),
     };
     Ok(super::train(config, &source, out, cx).await?)
 }
