@@ -30,6 +30,10 @@
 //!   ([`agent::boundary`]).
 //! - [`eval`]: what to run ([`eval::RunSpec`]) and the runner: tasks ×
 //!   trials, scoring, metrics, resumable result directories.
+//! - [`isolate`]: process isolation of evaluation: episodes in worker
+//!   processes of this binary under memory and CPU-time limits, a worker
+//!   that dies costing only its episode (`--isolate process`, the
+//!   service).
 //! - [`evolve`]: harness evolution: failure records, cross-task
 //!   aggregation, the diagnosers (heuristic, FDCR roles), the coders, the
 //!   training loop ([`evolve::train`], one round at a time), the
@@ -37,6 +41,9 @@
 //! - [`report`]: `ecdysis-host report`: run, training and experiment
 //!   directories as one self-contained HTML page (plotters SVG charts,
 //!   bootstrap intervals, the trajectory viewer), every value escaped.
+//! - [`serve`]: `ecdysis-host serve`, the multi-tenant evaluation service
+//!   (HTTP API, tenants, quotas, fair scheduling, the audit log, SQLite or
+//!   Postgres, worker loops on any machine).
 //! - [`bench`](mod@bench): what the sandbox and the runner cost, next to
 //!   baselines measured in the same run.
 //! - [`vectors`]: cross-runtime conformance vectors: every hook call of
@@ -50,9 +57,11 @@ pub mod env;
 pub mod eval;
 pub mod evolve;
 pub mod fsutil;
+pub mod isolate;
 pub mod model;
 pub mod process;
 pub mod report;
 pub mod sandbox;
+pub mod serve;
 pub mod store;
 pub mod vectors;

@@ -11,9 +11,9 @@ mod cli;
 
 use cli::limits::LimitArgs;
 
+use ecdysis_host::doctor;
 use ecdysis_host::sandbox::{Limits, Sandbox};
 use ecdysis_host::store::{BuildOptions, ComponentHash, ComponentStore};
-use ecdysis_host::{bench, doctor};
 
 /// Train, check and run sandboxed WebAssembly runtime harnesses for LLM agents.
 ///
@@ -81,43 +81,7 @@ enum Command {
     /// Measure the sandbox's overhead: per-hook call time, episode
     /// instantiation, compile vs precompiled load, each against a native
     /// baseline measured in the same run.
-    Bench {
-        /// A pass-through harness to measure (default: the guests/direct crate).
-        #[arg(long, default_value = "guests/direct")]
-        harness: String,
-        /// Instead of the sandbox, measure the runner: a full split through
-        /// the agent loop with a simulated agent of fixed latency, printing
-        /// the host's own share of wall time (harness + env + bookkeeping).
-        #[arg(long)]
-        runner: bool,
-        /// Instead of the sandbox, measure the τ² environments: load both
-        /// domains, replay and evaluate every task's gold actions, against the
-        /// Python reference's time recorded with the conformance vectors.
-        #[arg(long, conflicts_with = "runner")]
-        env: bool,
-        /// Instead of the sandbox, time the `calculate` tool on the worst
-        /// inputs an env-view call can carry, next to a normal expression.
-        #[arg(long, conflicts_with_all = ["runner", "env"])]
-        calc: bool,
-        /// Runner bench: simulated model latency per call, in milliseconds.
-        #[arg(long, default_value_t = 200)]
-        latency_ms: u64,
-        /// Runner bench: episodes at once.
-        #[arg(long, default_value_t = 32)]
-        concurrency: usize,
-        /// Runner bench: trials per task.
-        #[arg(long, default_value_t = 3)]
-        trials: u32,
-        /// Hook calls to time.
-        #[arg(long, default_value_t = 200_000)]
-        calls: u64,
-        /// Episodes to instantiate.
-        #[arg(long, default_value_t = 5_000)]
-        episodes: u64,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Bench(cli::bench::BenchArgs),
     /// Run tool calls on the native τ² environments, or replay gold actions.
     #[command(subcommand)]
     Env(cli::env::EnvCommand),
@@ -176,6 +140,25 @@ enum Command {
     /// With the run's own harness it also checks that the re-run reproduces
     /// the recorded trajectories.
     Vectors(Box<cli::vectors::VectorsArgs>),
+    /// The multi-tenant evaluation service: tenants upload harness
+    /// components and evaluate them over HTTP + JSON (OpenAPI at
+    /// /v1/openapi.json), isolated in worker processes, metered by quotas
+    /// and audited. SQLite by default; Postgres for several machines.
+    Serve(cli::serve::ServeArgs),
+    /// Claim and run the service's episodes from its shared database (for
+    /// more machines: `worker --database postgres://…`).
+    Worker(cli::serve::WorkerArgs),
+    /// The service's tenants: add (prints the token once), list,
+    /// set-quota, revoke.
+    #[command(subcommand)]
+    Tenant(cli::serve::TenantCommand),
+    /// The service's audit log: verify the hash chain, or show it.
+    #[command(subcommand)]
+    Audit(cli::serve::AuditCommand),
+    /// A worker process of `--isolate process` (internal: started by
+    /// `run`, `train` and `serve`, it speaks JSON lines on stdin/stdout).
+    #[command(name = "episode-worker", hide = true)]
+    EpisodeWorker,
     /// (Internal) compile one component to native code for the parent
     /// process, which runs this under time and memory limits so untrusted
     /// bytes never compile inside the serving process.
@@ -242,6 +225,18 @@ struct BuildArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::EpisodeWorker) {
+        // Logs go to stderr, which the parent keeps the tail of; stdout is
+        // the protocol.
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("ECDYSIS_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_writer(std::io::stderr)
+            .init();
+        return ExitCode::from(ecdysis_host::isolate::child::serve() as u8);
+    }
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
         (false, 0) => "warn",
@@ -341,77 +336,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
-        Command::Bench { calc: true, .. } => {
-            print!("{}", ecdysis_host::env::py::calc::bench::report(5));
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Bench { env: true, .. } => {
-            let data = ecdysis_host::env::locate(cli.data.data.as_deref())?;
-            print!("{}", ecdysis_host::env::bench::report(&data, 3)?);
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Bench {
-            harness,
-            runner: true,
-            latency_ms,
-            concurrency,
-            trials,
-            ..
-        } => {
-            let opts = bench::runner::RunnerBenchOptions {
-                latency: std::time::Duration::from_millis(latency_ms),
-                concurrency,
-                trials,
-                ..Default::default()
-            };
-            let domain = cli.data.open(&opts.domain)?;
-            let loaded = if harness == "none" {
-                None
-            } else {
-                let manifest = store.obtain(&harness, true)?;
-                let sandbox = Sandbox::pooled(Limits::default(), concurrency)?;
-                let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
-                Some((manifest.hash.to_string(), loaded))
-            };
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            let report = runtime.block_on(bench::runner::run(&opts, loaded, domain))?;
-            print!("{}", report.render(&opts, &harness));
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Bench {
-            harness,
-            calls,
-            episodes,
-            json,
-            ..
-        } => {
-            let manifest = store.obtain(&harness, cli.quiet)?;
-            let bytes = store.read_component(&manifest.hash)?;
-            if !cli.quiet {
-                eprintln!(
-                    "benchmarking {} ({}): {calls} hook calls, {episodes} episodes...",
-                    manifest.hash.short(),
-                    manifest.origin
-                );
-            }
-            let opts = bench::BenchOptions {
-                hook_calls: calls,
-                episodes,
-                ..bench::BenchOptions::default()
-            };
-            let report = bench::run(&Limits::default(), &bytes, &opts)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                if cfg!(debug_assertions) {
-                    println!(
-                        "note: this is a debug build of the host; build with --release for real numbers"
-                    );
-                }
-                print!("{}", report.render());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Bench(args) => cli::bench::bench_command(args, &store, &cli.data, cli.quiet),
         Command::Env(cmd) => {
             cli::env::env_command(cmd, &cli.data)?;
             Ok(ExitCode::SUCCESS)
@@ -475,6 +400,31 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(cli::vectors::vectors(*args, &store, &cli.data, cli.quiet))?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::EpisodeWorker => unreachable!("handled before dispatch"),
+        Command::Serve(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::serve::serve(args, &cli.data, cli.quiet))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Worker(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::serve::worker(args, &cli.data, cli.quiet))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tenant(cmd) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::serve::tenant(cmd, &cli.data))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit(cmd) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let ok = runtime.block_on(cli::serve::audit(cmd, &cli.data))?;
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Show { dir, task, trial } => {
             cli::run::show(&dir, task.as_deref(), trial)?;

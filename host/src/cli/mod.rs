@@ -1,12 +1,15 @@
 //! Subcommand implementations of the `ecdysis-host` binary.
 
+pub mod bench;
 pub mod env;
 pub mod eval_args;
 pub mod experiment;
 pub mod export;
+pub mod isolate;
 pub mod limits;
 pub mod report;
 pub mod run;
+pub mod serve;
 pub mod train;
 pub mod vectors;
 

@@ -283,6 +283,7 @@ impl TrainArgs {
             test_trials: self.test_trials,
             test_tasks: self.test_tasks.clone(),
             test_direct: self.test_direct,
+            workers: None,
         })
     }
 }
@@ -379,6 +380,20 @@ pub async fn train(
         }
     }
     let services = args.eval.services()?;
+    let spec = TrainSpec {
+        workers: args
+            .eval
+            .isolate
+            .pool(spec.concurrency)?
+            .map(|pool| -> Result<_> {
+                Ok(ecdysis_host::isolate::Workers {
+                    pool,
+                    source: data.source()?,
+                })
+            })
+            .transpose()?,
+        ..spec
+    };
     // The process's one engine: every episode of the run instantiates from it.
     let sandbox = Sandbox::pooled(spec.eval.limits.clone(), spec.concurrency)?;
     Ok(run_spec(&spec, store, domain, &services, &sandbox, &out, quiet).await?)

@@ -379,6 +379,9 @@ pub struct TrainContext {
     /// The agent and user for fresh draws (the response cache bypassed),
     /// when the gate re-measures; `None`: `participants` serve.
     pub fresh: Option<Arc<dyn Participants>>,
+    /// `--isolate process`: the worker pool and the job every evaluation's
+    /// episodes run as (its harness set per candidate).
+    pub isolation: Option<(Arc<crate::isolate::WorkerPool>, crate::isolate::EpisodeJob)>,
 }
 
 /// Which participants an evaluation draws from.
@@ -488,15 +491,37 @@ impl TrainContext {
             silent: self.quiet,
             max_requeues: 2,
         };
-        let summary = eval::run(
-            config,
-            options,
-            self.domain.clone(),
-            loaded,
-            participants,
-            None,
-        )
-        .await?;
+        let summary = match &self.isolation {
+            None => {
+                eval::run(
+                    config,
+                    options,
+                    self.domain.clone(),
+                    loaded,
+                    participants,
+                    None,
+                )
+                .await?
+            }
+            Some((pool, job)) => {
+                let mut services = job.services.clone();
+                if draw == Draw::Fresh && self.fresh.is_some() {
+                    // The workers' models bypass the response cache too.
+                    services.cache = crate::model::CachePolicy::Off;
+                }
+                let executor = Arc::new(crate::isolate::ProcessExecutor {
+                    pool: pool.clone(),
+                    job: Arc::new(crate::isolate::EpisodeJob {
+                        harness: hash.map(|h| h.to_string()),
+                        services,
+                        ..job.clone()
+                    }),
+                    domain: self.domain.clone(),
+                    ledger: Some(self.ledger.clone()),
+                });
+                eval::run_with(config, options, self.domain.clone(), executor, None).await?
+            }
+        };
         let records =
             eval::rundir::read_trajectories(&out.join(eval::rundir::TRAJECTORIES_FILE), false)?;
         Ok((summary, records))

@@ -63,6 +63,9 @@ pub struct TrainSpec {
     pub test_tasks: Vec<String>,
     /// Also evaluate Direct on the held-out split.
     pub test_direct: bool,
+    /// Run every evaluation's episodes in these worker processes
+    /// (`--isolate process`); `None`: in this process.
+    pub workers: Option<crate::isolate::Workers>,
 }
 
 impl Default for TrainSpec {
@@ -97,6 +100,7 @@ impl Default for TrainSpec {
             test_trials: 3,
             test_tasks: vec![],
             test_direct: false,
+            workers: None,
         }
     }
 }
@@ -256,6 +260,20 @@ pub async fn run(
         ledger: hub.ledger().clone(),
         loaded: Mutex::new(Default::default()),
         fresh,
+        isolation: spec.workers.as_ref().map(|w| {
+            (
+                w.pool.clone(),
+                crate::isolate::EpisodeJob {
+                    spec: spec.eval.clone(),
+                    harness: None,
+                    store: std::path::absolute(store.root())
+                        .unwrap_or_else(|_| store.root().to_path_buf()),
+                    source: w.source.clone(),
+                    services: services.clone(),
+                    prices: None,
+                },
+            )
+        }),
     };
     Ok(super::train(config, &source, out, cx).await?)
 }
