@@ -14,30 +14,37 @@
 # discussion and the coder's run, the candidate's spec and diff, the log)
 # are copied to $DOCS (default docs/real-train).
 #
-# Environment:
+# Environment (the defaults are what the documented run used, 2026-11-30,
+# see README "Real models in every role"; on 2 shared CPU cores one agent
+# turn late in an episode takes 20-60 s and one episode 10-25 min, so the run
+# is kept small on purpose):
 #   ECDYSIS_LLM_DIR   where scripts/local-llm.sh keeps the model and server
 #   ECDYSIS_HOST      a built ecdysis-host binary (default: build --release)
 #   OUT, DOCS         run and documentation directories
-#   POOL              training tasks to select from (default 0,1,2,3,4,6)
-#   BUDGET            training tasks kept (default 4)
-#   TEST_TASKS        held-out tasks (default 5,9,12)
-#   TEST_TRIALS       trials per held-out task (default 1: hours per trial here)
-#   CTX               llama-server context (default 32768)
+#   POOL              training tasks to select from (default 0,1,2)
+#   BUDGET            training tasks kept (default 2)
+#   TEST_TASKS        held-out task ids (default 5: one task, initial and
+#                     final each evaluated once)
+#   TEST_TRIALS       trials per held-out task (default 1: the paper's 3
+#                     would triple the hours of the test phase)
+#   CTX               llama-server context (default 16384: the agent's
+#                     conversation alone reaches ~7k tokens with the τ²
+#                     policy and tool schemas)
 #   ROLES_CTX         context budget of the role and coder prompts (default
-#                     16384: half the server's, so a prompt costs ~15 min of
-#                     prompt processing instead of ~30 on one CPU thread)
+#                     8192; the budget's estimate runs 1.4-1.5x the real
+#                     token count, so real prompts stay near 5.5k)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 OUT="${OUT:-runs/real-train}"
 DOCS="${DOCS:-docs/real-train}"
-POOL="${POOL:-0,1,2,3,4,6}"
-BUDGET="${BUDGET:-4}"
-TEST_TASKS="${TEST_TASKS:-5,9,12}"
+POOL="${POOL:-0,1,2}"
+BUDGET="${BUDGET:-2}"
+TEST_TASKS="${TEST_TASKS:-5}"
 TEST_TRIALS="${TEST_TRIALS:-1}"
-CTX="${CTX:-32768}"
-ROLES_CTX="${ROLES_CTX:-16384}"
+CTX="${CTX:-16384}"
+ROLES_CTX="${ROLES_CTX:-8192}"
 PORT="${PORT:-8080}"
 MODEL="qwen2.5-coder-1.5b-instruct"
 URL="http://127.0.0.1:$PORT/v1"
