@@ -14,6 +14,7 @@
 pub mod build;
 mod export;
 mod inspect;
+pub mod scan;
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
