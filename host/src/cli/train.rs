@@ -63,6 +63,14 @@ pub struct TrainArgs {
     /// Training run directory (default runs/train-<method>-<domain>-<agent>).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Candidates are coder-written, untrusted source: they are built (and
+    /// an external coder runs) in a bubblewrap jail, and training refuses to
+    /// start where no jail can be made (bwrap missing, no user namespaces,
+    /// nested in another sandbox). This flag accepts the risk and runs them
+    /// WITHOUT a jail there (still scanned, offline, with a cleared
+    /// environment and a memory limit). Recorded in config.json; printed.
+    #[arg(long)]
+    pub allow_unjailed_builds: bool,
     #[command(flatten)]
     pub roles: RoleArgs,
     #[command(flatten)]
@@ -249,6 +257,7 @@ impl TrainArgs {
             },
             cargo_target: self.cargo_target_dir.clone(),
             concurrency: self.eval.concurrency,
+            allow_unjailed_builds: self.allow_unjailed_builds,
         })
     }
 }

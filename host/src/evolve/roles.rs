@@ -11,6 +11,7 @@ use super::coder::{Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConf
 use super::fdcr::{FdcrConfig, Roles};
 use super::train::{CoderChoice, Diagnoser, Method};
 use crate::model::{ChatModel, ModelFlags, ModelHub};
+use crate::store::Containment;
 
 /// The coder of a training run.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -132,13 +133,20 @@ impl RoleSpec {
     }
 
     /// The diagnoser and coder of a run of `method`, metered through `hub`;
-    /// candidate builds share the cargo target dir `target`.
+    /// candidate builds share the cargo target dir `target`; with
+    /// `allow_unjailed` the coder's builds (and an external coder) run
+    /// without a jail where none can be made.
     pub fn build(
         &self,
         method: Method,
         hub: &ModelHub,
         target: &Path,
+        allow_unjailed: bool,
     ) -> Result<(Diagnoser, CoderChoice), RoleError> {
+        let containment = Containment {
+            allow_unjailed,
+            ..Containment::default()
+        };
         self.validate(method)?;
         let model = |role: &'static str, name: &str| -> Result<Arc<dyn ChatModel>, RoleError> {
             let mut flags = ModelFlags {
@@ -167,6 +175,7 @@ impl RoleSpec {
                 let config = EditorConfig {
                     max_feedback: *max_feedback,
                     target_dir: Some(target.to_path_buf()),
+                    containment: containment.clone(),
                     ..EditorConfig::default()
                 };
                 CoderChoice::Agent(
@@ -180,6 +189,7 @@ impl RoleSpec {
                 let config = ExternalConfig {
                     timeout_secs: *timeout_secs,
                     target_dir: Some(target.to_path_buf()),
+                    containment: containment.clone(),
                     ..ExternalConfig::new(command.clone())
                 };
                 CoderChoice::Agent(Arc::new(

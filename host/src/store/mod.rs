@@ -25,7 +25,10 @@ use wasmtime::component::Component;
 use crate::fsutil::{PathError, atomic_write};
 use crate::sandbox::{LoadedHarness, SUPPORTED_WORLDS, Sandbox, SandboxError, world_of};
 
-pub use build::{BUILD_TIMEOUT, BuildOptions, BuildOutcome, source_tree_hash};
+pub use build::{
+    BUILD_TIMEOUT, BuildOptions, BuildOutcome, Containment, Trust, UNTRUSTED_BUILD_MEMORY,
+    source_tree_hash,
+};
 pub use export::{
     EXPORT_FORMAT, ExportError, ExportOptions, ExportOutcome, ExportedLimits, HarnessExport,
     LineageEntry, TrainingFacts, oci_digest, read_training_run,
@@ -113,6 +116,18 @@ pub enum StoreError {
         crate_dir: PathBuf,
         status: String,
         stderr_tail: String,
+    },
+    #[error("refused to build {crate_dir}: {refusal}")]
+    SourceRefused {
+        crate_dir: PathBuf,
+        refusal: scan::Refusal,
+    },
+    #[error(
+        "{crate_dir} holds untrusted source, which is built only in a jail, and {reason} (an operator may accept the risk: `train --allow-unjailed-builds`)"
+    )]
+    NoJail {
+        crate_dir: PathBuf,
+        reason: crate::jail::JailError,
     },
     #[error("cargo built {crate_dir} but produced no .wasm component (is it a cdylib?)")]
     NoArtifact { crate_dir: PathBuf },

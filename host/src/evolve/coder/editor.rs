@@ -28,6 +28,7 @@ use super::{
     check_build_async, check_crate, clip_chars, coder_prompt, coder_system_prompt, src_diff,
 };
 use crate::model::{ChatMessage, ChatModel, ChatRequest, SamplingArgs};
+use crate::store::Containment;
 
 const EDITOR_FORMAT: &str = include_str!("../prompts/editor_format.md");
 
@@ -55,6 +56,8 @@ pub struct EditorConfig {
     pub cache_salt: Option<String>,
     /// Most characters of harness source quoted in the first prompt.
     pub source_budget: usize,
+    /// How the build checks of its edits (untrusted source) are contained.
+    pub containment: Containment,
 }
 
 impl Default for EditorConfig {
@@ -65,6 +68,7 @@ impl Default for EditorConfig {
             sampling: SamplingArgs::default(),
             cache_salt: None,
             source_budget: SOURCE_BUDGET,
+            containment: Containment::default(),
         }
     }
 }
@@ -486,6 +490,7 @@ impl EditorCoder {
     async fn run(&self, task: &CoderTask, staging: &Path) -> Result<CoderOutcome, CoderError> {
         check_crate(staging)?;
         let before = Snapshot::take(staging)?;
+        let trust = before.untrusted_edits(&self.config.containment);
         let prompt = coder_prompt(task, staging, EDITOR_FORMAT, self.config.source_budget)?;
         let mut messages = vec![
             ChatMessage::system(coder_system_prompt()),
@@ -578,10 +583,13 @@ impl EditorCoder {
                              would change. Implement the spec with SEARCH/REPLACE blocks."
                                 .to_string()
                         } else {
-                            let build: BuildCheck =
-                                check_build_async(staging, self.config.target_dir.as_deref())
-                                    .await
-                                    .map_err(fail)?;
+                            let build: BuildCheck = check_build_async(
+                                staging,
+                                self.config.target_dir.as_deref(),
+                                &trust,
+                            )
+                            .await
+                            .map_err(fail)?;
                             if build.ok {
                                 log += &format!(
                                     "call {attempts}: build ok ({:.1} s)\n",

@@ -31,6 +31,7 @@ use super::{
 };
 use crate::fsutil::PathError;
 use crate::process::{Scratch, run_with_timeout, scrub_cargo_env};
+use crate::store::Containment;
 
 const EXTERNAL_INSTRUCTIONS: &str = include_str!("../prompts/external.md");
 
@@ -55,6 +56,8 @@ pub struct ExternalConfig {
     /// Most characters of harness source quoted in the prompt (the agent
     /// can open the other files itself).
     pub source_budget: usize,
+    /// How the build check of its edits (untrusted source) is contained.
+    pub containment: Containment,
 }
 
 impl Default for ExternalConfig {
@@ -66,6 +69,7 @@ impl Default for ExternalConfig {
             target_dir: None,
             env: BTreeMap::new(),
             source_budget: 40_000,
+            containment: Containment::default(),
         }
     }
 }
@@ -214,7 +218,9 @@ impl ExternalCoder {
         }
         log += &format!("changed: {}\n", changed_files.join(", "));
         let build_ok = if self.config.check_build {
-            let build = check_build_async(&staging, self.config.target_dir.as_deref()).await?;
+            let trust = before.untrusted_edits(&self.config.containment);
+            let build =
+                check_build_async(&staging, self.config.target_dir.as_deref(), &trust).await?;
             if build.ok {
                 log += &format!("build ok ({:.1} s)\n", build.seconds);
             } else {

@@ -45,7 +45,7 @@ use crate::eval::{self, Participants, RunConfig, RunOptions, RunSummary};
 use crate::fsutil::PathError;
 use crate::model::UsageLedger;
 use crate::sandbox::{LoadedHarness, Sandbox};
-use crate::store::{BuildOptions, ComponentHash, ComponentStore, Manifest};
+use crate::store::{BuildOptions, ComponentHash, ComponentStore, Containment, Manifest, Trust};
 
 pub use dir::TrainDir;
 pub use record::{CoderRun, LedgerFile, PhaseTimes, RoundRecord, RoundTranscript, TrainSummary};
@@ -124,6 +124,11 @@ pub struct TrainConfig {
     /// Train on a budget of tasks chosen from the training split.
     #[serde(default)]
     pub select: Option<SelectConfig>,
+    /// The operator allowed candidate builds and the external coder to run
+    /// without a jail where bubblewrap cannot make one
+    /// (`--allow-unjailed-builds`).
+    #[serde(default)]
+    pub allow_unjailed_builds: bool,
 }
 
 fn default_diagnoser() -> String {
@@ -216,6 +221,11 @@ pub enum TrainError {
     NoTables(PathBuf),
     #[error("{path} is corrupt: {message} (move it away to start that part afresh)")]
     Corrupt { path: PathBuf, message: String },
+    #[error(
+        "training builds untrusted candidates (and runs an external coder) only in a jail, and {0}; \
+         to accept the risk of building coder-written source without one, pass --allow-unjailed-builds"
+    )]
+    NoJail(crate::jail::JailError),
 }
 
 impl From<eval::RunDirError> for TrainError {
@@ -261,6 +271,8 @@ pub struct TrainContext {
     /// Components loaded into the sandbox, by hash (a candidate is
     /// evaluated several times; loading once keeps the gate fast).
     pub loaded: Mutex<HashMap<ComponentHash, LoadedHarness>>,
+    /// How candidate builds (untrusted source) are contained.
+    pub containment: Containment,
 }
 
 impl TrainContext {
@@ -275,8 +287,16 @@ impl TrainContext {
         Ok(harness)
     }
 
-    /// Build a crate into the store with the run's shared target dir.
-    pub fn build(&self, dir: &Path, parent: Option<ComponentHash>) -> Result<Manifest, TrainError> {
+    /// Build a crate into the store with the run's shared target dir: the
+    /// user's own source (`Trust::Own`) or a candidate edited from a
+    /// reference (untrusted: scanned and jailed, see
+    /// [`crate::store::build`]).
+    pub fn build(
+        &self,
+        dir: &Path,
+        parent: Option<ComponentHash>,
+        trust: Trust,
+    ) -> Result<Manifest, TrainError> {
         Ok(self
             .store
             .build(
@@ -285,10 +305,35 @@ impl TrainContext {
                     parent,
                     target_dir: Some(self.cargo_target.clone()),
                     quiet: true,
+                    trust,
                     ..BuildOptions::default()
                 },
             )?
             .manifest)
+    }
+
+    /// Whether untrusted work can run as the run's containment asks: in a
+    /// jail, or (allowed by the operator) without one. Says which, loudly
+    /// when unjailed.
+    pub fn check_containment(&self) -> Result<(), TrainError> {
+        match crate::jail::Jail::get() {
+            Ok(jail) => {
+                self.say(format!(
+                    "candidate builds and external coders run jailed ({})",
+                    jail.version()
+                ));
+                Ok(())
+            }
+            Err(e) if self.containment.allow_unjailed => {
+                // Printed even with --quiet: a security downgrade.
+                eprintln!(
+                    "WARNING: candidate builds and external coders run WITHOUT a jail ({e}); \
+                     allowed by --allow-unjailed-builds"
+                );
+                Ok(())
+            }
+            Err(e) => Err(TrainError::NoJail(e)),
+        }
     }
 
     /// Evaluate one component on `tasks` (resuming its cached result dir
@@ -409,6 +454,7 @@ pub async fn train(
         return Err(TrainError::NoTables(source.to_path_buf()));
     }
     let (dir, mut done) = TrainDir::open(out, &config)?;
+    cx.check_containment()?;
     // Spending of earlier processes of this run counts toward the budget.
     dir.import_ledger(&cx.ledger)?;
     // The WIT package sits beside the staging crate, where `../wit` finds it.
@@ -527,7 +573,9 @@ fn initial_harness(
         crate::fsutil::atomic_write(&path, text.as_bytes())
             .map_err(|e| PathError::new("write", &path, e))?;
     }
-    let m = cx.build(&staging, None)?;
+    // The user's own source: built with network, which also fills the
+    // registry cache the candidates' offline builds use.
+    let m = cx.build(&staging, None, Trust::Own)?;
     staging::fresh_copy(&staging, &dir.candidate(&m.hash).join("source"))?;
     dir.set_initial(&m.hash)?;
     Ok(m.hash)

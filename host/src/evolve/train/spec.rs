@@ -14,7 +14,7 @@ use crate::evolve::accept::AcceptRule;
 use crate::evolve::roles::{RoleError, RoleSpec};
 use crate::evolve::train::Method;
 use crate::sandbox::Sandbox;
-use crate::store::ComponentStore;
+use crate::store::{ComponentStore, Containment};
 
 /// A training run's specification.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +54,9 @@ pub struct TrainSpec {
     pub cargo_target: Option<PathBuf>,
     /// Episodes at once.
     pub concurrency: usize,
+    /// Build candidates and run an external coder without a jail where
+    /// bubblewrap cannot make one (recorded in `config.json`).
+    pub allow_unjailed_builds: bool,
 }
 
 impl Default for TrainSpec {
@@ -85,6 +88,7 @@ impl Default for TrainSpec {
             roles: RoleSpec::default(),
             cargo_target: None,
             concurrency: 8,
+            allow_unjailed_builds: false,
         }
     }
 }
@@ -143,7 +147,9 @@ pub async fn run(
         .cargo_target
         .clone()
         .unwrap_or_else(|| store.root().join("cargo-target"));
-    let (diagnoser, coder) = spec.roles.build(spec.method, &hub, &target)?;
+    let (diagnoser, coder) =
+        spec.roles
+            .build(spec.method, &hub, &target, spec.allow_unjailed_builds)?;
     let config = TrainConfig {
         method: spec.method,
         rounds: spec.rounds,
@@ -161,6 +167,7 @@ pub async fn run(
         accept: spec.accept,
         max_usd: spec.max_usd,
         select: spec.select,
+        allow_unjailed_builds: spec.allow_unjailed_builds,
     };
     let cx = TrainContext {
         store: store.clone(),
@@ -176,6 +183,10 @@ pub async fn run(
         coder,
         ledger: hub.ledger().clone(),
         loaded: Mutex::new(Default::default()),
+        containment: Containment {
+            allow_unjailed: spec.allow_unjailed_builds,
+            ..Containment::default()
+        },
     };
     Ok(super::train(config, &source, out, cx).await?)
 }
