@@ -226,6 +226,7 @@ fn hostile_training_content_renders_as_text() {
         accept: Default::default(),
         max_usd: None,
         select: None,
+        allow_unjailed_builds: false,
     };
     std::fs::write(dir.join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
     let (inc, cand) = ("1".repeat(64), "2".repeat(64));
@@ -433,6 +434,7 @@ fn an_empty_diff_patch_is_recomputed_from_the_stored_sources() {
         accept: Default::default(),
         max_usd: None,
         select: None,
+        allow_unjailed_builds: false,
     };
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();

@@ -234,6 +234,7 @@ mod tests {
             accept: Default::default(),
             max_usd: None,
             select: None,
+            allow_unjailed_builds: false,
         }
     }
 
