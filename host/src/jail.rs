@@ -83,9 +83,10 @@ pub enum JailError {
 pub struct JailSpec {
     /// Paths bound read-write (they must exist).
     pub read_write: Vec<PathBuf>,
-    /// Paths bound read-only (missing ones are skipped). Bound after the
-    /// read-write ones, so a read-only path inside a read-write one stays
-    /// read-only.
+    /// Paths bound read-only (missing ones are skipped). Binds are made
+    /// from the shortest path to the longest, so a path inside another
+    /// keeps its own mode (the staging crate read-write inside a read-only
+    /// directory, the WIT package read-only beside it).
     pub read_only: Vec<PathBuf>,
     /// Share the host's network (otherwise: loopback only, of its own).
     pub network: bool,
@@ -172,13 +173,20 @@ impl Jail {
         }
         cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
         cmd.args(["--dir", JAIL_HOME, "--setenv", "HOME", JAIL_HOME]);
-        for p in &spec.read_write {
-            cmd.arg("--bind").arg(p).arg(p);
-        }
-        for p in &spec.read_only {
-            if p.exists() {
-                cmd.arg("--ro-bind").arg(p).arg(p);
-            }
+        let mut binds: Vec<(&Path, &str)> = spec
+            .read_write
+            .iter()
+            .map(|p| (p.as_path(), "--bind"))
+            .chain(
+                spec.read_only
+                    .iter()
+                    .filter(|p| p.exists())
+                    .map(|p| (p.as_path(), "--ro-bind")),
+            )
+            .collect();
+        binds.sort_by_key(|(p, _)| p.components().count());
+        for (p, how) in binds {
+            cmd.arg(how).arg(p).arg(p);
         }
         for (k, v) in &spec.env {
             cmd.arg("--setenv").arg(k).arg(v);
@@ -333,14 +341,15 @@ mod tests {
     #[test]
     fn a_jail_sees_only_its_binds_and_no_environment() {
         let dir = tempfile::tempdir().unwrap();
-        let inside = dir.path().join("inside");
-        let outside = dir.path().join("outside");
+        let inside = dir.path().join("ro/inside");
+        let outside = dir.path().join("ro/outside");
         std::fs::create_dir_all(&inside).unwrap();
         std::fs::write(dir.path().join("secret.txt"), "s3cret").unwrap();
         std::fs::create_dir_all(&outside).unwrap();
         let spec = JailSpec {
             read_write: vec![inside.clone()],
-            read_only: vec![outside.clone()],
+            // A read-only parent does not make the read-write child read-only.
+            read_only: vec![dir.path().join("ro"), outside.clone()],
             env: vec![("ONLY".into(), "this".into())],
             cwd: inside.clone(),
             ..JailSpec::default()

@@ -121,6 +121,20 @@ pub struct RoleArgs {
     /// Wall-clock limit of one external coder run, in seconds.
     #[arg(long, default_value_t = 1800, help_heading = "Evolution roles")]
     pub coder_timeout_secs: u64,
+    /// The external coder runs in a jail with a cleared environment: pass
+    /// it this variable (`NAME` takes the value from this process's
+    /// environment, `NAME=VALUE` sets it), e.g. its API key. Repeatable.
+    #[arg(long, value_name = "NAME[=VALUE]", help_heading = "Evolution roles")]
+    pub coder_env: Vec<String>,
+    /// A path the jailed external coder may read besides the staging crate,
+    /// the toolchain and /usr (e.g. its virtualenv when the automatic
+    /// guess, the prefix of its bin/ directory, is not enough). Repeatable.
+    #[arg(long, value_name = "PATH", help_heading = "Evolution roles")]
+    pub coder_ro: Vec<PathBuf>,
+    /// Give the jailed external coder no network at all (by default it
+    /// shares the host's network to reach its model endpoint).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub coder_no_network: bool,
     /// Follow-up turns of the built-in coder (compiler errors, edits that
     /// did not apply).
     #[arg(long, default_value_t = 3, help_heading = "Evolution roles")]
@@ -273,6 +287,9 @@ impl RoleArgs {
             (None, Some(command)) => CoderSpec::External {
                 command: command.clone(),
                 timeout_secs: self.coder_timeout_secs,
+                env: coder_env(&self.coder_env)?,
+                read_only: self.coder_ro.clone(),
+                network: !self.coder_no_network,
             },
             (None, None) => CoderSpec::Rules,
         };
@@ -303,6 +320,28 @@ impl RoleArgs {
             },
         })
     }
+}
+
+/// `--coder-env` values: `NAME` from this process's environment (which
+/// must have it), `NAME=VALUE` as given.
+fn coder_env(items: &[String]) -> Result<std::collections::BTreeMap<String, String>> {
+    let mut env = std::collections::BTreeMap::new();
+    for item in items {
+        let (name, value) = match item.split_once('=') {
+            Some((n, v)) => (n.to_string(), v.to_string()),
+            None => {
+                let v = std::env::var(item).map_err(|_| {
+                    anyhow::anyhow!("--coder-env {item}: this process has no such variable")
+                })?;
+                (item.clone(), v)
+            }
+        };
+        if name.is_empty() {
+            bail!("--coder-env `{item}`: no variable name");
+        }
+        env.insert(name, value);
+    }
+    Ok(env)
 }
 
 /// The default training directory: runs/train-<method>-<domain>-<agent>.

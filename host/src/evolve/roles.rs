@@ -4,7 +4,8 @@
 //! the heuristic diagnoser and the rule coder. Combinations that cannot work
 //! are refused here, before anything runs.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::coder::{Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig};
@@ -32,6 +33,12 @@ pub enum CoderSpec {
         command: String,
         /// Wall-clock limit of one run, in seconds.
         timeout_secs: u64,
+        /// Its environment (its API key, …): nothing else of the host's.
+        env: BTreeMap<String, String>,
+        /// Extra paths its jail may read (its installation).
+        read_only: Vec<PathBuf>,
+        /// Share the host's network with its jail (its model endpoint).
+        network: bool,
     },
 }
 
@@ -185,9 +192,15 @@ impl RoleSpec {
             CoderSpec::External {
                 command,
                 timeout_secs,
+                env,
+                read_only,
+                network,
             } => {
                 let config = ExternalConfig {
                     timeout_secs: *timeout_secs,
+                    env: env.clone(),
+                    read_only: read_only.clone(),
+                    network: *network,
                     target_dir: Some(target.to_path_buf()),
                     containment: containment.clone(),
                     ..ExternalConfig::new(command.clone())

@@ -145,6 +145,11 @@ pub enum CoderError {
     #[error("bad coder command template: {0}")]
     Template(String),
 
+    #[error(
+        "the external coder runs only in a jail, and {0} (an operator may accept the risk: `train --allow-unjailed-builds`)"
+    )]
+    NoJail(crate::jail::JailError),
+
     #[error(transparent)]
     Io(#[from] PathError),
 }
@@ -159,7 +164,11 @@ impl CoderError {
             | Self::NoEdits { attempts, .. }
             | Self::NoChange { attempts, .. } => *attempts,
             Self::Timeout { .. } | Self::CommandFailed { .. } => 1,
-            Self::NotACrate { .. } | Self::Spawn { .. } | Self::Template(_) | Self::Io(_) => 0,
+            Self::NotACrate { .. }
+            | Self::Spawn { .. }
+            | Self::Template(_)
+            | Self::NoJail(_)
+            | Self::Io(_) => 0,
         }
     }
 
