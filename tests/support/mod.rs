@@ -83,3 +83,93 @@ pub fn train_command(dir: &std::path::Path, extra: &[&str]) -> std::process::Com
         .args(extra);
     c
 }
+
+/// What a child process cost.
+#[derive(Debug)]
+pub struct Measured {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: std::time::Duration,
+    /// Peak resident set size in MiB: the child's own and that of every
+    /// descendant it waited for (wait4's rusage). Processes in a bubblewrap
+    /// jail are reaped inside their PID namespace and not counted; their
+    /// memory is bounded by the jail's limit instead.
+    pub peak_rss_mib: f64,
+}
+
+/// Run `cmd` to completion (stdin empty), measuring its wall time and peak
+/// resident set size.
+// The child is reaped by wait4 (for its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
+pub fn run_measured(mut cmd: std::process::Command) -> Measured {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let started = std::time::Instant::now();
+    let mut child = cmd.spawn().expect("spawn the measured command");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = r.read_to_end(&mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("piped")));
+    let err = drain(Box::new(child.stderr.take().expect("piped")));
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: wait4 writes only into `status` and `usage`, which we own;
+    // the child is ours and reaped exactly once (here, not by `Child`).
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let r = libc::wait4(pid, &mut status, 0, &mut usage);
+        assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+        usage
+    };
+    let elapsed = started.elapsed();
+    Measured {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+        elapsed,
+        peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
+    }
+}
+
+/// Set in a child that runs one test case alone ([`in_child`]).
+const CHILD_CASE: &str = "ECDYSIS_TEST_CHILD_CASE";
+
+/// Whether this process is the child of [`in_child`]: the test then runs
+/// its case instead of spawning it.
+pub fn is_child() -> bool {
+    std::env::var_os(CHILD_CASE).is_some()
+}
+
+/// Run the test `name` of this test binary alone in a child process (with
+/// `env` added to its environment), so its time and peak memory are its
+/// own; panics, with the child's output, unless that test ran and passed.
+pub fn in_child(name: &str, env: &[(&str, &str)]) -> Measured {
+    let mut cmd = std::process::Command::new(std::env::current_exe().expect("test binary"));
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_CASE, "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let m = run_measured(cmd);
+    eprintln!(
+        "{name}: {:.1} s, peak RSS {:.0} MiB",
+        m.elapsed.as_secs_f64(),
+        m.peak_rss_mib
+    );
+    assert!(
+        m.status.success() && m.stdout.contains("1 passed"),
+        "the child case {name} failed ({:?}):\n{}\n{}",
+        m.status,
+        m.stdout,
+        m.stderr
+    );
+    m
+}

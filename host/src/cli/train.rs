@@ -131,6 +131,10 @@ pub struct RoleArgs {
     /// guess, the prefix of its bin/ directory, is not enough). Repeatable.
     #[arg(long, value_name = "PATH", help_heading = "Evolution roles")]
     pub coder_ro: Vec<PathBuf>,
+    /// A directory the jailed external coder may write besides the staging
+    /// crate and the cargo target (e.g. for its logs). Repeatable.
+    #[arg(long, value_name = "PATH", help_heading = "Evolution roles")]
+    pub coder_rw: Vec<PathBuf>,
     /// Give the jailed external coder no network at all (by default it
     /// shares the host's network to reach its model endpoint).
     #[arg(long, help_heading = "Evolution roles")]
@@ -289,6 +293,7 @@ impl RoleArgs {
                 timeout_secs: self.coder_timeout_secs,
                 env: coder_env(&self.coder_env)?,
                 read_only: self.coder_ro.clone(),
+                read_write: self.coder_rw.clone(),
                 network: !self.coder_no_network,
             },
             (None, None) => CoderSpec::Rules,

@@ -37,6 +37,8 @@ pub enum CoderSpec {
         env: BTreeMap<String, String>,
         /// Extra paths its jail may read (its installation).
         read_only: Vec<PathBuf>,
+        /// Extra paths its jail may write (its logs).
+        read_write: Vec<PathBuf>,
         /// Share the host's network with its jail (its model endpoint).
         network: bool,
     },
@@ -194,12 +196,14 @@ impl RoleSpec {
                 timeout_secs,
                 env,
                 read_only,
+                read_write,
                 network,
             } => {
                 let config = ExternalConfig {
                     timeout_secs: *timeout_secs,
                     env: env.clone(),
                     read_only: read_only.clone(),
+                    read_write: read_write.clone(),
                     network: *network,
                     target_dir: Some(target.to_path_buf()),
                     containment: containment.clone(),

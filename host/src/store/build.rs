@@ -401,8 +401,13 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
                 opts.timeout.as_secs()
             ));
         }
+        // rustc aborts ("memory allocation of N bytes failed") or, in const
+        // evaluation, reports E0080.
         if let Some(bytes) = memory_limit
-            && out.stderr.contains("memory allocation of")
+            && (out.stderr.contains("memory allocation of")
+                || build
+                    .errors
+                    .contains("tried to allocate more memory than available to compiler"))
         {
             build.errors.push_str(&format!(
                 "\n(a build process hit the memory limit of {} MiB)",

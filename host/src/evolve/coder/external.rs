@@ -324,7 +324,10 @@ impl ExternalCoder {
             Ok(jail) => {
                 let mut read_write = vec![staging.to_path_buf()];
                 read_write.extend(self.config.target_dir.iter().cloned());
-                read_write.extend(self.config.read_write.iter().cloned());
+                for p in &self.config.read_write {
+                    std::fs::create_dir_all(p).map_err(|e| PathError::new("create", p, e))?;
+                    read_write.push(p.clone());
+                }
                 let mut read_only = vec![scratch.to_path_buf()];
                 read_only.extend(toolchain.read_only.iter().cloned());
                 read_only.extend(install);
