@@ -20,8 +20,11 @@ use ecdysis_host::{bench, doctor};
 /// A harness is a WebAssembly component of the `ecdysis:harness@0.1.0` world
 /// (see wit/harness.wit). Components are stored by the blake3 hash of their
 /// bytes; anywhere a harness is expected you may pass a guest crate directory
-/// (built on the spot), a .wasm file, or a stored hash (a unique prefix of at
-/// least 6 digits is enough).
+/// (one holding a Cargo.toml, built on the spot), a .wasm file, or a stored
+/// hash: a unique prefix of at least 12 hex digits, or of 6 when typed at a
+/// terminal (stdin is a TTY; scripts and pipes need 12). A name that is both
+/// an existing path and a stored hash prefix is refused: write ./NAME for
+/// the path.
 #[derive(Parser)]
 #[command(name = "ecdysis-host", version, propagate_version = true)]
 struct Cli {
@@ -247,7 +250,13 @@ fn main() -> ExitCode {
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
-    let store = ComponentStore::open(&cli.store);
+    // Short hash prefixes only for a person at a terminal (see --help).
+    let min_prefix = if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        ecdysis_host::store::MIN_PREFIX_INTERACTIVE
+    } else {
+        ecdysis_host::store::MIN_PREFIX
+    };
+    let store = ComponentStore::open(&cli.store).with_min_prefix(min_prefix);
     match cli.command {
         Command::Build(args) => {
             let parent = match &args.parent {

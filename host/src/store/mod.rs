@@ -97,6 +97,20 @@ pub enum StoreError {
     Io(#[from] PathError),
     #[error("`{0}` is neither a .wasm file nor a component hash in the store")]
     NotFound(String),
+    #[error(
+        "hash prefix `{prefix}` is too short: give at least {min} hex digits ({MIN_PREFIX_INTERACTIVE} are enough when typed at a terminal)"
+    )]
+    PrefixTooShort { prefix: String, min: usize },
+    #[error(
+        "`{spec}` names both {path} and the stored component {hash}: write `./{spec}` for the path, or more digits of the hash"
+    )]
+    AmbiguousName {
+        spec: String,
+        path: PathBuf,
+        hash: String,
+    },
+    #[error("{} is a directory without a Cargo.toml: not a crate to build", dir.display())]
+    NotACrate { dir: PathBuf },
     #[error("hash prefix `{prefix}` is ambiguous: {candidates:?}")]
     Ambiguous {
         prefix: String,
@@ -159,16 +173,37 @@ pub enum LoadSource {
     RecompiledCorrupt,
 }
 
+/// Fewest hex digits of a hash prefix (scripts, configs, any
+/// non-interactive use): 48 bits, so a prefix that resolves today does not
+/// turn ambiguous as the store grows.
+pub const MIN_PREFIX: usize = 12;
+
+/// Fewest hex digits of a hash prefix typed at a terminal, where a person
+/// sees an ambiguity error at once.
+pub const MIN_PREFIX_INTERACTIVE: usize = 6;
+
 /// The store rooted at a directory.
 #[derive(Debug, Clone)]
 pub struct ComponentStore {
     root: PathBuf,
+    min_prefix: usize,
 }
 
 impl ComponentStore {
-    /// The store at `root`, created on first write.
+    /// The store at `root`, created on first write; hash prefixes need
+    /// [`MIN_PREFIX`] digits.
     pub fn open(root: impl Into<PathBuf>) -> Self {
-        ComponentStore { root: root.into() }
+        ComponentStore {
+            root: root.into(),
+            min_prefix: MIN_PREFIX,
+        }
+    }
+
+    /// Accept hash prefixes of `digits` hex digits or more (the CLI passes
+    /// [`MIN_PREFIX_INTERACTIVE`] when its stdin is a terminal).
+    pub fn with_min_prefix(mut self, digits: usize) -> Self {
+        self.min_prefix = digits.clamp(1, 64);
+        self
     }
 
     /// `$ECDYSIS_STORE`, else `.ecdysis/store` under the current directory.
@@ -272,9 +307,19 @@ impl ComponentStore {
     }
 
     /// Resolve what a user typed: a path to a `.wasm` file (added to the
-    /// store), or a full or unique-prefix (≥ 6 digits) hash of a stored one.
+    /// store), or a full or unique-prefix hash of a stored one (at least
+    /// the store's minimum of digits, [`MIN_PREFIX`] by default). A name
+    /// that is both an existing path and a stored hash prefix is refused as
+    /// ambiguous rather than guessed.
     pub fn resolve(&self, spec: &str) -> Result<Manifest, StoreError> {
         let path = Path::new(spec);
+        if path.exists() {
+            self.refuse_ambiguous(spec, path)?;
+        }
+        if path.is_dir() {
+            // Only `obtain` builds crates; a directory is never a hash here.
+            return Err(StoreError::NotFound(spec.to_string()));
+        }
         if path.is_file() {
             let bytes = std::fs::read(path).map_err(|e| PathError::new("read", path, e))?;
             return self.put(
@@ -285,30 +330,52 @@ impl ComponentStore {
                 },
             );
         }
+        if !is_hex(spec) {
+            return Err(StoreError::NotFound(spec.to_string()));
+        }
         let prefix = spec.to_ascii_lowercase();
-        if prefix.len() >= 6 && prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
-            let matches: Vec<_> = self
-                .list()?
-                .into_iter()
-                .filter(|h| h.as_str().starts_with(&prefix))
-                .collect();
-            match matches.len() {
-                0 => {}
-                1 => {
-                    let hash = &matches[0];
-                    return self
-                        .manifest(hash)?
-                        .ok_or_else(|| StoreError::NotFound(spec.to_string()));
-                }
-                _ => {
-                    return Err(StoreError::Ambiguous {
-                        prefix,
-                        candidates: matches.iter().map(|h| h.short().to_string()).collect(),
-                    });
-                }
+        if prefix.len() < self.min_prefix {
+            return Err(StoreError::PrefixTooShort {
+                prefix,
+                min: self.min_prefix,
+            });
+        }
+        let matches = self.matching(&prefix)?;
+        match matches.len() {
+            0 => Err(StoreError::NotFound(spec.to_string())),
+            1 => self
+                .manifest(&matches[0])?
+                .ok_or_else(|| StoreError::NotFound(spec.to_string())),
+            _ => Err(StoreError::Ambiguous {
+                prefix,
+                candidates: matches.iter().map(|h| h.short().to_string()).collect(),
+            }),
+        }
+    }
+
+    /// Stored hashes starting with `prefix` (lowercase hex).
+    fn matching(&self, prefix: &str) -> Result<Vec<ComponentHash>, StoreError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .filter(|h| h.as_str().starts_with(prefix))
+            .collect())
+    }
+
+    /// Refuse `spec` when it names the existing `path` and also a stored
+    /// hash prefix (long enough to count as one).
+    fn refuse_ambiguous(&self, spec: &str, path: &Path) -> Result<(), StoreError> {
+        if is_hex(spec) && spec.len() >= self.min_prefix {
+            let prefix = spec.to_ascii_lowercase();
+            if let Some(hash) = self.matching(&prefix)?.first() {
+                return Err(StoreError::AmbiguousName {
+                    spec: spec.to_string(),
+                    path: path.to_path_buf(),
+                    hash: hash.short().to_string(),
+                });
             }
         }
-        Err(StoreError::NotFound(spec.to_string()))
+        Ok(())
     }
 
     /// Read a stored component's bytes, verifying they still hash to its name.
@@ -410,6 +477,11 @@ pub struct ManifestFacts {
     pub origin: String,
 }
 
+/// Whether `s` could be a hash prefix: hex digits only.
+fn is_hex(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// A component starts with the wasm magic and the component-model layer
 /// (a core module has version 1, layer 0).
 fn is_component(bytes: &[u8]) -> bool {
@@ -418,10 +490,20 @@ fn is_component(bytes: &[u8]) -> bool {
 
 impl ComponentStore {
     /// What a user may pass as `--harness`: a guest crate directory (built
-    /// now), a `.wasm` file (added), or a stored hash (or unique prefix).
+    /// now, as the user's own source), a `.wasm` file (added), or a stored
+    /// hash (or unique prefix, see [`ComponentStore::resolve`]). A directory
+    /// is built only when it is a crate (holds a `Cargo.toml`); any other
+    /// directory is an error naming it, even when its name looks like a
+    /// hash prefix.
     pub fn obtain(&self, spec: &str, quiet: bool) -> Result<Manifest, StoreError> {
         let path = Path::new(spec);
         if path.is_dir() {
+            self.refuse_ambiguous(spec, path)?;
+            if !path.join("Cargo.toml").is_file() {
+                return Err(StoreError::NotACrate {
+                    dir: path.to_path_buf(),
+                });
+            }
             let opts = BuildOptions {
                 quiet,
                 ..BuildOptions::default()
