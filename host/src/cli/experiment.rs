@@ -57,6 +57,10 @@ pub struct ExperimentArgs {
     /// Cargo target dir shared by candidate builds.
     #[arg(long)]
     pub cargo_target_dir: Option<PathBuf>,
+    /// Build candidates without a jail where bubblewrap cannot make one
+    /// (see `train --help`); recorded in each run's config.json.
+    #[arg(long)]
+    pub allow_unjailed_builds: bool,
 }
 
 /// `experiment`: every method from the same start, then the comparison.
@@ -76,6 +80,7 @@ pub async fn experiment(
             coder_latency_ms: args.coder_latency_ms,
             cargo_target: args.cargo_target_dir,
             concurrency: args.concurrency,
+            allow_unjailed_builds: args.allow_unjailed_builds,
             eval: RunSpec {
                 domain: args.domain,
                 tasks: args.tasks,
