@@ -715,3 +715,53 @@ fn a_candidate_importing_a_clock_is_rejected_and_the_next_round_runs() {
     assert_eq!(second["accepted"], true, "{second}");
     assert!(second["candidate_score"].as_f64().is_some(), "{second}");
 }
+
+#[test]
+fn without_a_jail_training_refuses_to_start_unless_the_operator_allows_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("train");
+    let command = |extra: &[&str]| {
+        let mut args = vec!["--rounds", "1", "--out", out.to_str().unwrap()];
+        args.extend(extra);
+        let mut cmd = support::train_command(tmp.path(), &args);
+        // This process sees no bubblewrap, as on a machine without it.
+        cmd.env("ECDYSIS_BWRAP", "");
+        cmd
+    };
+    let m = support::run_measured(command(&[]));
+    assert!(!m.status.success());
+    for needle in [
+        "only in a jail",
+        "bubblewrap (`bwrap`) is not installed",
+        "--allow-unjailed-builds",
+    ] {
+        assert!(m.stderr.contains(needle), "{needle}: {}", m.stderr);
+    }
+    assert!(!out.exists(), "a refused run writes nothing");
+    assert!(m.elapsed < Duration::from_secs(60), "{:?}", m.elapsed);
+    assert!(m.peak_rss_mib < 256.0, "{} MiB", m.peak_rss_mib);
+
+    // Positive control: the operator accepts the risk; the run goes on
+    // (scanned, offline, cleared environment, memory limit), says so, and
+    // records the choice.
+    let m = support::run_measured(command(&["--allow-unjailed-builds"]));
+    assert!(m.status.success(), "{}", m.stderr);
+    assert!(
+        m.stderr
+            .contains("WARNING: candidate builds and external coders run WITHOUT a jail"),
+        "{}",
+        m.stderr
+    );
+    assert!(m.elapsed < Duration::from_secs(600), "{:?}", m.elapsed);
+    assert!(m.peak_rss_mib < 768.0, "{} MiB", m.peak_rss_mib);
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["allow_unjailed_builds"], true);
+    let rounds = rounds_of(&out);
+    assert!(rounds[0]["candidate"].is_string(), "{:?}", rounds[0]);
+    assert!(
+        rounds[0]["candidate_score"].as_f64().is_some(),
+        "{:?}",
+        rounds[0]
+    );
+}

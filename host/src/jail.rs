@@ -20,6 +20,10 @@
 //!   bwrap is killed: `--die-with-parent`) every process it left behind is
 //!   killed with the namespace, including ones that called `setsid`.
 //!
+//! The bubblewrap program is `bwrap` on `PATH`, or the path in
+//! `$ECDYSIS_BWRAP` (an empty or missing one means no jail: how the tests
+//! show what happens on a machine without bubblewrap).
+//!
 //! Whether bubblewrap works is probed once per process ([`Jail::get`]): it
 //! needs unprivileged user namespaces (or root), and it cannot mount a
 //! fresh `/proc` when nested inside a jail that forbids it; then the jail is
@@ -112,7 +116,11 @@ impl Jail {
     }
 
     fn probe() -> Result<Jail, JailError> {
-        let program = find_program(OsStr::new("bwrap")).ok_or(JailError::NotInstalled)?;
+        let named = std::env::var_os("ECDYSIS_BWRAP").unwrap_or_else(|| "bwrap".into());
+        if named.is_empty() {
+            return Err(JailError::NotInstalled);
+        }
+        let program = find_program(&named).ok_or(JailError::NotInstalled)?;
         let version = Command::new(&program)
             .arg("--version")
             .output()

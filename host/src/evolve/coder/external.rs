@@ -20,8 +20,10 @@
 //! - the staging crate, read-write, at its own path (`{dir}`);
 //! - the prompt file's directory, read-only;
 //! - the Rust toolchain and the cargo registry cache read-only (it may run
-//!   `cargo build --offline`), and the shared cargo target directory
-//!   read-write (exported as `CARGO_TARGET_DIR`);
+//!   `cargo build --offline`), and a target directory of its own,
+//!   `coder/` inside the shared one, read-write (exported as
+//!   `CARGO_TARGET_DIR`): the artifacts the candidate builds link stay out
+//!   of its reach;
 //! - its own installation read-only: the directory of the resolved program,
 //!   or, for a program in a `bin/` directory outside `/usr` (a virtualenv,
 //!   a pipx or npm prefix), that prefix; plus [`ExternalConfig::read_only`];
@@ -77,8 +79,8 @@ pub struct ExternalConfig {
     pub timeout_secs: u64,
     /// Build the crate after the agent's edits to report `build_ok`.
     pub check_build: bool,
-    /// Shared cargo target directory, for the build check and exported to
-    /// the agent as `CARGO_TARGET_DIR`.
+    /// Shared cargo target directory of the build check; the agent gets
+    /// its `coder/` subdirectory as `CARGO_TARGET_DIR`.
     pub target_dir: Option<PathBuf>,
     /// The agent's environment besides `PATH`, `HOME` and the toolchain's
     /// variables (e.g. its API key): nothing else of the host's is passed.
@@ -310,7 +312,12 @@ impl ExternalCoder {
                 *path = joined;
             }
         }
-        if let Some(t) = &self.config.target_dir {
+        // The agent's own cargo runs get a target directory of their own
+        // (`coder/` inside the shared one): it runs arbitrary code, and
+        // must not be able to swap the dependency artifacts the candidate
+        // builds link.
+        let agent_target = self.config.target_dir.as_ref().map(|t| t.join("coder"));
+        if let Some(t) = &agent_target {
             std::fs::create_dir_all(t).map_err(|e| PathError::new("create", t, e))?;
             env.push(("CARGO_TARGET_DIR".into(), t.clone().into_os_string()));
         }
@@ -323,7 +330,7 @@ impl ExternalCoder {
         match Jail::get() {
             Ok(jail) => {
                 let mut read_write = vec![staging.to_path_buf()];
-                read_write.extend(self.config.target_dir.iter().cloned());
+                read_write.extend(agent_target.iter().cloned());
                 for p in &self.config.read_write {
                     std::fs::create_dir_all(p).map_err(|e| PathError::new("create", p, e))?;
                     read_write.push(p.clone());

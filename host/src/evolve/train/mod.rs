@@ -453,8 +453,8 @@ pub async fn train(
     if !source.join(heuristic::TABLES_FILE).is_file() {
         return Err(TrainError::NoTables(source.to_path_buf()));
     }
-    let (dir, mut done) = TrainDir::open(out, &config)?;
     cx.check_containment()?;
+    let (dir, mut done) = TrainDir::open(out, &config)?;
     // Spending of earlier processes of this run counts toward the budget.
     dir.import_ledger(&cx.ledger)?;
     // The WIT package sits beside the staging crate, where `../wit` finds it.

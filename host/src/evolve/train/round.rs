@@ -539,3 +539,45 @@ fn merge(merged: Option<ChangeSpec>, spec: ChangeSpec) -> ChangeSpec {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_candidate_changed_outside_src_is_rejected_unbuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (reference, staging) = (dir.path().join("ref"), dir.path().join("staging"));
+        for root in [&reference, &staging] {
+            std::fs::create_dir_all(root.join("src")).unwrap();
+            std::fs::write(root.join("Cargo.toml"), "[package]\n").unwrap();
+            std::fs::write(root.join("src/lib.rs"), "const S: &str = env!(\"HOME\");\n").unwrap();
+        }
+        // Positive control: src/ changes are the coder's; the reference's
+        // findings may stay.
+        std::fs::write(staging.join("src/new.rs"), "pub fn f() {}\n").unwrap();
+        let containment = Containment::default();
+        match candidate_trust(&reference, &staging, &containment).unwrap() {
+            Ok(Trust::Untrusted { allowed, .. }) => {
+                assert_eq!(allowed.len(), 1);
+                assert_eq!(allowed[0].construct, "env!");
+            }
+            other => panic!("expected an untrusted build, got {other:?}"),
+        }
+        // Hostile: a build script and a manifest edit that bypassed the
+        // coder's own check.
+        std::fs::write(staging.join("build.rs"), "fn main() {}\n").unwrap();
+        std::fs::write(
+            staging.join("Cargo.toml"),
+            "[package]\nbuild = \"build.rs\"\n",
+        )
+        .unwrap();
+        let why = candidate_trust(&reference, &staging, &containment)
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(
+            why,
+            "rejected: files outside src/ differ from the incumbent's: Cargo.toml, build.rs"
+        );
+    }
+}
