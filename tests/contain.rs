@@ -405,6 +405,10 @@ async fn a_jailed_coder_sees_no_secret_and_leaves_nothing_running() {
     let scripts = tmp.path().join("scripts");
     std::fs::create_dir_all(&scripts).unwrap();
     let planted = outside.dir.join("planted-by-coder.txt");
+    // The shared cargo target holds the dependency artifacts candidate
+    // builds link: the coder's own cargo gets only `coder/` inside it.
+    let poison = target().join("poisoned-by-coder");
+    let _ = std::fs::remove_file(&poison);
     // The coder tries to read the secret and the key, to write outside the
     // crate, and leaves writers behind (one in its own session); then it
     // makes a real edit.
@@ -415,10 +419,12 @@ try:
 except Exception:
     secret = "unreadable"
 key = os.environ.get("@KEY_VAR@", "unset")
-try:
-    open("@PLANTED@", "w").write("x")
-except Exception:
-    pass
+for path in ["@PLANTED@", "@POISON@"]:
+    try:
+        open(path, "w").write("x")
+    except Exception:
+        pass
+open(os.environ["CARGO_TARGET_DIR"] + "/coder-was-here", "w").write("ok")
 t = open("src/tables.rs").read()
 assert @RULE@ in t
 t = t.replace(@RULE@, @NEW_RULE@)
@@ -430,6 +436,7 @@ subprocess.Popen(["setsid", "sh", "-c", "sleep 1; echo '// LATE-SETSID' >> src/l
     .replace("@SECRET@", &outside.path("secret.txt"))
     .replace("@KEY_VAR@", KEY_VAR)
     .replace("@PLANTED@", &planted.to_string_lossy())
+    .replace("@POISON@", &poison.to_string_lossy())
     .replace("@RULE@", &py(RULE_2))
     .replace("@NEW_RULE@", &py(NEW_RULE));
     std::fs::write(scripts.join("coder.py"), script).unwrap();
@@ -461,6 +468,8 @@ subprocess.Popen(["setsid", "sh", "-c", "sleep 1; echo '// LATE-SETSID' >> src/l
     );
     assert!(!out.diff.contains(SECRET) && !out.diff.contains(KEY_VALUE));
     assert!(!planted.exists(), "the coder wrote outside the crate");
+    assert!(!poison.exists(), "the coder wrote into the shared target");
+    assert!(target().join("coder/coder-was-here").is_file());
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(
         source_tree_hash(&crate_dir).unwrap(),
