@@ -1,9 +1,9 @@
-// The LLM-facing pieces of evolution against the in-process mock OpenAI
-// server (real HTTP on 127.0.0.1) and real builds of a staging copy of
-// harness-template: the FDCR discussion (role order, call counts, spec
-// validation and retries, the shared transcript), the built-in editor coder
-// (edits, mismatch feedback, compiler-error feedback, edits outside src/),
-// and the external-command adapter (diff collection, rejection, timeout).
+//! The LLM-facing pieces of evolution against the in-process mock OpenAI
+//! server (real HTTP on 127.0.0.1) and real builds of a staging copy of
+//! harness-template: the FDCR discussion (role order, call counts, spec
+//! validation and retries, the shared transcript), the built-in editor coder
+//! (edits, mismatch feedback, compiler-error feedback, edits outside src/),
+//! and the external-command adapter (diff collection, rejection, timeout).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
-// The OpenAI-compatible client against the in-process mock server, over
-// real HTTP on 127.0.0.1: tool calls, retries (429 + Retry-After, 5xx,
-// timeouts), typed errors, the response cache and its policies, usage and
-// cost accounting, and the per-endpoint concurrency limit.
+//! The OpenAI-compatible client against the in-process mock server, over
+//! real HTTP on 127.0.0.1: tool calls, retries (429 + Retry-After, 5xx,
+//! timeouts), typed errors, the response cache and its policies, usage and
+//! cost accounting, and the per-endpoint concurrency limit.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -464,3 +464,82 @@ fn limits_no_hook_can_run_under_are_refused_by_the_library() {
     // Positive control: the defaults work on the same engine.
     positive_control(&sandbox);
 }
+
+/// A read-only environment whose every answer takes `delay` of host time:
+/// what a guest can make the host do on its behalf, outside wasm.
+struct SlowEnv {
+    delay: Duration,
+}
+
+impl ecdysis_host::sandbox::ReadOnlyEnv for SlowEnv {
+    fn tool_mutates(&self, name: &str) -> Option<bool> {
+        (name == "get_order_details").then_some(false)
+    }
+
+    fn call_read_only(
+        &mut self,
+        _name: &str,
+        _arguments: &serde_json::Map<String, serde_json::Value>,
+    ) -> ecdysis_host::sandbox::ViewOutput {
+        std::thread::sleep(self.delay);
+        ecdysis_host::sandbox::ViewOutput {
+            content: "{}".into(),
+            error: false,
+        }
+    }
+}
+
+#[test]
+fn host_work_a_guest_triggers_counts_against_its_deadline() {
+    // 64 env-view calls of 40 ms each would keep the host busy 2.6 s; the
+    // deadline (300 ms) is checked when each host call starts and returns,
+    // so the hook ends as a deadline error at most one call late.
+    let limits = Limits {
+        deadline: Duration::from_millis(300),
+        env_view_calls_per_hook: 64,
+        ..test_limits()
+    };
+    let sandbox = Sandbox::new(limits).unwrap();
+    let hostile = load(&sandbox, Some("env-view-flood"));
+    let mut ep = hostile
+        .start_episode(
+            &info(),
+            &doctor::sample_tools(),
+            Box::new(SlowEnv {
+                delay: Duration::from_millis(40),
+            }),
+        )
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = ep.realize(&proposed_call()).expect_err("past the deadline");
+    let took = started.elapsed();
+    assert!(
+        matches!(
+            err,
+            SandboxError::Deadline {
+                deadline_ms: 300,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // Generous for a loaded machine; the unbounded cost would be 2.6 s.
+    assert!(took < Duration::from_millis(300 + 40 + 1000), "{took:?}");
+    positive_control(&sandbox);
+}
+
+#[test]
+fn a_rewritten_call_too_large_to_run_is_a_contract_violation() {
+    // The call a harness writes runs after the hook returned, outside its
+    // deadline: its arguments are capped like an env-view call's.
+    let sandbox = Sandbox::new(test_limits()).unwrap();
+    let err = attack_on(&sandbox, "huge-args");
+    match err {
+        SandboxError::Contract {
+            violation: Violation::ArgumentsTooLarge { bytes, cap, .. },
+            ..
+        } => assert!(bytes > cap && cap == ecdysis_host::env::MAX_TOOL_ARGUMENT_BYTES),
+        other => panic!("{other}"),
+    }
+    positive_control(&sandbox);
+}

@@ -6,10 +6,28 @@ mod support;
 use ecdysis_host::sandbox::{Limits, Sandbox};
 use ecdysis_host::store::{BuildOptions, ComponentStore, LoadSource, ManifestFacts, StoreError};
 
+/// A store in a temp dir, its artifact key beside it (outside the store).
 fn temp_store() -> (tempfile::TempDir, ComponentStore) {
     let dir = tempfile::tempdir().unwrap();
-    let store = ComponentStore::open(dir.path().join("store"));
+    let store =
+        ComponentStore::open(dir.path().join("store")).with_key_file(dir.path().join("key"));
     (dir, store)
+}
+
+/// The precompiled artifact and its MAC of `hash` in `store`.
+fn artifact_files(store: &ComponentStore, hash: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = store.root().join("precompiled");
+    let cwasm = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.extension().is_some_and(|x| x == "cwasm")
+                && p.file_name().unwrap().to_string_lossy().starts_with(hash)
+        })
+        .expect("artifact written");
+    let mac = cwasm.with_extension("cwasm.mac");
+    (cwasm, mac)
 }
 
 fn quiet() -> BuildOptions {
@@ -258,4 +276,132 @@ fn the_world_is_read_from_the_component_and_an_unknown_one_is_refused() {
     let inspection = store.inspect(&sandbox, &good.hash).unwrap();
     assert!(inspection.world_supported && inspection.link_error.is_none());
     assert!(store.load(&sandbox, &good.hash).is_ok());
+}
+
+#[test]
+fn a_planted_artifact_is_recompiled_never_executed() {
+    let (dir, store) = temp_store();
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let good = store
+        .put(
+            &support::guest("guests/direct", None),
+            ManifestFacts::default(),
+        )
+        .unwrap();
+    let evil = store
+        .put(
+            &support::guest("guests/hostile", Some("panic")),
+            ManifestFacts::default(),
+        )
+        .unwrap();
+    store.load(&sandbox, &good.hash).unwrap();
+    store.load(&sandbox, &evil.hash).unwrap();
+    let (good_cwasm, good_mac) = artifact_files(&store, good.hash.as_str());
+    let (evil_cwasm, evil_mac) = artifact_files(&store, evil.hash.as_str());
+
+    // Whoever can write the store plants another component's genuine
+    // artifact and MAC under the good hash: the MAC binds the hash, so it is
+    // refused and the good component is recompiled.
+    std::fs::copy(&evil_cwasm, &good_cwasm).unwrap();
+    std::fs::copy(&evil_mac, &good_mac).unwrap();
+    let (harness, source) = store.load(&sandbox, &good.hash).unwrap();
+    assert_eq!(source, LoadSource::RecompiledCorrupt);
+    assert!(
+        ecdysis_host::doctor::check(&harness).passed(),
+        "the good harness runs, not the planted panicking one"
+    );
+
+    // An artifact authenticated with a key the attacker made up (the old
+    // unkeyed checksum scheme is the same as knowing no key at all).
+    std::fs::copy(&evil_cwasm, &good_cwasm).unwrap();
+    let forged = ComponentStore::open(store.root()).with_key_file(dir.path().join("attacker.key"));
+    let (_, _) = forged.load(&sandbox, &evil.hash).unwrap();
+    let (_, forged_mac) = artifact_files(&forged, evil.hash.as_str());
+    std::fs::write(&good_mac, std::fs::read(&forged_mac).unwrap()).unwrap();
+    let (harness, source) = store.load(&sandbox, &good.hash).unwrap();
+    assert_eq!(source, LoadSource::RecompiledCorrupt);
+    assert!(ecdysis_host::doctor::check(&harness).passed());
+    // Positive control: the rewritten artifact verifies and loads as is.
+    let (_, source) = store.load(&sandbox, &good.hash).unwrap();
+    assert_eq!(source, LoadSource::Precompiled);
+}
+
+#[test]
+fn an_artifact_key_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, store) = temp_store();
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let m = store
+        .put(
+            &support::guest("guests/direct", None),
+            ManifestFacts::default(),
+        )
+        .unwrap();
+    store.load(&sandbox, &m.hash).unwrap();
+    let key = dir.path().join("key");
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "created private"
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let reopened = ComponentStore::open(store.root()).with_key_file(&key);
+    match reopened.load(&sandbox, &m.hash) {
+        Err(StoreError::BadKey { path, reason }) => {
+            assert_eq!(path, key);
+            assert!(reason.contains("chmod 600"), "{reason}");
+        }
+        other => panic!("expected BadKey, got {:?}", other.map(|r| r.1)),
+    }
+}
+
+#[test]
+fn untrusted_bytes_compile_in_a_limited_child_and_are_size_capped() {
+    use ecdysis_host::store::Compiler;
+    use std::time::{Duration, Instant};
+    let (dir, store) = temp_store();
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let bytes = support::guest("guests/direct", None);
+    let m = store.put(&bytes, ManifestFacts::default()).unwrap();
+    // A compiler child that may not map enough memory to compile fails
+    // with a typed error, quickly, and the host is unharmed.
+    let starved = store.clone().with_compiler(Compiler::Child {
+        exe: support::host_bin(),
+        timeout: Duration::from_secs(60),
+        memory_bytes: 16 << 20,
+    });
+    let started = Instant::now();
+    match starved.load(&sandbox, &m.hash) {
+        Err(StoreError::Sandbox(e)) => {
+            assert_eq!(e.kind(), "compile", "{e}");
+            assert!(e.to_string().contains("compiler process failed"), "{e}");
+        }
+        other => panic!("expected a compile error, got {:?}", other.map(|r| r.1)),
+    }
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // Positive control: the same child with room compiles it, and the
+    // harness runs.
+    let child = store.clone().with_compiler(Compiler::Child {
+        exe: support::host_bin(),
+        timeout: Duration::from_secs(120),
+        memory_bytes: 4 << 30,
+    });
+    let (harness, source) = child.load(&sandbox, &m.hash).unwrap();
+    assert_eq!(source, LoadSource::Compiled);
+    assert!(ecdysis_host::doctor::check(&harness).passed());
+
+    // Size cap: refused at the door, for bytes and for files alike.
+    let small = ComponentStore::open(dir.path().join("small"))
+        .with_key_file(dir.path().join("key"))
+        .with_max_component_bytes(1000);
+    assert!(matches!(
+        small.put(&bytes, ManifestFacts::default()),
+        Err(StoreError::TooLarge { cap: 1000, .. })
+    ));
+    let file = dir.path().join("big.wasm");
+    std::fs::write(&file, &bytes).unwrap();
+    match small.resolve(file.to_str().unwrap()) {
+        Err(StoreError::TooLarge { origin, .. }) => assert!(origin.contains("big.wasm")),
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
 }

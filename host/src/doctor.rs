@@ -13,6 +13,8 @@ use crate::sandbox::{
 /// One hook call of the check.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Probe {
+    /// The hook called: `constructor`, `contract`, `skills`, `realize` or
+    /// `regulate`.
     pub hook: &'static str,
     /// What input the hook got.
     pub input: &'static str,
@@ -20,14 +22,20 @@ pub struct Probe {
     pub answer: Option<String>,
     /// The typed failure, if any.
     pub error: Option<String>,
+    /// The [`SandboxError`] kind of the failure (`trap`, `out_of_fuel`, ...),
+    /// or `None` when the hook answered.
     pub error_kind: Option<&'static str>,
+    /// Fuel the call burnt (0 when it failed).
     pub fuel: u64,
+    /// Wall time of the call, in microseconds (0 when it failed).
     pub micros: u64,
 }
 
 /// The result of a check.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CheckReport {
+    /// One line per probe, in call order; a probe whose episode could not
+    /// start is reported as a failed `constructor` (or setup `contract`).
     pub probes: Vec<Probe>,
 }
 

@@ -139,13 +139,18 @@ pub fn copy_crate(from: &Path, to: &Path) -> Result<(), PathError> {
 #[derive(Debug, thiserror::Error)]
 #[error("{action} {path}: {source}")]
 pub struct PathError {
+    /// What was being done (`read`, `write`, `create`, ...), first word of the
+    /// message.
     pub action: &'static str,
+    /// The file or directory concerned.
     pub path: PathBuf,
+    /// The underlying I/O error.
     #[source]
     pub source: std::io::Error,
 }
 
 impl PathError {
+    /// `action` failed on `path` with `source`.
     pub fn new(action: &'static str, path: &Path, source: std::io::Error) -> Self {
         PathError {
             action,

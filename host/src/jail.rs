@@ -76,8 +76,11 @@ const NETWORK_CONFIG: [&str; 7] = [
 /// Why no jail can be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JailError {
+    /// No `bwrap` program (or `$ECDYSIS_BWRAP` names none).
     #[error("bubblewrap (`bwrap`) is not installed (Debian: `apt-get install bubblewrap`)")]
     NotInstalled,
+    /// `bwrap` is there but cannot run a jailed `true` (no user
+    /// namespaces, nested in a sandbox that forbids a fresh `/proc`).
     #[error("bubblewrap cannot make a jail on this machine: {0}")]
     Unusable(String),
 }

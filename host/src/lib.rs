@@ -13,9 +13,10 @@
 //! - [`jail`]: bubblewrap jails for untrusted work on the host (candidate
 //!   builds, external coders): only the bound paths, no network, a cleared
 //!   environment, a memory limit, nothing left running afterwards.
-//! - [`env`]: the benchmark environments (τ² airline and retail, native and
-//!   exact to the reference): tools, tasks split into what the agent sees
-//!   ([`env::TaskView`]) and an opaque oracle, evaluation, gold replay.
+//! - [`env`](mod@env): the benchmark environments (τ² airline and retail,
+//!   native and exact to the reference): tools, tasks split into what the
+//!   agent sees ([`env::TaskView`]) and an opaque oracle, evaluation, gold
+//!   replay.
 //! - [`model`]: every LLM role behind one trait: the OpenAI-compatible
 //!   client, the response cache, the usage ledger, the simulated testbed
 //!   agents (`sim:`) and the user simulators.
@@ -39,8 +40,8 @@
 //! - [`report`]: `ecdysis-host report`: run, training and experiment
 //!   directories as one self-contained HTML page (plotters SVG charts,
 //!   bootstrap intervals, the trajectory viewer), every value escaped.
-//! - [`bench`]: what the sandbox and the runner cost, next to baselines
-//!   measured in the same run.
+//! - [`bench`](mod@bench): what the sandbox and the runner cost, next to
+//!   baselines measured in the same run.
 //! - [`vectors`]: cross-runtime conformance vectors: every hook call of
 //!   re-run episodes (input, env-view answers, output) for the Python and
 //!   JavaScript runtimes to replay byte for byte.

@@ -42,6 +42,9 @@ struct Cli {
     /// No progress output; results only.
     #[arg(short, long, global = true)]
     quiet: bool,
+    /// Largest component (.wasm) accepted, in MiB.
+    #[arg(long, global = true, default_value_t = 32)]
+    max_component_mib: usize,
     #[command(flatten)]
     data: cli::env::DataArgs,
     #[command(subcommand)]
@@ -176,6 +179,21 @@ enum Command {
     /// With the run's own harness it also checks that the re-run reproduces
     /// the recorded trajectories.
     Vectors(Box<cli::vectors::VectorsArgs>),
+    /// (Internal) compile one component to native code for the parent
+    /// process, which runs this under time and memory limits so untrusted
+    /// bytes never compile inside the serving process.
+    #[command(hide = true)]
+    CompileComponent {
+        /// The component file.
+        #[arg(long)]
+        input: PathBuf,
+        /// Where to write the native code.
+        #[arg(long)]
+        output: PathBuf,
+        /// The engine's limits, as JSON.
+        #[arg(long)]
+        limits: String,
+    },
     /// Show a run: its summary and episodes, or one trajectory with the
     /// harness interventions marked `>>`.
     Show {
@@ -256,8 +274,26 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
     } else {
         ecdysis_host::store::MIN_PREFIX
     };
-    let store = ComponentStore::open(&cli.store).with_min_prefix(min_prefix);
+    // Any component the CLI is handed may be untrusted: it is compiled by a
+    // child process of this binary, under time and memory limits.
+    let store = ComponentStore::open(&cli.store)
+        .with_compiler(
+            ecdysis_host::store::Compiler::child_of_current_exe()
+                .context("locating this executable for the compiler process")?,
+        )
+        .with_max_component_bytes(cli.max_component_mib.saturating_mul(1 << 20))
+        .with_min_prefix(min_prefix);
     match cli.command {
+        Command::CompileComponent {
+            input,
+            output,
+            limits,
+        } => {
+            let limits: Limits =
+                serde_json::from_str(&limits).context("--limits is not a limits object")?;
+            ecdysis_host::store::artifact::compile_component_command(&input, &output, limits)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Build(args) => {
             let parent = match &args.parent {
                 Some(p) => Some(

@@ -47,36 +47,60 @@ use crate::fsutil::{PathError, atomic_write};
 use crate::model::{SamplingArgs, SimProfile};
 use crate::sandbox::{HookRecorder, LoadedHarness, RecordedHook, WORLD_VERSION};
 
+/// The `format` of the header line; bumped when the file format changes.
 pub const VECTORS_FORMAT: &str = "ecdysis-hook-vectors/1";
 
+/// Why vectors could not be recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum VectorsError {
+    /// A file could not be read or written.
     #[error(transparent)]
     Io(#[from] PathError),
+    /// The run directory's trajectories could not be read.
     #[error(transparent)]
     RunDir(#[from] rundir::RunDirError),
+    /// The domain failed (an unknown task, its evaluator).
     #[error(transparent)]
     Env(#[from] crate::env::EnvError),
+    /// An episode's agent or user could not be built.
     #[error(transparent)]
     Participants(#[from] crate::eval::ParticipantsError),
+    /// The run's `config.json` does not parse as a run configuration.
     #[error("{path} is not a run configuration: {reason}")]
-    BadConfig { path: PathBuf, reason: String },
+    BadConfig {
+        /// The `config.json` read.
+        path: PathBuf,
+        /// The parse error.
+        reason: String,
+    },
+    /// The run's agent is not a known `sim:` profile, or its user is not the
+    /// scripted one: an offline re-run could not reproduce it.
     #[error(
         "the run's {role} is `{model}`: vectors re-run the configuration offline, which needs a `sim:` agent and the `scripted` user (re-running an endpoint would call it, and its answers would differ)"
     )]
-    NotReplayable { role: &'static str, model: String },
+    NotReplayable {
+        /// `agent` or `user simulator`.
+        role: &'static str,
+        /// The model the run used for it.
+        model: String,
+    },
+    /// A requested task is not among the run's tasks.
     #[error("task `{0}` is not part of the run")]
     UnknownTask(String),
 }
 
 /// A run directory's configuration and finished episodes.
 pub struct RecordedRun {
+    /// The run directory.
     pub dir: PathBuf,
+    /// Its `config.json`: what the vectors re-run.
     pub config: RunConfig,
+    /// Its finished episodes, to compare the re-run with.
     pub episodes: Vec<EpisodeRecord>,
 }
 
 impl RecordedRun {
+    /// Read a run directory's configuration and trajectories.
     pub fn open(dir: &Path) -> Result<Self, VectorsError> {
         let path = dir.join(rundir::CONFIG_FILE);
         let bytes = std::fs::read(&path).map_err(|e| PathError::new("read", &path, e))?;
@@ -97,7 +121,9 @@ impl RecordedRun {
 /// What `record` found.
 #[derive(Debug, Clone, Default)]
 pub struct VectorsReport {
+    /// Episodes re-run.
     pub episodes: usize,
+    /// Hook calls recorded (lines after the header).
     pub records: usize,
     /// Whether the re-run was compared with the recorded trajectories (only
     /// when the harness is the run's own).

@@ -22,7 +22,8 @@ pub fn shared_store() -> &'static ComponentStore {
     static STORE: OnceLock<(tempfile::TempDir, ComponentStore)> = OnceLock::new();
     let (_, store) = STORE.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = ComponentStore::open(dir.path().join("store"));
+        let store = ComponentStore::open(dir.path().join("store"))
+            .with_key_file(dir.path().join("artifact.key"));
         (dir, store)
     });
     store
@@ -84,58 +85,71 @@ pub fn train_command(dir: &std::path::Path, extra: &[&str]) -> std::process::Com
     c
 }
 
-/// What a child process cost.
-#[derive(Debug)]
+/// A child process run to its end, with what it cost.
 pub struct Measured {
+    /// Its exit status.
     pub status: std::process::ExitStatus,
+    /// Everything it wrote to stdout.
     pub stdout: String,
+    /// Everything it wrote to stderr.
     pub stderr: String,
-    pub elapsed: std::time::Duration,
-    /// Peak resident set size in MiB: the child's own and that of every
-    /// descendant it waited for (wait4's rusage). Processes in a bubblewrap
-    /// jail are reaped inside their PID namespace and not counted; their
-    /// memory is bounded by the jail's limit instead.
-    pub peak_rss_mib: f64,
+    /// Wall time from spawn to exit.
+    pub wall: std::time::Duration,
+    /// Peak resident memory of the child, in KiB (`ru_maxrss` from
+    /// `wait4`, exact for this child alone).
+    pub max_rss_kib: u64,
 }
 
-/// Run `cmd` to completion (stdin empty), measuring its wall time and peak
-/// resident set size.
-// The child is reaped by wait4 (for its rusage), not by `Child::wait`.
+/// Run `cmd` to its end and measure its wall time and peak RSS: the time
+/// and memory bounds of the containment tests come from here, never from
+/// the test process itself.
+// The child is reaped by `wait4` (which std's `Child::wait` cannot do with
+// rusage), not by `Child::wait`: clippy cannot see that.
 #[allow(clippy::zombie_processes)]
-pub fn run_measured(mut cmd: std::process::Command) -> Measured {
+pub fn run_measured(cmd: &mut std::process::Command) -> Measured {
     use std::io::Read;
     use std::os::unix::process::ExitStatusExt;
-    cmd.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
     let started = std::time::Instant::now();
-    let mut child = cmd.spawn().expect("spawn the measured command");
-    let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = Vec::new();
-            let _ = r.read_to_end(&mut s);
-            String::from_utf8_lossy(&s).into_owned()
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().expect("piped")));
-    let err = drain(Box::new(child.stderr.take().expect("piped")));
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: wait4 writes only into `status` and `usage`, which we own;
-    // the child is ours and reaped exactly once (here, not by `Child`).
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        let r = libc::wait4(pid, &mut status, 0, &mut usage);
-        assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
-        usage
-    };
-    let elapsed = started.elapsed();
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the child");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for this child only; the pointers are valid locals.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert!(pid > 0, "wait4 failed");
+    let wall = started.elapsed();
     Measured {
         status: std::process::ExitStatus::from_raw(status),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-        elapsed,
-        peak_rss_mib: usage.ru_maxrss as f64 / 1024.0,
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+        wall,
+        max_rss_kib: usage.ru_maxrss as u64,
+    }
+}
+
+impl Measured {
+    /// Peak resident memory in MiB. Processes in a bubblewrap jail are
+    /// reaped inside their PID namespace and not counted here; their memory
+    /// is bounded by the jail's own limit.
+    pub fn peak_rss_mib(&self) -> f64 {
+        self.max_rss_kib as f64 / 1024.0
     }
 }
 
@@ -158,11 +172,11 @@ pub fn in_child(name: &str, env: &[(&str, &str)]) -> Measured {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let m = run_measured(cmd);
+    let m = run_measured(&mut cmd);
     eprintln!(
         "{name}: {:.1} s, peak RSS {:.0} MiB",
-        m.elapsed.as_secs_f64(),
-        m.peak_rss_mib
+        m.wall.as_secs_f64(),
+        m.peak_rss_mib()
     );
     assert!(
         m.status.success() && m.stdout.contains("1 passed"),

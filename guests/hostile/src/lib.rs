@@ -74,6 +74,16 @@ fn attack(action: AgentAction) -> ActionDecision {
             arguments: "{}".into(),
         });
     }
+    #[cfg(feature = "huge-args")]
+    {
+        if let AgentAction::Call(call) = action {
+            let pad = "9".repeat(100_000);
+            return ActionDecision::Execute(ToolCall {
+                arguments: format!("{{\"order_id\": \"#W1\", \"pad\": \"{pad}\"}}"),
+                ..call
+            });
+        }
+    }
     #[cfg(feature = "bad-json-args")]
     {
         if let AgentAction::Call(call) = action {
@@ -100,6 +110,22 @@ fn attack(action: AgentAction) -> ActionDecision {
             }
         }
         return ActionDecision::Block(last);
+    }
+    #[cfg(feature = "calc-bomb")]
+    {
+        // 300 factors of 4000 digits (1.2 MB): once 9.7 s of host work per
+        // call; 64 calls fit the env-view quota of one hook.
+        let factor = "9".repeat(4000);
+        let expression = vec![factor; 300].join("*");
+        let args = format!("{{\"expression\":\"{expression}\"}}");
+        let mut last = String::new();
+        for _ in 0..64 {
+            last = format!(
+                "{:?}",
+                ecdysis::harness::env_view::call_read_only("calculate", &args)
+            );
+        }
+        return ActionDecision::Block(last.chars().take(200).collect());
     }
     #[cfg(feature = "wants-clock")]
     {
@@ -132,7 +158,24 @@ impl GuestEpisode for Episode {
         }
     }
 
+    #[allow(unreachable_code)]
     fn skills(&self, _view: TaskView) -> Vec<Guidance> {
+        #[cfg(feature = "guidance-alias-bomb")]
+        {
+            // One 8 MiB buffer, and 4096 strings that all point into it: 32
+            // GiB if the host lifted each one naively. The strings are never
+            // freed by the guest (the host traps before post-return).
+            let mut text = std::mem::ManuallyDrop::new("x".repeat(8 << 20));
+            let (ptr, len, cap) = (text.as_mut_ptr(), text.len(), text.capacity());
+            return (0..4096)
+                .map(|_| Guidance {
+                    title: "alias".into(),
+                    // SAFETY (of the attack, not of the guest): aliasing on
+                    // purpose; these Strings are only read by the host.
+                    text: unsafe { String::from_raw_parts(ptr, len, cap) },
+                })
+                .collect();
+        }
         Vec::new()
     }
 
@@ -140,7 +183,16 @@ impl GuestEpisode for Episode {
         attack(action)
     }
 
+    #[allow(unreachable_code)]
     fn regulate(&self, _report: StepReport) -> Regulation {
+        #[cfg(feature = "force-call-forever")]
+        {
+            return Regulation::ForceCall(ToolCall {
+                id: "forced".into(),
+                name: "calculate".into(),
+                arguments: r#"{"expression":"1+1"}"#.into(),
+            });
+        }
         Regulation::Continue
     }
 }

@@ -38,17 +38,32 @@ pub const AGENT_STOP: &str = "###STOP###";
 /// the loop cannot reach gold data; the user side was built from it by the
 /// caller and is opaque here.
 pub struct EpisodeSetup {
+    /// The benchmark domain: its tools, a fresh environment, the protocol.
     pub domain: Arc<dyn Domain>,
+    /// What the agent may see of the task (no gold data).
     pub task: TaskView,
+    /// Which repetition of the task this is (0-based); part of the
+    /// response-cache salt.
     pub trial: u32,
+    /// The episode's seed ([`crate::eval::episode_seed`]): given to the models
+    /// and part of the response-cache salt.
     pub seed: u64,
+    /// The model under test.
     pub agent: Arc<dyn ChatModel>,
+    /// The user side of the conversation, built by the caller from the task's
+    /// oracle.
     pub user: Box<dyn UserSimulator>,
     /// `None` runs the Direct baseline: same loop, no hooks.
     pub harness: Option<LoadedHarness>,
+    /// What a failing hook does to the episode.
     pub policy: FailurePolicy,
+    /// Cap on steps (message hops); reaching it ends the episode as
+    /// [`EndReason::MaxSteps`].
     pub max_steps: u32,
+    /// Cap on failed tool calls, for protocols that cap them; reaching it ends
+    /// the episode as [`EndReason::TooManyErrors`].
     pub max_errors: u32,
+    /// Sampling arguments for every agent call.
     pub sampling: SamplingArgs,
 }
 
@@ -478,13 +493,16 @@ impl Episode {
             )?;
             decided.push((call, source, decision));
         }
-        self.execute(decided).await
+        let outcomes = self.execute(decided).await?;
+        self.regulate(StepKind::ToolResults, None, outcomes).await
     }
 
+    /// Run one step's decided calls and return their outcomes (regulation
+    /// is the caller's: see [`Episode::regulate`]).
     async fn execute(
         &mut self,
         decided: Vec<(model::ToolCall, CallSource, ActionDecision)>,
-    ) -> Result<(), End> {
+    ) -> Result<Vec<sandbox::ToolOutcome>, End> {
         self.step += 1;
         let step = self.step;
         let mut outcomes = Vec::new();
@@ -564,16 +582,50 @@ impl Episode {
                 return Err(End(EndReason::AgentStop, None));
             }
         }
-        self.regulate(StepKind::ToolResults, None, outcomes).await
+        Ok(outcomes)
     }
 
-    /// Run the regulation hook after a step and act on its answer.
+    /// Run the regulation hook after a step and act on its answer. A forced
+    /// call is a step of its own: it counts against the step and error caps
+    /// (checked before it runs), runs, and is regulated in turn, in a loop —
+    /// never by recursion, so a harness that forces a call after every step
+    /// ends at `max_steps` (or `too_many_errors`) in bounded time and stack.
     async fn regulate(
         &mut self,
         kind: StepKind,
         text: Option<String>,
         outcomes: Vec<sandbox::ToolOutcome>,
     ) -> Result<(), End> {
+        let mut report = (kind, text, outcomes);
+        loop {
+            let Some(call) = self.regulate_once(report.0, report.1, report.2).await? else {
+                return Ok(());
+            };
+            self.check_limits()?;
+            self.flush_notes();
+            let id = self.fresh_id("forced");
+            let call = model_call(&call, id);
+            self.messages.push(ChatMessage::assistant_with_tool_calls(
+                None,
+                vec![call.clone()],
+            ));
+            // The host already checked the call against the contract; it
+            // runs as the agent's next action.
+            let outcomes = self
+                .execute(vec![(call, CallSource::Forced, ActionDecision::Proceed)])
+                .await?;
+            report = (StepKind::ToolResults, None, outcomes);
+        }
+    }
+
+    /// One regulation hook call and what it asks: `Some(call)` when it
+    /// forces a call, which [`Episode::regulate`] runs.
+    async fn regulate_once(
+        &mut self,
+        kind: StepKind,
+        text: Option<String>,
+        outcomes: Vec<sandbox::ToolOutcome>,
+    ) -> Result<Option<sandbox::ToolCall>, End> {
         let report = StepReport {
             step: self.step,
             steps_left: self.max_steps.saturating_sub(self.step),
@@ -584,7 +636,7 @@ impl Episode {
         };
         let regulation = hooked(self.session.regulate(report).await)?;
         match regulation {
-            Regulation::Continue => Ok(()),
+            Regulation::Continue => Ok(None),
             Regulation::Annotate(note) => {
                 // Appended to the last tool result the model will read; with
                 // no tool result yet it becomes a note.
@@ -599,25 +651,13 @@ impl Episode {
                     }
                     _ => self.note("regulate", note),
                 }
-                Ok(())
+                Ok(None)
             }
             Regulation::Inject(note) => {
                 self.note("regulate", note);
-                Ok(())
+                Ok(None)
             }
-            Regulation::ForceCall(call) => {
-                self.flush_notes();
-                let id = self.fresh_id("forced");
-                let call = model_call(&call, id);
-                self.messages.push(ChatMessage::assistant_with_tool_calls(
-                    None,
-                    vec![call.clone()],
-                ));
-                // The host already checked the call against the contract;
-                // it runs as the agent's next action.
-                Box::pin(self.execute(vec![(call, CallSource::Forced, ActionDecision::Proceed)]))
-                    .await
-            }
+            Regulation::ForceCall(call) => Ok(Some(call)),
             Regulation::Stop(reason) => Err(End(EndReason::HarnessStop, Some(reason))),
         }
     }

@@ -23,7 +23,9 @@ pub struct HookRecord {
     pub decision: serde_json::Value,
     /// Whether the decision changed anything (not the neutral answer).
     pub intervened: bool,
+    /// Fuel the call burnt (0 when it failed).
     pub fuel: u64,
+    /// Wall time of the call, in microseconds (0 when it failed).
     pub micros: u64,
     /// The typed failure, if the hook failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,7 +38,9 @@ pub struct HookRecord {
 /// A failed hook call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookFailure {
+    /// The [`SandboxError`] kind (`out_of_fuel`, `deadline`, `trap`, ...).
     pub kind: String,
+    /// The error's message.
     pub message: String,
     /// The policy that was applied: `fail-open` or `fail-closed`.
     pub policy: FailurePolicy,
@@ -144,6 +148,8 @@ impl HarnessSession {
         &self.records
     }
 
+    /// Every hook call of the episode, taken for its
+    /// [`EpisodeRecord`](super::record::EpisodeRecord).
     pub fn into_records(self) -> Vec<HookRecord> {
         self.records
     }
@@ -245,6 +251,9 @@ impl HarnessSession {
         HookOutcome::Use(h.value)
     }
 
+    /// The `contract` hook, once at the start: rewrite the system prompt and
+    /// tool descriptions. Neutral answer: the prompt unchanged, no
+    /// descriptions.
     pub async fn contract(&mut self, input: ContractInput) -> HookOutcome<ContractOutput> {
         let neutral = ContractOutput {
             system_prompt: input.system_prompt.clone(),
@@ -261,6 +270,8 @@ impl HarnessSession {
         .await
     }
 
+    /// The `skills` hook, once after the user's first message: guidance that
+    /// joins the system prompt. Neutral answer: no guidance.
     pub async fn skills(&mut self, step: u32, view: TaskView) -> HookOutcome<Vec<Guidance>> {
         self.run(
             step,
@@ -272,6 +283,9 @@ impl HarnessSession {
         .await
     }
 
+    /// The `realize` hook: decide on an agent action (a tool call before it
+    /// runs, or a message without calls): proceed, execute another call,
+    /// block, or realize text as calls. Neutral answer: proceed.
     pub async fn realize(&mut self, step: u32, action: AgentAction) -> HookOutcome<ActionDecision> {
         self.run(
             step,
@@ -283,6 +297,8 @@ impl HarnessSession {
         .await
     }
 
+    /// The `regulate` hook, after every step: continue, annotate, inject a
+    /// note, force a call or stop. Neutral answer: continue.
     pub async fn regulate(&mut self, report: StepReport) -> HookOutcome<Regulation> {
         let step = report.step;
         self.run(

@@ -16,12 +16,15 @@ use crate::sandbox::{
 /// Measured numbers of one bench run.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct BenchReport {
+    /// How many `realize` calls the hook-call medians were taken over.
     pub hook_calls: u64,
     /// Median time of one `realize` call through the sandbox (fuel and
     /// deadline re-armed per call), in nanoseconds.
     pub hook_call_ns: f64,
     /// Median time of the same pass-through logic called natively.
     pub native_call_ns: f64,
+    /// How many episodes each instantiate and teardown median was taken over
+    /// (pooled and on-demand alike).
     pub episodes: u64,
     /// Median time of `Store::new` + `InstancePre::instantiate` from the
     /// pooled engine the runner uses.
@@ -32,10 +35,13 @@ pub struct BenchReport {
     /// The same two numbers from an on-demand engine (an `mmap` per
     /// instance), measured interleaved with the pooled ones.
     pub on_demand_instantiate_only_us: f64,
+    /// On-demand counterpart of `instantiate_us` (store, instantiate and
+    /// constructor), in microseconds.
     pub on_demand_instantiate_us: f64,
     /// Median time to drop a finished episode (pooled: slot reset;
     /// on-demand: unmap), apart from the start.
     pub teardown_us: f64,
+    /// On-demand counterpart of `teardown_us`, in microseconds.
     pub on_demand_teardown_us: f64,
     /// Median time to compile the component from its bytes.
     pub compile_ms: f64,
@@ -44,6 +50,8 @@ pub struct BenchReport {
 }
 
 impl BenchReport {
+    /// The table `bench` prints: each number next to its baseline and their
+    /// ratio.
     pub fn render(&self) -> String {
         let mut s = String::new();
         s += &format!(

@@ -17,7 +17,8 @@
 //!
 //! Library entry points for the CLI (`env call`, `env gold`, `tasks`) are
 //! [`open`], [`run_calls`], [`replay_gold`], [`list_tasks`] and
-//! [`do_nothing_floor`]; [`bench`] times a gold replay of every task.
+//! [`do_nothing_floor`]; [`bench`](mod@bench) times a gold replay of every
+//! task.
 
 pub mod bench;
 pub mod data;

@@ -36,28 +36,42 @@ pub fn pass_at_k(trials: u64, successes: u64, k: u64) -> f64 {
 /// One task's results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskResult {
+    /// The task's id.
     pub task_id: String,
+    /// Episodes run of this task.
     pub trials: u64,
+    /// Of those, how many the environment judged solved.
     pub successes: u64,
+    /// Mean reward over the task's episodes.
     pub mean_reward: f64,
+    /// Each episode's end reason, as
+    /// [`EndReason::as_str`](crate::agent::EndReason::as_str) names it.
     pub ends: Vec<String>,
 }
 
 /// Fuel burned by one hook across the run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HookStats {
+    /// Calls made of this hook.
     pub calls: u64,
+    /// Calls whose answer was not the neutral one.
     pub interventions: u64,
+    /// Calls that failed (trap, fuel, deadline, contract...).
     pub failures: u64,
+    /// Fuel burnt over all calls.
     pub fuel_total: u64,
+    /// Most fuel one call burnt.
     pub fuel_max: u64,
+    /// Wall time over all calls, in microseconds.
     pub micros_total: u64,
 }
 
 /// Headline numbers of a set of episodes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
+    /// Episodes counted.
     pub episodes: u64,
+    /// Distinct tasks among them.
     pub tasks: u64,
     /// Mean reward over all episodes (τ²'s "average reward", accuracy).
     pub accuracy: f64,
@@ -65,17 +79,30 @@ pub struct Metrics {
     pub pass_hat_k: BTreeMap<u64, f64>,
     /// pass@k for k = 1..=min trials, averaged over tasks.
     pub pass_at_k: BTreeMap<u64, f64>,
+    /// Episodes per end reason (`agent_stop`, `max_steps`, ...).
     pub ends: BTreeMap<String, u64>,
+    /// Per hook name (`contract`, `realize`, ...), its calls, interventions,
+    /// failures and cost.
     pub hooks: BTreeMap<String, HookStats>,
+    /// Agent model calls answered, response-cache hits included.
     pub agent_calls: u64,
+    /// Agent calls answered from the response cache.
     pub agent_cache_hits: u64,
+    /// Agent prompt tokens, as the endpoint reported them.
     pub agent_prompt_tokens: u64,
+    /// Agent completion tokens, as the endpoint reported them.
     pub agent_completion_tokens: u64,
+    /// User-simulator turns asked for (scripted or LLM).
     pub user_calls: u64,
+    /// User-simulator prompt tokens recorded in the episodes (0: an LLM
+    /// user's tokens are counted in the run's usage ledger instead).
     pub user_prompt_tokens: u64,
+    /// User-simulator completion tokens recorded in the episodes (0, as
+    /// above).
     pub user_completion_tokens: u64,
     /// Fresh model calls answered from the response cache / all calls.
     pub cache_hit_rate: f64,
+    /// One entry per task, in task-id order.
     pub per_task: Vec<TaskResult>,
 }
 

@@ -33,30 +33,49 @@ pub struct RunConfig {
     pub world: String,
     /// blake3 hash of the harness component, or `None` for Direct.
     pub harness: Option<String>,
+    /// Benchmark domain, e.g. `tau2/retail`.
     pub domain: String,
+    /// Task split the tasks were chosen from (`None`: every task).
     pub split: Option<String>,
     /// The task ids, in order.
     pub tasks: Vec<String>,
+    /// Trials per task.
     pub trials: u32,
     /// The agent model: `sim:<profile>` or an endpoint's model name.
     pub agent_model: String,
+    /// The agent's `--agent-base-url`, if given (`None`: `OPENAI_BASE_URL` or
+    /// the default endpoint; unused by a `sim:` agent).
     pub agent_base_url: Option<String>,
     /// The user simulator: `scripted` or an endpoint's model name.
     pub user_model: String,
+    /// The user simulator's `--user-base-url`, if given (`None`: the agent's
+    /// endpoint).
     pub user_base_url: Option<String>,
+    /// Run seed; every episode's seed derives from it ([`episode_seed`]).
     pub seed: u64,
+    /// Step cap per episode (message hops).
     pub max_steps: u32,
+    /// Tool-error cap per episode.
     pub max_errors: u32,
+    /// What a failing hook does.
     pub policy: FailurePolicy,
+    /// Sandbox limits of every hook call.
     pub limits: Limits,
+    /// The agent's sampling parameters.
     pub sampling: SamplingArgs,
 }
 
 /// How to run (not what: that is the config).
 pub struct RunOptions {
+    /// The result directory (`config.json`, `trajectories.jsonl`,
+    /// `summary.json`).
     pub out: PathBuf,
+    /// Episodes run at once (at least 1).
     pub concurrency: usize,
+    /// A directory holding another configuration is moved aside instead of
+    /// refusing the run.
     pub force_new: bool,
+    /// No progress bar: plain progress lines every 10% (for logs and CI).
     pub quiet: bool,
     /// No progress output at all (runs inside other commands).
     pub silent: bool,
@@ -64,16 +83,22 @@ pub struct RunOptions {
     pub max_requeues: u32,
 }
 
+/// Why a run could not complete.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The result directory could not be claimed, read or written.
     #[error(transparent)]
     RunDir(#[from] RunDirError),
+    /// The domain failed: an unknown task, or its evaluator failed.
     #[error(transparent)]
     Env(#[from] EnvError),
+    /// The episode's participants (agent, user) could not be built.
     #[error(transparent)]
     Participants(#[from] ParticipantsError),
+    /// The task selection is empty.
     #[error("no tasks to run: {0}")]
     NoTasks(String),
+    /// The run specification is impossible (see [`SpecError`]).
     #[error(transparent)]
     Spec(#[from] SpecError),
 }
@@ -81,7 +106,9 @@ pub enum RunError {
 /// `summary.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunSummary {
+    /// What was run.
     pub config: RunConfig,
+    /// The scores of every finished episode (resumed ones included).
     pub metrics: Metrics,
     /// Episodes that ended in infrastructure errors after every requeue:
     /// not scored, run again on resume.
@@ -89,10 +116,13 @@ pub struct RunSummary {
     /// The do-nothing floor of the chosen tasks: how many an agent that
     /// does nothing solves, next to the score.
     pub floor_solved: u64,
+    /// How many tasks the do-nothing floor was measured on (the run's tasks).
     pub floor_tasks: u64,
+    /// Wall time of this invocation, in seconds.
     pub wall_seconds: f64,
     /// Episodes run by this invocation (the rest were resumed from disk).
     pub ran_now: u64,
+    /// Token usage and cost of the metered models, when the run had a ledger.
     #[serde(default)]
     pub ledger: Option<LedgerSummary>,
 }

@@ -10,12 +10,18 @@ use crate::model::{
     ChatModel, LlmUser, ModelHub, ScriptedUser, SimAgent, SimProfile, UserSimulator,
 };
 
+/// Why an episode's participants could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ParticipantsError {
+    /// The agent or user of one task could not be built. (The standard
+    /// participants cannot fail per episode; other [`Participants`] can.)
     #[error("cannot build the {role} for task {task}: {reason}")]
     Build {
+        /// `agent` or `user`.
         role: &'static str,
+        /// The task the episode was for.
         task: String,
+        /// What went wrong.
         reason: String,
     },
 }
@@ -25,6 +31,9 @@ pub type Seats = (Arc<dyn ChatModel>, Box<dyn UserSimulator>);
 
 /// Builds the agent and the user for each episode.
 pub trait Participants: Send + Sync {
+    /// The agent model and user simulator of one episode of `task`. `oracle`
+    /// gives the user its scenario (and a `sim:` agent its gold plan); `trial`
+    /// and `seed` make each episode's participants distinct and reproducible.
     fn build(
         &self,
         task: &TaskView,
@@ -56,7 +65,9 @@ pub enum UserSide {
 
 /// The standard participants: an agent side and a user side.
 pub struct StandardParticipants {
+    /// Who plays the agent.
     pub agent: AgentSide,
+    /// Who plays the user.
     pub user: UserSide,
     /// Where simulated agents' calls are metered (role `agent`).
     pub hub: Option<ModelHub>,
@@ -74,6 +85,7 @@ pub struct Delayed {
 }
 
 impl Delayed {
+    /// `inner`, answering every call `delay` late.
     pub fn new(inner: Arc<dyn ChatModel>, delay: std::time::Duration) -> Self {
         Delayed { inner, delay }
     }

@@ -25,6 +25,9 @@ struct Tally {
 }
 
 impl Progress {
+    /// A progress display for `total` episodes of which `resumed`
+    /// (`resumed_successes` solved) were read back from disk. `quiet`: plain
+    /// lines every 10% instead of a bar; `silent`: no output at all.
     pub fn new(
         total: u64,
         resumed: u64,
@@ -63,6 +66,8 @@ impl Progress {
         }
     }
 
+    /// Count a finished episode: the bar's success and token tally, or a line
+    /// per 10% in quiet mode.
     pub fn finished(&self, r: &EpisodeRecord) {
         let mut t = self.state.lock().unwrap_or_else(|p| p.into_inner());
         t.done += 1;
@@ -84,6 +89,7 @@ impl Progress {
         }
     }
 
+    /// Print a line without tearing the bar (to the log when silent).
     pub fn note(&self, line: &str) {
         if self.silent {
             tracing::info!("{line}");
@@ -94,6 +100,7 @@ impl Progress {
         }
     }
 
+    /// Clear the bar at the end of the run.
     pub fn done(&self) {
         self.bar.finish_and_clear();
     }

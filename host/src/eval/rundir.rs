@@ -19,20 +19,39 @@ use serde::de::DeserializeOwned;
 use crate::agent::EpisodeRecord;
 use crate::fsutil::{PathError, atomic_write};
 
+/// The run's configuration; a resume with a different one is refused.
 pub const CONFIG_FILE: &str = "config.json";
+/// One finished, scored episode per line, appended as each ends.
 pub const TRAJECTORIES_FILE: &str = "trajectories.jsonl";
+/// The run's metrics, written at the end of every invocation.
 pub const SUMMARY_FILE: &str = "summary.json";
 
+/// What can go wrong with a result directory.
 #[derive(Debug, thiserror::Error)]
 pub enum RunDirError {
+    /// A file could not be read, written or moved.
     #[error(transparent)]
     Io(#[from] PathError),
+    /// The directory holds a run of another configuration (and the caller
+    /// did not ask for `force_new`).
     #[error(
         "{dir} holds a run with a different configuration; re-run with --force-new to start over (the old run is kept beside it), or use another --out.\nchanged:\n{diff}"
     )]
-    ConfigChanged { dir: PathBuf, diff: String },
+    ConfigChanged {
+        /// The result directory.
+        dir: PathBuf,
+        /// One `path: old -> new` line per changed setting.
+        diff: String,
+    },
+    /// A file of the directory does not parse (a damaged line anywhere but
+    /// at the end of a JSON-lines file, a damaged `config.json`).
     #[error("{path} is not valid: {reason}")]
-    Corrupt { path: PathBuf, reason: String },
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// What is wrong (with the line number, for a JSON-lines file).
+        reason: String,
+    },
 }
 
 /// Lines "path: old -> new" for every leaf that differs between two JSON

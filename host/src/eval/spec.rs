@@ -4,9 +4,10 @@
 //!
 //! `run`, `train`, `experiment`, `bench --runner` and the evaluation service
 //! all build a `RunSpec` and ask it for the stored [`RunConfig`] and the
-//! episode [`Participants`]; the CLI only parses flags into one. Checks that
-//! a library caller could otherwise skip (an unknown task, zero trials,
-//! limits no hook can run under, an unknown `sim:` profile) live here.
+//! episode [`Participants`](super::Participants); the CLI only parses flags
+//! into one. Checks that a library caller could otherwise skip (an unknown
+//! task, zero trials, limits no hook can run under, an unknown `sim:`
+//! profile) live here.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,31 +29,64 @@ pub const SCRIPTED_USER: &str = "scripted";
 /// A run specification that cannot work, naming the offending input.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
+    /// `trials` is 0.
     #[error("trials must be at least 1")]
     NoTrials,
+    /// `max_steps` is 0: no episode could take a step.
     #[error("max_steps must be at least 1")]
     NoSteps,
+    /// A requested task id is not in the chosen split.
     #[error("task `{task}` is not in {domain} split {split}")]
     UnknownTask {
+        /// The requested id.
         task: String,
+        /// The domain searched.
         domain: String,
+        /// The split searched (`all` for every task).
         split: String,
     },
+    /// No tasks were requested and the split has none.
     #[error("no tasks to run: {domain} split {split} is empty")]
-    NoTasks { domain: String, split: String },
+    NoTasks {
+        /// The domain whose split is empty.
+        domain: String,
+        /// The split (`all` for every task).
+        split: String,
+    },
+    /// The agent model is missing or names an unknown `sim:` profile.
     #[error("agent model `{model}`: {reason}")]
-    Agent { model: String, reason: String },
+    Agent {
+        /// The agent model as given.
+        model: String,
+        /// What is wrong with it (for a `sim:` profile, with the list of
+        /// known ones).
+        reason: String,
+    },
+    /// The user model's endpoint settings do not resolve.
     #[error("user model `{model}`: {reason}")]
-    User { model: String, reason: String },
+    User {
+        /// The user model as given.
+        model: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A sandbox limit no hook could run under (zero fuel or deadline,
+    /// memory outside one page to 4 GiB, ...), named by its field.
     #[error(transparent)]
     Limits(#[from] LimitsError),
+    /// The domain could not list its tasks.
     #[error(transparent)]
     Env(#[from] EnvError),
+    /// The `--prices` table could not be read or parsed.
     #[error("price table {path}: {source}")]
     Prices {
+        /// The price table file.
         path: PathBuf,
+        /// Why it was refused.
         source: PriceTableError,
     },
+    /// The agent's endpoint settings do not resolve (bad extra arguments
+    /// or timeout), or a model's HTTP client could not be built.
     #[error(transparent)]
     Model(#[from] ModelError),
 }

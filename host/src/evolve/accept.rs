@@ -41,7 +41,10 @@ pub enum AcceptRule {
     Strict,
     /// Noise-aware: accept iff the mean paired difference is > 0 AND a
     /// one-sided paired sign-flip (randomization) test gives p <= alpha.
-    Paired { alpha: f64 },
+    Paired {
+        /// Significance level, strictly between 0 and 1.
+        alpha: f64,
+    },
 }
 
 impl Default for AcceptRule {
@@ -73,6 +76,7 @@ impl AcceptRule {
         }
     }
 
+    /// The rule's name as `--accept` takes it: `strict` or `paired`.
     pub fn as_str(self) -> &'static str {
         match self {
             AcceptRule::Strict => "strict",
@@ -85,6 +89,7 @@ impl AcceptRule {
 /// `rounds.jsonl`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
+    /// Whether the candidate replaces the incumbent.
     pub accepted: bool,
     /// Mean reward of the incumbent over the paired episodes.
     pub incumbent_score: f64,
@@ -94,6 +99,8 @@ pub struct Verdict {
     pub pairs: usize,
     /// One-sided sign-flip p-value (`paired` only).
     pub p_value: Option<f64>,
+    /// The decision in words, with the scores (e.g. `accepted: 0.7250 >
+    /// 0.6500`).
     pub reason: String,
 }
 

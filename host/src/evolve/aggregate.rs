@@ -15,16 +15,23 @@ use super::records::FailureRecord;
 /// A failure signature.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Signature {
+    /// The episode's end reason (`max_steps`, `agent_stop`, ...).
     pub end: String,
+    /// The reward components that failed (`db`, `communicate`), in that order.
     pub failed: Vec<String>,
     /// `tool: error class` of the first failing or blocked call.
     pub first_failure: Option<String>,
+    /// An identical failing call (same tool and arguments) was made twice or
+    /// more.
     pub repeated_failing_call: bool,
+    /// The agent wrote a tool call as text instead of a structured call.
     pub text_call: bool,
+    /// The distinct harness interventions, as `hook:decision`, sorted.
     pub harness: Vec<String>,
 }
 
 impl Signature {
+    /// The signature of one failure record.
     pub fn of(r: &FailureRecord) -> Signature {
         let mut failed = Vec::new();
         if r.db_ok == Some(false) {
@@ -56,6 +63,8 @@ impl Signature {
         }
     }
 
+    /// The signature as one readable line (`max_steps | failed db | first
+    /// failure ...`): the group's name in prompts and reports.
     pub fn key(&self) -> String {
         let mut parts = vec![self.end.clone()];
         if !self.failed.is_empty() {
@@ -123,9 +132,13 @@ pub fn looks_like_text_call(text: &str) -> bool {
 /// A group of failures sharing a signature.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailureGroup {
+    /// What the group's failures share.
     pub signature: Signature,
+    /// [`Signature::key`] of `signature`.
     pub key: String,
+    /// The distinct tasks the failures come from, sorted.
     pub tasks: Vec<String>,
+    /// Every failure of the group.
     pub records: Vec<FailureRecord>,
     /// Covers at least two distinct tasks: primary evidence.
     pub recurring: bool,

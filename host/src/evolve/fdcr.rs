@@ -44,9 +44,15 @@ const MODERATOR_RETRY: &str = include_str!("prompts/moderator_retry.md");
 /// The models behind the four roles (any may be the same model).
 #[derive(Clone)]
 pub struct Roles {
+    /// Proposes minimal changes for the recurring failure groups.
     pub analyst: Arc<dyn ChatModel>,
+    /// Checks the proposals for over-broad triggers, blocked legitimate
+    /// actions, contract breaks and regressions.
     pub critic: Arc<dyn ChatModel>,
+    /// Records what is agreed, what is disputed and what the next round must
+    /// resolve.
     pub engineer: Arc<dyn ChatModel>,
+    /// Writes the final spec as JSON (and answers validation follow-ups).
     pub moderator: Arc<dyn ChatModel>,
 }
 
@@ -76,14 +82,20 @@ impl Roles {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FdcrRole {
+    /// The Analyst's turn.
     Analyst,
+    /// The Critic's turn.
     Critic,
+    /// The Engineer's turn.
     Engineer,
+    /// The Moderator's turn (the spec, or a retry after a refusal).
     Moderator,
+    /// The host's turn: why the Moderator's spec was refused.
     Validation,
 }
 
 impl FdcrRole {
+    /// The role's snake_case name, as in `transcript.json`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Analyst => "analyst",
@@ -108,9 +120,11 @@ impl FdcrRole {
 /// One turn of the shared transcript.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TranscriptTurn {
+    /// Who wrote the turn.
     pub role: FdcrRole,
     /// Discussion round (1-based); the Moderator's turns carry K + 1.
     pub round: u32,
+    /// The turn's text as written (for validation turns, the refusal).
     pub content: String,
     /// Tokens of the call that produced it (none for validation turns or
     /// when the endpoint reports none).
@@ -131,10 +145,13 @@ pub enum FdcrFailure {
 /// The result of one FDCR discussion (saved as `transcript.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FdcrOutcome {
+    /// The validated spec, or `None` when the discussion failed (see `error`).
     pub spec: Option<ChangeSpec>,
+    /// Every turn, in order.
     pub transcript: Vec<TranscriptTurn>,
     /// Why there is no spec.
     pub error: Option<String>,
+    /// The kind of failure, when there is no spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<FdcrFailure>,
     /// Model calls made, including failed ones.
@@ -149,6 +166,7 @@ pub struct FdcrConfig {
     pub rounds: u32,
     /// Follow-up turns for the Moderator after a refused spec.
     pub spec_retries: u32,
+    /// Sampling parameters of every role call.
     pub sampling: SamplingArgs,
     /// Enters the response-cache key of every call.
     pub cache_salt: Option<String>,

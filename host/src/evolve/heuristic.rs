@@ -18,6 +18,7 @@ pub const TABLES_FILE: &str = "src/tables.rs";
 /// What the diagnoser may know about the environment: tool names and which
 /// of them change state (agent-visible facts).
 pub struct ToolFacts {
+    /// Every tool name with whether it changes state.
     pub tools: Vec<(String, bool)>,
 }
 

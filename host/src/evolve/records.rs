@@ -27,26 +27,38 @@ pub(crate) fn clip(s: &str, n: usize) -> String {
 /// One tool call as the failure record keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolStep {
+    /// The tool name.
     pub name: String,
+    /// Arguments as run, as JSON text (clipped).
     pub arguments: String,
+    /// The tool's answer or the harness's block feedback (clipped).
     pub result: String,
+    /// The tool answered with an error.
     pub error: bool,
+    /// The harness blocked the call.
     pub blocked: bool,
+    /// Where the call came from (the model, rewritten, rescued or forced).
     pub source: CallSource,
 }
 
 /// What one episode tells evolution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailureRecord {
+    /// The task of the episode.
     pub task_id: String,
+    /// Which repetition of the task (0-based).
     pub trial: u32,
+    /// The episode's reward in [0, 1].
     pub reward: f64,
+    /// Whether the task was solved.
     pub success: bool,
     /// The final database matched (None when the task does not check it).
     pub db_ok: Option<bool>,
     /// Everything that had to be said was said.
     pub communicate_ok: Option<bool>,
+    /// How the episode ended.
     pub end: EndReason,
+    /// Every tool call of the episode, in order.
     pub steps: Vec<ToolStep>,
     /// Agent messages without structured calls (clipped): where calls
     /// written as text show up.

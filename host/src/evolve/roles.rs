@@ -87,20 +87,28 @@ impl Default for RoleSpec {
 /// Roles that cannot work together, or a model that cannot be reached.
 #[derive(Debug, thiserror::Error)]
 pub enum RoleError {
+    /// FDCR role models were given for a method other than `ecdysis` (named).
     #[error("FDCR role models were given but method {0} does not deliberate (only `ecdysis` does)")]
     FdcrWithoutDeliberation(&'static str),
+    /// FDCR roles with the offline rule coder, which cannot read prose specs.
     #[error(
         "FDCR specs are prose, which the offline rule coder cannot implement: add a coder model or an external coder command"
     )]
     FdcrWithoutCoder,
+    /// An FDCR role (named) has neither its own model nor the shared one.
     #[error("no model for the {0}: give it its own model or an FDCR model for all roles")]
     MissingRole(&'static str),
+    /// A role's model settings do not resolve or its client cannot be built.
     #[error("the {role} model `{model}`: {reason}")]
     Model {
+        /// `analyst`, `critic`, `engineer`, `moderator` or `coder`.
         role: &'static str,
+        /// The model name given for the role.
         model: String,
+        /// What is wrong.
         reason: String,
     },
+    /// The external coder command cannot be used (the reason).
     #[error("the external coder command: {0}")]
     External(String),
 }

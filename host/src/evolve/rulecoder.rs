@@ -150,8 +150,10 @@ pub fn blank_tables(text: &mut String) -> Result<(), String> {
 /// A rule coder failure.
 #[derive(Debug, thiserror::Error)]
 pub enum RuleCoderError {
+    /// `tables.rs` could not be read or written.
     #[error(transparent)]
     Io(#[from] PathError),
+    /// `tables.rs` lacks a table or field an edit needs (named in the message).
     #[error("{0}")]
     Table(String),
 }

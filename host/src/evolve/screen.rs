@@ -14,10 +14,16 @@ use crate::sandbox::{
 /// A call the candidate would block although it succeeded before.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ScreenHit {
+    /// The task of the recorded episode.
     pub task_id: String,
+    /// Its trial.
     pub trial: u32,
+    /// The tool of the blocked call (`constructor` or `contract` when the
+    /// candidate failed before any call).
     pub tool: String,
+    /// The call's arguments, as JSON text.
     pub arguments: String,
+    /// The candidate's block feedback, or the hook's error.
     pub feedback: String,
 }
 

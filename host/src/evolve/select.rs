@@ -29,6 +29,7 @@ pub enum SelectStrategy {
 }
 
 impl SelectStrategy {
+    /// The name `--select-train` takes: `failure-aware` or `random`.
     pub fn as_str(self) -> &'static str {
         match self {
             SelectStrategy::FailureAware => "failure-aware",
@@ -40,15 +41,21 @@ impl SelectStrategy {
 /// One chosen task and why it was chosen.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Picked {
+    /// The task id.
     pub task: String,
+    /// Why it was picked: the failure signature or execution path it covers,
+    /// its failure count, the random draw, or a budget covering every task.
     pub reason: String,
 }
 
 /// The chosen training tasks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Selection {
+    /// How the tasks were chosen.
     pub strategy: SelectStrategy,
+    /// At most this many tasks.
     pub budget: usize,
+    /// Seed of the `random` draw (recorded for every strategy).
     pub seed: u64,
     /// The chosen tasks in split order (what training runs on).
     pub tasks: Vec<String>,

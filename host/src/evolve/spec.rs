@@ -33,6 +33,7 @@ pub struct FailurePattern {
 /// One change to make.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProposedChange {
+    /// The harness layer the change belongs to.
     pub layer: Layer,
     /// The harness source file to edit, relative to the crate (under `src/`).
     pub file: String,
@@ -40,6 +41,7 @@ pub struct ProposedChange {
     pub description: String,
     /// Why, tied to the evidence.
     pub rationale: String,
+    /// Task ids whose failures motivate this change.
     #[serde(default)]
     pub evidence_tasks: Vec<String>,
     /// Machine-readable form of the change for the offline rule coder
@@ -54,21 +56,42 @@ pub struct ProposedChange {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RuleEdit {
     /// Append a hint to a tool's description.
-    ToolHint { tool: String, hint: String },
+    ToolHint {
+        /// The tool whose description gets the hint.
+        tool: String,
+        /// The sentence appended.
+        hint: String,
+    },
     /// Map a wrong tool name the model uses to the real tool.
-    ToolAlias { alias: String, tool: String },
+    ToolAlias {
+        /// The name the model wrongly uses.
+        alias: String,
+        /// The real tool it stands for.
+        tool: String,
+    },
     /// Treat an argument as an order-style id that must start with `#`.
-    HashPrefixedArg { arg: String },
+    HashPrefixedArg {
+        /// The argument name (e.g. `order_id`).
+        arg: String,
+    },
     /// Coerce an argument passed as a string into a number.
-    NumericArg { arg: String },
+    NumericArg {
+        /// The argument name.
+        arg: String,
+    },
     /// Annotate after this many identical failing calls.
-    RepeatThreshold { count: u32 },
+    RepeatThreshold {
+        /// Identical failing calls before the annotation.
+        count: u32,
+    },
 }
 
 /// A procedure to add to the skill library.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SkillSpec {
+    /// Short title the skill is listed under.
     pub title: String,
+    /// The procedure itself, as the model will read it.
     pub text: String,
     /// Words of a user's opening message that should retrieve it.
     #[serde(default)]
@@ -78,10 +101,14 @@ pub struct SkillSpec {
 /// The spec of one round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChangeSpec {
+    /// The recurring failures diagnosed.
     pub failure_patterns: Vec<FailurePattern>,
+    /// The changes that address them.
     pub proposed_changes: Vec<ProposedChange>,
+    /// Procedures to add to the skill library (may be empty).
     #[serde(default)]
     pub skills: Vec<SkillSpec>,
+    /// Free-form advice to the coder (may be empty).
     #[serde(default)]
     pub implementation_notes: String,
 }
@@ -89,10 +116,19 @@ pub struct ChangeSpec {
 /// Why a spec was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
+    /// The text holds no JSON object, or it does not match the schema (the
+    /// parser's message).
     #[error("not JSON matching the spec schema: {0}")]
     Schema(String),
+    /// A proposed change names a file outside the harness crate's `src/`.
     #[error("proposed change {index} edits `{file}`, outside the harness's src/")]
-    FileOutsideSrc { index: usize, file: String },
+    FileOutsideSrc {
+        /// Position of the change in `proposed_changes` (0-based).
+        index: usize,
+        /// The file as the spec names it.
+        file: String,
+    },
+    /// No proposed change and no skill.
     #[error("the spec proposes nothing")]
     Empty,
 }
@@ -111,6 +147,8 @@ impl ChangeSpec {
         Ok(spec)
     }
 
+    /// Check the rules: something proposed, and every file under `src/` with no
+    /// `..`.
     pub fn validate(&self) -> Result<(), SpecError> {
         if self.proposed_changes.is_empty() && self.skills.is_empty() {
             return Err(SpecError::Empty);

@@ -39,14 +39,17 @@ pub enum CachePolicy {
 }
 
 impl CachePolicy {
+    /// Whether hits are replayed.
     pub fn reads(self) -> bool {
         matches!(self, Self::ReadWrite | Self::ReadOnly)
     }
 
+    /// Whether fresh responses are stored.
     pub fn writes(self) -> bool {
         self == Self::ReadWrite
     }
 
+    /// The name `--cache` takes: `read-write`, `read-only` or `off`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ReadWrite => "read-write",
@@ -129,6 +132,7 @@ impl CacheKey {
         Self(hasher.finalize().to_hex().to_string())
     }
 
+    /// The 64 hex characters (also the entry's file name).
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -143,8 +147,11 @@ impl fmt::Display for CacheKey {
 /// Counters of one cache, for the results file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheStats {
+    /// Lookups answered from the cache.
     pub hits: u64,
+    /// Lookups that found no usable entry (corrupt ones included).
     pub misses: u64,
+    /// Fresh responses stored.
     pub writes: u64,
     /// Entries that could not be read or written (logged, never fatal).
     pub errors: u64,
@@ -179,14 +186,17 @@ impl ResponseCache {
         Self::new(PathBuf::new(), CachePolicy::Off)
     }
 
+    /// Whether this cache reads and writes.
     pub fn policy(&self) -> CachePolicy {
         self.policy
     }
 
+    /// The directory entries live under.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// The counters so far.
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),

@@ -26,6 +26,7 @@ pub struct EndpointLimiter {
 type Limit = (usize, Arc<Semaphore>);
 
 impl EndpointLimiter {
+    /// A limiter with no endpoints registered yet.
     pub fn new() -> Self {
         Self::default()
     }
@@ -106,6 +107,7 @@ impl HttpChatModel {
         self
     }
 
+    /// How this model is reached.
     pub fn config(&self) -> &ModelConfig {
         &self.config
     }

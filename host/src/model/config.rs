@@ -28,15 +28,20 @@ pub enum ModelRole {
     Agent,
     /// The τ²-style user simulator.
     User,
+    /// The FDCR Analyst.
     Analyst,
+    /// The FDCR Critic.
     Critic,
+    /// The FDCR Engineer.
     Engineer,
+    /// The FDCR Moderator.
     Moderator,
     /// The coding agent that edits harness source.
     Coder,
 }
 
 impl ModelRole {
+    /// Every role (for parsing a role name).
     pub const ALL: [ModelRole; 7] = [
         Self::Agent,
         Self::User,
@@ -47,6 +52,7 @@ impl ModelRole {
         Self::Coder,
     ];
 
+    /// The lowercase name: the ledger key and the CLI flag prefix.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Agent => "agent",
@@ -107,6 +113,7 @@ pub struct ModelConfig {
     /// needs minutes for a long first turn.
     #[serde(with = "duration_ms")]
     pub request_timeout: Duration,
+    /// How failed attempts are retried.
     pub retry: RetryPolicy,
     /// Most requests in flight at once to this base URL, across every role
     /// and model sharing it (see `EndpointLimiter`).

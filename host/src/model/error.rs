@@ -25,33 +25,55 @@ pub enum ErrorClass {
 /// endpoint URL and the endpoint's own message.
 #[derive(Debug, Error)]
 pub enum ModelError {
+    /// The request failed in transport, short of a timeout (connection
+    /// refused or reset, DNS, TLS, a broken body).
     #[error("cannot reach {endpoint}: {message}")]
-    Connection { endpoint: String, message: String },
+    Connection {
+        /// The URL the request went to.
+        endpoint: String,
+        /// The endpoint's (or the HTTP client's) message.
+        message: String,
+    },
 
+    /// The attempt ran past the connect or request timeout.
     #[error("request to {endpoint} timed out: {message}")]
-    Timeout { endpoint: String, message: String },
+    Timeout {
+        /// The URL the request went to.
+        endpoint: String,
+        /// The endpoint's (or the HTTP client's) message.
+        message: String,
+    },
 
     /// 5xx or 408: the endpoint is temporarily unable to serve.
     #[error("{endpoint} is unavailable (HTTP {status}): {message}")]
     Unavailable {
+        /// The URL the request went to.
         endpoint: String,
+        /// The HTTP status.
         status: u16,
+        /// The endpoint's (or the HTTP client's) message.
         message: String,
     },
 
     /// 429. `retry_after_secs` is the endpoint's `Retry-After`, if any.
     #[error("{endpoint} rate-limited the request (HTTP 429): {message}")]
     RateLimited {
+        /// The URL the request went to.
         endpoint: String,
+        /// The endpoint's (or the HTTP client's) message.
         message: String,
+        /// The `Retry-After` wait the endpoint asked for, in seconds.
         retry_after_secs: Option<f64>,
     },
 
     /// A retryable error persisted through every attempt.
     #[error("gave up on {endpoint} after {attempts} attempt(s): {last}")]
     RetriesExhausted {
+        /// The URL the request went to.
         endpoint: String,
+        /// Attempts made, the first included.
         attempts: u32,
+        /// The error of the last attempt.
         last: Box<ModelError>,
     },
 
@@ -60,7 +82,9 @@ pub enum ModelError {
     /// will keep doing so.
     #[error("{endpoint} sent a reply that is not a chat completion: {message}")]
     MalformedResponse {
+        /// The URL the request went to.
         endpoint: String,
+        /// What is wrong with the reply.
         message: String,
         /// The start of the body, for the log.
         body_excerpt: String,
@@ -69,36 +93,60 @@ pub enum ModelError {
     /// 401 / 403.
     #[error("{endpoint} refused the credentials (HTTP {status}): {message}")]
     Unauthorized {
+        /// The URL the request went to.
         endpoint: String,
+        /// The HTTP status.
         status: u16,
+        /// The endpoint's (or the HTTP client's) message.
         message: String,
     },
 
     /// 404: wrong base URL or unknown model.
     #[error("{endpoint} has no such path or model (HTTP 404): {message}")]
-    NotFound { endpoint: String, message: String },
+    NotFound {
+        /// The URL the request went to.
+        endpoint: String,
+        /// The endpoint's (or the HTTP client's) message.
+        message: String,
+    },
 
     /// The prompt does not fit the model's context window.
     #[error("the conversation exceeds the context window at {endpoint}: {message}")]
-    ContextLength { endpoint: String, message: String },
+    ContextLength {
+        /// The URL the request went to.
+        endpoint: String,
+        /// The endpoint's (or the HTTP client's) message.
+        message: String,
+    },
 
     /// Any other 4xx.
     #[error("{endpoint} rejected the request (HTTP {status}): {message}")]
     BadRequest {
+        /// The URL the request went to.
         endpoint: String,
+        /// The HTTP status.
         status: u16,
+        /// The endpoint's (or the HTTP client's) message.
         message: String,
     },
 
+    /// A model setting is invalid (no model name, bad extra arguments, an
+    /// unknown cache policy or role...), named in the message.
     #[error("invalid model configuration: {0}")]
     Config(String),
 
     /// For non-HTTP models (simulated ones): a failure with an explicit class.
     #[error("{message}")]
-    Backend { class: ErrorClass, message: String },
+    Backend {
+        /// What the failure means for the episode.
+        class: ErrorClass,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 impl ModelError {
+    /// What this failure means for the episode: requeue, stop, or score.
     pub fn class(&self) -> ErrorClass {
         match self {
             Self::Connection { .. }

@@ -20,6 +20,7 @@ pub struct ModelHub {
 }
 
 impl ModelHub {
+    /// A hub around `ledger` and `cache`, with a fresh endpoint limiter.
     pub fn new(ledger: Arc<UsageLedger>, cache: Arc<ResponseCache>) -> Self {
         Self {
             ledger,
@@ -28,14 +29,17 @@ impl ModelHub {
         }
     }
 
+    /// The usage ledger every model of the hub records into.
     pub fn ledger(&self) -> &Arc<UsageLedger> {
         &self.ledger
     }
 
+    /// The response cache every cached model of the hub shares.
     pub fn cache(&self) -> &Arc<ResponseCache> {
         &self.cache
     }
 
+    /// The concurrency limiter per endpoint shared by the hub's HTTP models.
     pub fn limiter(&self) -> &EndpointLimiter {
         &self.limiter
     }

@@ -24,7 +24,9 @@ const DEFAULT_PRICES: &str = include_str!("default_prices.json");
 /// USD per one million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ModelPrice {
+    /// USD per million fresh prompt tokens.
     pub prompt_per_mtok: f64,
+    /// USD per million completion tokens.
     pub completion_per_mtok: f64,
     /// Price of prompt tokens served from the endpoint's prefix cache;
     /// defaults to `prompt_per_mtok` when the vendor gives no discount.
@@ -46,17 +48,26 @@ impl ModelPrice {
     }
 }
 
+/// Why a price table was refused.
 #[derive(Debug, Error)]
 pub enum PriceTableError {
+    /// The file could not be read.
     #[error("cannot read price table {path}: {source}")]
     Io {
+        /// The file as given.
         path: String,
+        /// The read error.
         source: std::io::Error,
     },
+    /// The text is not a JSON price table.
     #[error("invalid price table: {0}")]
     Parse(#[from] serde_json::Error),
+    /// A price is negative, infinite or NaN.
     #[error("invalid price for `{model}`: prices must be finite and ≥ 0")]
-    Invalid { model: String },
+    Invalid {
+        /// The entry holding it.
+        model: String,
+    },
 }
 
 /// Per-model prices, keyed by the configured model name. A key ending in
@@ -70,6 +81,7 @@ pub enum PriceTableError {
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PriceTable {
+    /// Prices by model name or `prefix*` pattern.
     #[serde(default)]
     pub models: BTreeMap<String, ModelPrice>,
 }
@@ -82,6 +94,7 @@ impl PriceTable {
         Self::from_json_str(DEFAULT_PRICES).unwrap_or_default()
     }
 
+    /// A table from its JSON text, every price checked finite and ≥ 0.
     pub fn from_json_str(json: &str) -> Result<Self, PriceTableError> {
         let table: Self = serde_json::from_str(json)?;
         for (model, price) in &table.models {
@@ -114,6 +127,8 @@ impl PriceTable {
         self
     }
 
+    /// The price of `model`: its exact entry, else the longest matching
+    /// `prefix*` pattern; `None` when unpriced.
     pub fn price_for(&self, model: &str) -> Option<&ModelPrice> {
         if let Some(price) = self.models.get(model) {
             return Some(price);
@@ -137,6 +152,7 @@ pub enum CallOutcome {
     Fresh,
     /// Replayed from the response cache.
     CacheHit,
+    /// The call failed, with the failure's class.
     Failed(ErrorClass),
 }
 
@@ -145,18 +161,24 @@ pub enum CallOutcome {
 pub struct CallRecord {
     /// Order in which calls finished, from 0.
     pub seq: u64,
+    /// The role the call was made for (`agent`, `user`, `coder`, ...).
     pub role: String,
+    /// The configured model name (the price-table key).
     pub model: String,
+    /// Fresh, cache hit or failed.
     pub outcome: CallOutcome,
     /// Zero when the endpoint reported none (see `usage_reported`).
     pub usage: Usage,
+    /// Whether the endpoint reported token usage.
     pub usage_reported: bool,
     /// Cost of a fresh call (`None`: model not in the price table); what a
     /// hit *would* have cost; `None` for failures.
     pub usd: Option<f64>,
     /// HTTP attempts (1 = no retry; 0 for hits and non-HTTP models).
     pub attempts: u32,
+    /// Wall time of the call (all attempts), in milliseconds.
     pub latency_ms: u64,
+    /// The error message of a failed call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -164,8 +186,11 @@ pub struct CallRecord {
 /// Token counts summed over calls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenCounts {
+    /// Prompt tokens, summed over the calls.
     pub prompt_tokens: u64,
+    /// Completion tokens, summed over the calls.
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`, those served from the endpoint's prefix cache.
     pub cached_prompt_tokens: u64,
 }
 
@@ -180,8 +205,11 @@ impl TokenCounts {
 /// Totals over a set of calls (a role, a model, or the whole run).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UsageTotals {
+    /// Calls served by the model.
     pub fresh_calls: u64,
+    /// Calls replayed from the response cache.
     pub cache_hits: u64,
+    /// Calls that failed (after retries).
     pub failed_calls: u64,
     /// Of `failed_calls`, those of class infrastructure.
     pub infrastructure_failures: u64,
@@ -242,8 +270,11 @@ impl UsageTotals {
 /// The ledger's summary, for results files.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LedgerSummary {
+    /// Totals over every call of the run.
     pub total: UsageTotals,
+    /// Per role (`agent`, `user`, ...).
     pub by_role: BTreeMap<String, UsageTotals>,
+    /// Per configured model name.
     pub by_model: BTreeMap<String, UsageTotals>,
     /// Models that made fresh calls but have no price.
     pub unpriced_models: BTreeSet<String>,
@@ -258,6 +289,7 @@ pub struct UsageLedger {
 }
 
 impl UsageLedger {
+    /// An empty ledger pricing calls with `prices`.
     pub fn new(prices: PriceTable) -> Self {
         Self {
             prices,
@@ -265,6 +297,7 @@ impl UsageLedger {
         }
     }
 
+    /// The price table calls are priced with.
     pub fn prices(&self) -> &PriceTable {
         &self.prices
     }
@@ -296,6 +329,7 @@ impl UsageLedger {
         })
     }
 
+    /// Records a failed call (its class, attempts and message).
     pub fn record_failure(
         &self,
         role: &str,
@@ -352,6 +386,7 @@ impl UsageLedger {
         self.lock().clone()
     }
 
+    /// Totals over every call so far: overall, per role and per model.
     pub fn summary(&self) -> LedgerSummary {
         let calls = self.lock();
         let mut summary = LedgerSummary::default();

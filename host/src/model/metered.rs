@@ -41,15 +41,18 @@ impl MeteredModel {
         }
     }
 
+    /// Attach the response cache (its policy decides reads and writes).
     pub fn with_cache(mut self, cache: Arc<ResponseCache>) -> Self {
         self.cache = Some(cache);
         self
     }
 
+    /// The role the calls are recorded under.
     pub fn role(&self) -> &str {
         &self.role
     }
 
+    /// The wrapped model.
     pub fn inner(&self) -> &Arc<dyn ChatModel> {
         &self.inner
     }

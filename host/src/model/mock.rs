@@ -33,16 +33,22 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 /// One scripted reply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MockReply {
+    /// HTTP status code.
     pub status: u16,
+    /// Extra response headers (e.g. `Retry-After`).
     pub headers: Vec<(String, String)>,
+    /// The response body.
     pub body: MockBody,
     /// Wait this long before replying (timeouts, concurrency tests).
     pub delay: Duration,
 }
 
+/// A reply body.
 #[derive(Debug, Clone, PartialEq)]
 pub enum MockBody {
+    /// JSON, serialized compactly.
     Json(Value),
+    /// Bytes sent as they are.
     Raw(Vec<u8>),
 }
 
@@ -118,11 +124,13 @@ impl MockReply {
         self
     }
 
+    /// Add a response header.
     pub fn with_header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_owned(), value.to_owned()));
         self
     }
 
+    /// Wait `delay` before replying.
     pub fn with_delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
         self
@@ -168,15 +176,20 @@ fn usage_json(usage: Usage) -> Value {
 /// A request the mock received.
 #[derive(Debug, Clone)]
 pub struct MockRequest {
+    /// HTTP method (`POST`).
     pub method: String,
+    /// Request path (`/v1/chat/completions`).
     pub path: String,
     /// Header names lower-cased.
     pub headers: Vec<(String, String)>,
+    /// The raw body.
     pub body: Vec<u8>,
+    /// When the request was fully read.
     pub received_at: Instant,
 }
 
 impl MockRequest {
+    /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
         self.headers
@@ -254,6 +267,7 @@ impl MockServer {
         })
     }
 
+    /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -283,6 +297,7 @@ impl MockServer {
         lock(&self.state.requests).clone()
     }
 
+    /// Requests received so far.
     pub fn request_count(&self) -> usize {
         lock(&self.state.requests).len()
     }

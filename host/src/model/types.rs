@@ -21,32 +21,42 @@ use crate::model::sim::TestbedNote;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "lowercase")]
 pub enum ChatMessage {
+    /// Instructions for the model (the policy, harness notes).
     System {
+        /// The instruction text.
         content: String,
     },
+    /// What the user (simulator) said.
     User {
+        /// The user's text.
         content: String,
     },
     /// `content` is `null` on the wire when the model only called tools.
     Assistant {
+        /// The text, `None` when the model only called tools.
         content: Option<String>,
+        /// The structured calls of this turn.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
     },
     /// The result of the tool call `tool_call_id`.
     Tool {
+        /// The id of the call answered.
         tool_call_id: String,
+        /// The tool's answer.
         content: String,
     },
 }
 
 impl ChatMessage {
+    /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
         Self::System {
             content: content.into(),
         }
     }
 
+    /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
         Self::User {
             content: content.into(),
@@ -61,6 +71,7 @@ impl ChatMessage {
         }
     }
 
+    /// An assistant turn with structured calls (and optional text).
     pub fn assistant_with_tool_calls(content: Option<String>, tool_calls: Vec<ToolCall>) -> Self {
         Self::Assistant {
             content,
@@ -68,6 +79,7 @@ impl ChatMessage {
         }
     }
 
+    /// The answer to the tool call `tool_call_id`.
     pub fn tool(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
         Self::Tool {
             tool_call_id: tool_call_id.into(),
@@ -104,12 +116,17 @@ impl ChatMessage {
 /// "arguments"}}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCall {
+    /// The call's id, echoed by its result (`call_<n>` when the server sent
+    /// none).
     pub id: String,
+    /// The function name as the model wrote it.
     pub name: String,
+    /// The arguments text as the model wrote it, unparsed.
     pub arguments: String,
 }
 
 impl ToolCall {
+    /// A call from its parts.
     pub fn new(
         id: impl Into<String>,
         name: impl Into<String>,
@@ -176,12 +193,16 @@ pub(crate) fn tool_call_from_wire(value: &Value, index: usize) -> Option<ToolCal
 /// JSON Schema object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FunctionTool {
+    /// The function name.
     pub name: String,
+    /// What the tool does, as the model reads it.
     pub description: String,
+    /// JSON Schema of the arguments.
     pub parameters: Value,
 }
 
 impl FunctionTool {
+    /// A tool from its parts (`parameters`: a JSON Schema object).
     pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
         Self {
             name: name.into(),
@@ -233,9 +254,13 @@ impl<'de> Deserialize<'de> for FunctionTool {
 /// `tool_choice`: `"auto" | "none" | "required"` or one named function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolChoice {
+    /// The model decides whether to call a tool.
     Auto,
+    /// The model must not call tools.
     None,
+    /// The model must call at least one tool.
     Required,
+    /// The model must call this function.
     Function(String),
 }
 
@@ -273,14 +298,19 @@ impl<'de> Deserialize<'de> for ToolChoice {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SamplingArgs {
+    /// Sampling temperature.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// Nucleus-sampling mass.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
+    /// Seed for endpoints that sample reproducibly.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// Cap on completion tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Stop sequences.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
 }
@@ -290,13 +320,17 @@ pub struct SamplingArgs {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ChatRequest {
+    /// The conversation so far.
     pub messages: Vec<ChatMessage>,
     /// Shared: an episode sends the same tool schemas with every turn, and
     /// deep-copying them per request was a measurable share of host CPU.
     #[serde(skip_serializing_if = "<[FunctionTool]>::is_empty")]
     pub tools: Arc<[FunctionTool]>,
+    /// Whether and which tools the model must call (`None`: the endpoint's
+    /// default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
+    /// Temperature, top-p, seed, token cap and stop sequences.
     pub sampling: SamplingArgs,
     /// Extra top-level body fields for this request; they override the
     /// role's configured extra args and the fields above.
@@ -310,6 +344,7 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
+    /// A request for `messages`, with no tools and default sampling.
     pub fn new(messages: Vec<ChatMessage>) -> Self {
         Self {
             messages,
@@ -317,26 +352,31 @@ impl ChatRequest {
         }
     }
 
+    /// Offer these tools.
     pub fn with_tools(mut self, tools: impl Into<Arc<[FunctionTool]>>) -> Self {
         self.tools = tools.into();
         self
     }
 
+    /// Constrain tool calling.
     pub fn with_tool_choice(mut self, choice: ToolChoice) -> Self {
         self.tool_choice = Some(choice);
         self
     }
 
+    /// Set the sampling arguments.
     pub fn with_sampling(mut self, sampling: SamplingArgs) -> Self {
         self.sampling = sampling;
         self
     }
 
+    /// Add one extra top-level body field.
     pub fn with_extra(mut self, key: impl Into<String>, value: Value) -> Self {
         self.extra.insert(key.into(), value);
         self
     }
 
+    /// Set the response-cache salt (see `cache_salt`).
     pub fn with_cache_salt(mut self, salt: impl Into<String>) -> Self {
         self.cache_salt = Some(salt.into());
         self
@@ -347,7 +387,9 @@ impl ChatRequest {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Usage {
+    /// Prompt tokens the endpoint counted.
     pub prompt_tokens: u64,
+    /// Completion tokens the endpoint counted.
     pub completion_tokens: u64,
     /// Prompt tokens served from the endpoint's prefix cache (a subset of
     /// `prompt_tokens`), from `usage.prompt_tokens_details.cached_tokens`
@@ -362,7 +404,11 @@ pub struct ChatResponse {
     /// The raw assistant text, kept even when structured tool calls exist:
     /// the harness's realization hook rescues calls written as text.
     pub content: Option<String>,
+    /// Structured tool calls, their arguments as the model wrote them
+    /// (possibly invalid JSON, for the harness to repair).
     pub tool_calls: Vec<ToolCall>,
+    /// Why generation stopped (`stop`, `tool_calls`, `length`...), as the
+    /// endpoint said.
     pub finish_reason: Option<String>,
     /// `None` when the endpoint reported no usage.
     pub usage: Option<Usage>,
@@ -421,6 +467,8 @@ pub trait ChatModel: Send + Sync {
         })
     }
 
+    /// Answer `request`. Errors are classified ([`ModelError::class`]) so the
+    /// runner knows whether to requeue, stop or score.
     fn chat<'a>(&'a self, request: &'a ChatRequest) -> ModelFuture<'a>;
 }
 

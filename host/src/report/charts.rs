@@ -26,21 +26,29 @@ pub const PALETTE: [RGBColor; 10] = [
 const FONT: &str = "sans-serif";
 const INK: RGBColor = RGBColor(0x33, 0x33, 0x33);
 
+/// The `i`-th colour of the report's palette (cycling), so a method or series
+/// keeps its colour across charts.
 pub fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
 /// One series of a bar chart: a value per category.
 pub struct Series {
+    /// Legend label.
     pub name: String,
+    /// Fill colour.
     pub color: RGBColor,
+    /// One value per category, in category order.
     pub values: Vec<f64>,
 }
 
 /// A bar chart over categories.
 pub struct Bars {
+    /// Chart title.
     pub title: String,
+    /// Category labels, in drawing order.
     pub categories: Vec<String>,
+    /// The series drawn, the first one carrying `intervals`.
     pub series: Vec<Series>,
     /// Stack the series (else side by side).
     pub stacked: bool,
@@ -55,12 +63,15 @@ pub struct Bars {
     pub intervals: Vec<Option<(f64, f64)>>,
     /// A labelled reference value drawn across the chart.
     pub reference: Option<(String, f64)>,
+    /// Width and height in pixels.
     pub size: (u32, u32),
     /// Decimals of the value axis' labels.
     pub decimals: usize,
 }
 
 impl Bars {
+    /// An empty bar chart of `categories`: vertical, side by side, 560 × 300
+    /// px, two decimals.
     pub fn new(title: impl Into<String>, categories: Vec<String>) -> Bars {
         Bars {
             title: title.into(),
@@ -77,6 +88,7 @@ impl Bars {
         }
     }
 
+    /// Add a series (one value per category).
     pub fn series(mut self, name: impl Into<String>, color: RGBColor, values: Vec<f64>) -> Bars {
         self.series.push(Series {
             name: name.into(),
@@ -399,8 +411,11 @@ fn draw_horizontal(root: &DrawingArea<SVGBackend, Shift>, b: &Bars) -> Result<()
 
 /// A line over rounds (`points[r]`, `None` where there is no value).
 pub struct Line {
+    /// Legend label.
     pub name: String,
+    /// Line and marker colour.
     pub color: RGBColor,
+    /// The value at each round, `None` where there is none (a gap).
     pub points: Vec<Option<f64>>,
     /// Draw markers only (no connecting line).
     pub markers_only: bool,

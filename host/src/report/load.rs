@@ -135,14 +135,20 @@ fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<(Vec<T>, bool), Report
 /// A run directory (`ecdysis-host run`, or an evaluation inside training).
 #[derive(Debug, Clone)]
 pub struct RunData {
+    /// The run directory.
     pub dir: PathBuf,
+    /// The run's `config.json`.
     pub config: RunConfig,
     /// `None` while the run is still going (or was killed).
     pub summary: Option<RunSummary>,
+    /// Every finished episode, in the config's task order then by trial (a torn
+    /// last line skipped).
     pub records: Vec<EpisodeRecord>,
 }
 
 impl RunData {
+    /// Read a run directory; a run still going (no summary, a half-written last
+    /// line) loads too.
     pub fn load(dir: &Path) -> Result<RunData, ReportError> {
         let config_path = dir.join(CONFIG_FILE);
         let config: RunConfig =
@@ -203,6 +209,7 @@ impl RunData {
         }
     }
 
+    /// Whether the agent was a `sim:` testbed model (every page then says so).
     pub fn simulated(&self) -> bool {
         self.config.agent_model.starts_with("sim:")
     }
@@ -211,29 +218,42 @@ impl RunData {
 /// One candidate of a training run (`candidates/<hash>/`).
 #[derive(Debug, Clone, Default)]
 pub struct Candidate {
+    /// The component hash (the directory's name).
     pub hash: String,
+    /// `manifest.json`, if written.
     pub manifest: Option<Manifest>,
+    /// `spec.json`: the change spec the candidate implements (`None` without
+    /// one).
     pub spec: Option<ChangeSpec>,
+    /// `diff.patch`: the source diff against its parent.
     pub diff: Option<String>,
     /// `diff` was recomputed from the stored sources because `diff.patch`
     /// was empty (see [`TrainData::load`]).
     pub diff_recomputed: bool,
+    /// `train_summary.json`: its training evaluation, if it got one.
     pub train_summary: Option<RunSummary>,
 }
 
 /// A training directory (`ecdysis-host train`).
 #[derive(Debug, Clone)]
 pub struct TrainData {
+    /// The training directory.
     pub dir: PathBuf,
+    /// The training run's `config.json`.
     pub config: TrainConfig,
+    /// Every round of `rounds.jsonl` (a torn last line skipped).
     pub rounds: Vec<RoundRecord>,
+    /// The `initial` file: the starting harness's hash.
     pub initial: Option<String>,
+    /// The `incumbent` file: the current best harness's hash.
     pub incumbent: Option<String>,
     /// `None` while training is still going.
     pub summary: Option<TrainSummary>,
+    /// Every candidate under `candidates/`, by hash.
     pub candidates: BTreeMap<String, Candidate>,
     /// `rounds/<n>/transcript.json` by round.
     pub transcripts: BTreeMap<u32, RoundTranscript>,
+    /// `ledger.json`: model usage and cost, if written.
     pub ledger: Option<LedgerFile>,
     /// The runner's result directories under `evals/`, by directory name
     /// (`<hash prefix>-<label>`).
@@ -247,6 +267,8 @@ fn read_hash(path: &Path) -> Result<Option<String>, ReportError> {
 }
 
 impl TrainData {
+    /// Read a training directory with its candidates, transcripts and
+    /// evaluations; a run still going loads too.
     pub fn load(dir: &Path) -> Result<TrainData, ReportError> {
         let config_path = dir.join("config.json");
         let config: TrainConfig =
@@ -298,6 +320,7 @@ impl TrainData {
         })
     }
 
+    /// Whether the agent was a `sim:` testbed model.
     pub fn simulated(&self) -> bool {
         self.config.train.agent_model.starts_with("sim:")
     }
@@ -385,6 +408,7 @@ fn recompute_empty_diffs(
 /// An experiment directory (`ecdysis-host experiment`).
 #[derive(Debug, Clone)]
 pub struct ExperimentData {
+    /// The experiment directory.
     pub dir: PathBuf,
     /// `None` for an experiment that has not finished (or predates the
     /// file): the methods' directories are still shown.
@@ -396,6 +420,8 @@ pub struct ExperimentData {
 }
 
 impl ExperimentData {
+    /// Read an experiment directory: `experiment.json` if present, else one
+    /// training directory per method found in it.
     pub fn load(dir: &Path) -> Result<ExperimentData, ReportError> {
         let file: Option<ExperimentReport> = read_json(&dir.join(EXPERIMENT_FILE))?;
         let mut methods = Vec::new();
@@ -434,6 +460,7 @@ impl ExperimentData {
         })
     }
 
+    /// Whether any of its runs had a `sim:` testbed agent.
     pub fn simulated(&self) -> bool {
         self.file.as_ref().is_some_and(|f| f.simulated)
             || self.methods.iter().any(|m| m.1.simulated())

@@ -31,25 +31,40 @@ use load::{ExperimentData, RunData, TrainData};
 /// The label every page carries when a `sim:` testbed model was the agent.
 pub use crate::eval::SIMULATED_LABEL;
 
+/// Why a report could not be made, naming the offending path.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    /// `report` was called without directories.
     #[error("no directory given: pass run, training or experiment directories")]
     NoDirectories,
+    /// A path given is not a directory.
     #[error("{0} is not a directory")]
     NotADirectory(PathBuf),
+    /// A directory is none of the three kinds of result directory.
     #[error(
         "{0} is not a result directory: expected a run (config.json + trajectories.jsonl), a training run (rounds.jsonl, initial, incumbent) or an experiment (experiment.json, or one training directory per method)"
     )]
     Unrecognised(PathBuf),
+    /// A file the directory's kind requires (its `config.json`) is absent.
     #[error("{0} is missing")]
     Missing(PathBuf),
+    /// A file does not parse (anywhere but a torn last line).
     #[error("{path} is corrupt: {reason}")]
-    Corrupt { path: PathBuf, reason: String },
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// What is wrong (with the line number, for a JSON-lines file).
+        reason: String,
+    },
+    /// A file could not be read, or the page could not be written.
     #[error("cannot read {path}: {source}")]
     Io {
+        /// The file concerned.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// plotters failed to draw a chart (its message).
     #[error("drawing a chart failed: {0}")]
     Chart(String),
 }

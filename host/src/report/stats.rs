@@ -7,8 +7,11 @@ use crate::eval::metrics::TaskResult;
 /// A point estimate with a 95% interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Interval {
+    /// The statistic on the data as observed.
     pub estimate: f64,
+    /// Lower end of the 95% interval (2.5th percentile of the resampled means).
     pub low: f64,
+    /// Upper end of the 95% interval (97.5th percentile).
     pub high: f64,
 }
 
@@ -87,7 +90,9 @@ pub fn task_intervals(per_task: &[TaskResult], samples: usize, seed: u64) -> Tas
 /// The headline numbers of a run with their intervals.
 #[derive(Debug, Clone)]
 pub struct TaskIntervals {
+    /// Mean reward, with its interval.
     pub accuracy: Interval,
+    /// pass^k for k = 1..=the smallest trial count, with intervals.
     pub pass_hat_k: Vec<(u64, Interval)>,
 }
 

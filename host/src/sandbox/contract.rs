@@ -14,10 +14,12 @@ use super::error::Violation;
 pub struct ToolNames(BTreeSet<String>);
 
 impl ToolNames {
+    /// The set of `names`.
     pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
         ToolNames(names.into_iter().map(str::to_string).collect())
     }
 
+    /// Whether `name` is one of the episode's tools.
     pub fn contains(&self, name: &str) -> bool {
         self.0.contains(name)
     }
@@ -32,6 +34,16 @@ pub fn check_call(call: &ToolCall, tools: &ToolNames) -> Result<(), Violation> {
     if !tools.contains(&call.name) {
         return Err(Violation::UnknownTool {
             tool: call.name.clone(),
+        });
+    }
+    // A call the harness writes runs in the environment after the hook has
+    // returned, outside its deadline: bound its size as the env view does.
+    let cap = crate::env::MAX_TOOL_ARGUMENT_BYTES;
+    if call.arguments.len() > cap {
+        return Err(Violation::ArgumentsTooLarge {
+            tool: call.name.clone(),
+            bytes: call.arguments.len(),
+            cap,
         });
     }
     match serde_json::from_str::<serde_json::Value>(&call.arguments) {

@@ -102,10 +102,12 @@ impl Drop for EpochTicker {
 /// use it, sized to their concurrency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Allocation {
+    /// A fresh linear memory mapped per episode (no reservation up front).
     OnDemand,
     /// Room for this many live episodes at once. Starting one more fails
     /// with [`SandboxError::PoolExhausted`] (never a harness error).
     Pooled {
+        /// The number of pool slots.
         episodes: u32,
     },
 }
@@ -221,6 +223,7 @@ impl Sandbox {
         self.allocation
     }
 
+    /// The wasmtime engine every component of this sandbox is compiled for.
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
@@ -230,6 +233,9 @@ impl Sandbox {
         &self._ticker
     }
 
+    /// The limits the engine and pool were built for (the wasm stack cap,
+    /// the pool's slot size); harnesses loaded here start with them and
+    /// may narrow them with [`LoadedHarness::with_limits`].
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
@@ -302,6 +308,7 @@ pub struct LoadedHarness {
 }
 
 impl LoadedHarness {
+    /// The sandbox (engine, pool, epoch ticker) the harness was loaded into.
     pub fn sandbox(&self) -> &Sandbox {
         &self.sandbox
     }

@@ -15,18 +15,22 @@ use super::contract::{self, ToolNames};
 use super::engine::{EPOCH_TICK, LoadedHarness};
 use super::env_view::ReadOnlyEnv;
 use super::error::{SandboxError, Violation};
-use super::host_state::{HookScratch, HostState, LogLine, ViolationTrap};
+use super::host_state::{HookScratch, HostDeadline, HostState, LogLine, ViolationTrap};
 use super::limits::Limits;
 use super::recorder::{self, HookRecorder, RecordedHook};
 
 /// A hook's answer with what it cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hooked<T> {
+    /// The hook's answer, checked against the contract.
     pub value: T,
     /// Fuel the call burned (deterministic for the same guest and inputs).
     pub fuel: u64,
+    /// Wall time of the call.
     pub elapsed: Duration,
+    /// Env-view calls the hook made.
     pub env_view_calls: u32,
+    /// Lines the harness logged during the call (up to the log quota).
     pub logs: Vec<LogLine>,
 }
 
@@ -168,6 +172,10 @@ fn classify(
             hook,
             deadline_ms: limits.deadline.as_millis() as u64,
         },
+        _ if err.downcast_ref::<HostDeadline>().is_some() => SandboxError::Deadline {
+            hook,
+            deadline_ms: limits.deadline.as_millis() as u64,
+        },
         Some(Trap::StackOverflow) => SandboxError::StackOverflow { hook },
         _ => {
             let stderr = store.data().stderr_text();
@@ -194,7 +202,10 @@ impl HarnessEpisode {
         if self.poisoned {
             return Err(SandboxError::Poisoned);
         }
-        self.store.data_mut().scratch = HookScratch::default();
+        self.store.data_mut().scratch = HookScratch {
+            started: Some(Instant::now()),
+            ..HookScratch::default()
+        };
         if let Some(log) = self.store.data_mut().view_log.as_mut() {
             log.clear();
         }

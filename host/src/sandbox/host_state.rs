@@ -16,7 +16,9 @@ use super::recorder::{self, RecordedViewCall};
 /// One line a harness logged during a hook.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LogLine {
+    /// `debug`, `info` or `warn`.
     pub level: String,
+    /// The message; one over 4 KiB is cut there and ends in `…`.
     pub message: String,
 }
 
@@ -27,7 +29,17 @@ pub(crate) struct HookScratch {
     pub logs: Vec<LogLine>,
     pub dropped_logs: u32,
     pub violation: Option<Violation>,
+    /// When the hook call started (its wall-clock deadline counts from
+    /// here, also across host calls it makes).
+    pub started: Option<std::time::Instant>,
 }
+
+/// A host call found the hook past its deadline: the epoch deadline only
+/// interrupts wasm code, so time spent in the host on the guest's behalf
+/// (an env-view call) is checked when that call starts and returns.
+#[derive(Debug, thiserror::Error)]
+#[error("the hook passed its deadline during a host call")]
+pub(crate) struct HostDeadline;
 
 /// Store limits that also remember whether a limit was hit: a Rust guest whose
 /// allocation fails aborts with a bare `unreachable`, so without this flag an
@@ -104,6 +116,7 @@ pub struct HostState {
     env_view_quota: u32,
     log_quota: u32,
     max_log_bytes: usize,
+    deadline: std::time::Duration,
 }
 
 impl HostState {
@@ -124,7 +137,15 @@ impl HostState {
             env_view_quota: limits.env_view_calls_per_hook,
             log_quota: limits.log_lines_per_hook,
             max_log_bytes: 4096,
+            deadline: limits.deadline,
         }
+    }
+
+    /// Whether the hook in progress is past its wall-clock deadline.
+    fn past_deadline(&self) -> bool {
+        self.scratch
+            .started
+            .is_some_and(|t| t.elapsed() > self.deadline)
     }
 
     fn violate(&mut self, violation: Violation) -> wasmtime::Error {
@@ -185,6 +206,18 @@ impl HostState {
                 quota: self.env_view_quota,
             }));
         }
+        if self.past_deadline() {
+            return Err(wasmtime::Error::new(HostDeadline));
+        }
+        // Bound the host's work per call before parsing anything: no real
+        // tool call comes near the cap (see `MAX_TOOL_ARGUMENT_BYTES`).
+        let cap = crate::env::MAX_TOOL_ARGUMENT_BYTES;
+        if arguments.len() > cap {
+            return Ok(Err(ViewError::InvalidArguments(format!(
+                "arguments are {} bytes, over the env view's cap of {cap}",
+                arguments.len()
+            ))));
+        }
         match self.env.tool_mutates(&name) {
             None => return Ok(Err(ViewError::UnknownTool(name))),
             Some(true) => return Err(self.violate(Violation::MutatingViaEnvView { tool: name })),
@@ -201,6 +234,9 @@ impl HostState {
             Err(e) => return Ok(Err(ViewError::InvalidArguments(e.to_string()))),
         };
         let out = self.env.call_read_only(&name, &args);
+        if self.past_deadline() {
+            return Err(wasmtime::Error::new(HostDeadline));
+        }
         Ok(if out.error {
             Err(ViewError::ToolError(out.content))
         } else {

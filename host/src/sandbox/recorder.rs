@@ -32,6 +32,7 @@ use super::{
 /// the quota) end the hook and are not listed: the hook's error says so.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordedViewCall {
+    /// The tool the hook asked to read.
     pub name: String,
     /// The arguments text exactly as the guest passed it.
     pub arguments: String,
@@ -46,6 +47,7 @@ pub struct RecordedHook {
     pub hook: &'static str,
     /// The hook's argument in canonical JSON.
     pub input: Value,
+    /// The env-view calls the hook made, in order.
     pub view_calls: Vec<RecordedViewCall>,
     /// `{"tag":"ok","val":<answer>}` (the constructor's answer is `null`),
     /// or `{"tag":"err","val":{"kind":…}}` with the typed error's kind (and
@@ -56,6 +58,8 @@ pub struct RecordedHook {
 /// Receives every hook call of the episodes of a harness it is attached to
 /// (see `LoadedHarness::with_recorder`).
 pub trait HookRecorder: Send + Sync {
+    /// Take one finished hook call, right after it returns, on the thread
+    /// that ran it (the episode waits for this).
     fn record(&self, call: RecordedHook);
 }
 
@@ -78,6 +82,7 @@ fn s(x: &str) -> Value {
     Value::from(x)
 }
 
+/// Canonical JSON of a WIT `tool-spec`.
 pub fn tool_spec(t: &ToolSpec) -> Value {
     obj([
         ("name", s(&t.name)),
@@ -87,6 +92,7 @@ pub fn tool_spec(t: &ToolSpec) -> Value {
     ])
 }
 
+/// Canonical JSON of a WIT `tool-call`.
 pub fn tool_call(c: &ToolCall) -> Value {
     obj([
         ("id", s(&c.id)),
@@ -95,6 +101,7 @@ pub fn tool_call(c: &ToolCall) -> Value {
     ])
 }
 
+/// Canonical JSON of a WIT `episode-info`.
 pub fn episode_info(i: &EpisodeInfo) -> Value {
     obj([
         ("domain", s(&i.domain)),
@@ -103,6 +110,7 @@ pub fn episode_info(i: &EpisodeInfo) -> Value {
     ])
 }
 
+/// Canonical JSON of a WIT `contract-input`.
 pub fn contract_input(i: &ContractInput) -> Value {
     obj([
         ("domain", s(&i.domain)),
@@ -114,6 +122,7 @@ pub fn contract_input(i: &ContractInput) -> Value {
     ])
 }
 
+/// Canonical JSON of a WIT `contract-output`.
 pub fn contract_output(o: &ContractOutput) -> Value {
     let descriptions = o
         .tool_descriptions
@@ -126,6 +135,7 @@ pub fn contract_output(o: &ContractOutput) -> Value {
     ])
 }
 
+/// Canonical JSON of a WIT `task-view`.
 pub fn task_view(v: &TaskView) -> Value {
     obj([
         ("domain", s(&v.domain)),
@@ -133,6 +143,7 @@ pub fn task_view(v: &TaskView) -> Value {
     ])
 }
 
+/// Canonical JSON of a WIT `list<guidance>`.
 pub fn guidance(gs: &[Guidance]) -> Value {
     Value::Array(
         gs.iter()
@@ -141,6 +152,7 @@ pub fn guidance(gs: &[Guidance]) -> Value {
     )
 }
 
+/// Canonical JSON of a WIT `agent-action`.
 pub fn agent_action(a: &AgentAction) -> Value {
     match a {
         AgentAction::Call(c) => tagged("call", Some(tool_call(c))),
@@ -148,6 +160,7 @@ pub fn agent_action(a: &AgentAction) -> Value {
     }
 }
 
+/// Canonical JSON of a WIT `action-decision`.
 pub fn action_decision(d: &ActionDecision) -> Value {
     match d {
         ActionDecision::Proceed => tagged("proceed", None),
@@ -177,6 +190,7 @@ fn tool_outcome(o: &ToolOutcome) -> Value {
     ])
 }
 
+/// Canonical JSON of a WIT `step-report`.
 pub fn step_report(r: &StepReport) -> Value {
     obj([
         ("step", Value::from(r.step)),
@@ -191,6 +205,7 @@ pub fn step_report(r: &StepReport) -> Value {
     ])
 }
 
+/// Canonical JSON of a WIT `regulation`.
 pub fn regulation(r: &Regulation) -> Value {
     match r {
         Regulation::Continue => tagged("continue", None),

@@ -35,34 +35,54 @@ use crate::sandbox::{FailurePolicy, Limits, Sandbox};
 
 /// Version of the `harness.json` format.
 pub const EXPORT_FORMAT: &str = "ecdysis-harness-export/1";
-/// OCI media types (see the module docs for where they come from).
+/// OCI media types (see the module docs for where they come from): the
+/// image manifest,
 pub const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// the layout's `index.json`,
 pub const OCI_INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
+/// the Wasm config blob,
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+/// and the layer holding the component.
 pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 
 /// Cap on the items of any list a hook returns; mirrored here so other
 /// runtimes read it instead of hard-coding it.
 const MAX_LIST_ITEMS: usize = crate::sandbox::MAX_LIST_ITEMS;
 
+/// Why a harness could not be exported.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
+    /// The harness is not in the store, or its bytes are corrupt.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A file could not be read or written.
     #[error(transparent)]
     Io(#[from] PathError),
+    /// `--train-run` names a directory that is not a usable training run, or
+    /// one in which the harness has no place.
     #[error("{path} is not a training run: {reason}")]
-    TrainRun { path: PathBuf, reason: String },
+    TrainRun {
+        /// The directory given.
+        path: PathBuf,
+        /// What is missing or wrong.
+        reason: String,
+    },
 }
 
 /// One ancestor in a harness's lineage, from the store manifests.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LineageEntry {
+    /// The ancestor.
     pub hash: ComponentHash,
+    /// Its own parent (`None` at the root).
     pub parent: Option<ComponentHash>,
+    /// A crate directory or a file path.
     pub origin: String,
+    /// RFC 3339 UTC time the store first saw it.
     pub built_at: String,
+    /// blake3 over its crate's source files (`None` for imported files).
     pub source_tree_hash: Option<String>,
+    /// Cargo features it was built with.
     pub features: Vec<String>,
 }
 
@@ -70,16 +90,27 @@ pub struct LineageEntry {
 /// JavaScript runtime reads them without knowing Rust's `Duration`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExportedLimits {
+    /// Fuel (roughly, wasm instructions) one hook call may burn.
     pub fuel_per_hook: u64,
+    /// Wall-clock deadline per hook call, in milliseconds.
     pub deadline_ms: u64,
+    /// Linear memory the guest may grow to, in bytes.
     pub memory_bytes: usize,
+    /// Table elements per table.
     pub table_elements: usize,
+    /// Instances, tables and memories a component may create.
     pub instances: usize,
+    /// Maximum wasm stack, in bytes.
     pub max_wasm_stack: usize,
+    /// Cap on the total bytes of text one hook may return.
     pub max_output_bytes: usize,
+    /// Cap on the items of any list a hook returns.
     pub max_list_items: usize,
+    /// Read-only env-view calls one hook call may make.
     pub env_view_calls_per_hook: u32,
+    /// Log lines one hook call may write.
     pub log_lines_per_hook: u32,
+    /// Bytes of guest stdout/stderr kept.
     pub stdio_bytes: usize,
 }
 
@@ -106,8 +137,12 @@ impl From<&Limits> for ExportedLimits {
 pub struct TrainingFacts {
     /// The training run directory, as given.
     pub run: String,
+    /// The training method (`ecdysis`, `ecdysis-nofdcr`, `self-evolution`).
     pub method: String,
+    /// The domain trained on, e.g. `tau2/retail`.
     pub domain: String,
+    /// The agent model it was trained with (`sim:<profile>` for a testbed
+    /// agent).
     pub agent_model: String,
     /// `incumbent`, `initial` or `candidate`: the harness's place in the run.
     pub role: String,
@@ -115,6 +150,7 @@ pub struct TrainingFacts {
     pub train_score: Option<f64>,
     /// Held-out test score: known only for the final incumbent.
     pub test_score: Option<f64>,
+    /// Held-out test tasks the run had (0 without a test split).
     pub test_tasks: usize,
     /// Present when the scores come from a simulated testbed agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -124,30 +160,42 @@ pub struct TrainingFacts {
 /// `harness.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HarnessExport {
+    /// [`EXPORT_FORMAT`].
     pub format: String,
     /// blake3 of `harness.wasm`, 64 lowercase hex digits.
     pub hash: ComponentHash,
+    /// `blake3`.
     pub hash_algorithm: String,
     /// The WIT world the component implements.
     pub world: String,
+    /// The component's file name beside `harness.json` (`harness.wasm`).
     pub file: String,
+    /// Size of the component, in bytes.
     pub size: u64,
     /// The harness first, then its parent, and so on to the root.
     pub lineage: Vec<LineageEntry>,
     /// Set when the chain stops at a parent the store does not hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lineage_truncated_at: Option<ComponentHash>,
+    /// The limits to run it under (those it was trained under, with
+    /// `--train-run`).
     pub limits: ExportedLimits,
+    /// What a failing hook does.
     pub failure_policy: FailurePolicy,
+    /// What the training run says about it (`None` without `--train-run`).
     pub training: Option<TrainingFacts>,
+    /// `ecdysis-host <version>`.
     pub exported_by: String,
 }
 
 /// What `export` wrote.
 #[derive(Debug, Clone)]
 pub struct ExportOutcome {
+    /// The contents of `harness.json`.
     pub export: HarnessExport,
+    /// Where `harness.wasm` was written.
     pub wasm_path: PathBuf,
+    /// Where `harness.json` was written.
     pub json_path: PathBuf,
     /// The OCI manifest's digest (`sha256:…`), when a layout was written.
     pub oci_manifest_digest: Option<String>,
@@ -156,12 +204,17 @@ pub struct ExportOutcome {
 /// How to export.
 #[derive(Debug, Clone)]
 pub struct ExportOptions {
+    /// Directory for `harness.wasm` and `harness.json`.
     pub out: PathBuf,
+    /// Directory for an OCI image layout (`None`: none written).
     pub oci: Option<PathBuf>,
     /// Reference name of the image in the OCI index (default: the short hash).
     pub oci_tag: Option<String>,
+    /// The limits written to `harness.json`.
     pub limits: Limits,
+    /// The failure policy written to `harness.json`.
     pub policy: FailurePolicy,
+    /// Training facts to include (from [`read_training_run`]).
     pub training: Option<TrainingFacts>,
 }
 
@@ -339,7 +392,7 @@ impl ComponentStore {
         atomic_write(&json_path, &json).map_err(|e| PathError::new("write", &json_path, e))?;
         let oci_manifest_digest = match &opts.oci {
             Some(dir) => Some(write_oci_layout(
-                sandbox,
+                &self.world_names(sandbox, hash)?,
                 dir,
                 &bytes,
                 &manifest,
@@ -398,26 +451,32 @@ fn write_blob(dir: &Path, media_type: &str, bytes: &[u8]) -> Result<Descriptor, 
     })
 }
 
-/// The component's world imports and exports (interface names), as the
-/// Wasm OCI config lists them.
-fn world_names(sandbox: &Sandbox, bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), ExportError> {
-    let component = sandbox.compile(bytes).map_err(StoreError::from)?;
-    let ty = component.component_type();
-    let engine = sandbox.engine();
-    let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
-    let exports = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-    Ok((imports, exports))
+impl ComponentStore {
+    /// The component's world imports and exports (interface names), as the
+    /// Wasm OCI config lists them, from its compiled form (compiled like
+    /// any load, by the store's compiler).
+    fn world_names(
+        &self,
+        sandbox: &Sandbox,
+        hash: &ComponentHash,
+    ) -> Result<(Vec<String>, Vec<String>), ExportError> {
+        let (component, _) = self.component(sandbox, hash)?;
+        let ty = component.component_type();
+        let engine = sandbox.engine();
+        let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+        let exports = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+        Ok((imports, exports))
+    }
 }
 
 fn write_oci_layout(
-    sandbox: &Sandbox,
+    (imports, exports): &(Vec<String>, Vec<String>),
     dir: &Path,
     bytes: &[u8],
     manifest: &Manifest,
     export: &HarnessExport,
     tag: Option<&str>,
 ) -> Result<String, ExportError> {
-    let (imports, exports) = world_names(sandbox, bytes)?;
     let layer = write_blob(dir, WASM_LAYER_MEDIA_TYPE, bytes)?;
     let config = serde_json::json!({
         "created": manifest.built_at,

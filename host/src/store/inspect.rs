@@ -26,8 +26,8 @@ pub struct Inspection {
 }
 
 impl ComponentStore {
-    /// Inspect a stored component: compile it in `sandbox`, list its
-    /// imports and exports, and try to link it.
+    /// Inspect a stored component: compile it for `sandbox` (as a load
+    /// would), list its imports and exports, and try to link it.
     pub fn inspect(
         &self,
         sandbox: &Sandbox,
@@ -36,8 +36,9 @@ impl ComponentStore {
         let manifest = self
             .manifest(hash)?
             .ok_or_else(|| StoreError::NotFound(hash.to_string()))?;
-        let bytes = self.read_component(hash)?;
-        let component = sandbox.compile(&bytes)?;
+        // Compiled like any load (by the store's compiler, possibly a
+        // limited child process), never in place from untrusted bytes.
+        let (component, _) = self.component(sandbox, hash)?;
         let ty = component.component_type();
         let engine = sandbox.engine();
         let imports = ty.imports(engine).map(|(n, _)| n.to_string()).collect();

@@ -5,12 +5,17 @@
 //! ```text
 //! <root>/components/<hash>.wasm          the component, immutable
 //! <root>/manifests/<hash>.json           world, size, parent, source tree, toolchain, time
-//! <root>/precompiled/<hash>-<engine>.cwasm   native code for this engine build
-//! <root>/precompiled/<hash>-<engine>.cwasm.b3 blake3 of the .cwasm, checked before loading
+//! <root>/precompiled/<hash>-<engine>.cwasm      native code for this engine build
+//! <root>/precompiled/<hash>-<engine>.cwasm.mac  keyed blake3 of the .cwasm (key outside
+//!                                               the store), checked before loading
 //! ```
+//!
+//! Components are size-capped when they enter the store; compiling and
+//! trusting native code is [`artifact`]'s concern.
 //!
 //! Lineage, caching and rollback are just hashes. All writes are atomic.
 
+pub mod artifact;
 pub mod build;
 mod export;
 mod inspect;
@@ -25,6 +30,7 @@ use wasmtime::component::Component;
 use crate::fsutil::{PathError, atomic_write};
 use crate::sandbox::{LoadedHarness, SUPPORTED_WORLDS, Sandbox, SandboxError, world_of};
 
+pub use artifact::{ArtifactKey, Compiler, DEFAULT_MAX_COMPONENT_BYTES};
 pub use build::{
     BUILD_TIMEOUT, BuildOptions, BuildOutcome, Containment, Trust, UNTRUSTED_BUILD_MEMORY,
     source_tree_hash,
@@ -41,6 +47,7 @@ pub use inspect::Inspection;
 pub struct ComponentHash(String);
 
 impl ComponentHash {
+    /// The hash of a component's bytes.
     pub fn of(bytes: &[u8]) -> Self {
         ComponentHash(blake3::hash(bytes).to_hex().to_string())
     }
@@ -51,6 +58,7 @@ impl ComponentHash {
             .then(|| ComponentHash(s.to_ascii_lowercase()))
     }
 
+    /// The 64 hex digits.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -74,7 +82,9 @@ pub struct Manifest {
     /// (`ecdysis:harness/harness@X` when it exports
     /// `ecdysis:harness/hooks@X`), or `none` when it exports no hooks.
     pub world: String,
+    /// blake3 of the component's bytes: its name in the store.
     pub hash: ComponentHash,
+    /// Size of the component, in bytes.
     pub size: u64,
     /// The incumbent this candidate was derived from, if any.
     pub parent: Option<ComponentHash>,
@@ -91,70 +101,141 @@ pub struct Manifest {
     pub built_at: String,
 }
 
+/// Why the store could not give or take a component.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// A store file could not be read or written.
     #[error(transparent)]
     Io(#[from] PathError),
+    /// The argument is neither an existing file nor the hash (or a prefix
+    /// long enough, see [`MIN_PREFIX`]) of a stored component.
     #[error("`{0}` is neither a .wasm file nor a component hash in the store")]
     NotFound(String),
+    /// A hash prefix shorter than the store accepts (see [`MIN_PREFIX`]).
     #[error(
         "hash prefix `{prefix}` is too short: give at least {min} hex digits ({MIN_PREFIX_INTERACTIVE} are enough when typed at a terminal)"
     )]
-    PrefixTooShort { prefix: String, min: usize },
+    PrefixTooShort {
+        /// The prefix given (lowercased).
+        prefix: String,
+        /// The fewest digits accepted here.
+        min: usize,
+    },
+    /// A name that is both an existing path and a stored hash prefix.
     #[error(
         "`{spec}` names both {path} and the stored component {hash}: write `./{spec}` for the path, or more digits of the hash"
     )]
     AmbiguousName {
+        /// The name given.
         spec: String,
+        /// The path it names.
         path: PathBuf,
+        /// The stored component it also names (short hash).
         hash: String,
     },
+    /// A directory given as a harness that is not a crate.
     #[error("{} is a directory without a Cargo.toml: not a crate to build", dir.display())]
-    NotACrate { dir: PathBuf },
+    NotACrate {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// A hash prefix matches several stored components.
     #[error("hash prefix `{prefix}` is ambiguous: {candidates:?}")]
     Ambiguous {
+        /// The prefix given (lowercased).
         prefix: String,
+        /// The short hashes it matches.
         candidates: Vec<String>,
     },
+    /// A stored component's bytes no longer hash to its name.
     #[error("stored component {hash} is corrupt: its bytes hash to {actual}")]
     Corrupt {
+        /// The name it is stored under.
         hash: ComponentHash,
+        /// What its bytes hash to now.
         actual: ComponentHash,
     },
+    /// A component is larger than the store accepts.
+    #[error("{origin} is {bytes} bytes, over the component size cap of {cap}")]
+    TooLarge {
+        /// Where it came from.
+        origin: String,
+        /// Its size.
+        bytes: u64,
+        /// The cap.
+        cap: u64,
+    },
+    /// The artifact key file cannot be used.
+    #[error("the artifact key {path} cannot be used: {reason}")]
+    BadKey {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A manifest file does not parse.
     #[error("manifest {path} is unreadable: {reason}")]
-    BadManifest { path: PathBuf, reason: String },
+    BadManifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// The parse error.
+        reason: String,
+    },
+    /// `cargo` could not be started (not installed, not on `PATH`).
     #[error("cannot run cargo: {0}")]
     CargoMissing(std::io::Error),
+    /// The guest build failed or timed out.
     #[error("building {crate_dir} failed ({status}):\n{stderr_tail}")]
     BuildFailed {
+        /// The guest crate.
         crate_dir: PathBuf,
+        /// `failed` or `timed out`.
         status: String,
+        /// The compiler's errors (or the tail of cargo's stderr), clipped.
         stderr_tail: String,
     },
+    /// Untrusted source reaches outside its crate (see [`scan`]); it was
+    /// not built.
     #[error("refused to build {crate_dir}: {refusal}")]
     SourceRefused {
+        /// The crate.
         crate_dir: PathBuf,
+        /// What was refused, where.
         refusal: scan::Refusal,
     },
+    /// Untrusted source, no jail, and unjailed builds not allowed.
     #[error(
         "{crate_dir} holds untrusted source, which is built only in a jail, and {reason} (an operator may accept the risk: `train --allow-unjailed-builds`)"
     )]
     NoJail {
+        /// The crate.
         crate_dir: PathBuf,
+        /// Why no jail can be made.
         reason: crate::jail::JailError,
     },
+    /// The build succeeded but produced no `.wasm` file.
     #[error("cargo built {crate_dir} but produced no .wasm component (is it a cdylib?)")]
-    NoArtifact { crate_dir: PathBuf },
+    NoArtifact {
+        /// The guest crate.
+        crate_dir: PathBuf,
+    },
+    /// The bytes are a core module or not WebAssembly at all (named by
+    /// origin).
     #[error("`{0}` is not a WebAssembly component (wrong magic or layer)")]
     NotAComponent(String),
+    /// The component exports a harness world this host has no bindings for.
     #[error(
         "component {hash} implements world `{world}`, which this host cannot run (it implements {supported})"
     )]
     UnsupportedWorld {
+        /// The component.
         hash: ComponentHash,
+        /// The world it exports.
         world: String,
+        /// The worlds this host runs, comma-separated.
         supported: String,
     },
+    /// Compiling, linking or loading the component failed.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
 }
@@ -186,15 +267,26 @@ pub const MIN_PREFIX_INTERACTIVE: usize = 6;
 #[derive(Debug, Clone)]
 pub struct ComponentStore {
     root: PathBuf,
+    /// Where the artifact key lives (outside the store).
+    key_path: PathBuf,
+    key: std::sync::Arc<std::sync::OnceLock<ArtifactKey>>,
+    compiler: Compiler,
+    max_component_bytes: usize,
     min_prefix: usize,
 }
 
 impl ComponentStore {
-    /// The store at `root`, created on first write; hash prefixes need
-    /// [`MIN_PREFIX`] digits.
+    /// The store at `root`, created on first write; artifacts are
+    /// authenticated with the key at [`ArtifactKey::default_path`] and
+    /// compiled in this process (see [`ComponentStore::with_compiler`]);
+    /// hash prefixes need [`MIN_PREFIX`] digits.
     pub fn open(root: impl Into<PathBuf>) -> Self {
         ComponentStore {
             root: root.into(),
+            key_path: ArtifactKey::default_path(),
+            key: Default::default(),
+            compiler: Compiler::InProcess,
+            max_component_bytes: DEFAULT_MAX_COMPONENT_BYTES,
             min_prefix: MIN_PREFIX,
         }
     }
@@ -206,6 +298,35 @@ impl ComponentStore {
         self
     }
 
+    /// Compile components with `compiler` (a child process for untrusted
+    /// bytes).
+    pub fn with_compiler(mut self, compiler: Compiler) -> Self {
+        self.compiler = compiler;
+        self
+    }
+
+    /// Authenticate artifacts with the key file at `path`.
+    pub fn with_key_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.key_path = path.into();
+        self.key = Default::default();
+        self
+    }
+
+    /// Refuse components larger than `bytes`.
+    pub fn with_max_component_bytes(mut self, bytes: usize) -> Self {
+        self.max_component_bytes = bytes;
+        self
+    }
+
+    /// The artifact key, read (or created) on first use.
+    fn key(&self) -> Result<&ArtifactKey, StoreError> {
+        if let Some(k) = self.key.get() {
+            return Ok(k);
+        }
+        let key = ArtifactKey::load_or_create(&self.key_path)?;
+        Ok(self.key.get_or_init(|| key))
+    }
+
     /// `$ECDYSIS_STORE`, else `.ecdysis/store` under the current directory.
     pub fn default_root() -> PathBuf {
         std::env::var_os("ECDYSIS_STORE")
@@ -213,10 +334,13 @@ impl ComponentStore {
             .unwrap_or_else(|| PathBuf::from(".ecdysis/store"))
     }
 
+    /// The store's directory.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
+    /// Where the component `hash` is (or would be) stored:
+    /// `components/<hash>.wasm`.
     pub fn component_path(&self, hash: &ComponentHash) -> PathBuf {
         self.root.join("components").join(format!("{hash}.wasm"))
     }
@@ -240,6 +364,13 @@ impl ComponentStore {
     /// (the existing one if the hash is already stored: first write wins, so
     /// lineage recorded at first sight is never rewritten).
     pub fn put(&self, bytes: &[u8], facts: ManifestFacts) -> Result<Manifest, StoreError> {
+        if bytes.len() > self.max_component_bytes {
+            return Err(StoreError::TooLarge {
+                origin: facts.origin,
+                bytes: bytes.len() as u64,
+                cap: self.max_component_bytes as u64,
+            });
+        }
         if !is_component(bytes) {
             return Err(StoreError::NotAComponent(facts.origin));
         }
@@ -321,6 +452,17 @@ impl ComponentStore {
             return Err(StoreError::NotFound(spec.to_string()));
         }
         if path.is_file() {
+            // Refuse an oversized file before reading it into memory.
+            let size = std::fs::metadata(path)
+                .map_err(|e| PathError::new("stat", path, e))?
+                .len();
+            if size > self.max_component_bytes as u64 {
+                return Err(StoreError::TooLarge {
+                    origin: path.display().to_string(),
+                    bytes: size,
+                    cap: self.max_component_bytes as u64,
+                });
+            }
             let bytes = std::fs::read(path).map_err(|e| PathError::new("read", path, e))?;
             return self.put(
                 &bytes,
@@ -401,38 +543,50 @@ impl ComponentStore {
         hash: &ComponentHash,
     ) -> Result<(LoadedHarness, LoadSource), StoreError> {
         self.check_world(hash)?;
+        let (component, source) = self.component(sandbox, hash)?;
+        Ok((sandbox.prepare(&component)?, source))
+    }
+
+    /// The compiled component `hash` for `sandbox`'s engine: from its
+    /// verified precompiled artifact, or compiled now by the store's
+    /// [`Compiler`] (and the artifact written, with its MAC).
+    pub(crate) fn component(
+        &self,
+        sandbox: &Sandbox,
+        hash: &ComponentHash,
+    ) -> Result<(Component, LoadSource), StoreError> {
+        let key = self.key()?;
         let cwasm = self.precompiled_path(hash, sandbox);
-        let sum_path = cwasm.with_extension("cwasm.b3");
+        let mac_path = cwasm.with_extension("cwasm.mac");
         let mut source = LoadSource::Compiled;
-        if let (Ok(bytes), Ok(sum)) = (std::fs::read(&cwasm), std::fs::read_to_string(&sum_path)) {
-            if blake3::hash(&bytes).to_hex().as_str() == sum.trim() {
+        if let (Ok(bytes), Ok(mac)) = (std::fs::read(&cwasm), std::fs::read_to_string(&mac_path)) {
+            if key.verifies(hash, &bytes, &mac) {
                 // SAFETY: wasmtime requires that deserialized bytes were
                 // produced by `precompile_component` of a compatible engine.
                 // The file name carries the engine's compatibility hash, and
-                // the blake3 checksum written beside it proves these are the
-                // exact bytes we wrote, so a truncated or tampered artifact is
-                // never executed.
+                // the MAC beside it, keyed with a key kept outside the store,
+                // proves this host wrote these exact bytes: a truncated,
+                // tampered or planted artifact is never executed.
                 let component = unsafe { Component::deserialize(sandbox.engine(), &bytes) };
                 if let Ok(component) = component {
-                    return Ok((sandbox.prepare(&component)?, LoadSource::Precompiled));
+                    return Ok((component, LoadSource::Precompiled));
                 }
             }
             tracing::warn!(path = %cwasm.display(), "precompiled artifact failed verification; recompiling");
             source = LoadSource::RecompiledCorrupt;
         }
         let bytes = self.read_component(hash)?;
-        let native = sandbox
-            .engine()
-            .precompile_component(&bytes)
-            .map_err(|e| SandboxError::Compile(format!("{e:#}")))?;
+        let native = self
+            .compiler
+            .compile(sandbox, &bytes, &self.root.join("tmp"))?;
         atomic_write(&cwasm, &native).map_err(|e| PathError::new("write", &cwasm, e))?;
-        let sum = blake3::hash(&native).to_hex().to_string();
-        atomic_write(&sum_path, sum.as_bytes())
-            .map_err(|e| PathError::new("write", &sum_path, e))?;
-        // SAFETY: `native` was produced just now by this engine.
+        atomic_write(&mac_path, key.mac(hash, &native).as_bytes())
+            .map_err(|e| PathError::new("write", &mac_path, e))?;
+        // SAFETY: `native` was produced just now by this host's compiler
+        // (in process, or by its own binary in a child) for this engine.
         let component = unsafe { Component::deserialize(sandbox.engine(), &native) }
             .map_err(|e| SandboxError::Compile(format!("{e:#}")))?;
-        Ok((sandbox.prepare(&component)?, source))
+        Ok((component, source))
     }
 
     /// Refuse a component whose world this host does not implement, before
@@ -470,10 +624,16 @@ impl ComponentStore {
 /// Facts recorded in a new manifest.
 #[derive(Debug, Clone, Default)]
 pub struct ManifestFacts {
+    /// The incumbent the component was derived from, if any.
     pub parent: Option<ComponentHash>,
+    /// blake3 over the guest crate's source files (`None` for imported
+    /// files).
     pub source_tree_hash: Option<String>,
+    /// `rustc --version` of the build (`None` for imported files).
     pub toolchain: Option<String>,
+    /// Cargo features the crate was built with.
     pub features: Vec<String>,
+    /// A crate directory or a file path.
     pub origin: String,
 }
 

@@ -16,15 +16,23 @@ use super::unicode::{DIGIT_ZEROS, NON_PRINTABLE};
 /// A Python value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Py {
+    /// `None` (SQL NULL, or the literal).
     None,
+    /// `True` or `False`.
     Bool(bool),
     /// An `int`, as its canonical decimal text (arbitrary precision).
     Int(String),
+    /// A `float` (also how FLOAT and DOUBLE cells arrive).
     Float(f64),
+    /// A `str`.
     Str(String),
+    /// A `bytes` (binary columns and geometry).
     Bytes(Vec<u8>),
+    /// A `list`.
     List(Vec<Py>),
+    /// A `tuple` (one result row).
     Tuple(Vec<Py>),
+    /// A `dict`, in insertion order as Python keeps it.
     Dict(Vec<(Py, Py)>),
     /// A set, in insertion order (Python's own order is hash order, which
     /// for strings changes from run to run).

@@ -26,15 +26,25 @@ const BINARY_CHARSET: u16 = 63;
 /// How one column's cells convert.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// Integer columns (TINYINT to BIGINT, YEAR) become `int`.
     Int,
+    /// FLOAT and DOUBLE become `float`.
     Float,
+    /// DECIMAL becomes `decimal.Decimal`.
     Decimal,
+    /// BIT becomes the big-endian `int` of its bytes.
     Bit,
+    /// DATE becomes `datetime.date` (zero dates `None`).
     Date,
+    /// DATETIME and TIMESTAMP become `datetime.datetime`.
     DateTime,
+    /// TIME becomes `datetime.timedelta`.
     Time,
+    /// A SET column becomes a `set` of its comma-separated members.
     Set,
+    /// Any other column of a text character set becomes `str`.
     Text,
+    /// Columns of the `binary` character set (and geometry) become `bytes`.
     Bytes,
 }
 
@@ -231,6 +241,7 @@ pub struct Printer {
 }
 
 impl Printer {
+    /// An empty result: `[`, no rows yet.
     pub fn new() -> Self {
         Printer {
             text: "[".into(),

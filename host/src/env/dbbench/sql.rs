@@ -338,7 +338,9 @@ async fn probe(base: OptsBuilder, describe: String) -> Result<(Pool, bool, Strin
 /// One table as the original creates it.
 #[derive(Clone, Debug)]
 pub struct TableSpec {
+    /// The table's name, as given in the task.
     pub name: String,
+    /// Column names, in order; every column is created as `TEXT`.
     pub columns: Vec<String>,
     /// Cells already as the text the original inserts (`str(cell)`).
     pub rows: Vec<Vec<String>>,

@@ -1,8 +1,8 @@
 //! A small line diff that writes unified, `git apply`-able patches of a
 //! file tree (relative path → bytes): what a coder changed under `src/`.
 //!
-//! Common leading and trailing lines are trimmed first, so the quadratic
-//! LCS table only spans the edited region; past [`MAX_CELLS`] the region is
+//! Common leading and trailing lines are trimmed first, so the quadratic LCS
+//! table only spans the edited region; past `MAX_CELLS` cells the region is
 //! written as one deletion plus one insertion (still a correct patch).
 
 use std::collections::{BTreeMap, BTreeSet};

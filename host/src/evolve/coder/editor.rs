@@ -50,6 +50,7 @@ pub struct EditorConfig {
     /// Cargo target directory shared across staging copies (keeps the
     /// dependency builds warm); `None` builds in the crate's `target/`.
     pub target_dir: Option<PathBuf>,
+    /// Sampling parameters of every coder call.
     pub sampling: SamplingArgs,
     /// Enters the response-cache key (distinct rounds that should not replay
     /// each other set distinct salts).
@@ -81,6 +82,7 @@ pub struct EditorCoder {
 }
 
 impl EditorCoder {
+    /// An editor driving `model` (named `editor:<model>` in records).
     pub fn new(model: Arc<dyn ChatModel>, config: EditorConfig) -> Self {
         let name = format!("editor:{}", model.name());
         Self {
@@ -90,6 +92,7 @@ impl EditorCoder {
         }
     }
 
+    /// The editor's settings.
     pub fn config(&self) -> &EditorConfig {
         &self.config
     }
@@ -102,6 +105,7 @@ pub struct EditBlock {
     pub file: String,
     /// Exact text to find (lines joined by `\n`); empty creates a new file.
     pub search: String,
+    /// Text to put in its place.
     pub replace: String,
 }
 

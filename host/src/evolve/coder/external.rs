@@ -118,6 +118,8 @@ impl Default for ExternalConfig {
 }
 
 impl ExternalConfig {
+    /// A config for `command` (a template; see the module docs) with the
+    /// defaults: 30 min timeout, build check on.
     pub fn new(command: impl Into<String>) -> Self {
         Self {
             command: command.into(),
@@ -125,6 +127,7 @@ impl ExternalConfig {
         }
     }
 
+    /// Set the timeout, rounded down to whole seconds (at least 1).
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout_secs = timeout.as_secs().max(1);
         self
@@ -163,6 +166,7 @@ impl ExternalCoder {
         self
     }
 
+    /// The coder's settings.
     pub fn config(&self) -> &ExternalConfig {
         &self.config
     }

@@ -53,6 +53,7 @@ pub const SOURCE_BUDGET: usize = 60_000;
 /// What a coder is asked to do.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CoderTask {
+    /// The change to implement.
     pub spec: ChangeSpec,
     /// Extra scrubbed context for the coder (e.g. the failure excerpt the
     /// self-evolution baseline works from). Never oracle material.
@@ -61,10 +62,12 @@ pub struct CoderTask {
 }
 
 impl CoderTask {
+    /// A task with no extra notes.
     pub fn new(spec: ChangeSpec) -> Self {
         Self { spec, notes: None }
     }
 
+    /// Add scrubbed context for the coder (never oracle material).
     pub fn with_notes(mut self, notes: impl Into<String>) -> Self {
         self.notes = Some(notes.into());
         self
@@ -93,63 +96,103 @@ pub struct CoderOutcome {
 /// except [`CoderError::Io`] (which may leave it half-edited).
 #[derive(Debug, thiserror::Error)]
 pub enum CoderError {
+    /// The staging directory is not a crate (no `Cargo.toml` or `src/`).
     #[error("{} is not a crate: no Cargo.toml or src/", dir.display())]
-    NotACrate { dir: PathBuf },
+    NotACrate {
+        /// The staging directory.
+        dir: PathBuf,
+    },
 
+    /// The coder changed files outside `src/` (the editor through a path in a
+    /// block, an external command on disk); its edits were undone.
     #[error("edits outside src/ rejected and undone: {}", files.join(", "))]
     OutsideSrc {
+        /// The offending paths, relative to the crate.
         files: Vec<String>,
+        /// Model calls or command runs used.
         attempts: u32,
+        /// Account of the attempts.
         log: String,
     },
 
+    /// The coder model's call failed (after the client's retries).
     #[error("the coder model call failed after {attempts} call(s): {source}")]
     Model {
+        /// The model error.
         #[source]
         source: ModelError,
+        /// Model calls made, the failed one included.
         attempts: u32,
+        /// Account of the attempts.
         log: String,
     },
 
+    /// The editor's model produced no edit that applied and changed `src/`
+    /// within its turns.
     #[error("no applicable edits after {attempts} call(s): {last}")]
     NoEdits {
+        /// The first line of the last feedback given to the model (why its last
+        /// reply did not work).
         last: String,
+        /// Model calls made.
         attempts: u32,
+        /// Account of the attempts.
         log: String,
     },
 
+    /// The external command succeeded but `src/` is unchanged.
     #[error("the coder left src/ unchanged")]
-    NoChange { attempts: u32, log: String },
+    NoChange {
+        /// Command runs used (1).
+        attempts: u32,
+        /// Account of the run.
+        log: String,
+    },
 
+    /// The external command ran past its timeout and was killed.
     #[error("`{command}` timed out after {} s; its edits were undone", timeout.as_secs_f64())]
     Timeout {
+        /// The command as configured.
         command: String,
+        /// The timeout it exceeded.
         timeout: Duration,
+        /// Account of the run (its clipped output).
         log: String,
     },
 
+    /// The external command exited unsuccessfully.
     #[error("`{command}` exited with {status}; its edits were undone")]
     CommandFailed {
+        /// The command as configured.
         command: String,
+        /// Its exit status, as text.
         status: String,
+        /// Account of the run (its clipped output).
         log: String,
     },
 
+    /// The external command could not be started.
     #[error("cannot start `{command}`: {source}")]
     Spawn {
+        /// The command as configured.
         command: String,
+        /// The spawn error.
         #[source]
         source: std::io::Error,
     },
 
+    /// The command template does not split into a command (the reason).
     #[error("bad coder command template: {0}")]
     Template(String),
 
+    /// No jail can be made for the external coder, and the operator did
+    /// not allow running it without one.
     #[error(
         "the external coder runs only in a jail, and {0} (an operator may accept the risk: `train --allow-unjailed-builds`)"
     )]
     NoJail(crate::jail::JailError),
 
+    /// A file of the staging crate could not be read, written or restored.
     #[error(transparent)]
     Io(#[from] PathError),
 }

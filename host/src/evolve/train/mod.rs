@@ -1,11 +1,11 @@
 //! The evolution loop (`ecdysis-host train`).
 //!
-//! Per round ([`round::Round`]): evaluate the incumbent on the training
-//! tasks (cached per component hash), collect scrubbed failure records,
-//! aggregate them across tasks, diagnose a spec, let the coder edit a
-//! staging copy of the incumbent's source, build, `check`, screen, evaluate,
-//! and decide by the acceptance rule. Every round closes the same way: its
-//! record appended to `rounds.jsonl`, the ledger saved.
+//! Per round (the `Round` type of `round.rs`): evaluate the incumbent on the
+//! training tasks (cached per component hash), collect scrubbed failure
+//! records, aggregate them across tasks, diagnose a spec, let the coder edit
+//! a staging copy of the incumbent's source, build, `check`, screen,
+//! evaluate, and decide by the acceptance rule. Every round closes the same
+//! way: its record appended to `rounds.jsonl`, the ledger saved.
 //!
 //! Run directory ([`dir::TrainDir`]):
 //! ```text
@@ -205,22 +205,46 @@ impl CoderChoice {
 /// A training run that could not go on.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
+    /// A file of the training directory or harness source could not be read or
+    /// written (also a rule-coder edit that failed).
     #[error(transparent)]
     Io(#[from] PathError),
+    /// The incumbent's build or the component store failed.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// An evaluation failed.
     #[error(transparent)]
     Run(#[from] eval::RunError),
+    /// The sandbox failed outside any candidate (e.g. the engine).
     #[error(transparent)]
     Sandbox(#[from] crate::sandbox::SandboxError),
+    /// The domain failed (an unknown task, an evaluator error).
     #[error(transparent)]
     Env(#[from] crate::env::EnvError),
+    /// The output directory holds a training run of another configuration.
     #[error("{dir} holds a training run with another configuration:\n{diff}\n(use another --out)")]
-    ConfigChanged { dir: PathBuf, diff: String },
+    ConfigChanged {
+        /// The training directory.
+        dir: PathBuf,
+        /// One `path: old -> new` line per changed setting.
+        diff: String,
+    },
+    /// `--coder rules` was chosen but the harness source has no
+    /// `src/tables.rs`.
     #[error("the harness source {0} has no src/tables.rs for the rule coder")]
     NoTables(PathBuf),
+    /// A file of the training directory holds something unusable (a
+    /// damaged `rounds.jsonl` line, an `incumbent` that is not a hash):
+    /// never a silent fallback to the initial harness.
     #[error("{path} is corrupt: {message} (move it away to start that part afresh)")]
-    Corrupt { path: PathBuf, message: String },
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// What is wrong with it (with the line or round, where known).
+        message: String,
+    },
+    /// No jail can be made for the run's untrusted work, and the operator
+    /// did not pass `--allow-unjailed-builds`.
     #[error(
         "training builds untrusted candidates (and runs an external coder) only in a jail, and {0}; \
          to accept the risk of building coder-written source without one, pass --allow-unjailed-builds"

@@ -96,18 +96,31 @@ impl Default for TrainSpec {
 /// A training specification that cannot work.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainSpecError {
+    /// The evaluation part of the spec is impossible (see [`SpecError`]).
     #[error(transparent)]
     Eval(#[from] SpecError),
+    /// The diagnoser and coder roles cannot work together, or a role's model
+    /// cannot be built.
     #[error(transparent)]
     Roles(#[from] RoleError),
+    /// There are no training tasks (why).
     #[error("no training tasks: {0}")]
     NoTasks(String),
+    /// `--budget-tasks` is 0.
     #[error("the task budget must be at least 1")]
     NoBudget,
+    /// `--max-usd` is not a positive, finite number of dollars.
     #[error("the dollar budget must be a positive number of dollars, got {0}")]
     BadUsd(f64),
+    /// The harness source directory cannot be resolved.
     #[error("the harness source {path}: {reason}")]
-    Source { path: PathBuf, reason: String },
+    Source {
+        /// The source directory as given.
+        path: PathBuf,
+        /// Why it cannot be used (e.g. it does not exist).
+        reason: String,
+    },
+    /// Training itself failed.
     #[error(transparent)]
     Train(#[from] TrainError),
 }

@@ -190,14 +190,17 @@ impl SimAgent {
         Ok(Self::new(SimProfile::parse(model)?, plan, seed))
     }
 
+    /// The quirk profile the agent follows.
     pub fn profile(&self) -> &SimProfile {
         &self.profile
     }
 
+    /// The gold plan it works from (oracle-derived: testbed only).
     pub fn plan(&self) -> &TestbedPlan {
         &self.plan
     }
 
+    /// The seed its quirk draws derive from (with the task id).
     pub fn seed(&self) -> u64 {
         self.seed
     }

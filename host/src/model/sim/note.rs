@@ -42,19 +42,26 @@ pub enum SimAction {
     Goodbye,
 }
 
+/// A quirk that shaped a turn's output.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuirkFired {
+    /// The quirk that fired.
     pub name: Quirk,
+    /// Whether a harness can legitimately fix it.
     pub kind: QuirkKind,
     /// Plan step the quirk belongs to (for `skip_precondition`, the skipped
     /// read step).
     pub step_index: usize,
 }
 
+/// A quirk a visible fix cue corrected.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuirkCorrected {
+    /// The quirk that was corrected.
     pub name: Quirk,
+    /// Whether a harness can legitimately fix it.
     pub kind: QuirkKind,
+    /// Plan step the quirk belongs to.
     pub step_index: usize,
     /// Where the cue was read.
     pub source: CueSource,
@@ -82,6 +89,7 @@ pub enum CueSource {
 }
 
 impl QuirkFired {
+    /// The firing of `name` on plan step `step_index` (its kind filled in).
     pub fn new(name: Quirk, step_index: usize) -> Self {
         Self {
             name,

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 /// and an episode driven by it is a testbed run, never a benchmark result.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TestbedPlan {
+    /// The task the plan is for.
     pub task_id: String,
     /// Domain name, e.g. `tau2/retail` (selects the tool-alias table).
     pub domain: String,
@@ -22,12 +23,15 @@ pub struct TestbedPlan {
 /// One gold action.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlannedCall {
+    /// The tool to call.
     pub name: String,
+    /// Its gold arguments.
     #[serde(default)]
     pub arguments: Map<String, Value>,
 }
 
 impl PlannedCall {
+    /// A gold action; `arguments` other than a JSON object count as none.
     pub fn new(name: impl Into<String>, arguments: Value) -> Self {
         Self {
             name: name.into(),

@@ -17,6 +17,7 @@ pub enum QuirkKind {
 }
 
 impl QuirkKind {
+    /// The snake_case name, as in testbed notes and reports.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Systematic => "systematic",
@@ -59,6 +60,7 @@ pub enum Quirk {
 }
 
 impl Quirk {
+    /// Every quirk, in declaration order.
     pub const ALL: [Quirk; 9] = [
         Self::TextCall,
         Self::DropHash,
@@ -71,6 +73,8 @@ impl Quirk {
         Self::Miscount,
     ];
 
+    /// Whether a harness can legitimately fix the quirk (systematic) or not
+    /// (model-specific).
     pub fn kind(self) -> QuirkKind {
         match self {
             Self::TextCall
@@ -83,6 +87,7 @@ impl Quirk {
         }
     }
 
+    /// The snake_case name used in profiles, notes and `--help`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::TextCall => "text_call",
@@ -119,18 +124,28 @@ impl FromStr for Quirk {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct QuirkRates {
+    /// Probability of [`Quirk::TextCall`].
     pub text_call: f64,
+    /// Probability of [`Quirk::DropHash`].
     pub drop_hash: f64,
+    /// Probability of [`Quirk::NumbersAsStrings`].
     pub numbers_as_strings: f64,
+    /// Probability of [`Quirk::ToolAlias`].
     pub tool_alias: f64,
+    /// Probability of [`Quirk::RepeatFailingCall`].
     pub repeat_failing_call: f64,
+    /// Probability of [`Quirk::SkipPrecondition`].
     pub skip_precondition: f64,
+    /// Probability of [`Quirk::WrongVariant`].
     pub wrong_variant: f64,
+    /// Probability of [`Quirk::EarlyStop`].
     pub early_stop: f64,
+    /// Probability of [`Quirk::Miscount`].
     pub miscount: f64,
 }
 
 impl QuirkRates {
+    /// The firing probability of `quirk`.
     pub fn get(&self, quirk: Quirk) -> f64 {
         match quirk {
             Quirk::TextCall => self.text_call,
@@ -145,6 +160,7 @@ impl QuirkRates {
         }
     }
 
+    /// Set the firing probability of `quirk`.
     pub fn set(&mut self, quirk: Quirk, probability: f64) {
         let slot = match quirk {
             Quirk::TextCall => &mut self.text_call,

@@ -52,6 +52,7 @@ impl LlmUser {
         }
     }
 
+    /// Sampling arguments of the simulator's calls.
     pub fn with_sampling(mut self, sampling: SamplingArgs) -> Self {
         self.sampling = sampling;
         self
@@ -64,6 +65,7 @@ impl LlmUser {
         self
     }
 
+    /// The guidelines plus the scenario, as sent first in every request.
     pub fn system_prompt(&self) -> &str {
         &self.system_prompt
     }

@@ -36,18 +36,23 @@ pub const OUT_OF_SCOPE_TOKEN: &str = "###OUT-OF-SCOPE###";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Speaker {
+    /// The agent under test.
     Agent,
+    /// The user (simulator).
     User,
 }
 
 /// One message of the conversation as the user sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Utterance {
+    /// Who spoke.
     pub speaker: Speaker,
+    /// What was said.
     pub text: String,
 }
 
 impl Utterance {
+    /// Something the agent said.
     pub fn agent(text: impl Into<String>) -> Self {
         Self {
             speaker: Speaker::Agent,
@@ -55,6 +60,7 @@ impl Utterance {
         }
     }
 
+    /// Something the user said.
     pub fn user(text: impl Into<String>) -> Self {
         Self {
             speaker: Speaker::User,
@@ -76,6 +82,7 @@ pub enum UserStop {
 }
 
 impl UserStop {
+    /// The token that ends the conversation this way.
     pub fn token(self) -> &'static str {
         match self {
             Self::Stop => STOP_TOKEN,
@@ -114,6 +121,7 @@ impl UserTurn {
 /// A failed user turn.
 #[derive(Debug, Error)]
 pub enum UserSimError {
+    /// The simulator's model call failed.
     #[error("user simulator model failed: {0}")]
     Model(#[from] ModelError),
     /// The simulator model answered with no text.

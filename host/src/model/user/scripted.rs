@@ -57,6 +57,7 @@ enum Reply {
 }
 
 impl ScriptedUser {
+    /// A user following `script`, giving up after 4 idle turns or 30 messages.
     pub fn new(script: UserScript) -> Self {
         Self {
             script,
@@ -65,16 +66,19 @@ impl ScriptedUser {
         }
     }
 
+    /// Give up after this many turns without progress (at least 1).
     pub fn with_max_idle_turns(mut self, turns: usize) -> Self {
         self.max_idle_turns = turns.max(1);
         self
     }
 
+    /// Give up after this many user messages (at least 1).
     pub fn with_max_turns(mut self, turns: usize) -> Self {
         self.max_turns = turns.max(1);
         self
     }
 
+    /// The structured instructions the user follows.
     pub fn script(&self) -> &UserScript {
         &self.script
     }
