@@ -774,3 +774,71 @@ fn without_a_jail_training_refuses_to_start_unless_the_operator_allows_it() {
         rounds[0]
     );
 }
+
+// ---------------------------------------------------------------------------
+// The built-in editor: a refused edit is fed back like a compiler error.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_editor_is_told_its_edit_was_refused_and_its_next_edit_builds() {
+    use ecdysis_host::evolve::coder::{EditorCoder, EditorConfig};
+    use ecdysis_host::model::mock::{MockReply, MockServer};
+    use ecdysis_host::model::{EndpointLimiter, HttpChatModel, ModelConfig, RetryPolicy};
+    if !support::is_child() {
+        let m = support::in_child(
+            "the_editor_is_told_its_edit_was_refused_and_its_next_edit_builds",
+            &[],
+        );
+        assert!(m.wall < Duration::from_secs(240), "{:?}", m.wall);
+        assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = Outside::new(tmp.path());
+    let crate_dir = stage(tmp.path(), "staging");
+    let block = |search: &str, replace: &str| {
+        format!("FILE: src/tables.rs\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n")
+    };
+    let planted = format!("include_str!({})", py(&outside.path("secret.txt")));
+    let server = MockServer::start().await.unwrap();
+    server.push(MockReply::text(&block(RULE_2, &planted)));
+    server.push(MockReply::text(&block(&planted, NEW_RULE)));
+    let mut config = ModelConfig::new("m-coder", server.base_url());
+    config.api_key_env = None;
+    config.retry = RetryPolicy {
+        max_retries: 0,
+        ..RetryPolicy::default()
+    };
+    let model = std::sync::Arc::new(HttpChatModel::new(config, &EndpointLimiter::new()).unwrap());
+    let coder = EditorCoder::new(
+        model,
+        EditorConfig {
+            target_dir: Some(target()),
+            ..EditorConfig::default()
+        },
+    );
+    let spec = ChangeSpec::parse(
+        r#"{"failure_patterns": [{"name": "n", "description": "d", "evidence_tasks": ["1"]}],
+            "proposed_changes": [{"layer": "contract", "file": "src/tables.rs", "description": "d", "rationale": "r", "evidence_tasks": ["1"]}],
+            "skills": [], "implementation_notes": ""}"#,
+    )
+    .unwrap();
+    let out = coder
+        .implement(&CoderTask::new(spec), &crate_dir)
+        .await
+        .expect("the second edit builds");
+    // Hostile: the refusal (not the file) went back to the model.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let body = requests[1].json().unwrap().to_string();
+    assert!(
+        body.contains("refused before building: the source reaches outside the crate")
+            && body.contains("include_str!"),
+        "{body}"
+    );
+    assert!(!body.contains(SECRET));
+    // Positive control: the next edit is built (jailed) and is the diff.
+    assert!(out.build_ok, "{}", out.log);
+    assert_eq!(out.attempts, 2);
+    assert!(out.diff.contains(&format!("+        text: {NEW_RULE},")), "{}", out.diff);
+    assert!(!out.diff.contains("include_str"), "{}", out.diff);
+}
