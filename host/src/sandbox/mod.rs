@@ -13,6 +13,8 @@ mod engine;
 mod env_view;
 mod episode;
 mod error;
+#[cfg(test)]
+mod fuzz;
 mod host_state;
 mod limits;
 pub mod recorder;
