@@ -796,7 +796,9 @@ async fn the_editor_is_told_its_edit_was_refused_and_its_next_edit_builds() {
     let outside = Outside::new(tmp.path());
     let crate_dir = stage(tmp.path(), "staging");
     let block = |search: &str, replace: &str| {
-        format!("FILE: src/tables.rs\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n")
+        format!(
+            "FILE: src/tables.rs\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n"
+        )
     };
     let planted = format!("include_str!({})", py(&outside.path("secret.txt")));
     let server = MockServer::start().await.unwrap();
@@ -839,6 +841,10 @@ async fn the_editor_is_told_its_edit_was_refused_and_its_next_edit_builds() {
     // Positive control: the next edit is built (jailed) and is the diff.
     assert!(out.build_ok, "{}", out.log);
     assert_eq!(out.attempts, 2);
-    assert!(out.diff.contains(&format!("+        text: {NEW_RULE},")), "{}", out.diff);
+    assert!(
+        out.diff.contains(&format!("+        text: {NEW_RULE},")),
+        "{}",
+        out.diff
+    );
     assert!(!out.diff.contains("include_str"), "{}", out.diff);
 }
