@@ -573,6 +573,11 @@ fn train_with_coder(
             &scripts.to_string_lossy(),
             "--coder-rw",
             &state.to_string_lossy(),
+            // Gated: the coder's jail reaches this endpoint only (nothing
+            // listens there; the scripted coder needs no network): the
+            // binary's own forwarder runs every coder of these tests.
+            "--coder-endpoint",
+            "http://127.0.0.1:18080/v1",
             "--out",
             &root.join("train").to_string_lossy(),
         ],
@@ -847,4 +852,129 @@ async fn the_editor_is_told_its_edit_was_refused_and_its_next_edit_builds() {
         out.diff
     );
     assert!(!out.diff.contains("include_str"), "{}", out.diff);
+}
+
+// ---------------------------------------------------------------------------
+// The external coder's network: its endpoint, nothing else.
+
+/// A TCP server on the host's loopback answering every connection with
+/// `reply`; returns its port and a counter of connections.
+fn tcp_server(reply: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = hits.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut conn = conn;
+            let _ = conn.write_all(reply.as_bytes());
+        }
+    });
+    (port, hits)
+}
+
+#[tokio::test]
+async fn a_gated_coder_reaches_its_endpoint_and_nothing_else() {
+    if !support::is_child() {
+        let m = support::in_child("a_gated_coder_reaches_its_endpoint_and_nothing_else", &[]);
+        assert!(m.wall < Duration::from_secs(240), "{:?}", m.wall);
+        assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let crate_dir = stage(tmp.path(), "staging");
+    let scripts = tmp.path().join("scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    // The model endpoint, and another service on the host's loopback (a
+    // database, another tenant's server) the coder must not reach.
+    let (endpoint, endpoint_hits) = tcp_server("ENDPOINT-OK\n");
+    let (other, other_hits) = tcp_server("OTHER-REACHED\n");
+    let script = r#"
+import socket
+def reach(host, port):
+    try:
+        with socket.create_connection((host, port), timeout=3) as s:
+            return s.recv(100).decode().strip() or "empty"
+    except Exception as e:
+        return type(e).__name__
+seen = "endpoint=%s other=%s outside=%s" % (
+    reach("localhost", @EP@), reach("127.0.0.1", @OTHER@), reach("1.1.1.1", 53))
+t = open("src/tables.rs").read()
+assert @RULE@ in t
+t = t.replace(@RULE@, @NEW_RULE@)
+t += "\n// net: %s\n" % seen
+open("src/tables.rs", "w").write(t)
+"#
+    .replace("@EP@", &endpoint.to_string())
+    .replace("@OTHER@", &other.to_string())
+    .replace("@RULE@", &py(RULE_2))
+    .replace("@NEW_RULE@", &py(NEW_RULE));
+    std::fs::write(scripts.join("coder.py"), script).unwrap();
+    let spec = ChangeSpec::parse(
+        r#"{"failure_patterns": [{"name": "n", "description": "d", "evidence_tasks": ["1"]}],
+            "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "d", "rationale": "r", "evidence_tasks": ["1"]}],
+            "skills": [], "implementation_notes": ""}"#,
+    )
+    .unwrap();
+    let coder = |endpoints: Vec<String>| {
+        let mut config = ExternalConfig::new(format!(
+            "/usr/bin/python3 {}",
+            scripts.join("coder.py").display()
+        ));
+        config.read_only = vec![scripts.clone()];
+        config.target_dir = Some(target());
+        config.check_build = false;
+        config.endpoints = endpoints;
+        config.gate_program = Some(support::host_bin());
+        ExternalCoder::new(config).unwrap()
+    };
+
+    // Gated: the endpoint (named by host name, as its URL does) answers;
+    // the other local service and the outside are unreachable.
+    let started = std::time::Instant::now();
+    let out = coder(vec![format!("http://localhost:{endpoint}/v1")])
+        .implement(&CoderTask::new(spec.clone()), &crate_dir)
+        .await
+        .expect("the gated coder's edit is collected");
+    assert!(started.elapsed() < Duration::from_secs(120));
+    assert!(
+        out.diff
+            .contains("net: endpoint=ENDPOINT-OK other=ConnectionRefusedError outside="),
+        "{}",
+        out.diff
+    );
+    assert!(!out.diff.contains("OTHER-REACHED"), "{}", out.diff);
+    assert_eq!(
+        other_hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the other service was reached"
+    );
+    assert_eq!(endpoint_hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // Its real edit is the diff.
+    assert_eq!(out.changed_files, vec!["src/tables.rs"]);
+    assert!(out.diff.contains(&format!("+        text: {NEW_RULE},")));
+
+    // Control: with the host's network (the ungated default) the same
+    // script does reach the other service, so the check above can fail.
+    let fresh = stage(tmp.path(), "ungated");
+    let out = coder(Vec::new())
+        .implement(&CoderTask::new(spec), &fresh)
+        .await
+        .expect("the ungated coder's edit is collected");
+    assert!(
+        out.diff
+            .contains("net: endpoint=ENDPOINT-OK other=OTHER-REACHED"),
+        "{}",
+        out.diff
+    );
+
+    // Bad endpoints are refused by name before anything runs.
+    let mut config = ExternalConfig::new("/usr/bin/true");
+    config.endpoints = vec!["not an endpoint".into()];
+    let Err(err) = ExternalCoder::new(config) else {
+        panic!("a bad endpoint must be refused");
+    };
+    assert!(err.to_string().contains("`not an endpoint`"), "{err}");
 }

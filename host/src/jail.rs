@@ -12,9 +12,9 @@
 //! - a fresh `/proc` of its own PID namespace (no other process's
 //!   environment), a minimal `/dev`, an empty tmpfs `/tmp` with `HOME` in it;
 //! - the spec's read-write and read-only paths;
-//! - no network (`--unshare-all`), or the host's network for an external
-//!   coder that must reach its model endpoint (`--share-net`; bubblewrap
-//!   cannot limit it to one endpoint);
+//! - no network (`--unshare-all`: a loopback of its own), or the host's
+//!   network (`--share-net`; bubblewrap cannot limit it to one endpoint:
+//!   [`crate::gate`] does, forwarding TCP into a jail without it);
 //! - a cleared environment (`--clearenv`) plus the spec's variables;
 //! - its own session and PID namespace: when the jailed command exits (or
 //!   bwrap is killed: `--die-with-parent`) every process it left behind is
@@ -97,6 +97,13 @@ pub struct JailSpec {
     pub read_only: Vec<PathBuf>,
     /// Share the host's network (otherwise: loopback only, of its own).
     pub network: bool,
+    /// Without the host's network: this file as the jail's `/etc/hosts`,
+    /// with the CA certificates and resolver rules beside it (for the
+    /// endpoints a [`crate::gate::Gate`] forwards).
+    pub hosts_file: Option<PathBuf>,
+    /// Capabilities kept inside the jail (bubblewrap `--cap-add`; only
+    /// when running as root).
+    pub caps: Vec<String>,
     /// The whole environment of the jailed process (besides `HOME`).
     pub env: Vec<(String, OsString)>,
     /// The working directory (one of the bound paths, or `/`).
@@ -173,9 +180,20 @@ impl Jail {
         for p in SYSTEM_PATHS {
             bind_system(&mut cmd, Path::new(p));
         }
+        for cap in &spec.caps {
+            cmd.arg("--cap-add").arg(cap);
+        }
         let mut etc: Vec<&str> = USER_DB.to_vec();
         if spec.network {
             etc.extend(NETWORK_CONFIG);
+        } else if let Some(hosts) = &spec.hosts_file {
+            etc.extend(
+                NETWORK_CONFIG
+                    .iter()
+                    .copied()
+                    .filter(|p| !["/etc/resolv.conf", "/etc/hosts"].contains(p)),
+            );
+            cmd.arg("--ro-bind").arg(hosts).arg("/etc/hosts");
         }
         for p in etc {
             if Path::new(p).exists() {

@@ -53,6 +53,7 @@ pub mod env;
 pub mod eval;
 pub mod evolve;
 pub mod fsutil;
+pub mod gate;
 pub mod jail;
 pub mod model;
 pub mod process;

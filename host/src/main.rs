@@ -244,6 +244,10 @@ struct BuildArgs {
 }
 
 fn main() -> ExitCode {
+    // Inside a coder's jail: forward its endpoints, run it (see `gate`).
+    if let Some(code) = ecdysis_host::gate::forwarder_main() {
+        return code;
+    }
     let cli = Cli::parse();
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",

@@ -139,6 +139,13 @@ pub struct RoleArgs {
     /// shares the host's network to reach its model endpoint).
     #[arg(long, help_heading = "Evolution roles")]
     pub coder_no_network: bool,
+    /// The only endpoint the jailed external coder may reach: HOST:PORT or
+    /// its base URL (`https://api.openai.com/v1`, `http://127.0.0.1:8080`).
+    /// It gets a network of its own; the host forwards TCP to these
+    /// endpoints and nothing else (no other host, no local service).
+    /// Repeatable; overrides the shared network.
+    #[arg(long, value_name = "HOST:PORT|URL", help_heading = "Evolution roles")]
+    pub coder_endpoint: Vec<String>,
     /// Follow-up turns of the built-in coder (compiler errors, edits that
     /// did not apply).
     #[arg(long, default_value_t = 3, help_heading = "Evolution roles")]
@@ -295,6 +302,7 @@ impl RoleArgs {
                 read_only: self.coder_ro.clone(),
                 read_write: self.coder_rw.clone(),
                 network: !self.coder_no_network,
+                endpoints: self.coder_endpoint.clone(),
             },
             (None, None) => CoderSpec::Rules,
         };

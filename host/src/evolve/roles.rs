@@ -41,6 +41,9 @@ pub enum CoderSpec {
         read_write: Vec<PathBuf>,
         /// Share the host's network with its jail (its model endpoint).
         network: bool,
+        /// The only endpoints its jail may reach (`HOST:PORT` or URLs,
+        /// forwarded by the gate); empty: `network` decides.
+        endpoints: Vec<String>,
     },
 }
 
@@ -206,6 +209,7 @@ impl RoleSpec {
                 read_only,
                 read_write,
                 network,
+                endpoints,
             } => {
                 let config = ExternalConfig {
                     timeout_secs: *timeout_secs,
@@ -213,6 +217,7 @@ impl RoleSpec {
                     read_only: read_only.clone(),
                     read_write: read_write.clone(),
                     network: *network,
+                    endpoints: endpoints.clone(),
                     target_dir: Some(target.to_path_buf()),
                     containment: containment.clone(),
                     ..ExternalConfig::new(command.clone())

@@ -314,6 +314,7 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
                         network: false,
                         env: toolchain.env.clone(),
                         cwd: crate_dir.clone(),
+                        ..JailSpec::default()
                     };
                     let mut cmd = jail.command(&spec, toolchain.cargo.as_os_str());
                     cmd.args(&args);

@@ -29,8 +29,9 @@
 //!   a pipx or npm prefix), that prefix; plus [`ExternalConfig::read_only`];
 //! - the system's `/usr` (programs, interpreters) read-only;
 //! - a fresh, empty `HOME` and `/tmp` (gone afterwards);
-//! - the host's network (it must reach its model endpoint; bubblewrap cannot
-//!   narrow that to one endpoint), or none with `network: false`;
+//! - with [`ExternalConfig::endpoints`], a network of its own that reaches
+//!   those endpoints only (TCP forwarded by the host, [`crate::gate`]);
+//!   else the host's network (`network: true`, the default) or none;
 //! - only the variables it is given: `PATH`, `HOME`, the toolchain's, and
 //!   [`ExternalConfig::env`] (its API key, passed on purpose) — none of the
 //!   host's other variables.
@@ -60,6 +61,7 @@ use super::{
     check_crate, clip_chars, coder_prompt, coder_system_prompt, src_diff,
 };
 use crate::fsutil::PathError;
+use crate::gate::{Endpoint, Gate};
 use crate::jail::{Jail, JailSpec, Toolchain, find_program};
 use crate::process::{Scratch, run_with_timeout};
 use crate::store::Containment;
@@ -91,8 +93,15 @@ pub struct ExternalConfig {
     /// Extra paths the jailed agent may write (e.g. a log directory).
     pub read_write: Vec<PathBuf>,
     /// Share the host's network with the jailed agent (it needs its model
-    /// endpoint); `false` gives it none.
+    /// endpoint); `false` gives it none. Ignored when `endpoints` is set.
     pub network: bool,
+    /// The only endpoints the jailed agent may reach (`HOST:PORT` or an
+    /// `http(s)://` URL), through the gate ([`crate::gate`]); empty: the
+    /// `network` setting.
+    pub endpoints: Vec<String>,
+    /// The `ecdysis-host` executable that forwards inside the jail
+    /// (default: the running executable).
+    pub gate_program: Option<PathBuf>,
     /// Most characters of harness source quoted in the prompt (the agent
     /// can open the other files itself).
     pub source_budget: usize,
@@ -111,6 +120,8 @@ impl Default for ExternalConfig {
             read_only: Vec::new(),
             read_write: Vec::new(),
             network: true,
+            endpoints: Vec::new(),
+            gate_program: None,
             source_budget: 40_000,
             containment: Containment::default(),
         }
@@ -148,6 +159,12 @@ impl ExternalCoder {
     /// Checks the template splits into a command.
     pub fn new(config: ExternalConfig) -> Result<Self, CoderError> {
         let argv = split_command(&config.command).map_err(CoderError::Template)?;
+        let endpoints = parse_endpoints(&config.endpoints)?;
+        if endpoints.iter().any(|e| e.port < 1024) && unsafe { libc::geteuid() } != 0 {
+            return Err(CoderError::Endpoint(
+                "a port below 1024 can be forwarded only when running as root".into(),
+            ));
+        }
         let program = Path::new(&argv[0])
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -199,7 +216,8 @@ impl ExternalCoder {
             ("dir", dir.as_str()),
         ];
         let argv: Vec<String> = self.argv.iter().map(|a| substitute(a, &vars)).collect();
-        let cmd = self.command(&argv, &staging, scratch.path())?;
+        // The gate (if any) forwards until the command has returned.
+        let (cmd, _gate) = self.command(&argv, &staging, scratch.path())?;
         let timeout = self.timeout;
         let out = tokio::task::spawn_blocking(move || run_with_timeout(cmd, timeout))
             .await
@@ -290,7 +308,7 @@ impl ExternalCoder {
         argv: &[String],
         staging: &Path,
         scratch: &Path,
-    ) -> Result<Command, CoderError> {
+    ) -> Result<(Command, Option<Gate>), CoderError> {
         let toolchain = Toolchain::host();
         let mut env: Vec<(String, OsString)> = toolchain.env.clone();
         let program = find_program(OsStr::new(&argv[0]));
@@ -343,19 +361,43 @@ impl ExternalCoder {
                 read_only.extend(toolchain.read_only.iter().cloned());
                 read_only.extend(install);
                 read_only.extend(self.config.read_only.iter().cloned());
-                let spec = JailSpec {
+                let mut spec = JailSpec {
                     read_write,
                     read_only,
                     network: self.config.network,
                     env,
                     cwd: staging.to_path_buf(),
+                    ..JailSpec::default()
                 };
                 let run = program
                     .as_deref()
                     .map_or(OsStr::new(&argv[0]), Path::as_os_str);
-                let mut cmd = jail.command(&spec, run);
-                cmd.args(&argv[1..]);
-                Ok(cmd)
+                let endpoints = parse_endpoints(&self.config.endpoints)?;
+                if endpoints.is_empty() {
+                    let mut cmd = jail.command(&spec, run);
+                    cmd.args(&argv[1..]);
+                    return Ok((cmd, None));
+                }
+                // Its own network; the gate's forwarder (this executable,
+                // read-only) runs the agent as its child.
+                let gate = Gate::start(&endpoints)
+                    .map_err(|e| CoderError::Endpoint(format!("cannot start the gate: {e}")))?;
+                let forwarder = match &self.config.gate_program {
+                    Some(p) => p.clone(),
+                    None => std::env::current_exe().map_err(|e| {
+                        CoderError::Endpoint(format!("cannot locate this executable: {e}"))
+                    })?,
+                };
+                spec.network = false;
+                spec.read_write.push(gate.dir().to_path_buf());
+                spec.read_only.push(forwarder.clone());
+                spec.hosts_file = Some(gate.hosts_file());
+                if gate.needs_low_ports() {
+                    spec.caps.push("CAP_NET_BIND_SERVICE".into());
+                }
+                let mut cmd = jail.command(&spec, forwarder.as_os_str());
+                cmd.args(gate.forwarder_args()).arg(run).args(&argv[1..]);
+                Ok((cmd, Some(gate)))
             }
             Err(reason) if self.config.containment.allow_unjailed => {
                 tracing::warn!(%reason, "running the external coder WITHOUT a jail (allowed by the operator)");
@@ -367,11 +409,22 @@ impl ExternalCoder {
                     .env_clear()
                     .envs(env)
                     .env("HOME", &home);
-                Ok(cmd)
+                Ok((cmd, None))
             }
             Err(reason) => Err(CoderError::NoJail(reason)),
         }
     }
+}
+
+/// The configured endpoints, parsed.
+fn parse_endpoints(texts: &[String]) -> Result<Vec<Endpoint>, CoderError> {
+    texts
+        .iter()
+        .map(|t| {
+            t.parse::<Endpoint>()
+                .map_err(|e| CoderError::Endpoint(e.to_string()))
+        })
+        .collect()
 }
 
 /// What of a program's installation a jail must see: the prefix of a

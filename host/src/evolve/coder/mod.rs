@@ -185,6 +185,12 @@ pub enum CoderError {
     #[error("bad coder command template: {0}")]
     Template(String),
 
+    /// An endpoint the jailed external coder should reach is not
+    /// `HOST:PORT` or a URL, or a port below 1024 is asked for without
+    /// root (binding it in the jail needs `CAP_NET_BIND_SERVICE`).
+    #[error("coder endpoint: {0}")]
+    Endpoint(String),
+
     /// No jail can be made for the external coder, and the operator did
     /// not allow running it without one.
     #[error(
@@ -210,6 +216,7 @@ impl CoderError {
             Self::NotACrate { .. }
             | Self::Spawn { .. }
             | Self::Template(_)
+            | Self::Endpoint(_)
             | Self::NoJail(_)
             | Self::Io(_) => 0,
         }
