@@ -34,6 +34,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// The first argument that runs this executable as the in-jail forwarder.
 pub const FORWARDER_ARG: &str = "__jail-gate";
 
+/// Most connections a gate forwards at once (each costs the host two
+/// threads): more are closed at once, so a jailed agent opening thousands
+/// cannot exhaust the host's threads.
+pub const MAX_OPEN_CONNECTIONS: usize = 64;
+
 /// One endpoint the gated process may reach.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -97,17 +102,23 @@ impl Gate {
     pub fn start(endpoints: &[Endpoint]) -> io::Result<Gate> {
         let dir = crate::process::Scratch::new("gate").map_err(io::Error::other)?;
         let stop = Arc::new(AtomicBool::new(false));
+        let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut hosts = String::from("127.0.0.1 localhost\n::1 localhost\n");
         for (i, ep) in endpoints.iter().enumerate() {
             let listener = UnixListener::bind(dir.path().join(format!("{i}.sock")))?;
-            let (target, stop) = (ep.clone(), stop.clone());
+            let (target, stop, open) = (ep.clone(), stop.clone(), open.clone());
             std::thread::spawn(move || {
                 for conn in listener.incoming() {
                     if stop.load(Ordering::SeqCst) {
                         break;
                     }
                     let Ok(inside) = conn else { continue };
-                    let target = target.clone();
+                    if open.fetch_add(1, Ordering::SeqCst) >= MAX_OPEN_CONNECTIONS {
+                        open.fetch_sub(1, Ordering::SeqCst);
+                        tracing::warn!("gate: too many open connections; one refused");
+                        continue;
+                    }
+                    let (target, open) = (target.clone(), open.clone());
                     std::thread::spawn(move || {
                         match TcpStream::connect((target.host.as_str(), target.port)) {
                             Ok(outside) => splice(inside, outside),
@@ -115,6 +126,7 @@ impl Gate {
                                 tracing::warn!(host = %target.host, port = target.port, error = %e, "gate: endpoint unreachable")
                             }
                         }
+                        open.fetch_sub(1, Ordering::SeqCst);
                     });
                 }
             });
@@ -283,6 +295,65 @@ fn forward_and_run(args: &[OsString]) -> io::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server answering every connection with `hi` and keeping it open
+    /// until the peer closes.
+    fn server() -> u16 {
+        use std::io::{Read, Write};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut conn = conn;
+                    let _ = conn.write_all(b"hi");
+                    let _ = conn.read(&mut [0u8; 1]);
+                });
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn a_gate_forwards_a_bounded_number_of_connections() {
+        use std::io::Read;
+        let port = server();
+        let gate = Gate::start(&[Endpoint {
+            host: "127.0.0.1".into(),
+            port,
+        }])
+        .unwrap();
+        let socket = gate.dir().join("0.sock");
+        let read_two = |s: &mut UnixStream| {
+            let mut buf = [0u8; 2];
+            s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            s.read(&mut buf)
+                .map(|n| buf[..n].to_vec())
+                .unwrap_or_default()
+        };
+        // Hostile: past the cap, connections are closed unforwarded.
+        let mut held: Vec<UnixStream> = (0..MAX_OPEN_CONNECTIONS)
+            .map(|_| UnixStream::connect(&socket).unwrap())
+            .collect();
+        for s in &mut held {
+            assert_eq!(read_two(s), b"hi");
+        }
+        let mut extra = UnixStream::connect(&socket).unwrap();
+        assert_eq!(read_two(&mut extra), b"");
+        // Positive control: once they close, the endpoint is reachable again.
+        drop(held);
+        let started = std::time::Instant::now();
+        loop {
+            let mut s = UnixStream::connect(&socket).unwrap();
+            if read_two(&mut s) == b"hi" {
+                break;
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(gate.hosts_file().is_file() && !gate.needs_low_ports());
+    }
 
     #[test]
     fn endpoints_parse_from_host_port_and_urls() {
