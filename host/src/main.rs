@@ -13,7 +13,7 @@ use cli::limits::LimitArgs;
 
 use ecdysis_host::sandbox::{Limits, Sandbox};
 use ecdysis_host::store::{BuildOptions, ComponentHash, ComponentStore};
-use ecdysis_host::{bench, doctor};
+use ecdysis_host::doctor;
 
 /// Train, check and run sandboxed WebAssembly runtime harnesses for LLM agents.
 ///
@@ -84,43 +84,7 @@ enum Command {
     /// Measure the sandbox's overhead: per-hook call time, episode
     /// instantiation, compile vs precompiled load, each against a native
     /// baseline measured in the same run.
-    Bench {
-        /// A pass-through harness to measure (default: the guests/direct crate).
-        #[arg(long, default_value = "guests/direct")]
-        harness: String,
-        /// Instead of the sandbox, measure the runner: a full split through
-        /// the agent loop with a simulated agent of fixed latency, printing
-        /// the host's own share of wall time (harness + env + bookkeeping).
-        #[arg(long)]
-        runner: bool,
-        /// Instead of the sandbox, measure the τ² environments: load both
-        /// domains, replay and evaluate every task's gold actions, against the
-        /// Python reference's time recorded with the conformance vectors.
-        #[arg(long, conflicts_with = "runner")]
-        env: bool,
-        /// Instead of the sandbox, time the `calculate` tool on the worst
-        /// inputs an env-view call can carry, next to a normal expression.
-        #[arg(long, conflicts_with_all = ["runner", "env"])]
-        calc: bool,
-        /// Runner bench: simulated model latency per call, in milliseconds.
-        #[arg(long, default_value_t = 200)]
-        latency_ms: u64,
-        /// Runner bench: episodes at once.
-        #[arg(long, default_value_t = 32)]
-        concurrency: usize,
-        /// Runner bench: trials per task.
-        #[arg(long, default_value_t = 3)]
-        trials: u32,
-        /// Hook calls to time.
-        #[arg(long, default_value_t = 200_000)]
-        calls: u64,
-        /// Episodes to instantiate.
-        #[arg(long, default_value_t = 5_000)]
-        episodes: u64,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Bench(cli::bench::BenchArgs),
     /// Run tool calls on the native τ² environments, or replay gold actions.
     #[command(subcommand)]
     Env(cli::env::EnvCommand),
@@ -355,77 +319,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
-        Command::Bench { calc: true, .. } => {
-            print!("{}", ecdysis_host::env::py::calc::bench::report(5));
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Bench { env: true, .. } => {
-            let data = ecdysis_host::env::locate(cli.data.data.as_deref())?;
-            print!("{}", ecdysis_host::env::bench::report(&data, 3)?);
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Bench {
-            harness,
-            runner: true,
-            latency_ms,
-            concurrency,
-            trials,
-            ..
-        } => {
-            let opts = bench::runner::RunnerBenchOptions {
-                latency: std::time::Duration::from_millis(latency_ms),
-                concurrency,
-                trials,
-                ..Default::default()
-            };
-            let domain = cli.data.open(&opts.domain)?;
-            let loaded = if harness == "none" {
-                None
-            } else {
-                let manifest = store.obtain(&harness, true)?;
-                let sandbox = Sandbox::pooled(Limits::default(), concurrency)?;
-                let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
-                Some((manifest.hash.to_string(), loaded))
-            };
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-            let report = runtime.block_on(bench::runner::run(&opts, loaded, domain))?;
-            print!("{}", report.render(&opts, &harness));
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Bench {
-            harness,
-            calls,
-            episodes,
-            json,
-            ..
-        } => {
-            let manifest = store.obtain(&harness, cli.quiet)?;
-            let bytes = store.read_component(&manifest.hash)?;
-            if !cli.quiet {
-                eprintln!(
-                    "benchmarking {} ({}): {calls} hook calls, {episodes} episodes...",
-                    manifest.hash.short(),
-                    manifest.origin
-                );
-            }
-            let opts = bench::BenchOptions {
-                hook_calls: calls,
-                episodes,
-                ..bench::BenchOptions::default()
-            };
-            let report = bench::run(&Limits::default(), &bytes, &opts)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                if cfg!(debug_assertions) {
-                    println!(
-                        "note: this is a debug build of the host; build with --release for real numbers"
-                    );
-                }
-                print!("{}", report.render());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Bench(args) => cli::bench::bench_command(args, &store, &cli.data, cli.quiet),
         Command::Env(cmd) => {
             cli::env::env_command(cmd, &cli.data)?;
             Ok(ExitCode::SUCCESS)

@@ -219,26 +219,7 @@ impl Episode {
         env_tools: &[crate::env::ToolSpec],
         task: &TaskView,
     ) -> Result<End, End> {
-        // Environment contract.
-        let contract = ContractInput {
-            domain: domain.name().to_string(),
-            system_prompt: domain.system_prompt(),
-            tools: wit_tools(domain),
-        };
-        let contract = hooked(self.session.contract(contract).await)?;
-        let mut system_prompt = contract.system_prompt;
-        self.tools = env_tools
-            .iter()
-            .map(|t| {
-                let description = contract
-                    .tool_descriptions
-                    .iter()
-                    .find(|d| d.name == t.name)
-                    .map(|d| d.description.clone())
-                    .unwrap_or_else(|| t.description.clone());
-                FunctionTool::new(t.name.clone(), description, t.parameters.clone())
-            })
-            .collect();
+        let system_prompt = self.apply_contract(domain, env_tools).await?;
 
         // The agent's fixed greeting (with a user simulator), then the
         // user's opening message.
@@ -261,21 +242,7 @@ impl Episode {
             None => self.user_turn().await?,
         };
 
-        // Procedural skills, from what the agent can see only.
-        let view = sandbox::TaskView {
-            domain: domain.name().to_string(),
-            first_user_message: first.text.clone(),
-        };
-        let step = self.step;
-        let guidance = hooked(self.session.skills(step, view).await)?;
-        for g in &guidance {
-            system_prompt.push_str(&format!("\n\n## {}\n{}", g.title, g.text));
-            self.transcript.push(Entry::Harness {
-                step,
-                hook: "skills".into(),
-                text: format!("{}: {}", g.title, g.text),
-            });
-        }
+        let system_prompt = self.inject_skills(domain, &first, system_prompt).await?;
         self.transcript.insert(
             0,
             Entry::System {
@@ -393,6 +360,59 @@ impl Episode {
             self.regulate(StepKind::UserMessage, Some(reply.text), vec![])
                 .await?;
         }
+    }
+
+    /// The environment contract: the harness rewrites the system prompt and
+    /// the tool descriptions the model sees; returns the system prompt.
+    async fn apply_contract(
+        &mut self,
+        domain: &dyn Domain,
+        env_tools: &[crate::env::ToolSpec],
+    ) -> Result<String, End> {
+        let contract = ContractInput {
+            domain: domain.name().to_string(),
+            system_prompt: domain.system_prompt(),
+            tools: wit_tools(domain),
+        };
+        let contract = hooked(self.session.contract(contract).await)?;
+        self.tools = env_tools
+            .iter()
+            .map(|t| {
+                let description = contract
+                    .tool_descriptions
+                    .iter()
+                    .find(|d| d.name == t.name)
+                    .map(|d| d.description.clone())
+                    .unwrap_or_else(|| t.description.clone());
+                FunctionTool::new(t.name.clone(), description, t.parameters.clone())
+            })
+            .collect();
+        Ok(contract.system_prompt)
+    }
+
+    /// Procedural skills, chosen from what the agent can see only (the
+    /// domain and the user's first message), appended to the system prompt.
+    async fn inject_skills(
+        &mut self,
+        domain: &dyn Domain,
+        first: &UserTurn,
+        mut system_prompt: String,
+    ) -> Result<String, End> {
+        let view = sandbox::TaskView {
+            domain: domain.name().to_string(),
+            first_user_message: first.text.clone(),
+        };
+        let step = self.step;
+        let guidance = hooked(self.session.skills(step, view).await)?;
+        for g in &guidance {
+            system_prompt.push_str(&format!("\n\n## {}\n{}", g.title, g.text));
+            self.transcript.push(Entry::Harness {
+                step,
+                hook: "skills".into(),
+                text: format!("{}: {}", g.title, g.text),
+            });
+        }
+        Ok(system_prompt)
     }
 
     fn check_limits(&self) -> Result<(), End> {

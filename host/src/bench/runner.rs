@@ -50,6 +50,10 @@ pub struct RunnerBenchReport {
     /// episode's model calls at the fixed latency, packed onto
     /// `concurrency` slots.
     pub lower_bound_seconds: f64,
+    /// The wall time a host doing no work at all would need with the
+    /// runner's dispatch order (episodes in task order, each on the first
+    /// lane to come free): the bound the slack is measured against.
+    pub dispatch_bound_seconds: f64,
     /// Host work inside episodes (harness + env + bookkeeping) as a share
     /// of episode wall time, in percent.
     pub episode_host_percent: f64,
@@ -62,10 +66,12 @@ pub struct RunnerBenchReport {
 }
 
 impl RunnerBenchReport {
-    /// How far above the free-host lower bound the wall time is, in
-    /// percent.
+    /// How far above the free-host wall time of the same dispatch order the
+    /// measured wall time is, in percent of that bound: the time the host's
+    /// own work (and the machine's scheduling) added.
     pub fn slack_percent(&self) -> f64 {
-        (self.wall_seconds - self.lower_bound_seconds).max(0.0) / self.wall_seconds.max(1e-9)
+        (self.wall_seconds - self.dispatch_bound_seconds).max(0.0)
+            / self.dispatch_bound_seconds.max(1e-9)
             * 100.0
     }
 
@@ -100,10 +106,11 @@ impl RunnerBenchReport {
             eval::SIMULATED_LABEL
         );
         out += &format!(
-            "wall {:.3} s   lower bound with a free host {:.3} s (slack {:.1}%: scheduling, not only host work; goal <= 5%)\n",
+            "wall {:.3} s   a free host in the same dispatch order {:.3} s (slack {:.1}%, goal <= 5%)   any schedule >= {:.3} s\n",
             self.wall_seconds,
+            self.dispatch_bound_seconds,
+            self.slack_percent(),
             self.lower_bound_seconds,
-            self.slack_percent()
         );
         out += &format!(
             "episode view: {:.2}% of episode wall time is host work (harness + env + bookkeeping), the rest awaits the model\n",
@@ -168,6 +175,18 @@ pub async fn run(
     let records = rundir::read_trajectories(&tmp.join(rundir::TRAJECTORIES_FILE), false)?;
     let _ = std::fs::remove_dir_all(&tmp);
     let calls: Vec<u64> = records.iter().map(|r| r.agent_usage.calls).collect();
+    // The runner starts episodes task by task, trials in order.
+    let by_pair: std::collections::HashMap<(&str, u32), u64> = records
+        .iter()
+        .map(|r| ((r.task_id.as_str(), r.trial), r.agent_usage.calls))
+        .collect();
+    let in_dispatch_order: Vec<u64> = summary
+        .config
+        .tasks
+        .iter()
+        .flat_map(|t| (0..summary.config.trials).map(move |trial| (t.as_str(), trial)))
+        .filter_map(|pair| by_pair.get(&pair).copied())
+        .collect();
     let wall_sum: f64 = records.iter().map(|r| r.wall_ms as f64).sum();
     let wait_sum: f64 = records.iter().map(|r| r.model_wait_ms).sum();
     Ok(RunnerBenchReport {
@@ -175,6 +194,11 @@ pub async fn run(
         wall_seconds: summary.wall_seconds,
         lower_bound_seconds: eval::metrics::zero_overhead_bound(
             &calls,
+            opts.latency.as_secs_f64(),
+            opts.concurrency,
+        ),
+        dispatch_bound_seconds: eval::metrics::dispatch_order_bound(
+            &in_dispatch_order,
             opts.latency.as_secs_f64(),
             opts.concurrency,
         ),

@@ -1,5 +1,6 @@
 //! Subcommand implementations of the `ecdysis-host` binary.
 
+pub mod bench;
 pub mod env;
 pub mod eval_args;
 pub mod experiment;

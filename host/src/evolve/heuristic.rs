@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::aggregate::{FailureGroup, error_class};
-use super::records::FailureRecord;
+use super::records::{FailureRecord, ToolStep};
 use super::spec::{ChangeSpec, FailurePattern, Layer, ProposedChange, RuleEdit};
 
 /// The rule-table file every heuristic change edits.
@@ -76,178 +76,28 @@ pub fn diagnose(
     successes: &[FailureRecord],
     facts: &ToolFacts,
 ) -> Option<ChangeSpec> {
-    let chosen: Vec<&FailureGroup> = groups.iter().collect();
     let failing_tasks: BTreeSet<&str> = groups
         .iter()
         .flat_map(|g| g.tasks.iter().map(String::as_str))
         .collect();
-    // Every record in view, to find where an id shows its true form.
-    let everything: Vec<&FailureRecord> = groups
-        .iter()
-        .flat_map(|g| g.records.iter())
-        .chain(successes.iter())
-        .collect();
-    let mut findings: BTreeMap<String, Finding> = BTreeMap::new();
-    let mut add = |key: String, f: Finding| {
-        findings
-            .entry(key)
-            .and_modify(|e| e.tasks.extend(f.tasks.iter().cloned()))
-            .or_insert(f);
+    let detector = Detector {
+        facts,
+        successes,
+        // Every record in view, to find where an id shows its true form.
+        everything: groups
+            .iter()
+            .flat_map(|g| g.records.iter())
+            .chain(successes.iter())
+            .collect(),
+        lookups_before: lookups_before_writes(successes, facts),
     };
-    // Read tools that precede each write tool in successful episodes.
-    let mut lookups_before: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
-    for s in successes {
-        for (i, step) in s.steps.iter().enumerate() {
-            if facts.mutates(&step.name) {
-                for prev in &s.steps[..i] {
-                    if !facts.mutates(&prev.name) && !prev.error {
-                        *lookups_before
-                            .entry(step.name.clone())
-                            .or_default()
-                            .entry(prev.name.clone())
-                            .or_default() += 1;
-                    }
-                }
-            }
-        }
-    }
-    for g in &chosen {
-        for r in &g.records {
-            let task = || BTreeSet::from([r.task_id.clone()]);
-            let mut failing_calls = BTreeMap::new();
-            for (i, step) in r.steps.iter().enumerate() {
-                if !(step.error || step.blocked) {
-                    continue;
-                }
-                *failing_calls
-                    .entry((step.name.clone(), step.arguments.clone()))
-                    .or_insert(0u32) += 1;
-                let class = error_class(&step.result);
-                // An unknown tool name: alias it to the closest real tool.
-                if class.starts_with("tool <v> not found")
-                    && let Some(alias) = quoted_name(&step.result)
-                    && !facts.exists(&alias)
-                    && let Some(tool) = facts.closest(&alias)
-                {
-                    add(
-                        format!("alias {alias}"),
-                        Finding {
-                            pattern: "unknown tool name".into(),
-                            description: format!(
-                                "the model calls `{alias}`, which does not exist; it means `{tool}`"
-                            ),
-                            layer: Layer::Realize,
-                            rule: RuleEdit::ToolAlias { alias, tool },
-                            tasks: task(),
-                        },
-                    );
-                }
-                let args = args_of(&step.arguments);
-                // An id that is known elsewhere with a leading `#`.
-                if class.contains("not found") {
-                    for (name, value) in &args {
-                        let Some(v) = value.as_str() else { continue };
-                        if v.starts_with('#') || v.is_empty() {
-                            continue;
-                        }
-                        let hashed = format!("#{v}");
-                        let seen = everything.iter().any(|s| {
-                            s.steps.iter().any(|t| {
-                                !t.error && t.result.contains(&hashed)
-                                    || args_of(&t.arguments)
-                                        .get(name)
-                                        .and_then(|x| x.as_str())
-                                        .is_some_and(|x| x.starts_with('#'))
-                            }) || s.agent_texts.iter().any(|t| t.contains(&hashed))
-                        });
-                        if seen {
-                            add(
-                                format!("hash {name}"),
-                                Finding {
-                                    pattern: "id without its # prefix".into(),
-                                    description: format!(
-                                        "`{name}` is sent without the leading `#` the ids carry"
-                                    ),
-                                    layer: Layer::Realize,
-                                    rule: RuleEdit::HashPrefixedArg { arg: name.clone() },
-                                    tasks: task(),
-                                },
-                            );
-                        }
-                    }
-                }
-                // A number sent as a string where other episodes send numbers.
-                for (name, value) in &args {
-                    let Some(v) = value.as_str() else { continue };
-                    if v.parse::<f64>().is_err() {
-                        continue;
-                    }
-                    let numeric_elsewhere = successes.iter().any(|s| {
-                        s.steps.iter().any(|t| {
-                            args_of(&t.arguments)
-                                .get(name)
-                                .is_some_and(|x| x.is_number())
-                        })
-                    });
-                    if numeric_elsewhere {
-                        add(
-                            format!("numeric {name}"),
-                            Finding {
-                                pattern: "number sent as a string".into(),
-                                description: format!(
-                                    "`{name}` is sent as a quoted string; successful calls send a number"
-                                ),
-                                layer: Layer::Realize,
-                                rule: RuleEdit::NumericArg { arg: name.clone() },
-                                tasks: task(),
-                            },
-                        );
-                    }
-                }
-                // A write tried before the lookup successful runs do first.
-                if facts.mutates(&step.name)
-                    && let Some(before) = lookups_before.get(&step.name)
-                {
-                    let done: BTreeSet<&str> =
-                        r.steps[..i].iter().map(|s| s.name.as_str()).collect();
-                    if let Some((read, _)) = before
-                        .iter()
-                        .filter(|(n, _)| !done.contains(n.as_str()))
-                        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
-                    {
-                        add(
-                            format!("lookup {} {}", step.name, read),
-                            Finding {
-                                pattern: "write before its lookup".into(),
-                                description: format!(
-                                    "`{}` fails when called without first looking up the state with `{read}`",
-                                    step.name
-                                ),
-                                layer: Layer::Contract,
-                                rule: RuleEdit::ToolHint {
-                                    tool: step.name.clone(),
-                                    hint: format!(
-                                        "Before calling this tool, first look up the current state with `{read}` and check it."
-                                    ),
-                                },
-                                tasks: task(),
-                            },
-                        );
-                    }
-                }
-            }
-            if failing_calls.values().any(|n| *n >= 2) {
-                add(
-                    "repeat".into(),
-                    Finding {
-                        pattern: "identical failing call repeated".into(),
-                        description: "the model repeats a call that just failed, unchanged".into(),
-                        layer: Layer::Regulate,
-                        rule: RuleEdit::RepeatThreshold { count: 1 },
-                        tasks: task(),
-                    },
-                );
-            }
+    let mut findings: BTreeMap<String, Finding> = BTreeMap::new();
+    for r in groups.iter().flat_map(|g| g.records.iter()) {
+        for (key, f) in detector.findings(r) {
+            findings
+                .entry(key)
+                .and_modify(|e| e.tasks.extend(f.tasks.iter().cloned()))
+                .or_insert(f);
         }
     }
     let min_tasks = if failing_tasks.len() >= 2 { 2 } else { 1 };
@@ -258,6 +108,218 @@ pub fn diagnose(
     if kept.is_empty() {
         return None;
     }
+    Some(spec_of(kept))
+}
+
+/// For each write tool, how often each read tool preceded it in successful
+/// episodes.
+fn lookups_before_writes(
+    successes: &[FailureRecord],
+    facts: &ToolFacts,
+) -> BTreeMap<String, BTreeMap<String, usize>> {
+    let mut lookups: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for s in successes {
+        for (i, step) in s.steps.iter().enumerate() {
+            if !facts.mutates(&step.name) {
+                continue;
+            }
+            for prev in &s.steps[..i] {
+                if !facts.mutates(&prev.name) && !prev.error {
+                    *lookups
+                        .entry(step.name.clone())
+                        .or_default()
+                        .entry(prev.name.clone())
+                        .or_default() += 1;
+                }
+            }
+        }
+    }
+    lookups
+}
+
+/// What the detectors compare a failed episode against.
+struct Detector<'a> {
+    facts: &'a ToolFacts,
+    successes: &'a [FailureRecord],
+    everything: Vec<&'a FailureRecord>,
+    lookups_before: BTreeMap<String, BTreeMap<String, usize>>,
+}
+
+impl Detector<'_> {
+    /// Every finding one failed episode supports, keyed so that the same
+    /// rule from several episodes merges.
+    fn findings(&self, r: &FailureRecord) -> Vec<(String, Finding)> {
+        let mut out = Vec::new();
+        let mut failing_calls = BTreeMap::new();
+        for (i, step) in r.steps.iter().enumerate() {
+            if !(step.error || step.blocked) {
+                continue;
+            }
+            *failing_calls
+                .entry((step.name.clone(), step.arguments.clone()))
+                .or_insert(0u32) += 1;
+            let args = args_of(&step.arguments);
+            out.extend(self.unknown_tool(step));
+            out.extend(self.unhashed_ids(step, &args));
+            out.extend(self.quoted_numbers(&args));
+            out.extend(self.write_before_lookup(r, i));
+        }
+        if failing_calls.values().any(|n| *n >= 2) {
+            out.push((
+                "repeat".into(),
+                Finding {
+                    pattern: "identical failing call repeated".into(),
+                    description: "the model repeats a call that just failed, unchanged".into(),
+                    layer: Layer::Regulate,
+                    rule: RuleEdit::RepeatThreshold { count: 1 },
+                    tasks: BTreeSet::new(),
+                },
+            ));
+        }
+        for (_, f) in &mut out {
+            f.tasks = BTreeSet::from([r.task_id.clone()]);
+        }
+        out
+    }
+
+    /// An unknown tool name: alias it to the closest real tool.
+    fn unknown_tool(&self, step: &ToolStep) -> Option<(String, Finding)> {
+        if !error_class(&step.result).starts_with("tool <v> not found") {
+            return None;
+        }
+        let alias = quoted_name(&step.result)?;
+        if self.facts.exists(&alias) {
+            return None;
+        }
+        let tool = self.facts.closest(&alias)?;
+        Some((
+            format!("alias {alias}"),
+            Finding {
+                pattern: "unknown tool name".into(),
+                description: format!(
+                    "the model calls `{alias}`, which does not exist; it means `{tool}`"
+                ),
+                layer: Layer::Realize,
+                rule: RuleEdit::ToolAlias { alias, tool },
+                tasks: BTreeSet::new(),
+            },
+        ))
+    }
+
+    /// An id that is known elsewhere with a leading `#`.
+    fn unhashed_ids(
+        &self,
+        step: &ToolStep,
+        args: &serde_json::Map<String, serde_json::Value>,
+    ) -> Vec<(String, Finding)> {
+        if !error_class(&step.result).contains("not found") {
+            return vec![];
+        }
+        let mut out = Vec::new();
+        for (name, value) in args {
+            let Some(v) = value.as_str() else { continue };
+            if v.starts_with('#') || v.is_empty() {
+                continue;
+            }
+            let hashed = format!("#{v}");
+            let seen = self.everything.iter().any(|s| {
+                s.steps.iter().any(|t| {
+                    !t.error && t.result.contains(&hashed)
+                        || args_of(&t.arguments)
+                            .get(name)
+                            .and_then(|x| x.as_str())
+                            .is_some_and(|x| x.starts_with('#'))
+                }) || s.agent_texts.iter().any(|t| t.contains(&hashed))
+            });
+            if seen {
+                out.push((
+                    format!("hash {name}"),
+                    Finding {
+                        pattern: "id without its # prefix".into(),
+                        description: format!(
+                            "`{name}` is sent without the leading `#` the ids carry"
+                        ),
+                        layer: Layer::Realize,
+                        rule: RuleEdit::HashPrefixedArg { arg: name.clone() },
+                        tasks: BTreeSet::new(),
+                    },
+                ));
+            }
+        }
+        out
+    }
+
+    /// A number sent as a string where other episodes send numbers.
+    fn quoted_numbers(
+        &self,
+        args: &serde_json::Map<String, serde_json::Value>,
+    ) -> Vec<(String, Finding)> {
+        let mut out = Vec::new();
+        for (name, value) in args {
+            let Some(v) = value.as_str() else { continue };
+            if v.parse::<f64>().is_err() {
+                continue;
+            }
+            let numeric_elsewhere = self.successes.iter().any(|s| {
+                s.steps.iter().any(|t| {
+                    args_of(&t.arguments)
+                        .get(name)
+                        .is_some_and(|x| x.is_number())
+                })
+            });
+            if numeric_elsewhere {
+                out.push((
+                    format!("numeric {name}"),
+                    Finding {
+                        pattern: "number sent as a string".into(),
+                        description: format!(
+                            "`{name}` is sent as a quoted string; successful calls send a number"
+                        ),
+                        layer: Layer::Realize,
+                        rule: RuleEdit::NumericArg { arg: name.clone() },
+                        tasks: BTreeSet::new(),
+                    },
+                ));
+            }
+        }
+        out
+    }
+
+    /// A write tried before the lookup successful runs do first.
+    fn write_before_lookup(&self, r: &FailureRecord, i: usize) -> Option<(String, Finding)> {
+        let step = &r.steps[i];
+        if !self.facts.mutates(&step.name) {
+            return None;
+        }
+        let before = self.lookups_before.get(&step.name)?;
+        let done: BTreeSet<&str> = r.steps[..i].iter().map(|s| s.name.as_str()).collect();
+        let (read, _) = before
+            .iter()
+            .filter(|(n, _)| !done.contains(n.as_str()))
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))?;
+        Some((
+            format!("lookup {} {}", step.name, read),
+            Finding {
+                pattern: "write before its lookup".into(),
+                description: format!(
+                    "`{}` fails when called without first looking up the state with `{read}`",
+                    step.name
+                ),
+                layer: Layer::Contract,
+                rule: RuleEdit::ToolHint {
+                    tool: step.name.clone(),
+                    hint: format!(
+                        "Before calling this tool, first look up the current state with `{read}` and check it."
+                    ),
+                },
+                tasks: BTreeSet::new(),
+            },
+        ))
+    }
+}
+
+/// The spec of the findings that met the cross-task requirement.
+fn spec_of(kept: Vec<Finding>) -> ChangeSpec {
     let mut patterns: BTreeMap<String, FailurePattern> = BTreeMap::new();
     for f in &kept {
         let p = patterns
@@ -273,7 +335,7 @@ pub fn diagnose(
             }
         }
     }
-    Some(ChangeSpec {
+    ChangeSpec {
         failure_patterns: patterns.into_values().collect(),
         proposed_changes: kept
             .into_iter()
@@ -289,7 +351,7 @@ pub fn diagnose(
         skills: vec![],
         implementation_notes: "offline heuristic diagnosis: every change is a rule-table edit"
             .into(),
-    })
+    }
 }
 
 /// A prose spec straight from the groups, for a coder that reads prose (an

@@ -587,6 +587,11 @@ fn payment_for_update(
     Ok(Some(payment))
 }
 
+// Longer than our ~150-line habit on purpose: it follows the reference
+// tool's checks and writes one for one, in the reference's order, because
+// the order decides which error a bad call gets and whether a write is half
+// done when a later check raises (the conformance edge vectors pin both).
+// Splitting it would hide that order across helpers.
 fn book_reservation(db: &mut Db, a: &[Val]) -> PyResult<Out> {
     let [
         user_id,
