@@ -11,9 +11,9 @@ mod cli;
 
 use cli::limits::LimitArgs;
 
+use ecdysis_host::doctor;
 use ecdysis_host::sandbox::{Limits, Sandbox};
 use ecdysis_host::store::{BuildOptions, ComponentHash, ComponentStore};
-use ecdysis_host::doctor;
 
 /// Train, check and run sandboxed WebAssembly runtime harnesses for LLM agents.
 ///
