@@ -33,6 +33,10 @@
 //!   ([`agent::boundary`]).
 //! - [`eval`]: what to run ([`eval::RunSpec`]) and the runner: tasks ×
 //!   trials, scoring, metrics, resumable result directories.
+//! - [`isolate`]: process isolation of evaluation: episodes in worker
+//!   processes of this binary under memory and CPU-time limits, a worker
+//!   that dies costing only its episode (`--isolate process`, the
+//!   service).
 //! - [`evolve`]: harness evolution: failure records, cross-task
 //!   aggregation, the diagnosers (heuristic, FDCR roles), the coders, the
 //!   training loop ([`evolve::train`], one round at a time), the
@@ -40,6 +44,9 @@
 //! - [`report`]: `ecdysis-host report`: run, training and experiment
 //!   directories as one self-contained HTML page (plotters SVG charts,
 //!   bootstrap intervals, the trajectory viewer), every value escaped.
+//! - [`serve`]: `ecdysis-host serve`, the multi-tenant evaluation service
+//!   (HTTP API, tenants, quotas, fair scheduling, the audit log, SQLite or
+//!   Postgres, worker loops on any machine).
 //! - [`bench`](mod@bench): what the sandbox and the runner cost, next to
 //!   baselines measured in the same run.
 //! - [`vectors`]: cross-runtime conformance vectors: every hook call of
@@ -54,10 +61,12 @@ pub mod eval;
 pub mod evolve;
 pub mod fsutil;
 pub mod gate;
+pub mod isolate;
 pub mod jail;
 pub mod model;
 pub mod process;
 pub mod report;
 pub mod sandbox;
+pub mod serve;
 pub mod store;
 pub mod vectors;

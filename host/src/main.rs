@@ -143,6 +143,25 @@ enum Command {
     /// With the run's own harness it also checks that the re-run reproduces
     /// the recorded trajectories.
     Vectors(Box<cli::vectors::VectorsArgs>),
+    /// The multi-tenant evaluation service: tenants upload harness
+    /// components and evaluate them over HTTP + JSON (OpenAPI at
+    /// /v1/openapi.json), isolated in worker processes, metered by quotas
+    /// and audited. SQLite by default; Postgres for several machines.
+    Serve(cli::serve::ServeArgs),
+    /// Claim and run the service's episodes from its shared database (for
+    /// more machines: `worker --database postgres://…`).
+    Worker(cli::serve::WorkerArgs),
+    /// The service's tenants: add (prints the token once), list,
+    /// set-quota, revoke.
+    #[command(subcommand)]
+    Tenant(cli::serve::TenantCommand),
+    /// The service's audit log: verify the hash chain, or show it.
+    #[command(subcommand)]
+    Audit(cli::serve::AuditCommand),
+    /// A worker process of `--isolate process` (internal: started by
+    /// `run`, `train` and `serve`, it speaks JSON lines on stdin/stdout).
+    #[command(name = "episode-worker", hide = true)]
+    EpisodeWorker,
     /// (Internal) compile one component to native code for the parent
     /// process, which runs this under time and memory limits so untrusted
     /// bytes never compile inside the serving process.
@@ -213,6 +232,18 @@ fn main() -> ExitCode {
         return code;
     }
     let cli = Cli::parse();
+    if matches!(cli.command, Command::EpisodeWorker) {
+        // Logs go to stderr, which the parent keeps the tail of; stdout is
+        // the protocol.
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("ECDYSIS_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_writer(std::io::stderr)
+            .init();
+        return ExitCode::from(ecdysis_host::isolate::child::serve() as u8);
+    }
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
         (false, 0) => "warn",
@@ -383,6 +414,31 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
             runtime.block_on(cli::vectors::vectors(*args, &store, &cli.data, cli.quiet))?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::EpisodeWorker => unreachable!("handled before dispatch"),
+        Command::Serve(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::serve::serve(args, &cli.data, cli.quiet))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Worker(args) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::serve::worker(args, &cli.data, cli.quiet))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tenant(cmd) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(cli::serve::tenant(cmd, &cli.data))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit(cmd) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let ok = runtime.block_on(cli::serve::audit(cmd, &cli.data))?;
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Show { dir, task, trial } => {
             cli::run::show(&dir, task.as_deref(), trial)?;

@@ -21,15 +21,38 @@ pub struct DataArgs {
     /// users); default: a private MariaDB started under .ecdysis/mariadb.
     #[arg(long, global = true, env = "ECDYSIS_MYSQL_URL")]
     pub mysql_url: Option<String>,
+    /// agentbench/dbbench: the sessions' sql_mode. `mysql8` (default) is
+    /// MySQL 8's default, as the original's container runs; `lenient` drops
+    /// STRICT_TRANS_TABLES, as the labels were made (two gold UPDATEs that
+    /// compare a TEXT column with a bare number reproduce only then).
+    #[arg(
+        long,
+        global = true,
+        env = "ECDYSIS_SQL_MODE",
+        default_value = "mysql8"
+    )]
+    pub sql_mode: env::dbbench::mysql8::SqlMode,
 }
 
 impl DataArgs {
+    /// The same data for a worker process (paths made absolute).
+    pub fn source(&self) -> Result<ecdysis_host::isolate::DomainSource> {
+        Ok(ecdysis_host::isolate::DomainSource {
+            data: self.data.as_deref().map(std::path::absolute).transpose()?,
+            mysql_url: self.mysql_url.clone(),
+        })
+    }
+
     pub fn open(&self, domain: &str) -> Result<Arc<dyn Domain>> {
         // DBBench's data ships in this repository; it needs a database
         // server, not the τ² wheel.
         if domain == env::dbbench::NAME {
             let options = env::dbbench::Options {
                 mysql_url: self.mysql_url.clone(),
+                limits: env::dbbench::Limits {
+                    sql_mode: self.sql_mode,
+                    ..Default::default()
+                },
                 ..Default::default()
             };
             return Ok(Arc::new(env::dbbench::open(options)?));
@@ -88,9 +111,26 @@ pub fn env_command(cmd: EnvCommand, data: &DataArgs) -> Result<()> {
         }
         EnvCommand::Gold { domain } => {
             let domain = data.open(&domain)?;
-            for record in env::replay_gold(&*domain)? {
-                super::emit(serde_json::to_string(&record)?);
+            let records = env::replay_gold(&*domain)?;
+            for record in &records {
+                super::emit(serde_json::to_string(record)?);
             }
+            let failed: Vec<&str> = records
+                .iter()
+                .filter(|r| (r.reward - 1.0).abs() > 1e-6)
+                .map(|r| r.task_id.as_str())
+                .collect();
+            eprintln!(
+                "{}: {} of {} gold trajectories score 1{}",
+                domain.name(),
+                records.len() - failed.len(),
+                records.len(),
+                if failed.is_empty() {
+                    String::new()
+                } else {
+                    format!("; not: {}", failed.join(", "))
+                }
+            );
         }
     }
     Ok(())

@@ -95,6 +95,8 @@ pub struct EvalArgs {
     /// Extra attempts for an episode whose endpoint kept failing.
     #[arg(long, default_value_t = 2)]
     pub max_requeues: u32,
+    #[command(flatten)]
+    pub isolate: super::isolate::IsolateArgs,
 }
 
 impl EvalArgs {

@@ -5,9 +5,11 @@ pub mod env;
 pub mod eval_args;
 pub mod experiment;
 pub mod export;
+pub mod isolate;
 pub mod limits;
 pub mod report;
 pub mod run;
+pub mod serve;
 pub mod train;
 pub mod vectors;
 

@@ -1,12 +1,14 @@
 //! `run` and `show`: the evaluation runner from the command line.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use ecdysis_host::agent::{Entry, EpisodeRecord};
 use ecdysis_host::eval::{self, RunOptions, RunSummary, report, rundir};
+use ecdysis_host::isolate::{EpisodeJob, ProcessExecutor};
 use ecdysis_host::sandbox::Sandbox;
 use ecdysis_host::store::ComponentStore;
 
@@ -99,8 +101,37 @@ pub async fn run(
         silent: false,
         max_requeues: args.eval.max_requeues,
     };
-    let hub = args.eval.services()?.hub()?;
-    Ok(eval::run_spec(&spec, harness, domain, &hub, options).await?)
+    let services = args.eval.services()?;
+    let hub = services.hub()?;
+    let Some(pool) = args.eval.isolate.pool(args.eval.concurrency)? else {
+        return Ok(eval::run_spec(&spec, harness, domain, &hub, options).await?);
+    };
+    // Episodes in worker processes: they load the harness from the store
+    // by hash and open the domain from the same data flags.
+    let hash = harness.map(|(h, _)| h);
+    let job = EpisodeJob {
+        spec: spec.clone(),
+        harness: hash.clone(),
+        store: std::path::absolute(store.root())?,
+        source: data.source()?,
+        services,
+        prices: None,
+    };
+    let executor = Arc::new(ProcessExecutor {
+        pool,
+        job: Arc::new(job),
+        domain: domain.clone(),
+        ledger: Some(hub.ledger().clone()),
+    });
+    Ok(eval::run_spec_with(
+        &spec,
+        hash,
+        domain,
+        executor,
+        Some(hub.ledger().clone()),
+        options,
+    )
+    .await?)
 }
 
 /// `show <run-dir>`: the summary and episode list, or one trajectory.

@@ -283,6 +283,7 @@ impl TrainArgs {
             cargo_target: self.cargo_target_dir.clone(),
             concurrency: self.eval.concurrency,
             allow_unjailed_builds: self.allow_unjailed_builds,
+            workers: None,
         })
     }
 }
@@ -384,6 +385,20 @@ pub async fn train(
         }
     }
     let services = args.eval.services()?;
+    let spec = TrainSpec {
+        workers: args
+            .eval
+            .isolate
+            .pool(spec.concurrency)?
+            .map(|pool| -> Result<_> {
+                Ok(ecdysis_host::isolate::Workers {
+                    pool,
+                    source: data.source()?,
+                })
+            })
+            .transpose()?,
+        ..spec
+    };
     // The process's one engine: every episode of the run instantiates from it.
     let sandbox = Sandbox::pooled(spec.eval.limits.clone(), spec.concurrency)?;
     Ok(run_spec(&spec, store, domain, &services, &sandbox, &out, quiet).await?)

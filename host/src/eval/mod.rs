@@ -101,6 +101,9 @@ pub enum RunError {
     /// The run specification is impossible (see [`SpecError`]).
     #[error(transparent)]
     Spec(#[from] SpecError),
+    #[error("worker process: {0}")]
+    /// A worker process could not serve an episode (`--isolate process`).
+    Worker(String),
 }
 
 /// `summary.json`.
@@ -134,7 +137,7 @@ pub fn episode_seed(seed: u64, task_id: &str, trial: u32) -> u64 {
 }
 
 /// Score a finished episode against its task's oracle.
-fn score(domain: &dyn Domain, record: &mut EpisodeRecord) -> Result<(), RunError> {
+pub fn score(domain: &dyn Domain, record: &mut EpisodeRecord) -> Result<(), RunError> {
     let (_, oracle) = domain.task(&record.task_id)?;
     let trajectory = Trajectory {
         tool_calls: record.executed_calls(),
@@ -148,6 +151,77 @@ fn score(domain: &dyn Domain, record: &mut EpisodeRecord) -> Result<(), RunError
     Ok(())
 }
 
+/// Runs one episode of a run to its end and scores it (an episode that
+/// ended in an infrastructure error is returned unscored: the runner
+/// requeues it). In this process ([`InProcess`]) or in a worker process
+/// (`isolate::ProcessExecutor`, `--isolate process`).
+pub trait EpisodeExecutor: Send + Sync {
+    /// Run episode `trial` of `task_id` to its end; scored unless it ended in an infrastructure error.
+    fn episode(
+        self: Arc<Self>,
+        task_id: String,
+        trial: u32,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<EpisodeRecord, RunError>> + Send>>;
+}
+
+/// Episodes run as tasks of this process: the default.
+pub struct InProcess {
+    /// The run's configuration.
+    pub config: Arc<RunConfig>,
+    /// The benchmark domain.
+    pub domain: Arc<dyn Domain>,
+    /// The loaded harness (`None`: Direct).
+    pub harness: Option<LoadedHarness>,
+    /// The agent and user models.
+    pub participants: Arc<dyn Participants>,
+}
+
+impl EpisodeExecutor for InProcess {
+    fn episode(
+        self: Arc<Self>,
+        task_id: String,
+        trial: u32,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<EpisodeRecord, RunError>> + Send>>
+    {
+        Box::pin(async move {
+            run_and_score(
+                &self.config,
+                self.domain.clone(),
+                self.harness.clone(),
+                &*self.participants,
+                &task_id,
+                trial,
+            )
+            .await
+        })
+    }
+}
+
+/// One episode, scored unless it ended in an infrastructure error: what
+/// every executor runs (a worker process calls it too).
+pub async fn run_and_score(
+    config: &RunConfig,
+    domain: Arc<dyn Domain>,
+    harness: Option<LoadedHarness>,
+    participants: &dyn Participants,
+    task_id: &str,
+    trial: u32,
+) -> Result<EpisodeRecord, RunError> {
+    let mut record = one_episode(
+        config,
+        domain.clone(),
+        harness,
+        participants,
+        task_id,
+        trial,
+    )
+    .await?;
+    if record.end != EndReason::InfrastructureError {
+        score(&*domain, &mut record)?;
+    }
+    Ok(record)
+}
+
 /// Run (or resume) an evaluation.
 pub async fn run(
     config: RunConfig,
@@ -155,6 +229,23 @@ pub async fn run(
     domain: Arc<dyn Domain>,
     harness: Option<LoadedHarness>,
     participants: Arc<dyn Participants>,
+    ledger: Option<Arc<UsageLedger>>,
+) -> Result<RunSummary, RunError> {
+    let executor = Arc::new(InProcess {
+        config: Arc::new(config.clone()),
+        domain: domain.clone(),
+        harness,
+        participants,
+    });
+    run_with(config, options, domain, executor, ledger).await
+}
+
+/// Run (or resume) an evaluation whose episodes `executor` runs.
+pub async fn run_with(
+    config: RunConfig,
+    options: RunOptions,
+    domain: Arc<dyn Domain>,
+    executor: Arc<dyn EpisodeExecutor>,
     ledger: Option<Arc<UsageLedger>>,
 ) -> Result<RunSummary, RunError> {
     if config.tasks.is_empty() {
@@ -195,20 +286,16 @@ pub async fn run(
         for (task_id, trial) in std::mem::take(&mut todo) {
             *attempts.entry((task_id.clone(), trial)).or_default() += 1;
             let permit = semaphore.clone();
-            let domain = domain.clone();
-            let harness = harness.clone();
-            let participants = participants.clone();
-            let config = config.clone();
+            let executor = executor.clone();
             set.spawn(async move {
                 let _permit = permit.acquire_owned().await.expect("semaphore open");
-                let result =
-                    one_episode(&config, domain, harness, &*participants, &task_id, trial).await;
+                let result = executor.episode(task_id.clone(), trial).await;
                 (task_id, trial, result)
             });
         }
         while let Some(joined) = set.join_next().await {
             let (task_id, trial, result) = joined.expect("episode task does not panic");
-            let mut record = result?;
+            let record = result?;
             if record.end == EndReason::InfrastructureError {
                 let n = attempts[&(task_id.clone(), trial)];
                 progress.note(&format!(
@@ -227,7 +314,6 @@ pub async fn run(
                 }
                 continue;
             }
-            score(&*domain, &mut record)?;
             dir.append(&record)?;
             ran_now += 1;
             progress.finished(&record);
@@ -294,9 +380,25 @@ pub async fn run_spec(
     .await
 }
 
+/// [`run_spec`] with the episodes run by `executor` (a worker pool) instead
+/// of this process; `harness` is the component hash the executor loads.
+pub async fn run_spec_with(
+    spec: &RunSpec,
+    harness: Option<String>,
+    domain: Arc<dyn Domain>,
+    executor: Arc<dyn EpisodeExecutor>,
+    ledger: Option<Arc<UsageLedger>>,
+    options: RunOptions,
+) -> Result<RunSummary, RunError> {
+    spec.validate()?;
+    let tasks = spec.task_ids(&*domain)?;
+    let config = spec.config(harness, tasks);
+    run_with(config, options, domain, executor, ledger).await
+}
+
 /// How many of `tasks` an agent that does nothing solves (no calls, no
 /// messages, then stops): the floor to read the score against.
-fn do_nothing_solved(domain: &dyn Domain, tasks: &[String]) -> Result<u64, RunError> {
+pub fn do_nothing_solved(domain: &dyn Domain, tasks: &[String]) -> Result<u64, RunError> {
     let unique: BTreeSet<&String> = tasks.iter().collect();
     let mut solved = 0;
     for t in unique {

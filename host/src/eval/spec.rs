@@ -93,7 +93,9 @@ pub enum SpecError {
 
 /// What to run: everything that determines an evaluation's results, plus
 /// the simulated latency of a `sim:` agent (which changes timing only).
-#[derive(Debug, Clone, PartialEq)]
+/// Serializable: a worker process (`--isolate process`, the evaluation
+/// service) receives it as JSON and builds the same participants.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunSpec {
     /// Benchmark domain, e.g. `tau2/retail`.
     pub domain: String,
@@ -298,7 +300,7 @@ impl RunSpec {
 
 /// The model services of one process: the response cache and the price
 /// table of its usage ledger.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ModelServices {
     /// Whether responses are read from and written to the cache.
     pub cache: CachePolicy,

@@ -208,7 +208,7 @@ impl ModelConfig {
 /// One role's CLI flags, all optional; the CLI fills it from
 /// `--<role>-model`, `--<role>-base-url`, `--<role>-api-key-env`,
 /// `--<role>-extra-args`, … and calls [`ModelFlags::resolve`].
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelFlags {
     /// `--<role>-model`.
     pub model: Option<String>,

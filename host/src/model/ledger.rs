@@ -381,6 +381,22 @@ impl UsageLedger {
         *calls = merged;
     }
 
+    /// Append calls recorded elsewhere (an episode run in a worker
+    /// process), after the ones recorded here, renumbered in order.
+    pub fn append(&self, later: Vec<CallRecord>) {
+        let mut calls = self.lock();
+        for mut r in later {
+            r.seq = calls.len() as u64;
+            calls.push(r);
+        }
+    }
+
+    /// Take every call recorded so far, leaving the ledger empty (a worker
+    /// process hands each episode's calls to its parent).
+    pub fn drain(&self) -> Vec<CallRecord> {
+        std::mem::take(&mut *self.lock())
+    }
+
     /// Every call so far, in order.
     pub fn calls(&self) -> Vec<CallRecord> {
         self.lock().clone()

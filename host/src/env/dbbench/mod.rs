@@ -233,7 +233,7 @@ impl DbbenchDomain {
 
     /// A fresh schema for `task`.
     pub fn episode_db(&self, task: &Task) -> Result<EpisodeDb, EnvError> {
-        EpisodeDb::open(self.service()?, &task.tables)
+        EpisodeDb::open(self.service()?, &task.tables, self.shared.options.limits)
             .map_err(|e| EnvError::Database(e.to_string()))
     }
 
@@ -365,7 +365,7 @@ impl Domain for DbbenchDomain {
     fn new_env_for(&self, task: &TaskView) -> Result<Box<dyn Environment>, EnvError> {
         let t = self.find(&task.id)?.clone();
         let cell = OnceLock::new();
-        match EpisodeDb::open(self.service()?, &t.tables) {
+        match EpisodeDb::open(self.service()?, &t.tables, self.shared.options.limits) {
             Ok(db) => {
                 let _ = cell.set(Ok(db));
             }
@@ -602,6 +602,7 @@ pub(crate) mod testing {
                 let d = DbbenchDomain::load(Options {
                     limits: Limits {
                         statement_timeout: std::time::Duration::from_secs(2),
+                        ..Limits::default()
                     },
                     ..Options::default()
                 })

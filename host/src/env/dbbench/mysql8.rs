@@ -9,6 +9,49 @@
 /// `NO_ZERO_IN_DATE` and `NO_ZERO_DATE`, and adds `NO_AUTO_CREATE_USER`).
 pub const SQL_MODE: &str = "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION";
 
+/// MySQL 8's default without `STRICT_TRANS_TABLES`: how the labels of
+/// `standard-278` and `standard-295` were made (their gold UPDATE compares a
+/// TEXT column with a bare number, which strict mode refuses with error 1292
+/// in a data-changing statement).
+pub const LENIENT_SQL_MODE: &str = "ONLY_FULL_GROUP_BY,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION";
+
+/// The `sql_mode` episode sessions run with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SqlMode {
+    /// MySQL 8's default, as the original's `mysql:8` container runs
+    /// ([`SQL_MODE`]): what an agent meets there.
+    #[default]
+    Mysql8,
+    /// The same without strict mode ([`LENIENT_SQL_MODE`]): how every
+    /// reproducible label was made (239 of 240 gold statements reproduce
+    /// their hash, against 237 under `Mysql8`).
+    Lenient,
+}
+
+impl SqlMode {
+    /// The `sql_mode` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SqlMode::Mysql8 => SQL_MODE,
+            SqlMode::Lenient => LENIENT_SQL_MODE,
+        }
+    }
+}
+
+impl std::str::FromStr for SqlMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mysql8" => Ok(SqlMode::Mysql8),
+            "lenient" => Ok(SqlMode::Lenient),
+            other => Err(format!(
+                "unknown sql mode `{other}` (expected mysql8 or lenient)"
+            )),
+        }
+    }
+}
+
 /// MySQL's default `group_concat_max_len` (MariaDB's is 1 MiB). The table
 /// hash concatenates 5-character row hashes, so for tables of more than 170
 /// rows this cut decides the hash the labels were made with.

@@ -65,12 +65,15 @@ pub struct Limits {
     /// Per-statement time limit (server-side, with a client-side watchdog
     /// that kills the statement shortly after).
     pub statement_timeout: Duration,
+    /// The sessions' `sql_mode` (default: MySQL 8's).
+    pub sql_mode: mysql8::SqlMode,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
+            sql_mode: mysql8::SqlMode::default(),
         }
     }
 }
@@ -435,6 +438,10 @@ pub struct EpisodeDb {
     user: String,
     password: String,
     conn: Mutex<Option<Conn>>,
+    /// The opening domain's limits: the private server is shared by every
+    /// domain of the process, so session settings belong to the episode,
+    /// not to the server.
+    limits: Limits,
 }
 
 impl std::fmt::Debug for EpisodeDb {
@@ -453,11 +460,11 @@ fn server_error(service: &SqlService, reason: impl std::fmt::Display) -> DbError
 }
 
 /// The session settings of an episode connection.
-fn session_setup(service: &SqlService) -> Vec<String> {
-    let secs = service.limits.statement_timeout.as_secs_f64();
+fn session_setup(service: &SqlService, limits: Limits) -> Vec<String> {
+    let secs = limits.statement_timeout.as_secs_f64();
     let mut s = vec![
         format!("SET NAMES utf8mb4 COLLATE {}", service.collation),
-        format!("SET SESSION sql_mode = '{}'", mysql8::SQL_MODE),
+        format!("SET SESSION sql_mode = '{}'", limits.sql_mode.as_str()),
         format!(
             "SET SESSION group_concat_max_len = {}",
             mysql8::GROUP_CONCAT_MAX_LEN
@@ -479,7 +486,11 @@ fn session_setup(service: &SqlService) -> Vec<String> {
 
 impl EpisodeDb {
     /// Creates the schema and its user, connects, and loads `tables`.
-    pub fn open(service: Arc<SqlService>, tables: &[TableSpec]) -> Result<EpisodeDb, DbError> {
+    pub fn open(
+        service: Arc<SqlService>,
+        tables: &[TableSpec],
+        limits: Limits,
+    ) -> Result<EpisodeDb, DbError> {
         let n = service.counter.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         let schema = format!("ecdysis_dbb_{pid}_{n}");
@@ -494,6 +505,7 @@ impl EpisodeDb {
             user,
             password,
             conn: Mutex::new(None),
+            limits,
         };
         let admin = service.admin.clone();
         let create = db.create_statements();
@@ -541,7 +553,7 @@ impl EpisodeDb {
         let limits = if s.mariadb {
             format!(
                 " WITH MAX_USER_CONNECTIONS 4 MAX_STATEMENT_TIME {}",
-                s.limits.statement_timeout.as_secs_f64()
+                self.limits.statement_timeout.as_secs_f64()
             )
         } else {
             " WITH MAX_USER_CONNECTIONS 4".to_string()
@@ -572,7 +584,7 @@ impl EpisodeDb {
             .user(Some(self.user.clone()))
             .pass(Some(self.password.clone()))
             .db_name(Some(self.schema.clone()))
-            .init(session_setup(&self.service));
+            .init(session_setup(&self.service, self.limits));
         let s = self.service.clone();
         self.service.run(async move {
             Conn::new(opts)
@@ -603,7 +615,7 @@ impl EpisodeDb {
             },
         };
         let admin = self.service.admin.clone();
-        let timeout = self.service.limits.statement_timeout;
+        let timeout = self.limits.statement_timeout;
         let sql = sql.to_string();
         match self
             .service

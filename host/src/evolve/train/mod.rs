@@ -297,6 +297,9 @@ pub struct TrainContext {
     pub loaded: Mutex<HashMap<ComponentHash, LoadedHarness>>,
     /// How candidate builds (untrusted source) are contained.
     pub containment: Containment,
+    /// `--isolate process`: the worker pool and the job every evaluation's
+    /// episodes run as (its harness set per candidate).
+    pub isolation: Option<(Arc<crate::isolate::WorkerPool>, crate::isolate::EpisodeJob)>,
 }
 
 impl TrainContext {
@@ -397,15 +400,31 @@ impl TrainContext {
             silent: self.quiet,
             max_requeues: 2,
         };
-        let summary = eval::run(
-            config,
-            options,
-            self.domain.clone(),
-            Some(loaded),
-            self.participants.clone(),
-            None,
-        )
-        .await?;
+        let summary = match &self.isolation {
+            None => {
+                eval::run(
+                    config,
+                    options,
+                    self.domain.clone(),
+                    Some(loaded),
+                    self.participants.clone(),
+                    None,
+                )
+                .await?
+            }
+            Some((pool, job)) => {
+                let executor = Arc::new(crate::isolate::ProcessExecutor {
+                    pool: pool.clone(),
+                    job: Arc::new(crate::isolate::EpisodeJob {
+                        harness: Some(hash.to_string()),
+                        ..job.clone()
+                    }),
+                    domain: self.domain.clone(),
+                    ledger: Some(self.ledger.clone()),
+                });
+                eval::run_with(config, options, self.domain.clone(), executor, None).await?
+            }
+        };
         let records =
             eval::rundir::read_trajectories(&out.join(eval::rundir::TRAJECTORIES_FILE), false)?;
         Ok((summary, records))

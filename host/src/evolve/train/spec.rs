@@ -57,6 +57,9 @@ pub struct TrainSpec {
     /// Build candidates and run an external coder without a jail where
     /// bubblewrap cannot make one (recorded in `config.json`).
     pub allow_unjailed_builds: bool,
+    /// Run every evaluation's episodes in these worker processes
+    /// (`--isolate process`); `None`: in this process.
+    pub workers: Option<crate::isolate::Workers>,
 }
 
 impl Default for TrainSpec {
@@ -89,6 +92,7 @@ impl Default for TrainSpec {
             cargo_target: None,
             concurrency: 8,
             allow_unjailed_builds: false,
+            workers: None,
         }
     }
 }
@@ -200,6 +204,20 @@ pub async fn run(
             allow_unjailed: spec.allow_unjailed_builds,
             ..Containment::default()
         },
+        isolation: spec.workers.as_ref().map(|w| {
+            (
+                w.pool.clone(),
+                crate::isolate::EpisodeJob {
+                    spec: spec.eval.clone(),
+                    harness: None,
+                    store: std::path::absolute(store.root())
+                        .unwrap_or_else(|_| store.root().to_path_buf()),
+                    source: w.source.clone(),
+                    services: services.clone(),
+                    prices: None,
+                },
+            )
+        }),
     };
     Ok(super::train(config, &source, out, cx).await?)
 }

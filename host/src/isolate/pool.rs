@@ -1,0 +1,658 @@
+//! The worker pool: long-lived worker processes of this binary, one
+//! request in flight per worker, each under a memory and a CPU-time limit,
+//! with a wall-clock watchdog in the parent.
+//!
+//! Why a pool of long-lived workers rather than one process per episode:
+//! a fresh worker pays for a wasmtime engine, the domain's data (τ² retail
+//! parses a 2 MB database) and the harness before its first episode, tens
+//! to hundreds of milliseconds; an episode against a model endpoint lasts
+//! seconds, so per-episode processes would cost several percent of the
+//! throughput, which the service's overhead budget (≤ 10%) cannot spare.
+//! Why one request at a time per worker: a crash then costs exactly the
+//! episode in flight, never a neighbour's (and never another tenant's).
+//!
+//! Each worker is served by one OS thread of the pool doing blocking I/O on
+//! the worker's pipes (simple, and a stalled worker cannot block the async
+//! runtime); the async side hands requests over a channel and awaits a
+//! oneshot. A watchdog thread kills workers past their wall-clock deadline
+//! or whose request was cancelled.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::protocol::{Reply, Request};
+use super::rlimit::{self, Exit};
+
+/// Largest reply line a worker may send (a whole episode record).
+const MAX_REPLY_BYTES: u64 = 256 << 20;
+
+/// How long a fresh worker may take to say it is ready.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Bytes of a worker's stderr kept for the message when it dies.
+const STDERR_TAIL: usize = 64 << 10;
+
+/// The limits of every worker process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerLimits {
+    /// Private writable memory (heap and anonymous mappings,
+    /// `RLIMIT_DATA`), in bytes.
+    pub memory_bytes: u64,
+    /// CPU time one request (an episode) may use (`RLIMIT_CPU`, moved
+    /// forward before each request).
+    pub cpu_per_request: Duration,
+    /// Wall-clock time one request may take before the parent kills the
+    /// worker (a stall that burns no CPU).
+    pub wall_per_request: Duration,
+    /// Requests a worker serves before it is replaced by a fresh one (a
+    /// slow leak cannot accumulate); 0: never.
+    pub requests_per_worker: u64,
+}
+
+impl Default for WorkerLimits {
+    fn default() -> Self {
+        WorkerLimits {
+            memory_bytes: 4 << 30,
+            cpu_per_request: Duration::from_secs(300),
+            wall_per_request: Duration::from_secs(3600),
+            requests_per_worker: 1000,
+        }
+    }
+}
+
+/// How to start workers.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// The binary (this one) and the arguments that make it a worker.
+    pub program: PathBuf,
+    /// Its arguments (the worker subcommand).
+    pub args: Vec<String>,
+    /// Extra environment of the workers (they inherit the rest).
+    pub env: Vec<(String, String)>,
+    /// Workers (requests in flight) at most.
+    pub workers: usize,
+    /// Memory, CPU and wall-clock limits per worker and request.
+    pub limits: WorkerLimits,
+}
+
+/// The hidden subcommand that makes the binary a worker.
+pub const WORKER_SUBCOMMAND: &str = "episode-worker";
+
+impl PoolConfig {
+    /// Workers of the running binary (`ecdysis-host episode-worker`).
+    pub fn this_binary(workers: usize, limits: WorkerLimits) -> std::io::Result<PoolConfig> {
+        Ok(PoolConfig {
+            program: std::env::current_exe()?,
+            args: vec![WORKER_SUBCOMMAND.into()],
+            env: Vec::new(),
+            workers,
+            limits,
+        })
+    }
+}
+
+/// Why a worker died under a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeathCause {
+    /// It exited or was killed by a signal on its own (crash, panic, a
+    /// kernel limit).
+    Crashed,
+    /// The watchdog killed it at the wall-clock limit.
+    WallClock,
+    /// The request was cancelled; the watchdog killed it.
+    Cancelled,
+    /// Its reply line was longer than the cap.
+    ReplyTooLarge,
+    /// Its reply was not a protocol message.
+    BadReply(String),
+    /// No worker could be started (or it never became ready).
+    Spawn(String),
+}
+
+/// A worker that died while serving a request.
+#[derive(Debug, Clone)]
+pub struct Death {
+    /// What ended the worker.
+    pub cause: DeathCause,
+    /// What `wait4` said (`None` when no process was started).
+    pub exit: Option<Exit>,
+    /// The end of its stderr.
+    pub stderr_tail: String,
+    /// How long the request ran.
+    pub elapsed: Duration,
+    /// The limits it ran under.
+    pub limits: WorkerLimits,
+}
+
+impl Death {
+    /// Whether the worker's setting, not the request, is to blame: it
+    /// could not be started at all.
+    pub fn is_infrastructure(&self) -> bool {
+        matches!(self.cause, DeathCause::Spawn(_))
+    }
+
+    /// One line for the episode's `end_detail`.
+    pub fn describe(&self) -> String {
+        let limits = &self.limits;
+        let mut out = match &self.cause {
+            DeathCause::WallClock => format!(
+                "worker process killed at the wall-clock limit ({} s per episode)",
+                limits.wall_per_request.as_secs()
+            ),
+            DeathCause::Cancelled => "worker process stopped: the request was cancelled".into(),
+            DeathCause::ReplyTooLarge => {
+                format!("worker reply longer than {MAX_REPLY_BYTES} bytes; worker killed")
+            }
+            DeathCause::BadReply(e) => format!("worker sent an unreadable reply ({e}); killed"),
+            DeathCause::Spawn(e) => format!("no worker process could be started: {e}"),
+            DeathCause::Crashed => match self.exit {
+                Some(Exit {
+                    signal: Some(s), ..
+                }) if s == libc::SIGXCPU => format!(
+                    "worker process killed by SIGXCPU at its CPU limit ({} s per episode)",
+                    limits.cpu_per_request.as_secs()
+                ),
+                Some(Exit {
+                    signal: Some(s), ..
+                }) => format!(
+                    "worker process killed by {} (memory limit {} MiB: a failed allocation aborts)",
+                    rlimit::signal_name(s),
+                    limits.memory_bytes >> 20
+                ),
+                Some(Exit {
+                    code: Some(101), ..
+                }) => "worker process panicked".into(),
+                Some(Exit { code: Some(c), .. }) => {
+                    format!("worker process exited with status {c}")
+                }
+                _ => "worker process ended without a reply".into(),
+            },
+        };
+        if let Some(exit) = &self.exit
+            && exit.peak_rss_kib > 0
+        {
+            out += &format!("; peak RSS {} MiB", exit.peak_rss_kib / 1024);
+        }
+        if let Some(line) = self.stderr_summary() {
+            let line: String = line.chars().take(300).collect();
+            out += &format!("; stderr: {line}");
+        }
+        out
+    }
+
+    /// The most telling line of the worker's last words: a panic's message
+    /// (the line after `panicked at`), else the last non-empty line.
+    fn stderr_summary(&self) -> Option<String> {
+        let lines: Vec<&str> = self.stderr_tail.lines().collect();
+        if let Some(i) = lines.iter().rposition(|l| l.contains(" panicked at ")) {
+            let message = lines.get(i + 1).copied().unwrap_or_default();
+            return Some(format!("{} {}", lines[i].trim(), message.trim()));
+        }
+        lines
+            .iter()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.trim().to_string())
+    }
+}
+
+/// What became of a request.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The worker answered.
+    Reply(Reply),
+    /// The worker died (or never started) before answering.
+    Died(Box<Death>),
+}
+
+struct Job {
+    request: Request,
+    cancel: Option<Arc<AtomicBool>>,
+    reply: tokio::sync::oneshot::Sender<Outcome>,
+}
+
+/// What the watchdog knows about one slot's request in flight.
+#[derive(Default)]
+struct SlotWatch {
+    pid: Option<i32>,
+    deadline: Option<Instant>,
+    cancel: Option<Arc<AtomicBool>>,
+    killed: Option<DeathCause>,
+}
+
+struct Shared {
+    slots: Mutex<Vec<SlotWatch>>,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<SlotWatch>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A pool of worker processes.
+pub struct WorkerPool {
+    sender: Mutex<Option<mpsc::Sender<Job>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    shared: Arc<Shared>,
+    limits: WorkerLimits,
+    workers: usize,
+}
+
+impl WorkerPool {
+    /// Start the pool's threads; worker processes start on first use.
+    pub fn start(config: PoolConfig) -> Arc<WorkerPool> {
+        let workers = config.workers.max(1);
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let shared = Arc::new(Shared {
+            slots: Mutex::new((0..workers).map(|_| SlotWatch::default()).collect()),
+            stop: AtomicBool::new(false),
+        });
+        let config = Arc::new(config);
+        let mut threads = Vec::new();
+        for index in 0..workers {
+            let (rx, shared, config) = (rx.clone(), shared.clone(), config.clone());
+            if let Ok(t) = std::thread::Builder::new()
+                .name(format!("ecdysis-worker-{index}"))
+                .spawn(move || slot_main(index, &rx, &shared, &config))
+            {
+                threads.push(t);
+            }
+        }
+        let watchdog_shared = shared.clone();
+        if let Ok(t) = std::thread::Builder::new()
+            .name("ecdysis-watchdog".into())
+            .spawn(move || watchdog(&watchdog_shared))
+        {
+            threads.push(t);
+        }
+        Arc::new(WorkerPool {
+            sender: Mutex::new(Some(tx)),
+            threads: Mutex::new(threads),
+            shared,
+            limits: config.limits.clone(),
+            workers,
+        })
+    }
+
+    /// The limits its workers run under.
+    pub fn limits(&self) -> &WorkerLimits {
+        &self.limits
+    }
+
+    /// Workers at most.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// Serve `request` on a free worker; `cancel` set to true stops it (the
+    /// worker is killed).
+    pub async fn request(&self, request: Request, cancel: Option<Arc<AtomicBool>>) -> Outcome {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = self
+            .sender
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|s| {
+                s.send(Job {
+                    request,
+                    cancel,
+                    reply: tx,
+                })
+                .is_ok()
+            })
+            .unwrap_or(false);
+        let stopped = || {
+            Outcome::Died(Box::new(Death {
+                cause: DeathCause::Spawn("the worker pool is stopped".into()),
+                exit: None,
+                stderr_tail: String::new(),
+                elapsed: Duration::ZERO,
+                limits: self.limits.clone(),
+            }))
+        };
+        if !sent {
+            return stopped();
+        }
+        rx.await.unwrap_or_else(|_| stopped())
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        self.sender.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Requests still in flight end now: their workers are killed.
+        for slot in self.shared.lock().iter() {
+            if let Some(pid) = slot.pid {
+                rlimit::kill(pid);
+            }
+        }
+        for t in self
+            .threads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            let _ = t.join();
+        }
+    }
+}
+
+fn watchdog(shared: &Shared) {
+    while !shared.stop.load(Ordering::SeqCst) {
+        {
+            let mut slots = shared.lock();
+            let now = Instant::now();
+            for slot in slots.iter_mut() {
+                let (Some(pid), None) = (slot.pid, &slot.killed) else {
+                    continue;
+                };
+                let cause = if slot
+                    .cancel
+                    .as_ref()
+                    .is_some_and(|c| c.load(Ordering::SeqCst))
+                {
+                    Some(DeathCause::Cancelled)
+                } else if slot.deadline.is_some_and(|d| now >= d) {
+                    Some(DeathCause::WallClock)
+                } else {
+                    None
+                };
+                if let Some(cause) = cause {
+                    rlimit::kill(pid);
+                    slot.killed = Some(cause);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A running worker process.
+struct Live {
+    pid: i32,
+    // Kept so the handle lives as long as the process; reaped by wait4.
+    _child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    stderr: Arc<Mutex<VecDeque<u8>>>,
+    served: u64,
+}
+
+impl Live {
+    fn stderr_tail(&self) -> String {
+        let tail = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
+        String::from_utf8_lossy(&tail.iter().copied().collect::<Vec<u8>>()).into_owned()
+    }
+
+    /// Close its stdin (it exits at end of input) and reap it.
+    fn shut_down(self) {
+        let pid = self.pid;
+        drop(self.stdin);
+        rlimit::reap(pid, Duration::from_secs(2));
+    }
+}
+
+fn slot_main(index: usize, rx: &Mutex<mpsc::Receiver<Job>>, shared: &Shared, config: &PoolConfig) {
+    let mut live: Option<Live> = None;
+    loop {
+        let job = {
+            let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
+            match rx.recv() {
+                Ok(job) => job,
+                Err(_) => break,
+            }
+        };
+        let outcome = serve(index, &mut live, &job, shared, config);
+        let _ = job.reply.send(outcome);
+        let worn_out = live.as_ref().is_some_and(|l| {
+            config.limits.requests_per_worker > 0 && l.served >= config.limits.requests_per_worker
+        });
+        if worn_out && let Some(l) = live.take() {
+            l.shut_down();
+        }
+    }
+    if let Some(l) = live {
+        l.shut_down();
+    }
+}
+
+fn spawn(config: &PoolConfig) -> Result<Live, String> {
+    let mut cmd = Command::new(&config.program);
+    cmd.args(&config.args)
+        .envs(config.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let memory = config.limits.memory_bytes;
+    // SAFETY: the closure only calls async-signal-safe functions
+    // (setrlimit, prctl).
+    unsafe {
+        cmd.pre_exec(move || rlimit::apply_in_child(memory, STARTUP_TIMEOUT));
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("{}: {e}", config.program.display()))?;
+    let pid = child.id() as i32;
+    let stdin = child.stdin.take().ok_or("no stdin pipe")?;
+    let stdout = BufReader::new(child.stdout.take().ok_or("no stdout pipe")?);
+    let stderr_pipe = child.stderr.take().ok_or("no stderr pipe")?;
+    let stderr = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+    let sink = stderr.clone();
+    let _ = std::thread::Builder::new()
+        .name("ecdysis-worker-stderr".into())
+        .spawn(move || {
+            let mut reader = BufReader::new(stderr_pipe);
+            let mut line = Vec::new();
+            while let Ok(n) = reader.read_until(b'\n', &mut line) {
+                if n == 0 {
+                    break;
+                }
+                tracing::debug!(target: "ecdysis::worker", pid, "{}", String::from_utf8_lossy(&line).trim_end());
+                let mut tail = sink.lock().unwrap_or_else(|p| p.into_inner());
+                for &b in &line {
+                    if tail.len() == STDERR_TAIL {
+                        tail.pop_front();
+                    }
+                    tail.push_back(b);
+                }
+                line.clear();
+            }
+        });
+    Ok(Live {
+        pid,
+        _child: child,
+        stdin,
+        stdout,
+        stderr,
+        served: 0,
+    })
+}
+
+/// Read one reply line (bounded).
+fn read_reply(stdout: &mut BufReader<ChildStdout>) -> Result<Option<Vec<u8>>, DeathCause> {
+    let mut buf = Vec::new();
+    let n = stdout
+        .by_ref()
+        .take(MAX_REPLY_BYTES)
+        .read_until(b'\n', &mut buf)
+        .map_err(|_| DeathCause::Crashed)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if !buf.ends_with(b"\n") {
+        return if n as u64 >= MAX_REPLY_BYTES {
+            Err(DeathCause::ReplyTooLarge)
+        } else {
+            Ok(None)
+        };
+    }
+    Ok(Some(buf))
+}
+
+/// Arm the watchdog for a request on `pid`.
+fn arm(shared: &Shared, index: usize, pid: i32, wall: Duration, cancel: Option<Arc<AtomicBool>>) {
+    let mut slots = shared.lock();
+    slots[index] = SlotWatch {
+        pid: Some(pid),
+        deadline: Some(Instant::now() + wall),
+        cancel,
+        killed: None,
+    };
+}
+
+/// Disarm it, learning whether it killed the worker.
+fn disarm(shared: &Shared, index: usize) -> Option<DeathCause> {
+    let mut slots = shared.lock();
+    std::mem::take(&mut slots[index]).killed
+}
+
+fn serve(
+    index: usize,
+    live: &mut Option<Live>,
+    job: &Job,
+    shared: &Shared,
+    config: &PoolConfig,
+) -> Outcome {
+    let started = Instant::now();
+    let died = |cause: DeathCause, exit: Option<Exit>, stderr_tail: String| {
+        Outcome::Died(Box::new(Death {
+            cause,
+            exit,
+            stderr_tail,
+            elapsed: started.elapsed(),
+            limits: config.limits.clone(),
+        }))
+    };
+    if job
+        .cancel
+        .as_ref()
+        .is_some_and(|c| c.load(Ordering::SeqCst))
+    {
+        return died(DeathCause::Cancelled, None, String::new());
+    }
+    let mut line = serde_json::to_vec(&job.request).expect("request serializes");
+    line.push(b'\n');
+    // A worker that died while idle (or on the way to its first request)
+    // has not started this request: one fresh worker is tried.
+    for attempt in 0..2 {
+        if live.is_none() {
+            match start_ready(index, shared, config) {
+                Ok(l) => *live = Some(l),
+                Err(death) => return Outcome::Died(death),
+            }
+        }
+        let worker = live.as_mut().expect("started above");
+        if worker
+            .stdin
+            .write_all(&line)
+            .and_then(|_| worker.stdin.flush())
+            .is_ok()
+        {
+            break;
+        }
+        let dead = live.take().expect("present");
+        rlimit::reap(dead.pid, Duration::from_millis(200));
+        if attempt == 1 {
+            return died(
+                DeathCause::Spawn("workers die before taking a request".into()),
+                None,
+                dead.stderr_tail(),
+            );
+        }
+    }
+    let worker = live.as_mut().expect("present");
+    arm(
+        shared,
+        index,
+        worker.pid,
+        config.limits.wall_per_request,
+        job.cancel.clone(),
+    );
+    let read = read_reply(&mut worker.stdout);
+    let killed = disarm(shared, index);
+    let reply = match read {
+        Ok(Some(bytes)) if killed.is_none() => match serde_json::from_slice::<Reply>(&bytes) {
+            Ok(reply) => Ok(reply),
+            Err(e) => Err(DeathCause::BadReply(e.to_string())),
+        },
+        Ok(_) => Err(killed.unwrap_or(DeathCause::Crashed)),
+        Err(cause) => Err(killed.unwrap_or(cause)),
+    };
+    match reply {
+        Ok(reply) => {
+            worker.served += 1;
+            Outcome::Reply(reply)
+        }
+        Err(cause) => {
+            let dead = live.take().expect("present");
+            if matches!(cause, DeathCause::ReplyTooLarge | DeathCause::BadReply(_)) {
+                // Alive and misbehaving; a crashed one is already dying
+                // and keeps its own exit status.
+                rlimit::kill(dead.pid);
+            }
+            let exit = rlimit::reap(dead.pid, Duration::from_secs(2));
+            // Let the stderr thread drain what the worker wrote last.
+            std::thread::sleep(Duration::from_millis(20));
+            died(cause, Some(exit), dead.stderr_tail())
+        }
+    }
+}
+
+/// Start a worker and wait for its `ready` line.
+fn start_ready(index: usize, shared: &Shared, config: &PoolConfig) -> Result<Live, Box<Death>> {
+    let started = Instant::now();
+    let death = |cause: DeathCause, exit: Option<Exit>, stderr_tail: String| {
+        Box::new(Death {
+            cause,
+            exit,
+            stderr_tail,
+            elapsed: started.elapsed(),
+            limits: config.limits.clone(),
+        })
+    };
+    let mut worker = spawn(config).map_err(|e| death(DeathCause::Spawn(e), None, String::new()))?;
+    arm(shared, index, worker.pid, STARTUP_TIMEOUT, None);
+    let read = read_reply(&mut worker.stdout);
+    let killed = disarm(shared, index);
+    match read {
+        Ok(Some(bytes))
+            if matches!(
+                serde_json::from_slice::<Reply>(&bytes),
+                Ok(Reply::Ready { .. })
+            ) =>
+        {
+            Ok(worker)
+        }
+        other => {
+            rlimit::kill(worker.pid);
+            let exit = rlimit::reap(worker.pid, Duration::from_secs(2));
+            std::thread::sleep(Duration::from_millis(20));
+            let why = match (killed, other) {
+                (Some(_), _) => "it did not become ready in time".to_string(),
+                (None, Ok(Some(bytes))) => format!(
+                    "it said `{}` instead of ready",
+                    String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).trim()
+                ),
+                _ => "it exited before becoming ready".to_string(),
+            };
+            Err(death(
+                DeathCause::Spawn(why),
+                Some(exit),
+                worker.stderr_tail(),
+            ))
+        }
+    }
+}

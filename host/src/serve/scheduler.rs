@@ -1,0 +1,500 @@
+//! The episode queue in the database: fair claims across tenants, leases,
+//! exactly-once completion, cancellation.
+//!
+//! Fairness: a free worker takes its next episode from the tenant with the
+//! fewest episodes running, ties going to the tenant served least recently;
+//! within a tenant, evaluations go first come, first served. So a tenant's
+//! 10,000-episode job takes at most its share of the workers, and another
+//! tenant's small job gets a worker as soon as one frees up. A tenant at
+//! its `concurrent_episodes` quota, or past its daily fuel or spend, is
+//! skipped.
+//!
+//! Exactly once: an episode row is keyed by (evaluation, task, trial); a
+//! claim bumps its `attempt` and leases it to one worker; only the holder
+//! of the current attempt can finish it (`WHERE attempt = $a AND state =
+//! 'running'`). A worker that dies stops renewing its lease; once it
+//! expires the episode goes back to the queue with a new attempt, and
+//! whatever the old holder might still send is refused. An evaluation is
+//! finished by the transaction that finishes its last episode, so its
+//! `evaluation_finished` audit record is written once.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use sqlx::Row;
+
+use super::audit::{self, kind};
+use super::db::{Backend, Db, DbError, SqlContext, WriteTx, now_ms};
+use super::evaluations::{DailyUse, add_use, daily_use, state};
+use super::quota::Quotas;
+use crate::agent::EpisodeRecord;
+
+/// A claimed episode.
+#[derive(Debug, Clone, Serialize)]
+pub struct Claim {
+    /// The episode row.
+    pub episode: i64,
+    /// The attempt this claim holds (fences completions).
+    pub attempt: i64,
+    /// The evaluation.
+    pub eval_id: String,
+    /// The tenant's id.
+    pub tenant_id: i64,
+    /// The tenant's name (audit records).
+    pub tenant: String,
+    /// The task.
+    pub task_id: String,
+    /// The trial.
+    pub trial: u32,
+    /// The evaluation's [`crate::isolate::EpisodeJob`], as JSON.
+    pub job: String,
+}
+
+/// Claim the next episode for `worker`, fairly (see the module docs).
+pub async fn claim(
+    db: &Db,
+    worker: &str,
+    lease: Duration,
+    defaults: &Quotas,
+) -> Result<Option<Claim>, DbError> {
+    let mut w = db.write().await?;
+    if db.backend() == Backend::Postgres {
+        // Claims from every worker machine take turns (a claim is a few
+        // milliseconds): the running counts the fairness order and the
+        // `concurrent_episodes` quota read cannot change under us. SQLite's
+        // `BEGIN IMMEDIATE` already serialises writers.
+        sqlx::query("SELECT pg_advisory_xact_lock(727273)")
+            .execute(w.conn())
+            .await
+            .ctx("claim lock")?;
+    }
+    let tenants = sqlx::query(
+        "SELECT q.tenant_id, t.name, t.quotas, COALESCE(r.n, 0), COALESCE(c.last_claim_ms, 0)
+         FROM (SELECT DISTINCT tenant_id FROM evaluations WHERE state = 'running') q
+         JOIN tenants t ON t.id = q.tenant_id
+         LEFT JOIN (SELECT tenant_id, COUNT(*) AS n FROM episodes WHERE state = 'running' GROUP BY tenant_id) r
+           ON r.tenant_id = q.tenant_id
+         LEFT JOIN tenant_claims c ON c.tenant_id = q.tenant_id
+         ORDER BY 4, 5, 1",
+    )
+    .fetch_all(w.conn())
+    .await
+    .ctx("candidate tenants")?;
+    let now = now_ms();
+    for t in &tenants {
+        let tenant_id: i64 = t.try_get(0).ctx("tenant row")?;
+        let name: String = t.try_get(1).ctx("tenant row")?;
+        let overrides: String = t.try_get(2).ctx("tenant row")?;
+        let running: i64 = t.try_get(3).ctx("tenant row")?;
+        let quotas = defaults.with(&serde_json::from_str(&overrides).unwrap_or_default());
+        if running >= quotas.concurrent_episodes as i64 {
+            continue;
+        }
+        let used: DailyUse = daily_use(w.conn(), tenant_id).await?;
+        if used.fuel >= quotas.fuel_per_day as i64 || used.usd >= quotas.usd_per_day {
+            continue;
+        }
+        // The tenant's running evaluations, oldest first; the first queued
+        // episode of the first one that has one (index reads).
+        let evaluations: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM evaluations WHERE tenant_id = $1 AND state = 'running' ORDER BY created_ms, id",
+        )
+        .bind(tenant_id)
+        .fetch_all(w.conn())
+        .await
+        .ctx("running evaluations")?;
+        let mut next = None;
+        for eval_id in evaluations {
+            let row = sqlx::query(
+                "SELECT id, attempt, task_id, trial FROM episodes
+                 WHERE eval_id = $1 AND state = 'queued' ORDER BY idx LIMIT 1",
+            )
+            .bind(&eval_id)
+            .fetch_optional(w.conn())
+            .await
+            .ctx("next episode")?;
+            if let Some(row) = row {
+                next = Some((eval_id, row));
+                break;
+            }
+        }
+        let Some((eval_id, e)) = next else { continue };
+        let episode: i64 = e.try_get(0).ctx("episode row")?;
+        let attempt: i64 = e.try_get::<i64, _>(1).ctx("episode row")? + 1;
+        let taken = sqlx::query(
+            "UPDATE episodes SET state = 'running', attempt = $1, worker = $2, lease_ms = $3
+             WHERE id = $4 AND state = 'queued'",
+        )
+        .bind(attempt)
+        .bind(worker)
+        .bind(now + lease.as_millis() as i64)
+        .bind(episode)
+        .execute(w.conn())
+        .await
+        .ctx("claim episode")?
+        .rows_affected();
+        if taken == 0 {
+            // Another worker took it between our read and write.
+            continue;
+        }
+        sqlx::query(
+            "INSERT INTO tenant_claims (tenant_id, last_claim_ms) VALUES ($1, $2)
+             ON CONFLICT (tenant_id) DO UPDATE SET last_claim_ms = $2",
+        )
+        .bind(tenant_id)
+        .bind(now)
+        .execute(w.conn())
+        .await
+        .ctx("claim time")?;
+        let job: String = sqlx::query_scalar("SELECT job FROM evaluations WHERE id = $1")
+            .bind(&eval_id)
+            .fetch_one(w.conn())
+            .await
+            .ctx("evaluation job")?;
+        let claim = Claim {
+            episode,
+            attempt,
+            eval_id,
+            tenant_id,
+            tenant: name,
+            task_id: e.try_get(2).ctx("episode row")?,
+            trial: e.try_get::<i64, _>(3).ctx("episode row")? as u32,
+            job,
+        };
+        w.commit().await?;
+        return Ok(Some(claim));
+    }
+    Ok(None)
+}
+
+/// What a heartbeat learned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Beat {
+    /// Still ours; carry on.
+    Held,
+    /// The evaluation was cancelled: stop.
+    Cancelled,
+    /// The claim is no longer ours (expired and re-claimed): stop; nothing
+    /// we send would count.
+    Lost,
+}
+
+/// Renew a claim's lease and learn whether to go on.
+pub async fn heartbeat(db: &Db, c: &Claim, lease: Duration) -> Result<Beat, DbError> {
+    let mut w = db.write().await?;
+    let n = sqlx::query(
+        "UPDATE episodes SET lease_ms = $1 WHERE id = $2 AND attempt = $3 AND state = 'running'",
+    )
+    .bind(now_ms() + lease.as_millis() as i64)
+    .bind(c.episode)
+    .bind(c.attempt)
+    .execute(w.conn())
+    .await
+    .ctx("heartbeat")?
+    .rows_affected();
+    let eval_state: Option<String> =
+        sqlx::query_scalar("SELECT state FROM evaluations WHERE id = $1")
+            .bind(&c.eval_id)
+            .fetch_optional(w.conn())
+            .await
+            .ctx("heartbeat")?;
+    w.commit().await?;
+    Ok(if eval_state.as_deref() == Some(state::CANCELLED) {
+        Beat::Cancelled
+    } else if n == 0 {
+        Beat::Lost
+    } else {
+        Beat::Held
+    })
+}
+
+/// Finish a claimed episode with its scored record. `false`: the claim was
+/// no longer current, nothing was written (someone else owns the episode).
+pub async fn complete(
+    db: &Db,
+    c: &Claim,
+    record: &EpisodeRecord,
+    usd: f64,
+    fuel: u64,
+) -> Result<bool, DbError> {
+    finish(db, c, state::DONE, Some(record), usd, fuel).await
+}
+
+/// Give up an episode after repeated infrastructure failures: not scored,
+/// listed as unfinished.
+pub async fn give_up(db: &Db, c: &Claim, record: &EpisodeRecord) -> Result<bool, DbError> {
+    finish(db, c, state::LOST, Some(record), 0.0, 0).await
+}
+
+/// A cancelled evaluation's in-flight episode, stopped.
+pub async fn stopped(db: &Db, c: &Claim) -> Result<bool, DbError> {
+    finish(db, c, state::CANCELLED, None, 0.0, 0).await
+}
+
+async fn finish(
+    db: &Db,
+    c: &Claim,
+    new_state: &str,
+    record: Option<&EpisodeRecord>,
+    usd: f64,
+    fuel: u64,
+) -> Result<bool, DbError> {
+    let mut w = db.write().await?;
+    // The evaluation's own completion counter (event ids): per evaluation,
+    // so a tenant's event stream says nothing about other tenants' work;
+    // bumping it locks the evaluation's row, so two workers finishing
+    // episodes of one evaluation never share a number.
+    let seq: i64 = sqlx::query_scalar(
+        "UPDATE evaluations SET done_count = done_count + 1 WHERE id = $1 RETURNING done_count",
+    )
+    .bind(&c.eval_id)
+    .fetch_one(w.conn())
+    .await
+    .ctx("completion counter")?;
+    let n = sqlx::query(
+        "UPDATE episodes SET state = $1, record = $2, reward = $3, success = $4, end_reason = $5,
+             fuel = $6, usd = $7, finished_ms = $8, done_seq = $9, lease_ms = NULL
+         WHERE id = $10 AND attempt = $11 AND state = 'running'",
+    )
+    .bind(new_state)
+    .bind(record.map(|r| serde_json::to_string(r).expect("record serializes")))
+    .bind(record.map(|r| r.reward))
+    .bind(record.map(|r| i64::from(r.success)))
+    .bind(record.map(|r| r.end.as_str().to_string()))
+    .bind(fuel as i64)
+    .bind(usd)
+    .bind(now_ms())
+    .bind(seq)
+    .bind(c.episode)
+    .bind(c.attempt)
+    .execute(w.conn())
+    .await
+    .ctx("finish episode")?
+    .rows_affected();
+    if n == 0 {
+        return Ok(false);
+    }
+    if fuel > 0 || usd > 0.0 {
+        add_use(&mut w, c.tenant_id, 0, fuel as i64, usd).await?;
+    }
+    finish_evaluation_if_done(&mut w, &c.eval_id, &c.tenant).await?;
+    w.commit().await?;
+    Ok(true)
+}
+
+/// Put a claimed episode back in the queue (its worker could not serve
+/// it), unless it has had `max_attempts`: then give it up.
+pub async fn requeue(
+    db: &Db,
+    c: &Claim,
+    record: &EpisodeRecord,
+    max_attempts: u32,
+) -> Result<bool, DbError> {
+    if c.attempt >= i64::from(max_attempts) {
+        return give_up(db, c, record).await;
+    }
+    let mut w = db.write().await?;
+    let n = sqlx::query(
+        "UPDATE episodes SET state = 'queued', worker = NULL, lease_ms = NULL
+         WHERE id = $1 AND attempt = $2 AND state = 'running'",
+    )
+    .bind(c.episode)
+    .bind(c.attempt)
+    .execute(w.conn())
+    .await
+    .ctx("requeue episode")?
+    .rows_affected();
+    w.commit().await?;
+    Ok(n > 0)
+}
+
+/// Mark an evaluation done if none of its episodes is queued or running
+/// (in the caller's transaction; once).
+pub async fn finish_evaluation_if_done(
+    w: &mut WriteTx,
+    eval_id: &str,
+    tenant: &str,
+) -> Result<(), DbError> {
+    // Whether one is open (stops at the first: no count over the job).
+    let open: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM episodes WHERE eval_id = $1 AND state IN ('queued', 'running') LIMIT 1) o",
+    )
+    .bind(eval_id)
+    .fetch_one(w.conn())
+    .await
+    .ctx("open episodes")?;
+    if open > 0 {
+        return Ok(());
+    }
+    let n = sqlx::query(
+        "UPDATE evaluations SET state = 'done', finished_ms = $1 WHERE id = $2 AND state = 'running'",
+    )
+    .bind(now_ms())
+    .bind(eval_id)
+    .execute(w.conn())
+    .await
+    .ctx("finish evaluation")?
+    .rows_affected();
+    if n == 1 {
+        let counts = sqlx::query(
+            "SELECT COUNT(*), CAST(COALESCE(SUM(success), 0) AS BIGINT), COALESCE(SUM(usd), 0.0) FROM episodes
+             WHERE eval_id = $1 AND state = 'done'",
+        )
+        .bind(eval_id)
+        .fetch_one(w.conn())
+        .await
+        .ctx("evaluation totals")?;
+        let episodes: i64 = counts.try_get(0).ctx("evaluation totals")?;
+        let solved: i64 = counts.try_get(1).ctx("evaluation totals")?;
+        let usd: f64 = counts.try_get(2).ctx("evaluation totals")?;
+        audit::append(
+            w,
+            kind::EVALUATION_FINISHED,
+            Some(tenant),
+            serde_json::json!({"evaluation": eval_id, "episodes": episodes, "solved": solved, "usd": usd}),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Cancel `tenant`'s running evaluation: queued episodes are cancelled now,
+/// in-flight ones are stopped by their workers at the next heartbeat,
+/// finished ones are kept. `None`: no such evaluation of the tenant's;
+/// `Some(false)`: it had already ended.
+pub async fn cancel(
+    db: &Db,
+    tenant_id: i64,
+    tenant: &str,
+    eval_id: &str,
+) -> Result<Option<bool>, DbError> {
+    let mut w = db.write().await?;
+    let found: Option<String> =
+        sqlx::query_scalar("SELECT state FROM evaluations WHERE id = $1 AND tenant_id = $2")
+            .bind(eval_id)
+            .bind(tenant_id)
+            .fetch_optional(w.conn())
+            .await
+            .ctx("look up evaluation")?;
+    match found.as_deref() {
+        None => return Ok(None),
+        Some(state::RUNNING) => {}
+        Some(_) => return Ok(Some(false)),
+    }
+    let now = now_ms();
+    sqlx::query("UPDATE evaluations SET state = 'cancelled', finished_ms = $1 WHERE id = $2")
+        .bind(now)
+        .bind(eval_id)
+        .execute(w.conn())
+        .await
+        .ctx("cancel evaluation")?;
+    let dropped = sqlx::query(
+        "UPDATE episodes SET state = 'cancelled', finished_ms = $1 WHERE eval_id = $2 AND state = 'queued'",
+    )
+    .bind(now)
+    .bind(eval_id)
+    .execute(w.conn())
+    .await
+    .ctx("cancel episodes")?
+    .rows_affected();
+    audit::append(
+        &mut w,
+        kind::EVALUATION_CANCELLED,
+        Some(tenant),
+        serde_json::json!({"evaluation": eval_id, "queued_cancelled": dropped}),
+    )
+    .await?;
+    w.commit().await?;
+    Ok(Some(true))
+}
+
+/// Put episodes whose lease expired (their worker died or lost the
+/// database) back in the queue, or give them up after `max_attempts`;
+/// audit which worker lost them. Returns how many.
+pub async fn reclaim_expired(db: &Db, max_attempts: u32) -> Result<u64, DbError> {
+    let now = now_ms();
+    let mut w = db.write().await?;
+    let rows = sqlx::query(
+        "SELECT e.id, e.worker, e.eval_id, e.attempt, t.name, e.task_id, e.trial FROM episodes e
+         JOIN tenants t ON t.id = e.tenant_id
+         WHERE e.state = 'running' AND e.lease_ms < $1",
+    )
+    .bind(now)
+    .fetch_all(w.conn())
+    .await
+    .ctx("expired leases")?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let mut count = 0;
+    for r in &rows {
+        let id: i64 = r.try_get(0).ctx("episode row")?;
+        let worker: Option<String> = r.try_get(1).ctx("episode row")?;
+        let eval_id: String = r.try_get(2).ctx("episode row")?;
+        let attempt: i64 = r.try_get(3).ctx("episode row")?;
+        let tenant: String = r.try_get(4).ctx("episode row")?;
+        let task: String = r.try_get(5).ctx("episode row")?;
+        let trial: i64 = r.try_get(6).ctx("episode row")?;
+        let give_up = attempt >= i64::from(max_attempts);
+        let n = sqlx::query(
+            "UPDATE episodes SET state = $1, worker = NULL, lease_ms = NULL, finished_ms = $2
+             WHERE id = $3 AND attempt = $4 AND state = 'running'",
+        )
+        .bind(if give_up { state::LOST } else { state::QUEUED })
+        .bind(give_up.then_some(now))
+        .bind(id)
+        .bind(attempt)
+        .execute(w.conn())
+        .await
+        .ctx("reclaim episode")?
+        .rows_affected();
+        if n == 0 {
+            continue;
+        }
+        count += 1;
+        audit::append(
+            &mut w,
+            kind::LEASE_EXPIRED,
+            Some(&tenant),
+            serde_json::json!({"evaluation": eval_id, "task": task, "trial": trial, "worker": worker, "attempt": attempt, "given_up": give_up}),
+        )
+        .await?;
+        if give_up {
+            finish_evaluation_if_done(&mut w, &eval_id, &tenant).await?;
+        }
+    }
+    w.commit().await?;
+    Ok(count)
+}
+
+/// Completed episodes of an evaluation after `after` (completion order),
+/// for the event stream: (sequence, task, trial, state, reward, success,
+/// end).
+pub async fn completions(
+    db: &Db,
+    eval_id: &str,
+    after: i64,
+) -> Result<Vec<serde_json::Value>, DbError> {
+    let rows = sqlx::query(
+        "SELECT done_seq, task_id, trial, state, reward, success, end_reason FROM episodes
+         WHERE eval_id = $1 AND done_seq > $2 ORDER BY done_seq LIMIT 500",
+    )
+    .bind(eval_id)
+    .bind(after)
+    .fetch_all(db.pool())
+    .await
+    .ctx("completions")?;
+    rows.iter()
+        .map(|r| {
+            Ok(serde_json::json!({
+                "seq": r.try_get::<i64, _>(0).ctx("episode row")?,
+                "task_id": r.try_get::<String, _>(1).ctx("episode row")?,
+                "trial": r.try_get::<i64, _>(2).ctx("episode row")?,
+                "state": r.try_get::<String, _>(3).ctx("episode row")?,
+                "reward": r.try_get::<Option<f64>, _>(4).ctx("episode row")?,
+                "success": r.try_get::<Option<i64>, _>(5).ctx("episode row")?.map(|s| s != 0),
+                "end": r.try_get::<Option<String>, _>(6).ctx("episode row")?,
+            }))
+        })
+        .collect()
+}

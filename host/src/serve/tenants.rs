@@ -1,0 +1,218 @@
+//! Tenants and their tokens. A token is printed once, when the tenant is
+//! added; the database keeps only its SHA-256, so a copy of the database
+//! does not let anyone in.
+
+use serde::Serialize;
+use sha2::Digest;
+use sqlx::Row;
+
+use super::audit::{self, kind};
+use super::config::valid_name;
+use super::db::{Db, DbError, SqlContext, now_ms, random_hex, rfc3339};
+use super::quota::Quotas;
+
+/// A tenant operation that cannot be done.
+#[derive(Debug, thiserror::Error)]
+pub enum TenantError {
+    #[error(transparent)]
+    /// The database failed.
+    Db(#[from] DbError),
+    #[error("tenant name `{0}`: use 1-64 letters, digits, `-`, `_` or `.`")]
+    /// A name that is not allowed.
+    BadName(String),
+    #[error("tenant `{0}` already exists")]
+    /// The name is taken.
+    Exists(String),
+    #[error("no tenant `{0}`")]
+    /// No such tenant.
+    Unknown(String),
+    #[error("{0}")]
+    /// A quota override that cannot be parsed.
+    BadQuota(String),
+}
+
+/// An authenticated tenant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tenant {
+    /// Its row id.
+    pub id: i64,
+    /// Its name.
+    pub name: String,
+    /// Its quota overrides (a JSON object).
+    pub overrides: serde_json::Value,
+}
+
+impl Tenant {
+    /// Its quotas: the defaults with its overrides.
+    pub fn quotas(&self, defaults: &Quotas) -> Quotas {
+        defaults.with(&self.overrides)
+    }
+}
+
+/// A row of `tenant list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TenantInfo {
+    /// Its name.
+    pub name: String,
+    /// When it was added (RFC 3339).
+    pub created_at: String,
+    /// When its token was revoked, if it was.
+    pub revoked_at: Option<String>,
+    /// Its quota overrides (the rest are the defaults).
+    pub quota_overrides: serde_json::Value,
+}
+
+/// The stored form of a token.
+fn token_hash(token: &str) -> String {
+    format!("sha256:{:x}", sha2::Sha256::digest(token.as_bytes()))
+}
+
+/// Add a tenant; returns its token (shown once, never stored).
+pub async fn add(db: &Db, name: &str) -> Result<String, TenantError> {
+    if !valid_name(name) {
+        return Err(TenantError::BadName(name.into()));
+    }
+    let token = format!("ecd_{}", random_hex(32));
+    let mut w = db.write().await?;
+    let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM tenants WHERE name = $1")
+        .bind(name)
+        .fetch_optional(w.conn())
+        .await
+        .ctx("look up tenant")?;
+    if exists.is_some() {
+        return Err(TenantError::Exists(name.into()));
+    }
+    sqlx::query(
+        "INSERT INTO tenants (name, token_hash, quotas, created_ms) VALUES ($1, $2, '{}', $3)",
+    )
+    .bind(name)
+    .bind(token_hash(&token))
+    .bind(now_ms())
+    .execute(w.conn())
+    .await
+    .ctx("add tenant")?;
+    audit::append(
+        &mut w,
+        kind::TENANT_ADDED,
+        Some(name),
+        serde_json::json!({}),
+    )
+    .await?;
+    w.commit().await?;
+    Ok(token)
+}
+
+/// Every tenant.
+pub async fn list(db: &Db) -> Result<Vec<TenantInfo>, TenantError> {
+    let rows =
+        sqlx::query("SELECT name, created_ms, revoked_ms, quotas FROM tenants ORDER BY name")
+            .fetch_all(db.pool())
+            .await
+            .ctx("list tenants")?;
+    rows.iter()
+        .map(|r| {
+            let revoked: Option<i64> = r.try_get(2).ctx("tenant row")?;
+            let quotas: String = r.try_get(3).ctx("tenant row")?;
+            Ok(TenantInfo {
+                name: r.try_get(0).ctx("tenant row")?,
+                created_at: rfc3339(r.try_get(1).ctx("tenant row")?),
+                revoked_at: revoked.map(rfc3339),
+                quota_overrides: serde_json::from_str(&quotas).unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// Set some of a tenant's quotas (`name=value` items, see
+/// [`super::quota::parse_override`]).
+pub async fn set_quota(
+    db: &Db,
+    name: &str,
+    items: &[String],
+) -> Result<serde_json::Value, TenantError> {
+    let mut w = db.write().await?;
+    let current: Option<String> = sqlx::query_scalar("SELECT quotas FROM tenants WHERE name = $1")
+        .bind(name)
+        .fetch_optional(w.conn())
+        .await
+        .ctx("look up tenant")?;
+    let current = current.ok_or_else(|| TenantError::Unknown(name.into()))?;
+    let mut overrides: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&current).unwrap_or_default();
+    let mut changed = serde_json::Map::new();
+    for item in items {
+        let (k, v) = super::quota::parse_override(item).map_err(TenantError::BadQuota)?;
+        overrides.insert(k.clone(), v.clone());
+        changed.insert(k, v);
+    }
+    let value = serde_json::Value::Object(overrides);
+    sqlx::query("UPDATE tenants SET quotas = $1 WHERE name = $2")
+        .bind(value.to_string())
+        .bind(name)
+        .execute(w.conn())
+        .await
+        .ctx("set quota")?;
+    audit::append(
+        &mut w,
+        kind::QUOTA_SET,
+        Some(name),
+        serde_json::Value::Object(changed),
+    )
+    .await?;
+    w.commit().await?;
+    Ok(value)
+}
+
+/// Revoke a tenant's token: it authenticates no more. Its data stays.
+pub async fn revoke(db: &Db, name: &str) -> Result<(), TenantError> {
+    let mut w = db.write().await?;
+    let n =
+        sqlx::query("UPDATE tenants SET revoked_ms = $1 WHERE name = $2 AND revoked_ms IS NULL")
+            .bind(now_ms())
+            .bind(name)
+            .execute(w.conn())
+            .await
+            .ctx("revoke tenant")?
+            .rows_affected();
+    if n == 0 {
+        return Err(TenantError::Unknown(name.into()));
+    }
+    audit::append(
+        &mut w,
+        kind::TENANT_REVOKED,
+        Some(name),
+        serde_json::json!({}),
+    )
+    .await?;
+    w.commit().await?;
+    Ok(())
+}
+
+/// The live tenant a token belongs to, if any.
+pub async fn authenticate(db: &Db, token: &str) -> Result<Option<Tenant>, DbError> {
+    let row = sqlx::query(
+        "SELECT id, name, quotas FROM tenants WHERE token_hash = $1 AND revoked_ms IS NULL",
+    )
+    .bind(token_hash(token))
+    .fetch_optional(db.pool())
+    .await
+    .ctx("authenticate")?;
+    row.map(|r| {
+        let quotas: String = r.try_get(2).ctx("tenant row")?;
+        Ok(Tenant {
+            id: r.try_get(0).ctx("tenant row")?,
+            name: r.try_get(1).ctx("tenant row")?,
+            overrides: serde_json::from_str(&quotas).unwrap_or_default(),
+        })
+    })
+    .transpose()
+}
+
+/// A live tenant's id by name.
+pub async fn id_of(db: &Db, name: &str) -> Result<Option<i64>, DbError> {
+    sqlx::query_scalar("SELECT id FROM tenants WHERE name = $1 AND revoked_ms IS NULL")
+        .bind(name)
+        .fetch_optional(db.pool())
+        .await
+        .ctx("look up tenant")
+}
