@@ -8,6 +8,7 @@
 #     evolved/             export of the incumbent of a 1-round offline `train`
 #     evolved.vectors.jsonl    its hook calls on the run's training tasks
 #     hostile/<feature>.wasm   guests/hostile, one build per attack (+ good.wasm)
+#     hostile.<feature>.vectors.jsonl  huge-args/calc-bomb's hook calls on the template's run
 #
 # Environment: PYTHON (default python3) makes the venv target/runtimes-venv
 # (RUNTIMES_VENV names another).
@@ -28,7 +29,7 @@ mkdir -p "$FIX/hostile"
 
 echo "== runtimes: hostile guests"
 for feature in good infinite-loop memory-bomb deep-recursion panic huge-output unknown-tool \
-    bad-json-args mutating-env-view env-view-flood wants-clock; do
+    bad-json-args huge-args calc-bomb mutating-env-view env-view-flood wants-clock; do
     if [ "$feature" = good ]; then hash=$(host build guests/hostile); else
         hash=$(host build guests/hostile --features "$feature"); fi
     cp "$STORE/components/$hash.wasm" "$FIX/hostile/$feature.wasm"
@@ -54,6 +55,14 @@ if [ "$incumbent" = "$(cat "$FIX/train/initial")" ]; then
 fi
 host export --train-run "$FIX/train" --out "$FIX/evolved" >/dev/null
 host vectors --run "$FIX/train/evals/${incumbent:0:16}-train" --out "$FIX/evolved.vectors.jsonl" >/dev/null
+# Hostile guests' vectors over the template's run: the host's caps on a
+# harness-written call (huge-args: arguments_too_large) and on env-view
+# arguments (calc-bomb: invalid-arguments, logged as a marker) replay byte
+# for byte.
+for feature in huge-args calc-bomb; do
+    host vectors --harness "$FIX/hostile/$feature.wasm" --run "$FIX/template-run" --tasks 5,9 \
+        --out "$FIX/hostile.$feature.vectors.jsonl" >/dev/null
+done
 touch "$FIX/ready"
 
 echo "== runtimes: python (venv, pip install ./runtimes/python[test,tau2])"

@@ -27,7 +27,7 @@ fn build_inspect_check_round_trip() {
     let hash = text(&out.stdout).trim().to_string();
     assert_eq!(hash.len(), 64, "build prints the hash: {hash}");
 
-    let out = host(&store, &["inspect", &hash[..10]]);
+    let out = host(&store, &["inspect", &hash[..12]]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
     assert!(shown.contains(&hash), "{shown}");
@@ -168,4 +168,104 @@ fn help_explains_every_subcommand() {
     }
     let out = host(dir.path(), &["check", "--help"]);
     assert!(text(&out.stdout).contains("--fuel"));
+}
+
+/// `inspect NAME` run in `cwd`, measured; `tty` runs it under `script` so
+/// its stdin is a terminal.
+fn inspect_in(
+    cwd: &std::path::Path,
+    store: &std::path::Path,
+    name: &str,
+    tty: bool,
+) -> support::Measured {
+    let mut cmd = if tty {
+        let mut c = Command::new("script");
+        c.args(["-qec"])
+            .arg(format!(
+                "{} --store {} inspect {name}",
+                support::host_bin().display(),
+                store.display()
+            ))
+            .arg("/dev/null");
+        c
+    } else {
+        let mut c = Command::new(support::host_bin());
+        c.arg("--store").arg(store).args(["inspect", name]);
+        c
+    };
+    cmd.current_dir(cwd);
+    let m = support::run_measured(&mut cmd);
+    assert!(m.wall < std::time::Duration::from_secs(60), "{:?}", m.wall);
+    assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+    m
+}
+
+#[test]
+fn names_need_a_crate_or_twelve_hex_digits_except_at_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let bytes = support::guest("guests/direct", None);
+    let hash = ecdysis_host::store::ComponentStore::open(&store)
+        .put(&bytes, Default::default())
+        .unwrap()
+        .hash
+        .to_string();
+
+    // A directory without a Cargo.toml is never built, whatever its name:
+    // named like a stored hash it is ambiguous, otherwise not a crate.
+    std::fs::create_dir_all(work.join(&hash[..12])).unwrap();
+    let m = inspect_in(&work, &store, &hash[..12], false);
+    assert!(!m.status.success());
+    assert!(
+        m.stderr.contains(&format!("`{}` names both", &hash[..12]))
+            && m.stderr.contains(&format!("./{}", &hash[..12])),
+        "{}",
+        m.stderr
+    );
+    let m = inspect_in(&work, &store, &format!("./{}", &hash[..12]), false);
+    assert!(!m.status.success());
+    assert!(
+        m.stderr.contains("is a directory without a Cargo.toml"),
+        "{}",
+        m.stderr
+    );
+    std::fs::create_dir_all(work.join("abcdef123456")).unwrap();
+    let m = inspect_in(&work, &store, "abcdef123456", false);
+    assert!(
+        m.stderr
+            .contains("abcdef123456 is a directory without a Cargo.toml"),
+        "{}",
+        m.stderr
+    );
+
+    // A file named like a stored hash prefix is ambiguous too; `./` picks
+    // the file (positive control).
+    let file = &hash[..14];
+    std::fs::write(work.join(file), &bytes).unwrap();
+    let m = inspect_in(&work, &store, file, false);
+    assert!(m.stderr.contains("names both"), "{}", m.stderr);
+    let m = inspect_in(&work, &store, &format!("./{file}"), false);
+    assert!(m.status.success(), "{}", m.stderr);
+    assert!(m.stdout.contains(&hash));
+
+    // Short prefixes: 8 digits are refused in a script, accepted at a
+    // terminal; 12 digits always resolve.
+    let m = inspect_in(dir.path(), &store, &hash[..8], false);
+    assert!(!m.status.success());
+    assert!(
+        m.stderr.contains(&format!(
+            "hash prefix `{}` is too short: give at least 12",
+            &hash[..8]
+        )),
+        "{}",
+        m.stderr
+    );
+    let m = inspect_in(dir.path(), &store, &hash[..8], true);
+    assert!(m.status.success(), "{}{}", m.stdout, m.stderr);
+    assert!(m.stdout.contains(&hash), "{}", m.stdout);
+    let m = inspect_in(dir.path(), &store, &hash[..12], false);
+    assert!(m.status.success(), "{}", m.stderr);
+    assert!(m.stdout.contains(&hash));
 }

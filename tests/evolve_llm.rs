@@ -611,10 +611,14 @@ fn external(command: &str) -> ExternalCoder {
 #[tokio::test]
 async fn an_external_command_edit_is_collected_as_a_diff() {
     let s = staging();
-    let command = "sh -c \"cp {prompt_file} ../prompt-copy.md && echo {dir} > ../dir.txt && \
+    // The jailed agent writes outside the crate only where it is allowed to.
+    let seen = s.root.join("seen");
+    std::fs::create_dir_all(&seen).unwrap();
+    let command = "sh -c \"cp {prompt_file} ../seen/prompt-copy.md && echo {dir} > ../seen/dir.txt && \
                    sed -i 's/EVOLVE_ANCHOR: u32 = 1;/EVOLVE_ANCHOR: u32 = 5;/' src/tables.rs\"";
     let mut config = ExternalConfig::new(command);
     config.target_dir = Some(guest_target());
+    config.read_write = vec![seen.clone()];
     let coder = ExternalCoder::new(config).unwrap();
     assert_eq!(coder.name(), "external:sh");
     let out = coder.implement(&task(), &s.crate_dir).await.expect("edits");
@@ -629,7 +633,7 @@ async fn an_external_command_edit_is_collected_as_a_diff() {
     assert!(out.build_ok, "{}", out.log);
     assert!(s.read("src/tables.rs").contains("EVOLVE_ANCHOR: u32 = 5;"));
 
-    let prompt = std::fs::read_to_string(s.root.join("prompt-copy.md")).unwrap();
+    let prompt = std::fs::read_to_string(seen.join("prompt-copy.md")).unwrap();
     for needle in [
         "raise EVOLVE_ANCHOR to 2",
         "### src/tables.rs",
@@ -638,7 +642,7 @@ async fn an_external_command_edit_is_collected_as_a_diff() {
     ] {
         assert!(prompt.contains(needle), "prompt lacks {needle:?}");
     }
-    let dir = std::fs::read_to_string(s.root.join("dir.txt")).unwrap();
+    let dir = std::fs::read_to_string(seen.join("dir.txt")).unwrap();
     assert_eq!(Path::new(dir.trim()), s.crate_dir.canonicalize().unwrap());
 }
 
@@ -1092,9 +1096,13 @@ fn train_with_an_external_coder_a_task_budget_and_the_paired_gate() {
     )
     .unwrap();
     let command = format!("sh {} {{prompt_file}}", script.display());
+    let tmp_s = tmp.path().to_string_lossy().into_owned();
     let o = train_bin(
         tmp.path(),
         &[
+            // The jailed coder reads its script from the test's directory.
+            "--coder-ro",
+            &tmp_s,
             "--method",
             "ecdysis-nofdcr",
             "--rounds",

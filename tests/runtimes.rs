@@ -362,3 +362,108 @@ fn vectors_report_a_rerun_that_does_not_reproduce_and_refuse_endpoints() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a `sim:` agent"));
 }
+
+#[test]
+fn vectors_record_the_argument_caps_as_other_runtimes_must_replay_them() {
+    // The conformance vectors carry the host's refusal of a call whose
+    // arguments are over `MAX_TOOL_ARGUMENT_BYTES` (guests/hostile
+    // huge-args writes 100 kB) and of env-view arguments over it
+    // (calc-bomb), so the Python and JS runtimes must refuse them alike
+    // (runtimes/test.sh replays both cases in both).
+    let tmp = tempfile::tempdir().unwrap();
+    let run = template_run(tmp.path());
+    let hostile = tmp.path().join("huge-args.wasm");
+    std::fs::write(
+        &hostile,
+        support::guest("guests/hostile", Some("huge-args")),
+    )
+    .unwrap();
+    let file = tmp.path().join("v.jsonl");
+    let out = host(&tmp.path().join("store"))
+        .args(["vectors", "--run"])
+        .arg(&run)
+        .arg("--harness")
+        .arg(&hostile)
+        .arg("--out")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    let refused: Vec<serde_json::Value> = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["hook"] == "realize" && v["output"]["tag"] == "err")
+        .collect();
+    assert!(!refused.is_empty(), "no refused realize in {text}");
+    for v in &refused {
+        assert_eq!(
+            v["output"]["val"],
+            serde_json::json!({"kind": "contract_violation", "violation": "arguments_too_large"}),
+            "{v}"
+        );
+        assert_eq!(v["input"]["tag"], "call", "{v}");
+    }
+    // calc-bomb sends 64 env-view calls of 1.2 MB per realize: each is
+    // refused unread and recorded with a marker, not its 1.2 MB.
+    let bomb = tmp.path().join("calc-bomb.wasm");
+    std::fs::write(&bomb, support::guest("guests/hostile", Some("calc-bomb"))).unwrap();
+    let bomb_file = tmp.path().join("bomb.jsonl");
+    let out = host(&tmp.path().join("store"))
+        .args(["vectors", "--tasks", "5", "--run"])
+        .arg(&run)
+        .arg("--harness")
+        .arg(&bomb)
+        .arg("--out")
+        .arg(&bomb_file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expression = vec!["9".repeat(4000); 300].join("*");
+    let size = format!("{{\"expression\":\"{expression}\"}}").len();
+    let text = std::fs::read_to_string(&bomb_file).unwrap();
+    let realize: serde_json::Value = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["hook"] == "realize")
+        .expect("a realize line");
+    let calls = realize["view_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 64);
+    for c in calls {
+        assert_eq!(
+            c["arguments"],
+            format!("<{size} bytes, over the cap of 65536>"),
+            "{c}"
+        );
+        assert_eq!(c["answer"]["val"]["tag"], "invalid-arguments", "{c}");
+    }
+    // Each line stays small (77 MB of arguments per line unmarked).
+    let longest = text.lines().map(str::len).max().unwrap();
+    assert!(longest < 64 << 10, "a line of {longest} bytes");
+
+    // Positive control: the same run's own harness records no refusal.
+    let own = tmp.path().join("own.jsonl");
+    let out = host(&tmp.path().join("store"))
+        .args(["vectors", "--run"])
+        .arg(&run)
+        .arg("--out")
+        .arg(&own)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        !std::fs::read_to_string(&own)
+            .unwrap()
+            .contains("arguments_too_large")
+    );
+}

@@ -1640,6 +1640,11 @@ fn rss_kib(pid: u32) -> u64 {
 #[ignore = "a measurement: run with --ignored --nocapture"]
 async fn measure_service_overhead_and_memory_per_tenant() {
     const SLOTS: usize = 4;
+    // ECDYSIS_SERVE_BENCH_SLOW=1: both sides with 150 ms per model call (the
+    // `slow` alias; `run --sim-latency-ms 150`), episodes that wait on a
+    // model as real ones do, instead of ~10 ms episodes that are all host.
+    let slow = std::env::var_os("ECDYSIS_SERVE_BENCH_SLOW").is_some();
+    let (alias, latency_ms) = if slow { ("slow", "150") } else { ("sim", "0") };
     let small: Vec<String> = (0..10).map(|i| i.to_string()).collect();
     let large: Vec<String> = (0..60).map(|i| i.to_string()).collect();
     let dir = tempfile::tempdir().unwrap();
@@ -1669,6 +1674,8 @@ async fn measure_service_overhead_and_memory_per_tenant() {
                 "1",
                 "--cache",
                 "off",
+                "--sim-latency-ms",
+                latency_ms,
             ])
             .args([
                 "--concurrency",
@@ -1709,7 +1716,7 @@ async fn measure_service_overhead_and_memory_per_tenant() {
         async move {
             let started = Instant::now();
             let id = api
-                .evaluate(t, json!({"harness": hash, "tasks": tasks, "trials": 4, "agent": "sim", "seed": 1}))
+                .evaluate(t, json!({"harness": hash, "tasks": tasks, "trials": 4, "agent": alias, "seed": 1}))
                 .await;
             let s = api.wait(t, &id).await;
             assert_eq!(s["state"], "done");
@@ -1723,7 +1730,7 @@ async fn measure_service_overhead_and_memory_per_tenant() {
     let run_rate = 200.0 / (run_large - run_small);
     let serve_rate = 200.0 / (serve_large - serve_small);
     println!(
-        "throughput ({SLOTS} episodes at once, sim:mixed, debug build): run --isolate process 40 episodes {run_small:.2} s, 240 episodes {run_large:.2} s, marginal {run_rate:.1} episodes/s; serve 40 episodes {serve_small:.2} s, 240 episodes {serve_large:.2} s, marginal {serve_rate:.1} episodes/s; service overhead {:+.1}%",
+        "throughput ({SLOTS} episodes at once, sim:mixed at {latency_ms} ms per call, debug build): run --isolate process 40 episodes {run_small:.2} s, 240 episodes {run_large:.2} s, marginal {run_rate:.1} episodes/s; serve 40 episodes {serve_small:.2} s, 240 episodes {serve_large:.2} s, marginal {serve_rate:.1} episodes/s; service overhead {:+.1}%",
         (run_rate / serve_rate - 1.0) * 100.0
     );
 

@@ -144,7 +144,31 @@ fn hashes_resolve_by_unique_prefix_and_bad_specs_are_named() {
             },
         )
         .unwrap();
-    assert_eq!(store.resolve(&m.hash.as_str()[..8]).unwrap().hash, m.hash);
+    let h = m.hash.as_str();
+    assert_eq!(store.resolve(&h[..12]).unwrap().hash, m.hash);
+    // Fewer than 12 digits are a guess outside interactive use...
+    match store.resolve(&h[..8]) {
+        Err(StoreError::PrefixTooShort { prefix, min }) => {
+            assert_eq!((prefix.as_str(), min), (&h[..8], 12))
+        }
+        other => panic!("expected PrefixTooShort, got {other:?}"),
+    }
+    // ...and 6 are enough at a terminal.
+    let interactive = store
+        .clone()
+        .with_min_prefix(ecdysis_host::store::MIN_PREFIX_INTERACTIVE);
+    assert_eq!(interactive.resolve(&h[..6]).unwrap().hash, m.hash);
+    assert!(matches!(
+        interactive.resolve(&h[..5]),
+        Err(StoreError::PrefixTooShort { min: 6, .. })
+    ));
+    // A directory is not a crate without its Cargo.toml.
+    let dir = _d.path().join("not-a-crate");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    match store.obtain(dir.to_str().unwrap(), true) {
+        Err(StoreError::NotACrate { dir: named }) => assert_eq!(named, dir),
+        other => panic!("expected NotACrate, got {other:?}"),
+    }
     assert_eq!(store.resolve(m.hash.as_str()).unwrap().hash, m.hash);
     let err = store.resolve("no-such-thing.wasm").unwrap_err();
     assert!(err.to_string().contains("no-such-thing.wasm"), "{err}");

@@ -237,6 +237,8 @@ fn a_stochastic_agent_gets_the_incumbent_re_measured_each_round_and_known_bytes_
     let base = server.base_url();
     let script = comment_coder(tmp.path());
     let command = format!("sh {}", script.display());
+    // The jailed coder reads its script from the test's directory.
+    let tmp_s = tmp.path().to_string_lossy().into_owned();
     // A cache of this test's own: the stored evaluation must be this run's.
     let cache = tmp.path().join("cache");
     let args = |rounds: &'static str| -> Vec<String> {
@@ -261,6 +263,8 @@ fn a_stochastic_agent_gets_the_incumbent_re_measured_each_round_and_known_bytes_
             "none",
             "--coder-command",
             &command,
+            "--coder-ro",
+            &tmp_s,
             "--cache-dir",
             cache.to_str().unwrap(),
             "--out",
@@ -372,6 +376,7 @@ fn seeds(dir: &Path) -> Vec<(String, u32, u64)> {
 /// stamps its source with the run's number in a comment: two runs give two
 /// different sources that build to the same bytes.
 fn same_bytes_coder(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
     let script = dir.join("same-bytes-coder.sh");
     let counter = dir.join("coder-runs");
     let body = r#"#!/bin/sh
@@ -392,7 +397,10 @@ sed -i "s|^pub static PROMPT_RULES: &\[PromptRule\] = &\[|&\n    // coder run $n
 fn an_edit_that_builds_to_a_judged_candidates_bytes_leaves_its_files_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("train");
-    let command = format!("sh {}", same_bytes_coder(tmp.path()).display());
+    // The jailed coder reads its script and keeps its counter here.
+    let coder_dir = tmp.path().join("coder");
+    let command = format!("sh {}", same_bytes_coder(&coder_dir).display());
+    let coder_s = coder_dir.to_string_lossy().into_owned();
     // sim:clumsy fails tasks 0, 3 and 4 of these from a blank start: each
     // round calls the coder. Its edit changes nothing the agent sees, so
     // the candidate ties the incumbent and is rejected; round 2's edit
@@ -415,6 +423,8 @@ fn an_edit_that_builds_to_a_judged_candidates_bytes_leaves_its_files_alone() {
             "none",
             "--coder-command",
             &command,
+            "--coder-rw",
+            &coder_s,
             "--out",
         ],
     )
@@ -450,7 +460,7 @@ fn an_edit_that_builds_to_a_judged_candidates_bytes_leaves_its_files_alone() {
         "{diff}"
     );
     assert_eq!(
-        std::fs::read_to_string(tmp.path().join("coder-runs"))
+        std::fs::read_to_string(coder_dir.join("coder-runs"))
             .unwrap()
             .trim(),
         "2",

@@ -10,6 +10,9 @@
 //! - [`process`]: child processes with a timeout and a whole-group kill, a
 //!   scrubbed environment, scratch directories (guest builds, external
 //!   coders).
+//! - [`jail`]: bubblewrap jails for untrusted work on the host (candidate
+//!   builds, external coders): only the bound paths, no network, a cleared
+//!   environment, a memory limit, nothing left running afterwards.
 //! - [`env`](mod@env): the benchmark environments (τ² airline and retail,
 //!   native and exact to the reference): tools, tasks split into what the
 //!   agent sees ([`env::TaskView`]) and an opaque oracle, evaluation, gold
@@ -57,7 +60,9 @@ pub mod env;
 pub mod eval;
 pub mod evolve;
 pub mod fsutil;
+pub mod gate;
 pub mod isolate;
+pub mod jail;
 pub mod model;
 pub mod process;
 pub mod report;

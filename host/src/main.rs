@@ -20,8 +20,11 @@ use ecdysis_host::store::{BuildOptions, ComponentHash, ComponentStore};
 /// A harness is a WebAssembly component of the `ecdysis:harness@0.1.0` world
 /// (see wit/harness.wit). Components are stored by the blake3 hash of their
 /// bytes; anywhere a harness is expected you may pass a guest crate directory
-/// (built on the spot), a .wasm file, or a stored hash (a unique prefix of at
-/// least 6 digits is enough).
+/// (one holding a Cargo.toml, built on the spot), a .wasm file, or a stored
+/// hash: a unique prefix of at least 12 hex digits, or of 6 when typed at a
+/// terminal (stdin is a TTY; scripts and pipes need 12). A name that is both
+/// an existing path and a stored hash prefix is refused: write ./NAME for
+/// the path.
 #[derive(Parser)]
 #[command(name = "ecdysis-host", version, propagate_version = true)]
 struct Cli {
@@ -224,6 +227,10 @@ struct BuildArgs {
 }
 
 fn main() -> ExitCode {
+    // Inside a coder's jail: forward its endpoints, run it (see `gate`).
+    if let Some(code) = ecdysis_host::gate::forwarder_main() {
+        return code;
+    }
     let cli = Cli::parse();
     if matches!(cli.command, Command::EpisodeWorker) {
         // Logs go to stderr, which the parent keeps the tail of; stdout is
@@ -260,6 +267,12 @@ fn main() -> ExitCode {
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
+    // Short hash prefixes only for a person at a terminal (see --help).
+    let min_prefix = if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        ecdysis_host::store::MIN_PREFIX_INTERACTIVE
+    } else {
+        ecdysis_host::store::MIN_PREFIX
+    };
     // Any component the CLI is handed may be untrusted: it is compiled by a
     // child process of this binary, under time and memory limits.
     let store = ComponentStore::open(&cli.store)
@@ -267,7 +280,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             ecdysis_host::store::Compiler::child_of_current_exe()
                 .context("locating this executable for the compiler process")?,
         )
-        .with_max_component_bytes(cli.max_component_mib.saturating_mul(1 << 20));
+        .with_max_component_bytes(cli.max_component_mib.saturating_mul(1 << 20))
+        .with_min_prefix(min_prefix);
     match cli.command {
         Command::CompileComponent {
             input,

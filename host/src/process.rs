@@ -1,8 +1,11 @@
 //! Child processes the host runs on behalf of others (cargo for guest
 //! builds, external coding agents): each in its own process group with its
 //! output going to files (so a grandchild holding a pipe cannot hang us),
-//! killed as a whole group on timeout, with the variables a cargo-built
-//! host would leak removed from its environment.
+//! killed as a whole group on timeout *and* when it returns (nothing it
+//! started in the background outlives it; a process that left the group
+//! with `setsid` escapes this, which is why untrusted work also runs in a
+//! jail, whose PID namespace dies with it: [`crate::jail`]), with the
+//! variables a cargo-built host would leak removed from its environment.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -93,7 +96,8 @@ pub fn kill_group(pgid: u32) {
 }
 
 /// Run `cmd` in its own process group, killing the whole group after
-/// `timeout`; output is collected from files. Blocking: call it from
+/// `timeout`, or when `cmd` exits (whatever it left running in the
+/// background); output is collected from files. Blocking: call it from
 /// `spawn_blocking` in async code.
 pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<ProcOutput> {
     let scratch = Scratch::new("proc").map_err(|e| e.source)?;
@@ -108,8 +112,11 @@ pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<
     let deadline = started + timeout;
     let mut timed_out = false;
     let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
+        if has_exited(child.id()) {
+            // Not reaped yet, so its id (the group's) cannot be reused:
+            // this reaches only what it left running in its group.
+            kill_group(child.id());
+            break Some(child.wait()?);
         }
         if Instant::now() >= deadline {
             timed_out = true;
@@ -137,6 +144,21 @@ pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<
     })
 }
 
+/// Whether the child `pid` has exited, without reaping it (`WNOWAIT`).
+fn has_exited(pid: u32) -> bool {
+    // SAFETY: waitid writes only into `info`, a zeroed siginfo_t we own.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        r == 0 && info.si_pid() != 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +171,16 @@ mod tests {
         assert!(out.timed_out);
         assert!(out.status.is_none());
         assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
+
+        // What a process leaves running in the background dies with it.
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "(sleep 1; echo late > left.txt) & echo started"])
+            .current_dir(dir.path());
+        let out = run_with_timeout(cmd, Duration::from_secs(10)).unwrap();
+        assert!(out.success() && out.stdout == "started\n");
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(!dir.path().join("left.txt").exists());
 
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "echo out; echo err >&2"]);

@@ -24,7 +24,9 @@
 //! - `seq` counts the episode's hook calls from 0 (the constructor);
 //! - `input` is the hook's argument (`episode-info` for the constructor);
 //! - `view_calls` lists the env-view calls in order, `answer` being the
-//!   `result<string, view-error>` the guest received;
+//!   `result<string, view-error>` the guest received (arguments over the
+//!   env view's 64 KiB cap, refused unread, are recorded as
+//!   `<N bytes, over the cap of 65536>`);
 //! - `output` is `{"tag":"ok","val":<answer>}` (`null` for the constructor)
 //!   or `{"tag":"err","val":{"kind":…[,"violation":…]}}`.
 //!

@@ -143,3 +143,47 @@ pub fn run_measured(cmd: &mut std::process::Command) -> Measured {
         max_rss_kib: usage.ru_maxrss as u64,
     }
 }
+
+impl Measured {
+    /// Peak resident memory in MiB. Processes in a bubblewrap jail are
+    /// reaped inside their PID namespace and not counted here; their memory
+    /// is bounded by the jail's own limit.
+    pub fn peak_rss_mib(&self) -> f64 {
+        self.max_rss_kib as f64 / 1024.0
+    }
+}
+
+/// Set in a child that runs one test case alone ([`in_child`]).
+const CHILD_CASE: &str = "ECDYSIS_TEST_CHILD_CASE";
+
+/// Whether this process is the child of [`in_child`]: the test then runs
+/// its case instead of spawning it.
+pub fn is_child() -> bool {
+    std::env::var_os(CHILD_CASE).is_some()
+}
+
+/// Run the test `name` of this test binary alone in a child process (with
+/// `env` added to its environment), so its time and peak memory are its
+/// own; panics, with the child's output, unless that test ran and passed.
+pub fn in_child(name: &str, env: &[(&str, &str)]) -> Measured {
+    let mut cmd = std::process::Command::new(std::env::current_exe().expect("test binary"));
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_CASE, "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let m = run_measured(&mut cmd);
+    eprintln!(
+        "{name}: {:.1} s, peak RSS {:.0} MiB",
+        m.wall.as_secs_f64(),
+        m.peak_rss_mib()
+    );
+    assert!(
+        m.status.success() && m.stdout.contains("1 passed"),
+        "the child case {name} failed ({:?}):\n{}\n{}",
+        m.status,
+        m.stdout,
+        m.stderr
+    );
+    m
+}

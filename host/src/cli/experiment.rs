@@ -76,6 +76,10 @@ pub struct ExperimentArgs {
     /// that model.
     #[command(flatten)]
     pub roles: RoleArgs,
+    /// Build candidates without a jail where bubblewrap cannot make one
+    /// (see `train --help`); recorded in each run's config.json.
+    #[arg(long)]
+    pub allow_unjailed_builds: bool,
 }
 
 /// `experiment`: every method from the same start, then the comparison.
@@ -113,6 +117,7 @@ pub async fn experiment(
             test_trials: args.test_trials,
             test_tasks: args.test_tasks,
             roles,
+            allow_unjailed_builds: args.allow_unjailed_builds,
             eval: RunSpec {
                 domain: args.domain,
                 tasks: args.tasks,

@@ -75,6 +75,14 @@ pub struct TrainArgs {
     /// Training run directory (default runs/train-<method>-<domain>-<agent>).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Candidates are coder-written, untrusted source: they are built (and
+    /// an external coder runs) in a bubblewrap jail, and training refuses to
+    /// start where no jail can be made (bwrap missing, no user namespaces,
+    /// nested in another sandbox). This flag accepts the risk and runs them
+    /// WITHOUT a jail there (still scanned, offline, with a cleared
+    /// environment and a memory limit). Recorded in config.json; printed.
+    #[arg(long)]
+    pub allow_unjailed_builds: bool,
     #[command(flatten)]
     pub roles: RoleArgs,
     #[command(flatten)]
@@ -125,6 +133,31 @@ pub struct RoleArgs {
     /// Wall-clock limit of one external coder run, in seconds.
     #[arg(long, default_value_t = 1800, help_heading = "Evolution roles")]
     pub coder_timeout_secs: u64,
+    /// The external coder runs in a jail with a cleared environment: pass
+    /// it this variable (`NAME` takes the value from this process's
+    /// environment, `NAME=VALUE` sets it), e.g. its API key. Repeatable.
+    #[arg(long, value_name = "NAME[=VALUE]", help_heading = "Evolution roles")]
+    pub coder_env: Vec<String>,
+    /// A path the jailed external coder may read besides the staging crate,
+    /// the toolchain and /usr (e.g. its virtualenv when the automatic
+    /// guess, the prefix of its bin/ directory, is not enough). Repeatable.
+    #[arg(long, value_name = "PATH", help_heading = "Evolution roles")]
+    pub coder_ro: Vec<PathBuf>,
+    /// A directory the jailed external coder may write besides the staging
+    /// crate and the cargo target (e.g. for its logs). Repeatable.
+    #[arg(long, value_name = "PATH", help_heading = "Evolution roles")]
+    pub coder_rw: Vec<PathBuf>,
+    /// Give the jailed external coder no network at all (by default it
+    /// shares the host's network to reach its model endpoint).
+    #[arg(long, help_heading = "Evolution roles")]
+    pub coder_no_network: bool,
+    /// The only endpoint the jailed external coder may reach: HOST:PORT or
+    /// its base URL (`https://api.openai.com/v1`, `http://127.0.0.1:8080`).
+    /// It gets a network of its own; the host forwards TCP to these
+    /// endpoints and nothing else (no other host, no local service).
+    /// Repeatable; overrides the shared network.
+    #[arg(long, value_name = "HOST:PORT|URL", help_heading = "Evolution roles")]
+    pub coder_endpoint: Vec<String>,
     /// Follow-up turns of the built-in coder (compiler errors, edits that
     /// did not apply).
     #[arg(long, default_value_t = 3, help_heading = "Evolution roles")]
@@ -283,6 +316,7 @@ impl TrainArgs {
             test_trials: self.test_trials,
             test_tasks: self.test_tasks.clone(),
             test_direct: self.test_direct,
+            allow_unjailed_builds: self.allow_unjailed_builds,
             workers: None,
         })
     }
@@ -319,6 +353,11 @@ impl RoleArgs {
             (None, Some(command)) => CoderSpec::External {
                 command: command.clone(),
                 timeout_secs: self.coder_timeout_secs,
+                env: coder_env(&self.coder_env)?,
+                read_only: self.coder_ro.clone(),
+                read_write: self.coder_rw.clone(),
+                network: !self.coder_no_network,
+                endpoints: self.coder_endpoint.clone(),
             },
             (None, None) => CoderSpec::Rules,
         };
@@ -351,6 +390,28 @@ impl RoleArgs {
             context_tokens: self.roles_context_tokens,
         })
     }
+}
+
+/// `--coder-env` values: `NAME` from this process's environment (which
+/// must have it), `NAME=VALUE` as given.
+fn coder_env(items: &[String]) -> Result<std::collections::BTreeMap<String, String>> {
+    let mut env = std::collections::BTreeMap::new();
+    for item in items {
+        let (name, value) = match item.split_once('=') {
+            Some((n, v)) => (n.to_string(), v.to_string()),
+            None => {
+                let v = std::env::var(item).map_err(|_| {
+                    anyhow::anyhow!("--coder-env {item}: this process has no such variable")
+                })?;
+                (item.clone(), v)
+            }
+        };
+        if name.is_empty() {
+            bail!("--coder-env `{item}`: no variable name");
+        }
+        env.insert(name, value);
+    }
+    Ok(env)
 }
 
 /// The default training directory: runs/train-<method>-<domain>-<agent>.

@@ -4,7 +4,8 @@
 //! the heuristic diagnoser and the rule coder. Combinations that cannot work
 //! are refused here, before anything runs.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::budget::{self, ContextBudget, ContextSource};
@@ -12,6 +13,7 @@ use super::coder::{Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConf
 use super::fdcr::{FdcrConfig, Roles};
 use super::train::{CoderChoice, Diagnoser, Method};
 use crate::model::{ChatModel, ModelFlags, ModelHub, SamplingArgs};
+use crate::store::Containment;
 
 /// The coder of a training run.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -32,6 +34,17 @@ pub enum CoderSpec {
         command: String,
         /// Wall-clock limit of one run, in seconds.
         timeout_secs: u64,
+        /// Its environment (its API key, …): nothing else of the host's.
+        env: BTreeMap<String, String>,
+        /// Extra paths its jail may read (its installation).
+        read_only: Vec<PathBuf>,
+        /// Extra paths its jail may write (its logs).
+        read_write: Vec<PathBuf>,
+        /// Share the host's network with its jail (its model endpoint).
+        network: bool,
+        /// The only endpoints its jail may reach (`HOST:PORT` or URLs,
+        /// forwarded by the gate); empty: `network` decides.
+        endpoints: Vec<String>,
     },
 }
 
@@ -204,14 +217,21 @@ impl RoleSpec {
 
     /// The diagnoser and coder of a run of `method`, metered through `hub`;
     /// candidate builds share the cargo target dir `target`; every role and
-    /// coder request fits `budget`.
+    /// coder request fits `budget`.; with
+    /// `allow_unjailed` the coder's builds (and an external coder) run
+    /// without a jail where none can be made.
     pub fn build(
         &self,
         method: Method,
         hub: &ModelHub,
         target: &Path,
         budget: ContextBudget,
+        allow_unjailed: bool,
     ) -> Result<(Diagnoser, CoderChoice), RoleError> {
+        let containment = Containment {
+            allow_unjailed,
+            ..Containment::default()
+        };
         self.validate(method)?;
         let model = |role: &'static str, name: &str| -> Result<Arc<dyn ChatModel>, RoleError> {
             let mut flags = ModelFlags {
@@ -242,6 +262,7 @@ impl RoleSpec {
                     target_dir: Some(target.to_path_buf()),
                     sampling: self.sampling.clone(),
                     budget,
+                    containment: containment.clone(),
                     ..EditorConfig::default()
                 };
                 CoderChoice::Agent(
@@ -251,13 +272,24 @@ impl RoleSpec {
             CoderSpec::External {
                 command,
                 timeout_secs,
+                env,
+                read_only,
+                read_write,
+                network,
+                endpoints,
             } => {
                 let config = ExternalConfig {
                     timeout_secs: *timeout_secs,
+                    env: env.clone(),
+                    read_only: read_only.clone(),
+                    read_write: read_write.clone(),
+                    network: *network,
+                    endpoints: endpoints.clone(),
                     target_dir: Some(target.to_path_buf()),
                     // An external agent runs its own model: its prompt is
                     // budgeted only when the flag says how.
                     prompt_tokens: self.context_tokens.map(|_| budget.prompt_tokens()),
+                    containment: containment.clone(),
                     ..ExternalConfig::new(command.clone())
                 };
                 CoderChoice::Agent(Arc::new(

@@ -231,6 +231,7 @@ fn hostile_training_content_renders_as_text() {
         test_direct: false,
         gate_measure: Default::default(),
         roles: Default::default(),
+        allow_unjailed_builds: false,
     };
     std::fs::write(dir.join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
     let (inc, cand) = ("1".repeat(64), "2".repeat(64));
@@ -445,6 +446,7 @@ fn an_empty_diff_patch_is_recomputed_from_the_stored_sources() {
         test_direct: false,
         gate_measure: Default::default(),
         roles: Default::default(),
+        allow_unjailed_builds: false,
     };
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();

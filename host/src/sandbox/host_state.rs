@@ -181,7 +181,8 @@ impl env_view::Host for HostState {
         if self.view_log.is_none() {
             return self.answer_read_only(name, arguments);
         }
-        let (logged_name, logged_arguments) = (name.clone(), arguments.clone());
+        let (logged_name, logged_arguments) =
+            (name.clone(), recorder::logged_arguments(&arguments));
         let answer = self.answer_read_only(name, arguments)?;
         if let Some(log) = self.view_log.as_mut() {
             log.push(RecordedViewCall {

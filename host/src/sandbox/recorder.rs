@@ -34,10 +34,25 @@ use super::{
 pub struct RecordedViewCall {
     /// The tool the hook asked to read.
     pub name: String,
-    /// The arguments text exactly as the guest passed it.
+    /// The arguments text exactly as the guest passed it, unless it is over
+    /// [`crate::env::MAX_TOOL_ARGUMENT_BYTES`] (refused unread): then
+    /// [`logged_arguments`]' marker, so a hook's 64 such calls do not keep
+    /// up to 64 × the guest's memory in every runtime's log.
     pub arguments: String,
     /// `result<string, view-error>` in canonical JSON.
     pub answer: Value,
+}
+
+/// The arguments text a view call is recorded with: as passed, or for a
+/// text over the env view's cap, `<N bytes, over the cap of CAP>` (the
+/// Python and JS runtimes record the same).
+pub fn logged_arguments(arguments: &str) -> String {
+    let cap = crate::env::MAX_TOOL_ARGUMENT_BYTES;
+    if arguments.len() > cap {
+        format!("<{} bytes, over the cap of {cap}>", arguments.len())
+    } else {
+        arguments.to_string()
+    }
 }
 
 /// One hook call.

@@ -2,6 +2,26 @@
 //! of a harness crate, for `ecdysis-host build`, for `--harness <crate>`,
 //! for every training candidate and for the coders' build checks.
 //!
+//! Who wrote the source decides how it is built ([`Trust`]):
+//!
+//! - [`Trust::Own`]: the user's own crate (`build`, `--harness <crate>`, the
+//!   source a training run starts from) is built as is, with the user's
+//!   environment and network. This build also downloads and unpacks the
+//!   crate's locked dependencies into the cargo registry cache, which the
+//!   untrusted builds of its descendants then use offline.
+//! - [`Trust::Untrusted`]: source a coder wrote (every training candidate,
+//!   the coders' build checks) is first scanned ([`super::scan`]: no
+//!   construct reading outside the crate beyond what its reference already
+//!   had), then built `--offline --locked` in a bubblewrap jail
+//!   ([`crate::jail`]) that sees only the crate (read-write), the target
+//!   directory (read-write), the WIT package beside it (`../wit`), the
+//!   toolchain and the registry cache (read-only); no network; a cleared
+//!   environment; an address-space limit per process. Where no jail can be
+//!   made the build is refused ([`StoreError::NoJail`]) unless the
+//!   operator allowed unjailed builds ([`Containment::allow_unjailed`]);
+//!   then it still gets the scan, the cleared environment, the offline
+//!   locked build and the memory limit.
+//!
 //! Every build: runs as a child process in its own group with a wall-clock
 //! timeout (the whole group is killed); has the variables a cargo-built
 //! host would leak removed; holds a lock on its target directory, so
@@ -14,13 +34,74 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
+use super::scan::{self, Finding};
 use super::{ComponentStore, Manifest, ManifestFacts, StoreError};
 use crate::fsutil::{EntryKind, PathError, walk_crate};
-use crate::process::{run_with_timeout, scrub_cargo_env};
+use crate::jail::{Jail, JailSpec, Toolchain, limit_address_space};
+use crate::process::{Scratch, run_with_timeout, scrub_cargo_env};
 use crate::store::ComponentHash;
 
 /// Longest a guest build may take by default.
 pub const BUILD_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// Default address-space limit of each process of an untrusted build
+/// (cargo, rustc, the linker). A harness build needs well under 1 GiB;
+/// its dependencies' host builds (wit-parser, wasm-encoder) somewhat more.
+pub const UNTRUSTED_BUILD_MEMORY: u64 = 4 << 30;
+
+/// How untrusted source is contained (one policy per training run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Containment {
+    /// Build without a jail where bubblewrap cannot make one (the
+    /// operator's explicit `--allow-unjailed-builds`); otherwise such a
+    /// build is refused.
+    pub allow_unjailed: bool,
+    /// Scan the source before building (defence in depth; off only in
+    /// tests that show the jail alone holds).
+    pub scan: bool,
+    /// Address-space limit of each build process, in bytes.
+    pub memory_limit: u64,
+}
+
+impl Default for Containment {
+    fn default() -> Self {
+        Containment {
+            allow_unjailed: false,
+            scan: true,
+            memory_limit: UNTRUSTED_BUILD_MEMORY,
+        }
+    }
+}
+
+/// Who wrote the source being built (see the module docs).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Trust {
+    /// The user's own crate: built as is, with network and environment.
+    #[default]
+    Own,
+    /// Source a coder wrote: scanned, then built offline in a jail.
+    Untrusted {
+        /// How it is contained.
+        containment: Containment,
+        /// The scan findings of its reference (the incumbent it was edited
+        /// from): these may stay, nothing may be added.
+        allowed: Vec<Finding>,
+    },
+}
+
+impl Trust {
+    /// Untrusted source edited from the crate at `reference` (whose scan
+    /// findings it may keep).
+    pub fn untrusted_from(containment: &Containment, reference: &Path) -> Result<Trust, PathError> {
+        Ok(Trust::Untrusted {
+            containment: containment.clone(),
+            allowed: scan::scan_crate(reference)?,
+        })
+    }
+}
 
 /// Most characters of compiler output kept in an error.
 const ERROR_CLIP: usize = 8_000;
@@ -39,6 +120,8 @@ pub struct BuildOptions {
     pub quiet: bool,
     /// Wall-clock limit of the build.
     pub timeout: Duration,
+    /// Who wrote the source.
+    pub trust: Trust,
 }
 
 impl Default for BuildOptions {
@@ -49,6 +132,7 @@ impl Default for BuildOptions {
             target_dir: None,
             quiet: false,
             timeout: BUILD_TIMEOUT,
+            trust: Trust::Own,
         }
     }
 }
@@ -67,6 +151,8 @@ pub struct CargoBuild {
     pub errors: String,
     /// Seconds the build took.
     pub seconds: f64,
+    /// Whether it ran in a jail.
+    pub jailed: bool,
 }
 
 /// The result of [`ComponentStore::build`].
@@ -172,19 +258,97 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     if opts.target_dir.is_some() {
         touch_all(&crate_dir.join("src"));
     }
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.args(["build", "--release", "--target", "wasm32-wasip2"])
-        .arg("--message-format=json")
-        .arg("--manifest-path")
-        .arg(&manifest_path)
-        .current_dir(crate_dir);
+    let mut args: Vec<std::ffi::OsString> = ["build", "--release", "--target", "wasm32-wasip2"]
+        .map(Into::into)
+        .to_vec();
+    args.push("--message-format=json".into());
+    args.push("--manifest-path".into());
+    args.push(manifest_path.clone().into_os_string());
     if let Some(t) = &target {
-        cmd.arg("--target-dir").arg(t);
+        args.push("--target-dir".into());
+        args.push(t.clone().into_os_string());
     }
     if !opts.features.is_empty() {
-        cmd.arg("--features").arg(opts.features.join(","));
+        args.push("--features".into());
+        args.push(opts.features.join(",").into());
     }
-    scrub_cargo_env(&mut cmd);
+    // Keeps an unjailed untrusted build's HOME alive until it ends.
+    let mut _home: Option<Scratch> = None;
+    let mut jailed = false;
+    let (mut cmd, memory_limit) = match &opts.trust {
+        Trust::Own => {
+            let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+            cmd.args(&args).current_dir(crate_dir);
+            scrub_cargo_env(&mut cmd);
+            (cmd, None)
+        }
+        Trust::Untrusted {
+            containment,
+            allowed,
+        } => {
+            if containment.scan {
+                scan::refuse_new(scan::scan_crate(crate_dir)?, allowed).map_err(|refusal| {
+                    StoreError::SourceRefused {
+                        crate_dir: crate_dir.clone(),
+                        refusal,
+                    }
+                })?;
+            }
+            // Offline and locked: the dependencies are the reference's, as
+            // the trusted build of the user's crate fetched them.
+            args.push("--offline".into());
+            args.push("--locked".into());
+            let toolchain = Toolchain::host();
+            let cmd = match Jail::get() {
+                Ok(jail) => {
+                    jailed = true;
+                    let mut read_write = vec![crate_dir.clone()];
+                    read_write.extend(target.clone());
+                    let mut read_only = toolchain.read_only.clone();
+                    if let Some(parent) = crate_dir.parent() {
+                        read_only.push(parent.join("wit"));
+                    }
+                    let spec = JailSpec {
+                        read_write,
+                        read_only,
+                        network: false,
+                        env: toolchain.env.clone(),
+                        cwd: crate_dir.clone(),
+                        ..JailSpec::default()
+                    };
+                    let mut cmd = jail.command(&spec, toolchain.cargo.as_os_str());
+                    cmd.args(&args);
+                    cmd
+                }
+                Err(reason) if containment.allow_unjailed => {
+                    tracing::warn!(
+                        crate_dir = %crate_dir.display(),
+                        %reason,
+                        "building untrusted source WITHOUT a jail (allowed by the operator)"
+                    );
+                    let home = Scratch::new("build-home")?;
+                    let mut cmd = Command::new(&toolchain.cargo);
+                    cmd.args(&args)
+                        .current_dir(crate_dir)
+                        .env_clear()
+                        .envs(toolchain.env.iter().map(|(k, v)| (k, v)))
+                        .env("HOME", home.path());
+                    _home = Some(home);
+                    cmd
+                }
+                Err(reason) => {
+                    return Err(StoreError::NoJail {
+                        crate_dir: crate_dir.clone(),
+                        reason,
+                    });
+                }
+            };
+            (cmd, Some(containment.memory_limit))
+        }
+    };
+    if let Some(bytes) = memory_limit {
+        limit_address_space(&mut cmd, bytes);
+    }
     let out = run_with_timeout(cmd, opts.timeout).map_err(StoreError::CargoMissing)?;
     if !opts.quiet && !out.stderr.is_empty() {
         eprint!("{}", out.stderr);
@@ -196,6 +360,7 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
         fresh: false,
         errors: String::new(),
         seconds: out.elapsed.as_secs_f64(),
+        jailed,
     };
     for line in out.stdout.lines() {
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
@@ -237,6 +402,19 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
                 opts.timeout.as_secs()
             ));
         }
+        // rustc aborts ("memory allocation of N bytes failed") or, in const
+        // evaluation, reports E0080.
+        if let Some(bytes) = memory_limit
+            && (out.stderr.contains("memory allocation of")
+                || build
+                    .errors
+                    .contains("tried to allocate more memory than available to compiler"))
+        {
+            build.errors.push_str(&format!(
+                "\n(a build process hit the memory limit of {} MiB)",
+                bytes >> 20
+            ));
+        }
         build.errors = clip(&build.errors);
     }
     Ok(build)
@@ -252,6 +430,8 @@ impl ComponentStore {
                 crate_dir: crate_dir.to_path_buf(),
                 status: if build.errors.contains("(the build was killed after") {
                     "timed out".into()
+                } else if build.errors.contains("hit the memory limit") {
+                    "out of memory".into()
                 } else {
                     "failed".into()
                 },

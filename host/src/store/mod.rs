@@ -19,6 +19,7 @@ pub mod artifact;
 pub mod build;
 mod export;
 mod inspect;
+pub mod scan;
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -30,7 +31,10 @@ use crate::fsutil::{PathError, atomic_write};
 use crate::sandbox::{LoadedHarness, SUPPORTED_WORLDS, Sandbox, SandboxError, world_of};
 
 pub use artifact::{ArtifactKey, Compiler, DEFAULT_MAX_COMPONENT_BYTES};
-pub use build::{BUILD_TIMEOUT, BuildOptions, BuildOutcome, source_tree_hash};
+pub use build::{
+    BUILD_TIMEOUT, BuildOptions, BuildOutcome, Containment, Trust, UNTRUSTED_BUILD_MEMORY,
+    source_tree_hash,
+};
 pub use export::{
     EXPORT_FORMAT, ExportError, ExportOptions, ExportOutcome, ExportedLimits, HarnessExport,
     LineageEntry, TrainingFacts, oci_digest, read_training_run,
@@ -104,9 +108,37 @@ pub enum StoreError {
     #[error(transparent)]
     Io(#[from] PathError),
     /// The argument is neither an existing file nor the hash (or a prefix
-    /// of at least 6 digits) of a stored component.
+    /// long enough, see [`MIN_PREFIX`]) of a stored component.
     #[error("`{0}` is neither a .wasm file nor a component hash in the store")]
     NotFound(String),
+    /// A hash prefix shorter than the store accepts (see [`MIN_PREFIX`]).
+    #[error(
+        "hash prefix `{prefix}` is too short: give at least {min} hex digits ({MIN_PREFIX_INTERACTIVE} are enough when typed at a terminal)"
+    )]
+    PrefixTooShort {
+        /// The prefix given (lowercased).
+        prefix: String,
+        /// The fewest digits accepted here.
+        min: usize,
+    },
+    /// A name that is both an existing path and a stored hash prefix.
+    #[error(
+        "`{spec}` names both {path} and the stored component {hash}: write `./{spec}` for the path, or more digits of the hash"
+    )]
+    AmbiguousName {
+        /// The name given.
+        spec: String,
+        /// The path it names.
+        path: PathBuf,
+        /// The stored component it also names (short hash).
+        hash: String,
+    },
+    /// A directory given as a harness that is not a crate.
+    #[error("{} is a directory without a Cargo.toml: not a crate to build", dir.display())]
+    NotACrate {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// A hash prefix matches several stored components.
     #[error("hash prefix `{prefix}` is ambiguous: {candidates:?}")]
     Ambiguous {
@@ -162,6 +194,25 @@ pub enum StoreError {
         /// The compiler's errors (or the tail of cargo's stderr), clipped.
         stderr_tail: String,
     },
+    /// Untrusted source reaches outside its crate (see [`scan`]); it was
+    /// not built.
+    #[error("refused to build {crate_dir}: {refusal}")]
+    SourceRefused {
+        /// The crate.
+        crate_dir: PathBuf,
+        /// What was refused, where.
+        refusal: scan::Refusal,
+    },
+    /// Untrusted source, no jail, and unjailed builds not allowed.
+    #[error(
+        "{crate_dir} holds untrusted source, which is built only in a jail, and {reason} (an operator may accept the risk: `train --allow-unjailed-builds`)"
+    )]
+    NoJail {
+        /// The crate.
+        crate_dir: PathBuf,
+        /// Why no jail can be made.
+        reason: crate::jail::JailError,
+    },
     /// The build succeeded but produced no `.wasm` file.
     #[error("cargo built {crate_dir} but produced no .wasm component (is it a cdylib?)")]
     NoArtifact {
@@ -203,6 +254,15 @@ pub enum LoadSource {
     RecompiledCorrupt,
 }
 
+/// Fewest hex digits of a hash prefix (scripts, configs, any
+/// non-interactive use): 48 bits, so a prefix that resolves today does not
+/// turn ambiguous as the store grows.
+pub const MIN_PREFIX: usize = 12;
+
+/// Fewest hex digits of a hash prefix typed at a terminal, where a person
+/// sees an ambiguity error at once.
+pub const MIN_PREFIX_INTERACTIVE: usize = 6;
+
 /// The store rooted at a directory.
 #[derive(Debug, Clone)]
 pub struct ComponentStore {
@@ -212,12 +272,14 @@ pub struct ComponentStore {
     key: std::sync::Arc<std::sync::OnceLock<ArtifactKey>>,
     compiler: Compiler,
     max_component_bytes: usize,
+    min_prefix: usize,
 }
 
 impl ComponentStore {
     /// The store at `root`, created on first write; artifacts are
     /// authenticated with the key at [`ArtifactKey::default_path`] and
-    /// compiled in this process (see [`ComponentStore::with_compiler`]).
+    /// compiled in this process (see [`ComponentStore::with_compiler`]);
+    /// hash prefixes need [`MIN_PREFIX`] digits.
     pub fn open(root: impl Into<PathBuf>) -> Self {
         ComponentStore {
             root: root.into(),
@@ -225,7 +287,15 @@ impl ComponentStore {
             key: Default::default(),
             compiler: Compiler::InProcess,
             max_component_bytes: DEFAULT_MAX_COMPONENT_BYTES,
+            min_prefix: MIN_PREFIX,
         }
+    }
+
+    /// Accept hash prefixes of `digits` hex digits or more (the CLI passes
+    /// [`MIN_PREFIX_INTERACTIVE`] when its stdin is a terminal).
+    pub fn with_min_prefix(mut self, digits: usize) -> Self {
+        self.min_prefix = digits.clamp(1, 64);
+        self
     }
 
     /// Compile components with `compiler` (a child process for untrusted
@@ -368,9 +438,19 @@ impl ComponentStore {
     }
 
     /// Resolve what a user typed: a path to a `.wasm` file (added to the
-    /// store), or a full or unique-prefix (≥ 6 digits) hash of a stored one.
+    /// store), or a full or unique-prefix hash of a stored one (at least
+    /// the store's minimum of digits, [`MIN_PREFIX`] by default). A name
+    /// that is both an existing path and a stored hash prefix is refused as
+    /// ambiguous rather than guessed.
     pub fn resolve(&self, spec: &str) -> Result<Manifest, StoreError> {
         let path = Path::new(spec);
+        if path.exists() {
+            self.refuse_ambiguous(spec, path)?;
+        }
+        if path.is_dir() {
+            // Only `obtain` builds crates; a directory is never a hash here.
+            return Err(StoreError::NotFound(spec.to_string()));
+        }
         if path.is_file() {
             // Refuse an oversized file before reading it into memory.
             let size = std::fs::metadata(path)
@@ -392,30 +472,52 @@ impl ComponentStore {
                 },
             );
         }
+        if !is_hex(spec) {
+            return Err(StoreError::NotFound(spec.to_string()));
+        }
         let prefix = spec.to_ascii_lowercase();
-        if prefix.len() >= 6 && prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
-            let matches: Vec<_> = self
-                .list()?
-                .into_iter()
-                .filter(|h| h.as_str().starts_with(&prefix))
-                .collect();
-            match matches.len() {
-                0 => {}
-                1 => {
-                    let hash = &matches[0];
-                    return self
-                        .manifest(hash)?
-                        .ok_or_else(|| StoreError::NotFound(spec.to_string()));
-                }
-                _ => {
-                    return Err(StoreError::Ambiguous {
-                        prefix,
-                        candidates: matches.iter().map(|h| h.short().to_string()).collect(),
-                    });
-                }
+        if prefix.len() < self.min_prefix {
+            return Err(StoreError::PrefixTooShort {
+                prefix,
+                min: self.min_prefix,
+            });
+        }
+        let matches = self.matching(&prefix)?;
+        match matches.len() {
+            0 => Err(StoreError::NotFound(spec.to_string())),
+            1 => self
+                .manifest(&matches[0])?
+                .ok_or_else(|| StoreError::NotFound(spec.to_string())),
+            _ => Err(StoreError::Ambiguous {
+                prefix,
+                candidates: matches.iter().map(|h| h.short().to_string()).collect(),
+            }),
+        }
+    }
+
+    /// Stored hashes starting with `prefix` (lowercase hex).
+    fn matching(&self, prefix: &str) -> Result<Vec<ComponentHash>, StoreError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .filter(|h| h.as_str().starts_with(prefix))
+            .collect())
+    }
+
+    /// Refuse `spec` when it names the existing `path` and also a stored
+    /// hash prefix (long enough to count as one).
+    fn refuse_ambiguous(&self, spec: &str, path: &Path) -> Result<(), StoreError> {
+        if is_hex(spec) && spec.len() >= self.min_prefix {
+            let prefix = spec.to_ascii_lowercase();
+            if let Some(hash) = self.matching(&prefix)?.first() {
+                return Err(StoreError::AmbiguousName {
+                    spec: spec.to_string(),
+                    path: path.to_path_buf(),
+                    hash: hash.short().to_string(),
+                });
             }
         }
-        Err(StoreError::NotFound(spec.to_string()))
+        Ok(())
     }
 
     /// Read a stored component's bytes, verifying they still hash to its name.
@@ -535,6 +637,11 @@ pub struct ManifestFacts {
     pub origin: String,
 }
 
+/// Whether `s` could be a hash prefix: hex digits only.
+fn is_hex(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// A component starts with the wasm magic and the component-model layer
 /// (a core module has version 1, layer 0).
 fn is_component(bytes: &[u8]) -> bool {
@@ -543,10 +650,20 @@ fn is_component(bytes: &[u8]) -> bool {
 
 impl ComponentStore {
     /// What a user may pass as `--harness`: a guest crate directory (built
-    /// now), a `.wasm` file (added), or a stored hash (or unique prefix).
+    /// now, as the user's own source), a `.wasm` file (added), or a stored
+    /// hash (or unique prefix, see [`ComponentStore::resolve`]). A directory
+    /// is built only when it is a crate (holds a `Cargo.toml`); any other
+    /// directory is an error naming it, even when its name looks like a
+    /// hash prefix.
     pub fn obtain(&self, spec: &str, quiet: bool) -> Result<Manifest, StoreError> {
         let path = Path::new(spec);
         if path.is_dir() {
+            self.refuse_ambiguous(spec, path)?;
+            if !path.join("Cargo.toml").is_file() {
+                return Err(StoreError::NotACrate {
+                    dir: path.to_path_buf(),
+                });
+            }
             let opts = BuildOptions {
                 quiet,
                 ..BuildOptions::default()

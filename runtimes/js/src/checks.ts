@@ -10,10 +10,22 @@ import { ContractViolation } from "./errors.js";
 
 export const MAX_LIST_ITEMS = 256;
 export const MAX_JSON_DEPTH = 127;
+/** Cap on a harness-written call's arguments in UTF-8 bytes (env/mod.rs
+ * MAX_TOOL_ARGUMENT_BYTES): the call runs after the hook returned, outside
+ * its deadline, so its size is bounded like an env-view call's. */
+export const MAX_TOOL_ARGUMENT_BYTES = 64 * 1024;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 export function utf8Len(s: string): number {
   return Buffer.byteLength(s, "utf8");
+}
+
+/** The arguments an env-view call is logged with (recorder.rs
+ * `logged_arguments`): as passed, or a marker for a text over the cap, so
+ * the log never keeps 64 x the guest's memory. */
+export function loggedArguments(args: string): string {
+  const bytes = utf8Len(args);
+  return bytes > MAX_TOOL_ARGUMENT_BYTES ? `<${bytes} bytes, over the cap of ${MAX_TOOL_ARGUMENT_BYTES}>` : args;
 }
 
 function walk(v: unknown, depth: number): void {
@@ -63,6 +75,13 @@ type Call = { id: string; name: string; arguments: string };
 export function checkCall(call: Call, tools: Set<string>): void {
   if (call.id === "") throw new ContractViolation("empty_call_id", "call id is empty");
   if (!tools.has(call.name)) throw new ContractViolation("unknown_tool", `call names unknown tool \`${call.name}\``);
+  const bytes = utf8Len(call.arguments);
+  if (bytes > MAX_TOOL_ARGUMENT_BYTES) {
+    throw new ContractViolation(
+      "arguments_too_large",
+      `arguments of \`${call.name}\` are ${bytes} bytes, over the cap of ${MAX_TOOL_ARGUMENT_BYTES}`,
+    );
+  }
   const [args, reason] = argumentsObject(call.arguments);
   if (args === null) {
     throw new ContractViolation(

@@ -61,7 +61,7 @@ export class Poisoned extends HookError {
   kind = "poisoned";
 }
 /** The hook answered something the runtime contract forbids; `violation`
- * is the Rust host's violation kind (`unknown_tool`, `output_too_large`,
+ * is the Rust host's violation kind (`unknown_tool`, `arguments_too_large`, `output_too_large`,
  * `mutating_via_env_view`, ...). */
 export class ContractViolation extends HookError {
   kind = "contract_violation";

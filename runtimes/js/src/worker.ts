@@ -10,7 +10,7 @@ import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from "
 import { pathToFileURL } from "node:url";
 
 import { HOOK_TYPES, fromCanonical, toCanonical } from "./canonical.js";
-import { jsonKind, parseJson } from "./checks.js";
+import { jsonKind, loggedArguments, MAX_TOOL_ARGUMENT_BYTES, parseJson, utf8Len } from "./checks.js";
 
 interface Init {
   harnessJs: string;
@@ -52,6 +52,15 @@ function answerView(name: string, args: string): any {
       "env_view_quota",
       `made more than ${init.limits.env_view_calls_per_hook} env-view calls in one hook`,
     ));
+  }
+  // The host's work per call is bounded before anything is parsed
+  // (host_state.rs, the same cap as a harness-written call's).
+  const bytes = utf8Len(args);
+  if (bytes > MAX_TOOL_ARGUMENT_BYTES) {
+    return {
+      tag: "err",
+      val: { tag: "invalid-arguments", val: `arguments are ${bytes} bytes, over the env view's cap of ${MAX_TOOL_ARGUMENT_BYTES}` },
+    };
   }
   const mutates = tools?.get(name);
   if (mutates === undefined) return { tag: "err", val: { tag: "unknown-tool", val: name } };
@@ -121,7 +130,7 @@ const GRANTED: Record<string, Record<string, unknown>> = {
   "ecdysis:harness/env-view": {
     callReadOnly(name: string, args: string): string {
       const answer = answerView(name, args);
-      viewLog.push({ name, arguments: args, answer });
+      viewLog.push({ name, arguments: loggedArguments(args), answer });
       if (answer.tag === "ok") return answer.val;
       throw answer.val; // jco turns a thrown payload into `err`
     },

@@ -44,6 +44,7 @@ const CASES = [
   ["huge-output", ContractViolation, "output_too_large"],
   ["unknown-tool", ContractViolation, "unknown_tool"],
   ["bad-json-args", ContractViolation, "arguments_not_object"],
+  ["huge-args", ContractViolation, "arguments_too_large"],
   ["mutating-env-view", ContractViolation, "mutating_via_env_view"],
   ["env-view-flood", ContractViolation, "env_view_quota"],
 ];
@@ -59,5 +60,25 @@ for (const [feature, Cls, violation] of CASES) {
 
 test("a guest importing a clock is refused before it runs", async () => {
   await assert.rejects(Harness.load(join(JS, "hostile", "wants-clock")), (e) => e instanceof LinkError && /wasi:clocks/.test(e.message));
+  await positiveControl();
+});
+
+test("env-view arguments over the cap are refused before any work", async () => {
+  // calc-bomb asks `calculate` 64 times for 300 factors of 4000 digits
+  // (1.2 MB of arguments): each is refused at the 64 KiB cap with the Rust
+  // host's error, and the environment is never called.
+  const expression = Array(300).fill("9".repeat(4000)).join("*");
+  const size = `{"expression":"${expression}"}`.length;
+  const asked = [];
+  const tools = [...TOOLS, { name: "calculate", description: "Calculate.", parameters: '{"type":"object"}', mutates: false }];
+  const h = await Harness.load(join(JS, "hostile", "calc-bomb"), { limits: { ...LIMITS, deadline_ms: 20000 } });
+  const started = Date.now();
+  const ep = await h.episode("tau2/retail", 200, 10, { envView: (n) => (asked.push(n), "0"), tools });
+  const answer = await ep.realize(CALL);
+  await ep.close();
+  assert.ok(Date.now() - started < 20000);
+  assert.equal(answer.tag, "block");
+  assert.ok(answer.val.includes(`arguments are ${size} bytes, over the env view's cap of 65536`), answer.val);
+  assert.deepEqual(asked, []);
   await positiveControl();
 });

@@ -16,6 +16,23 @@ for (const name of ["template", "evolved"]) {
   });
 }
 
+// huge-args writes a call with 100 kB of arguments (the host's violation
+// arguments_too_large); calc-bomb sends 1.2 MB env-view arguments (refused
+// unread, logged as a marker): this runtime must give the same lines.
+for (const [feature, needle] of [
+  ["huge-args", '"violation":"arguments_too_large"'],
+  ["calc-bomb", "over the env view's cap of 65536"],
+]) {
+  test(`replaying the hostile ${feature}'s vectors is byte-identical`, async () => {
+    const path = join(FIX, `hostile.${feature}.vectors.jsonl`);
+    assert.ok(readFileSync(path, "utf8").includes(needle));
+    const h = await Harness.load(join(JS, "hostile", feature));
+    const report = await replay(h, path);
+    assert.equal(report.header.harness, h.hash);
+    assert.ok(report.records >= 8 && report.episodes === 2);
+  });
+}
+
 test("a divergence names the first differing record", async () => {
   const lines = readFileSync(join(FIX, "template.vectors.jsonl"), "utf8").split("\n");
   const i = lines.findIndex((l, n) => n > 0 && l.includes('"hook":"realize"') && l.includes('"output":{"tag":"ok","val":{"tag":"proceed"}}'));

@@ -1,12 +1,14 @@
 """Every hostile guest ends in its typed error; the runtime survives and a
 good guest works right after (the positive control)."""
 
+import time
+
 import pytest
 
 from conftest import sample_tools
 from ecdysis_harness import (
-    CallAction, ContractViolation, DeadlineExceeded, Execute, Harness, Limits, LinkError,
-    MemoryLimit, OutOfFuel, Poisoned, StackOverflow, ToolCall, Trap,
+    Block, CallAction, ContractViolation, DeadlineExceeded, Execute, Harness, Limits, LinkError,
+    MemoryLimit, OutOfFuel, Poisoned, StackOverflow, ToolCall, ToolSpec, Trap,
 )
 
 CALL = CallAction(ToolCall("call_7", "get_order_details", '{"order_id":"#W1"}'))
@@ -41,6 +43,7 @@ def positive_control(fixtures):
         ("huge-output", ContractViolation, "output_too_large"),
         ("unknown-tool", ContractViolation, "unknown_tool"),
         ("bad-json-args", ContractViolation, "arguments_not_object"),
+        ("huge-args", ContractViolation, "arguments_too_large"),
         ("mutating-env-view", ContractViolation, "mutating_via_env_view"),
         ("env-view-flood", ContractViolation, "env_view_quota"),
     ],
@@ -61,4 +64,23 @@ def test_an_unmetered_loop_hits_the_deadline(fixtures):
 def test_a_guest_importing_a_clock_is_refused_before_it_runs(fixtures):
     with pytest.raises(LinkError, match="wasi:clocks"):
         Harness.load(fixtures / "hostile" / "wants-clock.wasm")
+    positive_control(fixtures)
+
+
+def test_env_view_arguments_over_the_cap_are_refused_before_any_work(fixtures):
+    # calc-bomb asks `calculate` 64 times for 300 factors of 4000 digits
+    # (1.2 MB of arguments): each is refused at the 64 KiB cap with the
+    # Rust host's error, and the environment is never called.
+    expression = "*".join(["9" * 4000] * 300)
+    size = len('{"expression":"%s"}' % expression)
+    asked = []
+    harness = Harness.load(fixtures / "hostile" / "calc-bomb.wasm", limits=LIMITS)
+    tools = sample_tools() + [ToolSpec("calculate", "Calculate.", '{"type":"object"}', False)]
+    started = time.monotonic()
+    with harness.episode("tau2/retail", 200, 10, env_view=lambda n, a: asked.append(n) or "0", tools=tools) as ep:
+        answer = ep.realize(CALL)
+    assert time.monotonic() - started < 20
+    assert isinstance(answer, Block), answer
+    assert f"arguments are {size} bytes, over the env view's cap of 65536" in answer.text, answer.text
+    assert asked == []
     positive_control(fixtures)

@@ -18,6 +18,25 @@ def test_replay_is_byte_identical(fixtures, name):
     print(f"{name}: {report.records} hook calls of {report.episodes} episodes replayed byte for byte")
 
 
+@pytest.mark.parametrize(
+    "feature,needle",
+    [
+        # A harness-written call with 100 kB of arguments: the host's
+        # violation, which this runtime must raise in the same lines.
+        ("huge-args", '"violation":"arguments_too_large"'),
+        # 1.2 MB env-view arguments: refused unread, logged as a marker.
+        ("calc-bomb", "over the env view's cap of 65536"),
+    ],
+)
+def test_hostile_vectors_replay_byte_identically(fixtures, feature, needle):
+    path = fixtures / f"hostile.{feature}.vectors.jsonl"
+    assert needle in path.read_text()
+    harness = Harness.load(fixtures / "hostile" / f"{feature}.wasm")
+    report = replay(harness, path)
+    assert report.header["harness"] == harness.hash
+    assert report.records >= 8 and report.episodes == 2
+
+
 def test_the_evolved_candidate_differs_from_the_template(fixtures):
     evolved = json.loads((fixtures / "evolved" / "harness.json").read_text())
     template = json.loads((fixtures / "template" / "harness.json").read_text())

@@ -29,6 +29,7 @@ use super::{
 };
 use crate::evolve::budget::{self, ContextBudget, estimate_messages};
 use crate::model::{ChatMessage, ChatModel, ChatRequest, SamplingArgs};
+use crate::store::Containment;
 
 const EDITOR_FORMAT: &str = include_str!("../prompts/editor_format.md");
 
@@ -60,6 +61,8 @@ pub struct EditorConfig {
     /// Every request (prompt estimate plus reply room) fits this; without
     /// `sampling.max_tokens` the reply room is sent as `max_tokens`.
     pub budget: ContextBudget,
+    /// How the build checks of its edits (untrusted source) are contained.
+    pub containment: Containment,
 }
 
 impl Default for EditorConfig {
@@ -71,6 +74,7 @@ impl Default for EditorConfig {
             cache_salt: None,
             source_budget: SOURCE_BUDGET,
             budget: ContextBudget::default(),
+            containment: Containment::default(),
         }
     }
 }
@@ -503,6 +507,7 @@ impl EditorCoder {
     async fn run(&self, task: &CoderTask, staging: &Path) -> Result<CoderOutcome, CoderError> {
         check_crate(staging)?;
         let before = Snapshot::take(staging)?;
+        let trust = before.untrusted_edits(&self.config.containment);
         // The first prompt leaves room for one follow-up exchange (the
         // model's last reply and the feedback on it): only the latest
         // exchange is kept in the conversation, so every call fits.
@@ -624,10 +629,13 @@ impl EditorCoder {
                              would change. Implement the spec with SEARCH/REPLACE blocks."
                                 .to_string()
                         } else {
-                            let build: BuildCheck =
-                                check_build_async(staging, self.config.target_dir.as_deref())
-                                    .await
-                                    .map_err(fail)?;
+                            let build: BuildCheck = check_build_async(
+                                staging,
+                                self.config.target_dir.as_deref(),
+                                &trust,
+                            )
+                            .await
+                            .map_err(fail)?;
                             if build.ok {
                                 log += &format!(
                                     "call {attempts}: build ok ({:.1} s)\n",

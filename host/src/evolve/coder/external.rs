@@ -14,11 +14,42 @@
 //! `opencode run {prompt}`, `codex exec --full-auto {prompt}`, or for tests
 //! `sh -c "sed -i 's/a/b/' src/tables.rs"`.
 //!
+//! The agent is untrusted (it may be wrong, compromised or prompt-injected)
+//! and runs in a bubblewrap jail ([`crate::jail`]) that sees:
+//!
+//! - the staging crate, read-write, at its own path (`{dir}`);
+//! - the prompt file's directory, read-only;
+//! - the Rust toolchain and the cargo registry cache read-only (it may run
+//!   `cargo build --offline`), and a target directory of its own,
+//!   `coder/` inside the shared one, read-write (exported as
+//!   `CARGO_TARGET_DIR`): the artifacts the candidate builds link stay out
+//!   of its reach;
+//! - its own installation read-only: the directory of the resolved program,
+//!   or, for a program in a `bin/` directory outside `/usr` (a virtualenv,
+//!   a pipx or npm prefix), that prefix; plus [`ExternalConfig::read_only`];
+//! - the system's `/usr` (programs, interpreters) read-only;
+//! - a fresh, empty `HOME` and `/tmp` (gone afterwards);
+//! - with [`ExternalConfig::endpoints`], a network of its own that reaches
+//!   those endpoints only (TCP forwarded by the host, [`crate::gate`]);
+//!   else the host's network (`network: true`, the default) or none;
+//! - only the variables it is given: `PATH`, `HOME`, the toolchain's, and
+//!   [`ExternalConfig::env`] (its API key, passed on purpose) — none of the
+//!   host's other variables.
+//!
+//! When the command returns, the jail's PID namespace is torn down: every
+//! process it left in the background is killed (also ones that called
+//! `setsid`), and only then is the crate snapshotted and hashed. Where no
+//! jail can be made the run is refused ([`CoderError::NoJail`]) unless the
+//! operator allowed unjailed work ([`Containment::allow_unjailed`]); then it
+//! runs with the same cleared environment and scratch `HOME`, and its
+//! process group is killed when it returns.
+//!
 //! Afterwards the crate is compared with its state before the run: changes
 //! outside `src/` reject the attempt (restored, [`CoderError::OutsideSrc`]);
 //! a timeout or a failing exit status also restores it.
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -30,7 +61,10 @@ use super::{
     check_crate, clip_chars, coder_prompt, coder_system_prompt, src_diff,
 };
 use crate::fsutil::PathError;
-use crate::process::{Scratch, run_with_timeout, scrub_cargo_env};
+use crate::gate::{Endpoint, Gate};
+use crate::jail::{Jail, JailSpec, Toolchain, find_program};
+use crate::process::{Scratch, run_with_timeout};
+use crate::store::Containment;
 
 const EXTERNAL_INSTRUCTIONS: &str = include_str!("../prompts/external.md");
 
@@ -47,11 +81,27 @@ pub struct ExternalConfig {
     pub timeout_secs: u64,
     /// Build the crate after the agent's edits to report `build_ok`.
     pub check_build: bool,
-    /// Shared cargo target directory, for the build check and exported to
-    /// the agent as `CARGO_TARGET_DIR`.
+    /// Shared cargo target directory of the build check; the agent gets
+    /// its `coder/` subdirectory as `CARGO_TARGET_DIR`.
     pub target_dir: Option<PathBuf>,
-    /// Extra environment variables for the agent.
+    /// The agent's environment besides `PATH`, `HOME` and the toolchain's
+    /// variables (e.g. its API key): nothing else of the host's is passed.
     pub env: BTreeMap<String, String>,
+    /// Extra paths the jailed agent may read (its installation, when the
+    /// automatic guess is not enough).
+    pub read_only: Vec<PathBuf>,
+    /// Extra paths the jailed agent may write (e.g. a log directory).
+    pub read_write: Vec<PathBuf>,
+    /// Share the host's network with the jailed agent (it needs its model
+    /// endpoint); `false` gives it none. Ignored when `endpoints` is set.
+    pub network: bool,
+    /// The only endpoints the jailed agent may reach (`HOST:PORT` or an
+    /// `http(s)://` URL), through the gate ([`crate::gate`]); empty: the
+    /// `network` setting.
+    pub endpoints: Vec<String>,
+    /// The `ecdysis-host` executable that forwards inside the jail
+    /// (default: the running executable).
+    pub gate_program: Option<PathBuf>,
     /// Most characters of harness source quoted in the prompt (the agent
     /// can open the other files itself).
     pub source_budget: usize,
@@ -59,6 +109,8 @@ pub struct ExternalConfig {
     /// its reply); `None`: only `source_budget` limits it.
     #[serde(default)]
     pub prompt_tokens: Option<usize>,
+    /// How the build check of its edits (untrusted source) is contained.
+    pub containment: Containment,
 }
 
 impl Default for ExternalConfig {
@@ -69,8 +121,14 @@ impl Default for ExternalConfig {
             check_build: true,
             target_dir: None,
             env: BTreeMap::new(),
+            read_only: Vec::new(),
+            read_write: Vec::new(),
+            network: true,
+            endpoints: Vec::new(),
+            gate_program: None,
             source_budget: 40_000,
             prompt_tokens: None,
+            containment: Containment::default(),
         }
     }
 }
@@ -106,6 +164,12 @@ impl ExternalCoder {
     /// Checks the template splits into a command.
     pub fn new(config: ExternalConfig) -> Result<Self, CoderError> {
         let argv = split_command(&config.command).map_err(CoderError::Template)?;
+        let endpoints = parse_endpoints(&config.endpoints)?;
+        if endpoints.iter().any(|e| e.port < 1024) && unsafe { libc::geteuid() } != 0 {
+            return Err(CoderError::Endpoint(
+                "a port below 1024 can be forwarded only when running as root".into(),
+            ));
+        }
         let program = Path::new(&argv[0])
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -165,13 +229,8 @@ impl ExternalCoder {
             ("dir", dir.as_str()),
         ];
         let argv: Vec<String> = self.argv.iter().map(|a| substitute(a, &vars)).collect();
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..]).current_dir(&staging);
-        scrub_cargo_env(&mut cmd);
-        if let Some(t) = &self.config.target_dir {
-            cmd.env("CARGO_TARGET_DIR", t);
-        }
-        cmd.envs(&self.config.env);
+        // The gate (if any) forwards until the command has returned.
+        let (cmd, _gate) = self.command(&argv, &staging, scratch.path())?;
         let timeout = self.timeout;
         let out = tokio::task::spawn_blocking(move || run_with_timeout(cmd, timeout))
             .await
@@ -231,7 +290,9 @@ impl ExternalCoder {
         }
         log += &format!("changed: {}\n", changed_files.join(", "));
         let build_ok = if self.config.check_build {
-            let build = check_build_async(&staging, self.config.target_dir.as_deref()).await?;
+            let trust = before.untrusted_edits(&self.config.containment);
+            let build =
+                check_build_async(&staging, self.config.target_dir.as_deref(), &trust).await?;
             if build.ok {
                 log += &format!("build ok ({:.1} s)\n", build.seconds);
             } else {
@@ -249,6 +310,163 @@ impl ExternalCoder {
             log,
         })
     }
+}
+
+impl ExternalCoder {
+    /// The agent's command: jailed as the module docs say, or (allowed by
+    /// the operator where no jail can be made) unjailed with the same
+    /// environment.
+    fn command(
+        &self,
+        argv: &[String],
+        staging: &Path,
+        scratch: &Path,
+    ) -> Result<(Command, Option<Gate>), CoderError> {
+        let toolchain = Toolchain::host();
+        let mut env: Vec<(String, OsString)> = toolchain.env.clone();
+        let program = find_program(OsStr::new(&argv[0]));
+        if program.is_none() {
+            return Err(CoderError::Spawn {
+                command: self.config.command.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("`{}` is not a file nor on PATH", argv[0]),
+                ),
+            });
+        }
+        let install = program.as_deref().map(installation).unwrap_or_default();
+        // The program's own directory first on PATH, so its siblings (an
+        // interpreter beside it) are found.
+        if let (Some(dir), Some((_, path))) = (
+            program.as_deref().and_then(Path::parent),
+            env.iter_mut().find(|(k, _)| k == "PATH"),
+        ) {
+            let mut dirs = vec![dir.to_path_buf()];
+            dirs.extend(std::env::split_paths(&path.clone()));
+            if let Ok(joined) = std::env::join_paths(dirs) {
+                *path = joined;
+            }
+        }
+        // The agent's own cargo runs get a target directory of their own
+        // (`coder/` inside the shared one): it runs arbitrary code, and
+        // must not be able to swap the dependency artifacts the candidate
+        // builds link.
+        let agent_target = self.config.target_dir.as_ref().map(|t| t.join("coder"));
+        if let Some(t) = &agent_target {
+            std::fs::create_dir_all(t).map_err(|e| PathError::new("create", t, e))?;
+            env.push(("CARGO_TARGET_DIR".into(), t.clone().into_os_string()));
+        }
+        env.extend(
+            self.config
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), OsString::from(v))),
+        );
+        match Jail::get() {
+            Ok(jail) => {
+                let mut read_write = vec![staging.to_path_buf()];
+                read_write.extend(agent_target.iter().cloned());
+                for p in &self.config.read_write {
+                    std::fs::create_dir_all(p).map_err(|e| PathError::new("create", p, e))?;
+                    read_write.push(p.clone());
+                }
+                let mut read_only = vec![scratch.to_path_buf()];
+                read_only.extend(toolchain.read_only.iter().cloned());
+                read_only.extend(install);
+                read_only.extend(self.config.read_only.iter().cloned());
+                let mut spec = JailSpec {
+                    read_write,
+                    read_only,
+                    network: self.config.network,
+                    env,
+                    cwd: staging.to_path_buf(),
+                    ..JailSpec::default()
+                };
+                let run = program
+                    .as_deref()
+                    .map_or(OsStr::new(&argv[0]), Path::as_os_str);
+                let endpoints = parse_endpoints(&self.config.endpoints)?;
+                if endpoints.is_empty() {
+                    let mut cmd = jail.command(&spec, run);
+                    cmd.args(&argv[1..]);
+                    return Ok((cmd, None));
+                }
+                // Its own network; the gate's forwarder (this executable,
+                // read-only) runs the agent as its child.
+                let gate = Gate::start(&endpoints)
+                    .map_err(|e| CoderError::Endpoint(format!("cannot start the gate: {e}")))?;
+                let forwarder = match &self.config.gate_program {
+                    Some(p) => p.clone(),
+                    None => std::env::current_exe().map_err(|e| {
+                        CoderError::Endpoint(format!("cannot locate this executable: {e}"))
+                    })?,
+                };
+                spec.network = false;
+                spec.read_write.push(gate.dir().to_path_buf());
+                spec.read_only.push(forwarder.clone());
+                spec.hosts_file = Some(gate.hosts_file());
+                if gate.needs_low_ports() {
+                    spec.caps.push("CAP_NET_BIND_SERVICE".into());
+                }
+                let mut cmd = jail.command(&spec, forwarder.as_os_str());
+                cmd.args(gate.forwarder_args()).arg(run).args(&argv[1..]);
+                Ok((cmd, Some(gate)))
+            }
+            Err(reason) if self.config.containment.allow_unjailed => {
+                tracing::warn!(%reason, "running the external coder WITHOUT a jail (allowed by the operator)");
+                let home = scratch.join("home");
+                std::fs::create_dir_all(&home).map_err(|e| PathError::new("create", &home, e))?;
+                let mut cmd = Command::new(&argv[0]);
+                cmd.args(&argv[1..])
+                    .current_dir(staging)
+                    .env_clear()
+                    .envs(env)
+                    .env("HOME", &home);
+                Ok((cmd, None))
+            }
+            Err(reason) => Err(CoderError::NoJail(reason)),
+        }
+    }
+}
+
+/// The configured endpoints, parsed.
+fn parse_endpoints(texts: &[String]) -> Result<Vec<Endpoint>, CoderError> {
+    texts
+        .iter()
+        .map(|t| {
+            t.parse::<Endpoint>()
+                .map_err(|e| CoderError::Endpoint(e.to_string()))
+        })
+        .collect()
+}
+
+/// What of a program's installation a jail must see: the prefix of a
+/// program in a `bin/` directory outside the system's (a virtualenv, a
+/// pipx or npm prefix: its libraries sit beside `bin/`), else its directory.
+fn installation(program: &Path) -> Vec<PathBuf> {
+    let real = program
+        .canonicalize()
+        .unwrap_or_else(|_| program.to_path_buf());
+    let mut out = Vec::new();
+    for p in [program, real.as_path()] {
+        let Some(dir) = p.parent() else { continue };
+        let prefix = dir
+            .parent()
+            .filter(|_| dir.file_name().is_some_and(|n| n == "bin"))
+            .filter(|pre| {
+                !["/", "/usr", "/usr/local"]
+                    .iter()
+                    .any(|s| *pre == Path::new(s))
+            });
+        let keep = prefix.unwrap_or(dir).to_path_buf();
+        let system = ["/usr", "/bin", "/sbin", "/lib", "/lib64"]
+            .iter()
+            .any(|s| keep.starts_with(s));
+        if !system && !out.contains(&keep) {
+            out.push(keep);
+        }
+    }
+    out
 }
 
 impl Coder for ExternalCoder {

@@ -39,8 +39,9 @@ use crate::evolve::budget::{self, Section};
 use crate::evolve::spec::ChangeSpec;
 use crate::fsutil::{EntryKind, PathError, walk_crate};
 use crate::model::ModelError;
-use crate::store::BuildOptions;
 use crate::store::build::cargo_build;
+use crate::store::scan::{self, Finding};
+use crate::store::{BuildOptions, Containment, StoreError, Trust};
 
 const CODER_SYSTEM: &str = include_str!("../prompts/coder_system.md");
 const CODER_TASK: &str = include_str!("../prompts/coder_task.md");
@@ -195,6 +196,18 @@ pub enum CoderError {
         /// Tokens reserved for the reply.
         reply: usize,
     },
+    /// An endpoint the jailed external coder should reach is not
+    /// `HOST:PORT` or a URL, or a port below 1024 is asked for without
+    /// root (binding it in the jail needs `CAP_NET_BIND_SERVICE`).
+    #[error("coder endpoint: {0}")]
+    Endpoint(String),
+
+    /// No jail can be made for the external coder, and the operator did
+    /// not allow running it without one.
+    #[error(
+        "the external coder runs only in a jail, and {0} (an operator may accept the risk: `train --allow-unjailed-builds`)"
+    )]
+    NoJail(crate::jail::JailError),
 
     /// A file of the staging crate could not be read, written or restored.
     #[error(transparent)]
@@ -215,7 +228,9 @@ impl CoderError {
             | Self::Spawn { .. }
             | Self::Template(_)
             | Self::Io(_)
-            | Self::ContextTooSmall { .. } => 0,
+            | Self::ContextTooSmall { .. }
+            | Self::Endpoint(_)
+            | Self::NoJail(_) => 0,
         }
     }
 
@@ -366,6 +381,28 @@ impl Snapshot {
         Ok(())
     }
 
+    /// The scan findings of this state of the crate (see
+    /// [`crate::store::scan`]).
+    pub(crate) fn findings(&self) -> Vec<Finding> {
+        self.nodes
+            .iter()
+            .flat_map(|(rel, node)| match node {
+                Node::Link(target) => vec![scan::link_finding(rel, target)],
+                Node::File(bytes) if rel.ends_with(".rs") => scan::scan_file(rel, bytes),
+                Node::File(_) => vec![],
+            })
+            .collect()
+    }
+
+    /// How edits made from this state are built: as untrusted source that
+    /// may keep this state's findings.
+    pub(crate) fn untrusted_edits(&self, containment: &Containment) -> Trust {
+        Trust::Untrusted {
+            containment: containment.clone(),
+            allowed: self.findings(),
+        }
+    }
+
     /// Changes in `later` that a coder may not make: anything outside `src/`
     /// and any symlink.
     pub(crate) fn forbidden_changes(&self, later: &Snapshot) -> Vec<String> {
@@ -413,18 +450,38 @@ pub struct BuildCheck {
 }
 
 /// Build the crate at `crate_dir` through the store's one guest-build path
-/// (timeout, scrubbed environment, target-dir lock, stale-copy handling),
-/// keeping only whether it compiled and the errors. Blocking.
-pub fn check_build(crate_dir: &Path, target_dir: Option<&Path>) -> Result<BuildCheck, CoderError> {
+/// (for a coder's edits: `trust` is untrusted, so scanned and jailed; with
+/// the timeout, target-dir lock and stale-copy handling of every build),
+/// keeping only whether it compiled and the errors. A scan refusal is a
+/// failed build whose errors say what was refused (the editor feeds them
+/// back like compiler errors). Blocking.
+pub fn check_build(
+    crate_dir: &Path,
+    target_dir: Option<&Path>,
+    trust: &Trust,
+) -> Result<BuildCheck, CoderError> {
     let opts = BuildOptions {
         target_dir: target_dir.map(Path::to_path_buf),
         quiet: true,
+        trust: trust.clone(),
         ..BuildOptions::default()
     };
-    let build = cargo_build(crate_dir, &opts).map_err(|e| CoderError::Spawn {
-        command: "cargo build".into(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
+    let build = match cargo_build(crate_dir, &opts) {
+        Ok(build) => build,
+        Err(StoreError::SourceRefused { refusal, .. }) => {
+            return Ok(BuildCheck {
+                ok: false,
+                errors: format!("refused before building: {refusal}"),
+                seconds: 0.0,
+            });
+        }
+        Err(e) => {
+            return Err(CoderError::Spawn {
+                command: "cargo build".into(),
+                source: std::io::Error::other(e.to_string()),
+            });
+        }
+    };
     Ok(BuildCheck {
         ok: build.ok,
         errors: build.errors,
@@ -436,10 +493,12 @@ pub fn check_build(crate_dir: &Path, target_dir: Option<&Path>) -> Result<BuildC
 pub(crate) async fn check_build_async(
     crate_dir: &Path,
     target_dir: Option<&Path>,
+    trust: &Trust,
 ) -> Result<BuildCheck, CoderError> {
     let dir = crate_dir.to_path_buf();
     let target = target_dir.map(Path::to_path_buf);
-    tokio::task::spawn_blocking(move || check_build(&dir, target.as_deref()))
+    let trust = trust.clone();
+    tokio::task::spawn_blocking(move || check_build(&dir, target.as_deref(), &trust))
         .await
         .unwrap_or_else(|e| {
             Err(CoderError::Spawn {

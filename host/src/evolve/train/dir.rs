@@ -238,6 +238,7 @@ mod tests {
             test_direct: false,
             gate_measure: Default::default(),
             roles: Default::default(),
+            allow_unjailed_builds: false,
         }
     }
 

@@ -46,7 +46,7 @@ use crate::eval::{self, Participants, RunConfig, RunOptions, RunSummary};
 use crate::fsutil::PathError;
 use crate::model::UsageLedger;
 use crate::sandbox::{LoadedHarness, Sandbox};
-use crate::store::{BuildOptions, ComponentHash, ComponentStore, Manifest};
+use crate::store::{BuildOptions, ComponentHash, ComponentStore, Containment, Manifest, Trust};
 
 pub use dir::TrainDir;
 pub use record::{
@@ -141,6 +141,11 @@ pub struct TrainConfig {
     /// The FDCR roles' and coder's sampling and context budget.
     #[serde(default)]
     pub roles: RolesConfig,
+    /// The operator allowed candidate builds and the external coder to run
+    /// without a jail where bubblewrap cannot make one
+    /// (`--allow-unjailed-builds`).
+    #[serde(default)]
+    pub allow_unjailed_builds: bool,
 }
 
 fn one_trial() -> u32 {
@@ -331,6 +336,13 @@ pub enum TrainError {
         /// What is wrong with it (with the line or round, where known).
         message: String,
     },
+    /// No jail can be made for the run's untrusted work, and the operator
+    /// did not pass `--allow-unjailed-builds`.
+    #[error(
+        "training builds untrusted candidates (and runs an external coder) only in a jail, and {0}; \
+         to accept the risk of building coder-written source without one, pass --allow-unjailed-builds"
+    )]
+    NoJail(crate::jail::JailError),
 }
 
 impl From<eval::RunDirError> for TrainError {
@@ -379,6 +391,8 @@ pub struct TrainContext {
     /// The agent and user for fresh draws (the response cache bypassed),
     /// when the gate re-measures; `None`: `participants` serve.
     pub fresh: Option<Arc<dyn Participants>>,
+    /// How candidate builds (untrusted source) are contained.
+    pub containment: Containment,
     /// `--isolate process`: the worker pool and the job every evaluation's
     /// episodes run as (its harness set per candidate).
     pub isolation: Option<(Arc<crate::isolate::WorkerPool>, crate::isolate::EpisodeJob)>,
@@ -405,8 +419,16 @@ impl TrainContext {
         Ok(harness)
     }
 
-    /// Build a crate into the store with the run's shared target dir.
-    pub fn build(&self, dir: &Path, parent: Option<ComponentHash>) -> Result<Manifest, TrainError> {
+    /// Build a crate into the store with the run's shared target dir: the
+    /// user's own source (`Trust::Own`) or a candidate edited from a
+    /// reference (untrusted: scanned and jailed, see
+    /// [`crate::store::build`]).
+    pub fn build(
+        &self,
+        dir: &Path,
+        parent: Option<ComponentHash>,
+        trust: Trust,
+    ) -> Result<Manifest, TrainError> {
         Ok(self
             .store
             .build(
@@ -415,10 +437,35 @@ impl TrainContext {
                     parent,
                     target_dir: Some(self.cargo_target.clone()),
                     quiet: true,
+                    trust,
                     ..BuildOptions::default()
                 },
             )?
             .manifest)
+    }
+
+    /// Whether untrusted work can run as the run's containment asks: in a
+    /// jail, or (allowed by the operator) without one. Says which, loudly
+    /// when unjailed.
+    pub fn check_containment(&self) -> Result<(), TrainError> {
+        match crate::jail::Jail::get() {
+            Ok(jail) => {
+                self.say(format!(
+                    "candidate builds and external coders run jailed ({})",
+                    jail.version()
+                ));
+                Ok(())
+            }
+            Err(e) if self.containment.allow_unjailed => {
+                // Printed even with --quiet: a security downgrade.
+                eprintln!(
+                    "WARNING: candidate builds and external coders run WITHOUT a jail ({e}); \
+                     allowed by --allow-unjailed-builds"
+                );
+                Ok(())
+            }
+            Err(e) => Err(TrainError::NoJail(e)),
+        }
     }
 
     /// Evaluate one component on `tasks` (resuming its cached result dir
@@ -593,6 +640,7 @@ pub async fn train(
     if !source.join(heuristic::TABLES_FILE).is_file() {
         return Err(TrainError::NoTables(source.to_path_buf()));
     }
+    cx.check_containment()?;
     let (dir, mut done) = TrainDir::open(out, &config)?;
     // Spending of earlier processes of this run counts toward the budget.
     dir.import_ledger(&cx.ledger)?;
@@ -805,7 +853,9 @@ fn initial_harness(
         crate::fsutil::atomic_write(&path, text.as_bytes())
             .map_err(|e| PathError::new("write", &path, e))?;
     }
-    let m = cx.build(&staging, None)?;
+    // The user's own source: built with network, which also fills the
+    // registry cache the candidates' offline builds use.
+    let m = cx.build(&staging, None, Trust::Own)?;
     staging::fresh_copy(&staging, &dir.candidate(&m.hash).join("source"))?;
     dir.set_initial(&m.hash)?;
     Ok(m.hash)

@@ -22,14 +22,14 @@ use super::{
 use crate::agent::EpisodeRecord;
 use crate::evolve::accept;
 use crate::evolve::aggregate::{self, FailureGroup};
-use crate::evolve::coder::CoderTask;
+use crate::evolve::coder::{CoderTask, Snapshot, src_diff};
 use crate::evolve::fdcr::{self, EvidenceLimits, FdcrInput, HarnessFocus};
 use crate::evolve::heuristic::{self, ToolFacts};
 use crate::evolve::records::{self, FailureRecord};
 use crate::evolve::spec::ChangeSpec;
 use crate::evolve::{rulecoder, screen, staging};
 use crate::fsutil::PathError;
-use crate::store::{ComponentHash, Manifest};
+use crate::store::{ComponentHash, Containment, Manifest, StoreError, Trust};
 
 /// A phase's result: its output, or the round's decision.
 type Phase<T> = Result<ControlFlow<String, T>, TrainError>;
@@ -490,14 +490,30 @@ impl<'a> Round<'a> {
     /// incumbent). An edit that builds to bytes already judged (the
     /// incumbent's, or an earlier candidate's) ends the round and writes
     /// nothing: that candidate's files stay as they were.
+    /// incumbent). The build is untrusted (scanned, jailed; see
+    /// [`crate::store::build`]); a candidate whose files outside `src/`
+    /// differ from the incumbent's, or whose source reaches outside the
+    /// crate, is rejected with the reason and never built.
     fn build_candidate(&mut self, spec: &ChangeSpec) -> Phase<Manifest> {
         let clock = Instant::now();
-        let built = self
-            .cx
-            .build(&self.dir.staging(), Some(self.incumbent.clone()));
+        let reference = self.dir.candidate(&self.incumbent).join("source");
+        let staging = self.dir.staging();
+        let built = match candidate_trust(&reference, &staging, &self.cx.containment)? {
+            Err(why) => {
+                self.times.build = clock.elapsed().as_secs_f64();
+                return Ok(ControlFlow::Break(why));
+            }
+            Ok(trust) => self.cx.build(&staging, Some(self.incumbent.clone()), trust),
+        };
         self.times.build = clock.elapsed().as_secs_f64();
         let manifest = match built {
             Ok(m) => m,
+            Err(TrainError::Store(StoreError::SourceRefused { refusal, .. })) => {
+                return Ok(ControlFlow::Break(format!(
+                    "rejected: refused before building: {refusal}"
+                )));
+            }
+            Err(TrainError::Store(e @ StoreError::NoJail { .. })) => return Err(e.into()),
             Err(TrainError::Store(e)) => {
                 return Ok(ControlFlow::Break(format!("build failed: {e}")));
             }
@@ -516,13 +532,15 @@ impl<'a> Round<'a> {
             )));
         }
         self.record.candidate = Some(manifest.hash.to_string());
-        staging::fresh_copy(&self.dir.staging(), &cdir.join("source"))?;
+        staging::fresh_copy(&staging, &cdir.join("source"))?;
         write_json(&cdir.join("manifest.json"), &manifest)?;
         write_json(&cdir.join("spec.json"), spec)?;
         write_json(&cdir.join("transcript.json"), &self.transcript)?;
-        let diff = rulecoder::diff(
-            &self.dir.candidate(&self.incumbent).join("source/src"),
-            &cdir.join("source/src"),
+        // The diff of every file under src/ the crate walker sees (hidden
+        // ones too: they are built, so they are recorded).
+        let (diff, _) = src_diff(
+            &Snapshot::take(&reference)?,
+            &Snapshot::take(&cdir.join("source"))?,
         );
         let patch = cdir.join("diff.patch");
         crate::fsutil::atomic_write(&patch, diff.as_bytes())
@@ -628,6 +646,34 @@ fn failing_tasks(unit: &[FailureGroup]) -> BTreeSet<String> {
     unit.iter().flat_map(|g| g.tasks.iter().cloned()).collect()
 }
 
+/// How a candidate in `staging`, edited from the incumbent's source at
+/// `reference`, is built: as untrusted source that may keep the
+/// reference's scan findings; or why it is rejected unbuilt: only `src/`
+/// is the coder's, so every other file (`Cargo.toml`, the lock file,
+/// `build.rs`, `.cargo/`) must be the incumbent's.
+fn candidate_trust(
+    reference: &Path,
+    staging: &Path,
+    containment: &Containment,
+) -> Result<Result<Trust, String>, TrainError> {
+    let before = Snapshot::take(reference)?;
+    let outside: Vec<String> = before
+        .changes(&Snapshot::take(staging)?)
+        .into_iter()
+        .filter(|p| !p.starts_with("src/"))
+        .collect();
+    if !outside.is_empty() {
+        return Ok(Err(format!(
+            "rejected: files outside src/ differ from the incumbent's: {}",
+            outside.join(", ")
+        )));
+    }
+    Ok(Ok(Trust::Untrusted {
+        containment: containment.clone(),
+        allowed: before.findings(),
+    }))
+}
+
 /// Specs of several units, merged into one (Self-Evolution accumulates its
 /// per-failure edits in one candidate).
 fn merge(merged: Option<ChangeSpec>, spec: ChangeSpec) -> ChangeSpec {
@@ -639,5 +685,47 @@ fn merge(merged: Option<ChangeSpec>, spec: ChangeSpec) -> ChangeSpec {
             m.skills.extend(spec.skills);
             m
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_candidate_changed_outside_src_is_rejected_unbuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (reference, staging) = (dir.path().join("ref"), dir.path().join("staging"));
+        for root in [&reference, &staging] {
+            std::fs::create_dir_all(root.join("src")).unwrap();
+            std::fs::write(root.join("Cargo.toml"), "[package]\n").unwrap();
+            std::fs::write(root.join("src/lib.rs"), "const S: &str = env!(\"HOME\");\n").unwrap();
+        }
+        // Positive control: src/ changes are the coder's; the reference's
+        // findings may stay.
+        std::fs::write(staging.join("src/new.rs"), "pub fn f() {}\n").unwrap();
+        let containment = Containment::default();
+        match candidate_trust(&reference, &staging, &containment).unwrap() {
+            Ok(Trust::Untrusted { allowed, .. }) => {
+                assert_eq!(allowed.len(), 1);
+                assert_eq!(allowed[0].construct, "env!");
+            }
+            other => panic!("expected an untrusted build, got {other:?}"),
+        }
+        // Hostile: a build script and a manifest edit that bypassed the
+        // coder's own check.
+        std::fs::write(staging.join("build.rs"), "fn main() {}\n").unwrap();
+        std::fs::write(
+            staging.join("Cargo.toml"),
+            "[package]\nbuild = \"build.rs\"\n",
+        )
+        .unwrap();
+        let why = candidate_trust(&reference, &staging, &containment)
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(
+            why,
+            "rejected: files outside src/ differ from the incumbent's: Cargo.toml, build.rs"
+        );
     }
 }

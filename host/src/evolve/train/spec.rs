@@ -17,7 +17,7 @@ use crate::evolve::budget::ContextSource;
 use crate::evolve::roles::{RoleError, RoleSpec};
 use crate::evolve::train::Method;
 use crate::sandbox::Sandbox;
-use crate::store::ComponentStore;
+use crate::store::{ComponentStore, Containment};
 
 /// A training run's specification.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +63,9 @@ pub struct TrainSpec {
     pub test_tasks: Vec<String>,
     /// Also evaluate Direct on the held-out split.
     pub test_direct: bool,
+    /// Build candidates and run an external coder without a jail where
+    /// bubblewrap cannot make one (recorded in `config.json`).
+    pub allow_unjailed_builds: bool,
     /// Run every evaluation's episodes in these worker processes
     /// (`--isolate process`); `None`: in this process.
     pub workers: Option<crate::isolate::Workers>,
@@ -100,6 +103,7 @@ impl Default for TrainSpec {
             test_trials: 3,
             test_tasks: vec![],
             test_direct: false,
+            allow_unjailed_builds: false,
             workers: None,
         }
     }
@@ -212,6 +216,7 @@ pub async fn run(
         &hub,
         &target,
         roles_config.budget.unwrap_or_default(),
+        spec.allow_unjailed_builds,
     )?;
     let train = spec.eval.config(None, train_tasks);
     let gate_measure = GateMeasure::for_run(&train, services.cache.reads(), None);
@@ -236,6 +241,7 @@ pub async fn run(
         test_direct: spec.test_direct,
         gate_measure,
         roles: roles_config,
+        allow_unjailed_builds: spec.allow_unjailed_builds,
     };
     // Fresh draws for a gate that re-measures: the same models, the
     // response cache bypassed (with the cache off, the run's own serve).
@@ -260,6 +266,10 @@ pub async fn run(
         ledger: hub.ledger().clone(),
         loaded: Mutex::new(Default::default()),
         fresh,
+        containment: Containment {
+            allow_unjailed: spec.allow_unjailed_builds,
+            ..Containment::default()
+        },
         isolation: spec.workers.as_ref().map(|w| {
             (
                 w.pool.clone(),

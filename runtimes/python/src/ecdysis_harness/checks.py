@@ -18,6 +18,10 @@ from .errors import ContractViolation
 
 #: Cap on the items of any list a hook returns (contract.rs MAX_LIST_ITEMS).
 MAX_LIST_ITEMS = 256
+#: Cap on a harness-written call's arguments, in UTF-8 bytes (env/mod.rs
+#: MAX_TOOL_ARGUMENT_BYTES): the call runs after the hook returned, outside
+#: its deadline, so its size is bounded like an env-view call's.
+MAX_TOOL_ARGUMENT_BYTES = 64 * 1024
 #: serde_json's nesting limit: 127 levels parse, 128 do not.
 MAX_JSON_DEPTH = 127
 _F64_MAX = 1.7976931348623157e308
@@ -25,6 +29,16 @@ _F64_MAX = 1.7976931348623157e308
 
 def utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+def logged_arguments(arguments: str) -> str:
+    """The arguments an env-view call is logged with (recorder.rs
+    `logged_arguments`): as passed, or a marker for a text over the cap, so
+    the log never keeps 64 x the guest's memory."""
+    size = utf8_len(arguments)
+    if size > MAX_TOOL_ARGUMENT_BYTES:
+        return f"<{size} bytes, over the cap of {MAX_TOOL_ARGUMENT_BYTES}>"
+    return arguments
 
 
 class _NotJson(ValueError):
@@ -118,6 +132,12 @@ def check_call(call: dict, tools: Set[str]) -> None:
         raise _violation("empty_call_id", "call id is empty")
     if call["name"] not in tools:
         raise _violation("unknown_tool", f"call names unknown tool `{call['name']}`")
+    size = utf8_len(call["arguments"])
+    if size > MAX_TOOL_ARGUMENT_BYTES:
+        raise _violation(
+            "arguments_too_large",
+            f"arguments of `{call['name']}` are {size} bytes, over the cap of {MAX_TOOL_ARGUMENT_BYTES}",
+        )
     args, reason = arguments_object(call["arguments"])
     if args is None:
         raise _violation(

@@ -95,7 +95,7 @@ class ContractViolation(HookError):
     """The hook answered something the runtime contract forbids.
 
     `violation` is the Rust host's violation kind: `unknown_tool`,
-    `arguments_not_object`, `empty_call_id`, `output_too_large`,
+    `arguments_not_object`, `arguments_too_large`, `empty_call_id`, `output_too_large`,
     `unknown_tool_description`, `decision_for_wrong_action`,
     `mutating_via_env_view`, `env_view_quota`, `empty_realization`,
     `too_many_items`.

@@ -630,7 +630,7 @@ class Episode:
 
     def _call_read_only(self, name: str, arguments: str) -> Any:
         answer = self._answer_read_only(name, arguments)
-        self.view_log.append({"name": name, "arguments": arguments, "answer": answer})
+        self.view_log.append({"name": name, "arguments": checks.logged_arguments(arguments), "answer": answer})
         if answer["tag"] == "ok":
             return answer["val"]
         # result<string, view-error> is an untagged union in wasmtime-py:
@@ -644,6 +644,14 @@ class Episode:
         if self._view_count > limits.env_view_calls_per_hook:
             raise self._violate(
                 "env_view_quota", f"made more than {limits.env_view_calls_per_hook} env-view calls in one hook"
+            )
+        # The host's work per call is bounded before anything is parsed
+        # (host_state.rs, the same cap as a harness-written call's).
+        size = checks.utf8_len(arguments)
+        if size > checks.MAX_TOOL_ARGUMENT_BYTES:
+            return _view_err(
+                "invalid-arguments",
+                f"arguments are {size} bytes, over the env view's cap of {checks.MAX_TOOL_ARGUMENT_BYTES}",
             )
         mutates = (self._tools or {}).get(name)
         if mutates is None:
