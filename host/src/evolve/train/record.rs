@@ -199,8 +199,16 @@ impl TrainSummary {
         );
         for r in &s.rounds {
             out += &format!(
-                "  round {}: {} failures, {} groups ({} recurring), {} coder calls: {}\n",
-                r.round, r.failures, r.groups, r.recurring_groups, r.coder_calls, r.decision
+                "  round {}: {} failures, {} groups ({} recurring), {} coder calls{}: {}\n",
+                r.round,
+                r.failures,
+                r.groups,
+                r.recurring_groups,
+                r.coder_calls,
+                r.edit_to_episode_seconds
+                    .map(|s| format!(", edit to first episode {s:.1} s"))
+                    .unwrap_or_default(),
+                r.decision
             );
         }
         if !s.stopped.is_empty() {
