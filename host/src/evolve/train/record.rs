@@ -295,8 +295,16 @@ impl TrainSummary {
                 _ => String::new(),
             };
             out += &format!(
-                "  round {}: {} failures, {} groups ({} recurring), {} coder calls: {}{measures}\n",
-                r.round, r.failures, r.groups, r.recurring_groups, r.coder_calls, r.decision
+                "  round {}: {} failures, {} groups ({} recurring), {} coder calls{}: {}{measures}\n",
+                r.round,
+                r.failures,
+                r.groups,
+                r.recurring_groups,
+                r.coder_calls,
+                r.edit_to_episode_seconds
+                    .map(|s| format!(", edit to first episode {s:.1} s"))
+                    .unwrap_or_default(),
+                r.decision
             );
         }
         if let Some(t) = &s.test {
