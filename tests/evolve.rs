@@ -325,3 +325,68 @@ fn a_killed_training_run_resumes_without_losing_accepted_candidates() {
         assert_eq!(n, 8, "{}", log.display());
     }
 }
+
+/// `train` works unchanged on AgentBench DBBench (a private MariaDB per
+/// process): a random draw of four training tasks, one round, the held-out
+/// test of initial and final on two tasks; every score is labelled
+/// simulated. SKIPPED without MariaDB, unless `$CI` is set.
+#[test]
+fn train_runs_on_dbbench_unchanged() {
+    if !ecdysis_host::env::dbbench::server::server_available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but mariadbd is not installed"
+        );
+        eprintln!("SKIPPED: mariadbd is not installed (apt-get install mariadb-server)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(support::host_bin())
+        .current_dir(support::repo_root())
+        .args(["--store"])
+        .arg(dir.path().join("store"))
+        .args([
+            "train",
+            "--domain",
+            "agentbench/dbbench",
+            "--rounds",
+            "1",
+            "--agent-model",
+            "sim:clumsy",
+            "--budget-tasks",
+            "4",
+            "--select-train",
+            "random",
+            "--test-tasks",
+            "standard-0,standard-1",
+            "--test-trials",
+            "1",
+            "--cargo-target-dir",
+        ])
+        .arg(support::repo_root().join("target/evolve-candidates"))
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("simulated agent — not a benchmark result"),
+        "{stdout}"
+    );
+    let s = summary(&dir.path().join("run"));
+    assert_eq!(s["simulated"], true);
+    assert_eq!(s["rounds"].as_array().unwrap().len(), 1);
+    let picked = s["selection"]["tasks"].as_array().unwrap();
+    assert_eq!(picked.len(), 4, "{s}");
+    assert!(
+        picked
+            .iter()
+            .all(|t| t.as_str().unwrap().starts_with("standard-")),
+        "training tasks come from DBBench's train split: {picked:?}"
+    );
+}
