@@ -358,7 +358,7 @@ fn train_runs_on_dbbench_unchanged() {
             "--select-train",
             "random",
             "--test-tasks",
-            "standard-0,standard-1",
+            "standard-1,standard-3",
             "--test-trials",
             "1",
             "--cargo-target-dir",
