@@ -66,6 +66,7 @@ pub mod jail;
 pub mod model;
 pub mod process;
 pub mod report;
+pub mod rng;
 pub mod sandbox;
 pub mod serve;
 pub mod store;

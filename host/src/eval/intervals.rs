@@ -17,26 +17,6 @@ pub struct Interval {
     pub high: f64,
 }
 
-/// SplitMix64: a tiny, well-mixed generator; enough for resampling indices
-/// and fully determined by its seed.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2^-32
-    /// for the task counts we see).
-    fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next()) * n as u128) >> 64) as usize
-    }
-}
-
 /// The 95% percentile-bootstrap interval of the mean of `values`: resample
 /// the values with replacement `samples` times, take the 2.5th and 97.5th
 /// percentiles (nearest rank) of the resampled means.
@@ -51,9 +31,14 @@ pub fn bootstrap_mean(values: &[f64], samples: usize, seed: u64) -> Interval {
     }
     let estimate = values.iter().sum::<f64>() / n as f64;
     let samples = samples.max(1);
-    let mut rng = SplitMix64(seed);
+    let mut rng = crate::rng::SplitMix64::new(seed);
     let mut means: Vec<f64> = (0..samples)
-        .map(|_| (0..n).map(|_| values[rng.below(n)]).sum::<f64>() / n as f64)
+        .map(|_| {
+            (0..n)
+                .map(|_| values[rng.below(n as u64) as usize])
+                .sum::<f64>()
+                / n as f64
+        })
         .collect();
     means.sort_by(f64::total_cmp);
     let rank = |q: f64| {

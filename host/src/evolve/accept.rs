@@ -265,12 +265,12 @@ fn exact_p(d: &[f64]) -> f64 {
 fn monte_carlo_p(d: &[f64], draws: u64, seed: u64) -> f64 {
     let observed: f64 = d.iter().sum();
     let threshold = observed - tolerance(d);
-    let mut state = seed;
+    let mut rng = crate::rng::SplitMix64::new(seed);
     let mut hits = 0u64;
     for _ in 0..draws {
         let mut sum = 0.0;
         for chunk in d.chunks(64) {
-            let bits = splitmix64(&mut state);
+            let bits = rng.next_u64();
             for (i, x) in chunk.iter().enumerate() {
                 sum += if bits >> i & 1 == 1 { -x } else { *x };
             }
@@ -280,16 +280,6 @@ fn monte_carlo_p(d: &[f64], draws: u64, seed: u64) -> f64 {
         }
     }
     (hits + 1) as f64 / (draws + 1) as f64
-}
-
-/// SplitMix64: a few lines of well-mixed, reproducible randomness, enough
-/// for sign vectors and shuffles without a dependency.
-pub(crate) fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

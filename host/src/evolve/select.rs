@@ -12,7 +12,6 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::accept::splitmix64;
 use super::aggregate;
 use super::records;
 use crate::agent::{Entry, EpisodeRecord};
@@ -114,11 +113,9 @@ pub fn select(
 /// Seeded Fisher–Yates; the first `budget` of the shuffle are the draw.
 fn random(tasks: &[&str], budget: usize, seed: u64) -> Vec<Picked> {
     let mut order: Vec<&str> = tasks.to_vec();
-    let mut state = seed;
+    let mut rng = crate::rng::SplitMix64::new(seed);
     for i in (1..order.len()).rev() {
-        // Multiply-shift maps 64 random bits onto 0..=i without the bias
-        // of a modulo.
-        let j = ((splitmix64(&mut state) as u128 * (i as u128 + 1)) >> 64) as usize;
+        let j = rng.below(i as u64 + 1) as usize;
         order.swap(i, j);
     }
     order

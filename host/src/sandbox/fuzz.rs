@@ -12,21 +12,17 @@ use super::contract::{
     MAX_LIST_ITEMS, ToolNames, check_contract, check_decision, check_regulation, check_skills,
 };
 
-/// splitmix64: a tiny, seedable generator (the cases must be reproducible
-/// from the seed printed on failure).
-struct Gen(u64);
+/// The case generator: seeded (the cases must be reproducible from the
+/// seed printed on failure).
+struct Gen(crate::rng::SplitMix64);
 
 impl Gen {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.0.below(n.max(1))
     }
 
     /// `n` bytes of filler, sliced from one buffer made once.
@@ -213,7 +209,9 @@ fn arbitrary_answers_get_a_typed_verdict_and_accepted_ones_are_safe() {
     let tools = ToolNames::new(["get_order_details", "cancel_pending_order"]);
     let cap = 256 << 10;
     for case in 0..cases {
-        let mut g = Gen(seed ^ case.wrapping_mul(0x2545_F491_4F6C_DD1D));
+        let mut g = Gen(crate::rng::SplitMix64::new(
+            seed ^ case.wrapping_mul(0x2545_F491_4F6C_DD1D),
+        ));
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             one_case(&mut g, &tools, cap)
         }));

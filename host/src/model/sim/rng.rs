@@ -1,13 +1,7 @@
 //! Deterministic rolls: every random decision of a simulated agent is a
 //! pure function of (seed, task id, decision tag, plan step).
 
-/// splitmix64's output function.
-fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
+use crate::rng::mix as splitmix64;
 
 /// Keyed by blake3 of (seed, task id). Rolls do not depend on the profile,
 /// so two profiles run with the same seed share their randomness (a quirk
