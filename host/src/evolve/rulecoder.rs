@@ -84,8 +84,20 @@ fn entry_around(
 ) -> Option<(usize, usize)> {
     let at = start + text[start..end].find(needle)?;
     let open = start + text[start..at].rfind(&format!("{name} {{"))?;
-    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
-    for (i, c) in text[open..end].char_indices() {
+    // Matched from the literal's own opening brace (depth 0 before it).
+    let brace = open + text[open..end].find('{')?;
+    let mut close = closing(&text[..end], brace + 1, '{', '}')? + 1;
+    if text[close..].starts_with(',') {
+        close += 1;
+    }
+    Some((open, close))
+}
+
+/// The offset of the `close` bracket that matches an `open` one just
+/// before `from`, skipping brackets inside string literals.
+fn closing(text: &str, from: usize, open: char, close: char) -> Option<usize> {
+    let (mut depth, mut in_str, mut escaped) = (1usize, false, false);
+    for (i, c) in text[from..].char_indices() {
         if in_str {
             match (escaped, c) {
                 (true, _) => escaped = false,
@@ -95,20 +107,15 @@ fn entry_around(
             }
             continue;
         }
-        match c {
-            '"' => in_str = true,
-            '{' => depth += 1,
-            '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    let mut close = open + i + 1;
-                    if text[close..].starts_with(',') {
-                        close += 1;
-                    }
-                    return Some((open, close));
-                }
+        if c == '"' {
+            in_str = true;
+        } else if c == open {
+            depth += 1;
+        } else if c == close {
+            depth -= 1;
+            if depth == 0 {
+                return Some(from + i);
             }
-            _ => {}
         }
     }
     None
@@ -119,30 +126,7 @@ fn entry_around(
 fn table_body(text: &str, name: &str) -> Option<(usize, usize)> {
     let decl = text.find(&format!("pub static {name}:"))?;
     let open = decl + text[decl..].find("= &[")? + 4;
-    let (mut depth, mut in_str, mut escaped) = (1usize, false, false);
-    for (i, c) in text[open..].char_indices() {
-        if in_str {
-            match (escaped, c) {
-                (true, _) => escaped = false,
-                (false, '\\') => escaped = true,
-                (false, '"') => in_str = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '"' => in_str = true,
-            '[' => depth += 1,
-            ']' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some((open, open + i));
-                }
-            }
-            _ => {}
-        }
-    }
-    None
+    Some((open, closing(text, open, '[', ']')?))
 }
 
 /// Apply one edit to the text of `tables.rs` for `domain` (the short name,
