@@ -69,6 +69,7 @@ fn pool(workers: usize, limits: WorkerLimits, fault: Option<&str>) -> Arc<Worker
         env: fault
             .map(|f| vec![(TEST_FAULT_ENV.to_string(), f.to_string())])
             .unwrap_or_default(),
+        clear_env: false,
         workers,
         limits,
     })

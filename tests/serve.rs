@@ -406,6 +406,52 @@ fn sqlite(dir: &Path) -> String {
     format!("sqlite:{}", dir.join("state/serve.db").display())
 }
 
+/// The two databases the service runs on; the scenarios below run on both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A test's database: SQLite under its directory, or a fresh database in a
+/// throwaway Postgres cluster (stopped when this is dropped: declare it
+/// before the server).
+struct TestDb {
+    url: String,
+    _cluster: Option<Postgres>,
+}
+
+fn test_db(backend: Backend, dir: &Path) -> TestDb {
+    match backend {
+        Backend::Sqlite => TestDb {
+            url: sqlite(dir),
+            _cluster: None,
+        },
+        Backend::Postgres => {
+            let pg = Postgres::start();
+            TestDb {
+                url: pg.database("ecdysis_serve"),
+                _cluster: Some(pg),
+            }
+        }
+    }
+}
+
+/// Two tests of one scenario: on SQLite and on a real Postgres.
+macro_rules! on_both_backends {
+    ($scenario:ident => $on_sqlite:ident, $on_postgres:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $on_sqlite() {
+            $scenario(Backend::Sqlite).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $on_postgres() {
+            $scenario(Backend::Postgres).await;
+        }
+    };
+}
+
 // ---------------------------------------------------------------------------
 // Two tenants end to end (shared by the SQLite and Postgres runs)
 // ---------------------------------------------------------------------------
@@ -745,12 +791,16 @@ async fn two_tenants_end_to_end_over_http_on_sqlite() {
 // Quotas
 // ---------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn every_quota_refuses_with_its_name_and_status() {
+on_both_backends!(every_quota_refuses =>
+    every_quota_refuses_with_its_name_and_status_on_sqlite,
+    every_quota_refuses_with_its_name_and_status_on_postgres);
+
+async fn every_quota_refuses(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
     let config = config_file(
         dir.path(),
-        &sqlite(dir.path()),
+        &db.url,
         &format!("{MODELS}\n[worker]\nslots = 3\nlease_seconds = 2\n"),
     );
     let free = add_tenant(&config, "free");
@@ -941,11 +991,14 @@ async fn every_quota_refuses_with_its_name_and_status() {
     assert_audit_verifies(&config);
 }
 
-/// `usd_per_day` comes from the ledger: a priced alias on an endpoint of
-/// the operator's (a mock OpenAI server here) spends, and once today's
-/// spend reaches the quota the tenant's next evaluation is refused.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn usd_per_day_is_enforced_from_the_ledger() {
+// `usd_per_day` comes from the ledger: a priced alias on an endpoint of
+// the operator's (a mock OpenAI server here) spends, and once today's
+// spend reaches the quota the tenant's next evaluation is refused.
+on_both_backends!(usd_per_day_from_the_ledger =>
+    usd_per_day_is_enforced_from_the_ledger_on_sqlite,
+    usd_per_day_is_enforced_from_the_ledger_on_postgres);
+
+async fn usd_per_day_from_the_ledger(backend: Backend) {
     use ecdysis_host::model::Usage;
     use ecdysis_host::model::mock::{MockReply, MockServer};
     let mock = MockServer::start().await.unwrap();
@@ -959,11 +1012,12 @@ async fn usd_per_day_is_enforced_from_the_ledger() {
         }),
     );
     let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
     let models = format!(
         "[models.paid]\nmodel = \"paid-model\"\nbase_url = \"{}\"\nprompt_per_mtok = 1.0\ncompletion_per_mtok = 1.0\n",
         mock.base_url()
     );
-    let config = config_file(dir.path(), &sqlite(dir.path()), &models);
+    let config = config_file(dir.path(), &db.url, &models);
     let t = add_tenant(&config, "spender");
     cli(
         &config,
@@ -1023,10 +1077,14 @@ async fn usd_per_day_is_enforced_from_the_ledger() {
 // Cancel
 // ---------------------------------------------------------------------------
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn cancel_stops_in_flight_episodes_and_keeps_finished_ones() {
+on_both_backends!(cancel_in_flight =>
+    cancel_stops_in_flight_episodes_and_keeps_finished_ones_on_sqlite,
+    cancel_stops_in_flight_episodes_and_keeps_finished_ones_on_postgres);
+
+async fn cancel_in_flight(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
     let t = add_tenant(&config, "canceller");
     let server = Server::start(&config, &[]);
     let api = Api::new(&server.url);
@@ -1073,17 +1131,21 @@ async fn cancel_stops_in_flight_episodes_and_keeps_finished_ones() {
 // Isolation from a hostile tenant
 // ---------------------------------------------------------------------------
 
-/// Tenant `good` runs an evaluation alone, then again while tenant `evil`
-/// runs hostile harnesses (an infinite loop, a memory bomb) and an episode
-/// that aborts its worker process, all at once. The good tenant's second
-/// run is identical to its first, episode for episode; the hostile
-/// episodes fail as harness errors and the crash is audited.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_hostile_tenant_leaves_another_tenants_results_identical() {
+// Tenant `good` runs an evaluation alone, then again while tenant `evil`
+// runs hostile harnesses (an infinite loop, a memory bomb) and an episode
+// that aborts its worker process, all at once. The good tenant's second
+// run is identical to its first, episode for episode; the hostile
+// episodes fail as harness errors and the crash is audited.
+on_both_backends!(hostile_tenant_beside_a_good_one =>
+    a_hostile_tenant_leaves_another_tenants_results_identical_on_sqlite,
+    a_hostile_tenant_leaves_another_tenants_results_identical_on_postgres);
+
+async fn hostile_tenant_beside_a_good_one(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
     let config = config_file(
         dir.path(),
-        &sqlite(dir.path()),
+        &db.url,
         &format!("{MODELS}\n[worker]\nslots = 3\nlease_seconds = 2\nmemory_mib = 1024\n"),
     );
     let good = add_tenant(&config, "good");
@@ -1164,14 +1226,18 @@ async fn a_hostile_tenant_leaves_another_tenants_results_identical() {
 // Crash safety
 // ---------------------------------------------------------------------------
 
-/// `kill -9` of the server mid-evaluation, then of a separate `worker`
-/// process: after restarts every episode is scored exactly once, nothing
-/// finished is lost, the evaluation finishes once, and the audit chain
-/// verifies.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn kill_9_of_server_and_worker_then_restart_scores_each_episode_once() {
+// `kill -9` of the server mid-evaluation, then of a separate `worker`
+// process: after restarts every episode is scored exactly once, nothing
+// finished is lost, the evaluation finishes once, and the audit chain
+// verifies.
+on_both_backends!(kill_9_then_restart =>
+    kill_9_of_server_and_worker_then_restart_scores_each_episode_once_on_sqlite,
+    kill_9_of_server_and_worker_then_restart_scores_each_episode_once_on_postgres);
+
+async fn kill_9_then_restart(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
     let t = add_tenant(&config, "survivor");
     let mut server = Server::start(&config, &[]);
     let tasks: Vec<String> = (0..8).map(|i| i.to_string()).collect();
@@ -1617,6 +1683,249 @@ async fn postgres_with_two_workers_end_to_end_and_a_killed_worker() {
 }
 
 // ---------------------------------------------------------------------------
+// Workers' environment
+// ---------------------------------------------------------------------------
+
+/// `pid`'s children (from `/proc/*/stat`).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid …": the name may hold spaces and parens.
+        let after = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+        let ppid = after.split_whitespace().nth(1).and_then(|p| p.parse().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// A process's whole environment, as the kernel holds it.
+fn environ(pid: u32) -> Vec<(String, String)> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap()
+        .split(|b| *b == 0)
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let kv = String::from_utf8_lossy(kv);
+            let (k, v) = kv.split_once('=').unwrap_or((&kv, ""));
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+/// Worker processes (episode and upload-check workers) get an allow-list
+/// of the server's environment plus the key variables the model aliases
+/// name, nothing else: a secret set on the server never reaches the
+/// process where an untrusted harness runs, while an alias's key does (it
+/// arrives at the alias's endpoint as the bearer token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_get_the_allow_list_and_their_aliases_keys_only() {
+    use ecdysis_host::model::mock::{MockReply, MockServer};
+    const KEY_VAR: &str = "ECDYSIS_TEST_ALIAS_KEY";
+    const SECRET_VAR: &str = "ECDYSIS_TEST_SERVER_SECRET";
+    let mock = MockServer::start().await.unwrap();
+    mock.set_fallback(MockReply::text("I cannot help with that."));
+    let dir = tempfile::tempdir().unwrap();
+    let models = format!(
+        "{MODELS}[models.keyed]\nmodel = \"keyed-model\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n",
+        mock.base_url()
+    );
+    let config = config_file(dir.path(), &sqlite(dir.path()), &models);
+    let t = add_tenant(&config, "keyed");
+    let server = Server::start(
+        &config,
+        &[(KEY_VAR, "alias-key-123"), (SECRET_VAR, "server-secret-456")],
+    );
+    let api = Api::new(&server.url);
+    let up = api.upload(&t, &direct()).await;
+    assert_eq!(up.status, 201, "{}", up.body);
+    let id = api
+        .evaluate(
+            &t,
+            json!({"harness": up.json()["hash"], "tasks": ["0"], "agent": "keyed", "limits": {"max_steps": 4}}),
+        )
+        .await;
+    assert_eq!(api.wait(&t, &id).await["state"], "done");
+
+    // Positive control: the alias's key reached the worker, which sent it
+    // to the alias's endpoint.
+    let requests = mock.requests();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        assert_eq!(r.header("authorization"), Some("Bearer alias-key-123"));
+    }
+    // The server has the secret (so inheriting would show) …
+    let pid = server.proc.0.as_ref().unwrap().id();
+    assert!(environ(pid).contains(&(SECRET_VAR.into(), "server-secret-456".into())));
+    // … its workers do not: every variable they hold is allowed.
+    let workers: Vec<u32> = children(pid)
+        .into_iter()
+        .filter(|c| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .map(|cmd| String::from_utf8_lossy(&cmd).contains("episode-worker"))
+                .unwrap_or(false)
+        })
+        .collect();
+    assert!(
+        workers.len() >= 2,
+        "an episode worker and a check worker: {workers:?}"
+    );
+    let allowed = ecdysis_host::serve::WORKER_ENV_ALLOW;
+    let mut keyed = 0;
+    for w in &workers {
+        let env = environ(*w);
+        for (k, _) in &env {
+            assert!(
+                allowed.contains(&k.as_str()) || k == KEY_VAR,
+                "worker {w} got `{k}` from the server's environment"
+            );
+        }
+        assert!(env.iter().any(|(k, _)| k == "PATH"), "PATH is passed on");
+        keyed += env.iter().filter(|(k, v)| k == KEY_VAR && v == "alias-key-123").count();
+    }
+    // The episode worker has the key; the check worker (no model) not.
+    assert_eq!(keyed, 1, "exactly the episode worker holds the alias's key");
+}
+
+// ---------------------------------------------------------------------------
+// No existence leak through uploads
+// ---------------------------------------------------------------------------
+
+/// `bytes` with a custom section appended: still the same component, but
+/// other bytes (another hash).
+fn variant(bytes: &[u8], n: u64) -> Vec<u8> {
+    let name = b"ecdysis-test-variant";
+    let payload = n.to_le_bytes();
+    let size = 1 + name.len() + payload.len();
+    assert!(size < 128, "one-byte LEB128 sizes");
+    let mut out = bytes.to_vec();
+    out.push(0); // custom section
+    out.push(size as u8);
+    out.push(name.len() as u8);
+    out.extend_from_slice(name);
+    out.extend_from_slice(&payload);
+    out
+}
+
+fn error_code(a: &Answer) -> String {
+    a.json()["error"]["code"].as_str().unwrap_or("").to_string()
+}
+
+/// Uploading bytes another tenant stored takes the same path as new bytes:
+/// they are checked in a worker every time. With a checker that cannot run,
+/// an upload of another tenant's bytes fails exactly like one of new bytes
+/// (a service that skipped the check for known bytes would accept it); with
+/// a working checker both are accepted, each as the uploader's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn uploading_another_tenants_bytes_does_the_same_work_as_new_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let alice = add_tenant(&config, "alice");
+    let bob = add_tenant(&config, "bob");
+    let stored = variant(&direct(), 1);
+    let fresh = variant(&direct(), 2);
+    let mut server = Server::start(&config, &[]);
+    let a = Api::new(&server.url).upload(&alice, &stored).await;
+    assert_eq!(a.status, 201, "{}", a.body);
+
+    // The checker cannot start (1 MiB of data segment).
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("[worker]\n", "[worker]\ncheck_memory_mib = 1\n"),
+    )
+    .unwrap();
+    server.restart();
+    let api = Api::new(&server.url);
+    let dup = api.upload(&bob, &stored).await;
+    let new = api.upload(&bob, &fresh).await;
+    assert_ne!(dup.status, 201, "bytes already stored skipped the check: {}", dup.body);
+    assert_eq!(
+        (dup.status, error_code(&dup)),
+        (new.status, error_code(&new)),
+        "{} / {}",
+        dup.body,
+        new.body
+    );
+    assert!(
+        api.get("/v1/harnesses", &bob).await.json()["harnesses"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // Control: with the checker back, both go through, as bob's own.
+    std::fs::write(&config, text).unwrap();
+    server.restart();
+    let api = Api::new(&server.url);
+    for bytes in [&stored, &fresh] {
+        let r = api.upload(&bob, bytes).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.json()["access"], "owned");
+    }
+    // The component row was rewritten, not skipped, and still hashes right.
+    let db = ecdysis_host::serve::Db::open(&sqlite(dir.path())).await.unwrap();
+    let hash = a.json()["hash"].as_str().unwrap().to_string();
+    let bytes = ecdysis_host::serve::harnesses::component_bytes(&db, &hash)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(bytes, stored);
+}
+
+// ---------------------------------------------------------------------------
+// Several API servers on one Postgres
+// ---------------------------------------------------------------------------
+
+/// Two `serve` processes on one Postgres database draw a tenant's requests
+/// from one `requests_per_second` bucket: with a rate of 0.2/s (a burst of
+/// one request), a request on the first server empties the bucket for the
+/// second. Per-process buckets would let the second answer 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_api_servers_on_postgres_share_a_tenants_request_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(Backend::Postgres, dir.path());
+    let config = config_file(
+        dir.path(),
+        &db.url,
+        &format!("{MODELS}\n[worker]\nslots = 0\nlease_seconds = 2\n"),
+    );
+    let t = add_tenant(&config, "limited");
+    let other = add_tenant(&config, "other");
+    cli(
+        &config,
+        &["tenant", "set-quota", "limited", "requests_per_second=0.2"],
+    );
+    let first = Server::start(&config, &[]);
+    let second = Server::start(&config, &[]);
+    let (a, b) = (Api::new(&first.url), Api::new(&second.url));
+    let started = Instant::now();
+    assert_eq!(a.get("/v1/usage", &t).await.status, 200);
+    let r = b.get("/v1/usage", &t).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "too slow to test a 5 s refill"
+    );
+    assert_eq!(r.status, 429, "the second server had its own bucket: {}", r.body);
+    assert_eq!(r.json()["error"]["quota"], "requests_per_second");
+    let retry: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
+    assert!((1..=5).contains(&retry), "{retry}");
+    assert_eq!(a.get("/v1/usage", &t).await.status, 429);
+    // Controls: another tenant is served by both; the bucket refills.
+    assert_eq!(a.get("/v1/usage", &other).await.status, 200);
+    assert_eq!(b.get("/v1/usage", &other).await.status, 200);
+    tokio::time::sleep(Duration::from_secs(retry + 1)).await;
+    assert_eq!(b.get("/v1/usage", &t).await.status, 200);
+}
+
+// ---------------------------------------------------------------------------
 // Measurements (README): `cargo test -p ecdysis-host --test serve -- --ignored --nocapture`
 // ---------------------------------------------------------------------------
 
@@ -1630,61 +1939,72 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
-/// Episode throughput through the service against `run --isolate process`
-/// on the same episodes, simulated agent and concurrency; and the server's
-/// memory per idle tenant. Throughput is marginal (the time of 240
-/// episodes minus the time of 40, per 200 episodes) so that `run`'s
-/// start-up (processes, domain, compilation) and the service's warm
-/// workers do not decide the comparison.
+/// The machine's load average (1, 5, 15 min), printed beside every number.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Benchmark: episode throughput through the service against `run
+/// --isolate process` on the same episodes (tasks × 4 trials, seed 1),
+/// simulated agent, model latency and concurrency (4), side by side in
+/// rounds that alternate which goes first. Throughput is marginal (the
+/// time of the large batch minus the small one's) so that `run`'s start-up
+/// (processes, domain, compilation) and the service's warm workers do not
+/// decide it. Prints each round's ratio, the median, and the load average.
+///
+/// `ECDYSIS_SERVE_BENCH_LATENCY_MS` (default 150: episodes that wait on a
+/// model, as real ones do; 0: ~10 ms episodes that are all host),
+/// `ECDYSIS_SERVE_BENCH_ROUNDS` (default 3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "a measurement: run with --ignored --nocapture"]
-async fn measure_service_overhead_and_memory_per_tenant() {
+#[ignore = "a benchmark: run with --ignored --nocapture"]
+async fn bench_service_throughput_against_run() {
     const SLOTS: usize = 4;
-    // ECDYSIS_SERVE_BENCH_SLOW=1: both sides with 150 ms per model call (the
-    // `slow` alias; `run --sim-latency-ms 150`), episodes that wait on a
-    // model as real ones do, instead of ~10 ms episodes that are all host.
-    let slow = std::env::var_os("ECDYSIS_SERVE_BENCH_SLOW").is_some();
-    let (alias, latency_ms) = if slow { ("slow", "150") } else { ("sim", "0") };
-    let small: Vec<String> = (0..10).map(|i| i.to_string()).collect();
-    let large: Vec<String> = (0..60).map(|i| i.to_string()).collect();
+    let latency_ms: u64 = env_or("ECDYSIS_SERVE_BENCH_LATENCY_MS", 150);
+    let rounds: usize = env_or("ECDYSIS_SERVE_BENCH_ROUNDS", 3);
+    let (small_n, large_n) = if latency_ms == 0 { (10, 60) } else { (5, 20) };
+    let small: Vec<String> = (0..small_n).map(|i| i.to_string()).collect();
+    let large: Vec<String> = (0..large_n).map(|i| i.to_string()).collect();
+    let marginal = ((large_n - small_n) * 4) as f64;
     let dir = tempfile::tempdir().unwrap();
     let wasm = dir.path().join("direct.wasm");
     std::fs::write(&wasm, direct()).unwrap();
+    let load_before = load_average();
 
     // `run` directly, episodes in worker processes.
-    let run = |tasks: &[String], n: usize| {
+    let runs = std::cell::Cell::new(0);
+    let run = |tasks: &[String]| {
+        runs.set(runs.get() + 1);
         let started = Instant::now();
         let out = Command::new(support::host_bin())
             .args(["--quiet", "--store"])
             .arg(dir.path().join("run-store"))
             .args(["run", "--harness"])
             .arg(&wasm)
-            .args([
-                "--tasks",
-                &tasks.join(","),
-                "--split",
-                "all",
-                "--trials",
-                "4",
-            ])
-            .args([
-                "--agent-model",
-                "sim:mixed",
-                "--seed",
-                "1",
-                "--cache",
-                "off",
-                "--sim-latency-ms",
-                latency_ms,
-            ])
-            .args([
-                "--concurrency",
-                &SLOTS.to_string(),
-                "--isolate",
-                "process",
-                "--out",
-            ])
-            .arg(dir.path().join(format!("run-out-{n}")))
+            .args(["--tasks", &tasks.join(","), "--split", "all"])
+            .args(["--trials", "4", "--agent-model", "sim:mixed", "--seed", "1"])
+            .args(["--cache", "off", "--sim-latency-ms", &latency_ms.to_string()])
+            .args(["--concurrency", &SLOTS.to_string(), "--isolate", "process"])
+            .arg("--out")
+            .arg(dir.path().join(format!("run-out-{}", runs.get())))
             .output()
             .unwrap();
         assert!(
@@ -1694,14 +2014,14 @@ async fn measure_service_overhead_and_memory_per_tenant() {
         );
         started.elapsed().as_secs_f64()
     };
-    let run_small = run(&small, 40);
-    let run_large = run(&large, 240);
 
-    // The same through the service.
+    // The same through the service: an alias with the same latency.
     let config = config_file(
         dir.path(),
         &sqlite(dir.path()),
-        &format!("{MODELS}\n[worker]\nslots = {SLOTS}\nlease_seconds = 30\n"),
+        &format!(
+            "[models.bench]\nmodel = \"sim:mixed\"\nsim_latency_ms = {latency_ms}\n[worker]\nslots = {SLOTS}\nlease_seconds = 30\n"
+        ),
     );
     let t = add_tenant(&config, "bench");
     cli(
@@ -1714,25 +2034,73 @@ async fn measure_service_overhead_and_memory_per_tenant() {
     let serve = |tasks: Vec<String>| {
         let (api, t, hash) = (&api, &t, hash.clone());
         async move {
+            let episodes = tasks.len() * 4;
             let started = Instant::now();
             let id = api
-                .evaluate(t, json!({"harness": hash, "tasks": tasks, "trials": 4, "agent": alias, "seed": 1}))
+                .evaluate(
+                    t,
+                    json!({"harness": hash, "tasks": tasks, "trials": 4, "agent": "bench", "seed": 1}),
+                )
                 .await;
             let s = api.wait(t, &id).await;
             assert_eq!(s["state"], "done");
+            assert_eq!(s["progress"]["done"], episodes, "{s}");
             started.elapsed().as_secs_f64()
         }
     };
     // Warm-up: the workers open the domain once, as each `run` does.
     serve(vec!["0".into()]).await;
-    let serve_small = serve(small.clone()).await;
-    let serve_large = serve(large.clone()).await;
-    let run_rate = 200.0 / (run_large - run_small);
-    let serve_rate = 200.0 / (serve_large - serve_small);
+
+    let mut overheads = Vec::new();
+    for round in 1..=rounds {
+        let (mut run_t, mut serve_t) = ([0.0; 2], [0.0; 2]);
+        for (i, tasks) in [&small, &large].into_iter().enumerate() {
+            if round % 2 == 1 {
+                run_t[i] = run(tasks);
+                serve_t[i] = serve(tasks.clone()).await;
+            } else {
+                serve_t[i] = serve(tasks.clone()).await;
+                run_t[i] = run(tasks);
+            }
+        }
+        let run_rate = marginal / (run_t[1] - run_t[0]);
+        let serve_rate = marginal / (serve_t[1] - serve_t[0]);
+        let overhead = run_rate / serve_rate - 1.0;
+        overheads.push(overhead);
+        println!(
+            "round {round}: run {} eps {:.2} s, {} eps {:.2} s, marginal {run_rate:.2} eps/s | serve {:.2} s, {:.2} s, marginal {serve_rate:.2} eps/s | serve/run time per episode {:.3} (overhead {:+.1}%) | load {}",
+            small_n * 4,
+            run_t[0],
+            large_n * 4,
+            run_t[1],
+            serve_t[0],
+            serve_t[1],
+            1.0 + overhead,
+            overhead * 100.0,
+            load_average()
+        );
+    }
+    let mut sorted = overheads.clone();
+    sorted.sort_by(f64::total_cmp);
     println!(
-        "throughput ({SLOTS} episodes at once, sim:mixed at {latency_ms} ms per call, debug build): run --isolate process 40 episodes {run_small:.2} s, 240 episodes {run_large:.2} s, marginal {run_rate:.1} episodes/s; serve 40 episodes {serve_small:.2} s, 240 episodes {serve_large:.2} s, marginal {serve_rate:.1} episodes/s; service overhead {:+.1}%",
-        (run_rate / serve_rate - 1.0) * 100.0
+        "service overhead ({SLOTS} episodes at once, sim:mixed at {latency_ms} ms per model call, {} marginal episodes per side and round): median {:+.1}% over {rounds} rounds (min {:+.1}%, max {:+.1}%); load average before {load_before}, after {}",
+        marginal,
+        median(overheads) * 100.0,
+        sorted[0] * 100.0,
+        sorted[sorted.len() - 1] * 100.0,
+        load_average()
     );
+}
+
+/// The server's memory per idle tenant: RSS before and after 2,000
+/// tenants made a request each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn measure_memory_per_idle_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
 
     // Memory per idle tenant: 2,000 tenants that each made one request.
     let pid = server.proc.0.as_ref().unwrap().id();
@@ -1755,5 +2123,55 @@ async fn measure_service_overhead_and_memory_per_tenant() {
     println!(
         "memory: server RSS {before} KiB, then {after} KiB after 1,999 more tenants made a request each: {:.2} KiB per idle tenant",
         after.saturating_sub(before) as f64 / 1999.0
+    );
+}
+
+/// Benchmark: the time of an upload of bytes another tenant already stored
+/// against one of bytes never seen, interleaved (new, stored, new, …; each
+/// a distinct component: `direct` with a custom section), on one server.
+/// Prints the medians, their ratio and the load average. Equal work (same
+/// check in a worker, same writes) should give a ratio near 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a benchmark: run with --ignored --nocapture"]
+async fn bench_upload_of_stored_bytes_against_new_bytes() {
+    let n: u64 = env_or("ECDYSIS_SERVE_BENCH_UPLOADS", 15);
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let owner = add_tenant(&config, "owner");
+    let prober = add_tenant(&config, "prober");
+    cli(
+        &config,
+        &["tenant", "set-quota", "prober", "requests_per_second=1000"],
+    );
+    cli(
+        &config,
+        &["tenant", "set-quota", "owner", "requests_per_second=1000"],
+    );
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    let base = direct();
+    // The owner stores variants 0..n; the prober uploads them (stored) and
+    // variants n..2n (new).
+    for i in 0..n {
+        assert_eq!(api.upload(&owner, &variant(&base, i)).await.status, 201);
+    }
+    // Warm-up (the check workers start).
+    assert_eq!(api.upload(&prober, &variant(&base, 10_000)).await.status, 201);
+    let load_before = load_average();
+    let (mut stored, mut new) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        for (times, bytes) in [(&mut new, variant(&base, n + i)), (&mut stored, variant(&base, i))] {
+            let started = Instant::now();
+            let r = api.upload(&prober, &bytes).await;
+            times.push(started.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+    }
+    let (ms_stored, ms_new) = (median(stored), median(new));
+    println!(
+        "upload ({} KiB component, {n} of each, interleaved): bytes another tenant stored median {ms_stored:.1} ms, new bytes median {ms_new:.1} ms, ratio stored/new {:.3}; load average before {load_before}, after {}",
+        base.len() / 1024,
+        ms_stored / ms_new,
+        load_average()
     );
 }

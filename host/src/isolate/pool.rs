@@ -74,8 +74,12 @@ pub struct PoolConfig {
     pub program: PathBuf,
     /// Its arguments (the worker subcommand).
     pub args: Vec<String>,
-    /// Extra environment of the workers (they inherit the rest).
+    /// Extra environment of the workers (they inherit the rest, unless
+    /// `clear_env`).
     pub env: Vec<(String, String)>,
+    /// Start workers with `env` only: nothing of this process's
+    /// environment is inherited (the service's workers get an allow-list).
+    pub clear_env: bool,
     /// Workers (requests in flight) at most.
     pub workers: usize,
     /// Memory, CPU and wall-clock limits per worker and request.
@@ -92,6 +96,7 @@ impl PoolConfig {
             program: std::env::current_exe()?,
             args: vec![WORKER_SUBCOMMAND.into()],
             env: Vec::new(),
+            clear_env: false,
             workers,
             limits,
         })
@@ -430,6 +435,9 @@ fn slot_main(index: usize, rx: &Mutex<mpsc::Receiver<Job>>, shared: &Shared, con
 
 fn spawn(config: &PoolConfig) -> Result<Live, String> {
     let mut cmd = Command::new(&config.program);
+    if config.clear_env {
+        cmd.env_clear();
+    }
     cmd.args(&config.args)
         .envs(config.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())

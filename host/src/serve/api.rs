@@ -35,7 +35,7 @@ use super::quota::QuotaExceeded;
 use super::scheduler;
 use super::tenants::{self, Tenant};
 use crate::isolate::{Outcome, Reply, Request as WorkerRequest};
-use crate::store::{ComponentHash, ManifestFacts};
+use crate::store::ComponentHash;
 
 /// An error answer.
 #[derive(Debug)]
@@ -182,7 +182,10 @@ impl FromRequestParts<Arc<Service>> for Auth {
             ));
         };
         let quotas = tenant.quotas(&svc.config.quotas);
-        if let Err(wait) = svc.rate.take(tenant.id, quotas.requests_per_second) {
+        if let Err(wait) = svc
+            .take_request_token(tenant.id, quotas.requests_per_second)
+            .await?
+        {
             let q = QuotaExceeded {
                 quota: "requests_per_second",
                 limit: quotas.requests_per_second,
@@ -436,8 +439,10 @@ async fn check_and_store(svc: &Arc<Service>, t: &Tenant, bytes: &[u8]) -> ApiRes
         }
     }
     // Staged for the checking worker; compiled from these bytes every time
-    // (never from an artifact another tenant's upload left), so an upload
-    // takes as long whether or not the bytes were seen before.
+    // (never from an artifact another tenant's upload left, never skipped
+    // for bytes already stored), so an upload does the same work whether
+    // or not another tenant uploaded the same bytes: same check, same
+    // writes (see `harnesses::save`), same answer.
     let staged = svc
         .config
         .state_dir
@@ -490,18 +495,10 @@ async fn check_and_store(svc: &Arc<Service>, t: &Tenant, bytes: &[u8]) -> ApiRes
             "not a component this service can run: {error}"
         )));
     }
-    // The same writes whether or not the bytes are already stored.
-    let path = svc.store.component_path(&hash);
-    crate::fsutil::atomic_write(&path, bytes).map_err(|e| ApiError::internal("store", e))?;
-    svc.store
-        .put(
-            bytes,
-            ManifestFacts {
-                origin: "serve upload".into(),
-                ..ManifestFacts::default()
-            },
-        )
-        .map_err(|e| ApiError::internal("store", e))?;
+    // The database is where components live (workers and evaluations put
+    // them in their machine's store on first use, `ensure_local`); the
+    // upload writes nothing else, so no file write betrays whether the
+    // bytes were stored before.
     Ok(harnesses::save(&svc.db, t.id, &t.name, bytes, &report).await?)
 }
 

@@ -166,6 +166,12 @@ const SCHEMA: &[&str] = &[
         fuel BIGINT NOT NULL,
         usd DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (tenant_id, day_ms))",
+    // Request-rate token buckets shared by every API server on one
+    // Postgres database (`quota::take_shared`); unused on SQLite.
+    "CREATE TABLE IF NOT EXISTS rate_buckets (
+        tenant_id BIGINT PRIMARY KEY,
+        tokens DOUBLE PRECISION NOT NULL,
+        at_ms BIGINT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS tenant_claims (
         tenant_id BIGINT PRIMARY KEY,
         last_claim_ms BIGINT NOT NULL)",

@@ -6,7 +6,8 @@
 //! bytes is never visible — not in the answer (the tenant's own upload time,
 //! never the first one), not in the stored-bytes quota (each copy counts in
 //! full), not in the time an upload takes (every upload is compiled and
-//! checked from its bytes).
+//! checked from its bytes, and writes the component row whether or not it
+//! was there).
 
 use serde::Serialize;
 use sqlx::Row;
@@ -120,8 +121,12 @@ pub async fn save(
     report: &CheckReply,
 ) -> Result<HarnessInfo, DbError> {
     let mut w = db.write().await?;
+    // Rewritten when already there (same bytes, same hash): an upload of
+    // bytes another tenant stored writes as much as one of new bytes, so
+    // its timing tells nothing.
     sqlx::query(
-        "INSERT INTO components (hash, bytes, size) VALUES ($1, $2, $3) ON CONFLICT (hash) DO NOTHING",
+        "INSERT INTO components (hash, bytes, size) VALUES ($1, $2, $3)
+         ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes, size = excluded.size",
     )
     .bind(&report.hash)
     .bind(bytes.to_vec())

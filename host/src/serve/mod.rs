@@ -96,15 +96,71 @@ impl WorkerProgram {
         })
     }
 
-    fn pool(&self, workers: usize, limits: WorkerLimits) -> Arc<WorkerPool> {
+    /// Worker processes with a scrubbed environment: the allow-list
+    /// ([`WORKER_ENV_ALLOW`]), the key variables in `keys`, and this
+    /// program's own `env`; nothing else of the server's.
+    fn pool(&self, workers: usize, limits: WorkerLimits, keys: &[String]) -> Arc<WorkerPool> {
+        let mut env = worker_env(keys, |name| std::env::var(name).ok());
+        env.extend(self.env.iter().cloned());
         WorkerPool::start(PoolConfig {
             program: self.program.clone(),
             args: self.args.clone(),
-            env: self.env.clone(),
+            env,
+            clear_env: true,
             workers,
             limits,
         })
     }
+}
+
+/// What a worker process reads from its environment besides model keys:
+/// the executable search path and home (the dbbench server's binaries, the
+/// precompiled-artifact key under `~/.config`), the temporary directory,
+/// locale and time zone, log and backtrace settings, the artifact key file,
+/// the τ² data directory, and the test-fault hook (read only by builds
+/// with the `testing` feature). Everything else the server was started
+/// with — database passwords, cloud credentials, keys no alias names —
+/// never reaches a worker, where an untrusted harness runs.
+pub const WORKER_ENV_ALLOW: &[&str] = &[
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+    crate::store::artifact::KEY_FILE_ENV,
+    crate::env::data::DATA_ENV_VAR,
+    crate::isolate::TEST_FAULT_ENV,
+];
+
+/// The key variables the model aliases name (`api_key_env`): the only
+/// secrets episode workers receive.
+pub fn alias_key_vars(config: &ServeConfig) -> Vec<String> {
+    let mut vars: Vec<String> = config
+        .models
+        .values()
+        .filter_map(|a| a.api_key_env.clone())
+        .filter(|v| !v.is_empty())
+        .collect();
+    vars.sort();
+    vars.dedup();
+    vars
+}
+
+/// A worker's whole environment: each allowed variable and each of `keys`
+/// that `lookup` finds set.
+pub fn worker_env(
+    keys: &[String],
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Vec<(String, String)> {
+    WORKER_ENV_ALLOW
+        .iter()
+        .map(|v| v.to_string())
+        .chain(keys.iter().cloned())
+        .filter_map(|name| lookup(&name).map(|value| (name, value)))
+        .collect()
 }
 
 /// The running service's shared state.
@@ -129,6 +185,21 @@ pub struct Service {
 }
 
 impl Service {
+    /// Take one request token of `tenant`'s `requests_per_second` bucket:
+    /// in the database on Postgres, where several API servers may share
+    /// the tenants; in this process's memory on SQLite. `Ok(Err(wait))`:
+    /// refused.
+    pub async fn take_request_token(
+        &self,
+        tenant: i64,
+        rate: f64,
+    ) -> Result<Result<(), Duration>, db::DbError> {
+        match self.db.backend() {
+            db::Backend::Postgres => quota::take_shared(&self.db, tenant, rate).await,
+            db::Backend::Sqlite => Ok(self.rate.take(tenant, rate)),
+        }
+    }
+
     /// The domain data of this machine, for workers.
     pub fn source(config: &ServeConfig) -> DomainSource {
         DomainSource {
@@ -185,6 +256,7 @@ pub async fn start(
     std::fs::create_dir_all(config.state_dir.join("uploads"))
         .map_err(|e| ServeError::Io(format!("creating {}: {e}", config.state_dir.display())))?;
     let w = &config.worker;
+    // Checking an upload calls no model: no key at all.
     let check_pool = program.pool(
         w.check_slots.max(1),
         WorkerLimits {
@@ -193,6 +265,7 @@ pub async fn start(
             wall_per_request: Duration::from_secs(w.check_wall_seconds),
             ..WorkerLimits::default()
         },
+        &[],
     );
     let domains = Arc::new(Domains::new(Service::source(&config)));
     let service = Arc::new(Service {
@@ -214,7 +287,11 @@ pub async fn start(
         let worker = Arc::new(worker::WorkerLoop {
             id: format!("serve-{}-{}", hostname(), std::process::id()),
             db,
-            pool: program.pool(service.config.worker.slots, episode_limits(&service.config)),
+            pool: program.pool(
+                service.config.worker.slots,
+                episode_limits(&service.config),
+                &alias_key_vars(&service.config),
+            ),
             store,
             source: Service::source(&service.config),
             domains,
@@ -259,7 +336,11 @@ pub async fn run_worker(
     let worker = Arc::new(worker::WorkerLoop {
         id: id.unwrap_or_else(|| format!("worker-{}-{}", hostname(), std::process::id())),
         db,
-        pool: program.pool(config.worker.slots.max(1), episode_limits(&config)),
+        pool: program.pool(
+            config.worker.slots.max(1),
+            episode_limits(&config),
+            &alias_key_vars(&config),
+        ),
         store: ComponentStore::open(config.store_dir()),
         domains: Arc::new(Domains::new(source.clone())),
         source,
@@ -277,4 +358,41 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "host".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_get_the_allow_list_and_the_aliases_keys_only() {
+        let mut config = ServeConfig::default();
+        config.models.insert(
+            "gpt".into(),
+            config::ModelAlias {
+                model: "gpt-4o-mini".into(),
+                base_url: Some("http://127.0.0.1:1/v1".into()),
+                api_key_env: Some("GPT_KEY".into()),
+                ..config::ModelAlias::default()
+            },
+        );
+        let keys = alias_key_vars(&config);
+        assert_eq!(keys, vec!["GPT_KEY".to_string()]);
+        let server_env = |name: &str| match name {
+            "PATH" => Some("/usr/bin".to_string()),
+            "GPT_KEY" => Some("k-123".to_string()),
+            "AWS_SECRET_ACCESS_KEY" | "DATABASE_PASSWORD" => Some("secret".to_string()),
+            _ => None,
+        };
+        let env = worker_env(&keys, server_env);
+        assert_eq!(
+            env,
+            vec![
+                ("PATH".to_string(), "/usr/bin".to_string()),
+                ("GPT_KEY".to_string(), "k-123".to_string()),
+            ]
+        );
+        // The check workers get no key at all.
+        assert_eq!(worker_env(&[], server_env).len(), 1);
+    }
 }

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::db::{Db, DbError, SqlContext};
+
 /// Every quota of a tenant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -152,7 +154,9 @@ pub fn until_midnight_utc(now_ms: i64) -> Duration {
     Duration::from_millis((next - now_ms).max(1000) as u64)
 }
 
-/// Per-tenant request-rate token buckets (in this server's memory).
+/// Per-tenant request-rate token buckets in this server's memory (SQLite:
+/// one machine, usually one API server; with Postgres the bucket is shared
+/// through the database, [`take_shared`]).
 #[derive(Default)]
 pub struct RateLimiter {
     buckets: Mutex<HashMap<i64, Bucket>>,
@@ -183,6 +187,49 @@ impl RateLimiter {
             Err(Duration::from_secs_f64((1.0 - b.tokens) / rate))
         }
     }
+}
+
+/// The database clock in milliseconds (Postgres: the statement's start),
+/// so API servers on machines whose clocks differ fill one bucket alike.
+const DB_NOW_MS: &str = "CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000 AS BIGINT)";
+
+/// Take one token from `tenant`'s bucket in the database (Postgres), shared
+/// by every API server process on it: several `serve` processes behind a
+/// load balancer do not multiply a tenant's `requests_per_second`. The
+/// same bucket as [`RateLimiter::take`] (burst twice the rate, at least
+/// one), refilled from the database's clock; one upsert, which holds the
+/// tenant's row lock, so concurrent requests on different servers take
+/// turns. `Ok(Err(wait))`: refused, retry after `wait`.
+pub async fn take_shared(db: &Db, tenant: i64, rate: f64) -> Result<Result<(), Duration>, DbError> {
+    let burst = (rate * 2.0).max(1.0);
+    let now = DB_NOW_MS;
+    let refilled = format!("LEAST($2, b.tokens + GREATEST(0, {now} - b.at_ms) * $3 / 1000.0)");
+    let taken: Option<f64> = sqlx::query_scalar(&format!(
+        "INSERT INTO rate_buckets AS b (tenant_id, tokens, at_ms) VALUES ($1, $2 - 1.0, {now})
+         ON CONFLICT (tenant_id) DO UPDATE SET tokens = {refilled} - 1.0, at_ms = GREATEST({now}, b.at_ms)
+         WHERE {refilled} >= 1.0
+         RETURNING tokens"
+    ))
+    .bind(tenant)
+    .bind(burst)
+    .bind(rate)
+    .fetch_optional(db.pool())
+    .await
+    .ctx("request rate")?;
+    if taken.is_some() {
+        return Ok(Ok(()));
+    }
+    let left: f64 = sqlx::query_scalar(&format!(
+        "SELECT {refilled} FROM rate_buckets b WHERE b.tenant_id = $1"
+    ))
+    .bind(tenant)
+    .bind(burst)
+    .bind(rate)
+    .fetch_optional(db.pool())
+    .await
+    .ctx("request rate")?
+    .unwrap_or(0.0);
+    Ok(Err(Duration::from_secs_f64(((1.0 - left) / rate).max(0.001))))
 }
 
 #[cfg(test)]
