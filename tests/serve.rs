@@ -1741,7 +1741,10 @@ async fn workers_get_the_allow_list_and_their_aliases_keys_only() {
     let t = add_tenant(&config, "keyed");
     let server = Server::start(
         &config,
-        &[(KEY_VAR, "alias-key-123"), (SECRET_VAR, "server-secret-456")],
+        &[
+            (KEY_VAR, "alias-key-123"),
+            (SECRET_VAR, "server-secret-456"),
+        ],
     );
     let api = Api::new(&server.url);
     let up = api.upload(&t, &direct()).await;
@@ -1788,7 +1791,10 @@ async fn workers_get_the_allow_list_and_their_aliases_keys_only() {
             );
         }
         assert!(env.iter().any(|(k, _)| k == "PATH"), "PATH is passed on");
-        keyed += env.iter().filter(|(k, v)| k == KEY_VAR && v == "alias-key-123").count();
+        keyed += env
+            .iter()
+            .filter(|(k, v)| k == KEY_VAR && v == "alias-key-123")
+            .count();
     }
     // The episode worker has the key; the check worker (no model) not.
     assert_eq!(keyed, 1, "exactly the episode worker holds the alias's key");
@@ -1846,7 +1852,11 @@ async fn uploading_another_tenants_bytes_does_the_same_work_as_new_bytes() {
     let api = Api::new(&server.url);
     let dup = api.upload(&bob, &stored).await;
     let new = api.upload(&bob, &fresh).await;
-    assert_ne!(dup.status, 201, "bytes already stored skipped the check: {}", dup.body);
+    assert_ne!(
+        dup.status, 201,
+        "bytes already stored skipped the check: {}",
+        dup.body
+    );
     assert_eq!(
         (dup.status, error_code(&dup)),
         (new.status, error_code(&new)),
@@ -1870,8 +1880,10 @@ async fn uploading_another_tenants_bytes_does_the_same_work_as_new_bytes() {
         assert_eq!(r.status, 201, "{}", r.body);
         assert_eq!(r.json()["access"], "owned");
     }
-    // The component row was rewritten, not skipped, and still hashes right.
-    let db = ecdysis_host::serve::Db::open(&sqlite(dir.path())).await.unwrap();
+    // Rewriting the component row on every upload keeps its bytes.
+    let db = ecdysis_host::serve::Db::open(&sqlite(dir.path()))
+        .await
+        .unwrap();
     let hash = a.json()["hash"].as_str().unwrap().to_string();
     let bytes = ecdysis_host::serve::harnesses::component_bytes(&db, &hash)
         .await
@@ -1913,7 +1925,11 @@ async fn two_api_servers_on_postgres_share_a_tenants_request_rate() {
         started.elapsed() < Duration::from_secs(4),
         "too slow to test a 5 s refill"
     );
-    assert_eq!(r.status, 429, "the second server had its own bucket: {}", r.body);
+    assert_eq!(
+        r.status, 429,
+        "the second server had its own bucket: {}",
+        r.body
+    );
     assert_eq!(r.json()["error"]["quota"], "requests_per_second");
     let retry: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
     assert!((1..=5).contains(&retry), "{retry}");
@@ -2001,7 +2017,12 @@ async fn bench_service_throughput_against_run() {
             .arg(&wasm)
             .args(["--tasks", &tasks.join(","), "--split", "all"])
             .args(["--trials", "4", "--agent-model", "sim:mixed", "--seed", "1"])
-            .args(["--cache", "off", "--sim-latency-ms", &latency_ms.to_string()])
+            .args([
+                "--cache",
+                "off",
+                "--sim-latency-ms",
+                &latency_ms.to_string(),
+            ])
             .args(["--concurrency", &SLOTS.to_string(), "--isolate", "process"])
             .arg("--out")
             .arg(dir.path().join(format!("run-out-{}", runs.get())))
@@ -2156,11 +2177,17 @@ async fn bench_upload_of_stored_bytes_against_new_bytes() {
         assert_eq!(api.upload(&owner, &variant(&base, i)).await.status, 201);
     }
     // Warm-up (the check workers start).
-    assert_eq!(api.upload(&prober, &variant(&base, 10_000)).await.status, 201);
+    assert_eq!(
+        api.upload(&prober, &variant(&base, 10_000)).await.status,
+        201
+    );
     let load_before = load_average();
     let (mut stored, mut new) = (Vec::new(), Vec::new());
     for i in 0..n {
-        for (times, bytes) in [(&mut new, variant(&base, n + i)), (&mut stored, variant(&base, i))] {
+        for (times, bytes) in [
+            (&mut new, variant(&base, n + i)),
+            (&mut stored, variant(&base, i)),
+        ] {
             let started = Instant::now();
             let r = api.upload(&prober, &bytes).await;
             times.push(started.elapsed().as_secs_f64() * 1000.0);

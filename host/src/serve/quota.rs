@@ -229,7 +229,9 @@ pub async fn take_shared(db: &Db, tenant: i64, rate: f64) -> Result<Result<(), D
     .await
     .ctx("request rate")?
     .unwrap_or(0.0);
-    Ok(Err(Duration::from_secs_f64(((1.0 - left) / rate).max(0.001))))
+    Ok(Err(Duration::from_secs_f64(
+        ((1.0 - left) / rate).max(0.001),
+    )))
 }
 
 #[cfg(test)]
