@@ -82,6 +82,31 @@ pub struct MethodRow {
 }
 
 impl MethodRow {
+    /// A method's row from its training summary, before what only the
+    /// experiment judges (edits, accommodation, the rows it stands for,
+    /// the diagnoser): those start empty.
+    pub fn from_summary(s: &TrainSummary, dir: &Path) -> MethodRow {
+        MethodRow {
+            method: s.method,
+            train_seconds: s.wall_seconds - s.seconds.test_eval,
+            coder_calls: s.coder_calls,
+            accepted: s.accepted,
+            rounds: s.rounds.len() as u32,
+            initial_train: s.initial_train_score,
+            final_train: s.final_train_score,
+            test: s.test_score,
+            edits: 0,
+            accommodating: None,
+            tokens: s.usage.total.fresh_tokens.prompt_tokens
+                + s.usage.total.fresh_tokens.completion_tokens,
+            usd: s.usage.total.usd,
+            dir: dir.to_path_buf(),
+            same_as: vec![],
+            diagnoser: String::new(),
+            coder_seconds: s.seconds.coder,
+        }
+    }
+
     /// The row's name: the method, and the methods it stands for.
     pub fn name(&self) -> String {
         std::iter::once(self.method)
@@ -132,8 +157,6 @@ pub struct BaselineRow {
     /// The held-out evaluation (accuracy and pass^k with intervals), when
     /// the experiment has a test split.
     pub test: Option<TestScore>,
-    /// Wall time of the baseline's evaluations, in seconds.
-    pub seconds: f64,
 }
 
 impl BaselineRow {
@@ -238,15 +261,12 @@ pub async fn run(
         }
         let dir = spec.out.join(method.as_str());
         eprintln!("experiment: training with {} ...", method.as_str());
-        let mut roles = spec.train.roles.clone();
-        if method != Method::Ecdysis {
-            // Only Ecdysis deliberates; the others keep the coder.
-            roles.fdcr_model = None;
-            roles.analyst_model = None;
-            roles.critic_model = None;
-            roles.engineer_model = None;
-            roles.moderator_model = None;
-        }
+        // Only Ecdysis deliberates; the others keep the coder.
+        let roles = if method == Method::Ecdysis {
+            spec.train.roles.clone()
+        } else {
+            spec.train.roles.without_fdcr()
+        };
         let train_spec = TrainSpec {
             method,
             roles,
@@ -263,29 +283,14 @@ pub async fn run(
         )
         .await?;
         let (edits, accommodating) = accommodation(&dir, &s);
-        methods.push(MethodRow {
-            method,
-            train_seconds: s.wall_seconds - s.seconds.test_eval,
-            coder_calls: s.coder_calls,
-            accepted: s.accepted,
-            rounds: s.rounds.len() as u32,
-            initial_train: s.initial_train_score,
-            final_train: s.final_train_score,
-            test: s.test_score,
-            edits,
-            accommodating: s.simulated.then_some(accommodating),
-            tokens: s.usage.total.fresh_tokens.prompt_tokens
-                + s.usage.total.fresh_tokens.completion_tokens,
-            usd: s.usage.total.usd,
-            dir: dir.clone(),
-            same_as: if !fdcr && method == Method::Ecdysis {
-                vec![Method::EcdysisNofdcr]
-            } else {
-                vec![]
-            },
-            diagnoser: read_config(&dir).map(|c| c.diagnoser).unwrap_or_default(),
-            coder_seconds: s.seconds.coder,
-        });
+        let mut row = MethodRow::from_summary(&s, &dir);
+        row.edits = edits;
+        row.accommodating = s.simulated.then_some(accommodating);
+        if !fdcr && method == Method::Ecdysis {
+            row.same_as = vec![Method::EcdysisNofdcr];
+        }
+        row.diagnoser = read_config(&dir).map(|c| c.diagnoser).unwrap_or_default();
+        methods.push(row);
         if method == Method::Ecdysis {
             ecdysis = Some(s);
         }
@@ -343,15 +348,9 @@ async fn baselines(
     spec: &ExperimentSpec,
     shared: &Shared<'_>,
 ) -> Result<Vec<BaselineRow>, TrainSpecError> {
-    let started = std::time::Instant::now();
     let dir = spec.out.join(BASELINES_DIR);
-    let mut roles = spec.train.roles.clone();
     // Zero rounds: nobody diagnoses or edits.
-    roles.fdcr_model = None;
-    roles.analyst_model = None;
-    roles.critic_model = None;
-    roles.engineer_model = None;
-    roles.moderator_model = None;
+    let roles = spec.train.roles.without_fdcr();
     let zero = TrainSpec {
         method: Method::SelfEvolution,
         rounds: 0,
@@ -371,8 +370,6 @@ async fn baselines(
         true,
     )
     .await?;
-    let human_seconds = started.elapsed().as_secs_f64();
-    let clock = std::time::Instant::now();
     let direct_train = harness_score(
         spec,
         shared,
@@ -389,14 +386,12 @@ async fn baselines(
             harness: "direct".into(),
             train: direct_train,
             test: test.and_then(|t| t.direct.clone()),
-            seconds: clock.elapsed().as_secs_f64(),
         },
         BaselineRow {
             name: "human-augmented".into(),
             harness: s.initial.clone(),
             train: s.initial_train_score,
             test: test.map(|t| t.initial.clone()),
-            seconds: human_seconds,
         },
     ])
 }
@@ -488,13 +483,12 @@ impl ExperimentReport {
             "{:<34} {:>9} {:>7} {:>8} {:>15} {:>6} {:>6} {:>14}\n",
             "method", "train s", "coder", "rounds", "train", "test", "edits", "accommodation"
         );
-        // The untrained baselines first, as in the paper's main table;
-        // their time is evaluation only.
+        // The untrained baselines first, as in the paper's main table.
         for b in &self.baselines {
             out += &format!(
-                "{:<34} {:>9.1} {:>7} {:>8} {:>15.3} {:>6} {:>6} {:>14}\n",
+                "{:<34} {:>9} {:>7} {:>8} {:>15.3} {:>6} {:>6} {:>14}\n",
                 format!("{} (baseline)", b.name),
-                b.seconds,
+                "-",
                 "-",
                 "-",
                 b.train,

@@ -45,28 +45,9 @@ fn rows(e: &ExperimentData) -> Vec<(String, MethodRow)> {
         .iter()
         .filter_map(|(name, t)| {
             let s = t.summary.as_ref()?;
-            Some((
-                name.clone(),
-                MethodRow {
-                    method: s.method,
-                    train_seconds: s.wall_seconds - s.seconds.test_eval,
-                    coder_calls: s.coder_calls,
-                    accepted: s.accepted,
-                    rounds: s.rounds.len() as u32,
-                    initial_train: s.initial_train_score,
-                    final_train: s.final_train_score,
-                    test: s.test_score,
-                    edits: 0,
-                    accommodating: None,
-                    tokens: s.usage.total.fresh_tokens.prompt_tokens
-                        + s.usage.total.fresh_tokens.completion_tokens,
-                    usd: s.usage.total.usd,
-                    dir: t.dir.clone(),
-                    same_as: vec![],
-                    diagnoser: t.config.diagnoser.clone(),
-                    coder_seconds: s.seconds.coder,
-                },
-            ))
+            let mut row = MethodRow::from_summary(s, &t.dir);
+            row.diagnoser = t.config.diagnoser.clone();
+            Some((name.clone(), row))
         })
         .collect()
 }
@@ -203,35 +184,71 @@ fn pass_k(score: &TestScore) -> BTreeMap<u64, f64> {
         .collect()
 }
 
+/// pass^1 / pass^2 / ... values, one column: the header names the ks.
 fn pass_k_text(pk: &BTreeMap<u64, f64>) -> String {
-    pk.iter()
-        .map(|(k, v)| format!("pass^{k} {v:.3}"))
+    if pk.is_empty() {
+        return "—".into();
+    }
+    pk.values()
+        .map(|v| format!("{v:.3}"))
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(" / ")
+}
+
+/// The pass^k column's header: `pass^1 / pass^2 / pass^3 (test)`.
+fn pass_k_header(ks: &[u64]) -> String {
+    if ks.is_empty() {
+        return "pass^k (test)".into();
+    }
+    let names: Vec<String> = ks.iter().map(|k| format!("pass^{k}")).collect();
+    format!("{} (test)", names.join(" / "))
 }
 
 /// The main table: the untrained baselines (Direct, Human-Augmented), then
 /// one row per method.
 fn table(prefix: &str, e: &ExperimentData, rows: &[(String, MethodRow)]) -> String {
-    let mut out = String::from(
-        "<table><thead><tr><th>method</th><th class=\"n\">train wall time</th><th class=\"n\">coder calls</th><th class=\"n\">accepted / rounds</th><th class=\"n\">train initial → final</th><th class=\"n\">test</th><th>pass^k (final incumbent, test)</th><th class=\"n\">edits</th><th class=\"n\">accommodation</th><th class=\"n\">tokens</th><th class=\"n\">USD</th></tr></thead><tbody>",
+    let base_pk: Vec<BTreeMap<u64, f64>> = baselines(e)
+        .iter()
+        .map(|b| b.test.as_ref().map(pass_k).unwrap_or_default())
+        .collect();
+    let method_pk: Vec<BTreeMap<u64, f64>> = rows
+        .iter()
+        .map(|(name, _)| method_pass_k(e, name))
+        .collect();
+    let ks: std::collections::BTreeSet<u64> = base_pk
+        .iter()
+        .chain(&method_pk)
+        .flat_map(|pk| pk.keys().copied())
+        .collect();
+    // Offline (rule coder, heuristic diagnoser) no model is paid: the two
+    // columns would be zeros, and the note below says so instead.
+    let spent = rows.iter().any(|(_, r)| r.tokens > 0 || r.usd > 0.0);
+    let mut out = format!(
+        "<div class=\"scroll\"><table><thead><tr><th>method</th><th class=\"n\">train wall time</th><th class=\"n\">coder calls</th><th class=\"n\">accepted / rounds</th><th class=\"n\">train initial → final</th><th class=\"n\">test</th><th class=\"n\">{}</th><th class=\"n\">edits</th><th class=\"n\">accommodation</th>{}</tr></thead><tbody>",
+        esc(&pass_k_header(&ks.into_iter().collect::<Vec<_>>())),
+        if spent {
+            "<th class=\"n\">tokens</th><th class=\"n\">USD</th>"
+        } else {
+            ""
+        }
     );
-    for b in baselines(e) {
+    for (b, pk) in baselines(e).iter().zip(&base_pk) {
         out += &format!(
-            "<tr class=\"baseline\"><td class=\"nw\"><strong>{}</strong><br><span class=\"muted\">baseline, not trained</span></td><td class=\"n\">{} <span class=\"muted\">(evaluation)</span></td><td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n nw\">{:.3}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n\">—</td></tr>",
+            "<tr class=\"baseline\"><td class=\"nw\"><strong>{}</strong><br><span class=\"muted\">baseline, not trained</span></td><td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n nw\">{:.3}</td><td class=\"n\">{}</td><td class=\"n nw\">{}</td><td class=\"n\">—</td><td class=\"n\">—</td>{}</tr>",
             esc(&b.name),
-            duration(b.seconds),
             b.train,
             num(b.test_accuracy(), 3),
-            b.test
-                .as_ref()
-                .map(|t| pass_k_text(&pass_k(t)))
-                .unwrap_or_default(),
+            pass_k_text(pk),
+            if spent {
+                "<td class=\"n\">—</td><td class=\"n\">—</td>"
+            } else {
+                ""
+            }
         );
     }
-    for (name, r) in rows {
+    for ((name, r), pk) in rows.iter().zip(&method_pk) {
         out += &format!(
-            "<tr><td class=\"nw\"><a href=\"#{prefix}-m-{}\"><strong>{}</strong></a></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td class=\"n nw\">{:.3} → {:.3}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
+            "<tr><td class=\"nw\"><a href=\"#{prefix}-m-{}\"><strong>{}</strong></a></td><td class=\"n nw\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td class=\"n nw\">{:.3} → {:.3}</td><td class=\"n\">{}</td><td class=\"n nw\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}</tr>",
             esc(&super::html::slug(name)),
             if r.same_as.is_empty() {
                 esc(&r.name()).to_string()
@@ -249,17 +266,27 @@ fn table(prefix: &str, e: &ExperimentData, rows: &[(String, MethodRow)]) -> Stri
             r.initial_train,
             r.final_train,
             num(r.test, 3),
-            pass_k_text(&method_pass_k(e, name)),
+            pass_k_text(pk),
             r.edits,
             match (r.accommodation_percent(), r.accommodating) {
                 (Some(p), Some(a)) => format!("{p:.0}% ({a}/{})", r.edits),
                 _ => "—".into(),
             },
-            r.tokens,
-            r.usd
+            if spent {
+                format!(
+                    "<td class=\"n\">{}</td><td class=\"n\">${:.4}</td>",
+                    r.tokens, r.usd
+                )
+            } else {
+                String::new()
+            }
         );
     }
-    out += "</tbody></table><p class=\"muted\">Direct runs the agent with no harness; Human-Augmented is the source harness as written, untrained. Accommodation: accepted edits whose evidence episodes show only model-specific quirks (judged from the testbed's ground truth), i.e. edits that fit the harness to this agent rather than to the task interface.</p>";
+    out += "</tbody></table></div><p class=\"muted\">";
+    if !spent {
+        out += "No model tokens were paid (rule coder, heuristic diagnoser): tokens and USD are not shown. ";
+    }
+    out += "Direct runs the agent with no harness; Human-Augmented is the source harness as written, untrained. Accommodation: accepted edits whose evidence episodes show only model-specific quirks (judged from the testbed's ground truth), i.e. edits that fit the harness to this agent rather than to the task interface.</p>";
     out
 }
 
