@@ -650,13 +650,17 @@ impl LimitGuard {
         if self.cgroup.as_ref().is_some_and(PidsCgroup::limit_hit) {
             return Some(LimitHit::Processes(self.processes));
         }
-        if signal == Some(libc::SIGXCPU) || stderr.contains("SIGXCPU") {
+        // cargo writes `(signal: 24, SIGXCPU: …)` or just `(signal: 24)`.
+        let named = |sig: i32, name: &str| {
+            signal == Some(sig)
+                || stderr.contains(name)
+                || stderr.contains(&format!("(signal: {sig})"))
+                || stderr.contains(&format!("(signal: {sig},"))
+        };
+        if named(libc::SIGXCPU, "SIGXCPU") {
             return Some(LimitHit::Cpu(limits.cpu_secs));
         }
-        if signal == Some(libc::SIGXFSZ)
-            || stderr.contains("SIGXFSZ")
-            || stderr.contains("File too large")
-        {
+        if named(libc::SIGXFSZ, "SIGXFSZ") || stderr.contains("File too large") {
             return Some(LimitHit::FileSize(limits.file_size));
         }
         if self.cgroup.is_none() && stderr.contains("Resource temporarily unavailable") {
