@@ -1152,11 +1152,6 @@ fn the_coder_network_is_recorded_and_a_contradiction_is_refused_by_flag() {
     let m = train(&[]);
     assert!(m.status.success(), "{}", m.stderr);
     assert!(m.peak_rss_mib() < 768.0, "{} MiB", m.peak_rss_mib());
-    assert!(
-        m.stderr.contains("external coder network: none"),
-        "{}",
-        m.stderr
-    );
     let config: Value =
         serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
     assert_eq!(config["coder_network"], "none");

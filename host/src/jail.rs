@@ -495,7 +495,7 @@ fn pids_cgroup_base() -> Result<PathBuf, String> {
             // v1: `N:pids:/path` names this process's cgroup.
             let rel = own
                 .lines()
-                .filter_map(|l| l.splitn(3, ':').nth(1).zip(l.splitn(3, ':').nth(2)))
+                .filter_map(|l| l.split_once(':').and_then(|(_, rest)| rest.split_once(':')))
                 .find(|(ctl, _)| ctl.split(',').any(|c| c == "pids"))
                 .map(|(_, p)| p.trim_start_matches('/').to_string())
                 .unwrap_or_default();

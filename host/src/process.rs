@@ -135,7 +135,7 @@ pub fn run_watched(
     let mut polls = 0u32;
     let status = loop {
         polls = polls.wrapping_add(1);
-        if polls % WATCH_EVERY == 0
+        if polls.is_multiple_of(WATCH_EVERY)
             && let Some(why) = watch()
         {
             stopped = Some(why);
