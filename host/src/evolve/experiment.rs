@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::train::{self, Method, TrainSpec, TrainSpecError, TrainSummary};
+use super::train::{self, Method, TestScore, TrainSpec, TrainSpecError, TrainSummary};
 use crate::agent::Entry;
 use crate::env::Domain;
 use crate::eval::rundir::{read_trajectories, write_json};
@@ -118,6 +118,35 @@ pub struct TransferRow {
     pub trained: f64,
 }
 
+/// A baseline of the paper's main table: no training, the same training
+/// tasks and held-out evaluation as the methods.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BaselineRow {
+    /// `direct` (no harness at all) or `human-augmented` (the source
+    /// harness as written, rule tables included).
+    pub name: String,
+    /// `direct`, or the component hash.
+    pub harness: String,
+    /// Mean reward on the training tasks.
+    pub train: f64,
+    /// The held-out evaluation (accuracy and pass^k with intervals), when
+    /// the experiment has a test split.
+    pub test: Option<TestScore>,
+    /// Wall time of the baseline's evaluations, in seconds.
+    pub seconds: f64,
+}
+
+impl BaselineRow {
+    /// The held-out accuracy.
+    pub fn test_accuracy(&self) -> Option<f64> {
+        self.test.as_ref().map(|t| t.intervals.accuracy.estimate)
+    }
+}
+
+/// Where the baselines' evaluations are kept, inside the experiment
+/// directory (a training directory of zero rounds).
+pub const BASELINES_DIR: &str = "baselines";
+
 /// `experiment.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExperimentReport {
@@ -139,6 +168,10 @@ pub struct ExperimentReport {
     pub coder_latency_ms: u64,
     /// Who diagnosed (`heuristic` offline).
     pub diagnoser: String,
+    /// Direct and Human-Augmented, the untrained baselines (absent in
+    /// files written before they were measured).
+    #[serde(default)]
+    pub baselines: Vec<BaselineRow>,
     /// One row per method.
     pub methods: Vec<MethodRow>,
     /// Cross-model transfer of the Ecdysis result.
@@ -186,6 +219,14 @@ pub async fn run(
     // The process's one engine, shared by every training and transfer run.
     let sandbox = Sandbox::pooled(spec.train.eval.limits.clone(), spec.train.concurrency)
         .map_err(train::TrainError::from)?;
+    let shared = Shared {
+        store,
+        domain: domain.clone(),
+        services,
+        sandbox: &sandbox,
+    };
+    eprintln!("experiment: evaluating the baselines (direct, human-augmented) ...");
+    let baselines = baselines(spec, &shared).await?;
     let mut methods = Vec::new();
     let mut ecdysis: Option<TrainSummary> = None;
     // Without role models Ecdysis diagnoses with the heuristic, exactly as
@@ -250,12 +291,6 @@ pub async fn run(
         }
     }
     let eco = ecdysis.expect("Ecdysis is one of the methods");
-    let shared = Shared {
-        store,
-        domain: domain.clone(),
-        services,
-        sandbox: &sandbox,
-    };
     let mut transfer = Vec::new();
     for model in &spec.transfer {
         let mut scores = [0.0; 2];
@@ -291,11 +326,79 @@ pub async fn run(
         } else {
             "heuristic".into()
         },
+        baselines,
         methods,
         transfer,
     };
     write_json(&spec.out.join("experiment.json"), &report).map_err(train::TrainError::from)?;
     Ok(report)
+}
+
+/// Direct and Human-Augmented on the methods' training tasks and held-out
+/// split. Human-Augmented is the source harness as written (a training run
+/// of zero rounds with the rule tables kept, which also tests Direct on
+/// the held-out split); Direct's training score is one more run without a
+/// harness. Resumable like every run: finished evaluations are not redone.
+async fn baselines(
+    spec: &ExperimentSpec,
+    shared: &Shared<'_>,
+) -> Result<Vec<BaselineRow>, TrainSpecError> {
+    let started = std::time::Instant::now();
+    let dir = spec.out.join(BASELINES_DIR);
+    let mut roles = spec.train.roles.clone();
+    // Zero rounds: nobody diagnoses or edits.
+    roles.fdcr_model = None;
+    roles.analyst_model = None;
+    roles.critic_model = None;
+    roles.engineer_model = None;
+    roles.moderator_model = None;
+    let zero = TrainSpec {
+        method: Method::SelfEvolution,
+        rounds: 0,
+        plateau: 0,
+        start_blank: false,
+        test_direct: true,
+        roles,
+        ..spec.train.clone()
+    };
+    let s = train::run_spec(
+        &zero,
+        shared.store,
+        shared.domain.clone(),
+        shared.services,
+        shared.sandbox,
+        &dir,
+        true,
+    )
+    .await?;
+    let human_seconds = started.elapsed().as_secs_f64();
+    let clock = std::time::Instant::now();
+    let direct_train = harness_score(
+        spec,
+        shared,
+        &spec.train.eval,
+        None,
+        dir.join("evals").join("direct-train"),
+        false,
+    )
+    .await?;
+    let test = s.test.as_ref();
+    Ok(vec![
+        BaselineRow {
+            name: "direct".into(),
+            harness: "direct".into(),
+            train: direct_train,
+            test: test.and_then(|t| t.direct.clone()),
+            seconds: clock.elapsed().as_secs_f64(),
+        },
+        BaselineRow {
+            name: "human-augmented".into(),
+            harness: s.initial.clone(),
+            train: s.initial_train_score,
+            test: test.map(|t| t.initial.clone()),
+            seconds: human_seconds,
+        },
+    ])
 }
 
 /// A method's training configuration, as its run directory holds it.
@@ -332,28 +435,41 @@ async fn transfer_score(
         path: spec.out.clone(),
         message: format!("`{hash}` is not a component hash"),
     })?;
-    let (loaded, _) = shared
-        .store
-        .load(shared.sandbox, &hash)
-        .map_err(train::TrainError::from)?;
+    harness_score(spec, shared, &run_spec, Some(&hash), out, true).await
+}
+
+/// The accuracy of `hash` (Direct when `None`) under `run_spec`, written to
+/// `out` (started afresh with `force_new`, else resumed).
+async fn harness_score(
+    spec: &ExperimentSpec,
+    shared: &Shared<'_>,
+    run_spec: &RunSpec,
+    hash: Option<&ComponentHash>,
+    out: PathBuf,
+    force_new: bool,
+) -> Result<f64, TrainSpecError> {
+    let harness = match hash {
+        Some(hash) => {
+            let (loaded, _) = shared
+                .store
+                .load(shared.sandbox, hash)
+                .map_err(train::TrainError::from)?;
+            Some((hash.to_string(), loaded))
+        }
+        None => None,
+    };
     let options = RunOptions {
         out,
         concurrency: spec.train.concurrency,
-        force_new: true,
+        force_new,
         quiet: true,
         silent: true,
         max_requeues: 0,
     };
     let hub = shared.services.hub()?;
-    let summary = eval::run_spec(
-        &run_spec,
-        Some((hash.to_string(), loaded)),
-        shared.domain.clone(),
-        &hub,
-        options,
-    )
-    .await
-    .map_err(train::TrainError::from)?;
+    let summary = eval::run_spec(run_spec, harness, shared.domain.clone(), &hub, options)
+        .await
+        .map_err(train::TrainError::from)?;
     Ok(summary.metrics.accuracy)
 }
 
@@ -372,6 +488,23 @@ impl ExperimentReport {
             "{:<34} {:>9} {:>7} {:>8} {:>15} {:>6} {:>6} {:>14}\n",
             "method", "train s", "coder", "rounds", "train", "test", "edits", "accommodation"
         );
+        // The untrained baselines first, as in the paper's main table;
+        // their time is evaluation only.
+        for b in &self.baselines {
+            out += &format!(
+                "{:<34} {:>9.1} {:>7} {:>8} {:>15.3} {:>6} {:>6} {:>14}\n",
+                format!("{} (baseline)", b.name),
+                b.seconds,
+                "-",
+                "-",
+                b.train,
+                b.test_accuracy()
+                    .map(|t| format!("{t:.3}"))
+                    .unwrap_or_else(|| "-".into()),
+                "-",
+                "-"
+            );
+        }
         for r in &self.methods {
             out += &format!(
                 "{:<34} {:>9.1} {:>7} {:>8} {:>6.3} -> {:>5.3} {:>6} {:>6} {:>14}\n",
