@@ -361,6 +361,14 @@ fn training_and_experiment_reports_show_lineage_methods_and_charts() {
         );
     }
     assert!(!page.dom.contains("<strong>ecdysis-nofdcr</strong>"));
+    // The untrained baselines of the paper's table, marked as such.
+    for b in ["direct", "human-augmented"] {
+        assert!(
+            page.dom.contains(&format!("<strong>{b}</strong>")),
+            "{b} row"
+        );
+    }
+    assert_eq!(count(&page.dom, "baseline, not trained"), 2);
     assert!(
         page.dom
             .contains("heuristic diagnoser; FDCR needs role models")

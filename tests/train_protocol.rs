@@ -529,6 +529,40 @@ fn experiment_labels_simulated_results_and_merges_the_methods_only_offline() {
     let file = json(&out.join("experiment.json"));
     assert_eq!(file["label"], SIMULATED_LABEL);
     assert_eq!(file["methods"].as_array().unwrap().len(), 2);
+    // The paper's two untrained baselines come first, printed and stored.
+    let baseline_rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("(baseline)"))
+        .collect();
+    assert_eq!(baseline_rows.len(), 2, "{stdout}");
+    assert!(
+        baseline_rows[0].starts_with("direct (baseline)"),
+        "{stdout}"
+    );
+    assert!(
+        baseline_rows[1].starts_with("human-augmented (baseline)"),
+        "{stdout}"
+    );
+    let baselines = file["baselines"].as_array().unwrap();
+    assert_eq!(baselines.len(), 2, "{file}");
+    let (direct, human) = (&baselines[0], &baselines[1]);
+    assert_eq!(direct["harness"], "direct");
+    // Direct's training score is its own run over the training tasks.
+    let direct_train = json(&out.join("baselines/evals/direct-train/summary.json"));
+    assert_eq!(direct_train["metrics"]["tasks"], 4, "{direct_train}");
+    assert_eq!(direct["train"], direct_train["metrics"]["accuracy"]);
+    // Human-Augmented is the source as written, not the methods' blanked
+    // start, and both baselines were tested on the held-out tasks.
+    let initial = json(&out.join("self-evolution/summary.json"))["initial"].clone();
+    assert_ne!(human["harness"], initial, "{file}");
+    assert_eq!(
+        json(&out.join("baselines/summary.json"))["initial"],
+        human["harness"]
+    );
+    for b in [direct, human] {
+        assert_eq!(b["test"]["tasks"], 2, "{b}");
+        assert!(b["test"]["intervals"]["pass_hat_k"].is_array(), "{b}");
+    }
     assert!(!out.join("ecdysis-nofdcr").exists(), "not trained twice");
     // Each method's own training summary carries the label too.
     for m in ["self-evolution", "ecdysis"] {

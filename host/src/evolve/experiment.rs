@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::train::{self, Method, TrainSpec, TrainSpecError, TrainSummary};
+use super::train::{self, Method, TestScore, TrainSpec, TrainSpecError, TrainSummary};
 use crate::agent::Entry;
 use crate::env::Domain;
 use crate::eval::rundir::{read_trajectories, write_json};
@@ -82,6 +82,31 @@ pub struct MethodRow {
 }
 
 impl MethodRow {
+    /// A method's row from its training summary, before what only the
+    /// experiment judges (edits, accommodation, the rows it stands for,
+    /// the diagnoser): those start empty.
+    pub fn from_summary(s: &TrainSummary, dir: &Path) -> MethodRow {
+        MethodRow {
+            method: s.method,
+            train_seconds: s.wall_seconds - s.seconds.test_eval,
+            coder_calls: s.coder_calls,
+            accepted: s.accepted,
+            rounds: s.rounds.len() as u32,
+            initial_train: s.initial_train_score,
+            final_train: s.final_train_score,
+            test: s.test_score,
+            edits: 0,
+            accommodating: None,
+            tokens: s.usage.total.fresh_tokens.prompt_tokens
+                + s.usage.total.fresh_tokens.completion_tokens,
+            usd: s.usage.total.usd,
+            dir: dir.to_path_buf(),
+            same_as: vec![],
+            diagnoser: String::new(),
+            coder_seconds: s.seconds.coder,
+        }
+    }
+
     /// The row's name: the method, and the methods it stands for.
     pub fn name(&self) -> String {
         std::iter::once(self.method)
@@ -118,6 +143,33 @@ pub struct TransferRow {
     pub trained: f64,
 }
 
+/// A baseline of the paper's main table: no training, the same training
+/// tasks and held-out evaluation as the methods.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BaselineRow {
+    /// `direct` (no harness at all) or `human-augmented` (the source
+    /// harness as written, rule tables included).
+    pub name: String,
+    /// `direct`, or the component hash.
+    pub harness: String,
+    /// Mean reward on the training tasks.
+    pub train: f64,
+    /// The held-out evaluation (accuracy and pass^k with intervals), when
+    /// the experiment has a test split.
+    pub test: Option<TestScore>,
+}
+
+impl BaselineRow {
+    /// The held-out accuracy.
+    pub fn test_accuracy(&self) -> Option<f64> {
+        self.test.as_ref().map(|t| t.intervals.accuracy.estimate)
+    }
+}
+
+/// Where the baselines' evaluations are kept, inside the experiment
+/// directory (a training directory of zero rounds).
+pub const BASELINES_DIR: &str = "baselines";
+
 /// `experiment.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExperimentReport {
@@ -139,6 +191,10 @@ pub struct ExperimentReport {
     pub coder_latency_ms: u64,
     /// Who diagnosed (`heuristic` offline).
     pub diagnoser: String,
+    /// Direct and Human-Augmented, the untrained baselines (absent in
+    /// files written before they were measured).
+    #[serde(default)]
+    pub baselines: Vec<BaselineRow>,
     /// One row per method.
     pub methods: Vec<MethodRow>,
     /// Cross-model transfer of the Ecdysis result.
@@ -186,6 +242,14 @@ pub async fn run(
     // The process's one engine, shared by every training and transfer run.
     let sandbox = Sandbox::pooled(spec.train.eval.limits.clone(), spec.train.concurrency)
         .map_err(train::TrainError::from)?;
+    let shared = Shared {
+        store,
+        domain: domain.clone(),
+        services,
+        sandbox: &sandbox,
+    };
+    eprintln!("experiment: evaluating the baselines (direct, human-augmented) ...");
+    let baselines = baselines(spec, &shared).await?;
     let mut methods = Vec::new();
     let mut ecdysis: Option<TrainSummary> = None;
     // Without role models Ecdysis diagnoses with the heuristic, exactly as
@@ -197,15 +261,12 @@ pub async fn run(
         }
         let dir = spec.out.join(method.as_str());
         eprintln!("experiment: training with {} ...", method.as_str());
-        let mut roles = spec.train.roles.clone();
-        if method != Method::Ecdysis {
-            // Only Ecdysis deliberates; the others keep the coder.
-            roles.fdcr_model = None;
-            roles.analyst_model = None;
-            roles.critic_model = None;
-            roles.engineer_model = None;
-            roles.moderator_model = None;
-        }
+        // Only Ecdysis deliberates; the others keep the coder.
+        let roles = if method == Method::Ecdysis {
+            spec.train.roles.clone()
+        } else {
+            spec.train.roles.without_fdcr()
+        };
         let train_spec = TrainSpec {
             method,
             roles,
@@ -222,40 +283,19 @@ pub async fn run(
         )
         .await?;
         let (edits, accommodating) = accommodation(&dir, &s);
-        methods.push(MethodRow {
-            method,
-            train_seconds: s.wall_seconds - s.seconds.test_eval,
-            coder_calls: s.coder_calls,
-            accepted: s.accepted,
-            rounds: s.rounds.len() as u32,
-            initial_train: s.initial_train_score,
-            final_train: s.final_train_score,
-            test: s.test_score,
-            edits,
-            accommodating: s.simulated.then_some(accommodating),
-            tokens: s.usage.total.fresh_tokens.prompt_tokens
-                + s.usage.total.fresh_tokens.completion_tokens,
-            usd: s.usage.total.usd,
-            dir: dir.clone(),
-            same_as: if !fdcr && method == Method::Ecdysis {
-                vec![Method::EcdysisNofdcr]
-            } else {
-                vec![]
-            },
-            diagnoser: read_config(&dir).map(|c| c.diagnoser).unwrap_or_default(),
-            coder_seconds: s.seconds.coder,
-        });
+        let mut row = MethodRow::from_summary(&s, &dir);
+        row.edits = edits;
+        row.accommodating = s.simulated.then_some(accommodating);
+        if !fdcr && method == Method::Ecdysis {
+            row.same_as = vec![Method::EcdysisNofdcr];
+        }
+        row.diagnoser = read_config(&dir).map(|c| c.diagnoser).unwrap_or_default();
+        methods.push(row);
         if method == Method::Ecdysis {
             ecdysis = Some(s);
         }
     }
     let eco = ecdysis.expect("Ecdysis is one of the methods");
-    let shared = Shared {
-        store,
-        domain: domain.clone(),
-        services,
-        sandbox: &sandbox,
-    };
     let mut transfer = Vec::new();
     for model in &spec.transfer {
         let mut scores = [0.0; 2];
@@ -291,11 +331,69 @@ pub async fn run(
         } else {
             "heuristic".into()
         },
+        baselines,
         methods,
         transfer,
     };
     write_json(&spec.out.join("experiment.json"), &report).map_err(train::TrainError::from)?;
     Ok(report)
+}
+
+/// Direct and Human-Augmented on the methods' training tasks and held-out
+/// split. Human-Augmented is the source harness as written (a training run
+/// of zero rounds with the rule tables kept, which also tests Direct on
+/// the held-out split); Direct's training score is one more run without a
+/// harness. Resumable like every run: finished evaluations are not redone.
+async fn baselines(
+    spec: &ExperimentSpec,
+    shared: &Shared<'_>,
+) -> Result<Vec<BaselineRow>, TrainSpecError> {
+    let dir = spec.out.join(BASELINES_DIR);
+    // Zero rounds: nobody diagnoses or edits.
+    let roles = spec.train.roles.without_fdcr();
+    let zero = TrainSpec {
+        method: Method::SelfEvolution,
+        rounds: 0,
+        plateau: 0,
+        start_blank: false,
+        test_direct: true,
+        roles,
+        ..spec.train.clone()
+    };
+    let s = train::run_spec(
+        &zero,
+        shared.store,
+        shared.domain.clone(),
+        shared.services,
+        shared.sandbox,
+        &dir,
+        true,
+    )
+    .await?;
+    let direct_train = harness_score(
+        spec,
+        shared,
+        &spec.train.eval,
+        None,
+        dir.join("evals").join("direct-train"),
+        false,
+    )
+    .await?;
+    let test = s.test.as_ref();
+    Ok(vec![
+        BaselineRow {
+            name: "direct".into(),
+            harness: "direct".into(),
+            train: direct_train,
+            test: test.and_then(|t| t.direct.clone()),
+        },
+        BaselineRow {
+            name: "human-augmented".into(),
+            harness: s.initial.clone(),
+            train: s.initial_train_score,
+            test: test.map(|t| t.initial.clone()),
+        },
+    ])
 }
 
 /// A method's training configuration, as its run directory holds it.
@@ -332,28 +430,41 @@ async fn transfer_score(
         path: spec.out.clone(),
         message: format!("`{hash}` is not a component hash"),
     })?;
-    let (loaded, _) = shared
-        .store
-        .load(shared.sandbox, &hash)
-        .map_err(train::TrainError::from)?;
+    harness_score(spec, shared, &run_spec, Some(&hash), out, true).await
+}
+
+/// The accuracy of `hash` (Direct when `None`) under `run_spec`, written to
+/// `out` (started afresh with `force_new`, else resumed).
+async fn harness_score(
+    spec: &ExperimentSpec,
+    shared: &Shared<'_>,
+    run_spec: &RunSpec,
+    hash: Option<&ComponentHash>,
+    out: PathBuf,
+    force_new: bool,
+) -> Result<f64, TrainSpecError> {
+    let harness = match hash {
+        Some(hash) => {
+            let (loaded, _) = shared
+                .store
+                .load(shared.sandbox, hash)
+                .map_err(train::TrainError::from)?;
+            Some((hash.to_string(), loaded))
+        }
+        None => None,
+    };
     let options = RunOptions {
         out,
         concurrency: spec.train.concurrency,
-        force_new: true,
+        force_new,
         quiet: true,
         silent: true,
         max_requeues: 0,
     };
     let hub = shared.services.hub()?;
-    let summary = eval::run_spec(
-        &run_spec,
-        Some((hash.to_string(), loaded)),
-        shared.domain.clone(),
-        &hub,
-        options,
-    )
-    .await
-    .map_err(train::TrainError::from)?;
+    let summary = eval::run_spec(run_spec, harness, shared.domain.clone(), &hub, options)
+        .await
+        .map_err(train::TrainError::from)?;
     Ok(summary.metrics.accuracy)
 }
 
@@ -372,6 +483,22 @@ impl ExperimentReport {
             "{:<34} {:>9} {:>7} {:>8} {:>15} {:>6} {:>6} {:>14}\n",
             "method", "train s", "coder", "rounds", "train", "test", "edits", "accommodation"
         );
+        // The untrained baselines first, as in the paper's main table.
+        for b in &self.baselines {
+            out += &format!(
+                "{:<34} {:>9} {:>7} {:>8} {:>15.3} {:>6} {:>6} {:>14}\n",
+                format!("{} (baseline)", b.name),
+                "-",
+                "-",
+                "-",
+                b.train,
+                b.test_accuracy()
+                    .map(|t| format!("{t:.3}"))
+                    .unwrap_or_else(|| "-".into()),
+                "-",
+                "-"
+            );
+        }
         for r in &self.methods {
             out += &format!(
                 "{:<34} {:>9.1} {:>7} {:>8} {:>6.3} -> {:>5.3} {:>6} {:>6} {:>14}\n",

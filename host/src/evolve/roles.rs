@@ -185,6 +185,19 @@ impl RoleSpec {
         self.fdcr_model.is_some() || self.per_role().iter().any(|(_, m)| m.is_some())
     }
 
+    /// The same roles without the four deliberating ones: the coder (and
+    /// its endpoint and sampling) stays.
+    pub fn without_fdcr(&self) -> RoleSpec {
+        RoleSpec {
+            fdcr_model: None,
+            analyst_model: None,
+            critic_model: None,
+            engineer_model: None,
+            moderator_model: None,
+            ..self.clone()
+        }
+    }
+
     fn per_role(&self) -> [(&'static str, &Option<String>); 4] {
         [
             ("analyst", &self.analyst_model),

@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 
 use super::charts::{self, Bars};
 use super::html::{duration, esc, hash, num};
-use super::load::{ExperimentData, RunData, TrainData};
+use super::load::{ExperimentData, HeldOut, RunData, TrainData};
 use super::run::kv;
 use super::{Page, ReportError, compare, train};
-use crate::evolve::experiment::{ExperimentReport, MethodRow};
+use crate::evolve::experiment::{BaselineRow, ExperimentReport, MethodRow};
+use crate::evolve::train::TestScore;
 
 /// Per-task mean reward of a method's final incumbent on `label`.
 fn per_task(t: &TrainData, label: &str) -> Option<BTreeMap<String, f64>> {
@@ -44,28 +45,9 @@ fn rows(e: &ExperimentData) -> Vec<(String, MethodRow)> {
         .iter()
         .filter_map(|(name, t)| {
             let s = t.summary.as_ref()?;
-            Some((
-                name.clone(),
-                MethodRow {
-                    method: s.method,
-                    train_seconds: s.wall_seconds - s.seconds.test_eval,
-                    coder_calls: s.coder_calls,
-                    accepted: s.accepted,
-                    rounds: s.rounds.len() as u32,
-                    initial_train: s.initial_train_score,
-                    final_train: s.final_train_score,
-                    test: s.test_score,
-                    edits: 0,
-                    accommodating: None,
-                    tokens: s.usage.total.fresh_tokens.prompt_tokens
-                        + s.usage.total.fresh_tokens.completion_tokens,
-                    usd: s.usage.total.usd,
-                    dir: t.dir.clone(),
-                    same_as: vec![],
-                    diagnoser: t.config.diagnoser.clone(),
-                    coder_seconds: s.seconds.coder,
-                },
-            ))
+            let mut row = MethodRow::from_summary(s, &t.dir);
+            row.diagnoser = t.config.diagnoser.clone();
+            Some((name.clone(), row))
         })
         .collect()
 }
@@ -91,188 +73,15 @@ pub(crate) fn section(
             .collect();
         page.body += &super::sim_banner(&models);
     }
-    match &e.file {
-        Some(f) => {
-            let first = e.methods.first().map(|m| &m.1.config);
-            page.body += &kv(&[
-                (
-                    "directory",
-                    format!("<code>{}</code>", esc(&e.dir.display().to_string())),
-                ),
-                ("domain", esc(&f.domain).to_string()),
-                (
-                    "agent trained on",
-                    format!("<code>{}</code>", esc(&f.agent_model)),
-                ),
-                ("diagnoser", esc(&f.diagnoser).to_string()),
-                (
-                    "rounds × trials",
-                    first
-                        .map(|c| {
-                            format!(
-                                "at most {} rounds, {} trial(s) per task",
-                                c.rounds, c.train.trials
-                            )
-                        })
-                        .unwrap_or_else(|| "—".into()),
-                ),
-                (
-                    "coder latency",
-                    if f.coder.is_empty() || f.coder == "rules" {
-                        format!(
-                            "{} ms per coder call (simulated; the wall-time ratio depends on it)",
-                            f.coder_latency_ms
-                        )
-                    } else {
-                        format!("real calls of <code>{}</code>", esc(&f.coder))
-                    },
-                ),
-            ])
-        }
-        None => {
-            page.body += "<p class=\"note\">No <code>experiment.json</code> (an unfinished experiment, or one from before the file existed): the methods' training directories are shown as found.</p>"
-        }
-    }
+    header(page, e);
     let rows = rows(e);
-    let pass_k: Vec<BTreeMap<u64, f64>> = rows
-        .iter()
-        .map(|(name, _)| {
-            e.methods
-                .iter()
-                .find(|m| &m.0 == name)
-                .and_then(|(_, t)| {
-                    // The held-out report of the run, else (older runs)
-                    // the final incumbent's evaluation directory.
-                    if let Some(test) = t.summary.as_ref().and_then(|s| s.test.as_ref()) {
-                        return Some(
-                            test.final_
-                                .intervals
-                                .pass_hat_k
-                                .iter()
-                                .map(|(k, i)| (*k, i.estimate))
-                                .collect(),
-                        );
-                    }
-                    let label = if t.config.test_tasks.is_empty() {
-                        t.train_label()
-                    } else {
-                        "test".into()
-                    };
-                    t.eval(t.final_incumbent()?, &label)
-                        .map(|run| run.metrics().pass_hat_k)
-                })
-                .unwrap_or_default()
-        })
-        .collect();
     page.heading(3, &format!("{prefix}-table"), "Methods side by side");
-    let mut out = String::from(
-        "<table><thead><tr><th>method</th><th class=\"n\">train wall time</th><th class=\"n\">coder calls</th><th class=\"n\">accepted / rounds</th><th class=\"n\">train initial → final</th><th class=\"n\">test</th><th>pass^k (final incumbent, test)</th><th class=\"n\">edits</th><th class=\"n\">accommodation</th><th class=\"n\">tokens</th><th class=\"n\">USD</th></tr></thead><tbody>",
-    );
-    for ((name, r), pk) in rows.iter().zip(&pass_k) {
-        out += &format!(
-            "<tr><td class=\"nw\"><a href=\"#{prefix}-m-{}\"><strong>{}</strong></a></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td class=\"n nw\">{:.3} → {:.3}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
-            esc(&super::html::slug(name)),
-            if r.same_as.is_empty() {
-                esc(&r.name()).to_string()
-            } else {
-                format!(
-                    "{}</strong><br><span class=\"muted\">{}</span><strong>",
-                    esc(&r.name()),
-                    esc(ecdysis_note())
-                )
-            },
-            duration(r.train_seconds),
-            r.coder_calls,
-            r.accepted,
-            r.rounds,
-            r.initial_train,
-            r.final_train,
-            num(r.test, 3),
-            pk.iter()
-                .map(|(k, v)| format!("pass^{k} {v:.3}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            r.edits,
-            match (r.accommodation_percent(), r.accommodating) {
-                (Some(p), Some(a)) => format!("{p:.0}% ({a}/{})", r.edits),
-                _ => "—".into(),
-            },
-            r.tokens,
-            r.usd
-        );
-    }
-    out += "</tbody></table><p class=\"muted\">Accommodation: accepted edits whose evidence episodes show only model-specific quirks (judged from the testbed's ground truth), i.e. edits that fit the harness to this agent rather than to the task interface.</p>";
-    page.body += &out;
-
+    page.body += &table(prefix, e, &rows);
     if !rows.is_empty() {
-        let cats: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
-        let rows: Vec<&MethodRow> = rows.iter().map(|r| &r.1).collect();
-        let mut scores = Bars::new("Accuracy per method", cats.clone())
-            .series(
-                "train, initial",
-                charts::color(9),
-                rows.iter().map(|r| r.initial_train).collect(),
-            )
-            .series(
-                "train, final",
-                charts::color(0),
-                rows.iter().map(|r| r.final_train).collect(),
-            )
-            .series(
-                "test, final",
-                charts::color(1),
-                rows.iter().map(|r| r.test.unwrap_or(0.0)).collect(),
-            );
-        scores.max = Some(1.0);
-        scores.axis = "mean reward".into();
-        scores.size = (600, 320);
-        let mut wall = Bars::new("Training wall time per method", cats.clone()).series(
-            "seconds",
-            charts::color(3),
-            rows.iter().map(|r| r.train_seconds).collect(),
-        );
-        wall.horizontal = true;
-        wall.decimals = 0;
-        wall.axis = "seconds (without the held-out evaluation)".into();
-        wall.size = (480, 70 + 40 * rows.len() as u32);
-        let mut coder = Bars::new("Coder calls per method", cats).series(
-            "coder calls",
-            charts::color(6),
-            rows.iter().map(|r| f64::from(r.coder_calls)).collect(),
-        );
-        coder.horizontal = true;
-        coder.decimals = 0;
-        coder.axis = "coder calls".into();
-        coder.size = (480, 70 + 40 * rows.len() as u32);
-        page.body += "<div class=\"charts\">";
-        page.body += &charts::bars(&scores)?;
-        page.body += &charts::bars(&wall)?;
-        page.body += &charts::bars(&coder)?;
-        page.body += "</div>";
+        charts_row(page, e, &rows)?;
     }
-
     transfer(page, prefix, e)?;
-
-    // Per-task differences on the held-out split (else training tasks).
-    let named: Vec<(String, BTreeMap<String, f64>)> = e
-        .methods
-        .iter()
-        .filter_map(|(name, t)| {
-            per_task(t, "test")
-                .or_else(|| per_task(t, &t.train_label()))
-                .map(|m| (name.clone(), m))
-        })
-        .collect();
-    if named.len() >= 2 {
-        page.heading(
-            3,
-            &format!("{prefix}-pairs"),
-            "Per-task differences between methods",
-        );
-        page.body += "<p class=\"muted\">Mean reward per task of each method's final incumbent (held-out split where it was evaluated). Open a pair to see the tasks where they differ.</p>";
-        page.body += &compare::pairwise(&named);
-    }
-
+    pairs(page, prefix, e);
     if !e.methods.is_empty() {
         page.heading(3, &format!("{prefix}-runs"), "Each method's training run");
     }
@@ -300,6 +109,291 @@ pub(crate) fn section(
         page.body += "</details>";
     }
     Ok(())
+}
+
+/// What was compared, from `experiment.json`.
+fn header(page: &mut Page, e: &ExperimentData) {
+    let Some(f) = &e.file else {
+        page.body += "<p class=\"note\">No <code>experiment.json</code> (an unfinished experiment, or one from before the file existed): the methods' training directories are shown as found.</p>";
+        return;
+    };
+    let first = e.methods.first().map(|m| &m.1.config);
+    page.body += &kv(&[
+        (
+            "directory",
+            format!("<code>{}</code>", esc(&e.dir.display().to_string())),
+        ),
+        ("domain", esc(&f.domain).to_string()),
+        (
+            "agent trained on",
+            format!("<code>{}</code>", esc(&f.agent_model)),
+        ),
+        ("diagnoser", esc(&f.diagnoser).to_string()),
+        (
+            "rounds × trials",
+            first
+                .map(|c| {
+                    format!(
+                        "at most {} rounds, {} trial(s) per task",
+                        c.rounds, c.train.trials
+                    )
+                })
+                .unwrap_or_else(|| "—".into()),
+        ),
+        (
+            "coder latency",
+            if f.coder.is_empty() || f.coder == "rules" {
+                format!(
+                    "{} ms per coder call (simulated; the wall-time ratio depends on it)",
+                    f.coder_latency_ms
+                )
+            } else {
+                format!("real calls of <code>{}</code>", esc(&f.coder))
+            },
+        ),
+    ]);
+}
+
+/// pass^k of a method's final incumbent on the held-out split (else, for
+/// older runs, its `test` or training evaluation).
+fn method_pass_k(e: &ExperimentData, name: &str) -> BTreeMap<u64, f64> {
+    e.methods
+        .iter()
+        .find(|m| m.0 == name)
+        .and_then(|(_, t)| {
+            if let Some(test) = t.summary.as_ref().and_then(|s| s.test.as_ref()) {
+                return Some(pass_k(&test.final_));
+            }
+            let label = if t.config.test_tasks.is_empty() {
+                t.train_label()
+            } else {
+                "test".into()
+            };
+            t.eval(t.final_incumbent()?, &label)
+                .map(|run| run.metrics().pass_hat_k)
+        })
+        .unwrap_or_default()
+}
+
+fn pass_k(score: &TestScore) -> BTreeMap<u64, f64> {
+    score
+        .intervals
+        .pass_hat_k
+        .iter()
+        .map(|(k, i)| (*k, i.estimate))
+        .collect()
+}
+
+/// pass^1 / pass^2 / ... values, one column: the header names the ks.
+fn pass_k_text(pk: &BTreeMap<u64, f64>) -> String {
+    if pk.is_empty() {
+        return "—".into();
+    }
+    pk.values()
+        .map(|v| format!("{v:.3}"))
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+/// The pass^k column's header: `pass^1 / pass^2 / pass^3 (test)`.
+fn pass_k_header(ks: &[u64]) -> String {
+    if ks.is_empty() {
+        return "pass^k (test)".into();
+    }
+    let names: Vec<String> = ks.iter().map(|k| format!("pass^{k}")).collect();
+    format!("{} (test)", names.join(" / "))
+}
+
+/// The main table: the untrained baselines (Direct, Human-Augmented), then
+/// one row per method.
+fn table(prefix: &str, e: &ExperimentData, rows: &[(String, MethodRow)]) -> String {
+    let base_pk: Vec<BTreeMap<u64, f64>> = baselines(e)
+        .iter()
+        .map(|b| b.test.as_ref().map(pass_k).unwrap_or_default())
+        .collect();
+    let method_pk: Vec<BTreeMap<u64, f64>> = rows
+        .iter()
+        .map(|(name, _)| method_pass_k(e, name))
+        .collect();
+    let ks: std::collections::BTreeSet<u64> = base_pk
+        .iter()
+        .chain(&method_pk)
+        .flat_map(|pk| pk.keys().copied())
+        .collect();
+    // Offline (rule coder, heuristic diagnoser) no model is paid: the two
+    // columns would be zeros, and the note below says so instead.
+    let spent = rows.iter().any(|(_, r)| r.tokens > 0 || r.usd > 0.0);
+    let mut out = format!(
+        "<div class=\"scroll\"><table><thead><tr><th>method</th><th class=\"n\">train wall time</th><th class=\"n\">coder calls</th><th class=\"n\">accepted / rounds</th><th class=\"n\">train initial → final</th><th class=\"n\">test</th><th class=\"n\">{}</th><th class=\"n\">edits</th><th class=\"n\">accommodation</th>{}</tr></thead><tbody>",
+        esc(&pass_k_header(&ks.into_iter().collect::<Vec<_>>())),
+        if spent {
+            "<th class=\"n\">tokens</th><th class=\"n\">USD</th>"
+        } else {
+            ""
+        }
+    );
+    for (b, pk) in baselines(e).iter().zip(&base_pk) {
+        out += &format!(
+            "<tr class=\"baseline\"><td class=\"nw\"><strong>{}</strong><br><span class=\"muted\">baseline, not trained</span></td><td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n nw\">{:.3}</td><td class=\"n\">{}</td><td class=\"n nw\">{}</td><td class=\"n\">—</td><td class=\"n\">—</td>{}</tr>",
+            esc(&b.name),
+            b.train,
+            num(b.test_accuracy(), 3),
+            pass_k_text(pk),
+            if spent {
+                "<td class=\"n\">—</td><td class=\"n\">—</td>"
+            } else {
+                ""
+            }
+        );
+    }
+    for ((name, r), pk) in rows.iter().zip(&method_pk) {
+        out += &format!(
+            "<tr><td class=\"nw\"><a href=\"#{prefix}-m-{}\"><strong>{}</strong></a></td><td class=\"n nw\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td class=\"n nw\">{:.3} → {:.3}</td><td class=\"n\">{}</td><td class=\"n nw\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}</tr>",
+            esc(&super::html::slug(name)),
+            if r.same_as.is_empty() {
+                esc(&r.name()).to_string()
+            } else {
+                format!(
+                    "{}</strong><br><span class=\"muted\">{}</span><strong>",
+                    esc(&r.name()),
+                    esc(ecdysis_note())
+                )
+            },
+            duration(r.train_seconds),
+            r.coder_calls,
+            r.accepted,
+            r.rounds,
+            r.initial_train,
+            r.final_train,
+            num(r.test, 3),
+            pass_k_text(pk),
+            r.edits,
+            match (r.accommodation_percent(), r.accommodating) {
+                (Some(p), Some(a)) => format!("{p:.0}% ({a}/{})", r.edits),
+                _ => "—".into(),
+            },
+            if spent {
+                format!(
+                    "<td class=\"n\">{}</td><td class=\"n\">${:.4}</td>",
+                    r.tokens, r.usd
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    out += "</tbody></table></div><p class=\"muted\">";
+    if !spent {
+        out += "No model tokens were paid (rule coder, heuristic diagnoser): tokens and USD are not shown. ";
+    }
+    out += "Direct runs the agent with no harness; Human-Augmented is the source harness as written, untrained. Accommodation: accepted edits whose evidence episodes show only model-specific quirks (judged from the testbed's ground truth), i.e. edits that fit the harness to this agent rather than to the task interface.</p>";
+    out
+}
+
+/// The baselines of `experiment.json` (none in files from before they
+/// were measured).
+fn baselines(e: &ExperimentData) -> &[BaselineRow] {
+    e.file.as_ref().map(|f| &f.baselines[..]).unwrap_or(&[])
+}
+
+/// Accuracy, wall time and coder calls per method, as bars.
+fn charts_row(
+    page: &mut Page,
+    e: &ExperimentData,
+    rows: &[(String, MethodRow)],
+) -> Result<(), ReportError> {
+    let base = baselines(e);
+    let cats: Vec<String> = base
+        .iter()
+        .map(|b| b.name.clone())
+        .chain(rows.iter().map(|r| r.0.clone()))
+        .collect();
+    let methods: Vec<&MethodRow> = rows.iter().map(|r| &r.1).collect();
+    // A baseline is not trained: its initial and final are the same.
+    let series = |f: &dyn Fn(&MethodRow) -> f64, b: &dyn Fn(&BaselineRow) -> f64| -> Vec<f64> {
+        base.iter()
+            .map(b)
+            .chain(methods.iter().map(|r| f(r)))
+            .collect()
+    };
+    let mut scores = Bars::new("Accuracy per method", cats)
+        .series(
+            "train, initial",
+            charts::color(9),
+            series(&|r| r.initial_train, &|b| b.train),
+        )
+        .series(
+            "train, final",
+            charts::color(0),
+            series(&|r| r.final_train, &|b| b.train),
+        )
+        .series(
+            "test, final",
+            charts::color(1),
+            series(&|r| r.test.unwrap_or(0.0), &|b| {
+                b.test_accuracy().unwrap_or(0.0)
+            }),
+        );
+    scores.max = Some(1.0);
+    scores.axis = "mean reward".into();
+    scores.size = (640, 320);
+    let names: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    let mut wall = Bars::new("Training wall time per method", names.clone()).series(
+        "seconds",
+        charts::color(3),
+        methods.iter().map(|r| r.train_seconds).collect(),
+    );
+    wall.horizontal = true;
+    wall.decimals = 0;
+    wall.axis = "seconds (without the held-out evaluation)".into();
+    wall.size = (480, 70 + 40 * methods.len() as u32);
+    let mut coder = Bars::new("Coder calls per method", names).series(
+        "coder calls",
+        charts::color(6),
+        methods.iter().map(|r| f64::from(r.coder_calls)).collect(),
+    );
+    coder.horizontal = true;
+    coder.decimals = 0;
+    coder.axis = "coder calls".into();
+    coder.size = (480, 70 + 40 * methods.len() as u32);
+    page.body += "<div class=\"charts\">";
+    page.body += &charts::bars(&scores)?;
+    page.body += &charts::bars(&wall)?;
+    page.body += &charts::bars(&coder)?;
+    page.body += "</div>";
+    Ok(())
+}
+
+/// Per-task differences on the held-out split (else training tasks)
+/// between any two of the baselines and methods.
+fn pairs(page: &mut Page, prefix: &str, e: &ExperimentData) {
+    let mut named: Vec<(String, BTreeMap<String, f64>)> = Vec::new();
+    if let Some(b) = &e.baselines {
+        for (name, which) in [
+            ("direct", HeldOut::Direct),
+            ("human-augmented", HeldOut::Initial),
+        ] {
+            if let Some(run) = b.held_out(which) {
+                named.push((name.into(), task_rewards(run)));
+            }
+        }
+    }
+    named.extend(e.methods.iter().filter_map(|(name, t)| {
+        t.held_out(HeldOut::Final)
+            .map(task_rewards)
+            .or_else(|| per_task(t, "test"))
+            .or_else(|| per_task(t, &t.train_label()))
+            .map(|m| (name.clone(), m))
+    }));
+    if named.len() >= 2 {
+        page.heading(
+            3,
+            &format!("{prefix}-pairs"),
+            "Per-task differences between methods",
+        );
+        page.body += "<p class=\"muted\">Mean reward per task of each baseline and of each method's final incumbent (held-out split where it was evaluated). Open a pair to see the tasks where they differ.</p>";
+        page.body += &compare::pairwise(&named);
+    }
 }
 
 fn transfer(page: &mut Page, prefix: &str, e: &ExperimentData) -> Result<(), ReportError> {

@@ -234,6 +234,17 @@ pub struct Candidate {
     pub train_summary: Option<RunSummary>,
 }
 
+/// Which harness of a training run's held-out evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldOut {
+    /// The starting harness.
+    Initial,
+    /// The final incumbent.
+    Final,
+    /// No harness (`--test-direct`).
+    Direct,
+}
+
 /// A training directory (`ecdysis-host train`).
 #[derive(Debug, Clone)]
 pub struct TrainData {
@@ -340,6 +351,20 @@ impl TrainData {
             .get(&format!("{}-{label}", &hash[..16.min(hash.len())]))
     }
 
+    /// The held-out evaluation of the final incumbent (`which` = `final`),
+    /// the initial harness (`initial`) or Direct (`direct`), from the
+    /// summary's test report.
+    pub fn held_out(&self, which: HeldOut) -> Option<&RunData> {
+        let test = self.summary.as_ref()?.test.as_ref()?;
+        let score = match which {
+            HeldOut::Initial => &test.initial,
+            HeldOut::Final => &test.final_,
+            HeldOut::Direct => test.direct.as_ref()?,
+        };
+        let name = Path::new(&score.dir).file_name()?.to_string_lossy();
+        self.evals.get(name.as_ref())
+    }
+
     /// The final incumbent: the summary's, else the `incumbent` file, else
     /// the initial harness.
     pub fn final_incumbent(&self) -> Option<&str> {
@@ -417,6 +442,8 @@ pub struct ExperimentData {
     pub methods: Vec<(String, TrainData)>,
     /// Transfer runs (`transfer-*` run directories), by directory name.
     pub transfer_runs: BTreeMap<String, RunData>,
+    /// The baselines' training directory (zero rounds), if measured.
+    pub baselines: Option<TrainData>,
 }
 
 impl ExperimentData {
@@ -452,11 +479,18 @@ impl ExperimentData {
                 transfer_runs.insert(name, RunData::load(&path)?);
             }
         }
+        let baselines_dir = dir.join(crate::evolve::experiment::BASELINES_DIR);
+        let baselines = if baselines_dir.join("config.json").is_file() {
+            Some(TrainData::load(&baselines_dir)?)
+        } else {
+            None
+        };
         Ok(ExperimentData {
             dir: dir.to_path_buf(),
             file,
             methods,
             transfer_runs,
+            baselines,
         })
     }
 

@@ -100,6 +100,9 @@ def test_tau2_runs_the_harness_and_the_rescued_call_reaches_the_environment(temp
     assert rescue, "the text-written call was realized by the harness"
     assert hooks.count("regulate") >= 3  # user message, tool results, agent message
     assert agent.harness_end is None
+    # Every action the harness took is counted (and logged in τ²'s log).
+    assert agent.interventions.get("contract") == 1, agent.interventions
+    assert agent.interventions.get("realize", 0) >= len(rescue), agent.interventions
 
 
 def test_without_the_harness_the_text_call_never_runs():

@@ -32,6 +32,7 @@ import sys
 import threading
 from typing import Any, Dict, List, Optional
 
+from loguru import logger  # τ²'s own logger: harness actions appear in its log
 from tau2.agent.base import ValidAgentInputMessage
 from tau2.agent.llm_agent import LLMAgent, LLMAgentState
 from tau2.data_model.message import (
@@ -154,6 +155,7 @@ class HarnessAgent(LLMAgent):
         self._forced: Optional[ToolCall] = None
         self._sent: Dict[str, ToolCall] = {}
         self._next_id = 0
+        self.interventions: Dict[str, int] = {}
 
     # -- τ²'s agent interface -----------------------------------------------
 
@@ -183,6 +185,12 @@ class HarnessAgent(LLMAgent):
             self.harness_end = f"harness error: {e}"
             out = None
         described = {d.name: d.description for d in (out.tool_descriptions if out else [])}
+        if out is not None:
+            self._log(
+                "contract",
+                f"system prompt {len(self.system_prompt)} -> {len(out.system_prompt)} chars, "
+                f"{sum(1 for t in self.tools if t.name in described)} tool description(s) rewritten",
+            )
         self._described = [_DescribedTool(t, described.get(t.name)) for t in self.tools]
         prompt = out.system_prompt if out else self.system_prompt
         state.system_messages = [SystemMessage(role="system", content=prompt)]
@@ -218,6 +226,7 @@ class HarnessAgent(LLMAgent):
             if not self._first_user_seen:
                 self._first_user_seen = True
                 for g in ep.skills(TaskView(self.domain, text)):
+                    self._log("skills", f"injected {g.title!r}")
                     state.system_messages[0].content += f"\n\n## {g.title}\n{g.text}"
             self._apply(ep.regulate(self._report(StepKind.USER_MESSAGE, text, [])), state)
         if self.harness_end is not None:
@@ -242,7 +251,9 @@ class HarnessAgent(LLMAgent):
                 decision = ep.realize(TextAction(text))
                 if isinstance(decision, Realize):
                     calls = [ToolCall(self._fresh_id(), c.name, c.arguments) for c in decision.calls]
+                    self._log("realize", f"rescued {[c.name for c in calls]} from the model's text")
                 elif isinstance(decision, Block):
+                    self._log("realize", f"blocked a text reply: {decision.text}")
                     self._notes.append(decision.text)
                     self._apply(ep.regulate(self._report(StepKind.AGENT_MESSAGE, None, [])), state)
                     continue
@@ -257,8 +268,11 @@ class HarnessAgent(LLMAgent):
             for call in calls:
                 decision = ep.realize(CallAction(call))
                 if isinstance(decision, Execute):
+                    if (decision.call.name, decision.call.arguments) != (call.name, call.arguments):
+                        self._log("realize", f"rewrote {call.name} {call.arguments} -> {decision.call.name} {decision.call.arguments}")
                     kept.append(ToolCall(call.id, decision.call.name, decision.call.arguments))
                 elif isinstance(decision, Block):
+                    self._log("realize", f"blocked {call.name}: {decision.text}")
                     self._notes.append(f"your call {call.name} was not run: {decision.text}")
                 else:
                     kept.append(call)
@@ -313,9 +327,16 @@ class HarnessAgent(LLMAgent):
             outcomes=outcomes,
         )
 
+    def _log(self, hook: str, what: str) -> None:
+        """One line per harness action in τ²'s log, and a count per hook in
+        `self.interventions` (what a by-hand run checks)."""
+        self.interventions[hook] = self.interventions.get(hook, 0) + 1
+        logger.info(f"ecdysis harness {hook} (step {self._step}): {what}")
+
     def _apply(self, regulation: Any, state: LLMAgentState) -> None:
         if isinstance(regulation, Continue):
             return
+        self._log("regulate", f"{type(regulation).__name__}: {getattr(regulation, 'text', None) or getattr(regulation, 'reason', None) or getattr(regulation, 'call', '')}")
         if isinstance(regulation, Annotate):
             last = state.messages[-1] if state.messages else None
             if isinstance(last, ToolMessage):
