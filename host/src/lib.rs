@@ -5,6 +5,8 @@
 //! concern, listed from the bottom layer up (a module uses only those above
 //! it in this list, the CLI in `main.rs` uses them all):
 //!
+//! - [`rng`]: SplitMix64, the one seeded generator (every random choice
+//!   is a function of an explicit seed).
 //! - [`fsutil`]: atomic writes, the one crate walker and copier, paths in
 //!   errors, timestamps.
 //! - [`process`]: child processes with a timeout and a whole-group kill, a
@@ -13,6 +15,8 @@
 //! - [`jail`]: bubblewrap jails for untrusted work on the host (candidate
 //!   builds, external coders): only the bound paths, no network, a cleared
 //!   environment, a memory limit, nothing left running afterwards.
+//! - [`gate`]: the network gate of a jailed external coder: it reaches its
+//!   model endpoint and nothing else.
 //! - [`env`](mod@env): the benchmark environments (τ² airline and retail,
 //!   native and exact to the reference): tools, tasks split into what the
 //!   agent sees ([`env::TaskView`]) and an opaque oracle, evaluation, gold

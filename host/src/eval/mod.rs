@@ -315,7 +315,14 @@ pub async fn run_with(
                 }
                 continue;
             }
-            dir.append(&record)?;
+            // Serialising and fsyncing the record blocks: off the runtime's
+            // threads, so the episodes in flight keep being polled.
+            let record = {
+                let dir = dir.clone();
+                tokio::task::spawn_blocking(move || dir.append(&record).map(|()| record))
+                    .await
+                    .expect("append task does not panic")?
+            };
             ran_now += 1;
             progress.finished(&record);
             finished.insert((task_id, trial), record);

@@ -1,5 +1,5 @@
 //! The one guest-build path: `cargo build --release --target wasm32-wasip2`
-//! of a harness crate, for `ecdysis-host build`, for `--harness <crate>`,
+//! (or the crate's `candidate` profile, [`BuildProfile`]) of a harness crate, for `ecdysis-host build`, for `--harness <crate>`,
 //! for every training candidate and for the coders' build checks.
 //!
 //! Who wrote the source decides how it is built ([`Trust`]):
@@ -128,6 +128,8 @@ pub struct BuildOptions {
     pub timeout: Duration,
     /// Who wrote the source.
     pub trust: Trust,
+    /// Which cargo profile builds it.
+    pub profile: BuildProfile,
 }
 
 impl Default for BuildOptions {
@@ -139,6 +141,41 @@ impl Default for BuildOptions {
             quiet: false,
             timeout: BUILD_TIMEOUT,
             trust: Trust::Own,
+            profile: BuildProfile::Release,
+        }
+    }
+}
+
+/// The cargo profile of a guest build.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BuildProfile {
+    /// `--release`: what `build` and `--harness <crate>` ship.
+    #[default]
+    Release,
+    /// `--profile candidate` when the crate's `Cargo.toml` defines
+    /// `[profile.candidate]` (the template's is the release profile without
+    /// LTO, with incremental compilation and the crate itself at a low
+    /// opt-level), else `--release`. Training builds every harness of a run
+    /// with it: a round rebuilds only the edited crate, in about a second
+    /// instead of the ten an LTO build takes, and every harness the gate
+    /// compares is built alike.
+    Candidate,
+}
+
+/// The profile name `candidate` builds use, as the crate must spell it.
+pub const CANDIDATE_PROFILE: &str = "candidate";
+
+impl BuildProfile {
+    /// Cargo's flags for this profile on the crate whose manifest text is
+    /// `manifest`.
+    fn cargo_args(self, manifest: &str) -> Vec<std::ffi::OsString> {
+        let defined = manifest
+            .lines()
+            .any(|l| l.trim() == format!("[profile.{CANDIDATE_PROFILE}]"));
+        if self == BuildProfile::Candidate && defined {
+            vec!["--profile".into(), CANDIDATE_PROFILE.into()]
+        } else {
+            vec!["--release".into()]
         }
     }
 }
@@ -266,9 +303,11 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     if opts.target_dir.is_some() {
         touch_all(&crate_dir.join("src"));
     }
-    let mut args: Vec<std::ffi::OsString> = ["build", "--release", "--target", "wasm32-wasip2"]
-        .map(Into::into)
-        .to_vec();
+    let manifest_text = std::fs::read_to_string(&manifest_path)
+        .map_err(|e| PathError::new("read", &manifest_path, e))?;
+    let mut args: Vec<std::ffi::OsString> = vec!["build".into()];
+    args.extend(opts.profile.cargo_args(&manifest_text));
+    args.extend(["--target".into(), "wasm32-wasip2".into()]);
     args.push("--message-format=json".into());
     args.push("--manifest-path".into());
     args.push(manifest_path.clone().into_os_string());

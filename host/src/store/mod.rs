@@ -32,8 +32,8 @@ use crate::sandbox::{LoadedHarness, SUPPORTED_WORLDS, Sandbox, SandboxError, wor
 
 pub use artifact::{ArtifactKey, Compiler, DEFAULT_MAX_COMPONENT_BYTES};
 pub use build::{
-    BUILD_TIMEOUT, BuildOptions, BuildOutcome, Containment, Trust, UNTRUSTED_BUILD_MEMORY,
-    source_tree_hash,
+    BUILD_TIMEOUT, BuildOptions, BuildOutcome, BuildProfile, CANDIDATE_PROFILE, Containment, Trust,
+    UNTRUSTED_BUILD_MEMORY, source_tree_hash,
 };
 pub use export::{
     EXPORT_FORMAT, ExportError, ExportOptions, ExportOutcome, ExportedLimits, HarnessExport,

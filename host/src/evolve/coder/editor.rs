@@ -29,7 +29,7 @@ use super::{
 };
 use crate::evolve::budget::{self, ContextBudget, estimate_messages};
 use crate::model::{ChatMessage, ChatModel, ChatRequest, SamplingArgs};
-use crate::store::Containment;
+use crate::store::{Containment, Trust};
 
 const EDITOR_FORMAT: &str = include_str!("../prompts/editor_format.md");
 
@@ -503,63 +503,40 @@ fn first_line(s: &str) -> &str {
         .trim()
 }
 
+/// What the editor makes of one reply.
+enum Turn {
+    /// The edits changed `src/` and the crate builds: the round's outcome.
+    Built(CoderOutcome),
+    /// Nothing usable yet: what to tell the model in the next turn.
+    Feedback(String),
+}
+
+/// A coder error that also puts the staging crate back as it was.
+fn restoring(before: &Snapshot) -> impl Fn(CoderError) -> CoderError + '_ {
+    move |err| {
+        if let Err(e) = before.restore() {
+            tracing::warn!(error = %e, "could not restore the staging crate");
+        }
+        err
+    }
+}
+
 impl EditorCoder {
     async fn run(&self, task: &CoderTask, staging: &Path) -> Result<CoderOutcome, CoderError> {
         check_crate(staging)?;
         let before = Snapshot::take(staging)?;
         let trust = before.untrusted_edits(&self.config.containment);
-        // The first prompt leaves room for one follow-up exchange (the
-        // model's last reply and the feedback on it): only the latest
-        // exchange is kept in the conversation, so every call fits.
-        let budget = self.config.budget;
-        let exchange = if self.config.max_feedback > 0 {
-            budget.reply_tokens + self.config.feedback_tokens() + 2 * budget::MESSAGE_OVERHEAD
-        } else {
-            0
-        };
-        let system = ChatMessage::system(coder_system_prompt());
-        let room = budget.prompt_tokens().checked_sub(
-            estimate_messages(std::slice::from_ref(&system)) + budget::MESSAGE_OVERHEAD + exchange,
-        );
-        let too_small = CoderError::ContextTooSmall {
-            context: budget.context_tokens,
-            reply: budget.reply_tokens,
-        };
-        let Some(room) = room else {
-            return Err(too_small);
-        };
-        let Some(prompt) = coder_prompt(
-            task,
-            staging,
-            EDITOR_FORMAT,
-            self.config.source_budget,
-            Some(room),
-        )?
-        else {
-            return Err(too_small);
-        };
-        let opening = vec![system, ChatMessage::user(prompt)];
+        let fail = restoring(&before);
+        let opening = self.opening(task, staging)?;
         let mut messages = opening.clone();
         let max_calls = 1 + self.config.max_feedback;
         let mut log = String::new();
         let mut attempts = 0u32;
         let mut last_problem: String;
-        let fail = |err: CoderError| -> CoderError {
-            if let Err(e) = before.restore() {
-                tracing::warn!(error = %e, "could not restore the staging crate");
-            }
-            err
-        };
         loop {
             attempts += 1;
-            let mut sampling = self.config.sampling.clone();
-            if sampling.max_tokens.is_none() {
-                sampling.max_tokens = Some(budget.reply_tokens as u32);
-            }
-            let mut request = ChatRequest::new(messages.clone()).with_sampling(sampling);
-            request.cache_salt = self.config.cache_salt.clone();
-            let reply = match self.model.chat(&request).await {
-                Ok(r) => r,
+            let text = match self.ask(&messages).await {
+                Ok(text) => text,
                 Err(source) => {
                     log += &format!("call {attempts}: model error: {source}\n");
                     return Err(fail(CoderError::Model {
@@ -569,120 +546,24 @@ impl EditorCoder {
                     }));
                 }
             };
-            let text = reply.text().to_string();
             log += &format!(
                 "call {attempts}: reply of {} chars\n{}\n",
                 text.len(),
                 clip_chars(&text, 3_000)
             );
-            let feedback = match parse_edits(&text) {
-                Err(e) => format!(
-                    "Your reply could not be read as edits: {e}. Nothing was applied. \
-                     Reply again with SEARCH/REPLACE blocks in the format described above."
-                ),
-                Ok(blocks) if blocks.is_empty() => {
-                    "Your reply contains no SEARCH/REPLACE blocks, so nothing \
-                     changed. Implement the spec now, as blocks in the format described above."
-                        .to_string()
-                }
-                Ok(blocks) => match apply_edits(staging, &blocks) {
-                    Err(ApplyError::Outside(files)) => {
-                        log += &format!(
-                            "call {attempts}: edits outside src/: {}\n",
-                            files.join(", ")
-                        );
-                        return Err(fail(CoderError::OutsideSrc {
-                            files,
-                            attempts,
-                            log,
-                        }));
-                    }
-                    Err(ApplyError::Problems(problems, show)) => {
-                        log += &format!("call {attempts}: not applied: {}\n", problems.join("; "));
-                        format!(
-                            "None of the edits in your last reply were applied:\n{}\n\n\
-                             The current content of the files concerned:\n\n{}\
-                             Reply with corrected SEARCH/REPLACE blocks for every edit you \
-                             still want (nothing of the last reply was kept).",
-                            problems
-                                .iter()
-                                .map(|p| format!("- {p}"))
-                                .collect::<Vec<_>>()
-                                .join("\n"),
-                            quote_files(staging, &show)
-                        )
-                    }
-                    Ok(written) => {
-                        log += &format!(
-                            "call {attempts}: applied {} block(s) to {}\n",
-                            blocks.len(),
-                            if written.is_empty() {
-                                "nothing".into()
-                            } else {
-                                written.join(", ")
-                            }
-                        );
-                        let now = Snapshot::take(staging).map_err(|e| fail(e.into()))?;
-                        let (_, changed) = src_diff(&before, &now);
-                        if changed.is_empty() {
-                            "After your edits src/ is exactly as it was at the start, so nothing \
-                             would change. Implement the spec with SEARCH/REPLACE blocks."
-                                .to_string()
-                        } else {
-                            let build: BuildCheck = check_build_async(
-                                staging,
-                                self.config.target_dir.as_deref(),
-                                &trust,
-                            )
-                            .await
-                            .map_err(fail)?;
-                            if build.ok {
-                                log += &format!(
-                                    "call {attempts}: build ok ({:.1} s)\n",
-                                    build.seconds
-                                );
-                                let (diff, changed_files) = src_diff(&before, &now);
-                                return Ok(CoderOutcome {
-                                    diff,
-                                    changed_files,
-                                    attempts,
-                                    build_ok: true,
-                                    log,
-                                });
-                            }
-                            log += &format!(
-                                "call {attempts}: build failed ({:.1} s): {}\n",
-                                build.seconds,
-                                first_line(&build.errors)
-                            );
-                            format!(
-                                "Your edits were applied, but the crate does not build for \
-                                 wasm32-wasip2:\n\n```text\n{}\n```\n\nThe files changed so far now read:\n\n{}\
-                                 Reply with SEARCH/REPLACE blocks against this current content that \
-                                 fix the errors.",
-                                build.errors.trim_end(),
-                                quote_files(staging, &error_spots(&build.errors, &changed))
-                            )
-                        }
-                    }
-                },
+            let feedback = match self
+                .judge(&text, staging, &before, &trust, attempts, &mut log)
+                .await
+            {
+                Ok(Turn::Built(outcome)) => return Ok(outcome),
+                Ok(Turn::Feedback(feedback)) => feedback,
+                Err(e) => return Err(fail(e)),
             };
             last_problem = first_line(&feedback).to_string();
             if attempts >= max_calls {
                 break;
             }
-            // The latest exchange only, each side clipped to its room.
-            messages = opening.clone();
-            messages.push(ChatMessage::assistant(budget::clip_lines(
-                &text,
-                budget.reply_tokens,
-                "reply",
-            )));
-            messages.push(ChatMessage::user(budget::clip_lines(
-                &feedback,
-                self.config.feedback_tokens(),
-                "feedback",
-            )));
+            messages = self.follow_up(&opening, &text, &feedback);
         }
         // Out of turns: keep edits that were applied (the build failed on
         // them), or report that nothing usable came.
@@ -702,6 +583,185 @@ impl EditorCoder {
             build_ok: false,
             log,
         })
+    }
+
+    /// The system prompt and the first request. The first prompt leaves
+    /// room for one follow-up exchange (the model's last reply and the
+    /// feedback on it): only the latest exchange is kept in the
+    /// conversation, so every call fits.
+    fn opening(&self, task: &CoderTask, staging: &Path) -> Result<Vec<ChatMessage>, CoderError> {
+        let budget = self.config.budget;
+        let exchange = if self.config.max_feedback > 0 {
+            budget.reply_tokens + self.config.feedback_tokens() + 2 * budget::MESSAGE_OVERHEAD
+        } else {
+            0
+        };
+        let system = ChatMessage::system(coder_system_prompt());
+        let too_small = || CoderError::ContextTooSmall {
+            context: budget.context_tokens,
+            reply: budget.reply_tokens,
+        };
+        let room = budget
+            .prompt_tokens()
+            .checked_sub(
+                estimate_messages(std::slice::from_ref(&system))
+                    + budget::MESSAGE_OVERHEAD
+                    + exchange,
+            )
+            .ok_or_else(too_small)?;
+        let prompt = coder_prompt(
+            task,
+            staging,
+            EDITOR_FORMAT,
+            self.config.source_budget,
+            Some(room),
+        )?
+        .ok_or_else(too_small)?;
+        Ok(vec![system, ChatMessage::user(prompt)])
+    }
+
+    /// One model call; the reply's text.
+    async fn ask(&self, messages: &[ChatMessage]) -> Result<String, crate::model::ModelError> {
+        let mut sampling = self.config.sampling.clone();
+        if sampling.max_tokens.is_none() {
+            sampling.max_tokens = Some(self.config.budget.reply_tokens as u32);
+        }
+        let mut request = ChatRequest::new(messages.to_vec()).with_sampling(sampling);
+        request.cache_salt = self.config.cache_salt.clone();
+        Ok(self.model.chat(&request).await?.text().to_string())
+    }
+
+    /// The next conversation: the opening and the latest exchange only,
+    /// each side clipped to its room.
+    fn follow_up(&self, opening: &[ChatMessage], reply: &str, feedback: &str) -> Vec<ChatMessage> {
+        let mut messages = opening.to_vec();
+        messages.push(ChatMessage::assistant(budget::clip_lines(
+            reply,
+            self.config.budget.reply_tokens,
+            "reply",
+        )));
+        messages.push(ChatMessage::user(budget::clip_lines(
+            feedback,
+            self.config.feedback_tokens(),
+            "feedback",
+        )));
+        messages
+    }
+
+    /// Read a reply as edits and apply them all or none; edits that change
+    /// `src/` are built. Edits outside `src/` end the round (an error).
+    async fn judge(
+        &self,
+        text: &str,
+        staging: &Path,
+        before: &Snapshot,
+        trust: &Trust,
+        attempts: u32,
+        log: &mut String,
+    ) -> Result<Turn, CoderError> {
+        let blocks = match parse_edits(text) {
+            Err(e) => {
+                return Ok(Turn::Feedback(format!(
+                    "Your reply could not be read as edits: {e}. Nothing was applied. \
+                     Reply again with SEARCH/REPLACE blocks in the format described above."
+                )));
+            }
+            Ok(blocks) if blocks.is_empty() => {
+                return Ok(Turn::Feedback(
+                    "Your reply contains no SEARCH/REPLACE blocks, so nothing \
+                     changed. Implement the spec now, as blocks in the format described above."
+                        .to_string(),
+                ));
+            }
+            Ok(blocks) => blocks,
+        };
+        match apply_edits(staging, &blocks) {
+            Err(ApplyError::Outside(files)) => {
+                *log += &format!(
+                    "call {attempts}: edits outside src/: {}\n",
+                    files.join(", ")
+                );
+                Err(CoderError::OutsideSrc {
+                    files,
+                    attempts,
+                    log: log.clone(),
+                })
+            }
+            Err(ApplyError::Problems(problems, show)) => {
+                *log += &format!("call {attempts}: not applied: {}\n", problems.join("; "));
+                Ok(Turn::Feedback(format!(
+                    "None of the edits in your last reply were applied:\n{}\n\n\
+                     The current content of the files concerned:\n\n{}\
+                     Reply with corrected SEARCH/REPLACE blocks for every edit you \
+                     still want (nothing of the last reply was kept).",
+                    problems
+                        .iter()
+                        .map(|p| format!("- {p}"))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    quote_files(staging, &show)
+                )))
+            }
+            Ok(written) => {
+                *log += &format!(
+                    "call {attempts}: applied {} block(s) to {}\n",
+                    blocks.len(),
+                    if written.is_empty() {
+                        "nothing".into()
+                    } else {
+                        written.join(", ")
+                    }
+                );
+                self.build_applied(staging, before, trust, attempts, log)
+                    .await
+            }
+        }
+    }
+
+    /// After edits were applied: nothing changed, a build that fails (its
+    /// errors and the changed files go back to the model), or the outcome.
+    async fn build_applied(
+        &self,
+        staging: &Path,
+        before: &Snapshot,
+        trust: &Trust,
+        attempts: u32,
+        log: &mut String,
+    ) -> Result<Turn, CoderError> {
+        let now = Snapshot::take(staging)?;
+        let (diff, changed) = src_diff(before, &now);
+        if changed.is_empty() {
+            return Ok(Turn::Feedback(
+                "After your edits src/ is exactly as it was at the start, so nothing \
+                 would change. Implement the spec with SEARCH/REPLACE blocks."
+                    .to_string(),
+            ));
+        }
+        let build: BuildCheck =
+            check_build_async(staging, self.config.target_dir.as_deref(), trust).await?;
+        if build.ok {
+            *log += &format!("call {attempts}: build ok ({:.1} s)\n", build.seconds);
+            return Ok(Turn::Built(CoderOutcome {
+                diff,
+                changed_files: changed,
+                attempts,
+                build_ok: true,
+                log: log.clone(),
+            }));
+        }
+        *log += &format!(
+            "call {attempts}: build failed ({:.1} s): {}\n",
+            build.seconds,
+            first_line(&build.errors)
+        );
+        Ok(Turn::Feedback(format!(
+            "Your edits were applied, but the crate does not build for \
+             wasm32-wasip2:\n\n```text\n{}\n```\n\nThe files changed so far now read:\n\n{}\
+             Reply with SEARCH/REPLACE blocks against this current content that \
+             fix the errors.",
+            build.errors.trim_end(),
+            quote_files(staging, &error_spots(&build.errors, &changed))
+        )))
     }
 }
 

@@ -43,7 +43,7 @@ use crate::fsutil::{EntryKind, PathError, walk_crate};
 use crate::model::ModelError;
 use crate::store::build::cargo_build;
 use crate::store::scan::{self, Finding};
-use crate::store::{BuildOptions, Containment, StoreError, Trust};
+use crate::store::{BuildOptions, BuildProfile, Containment, StoreError, Trust};
 
 const CODER_SYSTEM: &str = include_str!("../prompts/coder_system.md");
 const CODER_TASK: &str = include_str!("../prompts/coder_task.md");
@@ -479,6 +479,9 @@ pub fn check_build(
         target_dir: target_dir.map(Path::to_path_buf),
         quiet: true,
         trust: trust.clone(),
+        // The profile the candidate is then built with: the check warms
+        // its incremental cache.
+        profile: BuildProfile::Candidate,
         ..BuildOptions::default()
     };
     let build = match cargo_build(crate_dir, &opts) {

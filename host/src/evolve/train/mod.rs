@@ -46,7 +46,9 @@ use crate::eval::{self, Participants, RunConfig, RunOptions, RunSummary};
 use crate::fsutil::PathError;
 use crate::model::UsageLedger;
 use crate::sandbox::{LoadedHarness, Sandbox};
-use crate::store::{BuildOptions, ComponentHash, ComponentStore, Containment, Manifest, Trust};
+use crate::store::{
+    BuildOptions, BuildProfile, ComponentHash, ComponentStore, Containment, Manifest, Trust,
+};
 
 pub use dir::TrainDir;
 pub use record::{
@@ -442,6 +444,9 @@ impl TrainContext {
                     target_dir: Some(self.cargo_target.clone()),
                     quiet: true,
                     trust,
+                    // Every harness of the run, the starting one too, is
+                    // built alike, with the fast incremental profile.
+                    profile: BuildProfile::Candidate,
                     ..BuildOptions::default()
                 },
             )?
