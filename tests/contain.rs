@@ -11,9 +11,10 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ecdysis_host::evolve::coder::{Coder, CoderTask, ExternalCoder, ExternalConfig};
+use ecdysis_host::evolve::coder::{Coder, CoderNetwork, CoderTask, ExternalCoder, ExternalConfig};
 use ecdysis_host::evolve::spec::ChangeSpec;
 use ecdysis_host::fsutil::copy_crate;
+use ecdysis_host::jail::JailLimits;
 use ecdysis_host::store::{
     BuildOptions, ComponentStore, Containment, StoreError, Trust, source_tree_hash,
 };
@@ -331,7 +332,10 @@ fn compile_time_bombs_hit_the_build_limits_then_a_clean_build_passes() {
     let tmp = tempfile::tempdir().unwrap();
     let store = ComponentStore::open(tmp.path().join("store"));
     let limited = Containment {
-        memory_limit: 1 << 30,
+        limits: JailLimits {
+            memory: 1 << 30,
+            ..JailLimits::default()
+        },
         ..Containment::default()
     };
 
@@ -715,6 +719,11 @@ fn a_candidate_importing_a_clock_is_rejected_and_the_next_round_runs() {
 
     let rounds = rounds_of(&tmp.path().join("train"));
     assert_eq!(rounds.len(), 2, "{rounds:?}");
+    // Its network, from --coder-endpoint, is in the run's config.
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("train/config.json")).unwrap())
+            .unwrap();
+    assert_eq!(config["coder_network"], "endpoint 127.0.0.1:18080");
     let first = &rounds[0];
     let decision = first["decision"].as_str().unwrap();
     assert!(decision.starts_with("rejected: cannot load:"), "{decision}");
@@ -918,7 +927,7 @@ open("src/tables.rs", "w").write(t)
             "skills": [], "implementation_notes": ""}"#,
     )
     .unwrap();
-    let coder = |endpoints: Vec<String>| {
+    let coder = |network: CoderNetwork| {
         let mut config = ExternalConfig::new(format!(
             "/usr/bin/python3 {}",
             scripts.join("coder.py").display()
@@ -926,7 +935,7 @@ open("src/tables.rs", "w").write(t)
         config.read_only = vec![scripts.clone()];
         config.target_dir = Some(target());
         config.check_build = false;
-        config.endpoints = endpoints;
+        config.network = network;
         config.gate_program = Some(support::host_bin());
         ExternalCoder::new(config).unwrap()
     };
@@ -934,10 +943,12 @@ open("src/tables.rs", "w").write(t)
     // Gated: the endpoint (named by host name, as its URL does) answers;
     // the other local service and the outside are unreachable.
     let started = std::time::Instant::now();
-    let out = coder(vec![format!("http://localhost:{endpoint}/v1")])
-        .implement(&CoderTask::new(spec.clone()), &crate_dir)
-        .await
-        .expect("the gated coder's edit is collected");
+    let out = coder(CoderNetwork::Endpoints(vec![format!(
+        "http://localhost:{endpoint}/v1"
+    )]))
+    .implement(&CoderTask::new(spec.clone()), &crate_dir)
+    .await
+    .expect("the gated coder's edit is collected");
     assert!(started.elapsed() < Duration::from_secs(120));
     assert!(
         out.diff
@@ -956,10 +967,10 @@ open("src/tables.rs", "w").write(t)
     assert_eq!(out.changed_files, vec!["src/tables.rs"]);
     assert!(out.diff.contains(&format!("+        text: {NEW_RULE},")));
 
-    // Control: with the host's network (the ungated default) the same
+    // Control: with the host's network (the explicit opt-in) the same
     // script does reach the other service, so the check above can fail.
     let fresh = stage(tmp.path(), "ungated");
-    let out = coder(Vec::new())
+    let out = coder(CoderNetwork::Host)
         .implement(&CoderTask::new(spec), &fresh)
         .await
         .expect("the ungated coder's edit is collected");
@@ -972,9 +983,373 @@ open("src/tables.rs", "w").write(t)
 
     // Bad endpoints are refused by name before anything runs.
     let mut config = ExternalConfig::new("/usr/bin/true");
-    config.endpoints = vec!["not an endpoint".into()];
+    config.network = CoderNetwork::Endpoints(vec!["not an endpoint".into()]);
     let Err(err) = ExternalCoder::new(config) else {
         panic!("a bad endpoint must be refused");
     };
     assert!(err.to_string().contains("`not an endpoint`"), "{err}");
+}
+
+// ---------------------------------------------------------------------------
+// The external coder's network by default: nothing, or its endpoint.
+
+#[tokio::test]
+async fn an_external_coder_gets_no_network_by_default_and_its_endpoint_when_known() {
+    if !support::is_child() {
+        let m = support::in_child(
+            "an_external_coder_gets_no_network_by_default_and_its_endpoint_when_known",
+            &[],
+        );
+        assert!(m.wall < Duration::from_secs(300), "{:?}", m.wall);
+        assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let scripts = tmp.path().join("scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    let (endpoint, endpoint_hits) = tcp_server("ENDPOINT-OK\n");
+    // A local service that is not its endpoint (a database, another
+    // tenant's server).
+    let (other, other_hits) = tcp_server("OTHER-REACHED\n");
+    let script = r#"
+import socket
+def reach(host, port):
+    try:
+        with socket.create_connection((host, port), timeout=3) as s:
+            return s.recv(100).decode().strip() or "empty"
+    except Exception as e:
+        return type(e).__name__
+seen = "endpoint=%s other=%s" % (reach("127.0.0.1", @EP@), reach("127.0.0.1", @OTHER@))
+t = open("src/tables.rs").read()
+assert @RULE@ in t
+t = t.replace(@RULE@, @NEW_RULE@)
+t += "\n// net: %s\n" % seen
+open("src/tables.rs", "w").write(t)
+"#
+    .replace("@EP@", &endpoint.to_string())
+    .replace("@OTHER@", &other.to_string())
+    .replace("@RULE@", &py(RULE_2))
+    .replace("@NEW_RULE@", &py(NEW_RULE));
+    std::fs::write(scripts.join("coder.py"), script).unwrap();
+    let spec = ChangeSpec::parse(
+        r#"{"failure_patterns": [{"name": "n", "description": "d", "evidence_tasks": ["1"]}],
+            "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "d", "rationale": "r", "evidence_tasks": ["1"]}],
+            "skills": [], "implementation_notes": ""}"#,
+    )
+    .unwrap();
+    let config = || {
+        let mut config = ExternalConfig::new(format!(
+            "/usr/bin/python3 {}",
+            scripts.join("coder.py").display()
+        ));
+        config.read_only = vec![scripts.clone()];
+        config.target_dir = Some(target());
+        config.gate_program = Some(support::host_bin());
+        config
+    };
+
+    // Hostile, the default config: no network at all.
+    assert_eq!(config().network, CoderNetwork::None);
+    let mut unbuilt = config();
+    unbuilt.check_build = false;
+    let crate_dir = stage(tmp.path(), "default");
+    let started = std::time::Instant::now();
+    let out = ExternalCoder::new(unbuilt)
+        .unwrap()
+        .implement(&CoderTask::new(spec.clone()), &crate_dir)
+        .await
+        .expect("the coder's edit is collected");
+    assert!(started.elapsed() < Duration::from_secs(120));
+    assert!(
+        out.diff
+            .contains("net: endpoint=ConnectionRefusedError other=ConnectionRefusedError"),
+        "{}",
+        out.diff
+    );
+    assert_eq!(other_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(endpoint_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // Positive control: gated to its endpoint it reaches that (only), and
+    // its good edit is built (jailed) right after.
+    let mut gated = config();
+    gated.network = CoderNetwork::Endpoints(vec![format!("http://127.0.0.1:{endpoint}/v1")]);
+    let crate_dir = stage(tmp.path(), "gated");
+    let out = ExternalCoder::new(gated)
+        .unwrap()
+        .implement(&CoderTask::new(spec), &crate_dir)
+        .await
+        .expect("the gated coder's edit is collected");
+    assert!(
+        out.diff
+            .contains("net: endpoint=ENDPOINT-OK other=ConnectionRefusedError"),
+        "{}",
+        out.diff
+    );
+    assert_eq!(other_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(endpoint_hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(out.build_ok, "{}", out.log);
+}
+
+#[test]
+fn the_coder_network_is_recorded_and_a_contradiction_is_refused_by_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = Outside::new(tmp.path());
+    let steps = [format!(
+        "t = rep(t, {}, {})",
+        py(BLANK_PREFIXES),
+        py(FILLED_PREFIXES)
+    )];
+    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    let (command, scripts, state) = scripted_coder(tmp.path(), &outside, &steps);
+    let out = tmp.path().join("train");
+    let train = |extra: &[&str]| {
+        let mut args = vec![
+            "--cache",
+            "off",
+            "--method",
+            "ecdysis-nofdcr",
+            "--rounds",
+            "1",
+            "--coder-command",
+            command.as_str(),
+            "--coder-ro",
+            scripts.to_str().unwrap(),
+            "--coder-rw",
+            state.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        support::run_measured(&mut support::train_command(tmp.path(), &args))
+    };
+
+    // Contradictions are refused before anything runs, naming the flags.
+    for (extra, needles) in [
+        (
+            &["--coder-network", "host", "--coder-endpoint", "127.0.0.1:9"][..],
+            &["--coder-endpoint 127.0.0.1:9", "--coder-network host"][..],
+        ),
+        (
+            &["--coder-network", "endpoint"][..],
+            &["--coder-network endpoint", "--coder-endpoint"][..],
+        ),
+        (
+            &["--coder-no-network", "--coder-network", "host"][..],
+            &["--coder-no-network", "--coder-network host"][..],
+        ),
+    ] {
+        let m = train(extra);
+        assert!(!m.status.success(), "{extra:?}");
+        for needle in needles {
+            assert!(m.stderr.contains(needle), "{needle}: {}", m.stderr);
+        }
+        assert!(!out.exists(), "a refused run writes nothing");
+        assert!(m.wall < Duration::from_secs(60), "{:?}", m.wall);
+    }
+
+    // The default: no endpoint known (the agent is simulated), no network;
+    // recorded.
+    let m = train(&[]);
+    assert!(m.status.success(), "{}", m.stderr);
+    assert!(m.peak_rss_mib() < 768.0, "{} MiB", m.peak_rss_mib());
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+    assert_eq!(config["coder_network"], "none");
+    assert_eq!(rounds_of(&out)[0]["accepted"], true);
+
+    // Resuming with another network is refused like any other change.
+    let m = train(&["--coder-network", "host"]);
+    assert!(!m.status.success());
+    assert!(
+        m.stderr.contains("another configuration") && m.stderr.contains("coder_network"),
+        "{}",
+        m.stderr
+    );
+    assert!(
+        m.stderr
+            .contains("WARNING: the external coder shares the host's network"),
+        "{}",
+        m.stderr
+    );
+    // The same network resumes (nothing left to do).
+    let m = train(&[]);
+    assert!(m.status.success(), "{}", m.stderr);
+}
+
+// ---------------------------------------------------------------------------
+// Process-count, CPU and disk limits of the jails.
+
+/// Tight limits for the hostile jails (and their positive controls).
+fn tight_limits(cpu_secs: u64) -> JailLimits {
+    JailLimits {
+        memory: 2 << 30,
+        cpu_secs,
+        file_size: 16 << 20,
+        processes: 64,
+        tmp_size: 16 << 20,
+    }
+}
+
+#[tokio::test]
+async fn a_coder_that_forks_spins_or_fills_the_disk_is_stopped_then_a_good_edit_builds() {
+    use ecdysis_host::evolve::coder::CoderError;
+    if !support::is_child() {
+        let m = support::in_child(
+            "a_coder_that_forks_spins_or_fills_the_disk_is_stopped_then_a_good_edit_builds",
+            &[],
+        );
+        assert!(m.wall < Duration::from_secs(300), "{:?}", m.wall);
+        assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let scripts = tmp.path().join("scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    let spec = ChangeSpec::parse(
+        r#"{"failure_patterns": [{"name": "n", "description": "d", "evidence_tasks": ["1"]}],
+            "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "d", "rationale": "r", "evidence_tasks": ["1"]}],
+            "skills": [], "implementation_notes": ""}"#,
+    )
+    .unwrap();
+    let coder = |name: &str, body: &str| {
+        let path = scripts.join(format!("{name}.py"));
+        std::fs::write(&path, body).unwrap();
+        let mut config = ExternalConfig::new(format!("/usr/bin/python3 {}", path.display()));
+        config.read_only = vec![scripts.clone()];
+        config.target_dir = Some(target());
+        config.limits = tight_limits(3);
+        config.crate_quota = 40 << 20;
+        ExternalCoder::new(config).unwrap()
+    };
+    let hostile = [
+        (
+            "fork-bomb",
+            // Every child holds its slot; a failed fork is retried.
+            "import os, time\nwhile True:\n    try:\n        if os.fork() == 0:\n            time.sleep(60); os._exit(0)\n    except OSError:\n        time.sleep(0.01)\n",
+            "the process limit (64 tasks at once)",
+        ),
+        (
+            "spin",
+            "open('src/tables.rs', 'a').write('// spun\\n')\nwhile True:\n    pass\n",
+            "the CPU-time limit (3 s per process)",
+        ),
+        (
+            "huge-file",
+            // Python ignores SIGXFSZ: the write fails with EFBIG.
+            "f = open('src/huge.rs', 'wb')\nfor _ in range(1000):\n    f.write(b'0' * (1 << 20))\n",
+            "the file-size limit (16 MiB per file)",
+        ),
+        (
+            "many-files",
+            // Each file within the size limit, together past the quota;
+            // then it waits: the quota stops it while it runs.
+            "import time\nfor i in range(8):\n    open('src/f%d.rs' % i, 'wb').write(b'0' * (15 << 20))\ntime.sleep(60)\n",
+            "the disk quota of the staging crate (40 MiB)",
+        ),
+    ];
+    for (name, body, limit) in hostile {
+        let crate_dir = stage(tmp.path(), name);
+        let before = source_tree_hash(&crate_dir).unwrap();
+        let started = std::time::Instant::now();
+        let err = coder(name, body)
+            .implement(&CoderTask::new(spec.clone()), &crate_dir)
+            .await
+            .unwrap_err();
+        let elapsed = started.elapsed();
+        eprintln!("{name}: {err} ({:.1} s)", elapsed.as_secs_f64());
+        match &err {
+            CoderError::Limit { limit: hit, .. } => {
+                assert_eq!(hit.to_string(), limit, "{name}: {err}\n{}", err.log())
+            }
+            other => panic!("{name}: expected a limit, got {other}\n{}", other.log()),
+        }
+        assert!(err.to_string().contains("was stopped: it hit"), "{err}");
+        assert!(elapsed < Duration::from_secs(45), "{name}: {elapsed:?}");
+        // The crate is as it was (the attempt restored it).
+        assert_eq!(source_tree_hash(&crate_dir).unwrap(), before, "{name}");
+    }
+
+    // Positive control, same limits, same process: a good edit, built.
+    let crate_dir = stage(tmp.path(), "good");
+    let good = format!(
+        "t = open('src/tables.rs').read()\nopen('src/tables.rs', 'w').write(t.replace({}, {}))\n",
+        py(RULE_2),
+        py(NEW_RULE)
+    );
+    let out = coder("good", &good)
+        .implement(&CoderTask::new(spec), &crate_dir)
+        .await
+        .expect("a good edit within the limits");
+    assert!(out.build_ok, "{}", out.log);
+    assert!(out.diff.contains(&format!("+        text: {NEW_RULE},")));
+}
+
+#[test]
+fn build_scripts_that_fork_spin_or_fill_the_disk_hit_the_build_limits_then_a_clean_build_passes() {
+    if !support::is_child() {
+        let m = support::in_child(
+            "build_scripts_that_fork_spin_or_fill_the_disk_hit_the_build_limits_then_a_clean_build_passes",
+            &[],
+        );
+        assert!(m.wall < Duration::from_secs(600), "{:?}", m.wall);
+        assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let store = ComponentStore::open(tmp.path().join("store"));
+    // Warm the shared target (its dependencies are the user's own build's
+    // work, not the hostile one's): then every build below compiles only
+    // the harness and its build script.
+    let warm = stage(tmp.path(), "warm");
+    store
+        .build(&warm, &untrusted(Containment::default()))
+        .expect("the harness builds");
+    let limited = Containment {
+        limits: tight_limits(10),
+        ..Containment::default()
+    };
+    // Build scripts run arbitrary code at build time (a candidate may not
+    // add one: this is the jail's own line of defence).
+    let hostile = [
+        (
+            "fork-bomb",
+            "fn main() { let mut kids = Vec::new(); loop { match std::process::Command::new(\"sleep\").arg(\"60\").spawn() { Ok(k) => kids.push(k), Err(e) => panic!(\"fork {} failed: {e}\", kids.len()) } } }",
+            "process limit",
+        ),
+        (
+            "spin",
+            "fn main() { let mut x = 0u64; loop { x = std::hint::black_box(x.wrapping_add(1)); } }",
+            "CPU limit",
+        ),
+        (
+            "huge-file",
+            "use std::io::Write; fn main() { let out = std::env::var(\"OUT_DIR\").unwrap(); let mut f = std::fs::File::create(format!(\"{out}/huge\")).unwrap(); for _ in 0..1000 { f.write_all(&[0u8; 1 << 20]).unwrap(); } }",
+            "file-size limit",
+        ),
+    ];
+    for (name, build_rs, status) in hostile {
+        let crate_dir = stage(tmp.path(), name);
+        std::fs::write(crate_dir.join("build.rs"), build_rs).unwrap();
+        let started = std::time::Instant::now();
+        let err = store
+            .build(&crate_dir, &untrusted(limited.clone()))
+            .unwrap_err();
+        let elapsed = started.elapsed();
+        eprintln!("{name}: {err} ({:.1} s)", elapsed.as_secs_f64());
+        match &err {
+            StoreError::BuildFailed {
+                status: s,
+                stderr_tail,
+                ..
+            } => assert_eq!(s, status, "{name}: {stderr_tail}"),
+            other => panic!("{name}: expected BuildFailed, got {other}"),
+        }
+        assert!(elapsed < Duration::from_secs(120), "{name}: {elapsed:?}");
+    }
+
+    // Positive control: the harness builds under the same limits.
+    let clean = stage(tmp.path(), "clean");
+    store
+        .build(&clean, &untrusted(limited))
+        .expect("the harness builds under the tight limits");
 }

@@ -75,6 +75,8 @@ pub struct ProcOutput {
     pub stderr: String,
     /// Whether the timeout killed it.
     pub timed_out: bool,
+    /// Why a watch (e.g. a disk quota) killed it.
+    pub stopped: Option<String>,
     /// How long it ran.
     pub elapsed: Duration,
 }
@@ -99,7 +101,25 @@ pub fn kill_group(pgid: u32) {
 /// `timeout`, or when `cmd` exits (whatever it left running in the
 /// background); output is collected from files. Blocking: call it from
 /// `spawn_blocking` in async code.
-pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<ProcOutput> {
+pub fn run_with_timeout(cmd: Command, timeout: Duration) -> std::io::Result<ProcOutput> {
+    run_watched(cmd, timeout, &mut || None)
+}
+
+/// Most bytes of a process's stdout (and of its stderr) read back: a
+/// process may write gigabytes (up to its file-size limit).
+pub const OUTPUT_READ_LIMIT: u64 = 32 << 20;
+
+/// Every how many polls (of 25 ms) [`run_watched`] calls its watch.
+const WATCH_EVERY: u32 = 8;
+
+/// [`run_with_timeout`], also calling `watch` every ~200 ms while the
+/// process runs: when it names a reason, the group is killed and the
+/// reason is [`ProcOutput::stopped`].
+pub fn run_watched(
+    mut cmd: Command,
+    timeout: Duration,
+    watch: &mut dyn FnMut() -> Option<String>,
+) -> std::io::Result<ProcOutput> {
     let scratch = Scratch::new("proc").map_err(|e| e.source)?;
     let out_path = scratch.path().join("stdout");
     let err_path = scratch.path().join("stderr");
@@ -111,7 +131,18 @@ pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<
     let mut child = cmd.spawn()?;
     let deadline = started + timeout;
     let mut timed_out = false;
+    let mut stopped = None;
+    let mut polls = 0u32;
     let status = loop {
+        polls = polls.wrapping_add(1);
+        if polls.is_multiple_of(WATCH_EVERY)
+            && let Some(why) = watch()
+        {
+            stopped = Some(why);
+            kill_group(child.id());
+            let _ = child.kill();
+            break child.wait().ok();
+        }
         if has_exited(child.id()) {
             // Not reaped yet, so its id (the group's) cannot be reused:
             // this reaches only what it left running in its group.
@@ -130,8 +161,8 @@ pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<
     };
     let read = |p: &Path| {
         let mut s = Vec::new();
-        if let Ok(mut f) = std::fs::File::open(p) {
-            let _ = f.read_to_end(&mut s);
+        if let Ok(f) = std::fs::File::open(p) {
+            let _ = f.take(OUTPUT_READ_LIMIT).read_to_end(&mut s);
         }
         String::from_utf8_lossy(&s).into_owned()
     };
@@ -140,6 +171,7 @@ pub fn run_with_timeout(mut cmd: Command, timeout: Duration) -> std::io::Result<
         stdout: read(&out_path),
         stderr: read(&err_path),
         timed_out,
+        stopped,
         elapsed: started.elapsed(),
     })
 }

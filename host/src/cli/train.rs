@@ -7,6 +7,7 @@ use clap::Args;
 
 use ecdysis_host::eval::SIMULATED_LABEL;
 use ecdysis_host::evolve::accept::AcceptRule;
+use ecdysis_host::evolve::coder::NetworkChoice;
 use ecdysis_host::evolve::roles::{CoderSpec, RoleError, RoleSpec};
 use ecdysis_host::evolve::select::SelectStrategy;
 use ecdysis_host::evolve::train::{Method, SelectConfig, TrainSpec, TrainSummary, run_spec};
@@ -147,15 +148,31 @@ pub struct RoleArgs {
     /// crate and the cargo target (e.g. for its logs). Repeatable.
     #[arg(long, value_name = "PATH", help_heading = "Evolution roles")]
     pub coder_rw: Vec<PathBuf>,
-    /// Give the jailed external coder no network at all (by default it
-    /// shares the host's network to reach its model endpoint).
-    #[arg(long, help_heading = "Evolution roles")]
+    /// The jailed external coder's network. `auto` (default): only its
+    /// model endpoint when known (--coder-endpoint, else --coder-base-url, a
+    /// *_BASE_URL variable given with --coder-env, else the roles' base
+    /// URL), otherwise none. `endpoint`: the same, but a missing endpoint is
+    /// an error. `none`: no network. `host`: UNSAFE, the host's whole
+    /// network: the untrusted coder (wrong, compromised or prompt-injected)
+    /// can then reach every local service (databases, other tenants, cloud
+    /// metadata) and any host, and send your data there. Recorded in
+    /// config.json.
+    #[arg(
+        long,
+        value_name = "auto|none|endpoint|host",
+        default_value = "auto",
+        value_parser = parse_network_choice,
+        help_heading = "Evolution roles"
+    )]
+    pub coder_network: NetworkChoice,
+    /// Same as --coder-network none (kept for older scripts).
+    #[arg(long, hide = true, help_heading = "Evolution roles")]
     pub coder_no_network: bool,
     /// The only endpoint the jailed external coder may reach: HOST:PORT or
     /// its base URL (`https://api.openai.com/v1`, `http://127.0.0.1:8080`).
     /// It gets a network of its own; the host forwards TCP to these
     /// endpoints and nothing else (no other host, no local service).
-    /// Repeatable; overrides the shared network.
+    /// Repeatable.
     #[arg(long, value_name = "HOST:PORT|URL", help_heading = "Evolution roles")]
     pub coder_endpoint: Vec<String>,
     /// Follow-up turns of the built-in coder (compiler errors, edits that
@@ -356,11 +373,21 @@ impl RoleArgs {
                 env: coder_env(&self.coder_env)?,
                 read_only: self.coder_ro.clone(),
                 read_write: self.coder_rw.clone(),
-                network: !self.coder_no_network,
+                network: self.network_choice()?,
                 endpoints: self.coder_endpoint.clone(),
             },
             (None, None) => CoderSpec::Rules,
         };
+        if !matches!(coder, CoderSpec::External { .. })
+            && (!self.coder_endpoint.is_empty()
+                || self.coder_no_network
+                || self.coder_network != NetworkChoice::Auto)
+        {
+            bail!(
+                "--coder-network, --coder-endpoint and --coder-no-network set the external coder's \
+                 network: they need --coder-command"
+            );
+        }
         Ok(RoleSpec {
             fdcr_model: self.fdcr_model.clone(),
             analyst_model: self.analyst_model.clone(),
@@ -390,6 +417,25 @@ impl RoleArgs {
             context_tokens: self.roles_context_tokens,
         })
     }
+}
+
+impl RoleArgs {
+    /// `--coder-network`, with the older `--coder-no-network`.
+    fn network_choice(&self) -> Result<NetworkChoice> {
+        match (self.coder_no_network, self.coder_network) {
+            (false, choice) => Ok(choice),
+            (true, NetworkChoice::Auto | NetworkChoice::None) => Ok(NetworkChoice::None),
+            (true, other) => bail!(
+                "--coder-no-network contradicts --coder-network {}: give one of them",
+                other.as_str()
+            ),
+        }
+    }
+}
+
+fn parse_network_choice(s: &str) -> Result<NetworkChoice, String> {
+    s.parse()
+        .map_err(|e: ecdysis_host::evolve::coder::NetworkError| e.to_string())
 }
 
 /// `--coder-env` values: `NAME` from this process's environment (which

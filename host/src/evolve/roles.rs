@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::budget::{self, ContextBudget, ContextSource};
+use super::coder::network::{self, CoderNetwork, EndpointSources, NetworkChoice};
 use super::coder::{Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig};
 use super::fdcr::{FdcrConfig, Roles};
 use super::train::{CoderChoice, Diagnoser, Method};
@@ -40,10 +41,11 @@ pub enum CoderSpec {
         read_only: Vec<PathBuf>,
         /// Extra paths its jail may write (its logs).
         read_write: Vec<PathBuf>,
-        /// Share the host's network with its jail (its model endpoint).
-        network: bool,
+        /// Which network its jail gets (`--coder-network`; see
+        /// [`super::coder::network`]).
+        network: NetworkChoice,
         /// The only endpoints its jail may reach (`HOST:PORT` or URLs,
-        /// forwarded by the gate); empty: `network` decides.
+        /// forwarded by the gate); empty: derived from the base URLs given.
         endpoints: Vec<String>,
     },
 }
@@ -123,6 +125,10 @@ pub enum RoleError {
     /// The external coder command cannot be used (the reason).
     #[error("the external coder command: {0}")]
     External(String),
+    /// The external coder's network settings contradict each other or name
+    /// no usable endpoint.
+    #[error("the external coder's network: {0}")]
+    Network(#[from] network::NetworkError),
 }
 
 impl RoleSpec {
@@ -180,6 +186,30 @@ impl RoleSpec {
         (ContextBudget::new(n, self.sampling.max_tokens), source)
     }
 
+    /// The network the external coder's jail gets (`None` for the other
+    /// coders, which run no process): what `--coder-network` asks for, the
+    /// endpoint by default when one is known (`--coder-endpoint`, the
+    /// coder's base URL or a `*_BASE_URL` variable passed to it, the roles'
+    /// base URL), else none.
+    pub fn coder_network(&self) -> Result<Option<CoderNetwork>, RoleError> {
+        let CoderSpec::External {
+            network: choice,
+            endpoints,
+            env,
+            ..
+        } = &self.coder
+        else {
+            return Ok(None);
+        };
+        let sources = EndpointSources {
+            explicit: endpoints,
+            coder_base_url: self.coder_endpoint.base_url.as_deref(),
+            coder_env: env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(),
+            roles_base_url: self.endpoint.base_url.as_deref(),
+        };
+        Ok(Some(network::resolve(*choice, &sources)?))
+    }
+
     /// Whether any FDCR role has a model.
     pub fn any_fdcr(&self) -> bool {
         self.fdcr_model.is_some() || self.per_role().iter().any(|(_, m)| m.is_some())
@@ -209,8 +239,10 @@ impl RoleSpec {
 
     /// Refuse combinations that cannot work, before any model is built:
     /// FDCR roles with a method that does not deliberate, FDCR without a
-    /// prose-reading coder, a role without a model.
+    /// prose-reading coder, a role without a model, a contradictory coder
+    /// network.
     pub fn validate(&self, method: Method) -> Result<(), RoleError> {
+        self.coder_network()?;
         if !self.any_fdcr() {
             return Ok(());
         }
@@ -288,16 +320,14 @@ impl RoleSpec {
                 env,
                 read_only,
                 read_write,
-                network,
-                endpoints,
+                ..
             } => {
                 let config = ExternalConfig {
                     timeout_secs: *timeout_secs,
                     env: env.clone(),
                     read_only: read_only.clone(),
                     read_write: read_write.clone(),
-                    network: *network,
-                    endpoints: endpoints.clone(),
+                    network: self.coder_network()?.unwrap_or_default(),
                     target_dir: Some(target.to_path_buf()),
                     // An external agent runs its own model: its prompt is
                     // budgeted only when the flag says how.

@@ -232,6 +232,7 @@ fn hostile_training_content_renders_as_text() {
         gate_measure: Default::default(),
         roles: Default::default(),
         allow_unjailed_builds: false,
+        coder_network: None,
     };
     std::fs::write(dir.join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
     let (inc, cand) = ("1".repeat(64), "2".repeat(64));
@@ -447,6 +448,7 @@ fn an_empty_diff_patch_is_recomputed_from_the_stored_sources() {
         gate_measure: Default::default(),
         roles: Default::default(),
         allow_unjailed_builds: false,
+        coder_network: None,
     };
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();

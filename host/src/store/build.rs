@@ -39,8 +39,10 @@ use serde::{Deserialize, Serialize};
 use super::scan::{self, Finding};
 use super::{ComponentStore, Manifest, ManifestFacts, StoreError};
 use crate::fsutil::{EntryKind, PathError, walk_crate};
-use crate::jail::{Jail, JailSpec, Toolchain, limit_address_space};
-use crate::process::{Scratch, run_with_timeout, scrub_cargo_env};
+use crate::jail::{
+    Jail, JailLimits, JailSpec, LimitGuard, ProcessLimiter, Toolchain, apply_limits,
+};
+use crate::process::{Scratch, run_watched, scrub_cargo_env};
 use crate::store::ComponentHash;
 
 /// Longest a guest build may take by default.
@@ -62,8 +64,9 @@ pub struct Containment {
     /// Scan the source before building (defence in depth; off only in
     /// tests that show the jail alone holds).
     pub scan: bool,
-    /// Address-space limit of each build process, in bytes.
-    pub memory_limit: u64,
+    /// Limits of the build's processes: address space, CPU time and file
+    /// size per process, tasks at once, `/tmp` size.
+    pub limits: JailLimits,
 }
 
 impl Default for Containment {
@@ -71,7 +74,10 @@ impl Default for Containment {
         Containment {
             allow_unjailed: false,
             scan: true,
-            memory_limit: UNTRUSTED_BUILD_MEMORY,
+            limits: JailLimits {
+                memory: UNTRUSTED_BUILD_MEMORY,
+                ..JailLimits::default()
+            },
         }
     }
 }
@@ -153,6 +159,8 @@ pub struct CargoBuild {
     pub seconds: f64,
     /// Whether it ran in a jail.
     pub jailed: bool,
+    /// The limit it hit, if any (an untrusted build).
+    pub limit: Option<crate::jail::LimitHit>,
 }
 
 /// The result of [`ComponentStore::build`].
@@ -275,7 +283,7 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     // Keeps an unjailed untrusted build's HOME alive until it ends.
     let mut _home: Option<Scratch> = None;
     let mut jailed = false;
-    let (mut cmd, memory_limit) = match &opts.trust {
+    let (cmd, limits) = match &opts.trust {
         Trust::Own => {
             let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
             cmd.args(&args).current_dir(crate_dir);
@@ -314,11 +322,17 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
                         network: false,
                         env: toolchain.env.clone(),
                         cwd: crate_dir.clone(),
+                        limits: containment.limits,
                         ..JailSpec::default()
                     };
-                    let mut cmd = jail.command(&spec, toolchain.cargo.as_os_str());
+                    let (mut cmd, guard) = jail
+                        .command(&spec, toolchain.cargo.as_os_str())
+                        .map_err(|reason| StoreError::NoJail {
+                            crate_dir: crate_dir.clone(),
+                            reason,
+                        })?;
                     cmd.args(&args);
-                    cmd
+                    (cmd, guard)
                 }
                 Err(reason) if containment.allow_unjailed => {
                     tracing::warn!(
@@ -334,7 +348,16 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
                         .envs(toolchain.env.iter().map(|(k, v)| (k, v)))
                         .env("HOME", home.path());
                     _home = Some(home);
-                    cmd
+                    // The same limits (the process count where it can be
+                    // had); the unjailed /tmp is the host's.
+                    let limiter = ProcessLimiter::probe().unwrap_or(ProcessLimiter::Rlimit);
+                    let guard = apply_limits(&mut cmd, &containment.limits, &limiter).map_err(
+                        |reason| StoreError::NoJail {
+                            crate_dir: crate_dir.clone(),
+                            reason,
+                        },
+                    )?;
+                    (cmd, guard)
                 }
                 Err(reason) => {
                     return Err(StoreError::NoJail {
@@ -343,13 +366,25 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
                     });
                 }
             };
-            (cmd, Some(containment.memory_limit))
+            let (cmd, guard): (Command, LimitGuard) = cmd;
+            (cmd, Some((containment.limits, guard)))
         }
     };
-    if let Some(bytes) = memory_limit {
-        limit_address_space(&mut cmd, bytes);
-    }
-    let out = run_with_timeout(cmd, opts.timeout).map_err(StoreError::CargoMissing)?;
+    // A build that hit its process limit is stopped at once (a fork bomb
+    // retrying its forks would run to the timeout).
+    let tripwire = limits.as_ref().map(|(_, guard)| guard.tripwire());
+    let out = run_watched(cmd, opts.timeout, &mut || {
+        tripwire
+            .as_ref()
+            .and_then(|t| t.tripped())
+            .map(|h| h.to_string())
+    })
+    .map_err(StoreError::CargoMissing)?;
+    let hit = limits
+        .as_ref()
+        .and_then(|(l, guard)| guard.hit(l, out.status, &out.stderr));
+    let memory_limit = limits.as_ref().map(|(l, _)| l.memory);
+    drop(limits);
     if !opts.quiet && !out.stderr.is_empty() {
         eprint!("{}", out.stderr);
     }
@@ -361,6 +396,7 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
         errors: String::new(),
         seconds: out.elapsed.as_secs_f64(),
         jailed,
+        limit: None,
     };
     for line in out.stdout.lines() {
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
@@ -416,6 +452,12 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
             ));
         }
         build.errors = clip(&build.errors);
+        if let Some(hit) = &hit {
+            build
+                .errors
+                .push_str(&format!("\n(a build process hit {hit})"));
+        }
+        build.limit = hit;
     }
     Ok(build)
 }
@@ -432,6 +474,8 @@ impl ComponentStore {
                     "timed out".into()
                 } else if build.errors.contains("hit the memory limit") {
                     "out of memory".into()
+                } else if let Some(hit) = &build.limit {
+                    hit.status().into()
                 } else {
                     "failed".into()
                 },

@@ -29,9 +29,11 @@
 //!   a pipx or npm prefix), that prefix; plus [`ExternalConfig::read_only`];
 //! - the system's `/usr` (programs, interpreters) read-only;
 //! - a fresh, empty `HOME` and `/tmp` (gone afterwards);
-//! - with [`ExternalConfig::endpoints`], a network of its own that reaches
-//!   those endpoints only (TCP forwarded by the host, [`crate::gate`]);
-//!   else the host's network (`network: true`, the default) or none;
+//! - by default no network; with [`CoderNetwork::Endpoints`] a network of
+//!   its own that reaches those endpoints only (TCP forwarded by the host,
+//!   [`crate::gate`]); the host's network only with [`CoderNetwork::Host`]
+//!   (the operator's explicit `--coder-network host`), see
+//!   [`super::network`];
 //! - only the variables it is given: `PATH`, `HOME`, the toolchain's, and
 //!   [`ExternalConfig::env`] (its API key, passed on purpose) — none of the
 //!   host's other variables.
@@ -56,14 +58,18 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::network::CoderNetwork;
 use super::{
     Coder, CoderError, CoderFuture, CoderOutcome, CoderTask, Snapshot, check_build_async,
     check_crate, clip_chars, coder_prompt, coder_system_prompt, src_diff,
 };
 use crate::fsutil::PathError;
 use crate::gate::{Endpoint, Gate};
-use crate::jail::{Jail, JailSpec, Toolchain, find_program};
-use crate::process::{Scratch, run_with_timeout};
+use crate::jail::{
+    Jail, JailLimits, JailSpec, LimitGuard, LimitHit, ProcessLimiter, Toolchain, apply_limits,
+    find_program,
+};
+use crate::process::{Scratch, run_watched};
 use crate::store::Containment;
 
 const EXTERNAL_INSTRUCTIONS: &str = include_str!("../prompts/external.md");
@@ -92,13 +98,10 @@ pub struct ExternalConfig {
     pub read_only: Vec<PathBuf>,
     /// Extra paths the jailed agent may write (e.g. a log directory).
     pub read_write: Vec<PathBuf>,
-    /// Share the host's network with the jailed agent (it needs its model
-    /// endpoint); `false` gives it none. Ignored when `endpoints` is set.
-    pub network: bool,
-    /// The only endpoints the jailed agent may reach (`HOST:PORT` or an
-    /// `http(s)://` URL), through the gate ([`crate::gate`]); empty: the
-    /// `network` setting.
-    pub endpoints: Vec<String>,
+    /// The jailed agent's network: none (the default), only its model
+    /// endpoints (`HOST:PORT` or `http(s)://` URLs, forwarded by the gate,
+    /// [`crate::gate`]), or the host's (an explicit, unsafe opt-in).
+    pub network: CoderNetwork,
     /// The `ecdysis-host` executable that forwards inside the jail
     /// (default: the running executable).
     pub gate_program: Option<PathBuf>,
@@ -111,7 +114,32 @@ pub struct ExternalConfig {
     pub prompt_tokens: Option<usize>,
     /// How the build check of its edits (untrusted source) is contained.
     pub containment: Containment,
+    /// Limits of the agent's jail: memory, CPU time and file size per
+    /// process, tasks at once, its `/tmp` and `HOME`.
+    pub limits: JailLimits,
+    /// Most bytes the staging crate may hold while and after it runs.
+    pub crate_quota: u64,
+    /// Most bytes its other writable directories (its cargo target,
+    /// [`ExternalConfig::read_write`]) may hold.
+    pub disk_quota: u64,
 }
+
+/// The agent's default limits: an agent runtime (node, python) with its
+/// own cargo runs; it mostly waits for its model.
+pub const CODER_LIMITS: JailLimits = JailLimits {
+    memory: 16 << 30,
+    cpu_secs: 1800,
+    file_size: 512 << 20,
+    processes: 512,
+    tmp_size: 1 << 30,
+};
+
+/// Default [`ExternalConfig::crate_quota`]: a harness crate's source is a
+/// few hundred KiB.
+pub const CRATE_QUOTA: u64 = 64 << 20;
+
+/// Default [`ExternalConfig::disk_quota`] (a cargo target of its own).
+pub const CODER_DISK_QUOTA: u64 = 8 << 30;
 
 impl Default for ExternalConfig {
     fn default() -> Self {
@@ -123,12 +151,14 @@ impl Default for ExternalConfig {
             env: BTreeMap::new(),
             read_only: Vec::new(),
             read_write: Vec::new(),
-            network: true,
-            endpoints: Vec::new(),
+            network: CoderNetwork::None,
             gate_program: None,
             source_budget: 40_000,
             prompt_tokens: None,
             containment: Containment::default(),
+            limits: CODER_LIMITS,
+            crate_quota: CRATE_QUOTA,
+            disk_quota: CODER_DISK_QUOTA,
         }
     }
 }
@@ -140,6 +170,14 @@ impl ExternalConfig {
         Self {
             command: command.into(),
             ..Self::default()
+        }
+    }
+
+    /// The endpoints of [`CoderNetwork::Endpoints`] (else none).
+    pub fn network_endpoints(&self) -> &[String] {
+        match &self.network {
+            CoderNetwork::Endpoints(list) => list,
+            _ => &[],
         }
     }
 
@@ -164,7 +202,7 @@ impl ExternalCoder {
     /// Checks the template splits into a command.
     pub fn new(config: ExternalConfig) -> Result<Self, CoderError> {
         let argv = split_command(&config.command).map_err(CoderError::Template)?;
-        let endpoints = parse_endpoints(&config.endpoints)?;
+        let endpoints = parse_endpoints(config.network_endpoints())?;
         if endpoints.iter().any(|e| e.port < 1024) && unsafe { libc::geteuid() } != 0 {
             return Err(CoderError::Endpoint(
                 "a port below 1024 can be forwarded only when running as root".into(),
@@ -229,16 +267,27 @@ impl ExternalCoder {
             ("dir", dir.as_str()),
         ];
         let argv: Vec<String> = self.argv.iter().map(|a| substitute(a, &vars)).collect();
-        // The gate (if any) forwards until the command has returned.
-        let (cmd, _gate) = self.command(&argv, &staging, scratch.path())?;
+        // The gate (if any) forwards until the command has returned; the
+        // guard holds the jail's cgroup until then.
+        let (cmd, _gate, guard) = self.command(&argv, &staging, scratch.path())?;
         let timeout = self.timeout;
-        let out = tokio::task::spawn_blocking(move || run_with_timeout(cmd, timeout))
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
-            .map_err(|source| CoderError::Spawn {
-                command: self.config.command.clone(),
-                source,
-            })?;
+        let quotas = self.quotas(&staging);
+        let watched = quotas.clone();
+        let tripwire = guard.tripwire();
+        let out = tokio::task::spawn_blocking(move || {
+            run_watched(cmd, timeout, &mut || {
+                tripwire
+                    .tripped()
+                    .or_else(|| watched.exceeded())
+                    .map(|h| h.to_string())
+            })
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
+        .map_err(|source| CoderError::Spawn {
+            command: self.config.command.clone(),
+            source,
+        })?;
         let status = match (&out.status, out.timed_out) {
             (_, true) => "killed on timeout".to_string(),
             (Some(s), _) => s.to_string(),
@@ -257,6 +306,21 @@ impl ExternalCoder {
                 tracing::warn!(error = %e, "could not restore the staging crate");
             }
         };
+        // A limit hit fails the attempt: while it ran (a quota), at its end
+        // (its cgroup, its exit signal), or left on disk.
+        let hit = quotas
+            .exceeded()
+            .or_else(|| guard.hit(&self.config.limits, out.status, &out.stderr));
+        drop(guard);
+        if let Some(limit) = hit {
+            log += &format!("stopped: it hit {limit}\n");
+            restore(&mut log);
+            return Err(CoderError::Limit {
+                command: self.config.command.clone(),
+                limit,
+                log,
+            });
+        }
         if out.timed_out {
             restore(&mut log);
             return Err(CoderError::Timeout {
@@ -321,7 +385,7 @@ impl ExternalCoder {
         argv: &[String],
         staging: &Path,
         scratch: &Path,
-    ) -> Result<(Command, Option<Gate>), CoderError> {
+    ) -> Result<(Command, Option<Gate>, LimitGuard), CoderError> {
         let toolchain = Toolchain::host();
         let mut env: Vec<(String, OsString)> = toolchain.env.clone();
         let program = find_program(OsStr::new(&argv[0]));
@@ -377,19 +441,20 @@ impl ExternalCoder {
                 let mut spec = JailSpec {
                     read_write,
                     read_only,
-                    network: self.config.network,
+                    network: self.config.network == CoderNetwork::Host,
                     env,
                     cwd: staging.to_path_buf(),
+                    limits: self.config.limits,
                     ..JailSpec::default()
                 };
                 let run = program
                     .as_deref()
                     .map_or(OsStr::new(&argv[0]), Path::as_os_str);
-                let endpoints = parse_endpoints(&self.config.endpoints)?;
+                let endpoints = parse_endpoints(self.config.network_endpoints())?;
                 if endpoints.is_empty() {
-                    let mut cmd = jail.command(&spec, run);
+                    let (mut cmd, guard) = jail.command(&spec, run).map_err(CoderError::NoJail)?;
                     cmd.args(&argv[1..]);
-                    return Ok((cmd, None));
+                    return Ok((cmd, None, guard));
                 }
                 // Its own network; the gate's forwarder (this executable,
                 // read-only) runs the agent as its child.
@@ -408,9 +473,11 @@ impl ExternalCoder {
                 if gate.needs_low_ports() {
                     spec.caps.push("CAP_NET_BIND_SERVICE".into());
                 }
-                let mut cmd = jail.command(&spec, forwarder.as_os_str());
+                let (mut cmd, guard) = jail
+                    .command(&spec, forwarder.as_os_str())
+                    .map_err(CoderError::NoJail)?;
                 cmd.args(gate.forwarder_args()).arg(run).args(&argv[1..]);
-                Ok((cmd, Some(gate)))
+                Ok((cmd, Some(gate), guard))
             }
             Err(reason) if self.config.containment.allow_unjailed => {
                 tracing::warn!(%reason, "running the external coder WITHOUT a jail (allowed by the operator)");
@@ -422,11 +489,85 @@ impl ExternalCoder {
                     .env_clear()
                     .envs(env)
                     .env("HOME", &home);
-                Ok((cmd, None))
+                let limiter = ProcessLimiter::probe().unwrap_or(ProcessLimiter::Rlimit);
+                let guard = apply_limits(&mut cmd, &self.config.limits, &limiter)
+                    .map_err(CoderError::NoJail)?;
+                Ok((cmd, None, guard))
             }
             Err(reason) => Err(CoderError::NoJail(reason)),
         }
     }
+}
+
+impl ExternalCoder {
+    /// The quotas of what the agent writes: the staging crate, and its
+    /// other writable directories together.
+    fn quotas(&self, staging: &Path) -> Quotas {
+        let mut others: Vec<PathBuf> = self.config.read_write.clone();
+        if let Some(t) = &self.config.target_dir {
+            others.push(t.join("coder"));
+        }
+        Quotas {
+            staging: staging.to_path_buf(),
+            crate_quota: self.config.crate_quota,
+            others,
+            disk_quota: self.config.disk_quota,
+        }
+    }
+}
+
+/// Byte quotas of the paths a jailed agent writes, checked while it runs
+/// and after.
+#[derive(Debug, Clone)]
+struct Quotas {
+    staging: PathBuf,
+    crate_quota: u64,
+    others: Vec<PathBuf>,
+    disk_quota: u64,
+}
+
+impl Quotas {
+    /// The first quota exceeded, if any.
+    fn exceeded(&self) -> Option<LimitHit> {
+        if tree_bytes(&self.staging, self.crate_quota) > self.crate_quota {
+            return Some(LimitHit::Disk {
+                what: "the staging crate".into(),
+                bytes: self.crate_quota,
+            });
+        }
+        let mut total = 0u64;
+        for p in &self.others {
+            total = total.saturating_add(tree_bytes(p, self.disk_quota.saturating_sub(total)));
+        }
+        (total > self.disk_quota).then(|| LimitHit::Disk {
+            what: "its writable directories".into(),
+            bytes: self.disk_quota,
+        })
+    }
+}
+
+/// Bytes of the files under `path` (symlinks not followed), counting no
+/// further than just past `stop`.
+fn tree_bytes(path: &Path, stop: u64) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(e.path());
+            } else {
+                total = total.saturating_add(meta.len());
+                if total > stop {
+                    return total;
+                }
+            }
+        }
+    }
+    total
 }
 
 /// The configured endpoints, parsed.

@@ -23,6 +23,7 @@
 pub mod diff;
 pub mod editor;
 pub mod external;
+pub mod network;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -34,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 pub use editor::{EditBlock, EditorCoder, EditorConfig, parse_edits};
 pub use external::{ExternalCoder, ExternalConfig, split_command};
+pub use network::{CoderNetwork, NetworkChoice, NetworkError};
 
 use crate::evolve::budget::{self, Section};
 use crate::evolve::spec::ChangeSpec;
@@ -202,6 +204,18 @@ pub enum CoderError {
     #[error("coder endpoint: {0}")]
     Endpoint(String),
 
+    /// The external coder hit a limit of its jail (processes, CPU time,
+    /// file size, a disk quota); the staging crate was restored.
+    #[error("the coder command `{command}` was stopped: it hit {limit}")]
+    Limit {
+        /// The command template.
+        command: String,
+        /// Which limit.
+        limit: crate::jail::LimitHit,
+        /// Its output and what happened.
+        log: String,
+    },
+
     /// No jail can be made for the external coder, and the operator did
     /// not allow running it without one.
     #[error(
@@ -223,7 +237,7 @@ impl CoderError {
             | Self::Model { attempts, .. }
             | Self::NoEdits { attempts, .. }
             | Self::NoChange { attempts, .. } => *attempts,
-            Self::Timeout { .. } | Self::CommandFailed { .. } => 1,
+            Self::Timeout { .. } | Self::CommandFailed { .. } | Self::Limit { .. } => 1,
             Self::NotACrate { .. }
             | Self::Spawn { .. }
             | Self::Template(_)
@@ -242,6 +256,7 @@ impl CoderError {
             | Self::NoEdits { log, .. }
             | Self::NoChange { log, .. }
             | Self::Timeout { log, .. }
+            | Self::Limit { log, .. }
             | Self::CommandFailed { log, .. } => log,
             _ => "",
         }

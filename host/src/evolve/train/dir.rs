@@ -239,6 +239,7 @@ mod tests {
             gate_measure: Default::default(),
             roles: Default::default(),
             allow_unjailed_builds: false,
+            coder_network: None,
         }
     }
 

@@ -146,6 +146,10 @@ pub struct TrainConfig {
     /// (`--allow-unjailed-builds`).
     #[serde(default)]
     pub allow_unjailed_builds: bool,
+    /// The external coder's network: `none`, `endpoint HOST:PORT[,…]` or
+    /// `host` (absent for coders that run no process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coder_network: Option<String>,
 }
 
 fn one_trial() -> u32 {

@@ -14,6 +14,7 @@ use crate::env::Domain;
 use crate::eval::{ModelServices, RunSpec, SpecError};
 use crate::evolve::accept::AcceptRule;
 use crate::evolve::budget::ContextSource;
+use crate::evolve::coder::CoderNetwork;
 use crate::evolve::roles::{RoleError, RoleSpec};
 use crate::evolve::train::Method;
 use crate::sandbox::Sandbox;
@@ -218,6 +219,16 @@ pub async fn run(
         roles_config.budget.unwrap_or_default(),
         spec.allow_unjailed_builds,
     )?;
+    let coder_network = spec.roles.coder_network()?;
+    match &coder_network {
+        // Printed even with --quiet: a security downgrade.
+        Some(CoderNetwork::Host) => eprintln!(
+            "WARNING: the external coder shares the host's network (--coder-network host): \
+             it can reach every local service and host"
+        ),
+        Some(net) if !quiet => eprintln!("external coder network: {}", net.describe()),
+        _ => {}
+    }
     let train = spec.eval.config(None, train_tasks);
     let gate_measure = GateMeasure::for_run(&train, services.cache.reads(), None);
     let config = TrainConfig {
@@ -242,6 +253,7 @@ pub async fn run(
         gate_measure,
         roles: roles_config,
         allow_unjailed_builds: spec.allow_unjailed_builds,
+        coder_network: coder_network.as_ref().map(|n| n.describe()),
     };
     // Fresh draws for a gate that re-measures: the same models, the
     // response cache bypassed (with the cache off, the run's own serve).
