@@ -1297,23 +1297,30 @@ async fn kill_9_then_restart(backend: Backend) {
 // Audit tampering
 // ---------------------------------------------------------------------------
 
-async fn tamper(file: &Path, statements: &[&str]) {
-    use sqlx::ConnectOptions;
-    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(file)
-        .connect()
-        .await
-        .unwrap();
+/// Run `statements` on the service's database at `url`, as someone with
+/// write access to it (not through the service) would.
+async fn run_sql(url: &str, statements: &[&str]) {
+    let db = ecdysis_host::serve::Db::open(url).await.unwrap();
     for sql in statements {
-        sqlx::query(sql).execute(&mut conn).await.unwrap();
+        sqlx::query(sql)
+            .execute(db.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
+    db.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn audit_verify_detects_edited_removed_and_reordered_records() {
+// The same tamperings on both databases: the chain lives in the `audit`
+// table whichever holds it. Between cases the untouched log is put back
+// from a copy of the table kept beside it (plain SQL both databases run).
+on_both_backends!(audit_tamper =>
+    audit_verify_detects_edited_removed_and_reordered_records_on_sqlite,
+    audit_verify_detects_edited_removed_and_reordered_records_on_postgres);
+
+async fn audit_tamper(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let db = sqlite(dir.path());
-    let config = config_file(dir.path(), &db, MODELS);
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
     for name in ["t1", "t2", "t3", "t4", "t5"] {
         add_tenant(&config, name);
     }
@@ -1327,20 +1334,15 @@ async fn audit_verify_detects_edited_removed_and_reordered_records() {
         .trim_end_matches(';')
         .to_string();
     assert_eq!(head_hash.len(), 64, "{head}");
-    let file = dir.path().join("state/serve.db");
-    let saved = dir.path().join("pristine");
-    std::fs::create_dir(&saved).unwrap();
-    let names = ["serve.db", "serve.db-wal", "serve.db-shm"];
-    for n in names {
-        let _ = std::fs::copy(dir.path().join("state").join(n), saved.join(n));
-    }
-    let restore = || {
-        // A fresh copy of the untouched log for each tampering.
-        for n in names {
-            let _ = std::fs::remove_file(dir.path().join("state").join(n));
-            let _ = std::fs::copy(saved.join(n), dir.path().join("state").join(n));
-        }
-    };
+    run_sql(
+        &db.url,
+        &["CREATE TABLE pristine_audit AS SELECT * FROM audit"],
+    )
+    .await;
+    let restore = [
+        "DELETE FROM audit",
+        "INSERT INTO audit SELECT * FROM pristine_audit",
+    ];
     let cases: [(&str, &[&str], &str); 4] = [
         (
             "edited",
@@ -1364,9 +1366,9 @@ async fn audit_verify_detects_edited_removed_and_reordered_records() {
         ),
     ];
     for (what, sql, says) in cases {
-        restore();
+        run_sql(&db.url, &restore).await;
         assert_audit_verifies(&config);
-        tamper(&file, sql).await;
+        run_sql(&db.url, sql).await;
         let out = cli_output(&config, &["audit", "verify"]);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(!out.status.success(), "{what}: verify passed: {text}");
@@ -1377,7 +1379,7 @@ async fn audit_verify_detects_edited_removed_and_reordered_records() {
     }
     // A consistent rewrite of the whole chain is caught by the head the
     // operator wrote down.
-    restore();
+    run_sql(&db.url, &restore).await;
     let out = cli_output(
         &config,
         &["audit", "verify", "--expect-head", &"f".repeat(64)],
@@ -1394,13 +1396,17 @@ async fn audit_verify_detects_edited_removed_and_reordered_records() {
 // Fair scheduling and load
 // ---------------------------------------------------------------------------
 
-/// A tenant's large job does not starve another's small one: with the
-/// large job queued first, the small job finishes while most of the large
-/// one is still queued. Prints both completion times (README numbers).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_small_job_is_not_starved_by_a_large_one() {
+// A tenant's large job does not starve another's small one: with the
+// large job queued first, the small job finishes while most of the large
+// one is still queued. Prints both completion times (README numbers).
+on_both_backends!(small_job_beside_a_large_one =>
+    a_small_job_is_not_starved_by_a_large_one_on_sqlite,
+    a_small_job_is_not_starved_by_a_large_one_on_postgres);
+
+async fn small_job_beside_a_large_one(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
     let big = add_tenant(&config, "big");
     let small = add_tenant(&config, "small");
     cli(
@@ -1438,7 +1444,7 @@ async fn a_small_job_is_not_starved_by_a_large_one() {
         "the small job waited for the large one: {l}"
     );
     println!(
-        "fairness: small job (4 episodes, 2 slots) alone {:.2} s, beside an 80-episode job {:.2} s ({:.2}x)",
+        "fairness ({backend:?}): small job (4 episodes, 2 slots) alone {:.2} s, beside an 80-episode job {:.2} s ({:.2}x)",
         solo.as_secs_f64(),
         beside.as_secs_f64(),
         beside.as_secs_f64() / solo.as_secs_f64()
@@ -1446,12 +1452,17 @@ async fn a_small_job_is_not_starved_by_a_large_one() {
     api.delete(&format!("/v1/evaluations/{large}"), &big).await;
 }
 
-/// 50 clients poll status while evaluations run: every answer is a 200;
-/// prints the p50/p99 latency (README numbers).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn fifty_clients_polling_while_evaluations_run() {
+// 50 clients poll status while evaluations run: every answer is a 200;
+// prints the p50/p99 latency (README numbers). On Postgres every request
+// also takes from the tenant's rate bucket row (shared by API servers).
+on_both_backends!(fifty_clients_polling =>
+    fifty_clients_polling_while_evaluations_run_on_sqlite,
+    fifty_clients_polling_while_evaluations_run_on_postgres);
+
+async fn fifty_clients_polling(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
     let t = add_tenant(&config, "poller");
     cli(
         &config,
@@ -1484,7 +1495,7 @@ async fn fifty_clients_polling_while_evaluations_run() {
     all.sort();
     let p = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
     println!(
-        "load: 50 clients x 20 status polls while an evaluation runs: p50 {:.1} ms, p99 {:.1} ms ({} requests)",
+        "load ({backend:?}): 50 clients x 20 status polls while an evaluation runs: p50 {:.1} ms, p99 {:.1} ms ({} requests)",
         p(0.5).as_secs_f64() * 1000.0,
         p(0.99).as_secs_f64() * 1000.0,
         all.len()
@@ -1886,6 +1897,114 @@ async fn uploading_another_tenants_bytes_does_the_same_work_as_new_bytes() {
         .unwrap();
     let hash = a.json()["hash"].as_str().unwrap().to_string();
     let bytes = ecdysis_host::serve::harnesses::component_bytes(&db, &hash)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(bytes, stored);
+}
+
+/// Triggers that log every insert and update of a `components` row into
+/// `component_writes` (what the database did, whatever the service says).
+async fn log_component_writes(url: &str, backend: Backend) {
+    let create =
+        "CREATE TABLE component_writes (n BIGINT NOT NULL, hash TEXT NOT NULL, op TEXT NOT NULL)";
+    match backend {
+        Backend::Sqlite => {
+            let mut statements = vec![create.to_string()];
+            for op in ["INSERT", "UPDATE"] {
+                statements.push(format!(
+                    "CREATE TRIGGER component_{op} AFTER {op} ON components BEGIN
+                     INSERT INTO component_writes (n, hash, op)
+                     VALUES ((SELECT COUNT(*) FROM component_writes), NEW.hash, '{op}'); END"
+                ));
+            }
+            let statements: Vec<&str> = statements.iter().map(String::as_str).collect();
+            run_sql(url, &statements).await;
+        }
+        Backend::Postgres => {
+            run_sql(
+                url,
+                &[
+                    create,
+                    "CREATE FUNCTION note_component_write() RETURNS trigger LANGUAGE plpgsql AS $fn$
+                     BEGIN
+                       INSERT INTO component_writes (n, hash, op)
+                       VALUES ((SELECT COUNT(*) FROM component_writes), NEW.hash, TG_OP);
+                       RETURN NEW;
+                     END $fn$",
+                    "CREATE TRIGGER component_writes AFTER INSERT OR UPDATE ON components
+                     FOR EACH ROW EXECUTE FUNCTION note_component_write()",
+                ],
+            )
+            .await;
+        }
+    }
+}
+
+/// The writes `log_component_writes` saw, in order: (hash, op).
+async fn component_writes(url: &str) -> Vec<(String, String)> {
+    let db = ecdysis_host::serve::Db::open(url).await.unwrap();
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT hash, op FROM component_writes ORDER BY n")
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    db.close().await;
+    rows
+}
+
+// The component row is written again when another tenant uploads bytes
+// already stored (`ON CONFLICT DO UPDATE`), so the upload does the same
+// database work as one of new bytes. Seen from inside the database: a
+// trigger logs each insert and update of the row. A service that skipped
+// the write for known bytes (`DO NOTHING`, or a lookup first) logs no
+// update for the duplicate. Control: new bytes log their insert.
+on_both_backends!(duplicate_upload_rewrites_the_component =>
+    another_tenants_duplicate_upload_rewrites_the_component_row_on_sqlite,
+    another_tenants_duplicate_upload_rewrites_the_component_row_on_postgres);
+
+async fn duplicate_upload_rewrites_the_component(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
+    let alice = add_tenant(&config, "alice");
+    let bob = add_tenant(&config, "bob");
+    log_component_writes(&db.url, backend).await;
+    let stored = variant(&direct(), 1);
+    let fresh = variant(&direct(), 2);
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    let hash_of = |a: &Answer| {
+        assert_eq!(a.status, 201, "{}", a.body);
+        a.json()["hash"].as_str().unwrap().to_string()
+    };
+    let stored_hash = hash_of(&api.upload(&alice, &stored).await);
+    let insert = |h: &str| (h.to_string(), "INSERT".to_string());
+    let update = |h: &str| (h.to_string(), "UPDATE".to_string());
+    assert_eq!(component_writes(&db.url).await, vec![insert(&stored_hash)]);
+
+    let dup = api.upload(&bob, &stored).await;
+    assert_eq!(hash_of(&dup), stored_hash);
+    assert_eq!(dup.json()["access"], "owned");
+    assert_eq!(
+        component_writes(&db.url).await,
+        vec![insert(&stored_hash), update(&stored_hash)],
+        "bob's upload of alice's bytes did not rewrite the component row"
+    );
+
+    let fresh_hash = hash_of(&api.upload(&bob, &fresh).await);
+    assert_ne!(fresh_hash, stored_hash);
+    assert_eq!(
+        component_writes(&db.url).await,
+        vec![
+            insert(&stored_hash),
+            update(&stored_hash),
+            insert(&fresh_hash)
+        ]
+    );
+    // The rewrite keeps the bytes.
+    let check = ecdysis_host::serve::Db::open(&db.url).await.unwrap();
+    let bytes = ecdysis_host::serve::harnesses::component_bytes(&check, &stored_hash)
         .await
         .unwrap()
         .unwrap();
