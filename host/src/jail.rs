@@ -378,10 +378,10 @@ pub fn apply_limits(
     unsafe {
         cmd.pre_exec(move || {
             for (resource, soft, hard) in set {
-                set_rlimit(resource, soft, hard)?;
+                crate::isolate::rlimit::set(resource, soft, hard)?;
             }
             if let Some(n) = nproc {
-                set_rlimit(libc::RLIMIT_NPROC, u64::from(n), u64::from(n))?;
+                crate::isolate::rlimit::set(libc::RLIMIT_NPROC, u64::from(n), u64::from(n))?;
             }
             if let Some(path) = &join {
                 // Join the jail's pids cgroup before anything forks.
@@ -415,18 +415,6 @@ pub fn apply_limits(
         cgroup,
         processes: limits.processes,
     })
-}
-
-fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
-    let limit = libc::rlimit {
-        rlim_cur: soft as libc::rlim_t,
-        rlim_max: hard as libc::rlim_t,
-    };
-    // SAFETY: setrlimit reads only `limit`, which we own.
-    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// How the tasks of a jail are counted and limited on this machine.

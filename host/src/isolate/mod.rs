@@ -19,7 +19,7 @@ pub mod child;
 pub mod executor;
 pub mod pool;
 pub mod protocol;
-mod rlimit;
+pub(crate) mod rlimit;
 
 pub use executor::{ProcessExecutor, death_end, lost_episode};
 pub use pool::{

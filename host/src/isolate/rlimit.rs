@@ -13,8 +13,12 @@
 
 use std::time::Duration;
 
-/// An `rlimit` pair.
-fn set(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
+/// Set an `rlimit` pair (also the jails' limits, `crate::jail`).
+pub(crate) fn set(
+    resource: libc::__rlimit_resource_t,
+    soft: u64,
+    hard: u64,
+) -> std::io::Result<()> {
     let limit = libc::rlimit {
         rlim_cur: soft as libc::rlim_t,
         rlim_max: hard as libc::rlim_t,
