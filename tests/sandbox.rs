@@ -349,7 +349,9 @@ fn failure_policy_decides_between_neutral_and_ending() {
             "{place:?}"
         );
         assert!(
-            failure.message.contains("hostile guest panicked on purpose"),
+            failure
+                .message
+                .contains("hostile guest panicked on purpose"),
             "{place:?}: the panic message written to stderr is kept: {}",
             failure.message
         );

@@ -594,9 +594,9 @@ impl Episode {
                         })
                         .await
                         .unwrap_or_else(|e| crate::env::ToolOutput {
-                        content: format!("Error: the environment call failed: {e}"),
-                        error: true,
-                    });
+                            content: format!("Error: the environment call failed: {e}"),
+                            error: true,
+                        });
                     finished = self.protocol.final_tool.as_deref() == Some(ran.name.as_str());
                     (out.content, out.error, false)
                 }

@@ -28,7 +28,9 @@ use wasmtime_wasi_io::bindings::wasi::io::streams::{
 /// A guest waited on something that was not ready: nothing granted to a
 /// guest ever is, so the wait could only have hung the hook.
 #[derive(Debug, thiserror::Error)]
-#[error("the guest waited on a WASI stream or pollable that is not ready (no blocking I/O is granted)")]
+#[error(
+    "the guest waited on a WASI stream or pollable that is not ready (no blocking I/O is granted)"
+)]
 pub struct NotGranted;
 
 /// Polls `fut` once: its value if ready, [`NotGranted`] otherwise.
