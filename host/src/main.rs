@@ -9,13 +9,6 @@ use clap::{Args, Parser, Subcommand};
 
 mod cli;
 
-/// mimalloc, as many Rust servers use (see `host/Cargo.toml`): the host's
-/// per-episode work is allocation-heavy (records, JSON, copy-on-write
-/// environment state), and glibc's malloc spent a fifth of it in
-/// bookkeeping. `bench --runner` measures the difference.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use cli::limits::LimitArgs;
 
 use ecdysis_host::doctor;
