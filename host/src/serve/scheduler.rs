@@ -234,7 +234,12 @@ async fn claim_in(
     let now = now_ms();
     // Claim times of this batch: strictly after every stored one, in the
     // order served, so the next transaction continues the round.
-    let mut stamp = tenants.iter().map(|t| t.last + 1).max().unwrap_or(now).max(now);
+    let mut stamp = tenants
+        .iter()
+        .map(|t| t.last + 1)
+        .max()
+        .unwrap_or(now)
+        .max(now);
     let lease_until = now + lease.as_millis() as i64;
     let mut jobs: Vec<(String, String)> = Vec::new();
     let mut claims = Vec::new();

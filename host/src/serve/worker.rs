@@ -44,6 +44,9 @@ pub struct WorkerLoop {
     pub work: Arc<tokio::sync::Notify>,
 }
 
+/// Episodes claimed per worker process: the one it runs and the next.
+const CLAIMS_PER_PROCESS: usize = 2;
+
 /// How long an idle worker waits before looking for work again.
 const IDLE_POLL: Duration = Duration::from_millis(100);
 
@@ -60,7 +63,17 @@ impl WorkerLoop {
     /// dies is lost with its lease, which expires and puts the episode back
     /// in the queue (scored once, by whoever holds the current attempt).
     pub async fn run(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let slots = Arc::new(tokio::sync::Semaphore::new(self.pool.workers()));
+        // Claims in hand: one running and one waiting per worker process.
+        // The waiting one starts the moment its process frees up (the
+        // pool's queue), instead of after a database turn: with ~10 ms
+        // episodes that turn would leave each process idle a good part of
+        // the time. It counts as running for the fairness order and the
+        // `concurrent_episodes` quota from its claim on (its lease is
+        // renewed while it waits), so quotas hold exactly; a newly arrived
+        // tenant waits at most one episode more per process for its turn.
+        let slots = Arc::new(tokio::sync::Semaphore::new(
+            CLAIMS_PER_PROCESS * self.pool.workers(),
+        ));
         let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<Completion>();
         let mut pending: Vec<Completion> = Vec::new();
         let mut last_reclaim = std::time::Instant::now() - self.lease;
@@ -223,11 +236,7 @@ impl WorkerLoop {
                 } else {
                     let usd: f64 = calls.iter().filter_map(|c| c.usd).sum();
                     let fuel: u64 = record.hooks.iter().map(|h| h.fuel).sum();
-                    Settle::Done {
-                        record,
-                        usd,
-                        fuel,
-                    }
+                    Settle::Done { record, usd, fuel }
                 }
             }
             Outcome::Reply(Reply::Error { message, .. }) => requeue(lost_episode(
