@@ -1731,13 +1731,16 @@ fn environ(pid: u32) -> Vec<(String, String)> {
         .collect()
 }
 
+on_both_backends!(workers_get_the_allow_list_and_their_aliases_keys_only =>
+    workers_get_the_allow_list_and_their_aliases_keys_only_on_sqlite,
+    workers_get_the_allow_list_and_their_aliases_keys_only_on_postgres);
+
 /// Worker processes (episode and upload-check workers) get an allow-list
 /// of the server's environment plus the key variables the model aliases
 /// name, nothing else: a secret set on the server never reaches the
 /// process where an untrusted harness runs, while an alias's key does (it
 /// arrives at the alias's endpoint as the bearer token).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn workers_get_the_allow_list_and_their_aliases_keys_only() {
+async fn workers_get_the_allow_list_and_their_aliases_keys_only(backend: Backend) {
     use ecdysis_host::model::mock::{MockReply, MockServer};
     const KEY_VAR: &str = "ECDYSIS_TEST_ALIAS_KEY";
     const SECRET_VAR: &str = "ECDYSIS_TEST_SERVER_SECRET";
@@ -1748,7 +1751,8 @@ async fn workers_get_the_allow_list_and_their_aliases_keys_only() {
         "{MODELS}[models.keyed]\nmodel = \"keyed-model\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n",
         mock.base_url()
     );
-    let config = config_file(dir.path(), &sqlite(dir.path()), &models);
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, &models);
     let t = add_tenant(&config, "keyed");
     let server = Server::start(
         &config,
@@ -1835,15 +1839,19 @@ fn error_code(a: &Answer) -> String {
     a.json()["error"]["code"].as_str().unwrap_or("").to_string()
 }
 
+on_both_backends!(uploading_another_tenants_bytes_does_the_same_work_as_new_bytes =>
+    uploading_another_tenants_bytes_does_the_same_work_as_new_bytes_on_sqlite,
+    uploading_another_tenants_bytes_does_the_same_work_as_new_bytes_on_postgres);
+
 /// Uploading bytes another tenant stored takes the same path as new bytes:
 /// they are checked in a worker every time. With a checker that cannot run,
 /// an upload of another tenant's bytes fails exactly like one of new bytes
 /// (a service that skipped the check for known bytes would accept it); with
 /// a working checker both are accepted, each as the uploader's own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn uploading_another_tenants_bytes_does_the_same_work_as_new_bytes() {
+async fn uploading_another_tenants_bytes_does_the_same_work_as_new_bytes(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
     let alice = add_tenant(&config, "alice");
     let bob = add_tenant(&config, "bob");
     let stored = variant(&direct(), 1);
@@ -1892,11 +1900,9 @@ async fn uploading_another_tenants_bytes_does_the_same_work_as_new_bytes() {
         assert_eq!(r.json()["access"], "owned");
     }
     // Rewriting the component row on every upload keeps its bytes.
-    let db = ecdysis_host::serve::Db::open(&sqlite(dir.path()))
-        .await
-        .unwrap();
+    let check = ecdysis_host::serve::Db::open(&db.url).await.unwrap();
     let hash = a.json()["hash"].as_str().unwrap().to_string();
-    let bytes = ecdysis_host::serve::harnesses::component_bytes(&db, &hash)
+    let bytes = ecdysis_host::serve::harnesses::component_bytes(&check, &hash)
         .await
         .unwrap()
         .unwrap();
