@@ -180,6 +180,10 @@ async fn settle_in(w: &mut WriteTx, c: &Completion) -> Result<(bool, bool), DbEr
     }
 }
 
+/// A queued episode read for a claim: (evaluation, episode row, attempt,
+/// task, trial).
+type Queued = (String, i64, i64, String, i64);
+
 /// A tenant that may be served in this claim transaction.
 struct Candidate {
     tenant_id: i64,
@@ -190,7 +194,7 @@ struct Candidate {
     last: i64,
     /// Its next queued episodes (eval, episode, attempt, task, trial), read
     /// on first need; `None`: not read yet.
-    queue: Option<std::collections::VecDeque<(String, i64, i64, String, i64)>>,
+    queue: Option<std::collections::VecDeque<Queued>>,
     /// Out of this transaction: at a quota or nothing queued.
     out: bool,
 }
@@ -338,7 +342,7 @@ async fn next_queued(
     w: &mut WriteTx,
     tenant_id: i64,
     n: usize,
-) -> Result<std::collections::VecDeque<(String, i64, i64, String, i64)>, DbError> {
+) -> Result<std::collections::VecDeque<Queued>, DbError> {
     let evaluations: Vec<String> = sqlx::query_scalar(
         "SELECT id FROM evaluations WHERE tenant_id = $1 AND state = 'running' ORDER BY created_ms, id",
     )
