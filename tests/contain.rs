@@ -451,12 +451,7 @@ subprocess.Popen(["setsid", "sh", "-c", "sleep 1; echo '// LATE-SETSID' >> src/l
     config.read_only = vec![scripts.clone()];
     config.target_dir = Some(target());
     let coder = ExternalCoder::new(config).unwrap();
-    let spec = ChangeSpec::parse(
-        r#"{"failure_patterns": [{"name": "n", "description": "d", "evidence_tasks": ["1"]}],
-            "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "d", "rationale": "r", "evidence_tasks": ["1"]}],
-            "skills": [], "implementation_notes": ""}"#,
-    )
-    .unwrap();
+    let spec = tables_spec();
     let started = std::time::Instant::now();
     let out = coder
         .implement(&CoderTask::new(spec), &crate_dir)
@@ -868,6 +863,57 @@ async fn the_editor_is_told_its_edit_was_refused_and_its_next_edit_builds() {
 
 /// A TCP server on the host's loopback answering every connection with
 /// `reply`; returns its port and a counter of connections.
+/// Writes `scripts/coder.py`: a coder that tries to reach its endpoint
+/// (by `endpoint_host`), another local service and, with `outside`, an
+/// address outside the machine, then makes its real edit (RULE_2 →
+/// NEW_RULE) and appends what it reached as a comment to `src/tables.rs`
+/// (`// net: endpoint=… other=…[ outside=…]`), so the diff shows it.
+fn write_probe_coder(
+    scripts: &Path,
+    endpoint_host: &str,
+    endpoint: u16,
+    other: u16,
+    outside: bool,
+) {
+    let outside = if outside {
+        r#" + " outside=%s" % reach("1.1.1.1", 53)"#
+    } else {
+        ""
+    };
+    let script = r#"
+import socket
+def reach(host, port):
+    try:
+        with socket.create_connection((host, port), timeout=3) as s:
+            return s.recv(100).decode().strip() or "empty"
+    except Exception as e:
+        return type(e).__name__
+seen = "endpoint=%s other=%s" % (reach("@HOST@", @EP@), reach("127.0.0.1", @OTHER@))@OUTSIDE@
+t = open("src/tables.rs").read()
+assert @RULE@ in t
+t = t.replace(@RULE@, @NEW_RULE@)
+t += "\n// net: %s\n" % seen
+open("src/tables.rs", "w").write(t)
+"#
+    .replace("@HOST@", endpoint_host)
+    .replace("@EP@", &endpoint.to_string())
+    .replace("@OTHER@", &other.to_string())
+    .replace("@OUTSIDE@", outside)
+    .replace("@RULE@", &py(RULE_2))
+    .replace("@NEW_RULE@", &py(NEW_RULE));
+    std::fs::write(scripts.join("coder.py"), script).unwrap();
+}
+
+/// A change spec asking for a realize-layer edit of `src/tables.rs`.
+fn tables_spec() -> ChangeSpec {
+    ChangeSpec::parse(
+        r#"{"failure_patterns": [{"name": "n", "description": "d", "evidence_tasks": ["1"]}],
+            "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "d", "rationale": "r", "evidence_tasks": ["1"]}],
+            "skills": [], "implementation_notes": ""}"#,
+    )
+    .unwrap()
+}
+
 fn tcp_server(reply: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::io::Write;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -900,33 +946,8 @@ async fn a_gated_coder_reaches_its_endpoint_and_nothing_else() {
     // database, another tenant's server) the coder must not reach.
     let (endpoint, endpoint_hits) = tcp_server("ENDPOINT-OK\n");
     let (other, other_hits) = tcp_server("OTHER-REACHED\n");
-    let script = r#"
-import socket
-def reach(host, port):
-    try:
-        with socket.create_connection((host, port), timeout=3) as s:
-            return s.recv(100).decode().strip() or "empty"
-    except Exception as e:
-        return type(e).__name__
-seen = "endpoint=%s other=%s outside=%s" % (
-    reach("localhost", @EP@), reach("127.0.0.1", @OTHER@), reach("1.1.1.1", 53))
-t = open("src/tables.rs").read()
-assert @RULE@ in t
-t = t.replace(@RULE@, @NEW_RULE@)
-t += "\n// net: %s\n" % seen
-open("src/tables.rs", "w").write(t)
-"#
-    .replace("@EP@", &endpoint.to_string())
-    .replace("@OTHER@", &other.to_string())
-    .replace("@RULE@", &py(RULE_2))
-    .replace("@NEW_RULE@", &py(NEW_RULE));
-    std::fs::write(scripts.join("coder.py"), script).unwrap();
-    let spec = ChangeSpec::parse(
-        r#"{"failure_patterns": [{"name": "n", "description": "d", "evidence_tasks": ["1"]}],
-            "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "d", "rationale": "r", "evidence_tasks": ["1"]}],
-            "skills": [], "implementation_notes": ""}"#,
-    )
-    .unwrap();
+    write_probe_coder(&scripts, "localhost", endpoint, other, true);
+    let spec = tables_spec();
     let coder = |network: CoderNetwork| {
         let mut config = ExternalConfig::new(format!(
             "/usr/bin/python3 {}",
@@ -1011,32 +1032,8 @@ async fn an_external_coder_gets_no_network_by_default_and_its_endpoint_when_know
     // A local service that is not its endpoint (a database, another
     // tenant's server).
     let (other, other_hits) = tcp_server("OTHER-REACHED\n");
-    let script = r#"
-import socket
-def reach(host, port):
-    try:
-        with socket.create_connection((host, port), timeout=3) as s:
-            return s.recv(100).decode().strip() or "empty"
-    except Exception as e:
-        return type(e).__name__
-seen = "endpoint=%s other=%s" % (reach("127.0.0.1", @EP@), reach("127.0.0.1", @OTHER@))
-t = open("src/tables.rs").read()
-assert @RULE@ in t
-t = t.replace(@RULE@, @NEW_RULE@)
-t += "\n// net: %s\n" % seen
-open("src/tables.rs", "w").write(t)
-"#
-    .replace("@EP@", &endpoint.to_string())
-    .replace("@OTHER@", &other.to_string())
-    .replace("@RULE@", &py(RULE_2))
-    .replace("@NEW_RULE@", &py(NEW_RULE));
-    std::fs::write(scripts.join("coder.py"), script).unwrap();
-    let spec = ChangeSpec::parse(
-        r#"{"failure_patterns": [{"name": "n", "description": "d", "evidence_tasks": ["1"]}],
-            "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "d", "rationale": "r", "evidence_tasks": ["1"]}],
-            "skills": [], "implementation_notes": ""}"#,
-    )
-    .unwrap();
+    write_probe_coder(&scripts, "127.0.0.1", endpoint, other, false);
+    let spec = tables_spec();
     let config = || {
         let mut config = ExternalConfig::new(format!(
             "/usr/bin/python3 {}",
@@ -1205,12 +1202,7 @@ async fn a_coder_that_forks_spins_or_fills_the_disk_is_stopped_then_a_good_edit_
     let tmp = tempfile::tempdir().unwrap();
     let scripts = tmp.path().join("scripts");
     std::fs::create_dir_all(&scripts).unwrap();
-    let spec = ChangeSpec::parse(
-        r#"{"failure_patterns": [{"name": "n", "description": "d", "evidence_tasks": ["1"]}],
-            "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "d", "rationale": "r", "evidence_tasks": ["1"]}],
-            "skills": [], "implementation_notes": ""}"#,
-    )
-    .unwrap();
+    let spec = tables_spec();
     let coder = |name: &str, body: &str| {
         let path = scripts.join(format!("{name}.py"));
         std::fs::write(&path, body).unwrap();
