@@ -35,47 +35,29 @@
 #                     token count, so real prompts stay near 5.5k)
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+NAME=real-train
+PORT="${PORT:-8080}"
+# A context long enough for the agent's growing conversation (the τ² policy
+# and tool schemas alone are ~6k tokens).
+CTX="${CTX:-16384}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib-real.sh"
 OUT="${OUT:-runs/real-train}"
 DOCS="${DOCS:-docs/real-train}"
 POOL="${POOL:-0,1,2}"
 BUDGET="${BUDGET:-2}"
 TEST_TASKS="${TEST_TASKS:-5}"
 TEST_TRIALS="${TEST_TRIALS:-1}"
-CTX="${CTX:-16384}"
 ROLES_CTX="${ROLES_CTX:-8192}"
-PORT="${PORT:-8080}"
-MODEL="qwen2.5-coder-1.5b-instruct"
-URL="http://127.0.0.1:$PORT/v1"
 
-say() { printf '[real-train %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
-
-# The server: a context long enough for the agent's growing conversation
-# (the τ² policy and tool schemas alone are ~6k tokens) and replies of up to
-# 1024 tokens for the roles.
-if ! curl -fsS --max-time 2 "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
-    say "starting llama-server (context $CTX)"
-    ECDYSIS_LLM_MAX_TOKENS=1024 scripts/local-llm.sh serve --ctx "$CTX" --port "$PORT" >/dev/null
-fi
-say "server context: $(curl -fsS "http://127.0.0.1:$PORT/props" | python3 -c 'import json,sys; print(json.load(sys.stdin)["default_generation_settings"]["n_ctx"])') tokens"
-
-HOST="${ECDYSIS_HOST:-}"
-if [[ -z "$HOST" ]]; then
-    say "building the host (release)"
-    cargo build --release -q -p ecdysis-host
-    HOST="$ROOT/target/release/ecdysis-host"
-fi
-
+ensure_server
+ensure_host
 mkdir -p "$OUT" "$DOCS"
 LOG="$OUT/train.log"
 say "training into $OUT (log: $LOG)"
-started=$SECONDS
-set +e
 # Temperature 0 for the agent and the roles (the paper's setting); the LLM
 # user samples at the server's default, so the gate re-measures the
 # incumbent each round. One episode at a time: one CPU thread serves all.
-"$HOST" train \
+run_logged "$LOG" "$HOST" train \
     --method ecdysis --rounds 1 \
     --domain tau2/retail --tasks "$POOL" \
     --select-train failure-aware --budget-tasks "$BUDGET" \
@@ -88,24 +70,19 @@ set +e
     --roles-base-url "$URL" --roles-api-key-env '' \
     --roles-temperature 0 --roles-max-tokens 1024 \
     --roles-context-tokens "$ROLES_CTX" --roles-timeout-secs 7200 \
-    --out "$OUT" 2>&1 | while IFS= read -r line; do
-        printf '%s %s\n' "$(date -u +%H:%M:%S)" "$line"
-    done | tee -a "$LOG"
-status=${PIPESTATUS[0]}
-set -e
-say "train exited with $status after $((SECONDS - started)) s"
+    --out "$OUT"
 
 # The small text files, for the README and review.
 for f in config.json selection.json rounds.jsonl summary.json; do
-    [[ -f "$OUT/$f" ]] && cp "$OUT/$f" "$DOCS/"
+    copy_if "$OUT/$f" "$DOCS/"
 done
-[[ -f "$OUT/rounds/1/transcript.json" ]] && cp "$OUT/rounds/1/transcript.json" "$DOCS/round1-transcript.json"
+copy_if "$OUT/rounds/1/transcript.json" "$DOCS/round1-transcript.json"
 cand="$(python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; print(r[0].get("candidate") or "")' "$OUT/rounds.jsonl" 2>/dev/null || true)"
 if [[ -n "$cand" && -d "$OUT/candidates/$cand" ]]; then
     for f in spec.json diff.patch train_summary.json; do
-        [[ -f "$OUT/candidates/$cand/$f" ]] && cp "$OUT/candidates/$cand/$f" "$DOCS/candidate-$f"
+        copy_if "$OUT/candidates/$cand/$f" "$DOCS/candidate-$f"
     done
 fi
 cp "$LOG" "$DOCS/train.log"
 say "copied the run's text files to $DOCS"
-exit "$status"
+exit "$STATUS"
