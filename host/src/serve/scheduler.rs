@@ -165,17 +165,7 @@ async fn settle_in(w: &mut WriteTx, c: &Completion) -> Result<(bool, bool), DbEr
                 let ok = finish_in(w, claim, state::LOST, Some(record), 0.0, 0).await?;
                 return Ok((ok, true));
             }
-            let n = sqlx::query(
-                "UPDATE episodes SET state = 'queued', worker = NULL, lease_ms = NULL
-                 WHERE id = $1 AND attempt = $2 AND state = 'running'",
-            )
-            .bind(claim.episode)
-            .bind(claim.attempt)
-            .execute(w.conn())
-            .await
-            .ctx("requeue episode")?
-            .rows_affected();
-            Ok((n > 0, false))
+            Ok((requeue_in(w, claim).await?, false))
         }
     }
 }
@@ -528,6 +518,14 @@ pub async fn requeue(
         return give_up(db, c, record).await;
     }
     let mut w = db.write().await?;
+    let requeued = requeue_in(&mut w, c).await?;
+    w.commit().await?;
+    Ok(requeued)
+}
+
+/// Put a running episode back in the queue inside `w`; false when its
+/// claim is stale (another attempt owns it, or it is no longer running).
+async fn requeue_in(w: &mut WriteTx, c: &Claim) -> Result<bool, DbError> {
     let n = sqlx::query(
         "UPDATE episodes SET state = 'queued', worker = NULL, lease_ms = NULL
          WHERE id = $1 AND attempt = $2 AND state = 'running'",
@@ -538,7 +536,6 @@ pub async fn requeue(
     .await
     .ctx("requeue episode")?
     .rows_affected();
-    w.commit().await?;
     Ok(n > 0)
 }
 
