@@ -832,20 +832,6 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
                 "3",
                 "--plateau",
                 "5",
-                "--analyst-model",
-                "m-analyst",
-                "--critic-model",
-                "m-critic",
-                "--engineer-model",
-                "m-engineer",
-                "--moderator-model",
-                "m-moderator",
-                "--coder-model",
-                "m-coder",
-                "--roles-base-url",
-                &base,
-                "--roles-api-key-env",
-                "",
                 "--coder-base-url",
                 &coder_base,
                 "--max-usd",
@@ -856,6 +842,7 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
                 "0.5",
             ],
         );
+        cmd.args(role_models(&base));
         cmd.arg("--prices").arg(&prices).arg("--out").arg(&out);
         cmd
     };
@@ -1017,26 +1004,13 @@ async fn every_role_and_coder_request_fits_a_small_context_budget() {
             "ecdysis",
             "--rounds",
             "1",
-            "--analyst-model",
-            "m-analyst",
-            "--critic-model",
-            "m-critic",
-            "--engineer-model",
-            "m-engineer",
-            "--moderator-model",
-            "m-moderator",
-            "--coder-model",
-            "m-coder",
-            "--roles-base-url",
-            &base,
-            "--roles-api-key-env",
-            "",
             "--roles-context-tokens",
             "6144",
             "--roles-max-tokens",
             "900",
         ],
     );
+    cmd.args(role_models(&base));
     cmd.arg("--out").arg(&out);
     let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
@@ -1177,4 +1151,27 @@ fn train_refuses_role_flags_that_cannot_work_together() {
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!tmp.path().join("never").exists(), "{args:?} wrote a run");
     }
+}
+
+/// The train flags that name each FDCR role's model and the coder's on
+/// the test server at `base` (no API key).
+fn role_models(base: &str) -> Vec<String> {
+    [
+        "--analyst-model",
+        "m-analyst",
+        "--critic-model",
+        "m-critic",
+        "--engineer-model",
+        "m-engineer",
+        "--moderator-model",
+        "m-moderator",
+        "--coder-model",
+        "m-coder",
+        "--roles-base-url",
+        base,
+        "--roles-api-key-env",
+        "",
+    ]
+    .map(String::from)
+    .to_vec()
 }
