@@ -170,7 +170,9 @@ impl wasmtime::CacheStore for FunctionCache {
                 true
             }
             Err(e) => {
-                self.counters.insert_failures.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .insert_failures
+                    .fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(path = %path.display(), error = %e, "cannot write a function cache entry");
                 false
             }

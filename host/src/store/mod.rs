@@ -33,7 +33,6 @@ use crate::fsutil::{PathError, atomic_write};
 use crate::sandbox::{LoadedHarness, SUPPORTED_WORLDS, Sandbox, SandboxError, world_of};
 
 pub use artifact::{ArtifactKey, ChildCache, Compiler, DEFAULT_MAX_COMPONENT_BYTES};
-pub use fncache::{CacheCounts, FunctionCache};
 pub use build::{
     BUILD_TIMEOUT, BuildOptions, BuildOutcome, BuildProfile, CANDIDATE_PROFILE, Containment, Trust,
     UNTRUSTED_BUILD_MEMORY, source_tree_hash,
@@ -42,6 +41,7 @@ pub use export::{
     EXPORT_FORMAT, ExportError, ExportOptions, ExportOutcome, ExportedLimits, HarnessExport,
     LineageEntry, TrainingFacts, oci_digest, read_training_run,
 };
+pub use fncache::{CacheCounts, FunctionCache};
 pub use inspect::Inspection;
 
 /// A component's blake3 hash, 64 lowercase hex digits.
@@ -853,7 +853,8 @@ mod tests {
         put(&plain, &component_of(&edited));
         plain.component(&sandbox, &second).unwrap();
         assert_eq!(plain.fn_cache_counts(), CacheCounts::default());
-        let artifact = |s: &ComponentStore| std::fs::read(s.precompiled_path(&second, &sandbox)).unwrap();
+        let artifact =
+            |s: &ComponentStore| std::fs::read(s.precompiled_path(&second, &sandbox)).unwrap();
         assert_eq!(artifact(&store), artifact(&plain));
     }
 
