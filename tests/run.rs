@@ -493,3 +493,108 @@ async fn an_http_agent_gets_the_sampling_flags_and_its_text_call_is_rescued_only
         );
     }
 }
+
+/// Episodes start in task order (trials in order), each as soon as a slot
+/// frees, whatever their lengths: the order `bench --runner`'s free-host
+/// bound assumes. Episode lengths here vary so that a runner whose order
+/// depended on which spawned task the scheduler polls first would differ;
+/// at most `concurrency` episodes are ever in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn episodes_start_in_task_order_with_at_most_concurrency_in_flight() {
+    use ecdysis_host::agent::EpisodeRecord;
+    use ecdysis_host::eval::{EpisodeExecutor, RunError, RunOptions, RunSpec, run_with};
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    struct Recorder {
+        started: Mutex<Vec<(String, u32)>>,
+        in_flight: AtomicUsize,
+        most: AtomicUsize,
+    }
+    impl EpisodeExecutor for Recorder {
+        fn episode(
+            self: Arc<Self>,
+            task_id: String,
+            trial: u32,
+        ) -> Pin<Box<dyn Future<Output = Result<EpisodeRecord, RunError>> + Send>> {
+            Box::pin(async move {
+                self.started.lock().unwrap().push((task_id.clone(), trial));
+                let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                self.most.fetch_max(now, Ordering::SeqCst);
+                let n = self.started.lock().unwrap().len() as u64;
+                tokio::time::sleep(Duration::from_millis((n * 7919) % 23)).await;
+                self.in_flight.fetch_sub(1, Ordering::SeqCst);
+                Ok(EpisodeRecord {
+                    task_id,
+                    trial,
+                    domain: "tau2/retail".into(),
+                    seed: 0,
+                    end: EndReason::AgentStop,
+                    end_detail: None,
+                    steps: 1,
+                    tool_errors: 0,
+                    transcript: Vec::new(),
+                    hooks: Vec::new(),
+                    agent_usage: Default::default(),
+                    user_usage: Default::default(),
+                    wall_ms: 0,
+                    model_wait_ms: 0.0,
+                    evaluation: None,
+                    reward: 0.0,
+                    success: false,
+                })
+            })
+        }
+    }
+    let data = ecdysis_host::env::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let domain = ecdysis_host::env::open("tau2/retail", &data).unwrap();
+    let spec = RunSpec {
+        domain: "tau2/retail".into(),
+        split: Some("test".into()),
+        trials: 3,
+        ..RunSpec::default()
+    };
+    let tasks = spec.task_ids(&*domain).unwrap();
+    let config = spec.config(None, tasks.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let recorder = Arc::new(Recorder {
+        started: Mutex::new(Vec::new()),
+        in_flight: AtomicUsize::new(0),
+        most: AtomicUsize::new(0),
+    });
+    let options = RunOptions {
+        out: tmp.path().join("run"),
+        concurrency: 5,
+        force_new: false,
+        quiet: true,
+        silent: true,
+        max_requeues: 0,
+    };
+    let summary = run_with(config, options, domain, recorder.clone(), None)
+        .await
+        .unwrap();
+    let expected: Vec<(String, u32)> = tasks
+        .iter()
+        .flat_map(|t| (0..3).map(move |trial| (t.clone(), trial)))
+        .collect();
+    // The permits are taken in task order; the first poll of episodes
+    // started at the same instant (several slots freed at once) may swap,
+    // so an episode may start at most `concurrency - 1` places early or
+    // late, never more.
+    let started = recorder.started.lock().unwrap().clone();
+    assert_eq!(started.len(), expected.len());
+    for (i, pair) in expected.iter().enumerate() {
+        let at = started
+            .iter()
+            .position(|p| p == pair)
+            .expect("every episode started once");
+        assert!(
+            at.abs_diff(i) < 5,
+            "{pair:?} is episode {i} in task order but started {at}th: {started:?}"
+        );
+    }
+    assert_eq!(recorder.most.load(Ordering::SeqCst), 5);
+    assert_eq!(summary.ran_now, expected.len() as u64);
+}

@@ -301,42 +301,72 @@ fn the_template_and_direct_pass_the_doctor() {
     );
 }
 
+/// Both places a hook can run: on the blocking pool, and inline on an
+/// async worker thread. Inline, the panicking guest writes its panic
+/// message to stderr with `blocking-write-and-flush` from a Tokio worker,
+/// which wasmtime-wasi's own sync bindings would turn into a host panic
+/// ("cannot start a runtime from within a runtime"); the sandbox's
+/// non-blocking WASI I/O must capture it and trap instead.
 #[test]
 fn failure_policy_decides_between_neutral_and_ending() {
-    use ecdysis_host::agent::{HarnessSession, HookOutcome};
+    use ecdysis_host::agent::{CallPlace, HarnessSession, HookOutcome};
     let sandbox = Sandbox::new(test_limits()).unwrap();
     let hostile = load(&sandbox, Some("panic"));
+    let good = load(&sandbox, None);
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let run = |policy: FailurePolicy| {
-        runtime.block_on(async {
-            let (mut session, started) = HarnessSession::start(
-                &hostile,
-                info(),
-                doctor::sample_tools(),
-                Box::new(env()),
-                policy,
-            )
-            .await;
-            assert!(matches!(started, HookOutcome::Use(())));
-            let outcome = session.realize(1, proposed_call()).await;
-            (outcome, session.into_records())
-        })
-    };
-    let (outcome, records) = run(FailurePolicy::FailOpen);
-    assert!(
-        matches!(outcome, HookOutcome::Use(ActionDecision::Proceed)),
-        "{outcome:?}"
-    );
-    let last = records.last().expect("the failed call is recorded");
-    let failure = last.error.as_ref().expect("with its error");
-    assert_eq!(
-        (failure.kind.as_str(), failure.policy),
-        ("trap", FailurePolicy::FailOpen)
-    );
-    assert_eq!(last.decision, serde_json::json!("Proceed"));
-    let (outcome, records) = run(FailurePolicy::FailClosed);
-    assert!(matches!(outcome, HookOutcome::End(_)), "{outcome:?}");
-    assert_eq!(records.last().unwrap().decision, serde_json::Value::Null);
+    for place in [CallPlace::BlockingPool, CallPlace::Inline] {
+        let run = |harness: &ecdysis_host::sandbox::LoadedHarness, policy: FailurePolicy| {
+            let harness = harness.clone();
+            // Spawned, so the hooks run on a runtime worker thread as the
+            // runner's episodes do.
+            runtime
+                .block_on(runtime.spawn(async move {
+                    let (mut session, started) = HarnessSession::start(
+                        &harness,
+                        info(),
+                        doctor::sample_tools(),
+                        Box::new(env()),
+                        policy,
+                        place,
+                    )
+                    .await;
+                    assert!(matches!(started, HookOutcome::Use(())));
+                    let outcome = session.realize(1, proposed_call()).await;
+                    (outcome, session.into_records())
+                }))
+                .expect("the episode task does not panic")
+        };
+        let (outcome, records) = run(&hostile, FailurePolicy::FailOpen);
+        assert!(
+            matches!(outcome, HookOutcome::Use(ActionDecision::Proceed)),
+            "{place:?}: {outcome:?}"
+        );
+        let last = records.last().expect("the failed call is recorded");
+        let failure = last.error.as_ref().expect("with its error");
+        assert_eq!(
+            (failure.kind.as_str(), failure.policy),
+            ("trap", FailurePolicy::FailOpen),
+            "{place:?}"
+        );
+        assert!(
+            failure
+                .message
+                .contains("hostile guest panicked on purpose"),
+            "{place:?}: the panic message written to stderr is kept: {}",
+            failure.message
+        );
+        assert_eq!(last.decision, serde_json::json!("Proceed"));
+        let (outcome, records) = run(&hostile, FailurePolicy::FailClosed);
+        assert!(matches!(outcome, HookOutcome::End(_)), "{outcome:?}");
+        assert_eq!(records.last().unwrap().decision, serde_json::Value::Null);
+        // Positive control, on the same runtime and place right after.
+        let (outcome, records) = run(&good, FailurePolicy::FailClosed);
+        assert!(
+            matches!(outcome, HookOutcome::Use(ActionDecision::Execute(_))),
+            "{place:?}: the good guest rewrites the call: {outcome:?}"
+        );
+        assert!(records.iter().all(|r| r.error.is_none()), "{records:?}");
+    }
     positive_control(&sandbox);
 }
 
@@ -393,6 +423,7 @@ fn a_full_pool_is_a_capacity_error_not_a_harness_error() {
         doctor::sample_tools(),
         Box::new(env()),
         FailurePolicy::FailClosed,
+        ecdysis_host::agent::CallPlace::BlockingPool,
     ));
     assert!(
         matches!(outcome, HookOutcome::Unavailable(ref m) if !m.is_empty()),

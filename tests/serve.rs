@@ -1731,13 +1731,16 @@ fn environ(pid: u32) -> Vec<(String, String)> {
         .collect()
 }
 
+on_both_backends!(workers_get_the_allow_list_and_their_aliases_keys_only =>
+    workers_get_the_allow_list_and_their_aliases_keys_only_on_sqlite,
+    workers_get_the_allow_list_and_their_aliases_keys_only_on_postgres);
+
 /// Worker processes (episode and upload-check workers) get an allow-list
 /// of the server's environment plus the key variables the model aliases
 /// name, nothing else: a secret set on the server never reaches the
 /// process where an untrusted harness runs, while an alias's key does (it
 /// arrives at the alias's endpoint as the bearer token).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn workers_get_the_allow_list_and_their_aliases_keys_only() {
+async fn workers_get_the_allow_list_and_their_aliases_keys_only(backend: Backend) {
     use ecdysis_host::model::mock::{MockReply, MockServer};
     const KEY_VAR: &str = "ECDYSIS_TEST_ALIAS_KEY";
     const SECRET_VAR: &str = "ECDYSIS_TEST_SERVER_SECRET";
@@ -1748,7 +1751,8 @@ async fn workers_get_the_allow_list_and_their_aliases_keys_only() {
         "{MODELS}[models.keyed]\nmodel = \"keyed-model\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n",
         mock.base_url()
     );
-    let config = config_file(dir.path(), &sqlite(dir.path()), &models);
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, &models);
     let t = add_tenant(&config, "keyed");
     let server = Server::start(
         &config,
@@ -1835,15 +1839,19 @@ fn error_code(a: &Answer) -> String {
     a.json()["error"]["code"].as_str().unwrap_or("").to_string()
 }
 
+on_both_backends!(uploading_another_tenants_bytes_does_the_same_work_as_new_bytes =>
+    uploading_another_tenants_bytes_does_the_same_work_as_new_bytes_on_sqlite,
+    uploading_another_tenants_bytes_does_the_same_work_as_new_bytes_on_postgres);
+
 /// Uploading bytes another tenant stored takes the same path as new bytes:
 /// they are checked in a worker every time. With a checker that cannot run,
 /// an upload of another tenant's bytes fails exactly like one of new bytes
 /// (a service that skipped the check for known bytes would accept it); with
 /// a working checker both are accepted, each as the uploader's own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn uploading_another_tenants_bytes_does_the_same_work_as_new_bytes() {
+async fn uploading_another_tenants_bytes_does_the_same_work_as_new_bytes(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
-    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
     let alice = add_tenant(&config, "alice");
     let bob = add_tenant(&config, "bob");
     let stored = variant(&direct(), 1);
@@ -1892,11 +1900,9 @@ async fn uploading_another_tenants_bytes_does_the_same_work_as_new_bytes() {
         assert_eq!(r.json()["access"], "owned");
     }
     // Rewriting the component row on every upload keeps its bytes.
-    let db = ecdysis_host::serve::Db::open(&sqlite(dir.path()))
-        .await
-        .unwrap();
+    let check = ecdysis_host::serve::Db::open(&db.url).await.unwrap();
     let hash = a.json()["hash"].as_str().unwrap().to_string();
-    let bytes = ecdysis_host::serve::harnesses::component_bytes(&db, &hash)
+    let bytes = ecdysis_host::serve::harnesses::component_bytes(&check, &hash)
         .await
         .unwrap()
         .unwrap();
@@ -2104,25 +2110,73 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// rounds that alternate which goes first. Throughput is marginal (the
 /// time of the large batch minus the small one's) so that `run`'s start-up
 /// (processes, domain, compilation) and the service's warm workers do not
-/// decide it. Prints each round's ratio, the median, and the load average.
+/// decide it. Runs every (database, latency) pair in one invocation;
+/// prints each round's ratio, the medians, and the load average.
 ///
-/// `ECDYSIS_SERVE_BENCH_LATENCY_MS` (default 150: episodes that wait on a
-/// model, as real ones do; 0: ~10 ms episodes that are all host),
+/// `ECDYSIS_SERVE_BENCH_LATENCY_MS` (default `0,150`: ~10 ms episodes that
+/// are all host, and episodes that wait on a model, as real ones do),
+/// `ECDYSIS_SERVE_BENCH_BACKENDS` (default `sqlite,postgres`),
 /// `ECDYSIS_SERVE_BENCH_ROUNDS` (default 3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "a benchmark: run with --ignored --nocapture"]
 async fn bench_service_throughput_against_run() {
-    const SLOTS: usize = 4;
-    let latency_ms: u64 = env_or("ECDYSIS_SERVE_BENCH_LATENCY_MS", 150);
+    let latencies: Vec<u64> = std::env::var("ECDYSIS_SERVE_BENCH_LATENCY_MS")
+        .unwrap_or_else(|_| "0,150".into())
+        .split(',')
+        .map(|v| v.trim().parse().expect("latency in ms"))
+        .collect();
+    let backends: Vec<Backend> = std::env::var("ECDYSIS_SERVE_BENCH_BACKENDS")
+        .unwrap_or_else(|_| "sqlite,postgres".into())
+        .split(',')
+        .map(|b| match b.trim() {
+            "sqlite" => Backend::Sqlite,
+            "postgres" => Backend::Postgres,
+            other => panic!("unknown backend {other:?}"),
+        })
+        .collect();
     let rounds: usize = env_or("ECDYSIS_SERVE_BENCH_ROUNDS", 3);
+    let load_before = load_average();
+    let mut table = Vec::new();
+    for &backend in &backends {
+        for &latency_ms in &latencies {
+            let (median, min, max) = throughput_against_run(backend, latency_ms, rounds).await;
+            table.push(format!(
+                "{backend:?} at {latency_ms} ms per model call: serve/run time per episode median {:.3} (overhead {:+.1}%, min {:+.1}%, max {:+.1}%, {rounds} rounds)",
+                1.0 + median,
+                median * 100.0,
+                min * 100.0,
+                max * 100.0
+            ));
+        }
+    }
+    println!(
+        "service overhead (4 episodes at once, sim:mixed; simulated agent — not a benchmark result):"
+    );
+    for line in &table {
+        println!("  {line}");
+    }
+    println!(
+        "load average before {load_before}, after {}",
+        load_average()
+    );
+}
+
+/// One (database, latency) pair of the benchmark above: the median, min and
+/// max overhead over `rounds`.
+async fn throughput_against_run(
+    backend: Backend,
+    latency_ms: u64,
+    rounds: usize,
+) -> (f64, f64, f64) {
+    const SLOTS: usize = 4;
     let (small_n, large_n) = if latency_ms == 0 { (10, 60) } else { (5, 20) };
     let small: Vec<String> = (0..small_n).map(|i| i.to_string()).collect();
     let large: Vec<String> = (0..large_n).map(|i| i.to_string()).collect();
     let marginal = ((large_n - small_n) * 4) as f64;
     let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
     let wasm = dir.path().join("direct.wasm");
     std::fs::write(&wasm, direct()).unwrap();
-    let load_before = load_average();
 
     // `run` directly, episodes in worker processes.
     let runs = std::cell::Cell::new(0);
@@ -2158,7 +2212,7 @@ async fn bench_service_throughput_against_run() {
     // The same through the service: an alias with the same latency.
     let config = config_file(
         dir.path(),
-        &sqlite(dir.path()),
+        &db.url,
         &format!(
             "[models.bench]\nmodel = \"sim:mixed\"\nsim_latency_ms = {latency_ms}\n[worker]\nslots = {SLOTS}\nlease_seconds = 30\n"
         ),
@@ -2208,7 +2262,7 @@ async fn bench_service_throughput_against_run() {
         let overhead = run_rate / serve_rate - 1.0;
         overheads.push(overhead);
         println!(
-            "round {round}: run {} eps {:.2} s, {} eps {:.2} s, marginal {run_rate:.2} eps/s | serve {:.2} s, {:.2} s, marginal {serve_rate:.2} eps/s | serve/run time per episode {:.3} (overhead {:+.1}%) | load {}",
+            "{backend:?} {latency_ms} ms round {round}: run {} eps {:.2} s, {} eps {:.2} s, marginal {run_rate:.2} eps/s | serve {:.2} s, {:.2} s, marginal {serve_rate:.2} eps/s | serve/run time per episode {:.3} (overhead {:+.1}%) | load {}",
             small_n * 4,
             run_t[0],
             large_n * 4,
@@ -2222,14 +2276,7 @@ async fn bench_service_throughput_against_run() {
     }
     let mut sorted = overheads.clone();
     sorted.sort_by(f64::total_cmp);
-    println!(
-        "service overhead ({SLOTS} episodes at once, sim:mixed at {latency_ms} ms per model call, {} marginal episodes per side and round): median {:+.1}% over {rounds} rounds (min {:+.1}%, max {:+.1}%); load average before {load_before}, after {}",
-        marginal,
-        median(overheads) * 100.0,
-        sorted[0] * 100.0,
-        sorted[sorted.len() - 1] * 100.0,
-        load_average()
-    );
+    (median(overheads), sorted[0], sorted[sorted.len() - 1])
 }
 
 /// The server's memory per idle tenant: RSS before and after 2,000

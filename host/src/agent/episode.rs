@@ -27,7 +27,7 @@ use crate::sandbox::{
 
 use super::boundary::{env_call, model_call, wit_tools};
 use super::record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage, Withheld};
-use super::session::{HarnessSession, HookOutcome};
+use super::session::{CallPlace, HarnessSession, HookOutcome};
 use super::view::{SharedEnv, SharedEnvView};
 use crate::model::user::{UserSimError, UserSimulator, UserTurn, Utterance};
 
@@ -70,6 +70,8 @@ pub struct EpisodeSetup {
 /// The running state of one episode.
 struct Episode {
     env: SharedEnv,
+    /// Where tool calls run (hooks: the session's own copy).
+    place: CallPlace,
     session: HarnessSession,
     agent: Arc<dyn ChatModel>,
     user: Box<dyn UserSimulator>,
@@ -132,6 +134,7 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
         Ok(env) => (env, None),
         Err(e) => (setup.domain.new_env(), Some(e.to_string())),
     };
+    let place = CallPlace::for_env(&*env);
     let env: SharedEnv = Arc::new(Mutex::new(env));
     let env_tools = setup.domain.tools().to_vec();
     let info = EpisodeInfo {
@@ -154,6 +157,7 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
                 wit_tools(&*setup.domain),
                 Box::new(view),
                 setup.policy,
+                place,
             )
             .await;
             start_end = hooked(outcome).err();
@@ -162,6 +166,7 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
     };
     let mut ep = Episode {
         env,
+        place,
         session,
         agent: setup.agent,
         user: setup.user,
@@ -578,19 +583,20 @@ impl Episode {
                 ),
                 None => {
                     let call = env_call(&ran.name, &ran.arguments);
-                    // On the blocking pool: a domain's call may wait on a
-                    // server (DBBench's SQL), which must not stall the
-                    // runtime's workers.
+                    // A domain's call may wait on a server (DBBench's
+                    // SQL): then it runs on the blocking pool, not here.
                     let env = self.env.clone();
-                    let out = tokio::task::spawn_blocking(move || {
-                        let mut env = env.lock().unwrap_or_else(|p| p.into_inner());
-                        env.call(&call.name, &call.arguments)
-                    })
-                    .await
-                    .unwrap_or_else(|e| crate::env::ToolOutput {
-                        content: format!("Error: the environment call failed: {e}"),
-                        error: true,
-                    });
+                    let out = self
+                        .place
+                        .run(move || {
+                            let mut env = env.lock().unwrap_or_else(|p| p.into_inner());
+                            env.call(&call.name, &call.arguments)
+                        })
+                        .await
+                        .unwrap_or_else(|e| crate::env::ToolOutput {
+                            content: format!("Error: the environment call failed: {e}"),
+                            error: true,
+                        });
                     finished = self.protocol.final_tool.as_deref() == Some(ran.name.as_str());
                     (out.content, out.error, false)
                 }

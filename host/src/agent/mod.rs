@@ -9,5 +9,5 @@ mod view;
 
 pub use episode::{AGENT_STOP, EpisodeSetup, run_episode};
 pub use record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage, Withheld};
-pub use session::{HarnessSession, HookFailure, HookOutcome, HookRecord};
+pub use session::{CallPlace, HarnessSession, HookFailure, HookOutcome, HookRecord};
 pub use view::{SharedEnv, SharedEnvView};

@@ -64,6 +64,47 @@ pub struct HarnessSession {
     policy: FailurePolicy,
     records: Vec<HookRecord>,
     active: bool,
+    place: CallPlace,
+}
+
+/// Where the agent loop runs a synchronous call (a hook, a tool call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallPlace {
+    /// On the current thread, an async worker: for calls that never wait
+    /// (an in-memory environment, and hooks over it). A hook is bounded by
+    /// its fuel and deadline, so it holds the worker for at most that long;
+    /// the guest's WASI I/O never blocks (`sandbox::sync_io`).
+    Inline,
+    /// On Tokio's blocking pool: for calls that may wait on a server
+    /// (DBBench's SQL), which must not stall the runtime's workers.
+    BlockingPool,
+}
+
+impl CallPlace {
+    /// The place for calls into `env` and hooks that view it.
+    pub fn for_env(env: &dyn crate::env::Environment) -> Self {
+        if env.calls_may_block() {
+            CallPlace::BlockingPool
+        } else {
+            CallPlace::Inline
+        }
+    }
+
+    /// Runs `f` here; `Err` names a task that panicked or was cancelled on
+    /// the blocking pool (an inline call's panic propagates, as any other
+    /// code of the loop's).
+    pub async fn run<R, F>(self, f: F) -> Result<R, String>
+    where
+        R: Send + 'static,
+        F: FnOnce() -> R + Send + 'static,
+    {
+        match self {
+            CallPlace::Inline => Ok(f()),
+            CallPlace::BlockingPool => tokio::task::spawn_blocking(f)
+                .await
+                .map_err(|e| e.to_string()),
+        }
+    }
 }
 
 fn summarize<T: Serialize>(v: &T) -> serde_json::Value {
@@ -78,6 +119,7 @@ impl HarnessSession {
             policy: FailurePolicy::FailClosed,
             records: Vec::new(),
             active: false,
+            place: CallPlace::BlockingPool,
         }
     }
 
@@ -89,20 +131,23 @@ impl HarnessSession {
         tools: Vec<ToolSpec>,
         env: Box<dyn ReadOnlyEnv>,
         policy: FailurePolicy,
+        place: CallPlace,
     ) -> (Self, HookOutcome<()>) {
         let harness = harness.clone();
-        let started = tokio::task::spawn_blocking(move || {
-            harness
-                .start_episode(&info, &tools, env)
-                .map(|ep| (ep.constructor_fuel(), ep))
-        })
-        .await
-        .unwrap_or_else(|e| Err(SandboxError::Engine(format!("hook task failed: {e}"))));
+        let started = place
+            .run(move || {
+                harness
+                    .start_episode(&info, &tools, env)
+                    .map(|ep| (ep.constructor_fuel(), ep))
+            })
+            .await
+            .unwrap_or_else(|e| Err(SandboxError::Engine(format!("hook task failed: {e}"))));
         let mut session = HarnessSession {
             episode: None,
             policy,
             records: Vec::new(),
             active: true,
+            place,
         };
         match started {
             Ok((fuel, ep)) => {
@@ -190,8 +235,8 @@ impl HarnessSession {
         }
     }
 
-    /// Run one hook on a blocking thread (wasmtime-wasi's sync bindings must
-    /// not run on an async worker), then apply the policy and record it.
+    /// Run one hook where the session's [`CallPlace`] says, then apply the
+    /// policy and record it.
     async fn run<T, F>(
         &mut self,
         step: u32,
@@ -211,11 +256,13 @@ impl HarnessSession {
             // Attached but poisoned by an earlier fail-open failure.
             return self.failed(step, hook, SandboxError::Poisoned, neutral);
         };
-        let joined = tokio::task::spawn_blocking(move || {
-            let r = call(&mut ep);
-            (ep, r)
-        })
-        .await;
+        let joined = self
+            .place
+            .run(move || {
+                let r = call(&mut ep);
+                (ep, r)
+            })
+            .await;
         let (ep, result) = match joined {
             Ok(pair) => pair,
             Err(e) => {

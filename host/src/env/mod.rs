@@ -128,6 +128,15 @@ pub trait Environment: Send + Sync {
     /// Hex digest of the current state, comparable with the reference's
     /// (`sha256` of `json.dumps(db.model_dump(), sort_keys=True)` for τ²).
     fn state_hash(&self) -> String;
+
+    /// Whether a call (or a harness's read-only view of the state) may
+    /// wait on something outside the process, such as a database server.
+    /// When it cannot, the agent loop runs calls and hooks on the async
+    /// runtime's own threads instead of handing each to the blocking pool
+    /// (two thread switches per call). The safe default is `true`.
+    fn calls_may_block(&self) -> bool {
+        true
+    }
 }
 
 /// What the agent may see of a task.

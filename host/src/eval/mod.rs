@@ -283,49 +283,71 @@ pub async fn run_with(
     let config = Arc::new(config);
 
     while !todo.is_empty() {
+        let mut queue = std::mem::take(&mut todo).into_iter().peekable();
         let mut set = tokio::task::JoinSet::new();
-        for (task_id, trial) in std::mem::take(&mut todo) {
-            *attempts.entry((task_id.clone(), trial)).or_default() += 1;
-            let permit = semaphore.clone();
-            let executor = executor.clone();
-            set.spawn(async move {
-                let _permit = permit.acquire_owned().await.expect("semaphore open");
-                let result = executor.episode(task_id.clone(), trial).await;
-                (task_id, trial, result)
-            });
-        }
-        while let Some(joined) = set.join_next().await {
-            let (task_id, trial, result) = joined.expect("episode task does not panic");
-            let record = result?;
-            if record.end == EndReason::InfrastructureError {
-                let n = attempts[&(task_id.clone(), trial)];
-                progress.note(&format!(
-                    "{task_id} trial {trial}: infrastructure error ({}), {}",
-                    record.end_detail.as_deref().unwrap_or("?"),
-                    if n <= options.max_requeues {
-                        "requeued"
-                    } else {
-                        "left unscored"
-                    }
-                ));
-                if n <= options.max_requeues {
-                    todo.push((task_id, trial));
-                } else {
-                    unfinished.push((task_id, trial));
+        loop {
+            // Episodes start in task order, each as soon as a slot frees
+            // (the permit is taken here, before the spawn, so the order does
+            // not depend on which task the scheduler polls first), and the
+            // bookkeeping of finished ones never delays the next start.
+            tokio::select! {
+                biased;
+                permit = semaphore.clone().acquire_owned(), if queue.peek().is_some() => {
+                    let permit = permit.expect("semaphore open");
+                    let (task_id, trial) = queue.next().expect("peeked");
+                    *attempts.entry((task_id.clone(), trial)).or_default() += 1;
+                    let executor = executor.clone();
+                    let dir = dir.clone();
+                    set.spawn(async move {
+                        let result = {
+                            let _permit = permit;
+                            executor.episode(task_id.clone(), trial).await
+                        };
+                        let result = match result {
+                            // Serialising and fsyncing the record blocks:
+                            // off the runtime's threads, so the episodes in
+                            // flight keep being polled.
+                            Ok(record) if record.end != EndReason::InfrastructureError => {
+                                tokio::task::spawn_blocking(move || {
+                                    dir.append(&record).map(|()| record)
+                                })
+                                .await
+                                .expect("append task does not panic")
+                                .map_err(RunError::from)
+                            }
+                            other => other,
+                        };
+                        (task_id, trial, result)
+                    });
                 }
-                continue;
+                joined = set.join_next(), if !set.is_empty() => {
+                    let (task_id, trial, result) =
+                        joined.expect("joined").expect("episode task does not panic");
+                    let record = result?;
+                    if record.end == EndReason::InfrastructureError {
+                        let n = attempts[&(task_id.clone(), trial)];
+                        progress.note(&format!(
+                            "{task_id} trial {trial}: infrastructure error ({}), {}",
+                            record.end_detail.as_deref().unwrap_or("?"),
+                            if n <= options.max_requeues {
+                                "requeued"
+                            } else {
+                                "left unscored"
+                            }
+                        ));
+                        if n <= options.max_requeues {
+                            todo.push((task_id, trial));
+                        } else {
+                            unfinished.push((task_id, trial));
+                        }
+                        continue;
+                    }
+                    ran_now += 1;
+                    progress.finished(&record);
+                    finished.insert((task_id, trial), record);
+                }
+                else => break,
             }
-            // Serialising and fsyncing the record blocks: off the runtime's
-            // threads, so the episodes in flight keep being polled.
-            let record = {
-                let dir = dir.clone();
-                tokio::task::spawn_blocking(move || dir.append(&record).map(|()| record))
-                    .await
-                    .expect("append task does not panic")?
-            };
-            ran_now += 1;
-            progress.finished(&record);
-            finished.insert((task_id, trial), record);
         }
         if !todo.is_empty() {
             // Give a struggling endpoint a moment before the requeued round.

@@ -299,14 +299,17 @@ impl Sandbox {
 
 /// The WASI subset granted to every guest.
 fn add_granted_wasi(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    use super::sync_io::{HasSyncIo, SyncIo};
     use wasmtime_wasi::WasiView;
     use wasmtime_wasi::cli::{WasiCli, WasiCliView};
     use wasmtime_wasi::p2::bindings::{cli, sync};
     wasmtime_wasi::p2::bindings::io::error::add_to_linker::<HostState, HasIoTable>(linker, |t| {
         t.ctx().table
     })?;
-    sync::io::poll::add_to_linker::<HostState, HasIoTable>(linker, |t| t.ctx().table)?;
-    sync::io::streams::add_to_linker::<HostState, HasIoTable>(linker, |t| t.ctx().table)?;
+    // Not wasmtime-wasi's sync io bindings: they block through
+    // `in_tokio`, which panics on an async worker (see `sync_io`).
+    sync::io::poll::add_to_linker::<HostState, HasSyncIo>(linker, |t| SyncIo(t.ctx().table))?;
+    sync::io::streams::add_to_linker::<HostState, HasSyncIo>(linker, |t| SyncIo(t.ctx().table))?;
     cli::exit::add_to_linker::<HostState, WasiCli>(linker, HostState::cli)?;
     cli::environment::add_to_linker::<HostState, WasiCli>(linker, HostState::cli)?;
     cli::stdin::add_to_linker::<HostState, WasiCli>(linker, HostState::cli)?;

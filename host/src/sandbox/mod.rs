@@ -18,6 +18,7 @@ mod fuzz;
 mod host_state;
 mod limits;
 pub mod recorder;
+mod sync_io;
 
 pub use bindings::{
     ActionDecision, AgentAction, ContractInput, ContractOutput, EpisodeInfo, Guidance, LogLevel,

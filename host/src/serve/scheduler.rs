@@ -57,77 +57,232 @@ pub async fn claim(
     lease: Duration,
     defaults: &Quotas,
 ) -> Result<Option<Claim>, DbError> {
+    let (_, claims) = settle_and_claim(db, &[], worker, lease, defaults, 1).await?;
+    Ok(claims.into_iter().next())
+}
+
+/// How a claimed episode ended, for [`settle_and_claim`].
+#[derive(Debug, Clone)]
+pub enum Settle {
+    /// Scored: recorded as done, its fuel and spend counted.
+    Done {
+        /// The scored record.
+        record: Box<EpisodeRecord>,
+        /// Model spend.
+        usd: f64,
+        /// Fuel.
+        fuel: u64,
+    },
+    /// Its worker could not serve it: back to the queue, or given up after
+    /// `max_attempts`.
+    Requeue {
+        /// The infrastructure-error record (kept if given up).
+        record: Box<EpisodeRecord>,
+        /// Attempts before it is given up.
+        max_attempts: u32,
+    },
+    /// Its evaluation was cancelled while it ran.
+    Stopped,
+}
+
+/// A finished claim waiting to be written.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// The claim.
+    pub claim: Claim,
+    /// How it ended.
+    pub settle: Settle,
+}
+
+/// One write transaction for a worker's turn: record `completions` (a
+/// group commit: each is fenced by its claim's attempt exactly as alone;
+/// `false` where the claim was no longer current), then claim up to
+/// `max_claims` episodes, in the fair order one claim at a time would take
+/// them (see the module docs). One transaction instead of one per
+/// completion and one per claim: on SQLite every transaction takes the
+/// single writer's lock.
+pub async fn settle_and_claim(
+    db: &Db,
+    completions: &[Completion],
+    worker: &str,
+    lease: Duration,
+    defaults: &Quotas,
+    max_claims: usize,
+) -> Result<(Vec<bool>, Vec<Claim>), DbError> {
     let mut w = db.write().await?;
-    if db.backend() == Backend::Postgres {
+    if max_claims > 0 && db.backend() == Backend::Postgres {
         // Claims from every worker machine take turns (a claim is a few
         // milliseconds): the running counts the fairness order and the
         // `concurrent_episodes` quota read cannot change under us. SQLite's
-        // `BEGIN IMMEDIATE` already serialises writers.
+        // `BEGIN IMMEDIATE` already serialises writers. Taken before the
+        // completions' row locks, so two workers never wait on each other
+        // in opposite orders.
         sqlx::query("SELECT pg_advisory_xact_lock(727273)")
             .execute(w.conn())
             .await
             .ctx("claim lock")?;
     }
-    let tenants = sqlx::query(
+    let mut written = Vec::with_capacity(completions.len());
+    let mut touched: Vec<(String, String)> = Vec::new();
+    for c in completions {
+        let (ok, ended) = settle_in(&mut w, c).await?;
+        written.push(ok);
+        if ok && ended && !touched.iter().any(|(e, _)| *e == c.claim.eval_id) {
+            touched.push((c.claim.eval_id.clone(), c.claim.tenant.clone()));
+        }
+    }
+    // Once per evaluation: its last episode may be among them.
+    for (eval_id, tenant) in &touched {
+        finish_evaluation_if_done(&mut w, eval_id, tenant).await?;
+    }
+    let claims = if max_claims > 0 {
+        claim_in(&mut w, worker, lease, defaults, max_claims).await?
+    } else {
+        Vec::new()
+    };
+    w.commit().await?;
+    Ok((written, claims))
+}
+
+/// Write one completion; (whether the claim was current, whether the
+/// episode left the queue for good).
+async fn settle_in(w: &mut WriteTx, c: &Completion) -> Result<(bool, bool), DbError> {
+    let claim = &c.claim;
+    match &c.settle {
+        Settle::Done { record, usd, fuel } => {
+            let ok = finish_in(w, claim, state::DONE, Some(record), *usd, *fuel).await?;
+            Ok((ok, true))
+        }
+        Settle::Stopped => Ok((
+            finish_in(w, claim, state::CANCELLED, None, 0.0, 0).await?,
+            true,
+        )),
+        Settle::Requeue {
+            record,
+            max_attempts,
+        } => {
+            if claim.attempt >= i64::from(*max_attempts) {
+                let ok = finish_in(w, claim, state::LOST, Some(record), 0.0, 0).await?;
+                return Ok((ok, true));
+            }
+            let n = sqlx::query(
+                "UPDATE episodes SET state = 'queued', worker = NULL, lease_ms = NULL
+                 WHERE id = $1 AND attempt = $2 AND state = 'running'",
+            )
+            .bind(claim.episode)
+            .bind(claim.attempt)
+            .execute(w.conn())
+            .await
+            .ctx("requeue episode")?
+            .rows_affected();
+            Ok((n > 0, false))
+        }
+    }
+}
+
+/// A queued episode read for a claim: (evaluation, episode row, attempt,
+/// task, trial).
+type Queued = (String, i64, i64, String, i64);
+
+/// A tenant that may be served in this claim transaction.
+struct Candidate {
+    tenant_id: i64,
+    name: String,
+    quotas: Quotas,
+    running: i64,
+    /// The fairness order's "served least recently" key.
+    last: i64,
+    /// Its next queued episodes (eval, episode, attempt, task, trial), read
+    /// on first need; `None`: not read yet.
+    queue: Option<std::collections::VecDeque<Queued>>,
+    /// Out of this transaction: at a quota or nothing queued.
+    out: bool,
+}
+
+/// Claim up to `n` episodes in the caller's transaction: each goes to the
+/// tenant with the fewest episodes running, ties to the one served least
+/// recently, then the lowest id — the running counts and claim times
+/// updated after every claim, so a batch of `n` picks exactly what `n`
+/// claims one after another would.
+async fn claim_in(
+    w: &mut WriteTx,
+    worker: &str,
+    lease: Duration,
+    defaults: &Quotas,
+    n: usize,
+) -> Result<Vec<Claim>, DbError> {
+    let rows = sqlx::query(
         "SELECT q.tenant_id, t.name, t.quotas, COALESCE(r.n, 0), COALESCE(c.last_claim_ms, 0)
          FROM (SELECT DISTINCT tenant_id FROM evaluations WHERE state = 'running') q
          JOIN tenants t ON t.id = q.tenant_id
          LEFT JOIN (SELECT tenant_id, COUNT(*) AS n FROM episodes WHERE state = 'running' GROUP BY tenant_id) r
            ON r.tenant_id = q.tenant_id
-         LEFT JOIN tenant_claims c ON c.tenant_id = q.tenant_id
-         ORDER BY 4, 5, 1",
+         LEFT JOIN tenant_claims c ON c.tenant_id = q.tenant_id",
     )
     .fetch_all(w.conn())
     .await
     .ctx("candidate tenants")?;
-    let now = now_ms();
-    for t in &tenants {
-        let tenant_id: i64 = t.try_get(0).ctx("tenant row")?;
-        let name: String = t.try_get(1).ctx("tenant row")?;
+    let mut tenants = Vec::with_capacity(rows.len());
+    for t in &rows {
         let overrides: String = t.try_get(2).ctx("tenant row")?;
-        let running: i64 = t.try_get(3).ctx("tenant row")?;
-        let quotas = defaults.with(&serde_json::from_str(&overrides).unwrap_or_default());
-        if running >= quotas.concurrent_episodes as i64 {
+        tenants.push(Candidate {
+            tenant_id: t.try_get(0).ctx("tenant row")?,
+            name: t.try_get(1).ctx("tenant row")?,
+            quotas: defaults.with(&serde_json::from_str(&overrides).unwrap_or_default()),
+            running: t.try_get(3).ctx("tenant row")?,
+            last: t.try_get(4).ctx("tenant row")?,
+            queue: None,
+            out: false,
+        });
+    }
+    let now = now_ms();
+    // Claim times of this batch: strictly after every stored one, in the
+    // order served, so the next transaction continues the round.
+    let mut stamp = tenants
+        .iter()
+        .map(|t| t.last + 1)
+        .max()
+        .unwrap_or(now)
+        .max(now);
+    let lease_until = now + lease.as_millis() as i64;
+    let mut jobs: Vec<(String, String)> = Vec::new();
+    let mut claims = Vec::new();
+    while claims.len() < n {
+        let Some(i) = (0..tenants.len())
+            .filter(|&i| !tenants[i].out)
+            .min_by_key(|&i| (tenants[i].running, tenants[i].last, tenants[i].tenant_id))
+        else {
+            break;
+        };
+        let t = &mut tenants[i];
+        if t.running >= t.quotas.concurrent_episodes as i64 {
+            t.out = true;
             continue;
         }
-        let used: DailyUse = daily_use(w.conn(), tenant_id).await?;
-        if used.fuel >= quotas.fuel_per_day as i64 || used.usd >= quotas.usd_per_day {
-            continue;
-        }
-        // The tenant's running evaluations, oldest first; the first queued
-        // episode of the first one that has one (index reads).
-        let evaluations: Vec<String> = sqlx::query_scalar(
-            "SELECT id FROM evaluations WHERE tenant_id = $1 AND state = 'running' ORDER BY created_ms, id",
-        )
-        .bind(tenant_id)
-        .fetch_all(w.conn())
-        .await
-        .ctx("running evaluations")?;
-        let mut next = None;
-        for eval_id in evaluations {
-            let row = sqlx::query(
-                "SELECT id, attempt, task_id, trial FROM episodes
-                 WHERE eval_id = $1 AND state = 'queued' ORDER BY idx LIMIT 1",
-            )
-            .bind(&eval_id)
-            .fetch_optional(w.conn())
-            .await
-            .ctx("next episode")?;
-            if let Some(row) = row {
-                next = Some((eval_id, row));
-                break;
+        if t.queue.is_none() {
+            // Daily use changes only when episodes finish, not in a claim:
+            // read once per tenant and transaction.
+            let used: DailyUse = daily_use(w.conn(), t.tenant_id).await?;
+            if used.fuel >= t.quotas.fuel_per_day as i64 || used.usd >= t.quotas.usd_per_day {
+                t.out = true;
+                continue;
             }
+            t.queue = Some(next_queued(w, t.tenant_id, n - claims.len()).await?);
         }
-        let Some((eval_id, e)) = next else { continue };
-        let episode: i64 = e.try_get(0).ctx("episode row")?;
-        let attempt: i64 = e.try_get::<i64, _>(1).ctx("episode row")? + 1;
+        let Some((eval_id, episode, attempt, task_id, trial)) =
+            t.queue.as_mut().and_then(|q| q.pop_front())
+        else {
+            t.out = true;
+            continue;
+        };
+        let attempt = attempt + 1;
         let taken = sqlx::query(
             "UPDATE episodes SET state = 'running', attempt = $1, worker = $2, lease_ms = $3
              WHERE id = $4 AND state = 'queued'",
         )
         .bind(attempt)
         .bind(worker)
-        .bind(now + lease.as_millis() as i64)
+        .bind(lease_until)
         .bind(episode)
         .execute(w.conn())
         .await
@@ -137,34 +292,89 @@ pub async fn claim(
             // Another worker took it between our read and write.
             continue;
         }
+        t.running += 1;
+        t.last = stamp;
+        stamp += 1;
+        let job = match jobs.iter().find(|(id, _)| *id == eval_id) {
+            Some((_, job)) => job.clone(),
+            None => {
+                let job: String = sqlx::query_scalar("SELECT job FROM evaluations WHERE id = $1")
+                    .bind(&eval_id)
+                    .fetch_one(w.conn())
+                    .await
+                    .ctx("evaluation job")?;
+                jobs.push((eval_id.clone(), job.clone()));
+                job
+            }
+        };
+        claims.push(Claim {
+            episode,
+            attempt,
+            eval_id,
+            tenant_id: t.tenant_id,
+            tenant: t.name.clone(),
+            task_id,
+            trial: trial as u32,
+            job,
+        });
+    }
+    for t in tenants
+        .iter()
+        .filter(|t| claims.iter().any(|c| c.tenant_id == t.tenant_id))
+    {
         sqlx::query(
             "INSERT INTO tenant_claims (tenant_id, last_claim_ms) VALUES ($1, $2)
              ON CONFLICT (tenant_id) DO UPDATE SET last_claim_ms = $2",
         )
-        .bind(tenant_id)
-        .bind(now)
+        .bind(t.tenant_id)
+        .bind(t.last)
         .execute(w.conn())
         .await
         .ctx("claim time")?;
-        let job: String = sqlx::query_scalar("SELECT job FROM evaluations WHERE id = $1")
-            .bind(&eval_id)
-            .fetch_one(w.conn())
-            .await
-            .ctx("evaluation job")?;
-        let claim = Claim {
-            episode,
-            attempt,
-            eval_id,
-            tenant_id,
-            tenant: name,
-            task_id: e.try_get(2).ctx("episode row")?,
-            trial: e.try_get::<i64, _>(3).ctx("episode row")? as u32,
-            job,
-        };
-        w.commit().await?;
-        return Ok(Some(claim));
     }
-    Ok(None)
+    Ok(claims)
+}
+
+/// Up to `n` of a tenant's queued episodes: its running evaluations oldest
+/// first, each in its own order (index range reads, not a sort of a
+/// 10,000-episode job).
+async fn next_queued(
+    w: &mut WriteTx,
+    tenant_id: i64,
+    n: usize,
+) -> Result<std::collections::VecDeque<Queued>, DbError> {
+    let evaluations: Vec<String> = sqlx::query_scalar(
+        "SELECT id FROM evaluations WHERE tenant_id = $1 AND state = 'running' ORDER BY created_ms, id",
+    )
+    .bind(tenant_id)
+    .fetch_all(w.conn())
+    .await
+    .ctx("running evaluations")?;
+    let mut out = std::collections::VecDeque::new();
+    for eval_id in evaluations {
+        if out.len() >= n {
+            break;
+        }
+        let rows = sqlx::query(
+            "SELECT id, attempt, task_id, trial FROM episodes
+             WHERE eval_id = $1 AND state = 'queued' ORDER BY idx LIMIT $2",
+        )
+        .bind(&eval_id)
+        .bind((n - out.len()) as i64)
+        .fetch_all(w.conn())
+        .await
+        .ctx("next episode")?;
+        for e in &rows {
+            out.push_back((
+                eval_id.clone(),
+                e.try_get(0).ctx("episode row")?,
+                e.try_get(1).ctx("episode row")?,
+                e.try_get(2).ctx("episode row")?,
+                e.try_get(3).ctx("episode row")?,
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// What a heartbeat learned.
@@ -240,6 +450,24 @@ async fn finish(
     fuel: u64,
 ) -> Result<bool, DbError> {
     let mut w = db.write().await?;
+    if !finish_in(&mut w, c, new_state, record, usd, fuel).await? {
+        return Ok(false);
+    }
+    finish_evaluation_if_done(&mut w, &c.eval_id, &c.tenant).await?;
+    w.commit().await?;
+    Ok(true)
+}
+
+/// Finish a claimed episode in the caller's transaction (the evaluation's
+/// end is the caller's to check); `false`: the claim was not current.
+async fn finish_in(
+    w: &mut WriteTx,
+    c: &Claim,
+    new_state: &str,
+    record: Option<&EpisodeRecord>,
+    usd: f64,
+    fuel: u64,
+) -> Result<bool, DbError> {
     // The evaluation's own completion counter (event ids): per evaluation,
     // so a tenant's event stream says nothing about other tenants' work;
     // bumping it locks the evaluation's row, so two workers finishing
@@ -272,13 +500,19 @@ async fn finish(
     .ctx("finish episode")?
     .rows_affected();
     if n == 0 {
+        // Not ours any more: give the number back (the row stays locked by
+        // this transaction, so no later number was handed out), keeping
+        // event ids 1, 2, 3, … without gaps in a group commit too.
+        sqlx::query("UPDATE evaluations SET done_count = done_count - 1 WHERE id = $1")
+            .bind(&c.eval_id)
+            .execute(w.conn())
+            .await
+            .ctx("completion counter")?;
         return Ok(false);
     }
     if fuel > 0 || usd > 0.0 {
-        add_use(&mut w, c.tenant_id, 0, fuel as i64, usd).await?;
+        add_use(w, c.tenant_id, 0, fuel as i64, usd).await?;
     }
-    finish_evaluation_if_done(&mut w, &c.eval_id, &c.tenant).await?;
-    w.commit().await?;
     Ok(true)
 }
 

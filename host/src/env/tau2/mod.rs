@@ -350,4 +350,9 @@ impl Environment for Tau2Env {
     fn state_hash(&self) -> String {
         self.db.hash()
     }
+
+    /// In memory: a call takes microseconds and never waits.
+    fn calls_may_block(&self) -> bool {
+        false
+    }
 }
