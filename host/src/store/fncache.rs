@@ -54,7 +54,7 @@ pub struct CacheCounts {
 
 impl CacheCounts {
     /// The sum of two counts.
-    pub fn add(self, o: CacheCounts) -> CacheCounts {
+    pub fn plus(self, o: CacheCounts) -> CacheCounts {
         CacheCounts {
             hits: self.hits + o.hits,
             misses: self.misses + o.misses,

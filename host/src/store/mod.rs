@@ -620,7 +620,7 @@ impl ComponentStore {
                 .fn_cache_counts
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            *total = total.add(counts);
+            *total = total.plus(counts);
         }
         atomic_write(&cwasm, &native).map_err(|e| PathError::new("write", &cwasm, e))?;
         atomic_write(&mac_path, key.mac(hash, &native).as_bytes())
