@@ -405,3 +405,45 @@ fn untrusted_bytes_compile_in_a_limited_child_and_are_size_capped() {
         other => panic!("expected TooLarge, got {other:?}"),
     }
 }
+
+#[test]
+fn the_compile_child_reuses_the_stores_function_cache() {
+    use ecdysis_host::store::Compiler;
+    use std::time::Duration;
+    let (dir, _) = temp_store();
+    let child_store = || {
+        ComponentStore::open(dir.path().join("store"))
+            .with_key_file(dir.path().join("key"))
+            .with_compiler(Compiler::Child {
+                exe: support::host_bin(),
+                timeout: Duration::from_secs(120),
+                memory_bytes: 4 << 30,
+            })
+    };
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let bytes = support::guest("guests/direct", None);
+    let first = child_store();
+    let m = first.put(&bytes, ManifestFacts::default()).unwrap();
+    first.load(&sandbox, &m.hash).unwrap();
+    let cold = first.fn_cache_counts();
+    // (Hits on a cold cache are functions with the same body as one
+    // compiled earlier in the same component.)
+    assert!(cold.misses > 10, "the child reported its lookups: {cold:?}");
+    assert_eq!(cold.inserted, cold.misses, "{cold:?}");
+    // Without its artifact, another store (another process, as far as the
+    // counts go) compiles it again from the cache alone, and it runs.
+    for e in std::fs::read_dir(first.root().join("precompiled")).unwrap() {
+        std::fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    let second = child_store();
+    let (harness, source) = second.load(&sandbox, &m.hash).unwrap();
+    assert_eq!(source, LoadSource::Compiled);
+    let warm = second.fn_cache_counts();
+    // A few functions miss in another process (measured: 11 of 282 for
+    // this guest; their Cranelift key differs between processes, so they
+    // are never wrongly shared); the guest's own code all hits.
+    assert!(warm.hits > 0 && warm.misses * 10 < warm.hits, "{warm:?}");
+    assert_eq!(warm.hits + warm.misses, cold.hits + cold.misses, "{warm:?}");
+    assert_eq!(warm.rejected, 0);
+    assert!(ecdysis_host::doctor::check(&harness).passed());
+}

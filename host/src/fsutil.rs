@@ -8,6 +8,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// one, never a torn write, even if the process is killed mid-way. Writes a
 /// uniquely named temporary file beside the target, fsyncs it and renames.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_renamed(path, bytes, true)
+}
+
+/// [`atomic_write`] without the fsync, for cache entries that authenticate
+/// their own contents when read: after a crash such an entry may be empty
+/// or torn, which its reader treats as a miss. Skipping the fsync matters
+/// when thousands of small entries are written at once.
+pub fn atomic_write_unsynced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_renamed(path, bytes, false)
+}
+
+fn write_renamed(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     if let Some(dir) = path.parent()
         && !dir.as_os_str().is_empty()
@@ -26,7 +38,9 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if sync {
+            f.sync_all()?;
+        }
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {

@@ -176,6 +176,12 @@ enum Command {
         /// The engine's limits, as JSON.
         #[arg(long)]
         limits: String,
+        /// The per-function compilation cache directory (with --key-file).
+        #[arg(long, requires = "key_file")]
+        fn_cache: Option<PathBuf>,
+        /// The artifact key file the cache entries' MACs derive from.
+        #[arg(long, requires = "fn_cache")]
+        key_file: Option<PathBuf>,
     },
     /// Show a run: its summary and episodes, or one trajectory with the
     /// harness interventions marked `>>`.
@@ -287,10 +293,22 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             input,
             output,
             limits,
+            fn_cache,
+            key_file,
         } => {
             let limits: Limits =
                 serde_json::from_str(&limits).context("--limits is not a limits object")?;
-            ecdysis_host::store::artifact::compile_component_command(&input, &output, limits)?;
+            let cache = fn_cache
+                .zip(key_file)
+                .map(|(dir, key_file)| ecdysis_host::store::ChildCache { dir, key_file });
+            let counts = ecdysis_host::store::artifact::compile_component_command(
+                &input,
+                &output,
+                limits,
+                cache.as_ref(),
+            )?;
+            // The parent reads the cache counts from the last stdout line.
+            println!("{}", serde_json::to_string(&counts)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Build(args) => {

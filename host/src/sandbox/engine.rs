@@ -156,6 +156,20 @@ fn pooling_config(limits: &Limits, episodes: u32) -> PoolingAllocationConfig {
     pool
 }
 
+/// The settings every engine of the host shares: whatever decides whether
+/// native code compiled by one engine may run in another (fuel, epochs, the
+/// stack cap). The allocation strategy is not among them, so code compiled
+/// by an on-demand engine (the compile child's) loads into a pooled one.
+fn engine_config(limits: &Limits) -> Config {
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(limits.max_wasm_stack);
+    config
+}
+
 /// The sandbox: one engine and one linker for every harness of the process.
 ///
 /// Cloning is cheap; clones share the engine, so a component compiled once
@@ -189,12 +203,7 @@ impl Sandbox {
     /// A sandbox with an explicit allocation strategy.
     pub fn with_allocation(limits: Limits, allocation: Allocation) -> Result<Self, SandboxError> {
         limits.validate()?;
-        let mut config = Config::new();
-        config
-            .wasm_component_model(true)
-            .consume_fuel(true)
-            .epoch_interruption(true)
-            .max_wasm_stack(limits.max_wasm_stack);
+        let mut config = engine_config(&limits);
         if let Allocation::Pooled { episodes } = allocation {
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling_config(
                 &limits, episodes,
@@ -238,6 +247,27 @@ impl Sandbox {
     /// may narrow them with [`LoadedHarness::with_limits`].
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Native code for a component, as [`Engine::precompile_component`] of
+    /// this sandbox's engine would write it, compiled by an engine of the
+    /// same settings that looks every function up in `cache` first (keyed
+    /// by the function's body and the compiler's settings) and stores the
+    /// ones it compiles: a component that differs from an earlier one in a
+    /// few functions recompiles only those.
+    pub fn precompile_cached(
+        &self,
+        bytes: &[u8],
+        cache: Arc<dyn wasmtime::CacheStore>,
+    ) -> Result<Vec<u8>, SandboxError> {
+        let mut config = engine_config(&self.limits);
+        config
+            .enable_incremental_compilation(cache)
+            .map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        let engine = Engine::new(&config).map_err(|e| SandboxError::Engine(format!("{e:#}")))?;
+        engine
+            .precompile_component(bytes)
+            .map_err(|e| SandboxError::Compile(format!("{e:#}")))
     }
 
     /// Compile a component from its bytes (slow: tens of milliseconds; the

@@ -16,9 +16,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::StoreError;
+use super::fncache::{CacheCounts, FunctionCache};
 use crate::fsutil::PathError;
 use crate::process::run_with_timeout;
 use crate::sandbox::{Limits, Sandbox, SandboxError};
@@ -66,18 +68,29 @@ impl Compiler {
         })
     }
 
-    /// Native code for `bytes`, compatible with `sandbox`'s engine.
+    /// Native code for `bytes`, compatible with `sandbox`'s engine, with
+    /// what the function cache did (zero counts without `cache`).
     pub(crate) fn compile(
         &self,
         sandbox: &Sandbox,
         bytes: &[u8],
         scratch: &Path,
-    ) -> Result<Vec<u8>, StoreError> {
+        cache: Option<&ChildCache>,
+    ) -> Result<(Vec<u8>, CacheCounts), StoreError> {
         match self {
-            Compiler::InProcess => sandbox
-                .engine()
-                .precompile_component(bytes)
-                .map_err(|e| SandboxError::Compile(format!("{e:#}")).into()),
+            Compiler::InProcess => match cache {
+                Some(c) => {
+                    let key = ArtifactKey::load_or_create(&c.key_file)?;
+                    let fns = FunctionCache::open(&c.dir, &key);
+                    let native = sandbox.precompile_cached(bytes, Arc::new(fns.clone()))?;
+                    Ok((native, fns.counts()))
+                }
+                None => sandbox
+                    .engine()
+                    .precompile_component(bytes)
+                    .map(|native| (native, CacheCounts::default()))
+                    .map_err(|e| SandboxError::Compile(format!("{e:#}")).into()),
+            },
             Compiler::Child {
                 exe,
                 timeout,
@@ -87,11 +100,23 @@ impl Compiler {
                 sandbox.limits(),
                 bytes,
                 scratch,
+                cache,
                 *timeout,
                 *memory_bytes,
             ),
         }
     }
+}
+
+/// Where a compilation keeps and finds its per-function cache entries
+/// ([`FunctionCache`]), and the key file their MACs derive from: paths, so
+/// a compile child opens the same cache as its parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildCache {
+    /// The cache directory of the engine's configuration.
+    pub dir: PathBuf,
+    /// The store's artifact key file.
+    pub key_file: PathBuf,
 }
 
 /// Compile `bytes` in a child process and read back its native code.
@@ -100,9 +125,10 @@ fn compile_in_child(
     limits: &Limits,
     bytes: &[u8],
     scratch: &Path,
+    cache: Option<&ChildCache>,
     timeout: Duration,
     memory_bytes: u64,
-) -> Result<Vec<u8>, StoreError> {
+) -> Result<(Vec<u8>, CacheCounts), StoreError> {
     use std::os::unix::process::CommandExt;
     std::fs::create_dir_all(scratch).map_err(|e| PathError::new("create", scratch, e))?;
     let tag = format!("{}-{}", std::process::id(), blake3::hash(bytes).to_hex());
@@ -117,6 +143,12 @@ fn compile_in_child(
         .arg(&output)
         .arg("--limits")
         .arg(serde_json::to_string(limits).expect("limits serialize"));
+    if let Some(c) = cache {
+        cmd.arg("--fn-cache")
+            .arg(&c.dir)
+            .arg("--key-file")
+            .arg(&c.key_file);
+    }
     let cpu_secs = timeout.as_secs().max(1);
     // SAFETY: only async-signal-safe calls (setrlimit) run between fork and
     // exec.
@@ -143,7 +175,17 @@ fn compile_in_child(
     let _ = std::fs::remove_file(&input);
     let out = out?;
     let native = if out.success() {
-        std::fs::read(&output).map_err(|e| PathError::new("read", &output, e).into())
+        // The child's last stdout line is its cache counts (absent without
+        // a cache).
+        let counts = out
+            .stdout
+            .lines()
+            .last()
+            .and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or_default();
+        std::fs::read(&output)
+            .map(|native| (native, counts))
+            .map_err(|e| PathError::new("read", &output, e).into())
     } else {
         let why = if out.timed_out {
             format!("killed after {} s", timeout.as_secs())
@@ -164,17 +206,20 @@ fn compile_in_child(
 }
 
 /// The body of `ecdysis-host compile-component`: compile one component
-/// with an engine configured by `limits` and write its native code.
+/// with an engine configured by `limits` (and the function cache `cache`)
+/// and write its native code; returns what the cache did, which the
+/// command prints as its last stdout line for the parent.
 pub fn compile_component_command(
     input: &Path,
     output: &Path,
     limits: Limits,
-) -> Result<(), StoreError> {
+    cache: Option<&ChildCache>,
+) -> Result<CacheCounts, StoreError> {
     let bytes = std::fs::read(input).map_err(|e| PathError::new("read", input, e))?;
     let sandbox = Sandbox::new(limits)?;
-    let native = Compiler::InProcess.compile(&sandbox, &bytes, Path::new("."))?;
+    let (native, counts) = Compiler::InProcess.compile(&sandbox, &bytes, Path::new("."), cache)?;
     crate::fsutil::atomic_write(output, &native).map_err(|e| PathError::new("write", output, e))?;
-    Ok(())
+    Ok(counts)
 }
 
 /// The key that authenticates this host's precompiled artifacts.
@@ -253,6 +298,13 @@ impl ArtifactKey {
     /// component, planted with its MAC under this hash, does not verify.
     pub fn mac(&self, hash: &super::ComponentHash, bytes: &[u8]) -> String {
         self.keyed(hash, bytes).to_hex().to_string()
+    }
+
+    /// A key for another kind of store entry, derived from this one with
+    /// blake3's key derivation under `context`: a MAC made for one kind of
+    /// entry never verifies as another kind.
+    pub(crate) fn derive(&self, context: &str) -> [u8; 32] {
+        blake3::derive_key(context, &self.0)
     }
 
     fn keyed(&self, hash: &super::ComponentHash, bytes: &[u8]) -> blake3::Hash {

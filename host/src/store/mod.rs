@@ -8,6 +8,7 @@
 //! <root>/precompiled/<hash>-<engine>.cwasm      native code for this engine build
 //! <root>/precompiled/<hash>-<engine>.cwasm.mac  keyed blake3 of the .cwasm (key outside
 //!                                               the store), checked before loading
+//! <root>/fncache/<engine>/...            per-function compiled code, MAC'd (fncache)
 //! ```
 //!
 //! Components are size-capped when they enter the store; compiling and
@@ -18,6 +19,7 @@
 pub mod artifact;
 pub mod build;
 mod export;
+pub mod fncache;
 mod inspect;
 pub mod scan;
 
@@ -30,7 +32,7 @@ use wasmtime::component::Component;
 use crate::fsutil::{PathError, atomic_write};
 use crate::sandbox::{LoadedHarness, SUPPORTED_WORLDS, Sandbox, SandboxError, world_of};
 
-pub use artifact::{ArtifactKey, Compiler, DEFAULT_MAX_COMPONENT_BYTES};
+pub use artifact::{ArtifactKey, ChildCache, Compiler, DEFAULT_MAX_COMPONENT_BYTES};
 pub use build::{
     BUILD_TIMEOUT, BuildOptions, BuildOutcome, BuildProfile, CANDIDATE_PROFILE, Containment, Trust,
     UNTRUSTED_BUILD_MEMORY, source_tree_hash,
@@ -39,6 +41,7 @@ pub use export::{
     EXPORT_FORMAT, ExportError, ExportOptions, ExportOutcome, ExportedLimits, HarnessExport,
     LineageEntry, TrainingFacts, oci_digest, read_training_run,
 };
+pub use fncache::{CacheCounts, FunctionCache};
 pub use inspect::Inspection;
 
 /// A component's blake3 hash, 64 lowercase hex digits.
@@ -273,6 +276,10 @@ pub struct ComponentStore {
     compiler: Compiler,
     max_component_bytes: usize,
     min_prefix: usize,
+    /// Whether compilations use the per-function cache under `fncache/`.
+    fn_cache: bool,
+    /// What the function cache did in this store's compilations so far.
+    fn_cache_counts: std::sync::Arc<std::sync::Mutex<CacheCounts>>,
 }
 
 impl ComponentStore {
@@ -288,7 +295,25 @@ impl ComponentStore {
             compiler: Compiler::InProcess,
             max_component_bytes: DEFAULT_MAX_COMPONENT_BYTES,
             min_prefix: MIN_PREFIX,
+            fn_cache: true,
+            fn_cache_counts: Default::default(),
         }
+    }
+
+    /// Compile with (the default) or without the per-function cache
+    /// ([`FunctionCache`]) kept under `<root>/fncache/`.
+    pub fn with_fn_cache(mut self, enabled: bool) -> Self {
+        self.fn_cache = enabled;
+        self
+    }
+
+    /// What the function cache did in this store's compilations so far
+    /// (summed over compilations, child processes included).
+    pub fn fn_cache_counts(&self) -> CacheCounts {
+        *self
+            .fn_cache_counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Accept hash prefixes of `digits` hex digits or more (the CLI passes
@@ -350,14 +375,14 @@ impl ComponentStore {
     }
 
     fn precompiled_path(&self, hash: &ComponentHash, sandbox: &Sandbox) -> PathBuf {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        sandbox
-            .engine()
-            .precompile_compatibility_hash()
-            .hash(&mut h);
         self.root
             .join("precompiled")
-            .join(format!("{hash}-{:016x}.cwasm", h.finish()))
+            .join(format!("{hash}-{}.cwasm", engine_tag(sandbox)))
+    }
+
+    /// The function cache directory of `sandbox`'s engine configuration.
+    pub fn fn_cache_dir(&self, sandbox: &Sandbox) -> PathBuf {
+        self.root.join("fncache").join(engine_tag(sandbox))
     }
 
     /// Add component bytes with their manifest facts; returns the manifest
@@ -576,9 +601,27 @@ impl ComponentStore {
             source = LoadSource::RecompiledCorrupt;
         }
         let bytes = self.read_component(hash)?;
-        let native = self
-            .compiler
-            .compile(sandbox, &bytes, &self.root.join("tmp"))?;
+        let cache = self.fn_cache.then(|| ChildCache {
+            dir: self.fn_cache_dir(sandbox),
+            key_file: self.key_path.clone(),
+        });
+        let (native, counts) =
+            self.compiler
+                .compile(sandbox, &bytes, &self.root.join("tmp"), cache.as_ref())?;
+        if cache.is_some() {
+            tracing::debug!(
+                component = %hash.short(),
+                hits = counts.hits,
+                misses = counts.misses,
+                rejected = counts.rejected,
+                "function cache"
+            );
+            let mut total = self
+                .fn_cache_counts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            *total = total.plus(counts);
+        }
         atomic_write(&cwasm, &native).map_err(|e| PathError::new("write", &cwasm, e))?;
         atomic_write(&mac_path, key.mac(hash, &native).as_bytes())
             .map_err(|e| PathError::new("write", &mac_path, e))?;
@@ -637,6 +680,17 @@ pub struct ManifestFacts {
     pub origin: String,
 }
 
+/// The engine's precompile compatibility hash, short: native code (and
+/// cached functions) of one engine configuration live under its tag.
+fn engine_tag(sandbox: &Sandbox) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    sandbox
+        .engine()
+        .precompile_compatibility_hash()
+        .hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
 /// Whether `s` could be a hash prefix: hex digits only.
 fn is_hex(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
@@ -691,5 +745,164 @@ mod tests {
         assert!(!is_component(b"\0asm\x01\0\0\0"));
         assert!(is_component(b"\0asm\x0d\0\x01\0"));
         assert!(!is_component(b"hello"));
+    }
+
+    /// Unsigned LEB128, as the wasm binary format writes sizes and counts.
+    fn leb(mut n: u32, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    fn section(id: u8, body: &[u8], out: &mut Vec<u8>) {
+        out.push(id);
+        leb(body.len() as u32, out);
+        out.extend_from_slice(body);
+    }
+
+    /// A component holding one core module with a function
+    /// `(func (param i32) (result i32) local.get 0 i32.const k i32.mul)` per
+    /// `k` of `consts`: components that differ in exactly the functions
+    /// whose constant differs.
+    fn component_of(consts: &[i32]) -> Vec<u8> {
+        let n = consts.len() as u32;
+        let mut module = b"\0asm\x01\0\0\0".to_vec();
+        // One type: (i32) -> i32.
+        section(1, &[1, 0x60, 1, 0x7f, 1, 0x7f], &mut module);
+        let mut funcs = Vec::new();
+        leb(n, &mut funcs);
+        funcs.extend(std::iter::repeat_n(0, consts.len()));
+        section(3, &funcs, &mut module);
+        let mut code = Vec::new();
+        leb(n, &mut code);
+        for &k in consts {
+            // No locals; local.get 0, i32.const k (signed LEB), i32.mul, end.
+            let mut body = vec![0, 0x20, 0, 0x41];
+            let mut v = k as i64;
+            loop {
+                let byte = (v & 0x7f) as u8;
+                v >>= 7;
+                let done = (v == 0 && byte & 0x40 == 0) || (v == -1 && byte & 0x40 != 0);
+                body.push(if done { byte } else { byte | 0x80 });
+                if done {
+                    break;
+                }
+            }
+            body.extend_from_slice(&[0x6c, 0x0b]);
+            leb(body.len() as u32, &mut code);
+            code.extend_from_slice(&body);
+        }
+        section(10, &code, &mut module);
+        let mut component = b"\0asm\x0d\0\x01\0".to_vec();
+        // Component section 1: a core module.
+        section(1, &module, &mut component);
+        component
+    }
+
+    fn put(store: &ComponentStore, bytes: &[u8]) -> ComponentHash {
+        store
+            .put(
+                bytes,
+                ManifestFacts {
+                    origin: "test".into(),
+                    ..ManifestFacts::default()
+                },
+            )
+            .unwrap()
+            .hash
+    }
+
+    const FUNCTIONS: i32 = 40;
+
+    #[test]
+    fn a_component_differing_in_one_function_compiles_only_that_function() {
+        let dir = crate::process::Scratch::new("fncache-store").unwrap();
+        let store =
+            ComponentStore::open(dir.path().join("store")).with_key_file(dir.path().join("key"));
+        let sandbox = Sandbox::new(crate::sandbox::Limits::default()).unwrap();
+        let consts: Vec<i32> = (1..=FUNCTIONS).map(|i| i * 1000 + 7).collect();
+        let first = put(&store, &component_of(&consts));
+        store.component(&sandbox, &first).unwrap();
+        let cold = store.fn_cache_counts();
+        assert_eq!(cold.hits, 0, "{cold:?}");
+        assert!(cold.misses >= FUNCTIONS as u64, "{cold:?}");
+        assert_eq!(cold.inserted, cold.misses, "{cold:?}");
+
+        let mut edited = consts.clone();
+        edited[17] = -5;
+        let second = put(&store, &component_of(&edited));
+        store.component(&sandbox, &second).unwrap();
+        let warm = store.fn_cache_counts();
+        let (hits, misses) = (warm.hits - cold.hits, warm.misses - cold.misses);
+        assert!(hits >= FUNCTIONS as u64 - 1, "{warm:?}");
+        assert_eq!(misses, 1, "only the edited function compiles: {warm:?}");
+        assert_eq!(warm.rejected, 0);
+
+        // The cached build is the build: the same native code as a store
+        // without the cache compiles.
+        let plain_dir = crate::process::Scratch::new("fncache-plain").unwrap();
+        let plain = ComponentStore::open(plain_dir.path().join("store"))
+            .with_key_file(dir.path().join("key"))
+            .with_fn_cache(false);
+        put(&plain, &component_of(&edited));
+        plain.component(&sandbox, &second).unwrap();
+        assert_eq!(plain.fn_cache_counts(), CacheCounts::default());
+        let artifact =
+            |s: &ComponentStore| std::fs::read(s.precompiled_path(&second, &sandbox)).unwrap();
+        assert_eq!(artifact(&store), artifact(&plain));
+    }
+
+    #[test]
+    fn a_corrupt_function_cache_entry_is_compiled_again_not_trusted() {
+        let dir = crate::process::Scratch::new("fncache-corrupt").unwrap();
+        let store =
+            ComponentStore::open(dir.path().join("store")).with_key_file(dir.path().join("key"));
+        let sandbox = Sandbox::new(crate::sandbox::Limits::default()).unwrap();
+        let consts: Vec<i32> = (1..=FUNCTIONS).map(|i| i * 31 + 1).collect();
+        let hash = put(&store, &component_of(&consts));
+        store.component(&sandbox, &hash).unwrap();
+        let cold = store.fn_cache_counts();
+        // Every entry damaged a different way: a flipped byte, a truncation,
+        // an empty file, garbage.
+        let mut entries = Vec::new();
+        for sub in std::fs::read_dir(store.fn_cache_dir(&sandbox)).unwrap() {
+            for e in std::fs::read_dir(sub.unwrap().path()).unwrap() {
+                entries.push(e.unwrap().path());
+            }
+        }
+        assert_eq!(entries.len() as u64, cold.inserted);
+        for (i, path) in entries.iter().enumerate() {
+            let mut bytes = std::fs::read(path).unwrap();
+            match i % 4 {
+                0 => *bytes.last_mut().unwrap() ^= 0x40,
+                1 => bytes.truncate(bytes.len() / 2),
+                2 => bytes.clear(),
+                _ => bytes = b"not an entry".to_vec(),
+            }
+            std::fs::write(path, bytes).unwrap();
+        }
+        // Recompiling the same component (its artifact removed) rejects
+        // every entry, compiles everything again and yields the same code.
+        let cwasm = store.precompiled_path(&hash, &sandbox);
+        let before = std::fs::read(&cwasm).unwrap();
+        std::fs::remove_file(&cwasm).unwrap();
+        let (_, source) = store.component(&sandbox, &hash).unwrap();
+        assert_eq!(source, LoadSource::Compiled);
+        let after = store.fn_cache_counts();
+        assert_eq!(after.hits, cold.hits, "{after:?}");
+        assert_eq!(after.rejected, cold.inserted, "{after:?}");
+        assert_eq!(std::fs::read(&cwasm).unwrap(), before);
+        // The rewritten entries are good again.
+        std::fs::remove_file(&cwasm).unwrap();
+        store.component(&sandbox, &hash).unwrap();
+        let again = store.fn_cache_counts();
+        assert_eq!(again.hits - after.hits, cold.inserted, "{again:?}");
+        assert_eq!(again.rejected, after.rejected);
     }
 }

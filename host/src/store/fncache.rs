@@ -1,0 +1,230 @@
+//! Cranelift's per-function incremental compilation cache, on disk in the
+//! store.
+//!
+//! A training candidate differs from its parent in a few functions (the rule
+//! coder's edit touches data and the code that reads it), yet compiling it
+//! from scratch costs as much as compiling the first harness. With this
+//! cache the compiling engine ([`crate::sandbox::Sandbox::precompile_cached`])
+//! looks every function up by Cranelift's key (a hash of the function's body
+//! and the compiler's settings) and compiles only the misses.
+//!
+//! ```text
+//! <root>/fncache/<engine>/<2 hex>/<62 hex>   one entry: MAC (32 bytes) ‖ value
+//! ```
+//!
+//! An entry's file name is the blake3 hash of Cranelift's key. Entries hold
+//! machine code the compiled component will run, so each carries a keyed
+//! blake3 MAC over key and value, with a key derived from the store's
+//! [`ArtifactKey`] (kept outside the store): a planted, truncated or
+//! bit-flipped entry is a miss (counted in [`CacheCounts::rejected`]), never
+//! code. Entries are written under a temporary name and renamed, without
+//! fsync: a torn entry after a crash is a miss too.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use super::ArtifactKey;
+use crate::fsutil::atomic_write_unsynced;
+
+/// blake3 key-derivation context of the entries' MAC key.
+const MAC_CONTEXT: &str = "ecdysis 2026-12 incremental-compilation cache entry MAC";
+
+/// Length of the MAC in front of every entry.
+const MAC_BYTES: usize = 32;
+
+/// What a cache did, counted since it was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheCounts {
+    /// Lookups answered from an entry whose MAC verified.
+    pub hits: u64,
+    /// Lookups with no entry.
+    pub misses: u64,
+    /// Lookups whose entry was there but failed verification (corrupt,
+    /// truncated or not written by this host): treated as misses.
+    pub rejected: u64,
+    /// Entries written.
+    pub inserted: u64,
+    /// Entries that could not be written (the compile goes on without them).
+    pub insert_failures: u64,
+}
+
+impl CacheCounts {
+    /// The sum of two counts.
+    pub fn plus(self, o: CacheCounts) -> CacheCounts {
+        CacheCounts {
+            hits: self.hits + o.hits,
+            misses: self.misses + o.misses,
+            rejected: self.rejected + o.rejected,
+            inserted: self.inserted + o.inserted,
+            insert_failures: self.insert_failures + o.insert_failures,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    rejected: AtomicU64,
+    inserted: AtomicU64,
+    insert_failures: AtomicU64,
+}
+
+/// The on-disk function cache of one engine configuration.
+#[derive(Clone)]
+pub struct FunctionCache {
+    dir: PathBuf,
+    mac_key: [u8; 32],
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for FunctionCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FunctionCache")
+            .field("dir", &self.dir)
+            .field("counts", &self.counts())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FunctionCache {
+    /// The cache in `dir` (created on first insert), its entries
+    /// authenticated with a key derived from `key`.
+    pub fn open(dir: impl Into<PathBuf>, key: &ArtifactKey) -> Self {
+        FunctionCache {
+            dir: dir.into(),
+            mac_key: key.derive(MAC_CONTEXT),
+            counters: Arc::default(),
+        }
+    }
+
+    /// The directory of the entries.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// What this cache (and its clones) did so far.
+    pub fn counts(&self) -> CacheCounts {
+        let c = &self.counters;
+        CacheCounts {
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            rejected: c.rejected.load(Ordering::Relaxed),
+            inserted: c.inserted.load(Ordering::Relaxed),
+            insert_failures: c.insert_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Where the entry of Cranelift's `key` is (or would be).
+    pub fn entry_path(&self, key: &[u8]) -> PathBuf {
+        let name = blake3::hash(key).to_hex();
+        self.dir.join(&name[..2]).join(&name[2..])
+    }
+
+    fn mac(&self, key: &[u8], value: &[u8]) -> blake3::Hash {
+        let mut h = blake3::Hasher::new_keyed(&self.mac_key);
+        h.update(&(key.len() as u64).to_le_bytes());
+        h.update(key);
+        h.update(value);
+        h.finalize()
+    }
+}
+
+impl wasmtime::CacheStore for FunctionCache {
+    fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
+        let path = self.entry_path(key);
+        let mut bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(_) => {
+                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+        };
+        let verified = bytes.len() >= MAC_BYTES && {
+            let (mac, value) = bytes.split_at(MAC_BYTES);
+            // blake3::Hash compares in constant time.
+            blake3::Hash::from_bytes(mac.try_into().expect("32 bytes")) == self.mac(key, value)
+        };
+        if !verified {
+            self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(path = %path.display(), "function cache entry failed verification; compiling the function");
+            return None;
+        }
+        self.counters.hits.fetch_add(1, Ordering::Relaxed);
+        bytes.drain(..MAC_BYTES);
+        Some(Cow::Owned(bytes))
+    }
+
+    fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
+        let path = self.entry_path(key);
+        let mut bytes = Vec::with_capacity(MAC_BYTES + value.len());
+        bytes.extend_from_slice(self.mac(key, &value).as_bytes());
+        bytes.extend_from_slice(&value);
+        match atomic_write_unsynced(&path, &bytes) {
+            Ok(()) => {
+                self.counters.inserted.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                self.counters
+                    .insert_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(path = %path.display(), error = %e, "cannot write a function cache entry");
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::CacheStore;
+
+    fn key() -> ArtifactKey {
+        let dir = crate::process::Scratch::new("fncache-key").unwrap();
+        ArtifactKey::load_or_create(&dir.path().join("k")).unwrap()
+    }
+
+    #[test]
+    fn entries_round_trip_and_bad_ones_are_misses() {
+        let dir = crate::process::Scratch::new("fncache").unwrap();
+        let k = key();
+        let cache = FunctionCache::open(dir.path(), &k);
+        assert!(cache.get(b"f1").is_none());
+        assert!(cache.insert(b"f1", b"code one".to_vec()));
+        assert_eq!(cache.get(b"f1").as_deref(), Some(&b"code one"[..]));
+        // Another key's cache (another host) does not trust this entry.
+        let other = FunctionCache::open(dir.path(), &key());
+        assert!(other.get(b"f1").is_none());
+        assert_eq!(other.counts().rejected, 1);
+        // A flipped byte, a truncation and an entry moved under another
+        // key's name are all rejected.
+        let path = cache.entry_path(b"f1");
+        let good = std::fs::read(&path).unwrap();
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        for bad in [flipped, good[..10].to_vec(), Vec::new()] {
+            std::fs::write(&path, &bad).unwrap();
+            assert!(cache.get(b"f1").is_none());
+        }
+        let moved = cache.entry_path(b"f2");
+        std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
+        std::fs::write(moved, &good).unwrap();
+        assert!(cache.get(b"f2").is_none());
+        assert_eq!(
+            cache.counts(),
+            CacheCounts {
+                hits: 1,
+                misses: 1,
+                rejected: 4,
+                inserted: 1,
+                insert_failures: 0
+            }
+        );
+    }
+}
