@@ -310,6 +310,13 @@ fn the_template_and_direct_pass_the_doctor() {
 #[test]
 fn failure_policy_decides_between_neutral_and_ending() {
     use ecdysis_host::agent::{CallPlace, HarnessSession, HookOutcome};
+    // In a child process, so its time and memory are its own and bounded.
+    if !support::is_child() {
+        let m = support::in_child("failure_policy_decides_between_neutral_and_ending", &[]);
+        assert!(m.wall < Duration::from_secs(60), "{:?}", m.wall);
+        assert!(m.peak_rss_mib() < 512.0, "{} MiB", m.peak_rss_mib());
+        return;
+    }
     let sandbox = Sandbox::new(test_limits()).unwrap();
     let hostile = load(&sandbox, Some("panic"));
     let good = load(&sandbox, None);
