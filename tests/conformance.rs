@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use ecdysis_host::agent::{CallSource, EndReason, Entry, EpisodeRecord, Withheld};
+use ecdysis_host::agent::{CallSource, Entry, EpisodeRecord, Withheld};
 use ecdysis_host::env::py::{calc, ops, repr};
 use ecdysis_host::env::{self, Domain, Termination, ToolCall, ToolOutput, Trajectory};
 use ecdysis_host::model::ToolCall as ModelCall;
@@ -514,25 +514,11 @@ fn record_of(v: &Value, withhold: bool) -> EpisodeRecord {
             });
         }
     }
-    EpisodeRecord {
-        task_id: v["task_id"].as_str().unwrap().to_string(),
-        trial: 0,
-        domain: v["domain"].as_str().unwrap().to_string(),
-        seed: 0,
-        end: EndReason::AgentStop,
-        end_detail: None,
-        steps: transcript.len() as u32,
-        tool_errors: 0,
-        transcript,
-        hooks: vec![],
-        agent_usage: Default::default(),
-        user_usage: Default::default(),
-        wall_ms: 0,
-        model_wait_ms: 0.0,
-        evaluation: None,
-        reward: 0.0,
-        success: false,
-    }
+    let mut record = EpisodeRecord::bare(v["task_id"].as_str().unwrap(), 0, 0.0);
+    record.domain = v["domain"].as_str().unwrap().to_string();
+    record.steps = transcript.len() as u32;
+    record.transcript = transcript;
+    record
 }
 
 /// Messages with text and tool calls together (what real models write):

@@ -526,25 +526,7 @@ async fn episodes_start_in_task_order_with_at_most_concurrency_in_flight() {
                 let n = self.started.lock().unwrap().len() as u64;
                 tokio::time::sleep(Duration::from_millis((n * 7919) % 23)).await;
                 self.in_flight.fetch_sub(1, Ordering::SeqCst);
-                Ok(EpisodeRecord {
-                    task_id,
-                    trial,
-                    domain: "tau2/retail".into(),
-                    seed: 0,
-                    end: EndReason::AgentStop,
-                    end_detail: None,
-                    steps: 1,
-                    tool_errors: 0,
-                    transcript: Vec::new(),
-                    hooks: Vec::new(),
-                    agent_usage: Default::default(),
-                    user_usage: Default::default(),
-                    wall_ms: 0,
-                    model_wait_ms: 0.0,
-                    evaluation: None,
-                    reward: 0.0,
-                    success: false,
-                })
+                Ok(EpisodeRecord::bare(&task_id, trial, 0.0))
             })
         }
     }

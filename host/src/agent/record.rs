@@ -233,11 +233,12 @@ pub struct EpisodeRecord {
     pub success: bool,
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testing"))]
 impl EpisodeRecord {
-    /// A finished episode with nothing in it but its identity and reward,
-    /// for unit tests to fill in further.
-    pub(crate) fn bare(task_id: &str, trial: u32, reward: f64) -> EpisodeRecord {
+    /// A finished episode (`agent_stop`, one step, domain `retail`) with
+    /// nothing in it but its identity and reward, for tests to fill in
+    /// further.
+    pub fn bare(task_id: &str, trial: u32, reward: f64) -> EpisodeRecord {
         EpisodeRecord {
             task_id: task_id.into(),
             trial,
