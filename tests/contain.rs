@@ -177,13 +177,12 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
 
 #[test]
 fn outside_files_and_variables_never_reach_a_candidate_build() {
-    if !support::is_child() {
-        let m = support::in_child(
-            "outside_files_and_variables_never_reach_a_candidate_build",
-            &[(KEY_VAR, KEY_VALUE)],
-        );
-        assert!(m.wall < Duration::from_secs(420), "{:?}", m.wall);
-        assert!(m.peak_rss_mib() < 768.0, "{} MiB", m.peak_rss_mib());
+    if support::ran_bounded_in_child(
+        "outside_files_and_variables_never_reach_a_candidate_build",
+        &[(KEY_VAR, KEY_VALUE)],
+        Duration::from_secs(420),
+        768.0,
+    ) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -320,13 +319,12 @@ fn outside_files_and_variables_never_reach_a_candidate_build() {
 
 #[test]
 fn compile_time_bombs_hit_the_build_limits_then_a_clean_build_passes() {
-    if !support::is_child() {
-        let m = support::in_child(
-            "compile_time_bombs_hit_the_build_limits_then_a_clean_build_passes",
-            &[],
-        );
-        assert!(m.wall < Duration::from_secs(300), "{:?}", m.wall);
-        assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+    if support::ran_bounded_in_child(
+        "compile_time_bombs_hit_the_build_limits_then_a_clean_build_passes",
+        &[],
+        Duration::from_secs(300),
+        256.0,
+    ) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -394,13 +392,12 @@ fn compile_time_bombs_hit_the_build_limits_then_a_clean_build_passes() {
 
 #[tokio::test]
 async fn a_jailed_coder_sees_no_secret_and_leaves_nothing_running() {
-    if !support::is_child() {
-        let m = support::in_child(
-            "a_jailed_coder_sees_no_secret_and_leaves_nothing_running",
-            &[(KEY_VAR, KEY_VALUE)],
-        );
-        assert!(m.wall < Duration::from_secs(240), "{:?}", m.wall);
-        assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+    if support::ran_bounded_in_child(
+        "a_jailed_coder_sees_no_secret_and_leaves_nothing_running",
+        &[(KEY_VAR, KEY_VALUE)],
+        Duration::from_secs(240),
+        256.0,
+    ) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -792,13 +789,12 @@ async fn the_editor_is_told_its_edit_was_refused_and_its_next_edit_builds() {
     use ecdysis_host::evolve::coder::{EditorCoder, EditorConfig};
     use ecdysis_host::model::mock::{MockReply, MockServer};
     use ecdysis_host::model::{EndpointLimiter, HttpChatModel, ModelConfig, RetryPolicy};
-    if !support::is_child() {
-        let m = support::in_child(
-            "the_editor_is_told_its_edit_was_refused_and_its_next_edit_builds",
-            &[],
-        );
-        assert!(m.wall < Duration::from_secs(240), "{:?}", m.wall);
-        assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+    if support::ran_bounded_in_child(
+        "the_editor_is_told_its_edit_was_refused_and_its_next_edit_builds",
+        &[],
+        Duration::from_secs(240),
+        256.0,
+    ) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -932,10 +928,12 @@ fn tcp_server(reply: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::At
 
 #[tokio::test]
 async fn a_gated_coder_reaches_its_endpoint_and_nothing_else() {
-    if !support::is_child() {
-        let m = support::in_child("a_gated_coder_reaches_its_endpoint_and_nothing_else", &[]);
-        assert!(m.wall < Duration::from_secs(240), "{:?}", m.wall);
-        assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+    if support::ran_bounded_in_child(
+        "a_gated_coder_reaches_its_endpoint_and_nothing_else",
+        &[],
+        Duration::from_secs(240),
+        256.0,
+    ) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -1016,13 +1014,12 @@ async fn a_gated_coder_reaches_its_endpoint_and_nothing_else() {
 
 #[tokio::test]
 async fn an_external_coder_gets_no_network_by_default_and_its_endpoint_when_known() {
-    if !support::is_child() {
-        let m = support::in_child(
-            "an_external_coder_gets_no_network_by_default_and_its_endpoint_when_known",
-            &[],
-        );
-        assert!(m.wall < Duration::from_secs(300), "{:?}", m.wall);
-        assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+    if support::ran_bounded_in_child(
+        "an_external_coder_gets_no_network_by_default_and_its_endpoint_when_known",
+        &[],
+        Duration::from_secs(300),
+        256.0,
+    ) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -1190,13 +1187,12 @@ fn tight_limits(cpu_secs: u64) -> JailLimits {
 #[tokio::test]
 async fn a_coder_that_forks_spins_or_fills_the_disk_is_stopped_then_a_good_edit_builds() {
     use ecdysis_host::evolve::coder::CoderError;
-    if !support::is_child() {
-        let m = support::in_child(
-            "a_coder_that_forks_spins_or_fills_the_disk_is_stopped_then_a_good_edit_builds",
-            &[],
-        );
-        assert!(m.wall < Duration::from_secs(300), "{:?}", m.wall);
-        assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+    if support::ran_bounded_in_child(
+        "a_coder_that_forks_spins_or_fills_the_disk_is_stopped_then_a_good_edit_builds",
+        &[],
+        Duration::from_secs(300),
+        256.0,
+    ) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -1278,13 +1274,12 @@ async fn a_coder_that_forks_spins_or_fills_the_disk_is_stopped_then_a_good_edit_
 
 #[test]
 fn build_scripts_that_fork_spin_or_fill_the_disk_hit_the_build_limits_then_a_clean_build_passes() {
-    if !support::is_child() {
-        let m = support::in_child(
-            "build_scripts_that_fork_spin_or_fill_the_disk_hit_the_build_limits_then_a_clean_build_passes",
-            &[],
-        );
-        assert!(m.wall < Duration::from_secs(600), "{:?}", m.wall);
-        assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+    if support::ran_bounded_in_child(
+        "build_scripts_that_fork_spin_or_fill_the_disk_hit_the_build_limits_then_a_clean_build_passes",
+        &[],
+        Duration::from_secs(600),
+        256.0,
+    ) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -162,6 +162,30 @@ pub fn is_child() -> bool {
     std::env::var_os(CHILD_CASE).is_some()
 }
 
+/// For a test that measures itself: in the parent process, runs test
+/// `name` alone in a child ([`in_child`], with `env` added) and asserts
+/// its wall time stays under `max_wall` and its peak RSS under
+/// `max_rss_mib`, then answers true (the caller returns); in the child it
+/// answers false (the caller runs the test's body).
+pub fn ran_bounded_in_child(
+    name: &str,
+    env: &[(&str, &str)],
+    max_wall: std::time::Duration,
+    max_rss_mib: f64,
+) -> bool {
+    if is_child() {
+        return false;
+    }
+    let m = in_child(name, env);
+    assert!(m.wall < max_wall, "{name}: {:?}", m.wall);
+    assert!(
+        m.peak_rss_mib() < max_rss_mib,
+        "{name}: {} MiB",
+        m.peak_rss_mib()
+    );
+    true
+}
+
 /// Run the test `name` of this test binary alone in a child process (with
 /// `env` added to its environment), so its time and peak memory are its
 /// own; panics, with the child's output, unless that test ran and passed.
