@@ -421,6 +421,15 @@ struct TestDb {
     _cluster: Option<Postgres>,
 }
 
+impl TestDb {
+    /// The Postgres cluster's postmaster (None on SQLite).
+    fn postmaster_pid(&self) -> Option<u32> {
+        let pg = self._cluster.as_ref()?;
+        let pid = std::fs::read_to_string(pg.dir.join("postmaster.pid")).ok()?;
+        pid.lines().next()?.trim().parse().ok()
+    }
+}
+
 fn test_db(backend: Backend, dir: &Path) -> TestDb {
     match backend {
         Backend::Sqlite => TestDb {
@@ -1568,10 +1577,13 @@ impl Postgres {
                 "UTF8",
             ],
         );
+        // `ECDYSIS_TEST_PG_OPTS`: more server options (e.g. to load
+        // pg_stat_statements for the benchmark's statement profile).
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 {}",
             pg.port,
-            pg.dir.display()
+            pg.dir.display(),
+            std::env::var("ECDYSIS_TEST_PG_OPTS").unwrap_or_default()
         );
         pg.run(
             "pg_ctl",
@@ -2182,6 +2194,7 @@ async fn throughput_against_run(
     let runs = std::cell::Cell::new(0);
     let run = |tasks: &[String]| {
         runs.set(runs.get() + 1);
+        let cpu_before = children_cpu_seconds();
         let started = Instant::now();
         let out = Command::new(support::host_bin())
             .args(["--quiet", "--store"])
@@ -2206,7 +2219,8 @@ async fn throughput_against_run(
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        started.elapsed().as_secs_f64()
+        let secs = started.elapsed().as_secs_f64();
+        (secs, children_cpu_seconds() - cpu_before)
     };
 
     // The same through the service: an alias with the same latency.
@@ -2225,10 +2239,18 @@ async fn throughput_against_run(
     let server = Server::start(&config, &[]);
     let api = Api::new(&server.url);
     let hash = api.upload(&t, &direct()).await.json()["hash"].clone();
+    let server_pid = server.proc.0.as_ref().unwrap().id();
+    let postmaster = db.postmaster_pid();
+    // CPU seconds of (the server process, its episode workers, Postgres).
+    let serve_cpu = move || {
+        let workers: f64 = children(server_pid).into_iter().map(cpu_seconds).sum();
+        (cpu_seconds(server_pid), workers, postmaster.map_or(0.0, cluster_cpu_seconds))
+    };
     let serve = |tasks: Vec<String>| {
         let (api, t, hash) = (&api, &t, hash.clone());
         async move {
             let episodes = tasks.len() * 4;
+            let cpu_before = serve_cpu();
             let started = Instant::now();
             let id = api
                 .evaluate(
@@ -2239,23 +2261,51 @@ async fn throughput_against_run(
             let s = api.wait(t, &id).await;
             assert_eq!(s["state"], "done");
             assert_eq!(s["progress"]["done"], episodes, "{s}");
-            started.elapsed().as_secs_f64()
+            let secs = started.elapsed().as_secs_f64();
+            let cpu = serve_cpu();
+            (
+                secs,
+                [
+                    cpu.0 - cpu_before.0,
+                    cpu.1 - cpu_before.1,
+                    cpu.2 - cpu_before.2,
+                ],
+            )
         }
     };
     // Warm-up: the workers open the domain once, as each `run` does.
     serve(vec!["0".into()]).await;
+    let profile = backend == Backend::Postgres && std::env::var_os(PG_STATS).is_some();
+    if profile {
+        run_sql(
+            &db.url,
+            &[
+                "CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
+                "SELECT pg_stat_statements_reset()",
+            ],
+        )
+        .await;
+    }
 
     let mut overheads = Vec::new();
+    // Marginal CPU seconds (large batch minus small), summed over rounds:
+    // `run` with its workers; the server process, its workers, Postgres.
+    let (mut run_cpu, mut serve_cpu_sum) = (0.0, [0.0; 3]);
     for round in 1..=rounds {
         let (mut run_t, mut serve_t) = ([0.0; 2], [0.0; 2]);
+        let (mut run_c, mut serve_c) = ([0.0; 2], [[0.0; 3]; 2]);
         for (i, tasks) in [&small, &large].into_iter().enumerate() {
             if round % 2 == 1 {
-                run_t[i] = run(tasks);
-                serve_t[i] = serve(tasks.clone()).await;
+                (run_t[i], run_c[i]) = run(tasks);
+                (serve_t[i], serve_c[i]) = serve(tasks.clone()).await;
             } else {
-                serve_t[i] = serve(tasks.clone()).await;
-                run_t[i] = run(tasks);
+                (serve_t[i], serve_c[i]) = serve(tasks.clone()).await;
+                (run_t[i], run_c[i]) = run(tasks);
             }
+        }
+        run_cpu += run_c[1] - run_c[0];
+        for k in 0..3 {
+            serve_cpu_sum[k] += serve_c[1][k] - serve_c[0][k];
         }
         let run_rate = marginal / (run_t[1] - run_t[0]);
         let serve_rate = marginal / (serve_t[1] - serve_t[0]);
@@ -2274,9 +2324,105 @@ async fn throughput_against_run(
             load_average()
         );
     }
+    let per_episode = |cpu: f64| cpu * 1000.0 / (marginal * rounds as f64);
+    println!(
+        "{backend:?} {latency_ms} ms CPU per marginal episode: run {:.2} ms (itself and its workers) | serve {:.2} ms = server process {:.2} + workers {:.2} + Postgres {:.2}",
+        per_episode(run_cpu),
+        per_episode(serve_cpu_sum.iter().sum()),
+        per_episode(serve_cpu_sum[0]),
+        per_episode(serve_cpu_sum[1]),
+        per_episode(serve_cpu_sum[2]),
+    );
+    if profile {
+        print_statement_profile(&db.url, rounds * (small_n + large_n) * 4).await;
+    }
     let mut sorted = overheads.clone();
     sorted.sort_by(f64::total_cmp);
     (median(overheads), sorted[0], sorted[sorted.len() - 1])
+}
+
+/// CPU seconds (user + system) `pid` has used itself.
+fn cpu_seconds(pid: u32) -> f64 {
+    proc_stat_ticks(pid, 2) as f64 / clock_ticks()
+}
+
+/// A Postgres cluster's CPU seconds: the postmaster, its live backends and
+/// the ones it has reaped.
+fn cluster_cpu_seconds(postmaster: u32) -> f64 {
+    let live: u64 = children(postmaster)
+        .into_iter()
+        .map(|p| proc_stat_ticks(p, 2))
+        .sum();
+    (proc_stat_ticks(postmaster, 4) + live) as f64 / clock_ticks()
+}
+
+/// utime + stime (`fields` 2) or + cutime + cstime (4) from /proc/PID/stat.
+fn proc_stat_ticks(pid: u32, fields: usize) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    let after = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+    // After "(comm)": state is field 3, utime field 14.
+    after
+        .split_whitespace()
+        .skip(11)
+        .take(fields)
+        .filter_map(|v| v.parse::<u64>().ok())
+        .sum()
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
+}
+
+/// CPU seconds of this process's children that have been waited for.
+fn children_cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes into the struct we pass.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(u.ru_utime) + secs(u.ru_stime)
+}
+
+/// Set (with `ECDYSIS_TEST_PG_OPTS="-c shared_preload_libraries=pg_stat_statements"`):
+/// the benchmark prints where Postgres time went in its measured rounds.
+const PG_STATS: &str = "ECDYSIS_SERVE_BENCH_PG_STATS";
+
+/// Postgres's statements by total execution time, with calls and time per
+/// served episode (pg_stat_statements; server-side time only, not the
+/// round trips).
+async fn print_statement_profile(url: &str, episodes: usize) {
+    use sqlx::Row;
+    let db = ecdysis_host::serve::Db::open(url).await.unwrap();
+    let rows = sqlx::query(
+        "SELECT calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g')
+         FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    let (mut calls_all, mut ms_all) = (0i64, 0.0f64);
+    println!("Postgres statements over {episodes} served episodes (calls/episode, ms/episode, query):");
+    for r in &rows {
+        let calls: i64 = r.get(0);
+        let ms: f64 = r.get(1);
+        let query: String = r.get(3);
+        calls_all += calls;
+        ms_all += ms;
+        println!(
+            "  {:6.2} {:7.3}  {}",
+            calls as f64 / episodes as f64,
+            ms / episodes as f64,
+            query.chars().take(110).collect::<String>()
+        );
+    }
+    println!(
+        "  top 25 total: {:.2} statements and {:.3} ms of Postgres time per episode",
+        calls_all as f64 / episodes as f64,
+        ms_all / episodes as f64
+    );
+    db.close().await;
 }
 
 /// The server's memory per idle tenant: RSS before and after 2,000
