@@ -2244,7 +2244,11 @@ async fn throughput_against_run(
     // CPU seconds of (the server process, its episode workers, Postgres).
     let serve_cpu = move || {
         let workers: f64 = children(server_pid).into_iter().map(cpu_seconds).sum();
-        (cpu_seconds(server_pid), workers, postmaster.map_or(0.0, cluster_cpu_seconds))
+        (
+            cpu_seconds(server_pid),
+            workers,
+            postmaster.map_or(0.0, cluster_cpu_seconds),
+        )
     };
     let serve = |tasks: Vec<String>| {
         let (api, t, hash) = (&api, &t, hash.clone());
@@ -2403,7 +2407,9 @@ async fn print_statement_profile(url: &str, episodes: usize) {
     .await
     .unwrap();
     let (mut calls_all, mut ms_all) = (0i64, 0.0f64);
-    println!("Postgres statements over {episodes} served episodes (calls/episode, ms/episode, query):");
+    println!(
+        "Postgres statements over {episodes} served episodes (calls/episode, ms/episode, query):"
+    );
     for r in &rows {
         let calls: i64 = r.get(0);
         let ms: f64 = r.get(1);

@@ -186,6 +186,30 @@ const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS audit_head (id BIGINT PRIMARY KEY, seq BIGINT NOT NULL, hash TEXT NOT NULL)",
 ];
 
+/// Compress episode records (~30 KB of JSON each, written once per
+/// episode) with lz4 where the server has it: Postgres's default, pglz,
+/// took ~0.4 ms of server CPU per record here, a tenth of that with lz4
+/// (measured on the service benchmark's records). Only new values are
+/// affected; set once, so later starts take no table lock.
+async fn fast_record_compression(w: &mut WriteTx) -> Result<(), DbError> {
+    let (has_lz4, current): (bool, String) = sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression'
+                        AND 'lz4' = ANY (enumvals)),
+                (SELECT CAST(attcompression AS TEXT) FROM pg_attribute
+                 WHERE attrelid = CAST('episodes' AS regclass) AND attname = 'record')",
+    )
+    .fetch_one(w.conn())
+    .await
+    .ctx("record compression")?;
+    if has_lz4 && current != "l" {
+        sqlx::query("ALTER TABLE episodes ALTER COLUMN record SET COMPRESSION lz4")
+            .execute(w.conn())
+            .await
+            .ctx("record compression")?;
+    }
+    Ok(())
+}
+
 /// The hash before the first audit record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -332,6 +356,9 @@ impl Db {
         .execute(w.conn())
         .await
         .ctx("audit head")?;
+        if self.backend == Backend::Postgres {
+            fast_record_compression(&mut w).await?;
+        }
         w.commit().await
     }
 

@@ -24,8 +24,8 @@ use serde::Serialize;
 use sqlx::Row;
 
 use super::audit::{self, kind};
-use super::db::{Backend, Db, DbError, SqlContext, WriteTx, now_ms};
-use super::evaluations::{DailyUse, add_use, daily_use, state};
+use super::db::{Backend, Db, DbError, SqlContext, WriteTx, day_start, now_ms};
+use super::evaluations::{add_use, state};
 use super::quota::Quotas;
 use crate::agent::EpisodeRecord;
 
@@ -124,19 +124,35 @@ pub async fn settle_and_claim(
     }
     let mut written = Vec::with_capacity(completions.len());
     let mut touched: Vec<(String, String)> = Vec::new();
+    // Fuel and spend of the turn, per tenant: one upsert each.
+    let mut used: Vec<(i64, i64, f64)> = Vec::new();
     for c in completions {
         let (ok, ended) = settle_in(&mut w, c).await?;
         written.push(ok);
         if ok && ended && !touched.iter().any(|(e, _)| *e == c.claim.eval_id) {
             touched.push((c.claim.eval_id.clone(), c.claim.tenant.clone()));
         }
+        if let (true, Settle::Done { usd, fuel, .. }) = (ok, &c.settle)
+            && (*fuel > 0 || *usd > 0.0)
+        {
+            match used.iter_mut().find(|u| u.0 == c.claim.tenant_id) {
+                Some(u) => {
+                    u.1 += *fuel as i64;
+                    u.2 += usd;
+                }
+                None => used.push((c.claim.tenant_id, *fuel as i64, *usd)),
+            }
+        }
+    }
+    for (tenant_id, fuel, usd) in used {
+        add_use(&mut w, tenant_id, 0, fuel, usd).await?;
     }
     // Once per evaluation: its last episode may be among them.
     for (eval_id, tenant) in &touched {
         finish_evaluation_if_done(&mut w, eval_id, tenant).await?;
     }
     let claims = if max_claims > 0 {
-        claim_in(&mut w, worker, lease, defaults, max_claims).await?
+        claim_in(&mut w, db.backend(), worker, lease, defaults, max_claims).await?
     } else {
         Vec::new()
     };
@@ -170,9 +186,13 @@ async fn settle_in(w: &mut WriteTx, c: &Completion) -> Result<(bool, bool), DbEr
     }
 }
 
-/// A queued episode read for a claim: (evaluation, episode row, attempt,
-/// task, trial).
-type Queued = (String, i64, i64, String, i64);
+/// A queued episode read for a claim.
+struct Queued {
+    eval_id: String,
+    episode: i64,
+    task_id: String,
+    trial: i64,
+}
 
 /// A tenant that may be served in this claim transaction.
 struct Candidate {
@@ -182,33 +202,58 @@ struct Candidate {
     running: i64,
     /// The fairness order's "served least recently" key.
     last: i64,
-    /// Its next queued episodes (eval, episode, attempt, task, trial), read
-    /// on first need; `None`: not read yet.
+    /// Today's fuel and spend (claims do not change them).
+    fuel_today: i64,
+    usd_today: f64,
+    /// Its next queued episodes, read on first need; `None`: not read yet.
     queue: Option<std::collections::VecDeque<Queued>>,
     /// Out of this transaction: at a quota or nothing queued.
     out: bool,
 }
 
+/// An episode picked for a claim, and its place in the fairness order.
+struct Pick {
+    tenant: usize,
+    queued: Queued,
+    stamp: i64,
+}
+
 /// Claim up to `n` episodes in the caller's transaction: each goes to the
 /// tenant with the fewest episodes running, ties to the one served least
 /// recently, then the lowest id — the running counts and claim times
-/// updated after every claim, so a batch of `n` picks exactly what `n`
+/// updated after every pick, so a batch of `n` picks exactly what `n`
 /// claims one after another would.
+///
+/// Round trips (each one a wait on the database's machine): one read of
+/// the candidate tenants with their running counts, claim times and daily
+/// use; one read of each served tenant's queue; one update taking every
+/// picked episode; one write of the claim times. On Postgres the claim
+/// transactions of all workers are serialised by the caller's advisory
+/// lock, on SQLite by its single writer, so the picks are taken as read;
+/// the update still requires `state = 'queued'`, since a cancel does not
+/// wait for that lock: an episode cancelled between the read and the
+/// update is skipped, and the batch is one claim short (the next turn
+/// claims again).
 async fn claim_in(
     w: &mut WriteTx,
+    backend: Backend,
     worker: &str,
     lease: Duration,
     defaults: &Quotas,
     n: usize,
 ) -> Result<Vec<Claim>, DbError> {
+    let now = now_ms();
     let rows = sqlx::query(
-        "SELECT q.tenant_id, t.name, t.quotas, COALESCE(r.n, 0), COALESCE(c.last_claim_ms, 0)
+        "SELECT q.tenant_id, t.name, t.quotas, COALESCE(r.n, 0), COALESCE(c.last_claim_ms, 0),
+                COALESCE(d.fuel, 0), COALESCE(d.usd, 0.0)
          FROM (SELECT DISTINCT tenant_id FROM evaluations WHERE state = 'running') q
          JOIN tenants t ON t.id = q.tenant_id
          LEFT JOIN (SELECT tenant_id, COUNT(*) AS n FROM episodes WHERE state = 'running' GROUP BY tenant_id) r
            ON r.tenant_id = q.tenant_id
-         LEFT JOIN tenant_claims c ON c.tenant_id = q.tenant_id",
+         LEFT JOIN tenant_claims c ON c.tenant_id = q.tenant_id
+         LEFT JOIN daily_use d ON d.tenant_id = q.tenant_id AND d.day_ms = $1",
     )
+    .bind(day_start(now))
     .fetch_all(w.conn())
     .await
     .ctx("candidate tenants")?;
@@ -221,11 +266,12 @@ async fn claim_in(
             quotas: defaults.with(&serde_json::from_str(&overrides).unwrap_or_default()),
             running: t.try_get(3).ctx("tenant row")?,
             last: t.try_get(4).ctx("tenant row")?,
+            fuel_today: t.try_get(5).ctx("tenant row")?,
+            usd_today: t.try_get(6).ctx("tenant row")?,
             queue: None,
             out: false,
         });
     }
-    let now = now_ms();
     // Claim times of this batch: strictly after every stored one, in the
     // order served, so the next transaction continues the round.
     let mut stamp = tenants
@@ -234,10 +280,9 @@ async fn claim_in(
         .max()
         .unwrap_or(now)
         .max(now);
-    let lease_until = now + lease.as_millis() as i64;
     let mut jobs: Vec<(String, String)> = Vec::new();
-    let mut claims = Vec::new();
-    while claims.len() < n {
+    let mut picks: Vec<Pick> = Vec::new();
+    while picks.len() < n {
         let Some(i) = (0..tenants.len())
             .filter(|&i| !tenants[i].out)
             .min_by_key(|&i| (tenants[i].running, tenants[i].last, tenants[i].tenant_id))
@@ -250,89 +295,156 @@ async fn claim_in(
             continue;
         }
         if t.queue.is_none() {
-            // Daily use changes only when episodes finish, not in a claim:
-            // read once per tenant and transaction.
-            let used: DailyUse = daily_use(w.conn(), t.tenant_id).await?;
-            if used.fuel >= t.quotas.fuel_per_day as i64 || used.usd >= t.quotas.usd_per_day {
+            if t.fuel_today >= t.quotas.fuel_per_day as i64 || t.usd_today >= t.quotas.usd_per_day {
                 t.out = true;
                 continue;
             }
-            t.queue = Some(next_queued(w, t.tenant_id, n - claims.len()).await?);
+            t.queue = Some(next_queued(w, backend, t.tenant_id, n - picks.len(), &mut jobs).await?);
         }
-        let Some((eval_id, episode, attempt, task_id, trial)) =
-            t.queue.as_mut().and_then(|q| q.pop_front())
-        else {
+        let Some(queued) = t.queue.as_mut().and_then(|q| q.pop_front()) else {
             t.out = true;
             continue;
         };
-        let attempt = attempt + 1;
-        let taken = sqlx::query(
-            "UPDATE episodes SET state = 'running', attempt = $1, worker = $2, lease_ms = $3
-             WHERE id = $4 AND state = 'queued'",
-        )
-        .bind(attempt)
-        .bind(worker)
-        .bind(lease_until)
-        .bind(episode)
-        .execute(w.conn())
-        .await
-        .ctx("claim episode")?
-        .rows_affected();
-        if taken == 0 {
-            // Another worker took it between our read and write.
-            continue;
-        }
         t.running += 1;
         t.last = stamp;
+        picks.push(Pick {
+            tenant: i,
+            queued,
+            stamp,
+        });
         stamp += 1;
-        let job = match jobs.iter().find(|(id, _)| *id == eval_id) {
+    }
+    if picks.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Every pick in one statement; the new attempt is the stored one plus
+    // one (only claims change a queued episode's attempt, and they are
+    // serialised).
+    let list = (0..picks.len())
+        .map(|k| format!("${}", k + 3))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "UPDATE episodes SET state = 'running', attempt = attempt + 1, worker = $1, lease_ms = $2
+         WHERE state = 'queued' AND id IN ({list}) RETURNING id, attempt"
+    );
+    let mut update = sqlx::query(&sql)
+        .bind(worker)
+        .bind(now + lease.as_millis() as i64);
+    for p in &picks {
+        update = update.bind(p.queued.episode);
+    }
+    let taken: Vec<(i64, i64)> = update
+        .fetch_all(w.conn())
+        .await
+        .ctx("claim episodes")?
+        .iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<_, sqlx::Error>>()
+        .ctx("claimed episode")?;
+    let mut claims = Vec::with_capacity(taken.len());
+    // Each served tenant's claim time: that of its last pick taken.
+    let mut served: Vec<(i64, i64)> = Vec::new();
+    for p in picks {
+        let Some(&(_, attempt)) = taken.iter().find(|(id, _)| *id == p.queued.episode) else {
+            continue;
+        };
+        let t = &tenants[p.tenant];
+        match served.iter_mut().find(|s| s.0 == t.tenant_id) {
+            Some(s) => s.1 = p.stamp,
+            None => served.push((t.tenant_id, p.stamp)),
+        }
+        let job = match jobs.iter().find(|(id, _)| *id == p.queued.eval_id) {
             Some((_, job)) => job.clone(),
             None => {
                 let job: String = sqlx::query_scalar("SELECT job FROM evaluations WHERE id = $1")
-                    .bind(&eval_id)
+                    .bind(&p.queued.eval_id)
                     .fetch_one(w.conn())
                     .await
                     .ctx("evaluation job")?;
-                jobs.push((eval_id.clone(), job.clone()));
+                jobs.push((p.queued.eval_id.clone(), job.clone()));
                 job
             }
         };
         claims.push(Claim {
-            episode,
+            episode: p.queued.episode,
             attempt,
-            eval_id,
+            eval_id: p.queued.eval_id,
             tenant_id: t.tenant_id,
             tenant: t.name.clone(),
-            task_id,
-            trial: trial as u32,
+            task_id: p.queued.task_id,
+            trial: p.queued.trial as u32,
             job,
         });
     }
-    for t in tenants
-        .iter()
-        .filter(|t| claims.iter().any(|c| c.tenant_id == t.tenant_id))
-    {
-        sqlx::query(
-            "INSERT INTO tenant_claims (tenant_id, last_claim_ms) VALUES ($1, $2)
-             ON CONFLICT (tenant_id) DO UPDATE SET last_claim_ms = $2",
-        )
-        .bind(t.tenant_id)
-        .bind(t.last)
-        .execute(w.conn())
-        .await
-        .ctx("claim time")?;
+    if !served.is_empty() {
+        let values = (0..served.len())
+            .map(|k| format!("(${}, ${})", 2 * k + 1, 2 * k + 2))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "INSERT INTO tenant_claims (tenant_id, last_claim_ms) VALUES {values}
+             ON CONFLICT (tenant_id) DO UPDATE SET last_claim_ms = excluded.last_claim_ms"
+        );
+        let mut upsert = sqlx::query(&sql);
+        for (tenant_id, last) in &served {
+            upsert = upsert.bind(*tenant_id).bind(*last);
+        }
+        upsert.execute(w.conn()).await.ctx("claim time")?;
     }
     Ok(claims)
 }
 
 /// Up to `n` of a tenant's queued episodes: its running evaluations oldest
 /// first, each in its own order (index range reads, not a sort of a
-/// 10,000-episode job).
+/// 10,000-episode job). On Postgres one statement that also brings the
+/// evaluations' jobs (into `jobs`); on SQLite, where a statement is a
+/// function call, not a round trip, one per evaluation.
 async fn next_queued(
     w: &mut WriteTx,
+    backend: Backend,
     tenant_id: i64,
     n: usize,
+    jobs: &mut Vec<(String, String)>,
 ) -> Result<std::collections::VecDeque<Queued>, DbError> {
+    let mut out = std::collections::VecDeque::new();
+    let queued = |eval_id: String, e: &sqlx::any::AnyRow| -> Result<Queued, DbError> {
+        Ok(Queued {
+            eval_id,
+            episode: e.try_get("id").ctx("episode row")?,
+            task_id: e.try_get("task_id").ctx("episode row")?,
+            trial: e.try_get("trial").ctx("episode row")?,
+        })
+    };
+    if backend == Backend::Postgres {
+        let rows = sqlx::query(
+            "SELECT v.id AS eval_id, CASE WHEN e.first THEN v.job END AS job, e.id, e.task_id, e.trial
+             FROM (SELECT id, job, created_ms FROM evaluations
+                   WHERE tenant_id = $1 AND state = 'running') v
+             CROSS JOIN LATERAL (
+                 SELECT id, task_id, trial, idx, idx = MIN(idx) OVER () AS first FROM (
+                     SELECT id, task_id, trial, idx FROM episodes
+                     WHERE eval_id = v.id AND state = 'queued' ORDER BY idx LIMIT $2) l) e
+             ORDER BY v.created_ms, v.id, e.idx
+             LIMIT $2",
+        )
+        .bind(tenant_id)
+        .bind(n as i64)
+        .fetch_all(w.conn())
+        .await
+        .ctx("next episodes")?;
+        for e in &rows {
+            let eval_id: String = e.try_get("eval_id").ctx("episode row")?;
+            let job: Option<String> = e.try_get("job").ctx("episode row")?;
+            if let Some(job) = job
+                && !jobs.iter().any(|(id, _)| *id == eval_id)
+            {
+                jobs.push((eval_id.clone(), job));
+            }
+            out.push_back(queued(eval_id, e)?);
+        }
+        return Ok(out);
+    }
     let evaluations: Vec<String> = sqlx::query_scalar(
         "SELECT id FROM evaluations WHERE tenant_id = $1 AND state = 'running' ORDER BY created_ms, id",
     )
@@ -340,13 +452,12 @@ async fn next_queued(
     .fetch_all(w.conn())
     .await
     .ctx("running evaluations")?;
-    let mut out = std::collections::VecDeque::new();
     for eval_id in evaluations {
         if out.len() >= n {
             break;
         }
         let rows = sqlx::query(
-            "SELECT id, attempt, task_id, trial FROM episodes
+            "SELECT id, task_id, trial FROM episodes
              WHERE eval_id = $1 AND state = 'queued' ORDER BY idx LIMIT $2",
         )
         .bind(&eval_id)
@@ -355,13 +466,7 @@ async fn next_queued(
         .await
         .ctx("next episode")?;
         for e in &rows {
-            out.push_back((
-                eval_id.clone(),
-                e.try_get(0).ctx("episode row")?,
-                e.try_get(1).ctx("episode row")?,
-                e.try_get(2).ctx("episode row")?,
-                e.try_get(3).ctx("episode row")?,
-            ));
+            out.push_back(queued(eval_id.clone(), e)?);
         }
     }
     Ok(out)
@@ -443,13 +548,17 @@ async fn finish(
     if !finish_in(&mut w, c, new_state, record, usd, fuel).await? {
         return Ok(false);
     }
+    if fuel > 0 || usd > 0.0 {
+        add_use(&mut w, c.tenant_id, 0, fuel as i64, usd).await?;
+    }
     finish_evaluation_if_done(&mut w, &c.eval_id, &c.tenant).await?;
     w.commit().await?;
     Ok(true)
 }
 
 /// Finish a claimed episode in the caller's transaction (the evaluation's
-/// end is the caller's to check); `false`: the claim was not current.
+/// end and the tenant's daily use are the caller's to update); `false`:
+/// the claim was not current.
 async fn finish_in(
     w: &mut WriteTx,
     c: &Claim,
@@ -499,9 +608,6 @@ async fn finish_in(
             .await
             .ctx("completion counter")?;
         return Ok(false);
-    }
-    if fuel > 0 || usd > 0.0 {
-        add_use(w, c.tenant_id, 0, fuel as i64, usd).await?;
     }
     Ok(true)
 }
