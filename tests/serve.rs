@@ -2428,6 +2428,19 @@ async fn print_statement_profile(url: &str, episodes: usize) {
         calls_all as f64 / episodes as f64,
         ms_all / episodes as f64
     );
+    let jit = sqlx::query(
+        "SELECT CAST(COALESCE(SUM(jit_functions), 0) AS BIGINT),
+                COALESCE(SUM(jit_generation_time + jit_inlining_time + jit_optimization_time + jit_emission_time), 0.0)
+         FROM pg_stat_statements",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    println!(
+        "  JIT: {} functions compiled, {:.1} ms",
+        jit.get::<i64, _>(0),
+        jit.get::<f64, _>(1)
+    );
     db.close().await;
 }
 
