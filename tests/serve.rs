@@ -2149,16 +2149,34 @@ async fn bench_service_throughput_against_run() {
     let rounds: usize = env_or("ECDYSIS_SERVE_BENCH_ROUNDS", 3);
     let load_before = load_average();
     let mut table = Vec::new();
+    let modes = std::env::var("ECDYSIS_SERVE_BENCH_SERVICE").ok();
     for &backend in &backends {
         for &latency_ms in &latencies {
-            let (median, min, max) = throughput_against_run(backend, latency_ms, rounds).await;
-            table.push(format!(
-                "{backend:?} at {latency_ms} ms per model call: serve/run time per episode median {:.3} (overhead {:+.1}%, min {:+.1}%, max {:+.1}%, {rounds} rounds)",
+            // Host-bound episodes show what the long-running service's
+            // per-task caches are worth; model-bound ones hardly do.
+            let modes: Vec<Service> = match &modes {
+                Some(list) => list
+                    .split(',')
+                    .map(|m| match m.trim() {
+                        "fresh" => Service::Fresh,
+                        "long-running" => Service::LongRunning,
+                        other => panic!("unknown service mode {other:?}"),
+                    })
+                    .collect(),
+                None if latency_ms == 0 => vec![Service::Fresh, Service::LongRunning],
+                None => vec![Service::Fresh],
+            };
+            for mode in modes {
+                let (median, min, max) =
+                    throughput_against_run(backend, latency_ms, mode, rounds).await;
+                table.push(format!(
+                "{backend:?} at {latency_ms} ms per model call, {mode:?} service: serve/run time per episode median {:.3} (overhead {:+.1}%, min {:+.1}%, max {:+.1}%, {rounds} rounds)",
                 1.0 + median,
                 median * 100.0,
                 min * 100.0,
                 max * 100.0
             ));
+            }
         }
     }
     println!(
@@ -2178,6 +2196,7 @@ async fn bench_service_throughput_against_run() {
 async fn throughput_against_run(
     backend: Backend,
     latency_ms: u64,
+    mode: Service,
     rounds: usize,
 ) -> (f64, f64, f64) {
     const SLOTS: usize = 4;
@@ -2236,49 +2255,16 @@ async fn throughput_against_run(
         &config,
         &["tenant", "set-quota", "bench", "concurrent_episodes=100"],
     );
-    let server = Server::start(&config, &[]);
-    let api = Api::new(&server.url);
+    let mut server = Server::start(&config, &[]);
+    let mut api = Api::new(&server.url);
     let hash = api.upload(&t, &direct()).await.json()["hash"].clone();
-    let server_pid = server.proc.0.as_ref().unwrap().id();
     let postmaster = db.postmaster_pid();
-    // CPU seconds of (the server process, its episode workers, Postgres).
-    let serve_cpu = move || {
-        let workers: f64 = children(server_pid).into_iter().map(cpu_seconds).sum();
-        (
-            cpu_seconds(server_pid),
-            workers,
-            postmaster.map_or(0.0, cluster_cpu_seconds),
-        )
-    };
-    let serve = |tasks: Vec<String>| {
-        let (api, t, hash) = (&api, &t, hash.clone());
-        async move {
-            let episodes = tasks.len() * 4;
-            let cpu_before = serve_cpu();
-            let started = Instant::now();
-            let id = api
-                .evaluate(
-                    t,
-                    json!({"harness": hash, "tasks": tasks, "trials": 4, "agent": "bench", "seed": 1}),
-                )
-                .await;
-            let s = api.wait(t, &id).await;
-            assert_eq!(s["state"], "done");
-            assert_eq!(s["progress"]["done"], episodes, "{s}");
-            let secs = started.elapsed().as_secs_f64();
-            let cpu = serve_cpu();
-            (
-                secs,
-                [
-                    cpu.0 - cpu_before.0,
-                    cpu.1 - cpu_before.1,
-                    cpu.2 - cpu_before.2,
-                ],
-            )
-        }
-    };
-    // Warm-up: the workers open the domain once, as each `run` does.
-    serve(vec!["0".into()]).await;
+    // Warm-up, not timed, the same on both sides: `run` compiles the
+    // component into its store (the service compiled it at the upload);
+    // the service's workers open the domain and load the component, as
+    // each `run` does before its first episode.
+    run(&small[..1]);
+    serve_batch(&api, &server, &t, &hash, postmaster, &small[..1]).await;
     let profile = backend == Backend::Postgres && std::env::var_os(PG_STATS).is_some();
     if profile {
         run_sql(
@@ -2296,14 +2282,22 @@ async fn throughput_against_run(
     // `run` with its workers; the server process, its workers, Postgres.
     let (mut run_cpu, mut serve_cpu_sum) = (0.0, [0.0; 3]);
     for round in 1..=rounds {
+        if mode == Service::Fresh {
+            // Like each `run`: new worker processes that have scored no
+            // task yet (and new database connections).
+            server.restart();
+            api = Api::new(&server.url);
+        }
         let (mut run_t, mut serve_t) = ([0.0; 2], [0.0; 2]);
         let (mut run_c, mut serve_c) = ([0.0; 2], [[0.0; 3]; 2]);
         for (i, tasks) in [&small, &large].into_iter().enumerate() {
             if round % 2 == 1 {
                 (run_t[i], run_c[i]) = run(tasks);
-                (serve_t[i], serve_c[i]) = serve(tasks.clone()).await;
+                (serve_t[i], serve_c[i]) =
+                    serve_batch(&api, &server, &t, &hash, postmaster, tasks).await;
             } else {
-                (serve_t[i], serve_c[i]) = serve(tasks.clone()).await;
+                (serve_t[i], serve_c[i]) =
+                    serve_batch(&api, &server, &t, &hash, postmaster, tasks).await;
                 (run_t[i], run_c[i]) = run(tasks);
             }
         }
@@ -2316,7 +2310,7 @@ async fn throughput_against_run(
         let overhead = run_rate / serve_rate - 1.0;
         overheads.push(overhead);
         println!(
-            "{backend:?} {latency_ms} ms round {round}: run {} eps {:.2} s, {} eps {:.2} s, marginal {run_rate:.2} eps/s | serve {:.2} s, {:.2} s, marginal {serve_rate:.2} eps/s | serve/run time per episode {:.3} (overhead {:+.1}%) | load {}",
+            "{backend:?} {latency_ms} ms {mode:?} round {round}: run {} eps {:.2} s, {} eps {:.2} s, marginal {run_rate:.2} eps/s | serve {:.2} s, {:.2} s, marginal {serve_rate:.2} eps/s | serve/run time per episode {:.3} (overhead {:+.1}%) | load {}",
             small_n * 4,
             run_t[0],
             large_n * 4,
@@ -2330,7 +2324,7 @@ async fn throughput_against_run(
     }
     let per_episode = |cpu: f64| cpu * 1000.0 / (marginal * rounds as f64);
     println!(
-        "{backend:?} {latency_ms} ms CPU per marginal episode: run {:.2} ms (itself and its workers) | serve {:.2} ms = server process {:.2} + workers {:.2} + Postgres {:.2}",
+        "{backend:?} {latency_ms} ms {mode:?} CPU per marginal episode: run {:.2} ms (itself and its workers) | serve {:.2} ms = server process {:.2} + workers {:.2} + Postgres {:.2}",
         per_episode(run_cpu),
         per_episode(serve_cpu_sum.iter().sum()),
         per_episode(serve_cpu_sum[0]),
@@ -2343,6 +2337,55 @@ async fn throughput_against_run(
     let mut sorted = overheads.clone();
     sorted.sort_by(f64::total_cmp);
     (median(overheads), sorted[0], sorted[sorted.len() - 1])
+}
+
+/// Whether the service starts each round fresh or keeps running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Service {
+    /// Restarted before each round: its worker processes have scored no
+    /// task yet, like `run`'s (like for like).
+    Fresh,
+    /// One server for every round: its worker processes keep what they
+    /// computed per task (the tau2 domain's gold outcomes) across
+    /// evaluations, which `run`, starting new processes, cannot.
+    LongRunning,
+}
+
+/// One evaluation of `tasks` × 4 trials through the service: its wall time
+/// and the CPU seconds (server process, its episode workers, Postgres) it
+/// took.
+async fn serve_batch(
+    api: &Api,
+    server: &Server,
+    t: &Tenant,
+    hash: &Value,
+    postmaster: Option<u32>,
+    tasks: &[String],
+) -> (f64, [f64; 3]) {
+    let server_pid = server.proc.0.as_ref().unwrap().id();
+    let cpu = || {
+        let workers: f64 = children(server_pid).into_iter().map(cpu_seconds).sum();
+        [
+            cpu_seconds(server_pid),
+            workers,
+            postmaster.map_or(0.0, cluster_cpu_seconds),
+        ]
+    };
+    let episodes = tasks.len() * 4;
+    let before = cpu();
+    let started = Instant::now();
+    let id = api
+        .evaluate(
+            t,
+            json!({"harness": hash, "tasks": tasks, "trials": 4, "agent": "bench", "seed": 1}),
+        )
+        .await;
+    let s = api.wait(t, &id).await;
+    assert_eq!(s["state"], "done");
+    assert_eq!(s["progress"]["done"], episodes, "{s}");
+    let secs = started.elapsed().as_secs_f64();
+    let after = cpu();
+    (secs, [0, 1, 2].map(|k| after[k] - before[k]))
 }
 
 /// CPU seconds (user + system) `pid` has used itself.
