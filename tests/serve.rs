@@ -431,13 +431,19 @@ impl TestDb {
 }
 
 fn test_db(backend: Backend, dir: &Path) -> TestDb {
+    test_db_with(backend, dir, false)
+}
+
+/// `durable`: see [`Postgres::start_with`] (SQLite runs as the service
+/// configures it either way).
+fn test_db_with(backend: Backend, dir: &Path, durable: bool) -> TestDb {
     match backend {
         Backend::Sqlite => TestDb {
             url: sqlite(dir),
             _cluster: None,
         },
         Backend::Postgres => {
-            let pg = Postgres::start();
+            let pg = Postgres::start_with(durable);
             TestDb {
                 url: pg.database("ecdysis_serve"),
                 _cluster: Some(pg),
@@ -1528,7 +1534,16 @@ struct Postgres {
 }
 
 impl Postgres {
+    /// A cluster for tests: `fsync=off` (a test's cluster is thrown away).
     fn start() -> Postgres {
+        Postgres::start_with(false)
+    }
+
+    /// `durable`: `fsync=on` and `synchronous_commit=on` (Postgres's
+    /// defaults: every commit waits for its WAL to reach the disk), as a
+    /// deployment runs and as the benchmark compares against `run`, which
+    /// fsyncs every record it writes.
+    fn start_with(durable: bool) -> Postgres {
         let bin = std::fs::read_dir("/usr/lib/postgresql")
             .ok()
             .and_then(|d| {
@@ -1580,9 +1595,14 @@ impl Postgres {
         // `ECDYSIS_TEST_PG_OPTS`: more server options (e.g. to load
         // pg_stat_statements for the benchmark's statement profile).
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 {}",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 {} -c max_connections=200 {}",
             pg.port,
             pg.dir.display(),
+            if durable {
+                "-c fsync=on -c synchronous_commit=on"
+            } else {
+                "-c fsync=off"
+            },
             std::env::var("ECDYSIS_TEST_PG_OPTS").unwrap_or_default()
         );
         pg.run(
@@ -2205,7 +2225,8 @@ async fn throughput_against_run(
     let large: Vec<String> = (0..large_n).map(|i| i.to_string()).collect();
     let marginal = ((large_n - small_n) * 4) as f64;
     let dir = tempfile::tempdir().unwrap();
-    let db = test_db(backend, dir.path());
+    // Durable commits on Postgres, as `run` fsyncs its records.
+    let db = test_db_with(backend, dir.path(), true);
     let wasm = dir.path().join("direct.wasm");
     std::fs::write(&wasm, direct()).unwrap();
 
@@ -2282,15 +2303,17 @@ async fn throughput_against_run(
     // `run` with its workers; the server process, its workers, Postgres.
     let (mut run_cpu, mut serve_cpu_sum) = (0.0, [0.0; 3]);
     for round in 1..=rounds {
-        if mode == Service::Fresh {
-            // Like each `run`: new worker processes that have scored no
-            // task yet (and new database connections).
-            server.restart();
-            api = Api::new(&server.url);
-        }
         let (mut run_t, mut serve_t) = ([0.0; 2], [0.0; 2]);
         let (mut run_c, mut serve_c) = ([0.0; 2], [[0.0; 3]; 2]);
         for (i, tasks) in [&small, &large].into_iter().enumerate() {
+            if mode == Service::Fresh {
+                // Like each `run`, each batch starts new worker processes
+                // that have scored no task yet (and new database
+                // connections), so the subtraction cancels their start-up
+                // as it does `run`'s.
+                server.restart();
+                api = Api::new(&server.url);
+            }
             if round % 2 == 1 {
                 (run_t[i], run_c[i]) = run(tasks);
                 (serve_t[i], serve_c[i]) =
@@ -2310,7 +2333,7 @@ async fn throughput_against_run(
         let overhead = run_rate / serve_rate - 1.0;
         overheads.push(overhead);
         println!(
-            "{backend:?} {latency_ms} ms {mode:?} round {round}: run {} eps {:.2} s, {} eps {:.2} s, marginal {run_rate:.2} eps/s | serve {:.2} s, {:.2} s, marginal {serve_rate:.2} eps/s | serve/run time per episode {:.3} (overhead {:+.1}%) | load {}",
+            "{backend:?} {latency_ms} ms {mode:?} round {round}: run {} eps {:.2} s, {} eps {:.2} s, marginal {run_rate:.2} eps/s | serve {:.2} s, {:.2} s, marginal {serve_rate:.2} eps/s | serve/run time per episode {:.3} (overhead {:+.1}%) | CPU ms per marginal episode: run {:.2}, serve {:.2} | load {}",
             small_n * 4,
             run_t[0],
             large_n * 4,
@@ -2319,6 +2342,8 @@ async fn throughput_against_run(
             serve_t[1],
             1.0 + overhead,
             overhead * 100.0,
+            (run_c[1] - run_c[0]) * 1000.0 / marginal,
+            (0..3).map(|k| serve_c[1][k] - serve_c[0][k]).sum::<f64>() * 1000.0 / marginal,
             load_average()
         );
     }
@@ -2342,8 +2367,8 @@ async fn throughput_against_run(
 /// Whether the service starts each round fresh or keeps running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Service {
-    /// Restarted before each round: its worker processes have scored no
-    /// task yet, like `run`'s (like for like).
+    /// Restarted before each batch: its worker processes start, and have
+    /// scored no task yet, like `run`'s (like for like).
     Fresh,
     /// One server for every round: its worker processes keep what they
     /// computed per task (the tau2 domain's gold outcomes) across
