@@ -72,6 +72,9 @@ pub struct Reads<'a> {
     view: &'a mut dyn EnvView,
     tools: &'a Tools,
     cache: BTreeMap<(String, String), Result<String, String>>,
+    /// Parsed answers: several gates of one decision read the same order
+    /// or product, and parsing its JSON again cost more fuel than the read.
+    parsed: BTreeMap<(String, String), Option<Value>>,
 }
 
 impl<'a> Reads<'a> {
@@ -80,6 +83,7 @@ impl<'a> Reads<'a> {
             view,
             tools,
             cache: BTreeMap::new(),
+            parsed: BTreeMap::new(),
         }
     }
 
@@ -100,8 +104,15 @@ impl<'a> Reads<'a> {
 
     /// The answer parsed as JSON.
     pub fn json(&mut self, tool: &str, arguments: Value) -> Option<Value> {
-        self.text(tool, arguments)
-            .and_then(|t| serde_json::from_str(&t).ok())
+        let key = (tool.to_string(), arguments.to_string());
+        if let Some(done) = self.parsed.get(&key) {
+            return done.clone();
+        }
+        let value = self
+            .text(tool, arguments)
+            .and_then(|t| serde_json::from_str(&t).ok());
+        self.parsed.insert(key, value.clone());
+        value
     }
 }
 
@@ -151,5 +162,67 @@ pub mod mock {
                 .map(|(_, _, r)| r.clone())
                 .unwrap_or_else(|| Err(format!("Error: no mock answer for {tool} {arguments}")))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mock::MockView;
+    use super::*;
+    use serde_json::json;
+
+    fn tools() -> Tools {
+        Tools::new(vec![ToolSpec {
+            name: "get_order_details".into(),
+            description: String::new(),
+            parameters: "{}".into(),
+            mutates: false,
+        }])
+    }
+
+    #[test]
+    fn one_decision_reads_and_parses_each_answer_once() {
+        let args = json!({"order_id": "#W1"});
+        let mut view = MockView::new()
+            .on_json(
+                "get_order_details",
+                args.clone(),
+                json!({"status": "pending"}),
+            )
+            .fails(
+                "get_order_details",
+                json!({"order_id": "#W2"}),
+                "Error: not found",
+            );
+        let tools = tools();
+        let mut reads = Reads::new(&mut view, &tools);
+        let first = reads.json("get_order_details", args.clone());
+        let again = reads.json("get_order_details", args.clone());
+        assert_eq!(first, Some(json!({"status": "pending"})));
+        assert_eq!(again, first);
+        assert_eq!(
+            reads.text("get_order_details", args),
+            Some(r#"{"status":"pending"}"#.to_string())
+        );
+        assert_eq!(
+            reads.json("get_order_details", json!({"order_id": "#W2"})),
+            None
+        );
+        assert_eq!(
+            reads.json("get_order_details", json!({"order_id": "#W2"})),
+            None
+        );
+        assert_eq!(
+            reads.json("update_order", json!({})),
+            None,
+            "not a declared read"
+        );
+        drop(reads);
+        assert_eq!(
+            view.calls.len(),
+            2,
+            "one host read per distinct call: {:?}",
+            view.calls
+        );
     }
 }

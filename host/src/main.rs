@@ -1,7 +1,7 @@
 //! `ecdysis-host`: the command-line face of the library. Every subcommand is
 //! a thin layer over a library call; errors become `anyhow` only here.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
@@ -295,79 +295,14 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             limits,
             fn_cache,
             key_file,
-        } => {
-            let limits: Limits =
-                serde_json::from_str(&limits).context("--limits is not a limits object")?;
-            let cache = fn_cache
-                .zip(key_file)
-                .map(|(dir, key_file)| ecdysis_host::store::ChildCache { dir, key_file });
-            let counts = ecdysis_host::store::artifact::compile_component_command(
-                &input,
-                &output,
-                limits,
-                cache.as_ref(),
-            )?;
-            // The parent reads the cache counts from the last stdout line.
-            println!("{}", serde_json::to_string(&counts)?);
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Build(args) => {
-            let parent = match &args.parent {
-                Some(p) => Some(
-                    ComponentHash::parse(p)
-                        .or_else(|| store.resolve(p).ok().map(|m| m.hash))
-                        .with_context(|| format!("--parent `{p}` is not a known hash"))?,
-                ),
-                None => None,
-            };
-            let opts = BuildOptions {
-                features: args.features,
-                parent,
-                target_dir: args.target_dir,
-                quiet: cli.quiet,
-                ..BuildOptions::default()
-            };
-            let out = store
-                .build(&args.crate_dir, &opts)
-                .with_context(|| format!("building {}", args.crate_dir.display()))?;
-            if !cli.quiet {
-                eprintln!(
-                    "stored {} ({} bytes{}) in {}",
-                    out.manifest.hash.short(),
-                    out.manifest.size,
-                    if out.cargo_fresh {
-                        ", cargo: up to date"
-                    } else {
-                        ""
-                    },
-                    store.component_path(&out.manifest.hash).display()
-                );
-            }
-            println!("{}", out.manifest.hash);
-            Ok(ExitCode::SUCCESS)
-        }
+        } => compile_component(&input, &output, &limits, fn_cache, key_file),
+        Command::Build(args) => build(&store, args, cli.quiet),
         Command::Inspect { harness, json } => inspect(&store, &harness, json, cli.quiet),
         Command::Check {
             harness,
             limits,
             json,
-        } => {
-            let manifest = store.obtain(&harness, cli.quiet)?;
-            let sandbox = Sandbox::new(limits.limits()?)?;
-            let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
-            let report = doctor::check(&loaded);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                println!("check {} ({})", manifest.hash.short(), manifest.origin);
-                print!("{}", report.render());
-            }
-            Ok(if report.passed() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
-        }
+        } => check(&store, &harness, limits.limits()?, json, cli.quiet),
         Command::Bench(args) => cli::bench::bench_command(args, &store, &cli.data, cli.quiet),
         Command::Env(cmd) => {
             cli::env::env_command(cmd, &cli.data)?;
@@ -384,7 +319,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Run(cmd) => {
             let WithReport { args, report } = *cmd;
             let out = args.out.clone();
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let runtime = runtime()?;
             let summary = runtime.block_on(cli::run::run(args, &store, &cli.data, cli.quiet))?;
             print!("{}", ecdysis_host::eval::report::render(&summary));
             let c = &summary.config;
@@ -405,7 +340,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 Some(o) => o.clone(),
                 None => cli::train::default_out(&args.spec()?),
             };
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let runtime = runtime()?;
             let summary =
                 runtime.block_on(cli::train::train(args, &store, &cli.data, cli.quiet))?;
             print!("{}", summary.render());
@@ -415,7 +350,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Experiment(cmd) => {
             let WithReport { args, report } = *cmd;
             let out = args.out.clone();
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let runtime = runtime()?;
             runtime.block_on(cli::experiment::experiment(args, &store, &cli.data))?;
             maybe_report(report, out)?;
             Ok(ExitCode::SUCCESS)
@@ -429,28 +364,28 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Vectors(args) => {
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let runtime = runtime()?;
             runtime.block_on(cli::vectors::vectors(*args, &store, &cli.data, cli.quiet))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::EpisodeWorker => unreachable!("handled before dispatch"),
         Command::Serve(args) => {
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let runtime = runtime()?;
             runtime.block_on(cli::serve::serve(args, &cli.data, cli.quiet))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Worker(args) => {
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let runtime = runtime()?;
             runtime.block_on(cli::serve::worker(args, &cli.data, cli.quiet))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tenant(cmd) => {
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let runtime = runtime()?;
             runtime.block_on(cli::serve::tenant(cmd, &cli.data))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit(cmd) => {
-            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            let runtime = runtime()?;
             let ok = runtime.block_on(cli::serve::audit(cmd, &cli.data))?;
             Ok(if ok {
                 ExitCode::SUCCESS
@@ -463,6 +398,97 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The async runtime of a command that needs one (Tokio's multi-threaded
+/// default: one worker per core).
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Runtime::new().context("starting the async runtime")
+}
+
+/// `compile-component`: the compile child's side (see `store::Compiler`).
+fn compile_component(
+    input: &Path,
+    output: &Path,
+    limits: &str,
+    fn_cache: Option<PathBuf>,
+    key_file: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let limits: Limits = serde_json::from_str(limits).context("--limits is not a limits object")?;
+    let cache = fn_cache
+        .zip(key_file)
+        .map(|(dir, key_file)| ecdysis_host::store::ChildCache { dir, key_file });
+    let counts = ecdysis_host::store::artifact::compile_component_command(
+        input,
+        output,
+        limits,
+        cache.as_ref(),
+    )?;
+    // The parent reads the cache counts from the last stdout line.
+    println!("{}", serde_json::to_string(&counts)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `build`: build a guest crate and store the component.
+fn build(store: &ComponentStore, args: BuildArgs, quiet: bool) -> Result<ExitCode> {
+    let parent = match &args.parent {
+        Some(p) => Some(
+            ComponentHash::parse(p)
+                .or_else(|| store.resolve(p).ok().map(|m| m.hash))
+                .with_context(|| format!("--parent `{p}` is not a known hash"))?,
+        ),
+        None => None,
+    };
+    let opts = BuildOptions {
+        features: args.features,
+        parent,
+        target_dir: args.target_dir,
+        quiet,
+        ..BuildOptions::default()
+    };
+    let out = store
+        .build(&args.crate_dir, &opts)
+        .with_context(|| format!("building {}", args.crate_dir.display()))?;
+    if !quiet {
+        eprintln!(
+            "stored {} ({} bytes{}) in {}",
+            out.manifest.hash.short(),
+            out.manifest.size,
+            if out.cargo_fresh {
+                ", cargo: up to date"
+            } else {
+                ""
+            },
+            store.component_path(&out.manifest.hash).display()
+        );
+    }
+    println!("{}", out.manifest.hash);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `check`: call every hook with representative inputs.
+fn check(
+    store: &ComponentStore,
+    harness: &str,
+    limits: Limits,
+    json: bool,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let manifest = store.obtain(harness, quiet)?;
+    let sandbox = Sandbox::new(limits)?;
+    let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
+    let report = doctor::check(&loaded);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("check {} ({})", manifest.hash.short(), manifest.origin);
+        print!("{}", report.render());
+    }
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn inspect(store: &ComponentStore, spec: &str, json: bool, quiet: bool) -> Result<ExitCode> {

@@ -218,6 +218,9 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
 
 impl Episode {
     /// The loop proper. `Err(End)` is how every phase stops the episode.
+    // Slightly over our ~150-line habit on purpose: the hooks' lifecycle
+    // points (contract, skills, realize, regulate) read in their order in
+    // one place; each phase's work is already in its own method.
     async fn drive(
         &mut self,
         domain: &dyn Domain,

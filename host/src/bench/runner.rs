@@ -68,6 +68,12 @@ pub struct RunnerBenchReport {
     pub gold_cpu_seconds: Option<f64>,
     /// Wall time of that setup, in seconds.
     pub gold_wall_seconds: f64,
+    /// Wall time inside harness hook calls, summed over every episode's
+    /// hook records, in seconds: the guest's code and the read-only calls
+    /// it makes. It is part of the host CPU above (hooks run synchronously
+    /// on a worker thread), and it is the harness's own cost: another
+    /// harness moves it, a host change does not.
+    pub hook_seconds: f64,
 }
 
 impl RunnerBenchReport {
@@ -99,6 +105,11 @@ impl RunnerBenchReport {
             .map(|c| c * 1e6 / self.episodes.max(1) as f64)
     }
 
+    /// Wall time inside harness hooks per episode, in microseconds.
+    pub fn hook_us_per_episode(&self) -> f64 {
+        self.hook_seconds * 1e6 / self.episodes.max(1) as f64
+    }
+
     /// The text `bench --runner` prints.
     pub fn render(&self, opts: &RunnerBenchOptions, harness: &str) -> String {
         let mut out = format!(
@@ -126,6 +137,11 @@ impl RunnerBenchReport {
                 out += &format!(
                     "host CPU {:.3} s = {p:.2}% of wall time, {us:.0} µs per episode (harness + env + scoring + bookkeeping, all threads; goal <= 1%)\n",
                     self.host_cpu_seconds().unwrap_or_default()
+                );
+                let hooks = self.hook_us_per_episode();
+                out += &format!(
+                    "  of which {hooks:.0} µs per episode inside harness hooks (guest code and its reads; the harness's own cost) and {:.0} µs the rest of the host\n",
+                    (us - hooks).max(0.0)
                 );
                 out += &format!(
                     "process CPU {:.3} s, of which {:.3} s inside the simulated agent and user (stand-ins for remote models, not host work)\n",
@@ -214,6 +230,10 @@ pub async fn run(
         .collect();
     let wall_sum: f64 = records.iter().map(|r| r.wall_ms as f64).sum();
     let wait_sum: f64 = records.iter().map(|r| r.model_wait_ms).sum();
+    let hook_micros: u64 = records
+        .iter()
+        .flat_map(|r| r.hooks.iter().map(|h| h.micros))
+        .sum();
     Ok(RunnerBenchReport {
         episodes: records.len(),
         wall_seconds: summary.wall_seconds,
@@ -232,19 +252,66 @@ pub async fn run(
         simulated_seconds,
         gold_cpu_seconds,
         gold_wall_seconds,
+        hook_seconds: hook_micros as f64 / 1e6,
     })
 }
 
-/// CPU seconds (user + system, all threads) this process has used so far,
-/// from /proc/self/stat (Linux).
+/// CPU seconds (user + system, all threads) this process has used so far.
+/// `CLOCK_PROCESS_CPUTIME_ID` has nanosecond resolution; `/proc/self/stat`
+/// counts 10 ms ticks, which is ±3% of a whole bench run's host CPU.
 pub fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may contain spaces) start at
-    // field 3; utime and stime are fields 14 and 15, in clock ticks.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    // USER_HZ is 100 on every Linux we run on.
-    Some((utime + stime) / 100.0)
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes one `timespec` through a valid pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_cpu_time_counts_work_finer_than_a_clock_tick() {
+        let before = process_cpu_seconds().expect("Linux has a process CPU clock");
+        // About a millisecond of work: a tenth of /proc's 10 ms tick.
+        let mut x = 0u64;
+        let until = std::time::Instant::now() + Duration::from_millis(1);
+        while std::time::Instant::now() < until {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let spent = process_cpu_seconds().unwrap() - before;
+        assert!(spent > 0.0005 && spent < 0.5, "{spent} s for ~1 ms of work");
+    }
+
+    #[test]
+    fn the_report_splits_host_cpu_into_hooks_and_the_rest() {
+        let report = RunnerBenchReport {
+            episodes: 4,
+            wall_seconds: 2.0,
+            lower_bound_seconds: 1.5,
+            dispatch_bound_seconds: 1.6,
+            episode_host_percent: 0.5,
+            cpu_seconds: Some(0.05),
+            simulated_seconds: 0.01,
+            gold_cpu_seconds: None,
+            gold_wall_seconds: 0.0,
+            hook_seconds: 0.004,
+        };
+        assert!((report.cpu_us_per_episode().unwrap() - 10_000.0).abs() < 1e-6);
+        assert!((report.hook_us_per_episode() - 1_000.0).abs() < 1e-6);
+        let text = report.render(&RunnerBenchOptions::default(), "h");
+        assert!(
+            text.contains("2.00% of wall time, 10000 µs per episode"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1000 µs per episode inside harness hooks"),
+            "{text}"
+        );
+        assert!(text.contains("9000 µs the rest of the host"), "{text}");
+        assert!(text.contains(eval::SIMULATED_LABEL), "{text}");
+    }
 }

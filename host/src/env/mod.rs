@@ -167,7 +167,7 @@ pub struct TaskView {
 pub struct Oracle {
     domain: String,
     task_id: String,
-    user_system_prompt: String,
+    user_system_prompt: Arc<str>,
     inner: OracleInner,
 }
 

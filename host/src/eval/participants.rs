@@ -116,10 +116,12 @@ impl Participants for StandardParticipants {
             AgentSide::Sim(profile) => {
                 // The base prompt lets the testbed agent tell the domain's own
                 // policy from what a harness added to it.
-                let mut sim: Arc<dyn ChatModel> = Arc::new(
+                // Building it (the gold plan, the prompt copy) is the
+                // simulated participant's work, metered as such.
+                let mut sim: Arc<dyn ChatModel> = Arc::new(crate::model::sim::cpu::metered(|| {
                     SimAgent::new(profile.clone(), oracle.gold_plan().into(), seed)
-                        .with_base_prompt(self.base_prompt.clone()),
-                );
+                        .with_base_prompt(self.base_prompt.clone())
+                }));
                 if !self.sim_latency.is_zero() {
                     sim = Arc::new(Delayed::new(sim, self.sim_latency));
                 }
@@ -133,7 +135,9 @@ impl Participants for StandardParticipants {
             AgentSide::Model(m) => m.clone(),
         };
         let user: Box<dyn UserSimulator> = match &self.user {
-            UserSide::Scripted => Box::new(ScriptedUser::new(oracle.user_script())),
+            UserSide::Scripted => Box::new(crate::model::sim::cpu::metered(|| {
+                ScriptedUser::new(oracle.user_script())
+            })),
             UserSide::Model(m) => Box::new(
                 LlmUser::new(m.clone(), oracle.user_scenario())
                     .with_cache_salt(format!("{}/{trial}/{seed}", oracle.task_id())),

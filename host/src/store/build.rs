@@ -280,45 +280,18 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     let crate_dir =
         &std::fs::canonicalize(crate_dir).map_err(|e| PathError::new("resolve", crate_dir, e))?;
     let manifest_path = crate_dir.join("Cargo.toml");
-    // Builds sharing a target dir write the same artifact path: hold a lock
-    // until the artifact is read, so concurrent builders (threads or
-    // processes) cannot swap them. Without an explicit target dir cargo
-    // uses the crate's workspace target (shared by the guests of one
-    // workspace), and the lock sits in the crate (a hidden top-level entry,
-    // which no crate walk counts as source).
     let target = match &opts.target_dir {
         Some(t) => Some(std::path::absolute(t).map_err(|e| PathError::new("resolve", t, e))?),
         None => None,
     };
-    let lock_dir = match &target {
-        Some(t) => t.clone(),
-        None => crate_dir.clone(),
-    };
-    std::fs::create_dir_all(&lock_dir).map_err(|e| PathError::new("create", &lock_dir, e))?;
-    let lock_path = lock_dir.join(".ecdysis-build.lock");
-    let lock =
-        std::fs::File::create(&lock_path).map_err(|e| PathError::new("create", &lock_path, e))?;
-    lock.lock()
-        .map_err(|e| PathError::new("lock", &lock_path, e))?;
+    // Held until the artifact is read.
+    let _lock = lock_build(crate_dir, target.as_deref())?;
     if opts.target_dir.is_some() {
         touch_all(&crate_dir.join("src"));
     }
     let manifest_text = std::fs::read_to_string(&manifest_path)
         .map_err(|e| PathError::new("read", &manifest_path, e))?;
-    let mut args: Vec<std::ffi::OsString> = vec!["build".into()];
-    args.extend(opts.profile.cargo_args(&manifest_text));
-    args.extend(["--target".into(), "wasm32-wasip2".into()]);
-    args.push("--message-format=json".into());
-    args.push("--manifest-path".into());
-    args.push(manifest_path.clone().into_os_string());
-    if let Some(t) = &target {
-        args.push("--target-dir".into());
-        args.push(t.clone().into_os_string());
-    }
-    if !opts.features.is_empty() {
-        args.push("--features".into());
-        args.push(opts.features.join(",").into());
-    }
+    let mut args = cargo_args(opts, &manifest_path, &manifest_text, target.as_deref());
     // Keeps an unjailed untrusted build's HOME alive until it ends.
     let mut _home: Option<Scratch> = None;
     let mut jailed = false;
@@ -345,68 +318,10 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
             // the trusted build of the user's crate fetched them.
             args.push("--offline".into());
             args.push("--locked".into());
-            let toolchain = Toolchain::host();
-            let cmd = match Jail::get() {
-                Ok(jail) => {
-                    jailed = true;
-                    let mut read_write = vec![crate_dir.clone()];
-                    read_write.extend(target.clone());
-                    let mut read_only = toolchain.read_only.clone();
-                    if let Some(parent) = crate_dir.parent() {
-                        read_only.push(parent.join("wit"));
-                    }
-                    let spec = JailSpec {
-                        read_write,
-                        read_only,
-                        network: false,
-                        env: toolchain.env.clone(),
-                        cwd: crate_dir.clone(),
-                        limits: containment.limits,
-                        ..JailSpec::default()
-                    };
-                    let (mut cmd, guard) = jail
-                        .command(&spec, toolchain.cargo.as_os_str())
-                        .map_err(|reason| StoreError::NoJail {
-                            crate_dir: crate_dir.clone(),
-                            reason,
-                        })?;
-                    cmd.args(&args);
-                    (cmd, guard)
-                }
-                Err(reason) if containment.allow_unjailed => {
-                    tracing::warn!(
-                        crate_dir = %crate_dir.display(),
-                        %reason,
-                        "building untrusted source WITHOUT a jail (allowed by the operator)"
-                    );
-                    let home = Scratch::new("build-home")?;
-                    let mut cmd = Command::new(&toolchain.cargo);
-                    cmd.args(&args)
-                        .current_dir(crate_dir)
-                        .env_clear()
-                        .envs(toolchain.env.iter().map(|(k, v)| (k, v)))
-                        .env("HOME", home.path());
-                    _home = Some(home);
-                    // The same limits (the process count where it can be
-                    // had); the unjailed /tmp is the host's.
-                    let limiter = ProcessLimiter::probe().unwrap_or(ProcessLimiter::Rlimit);
-                    let guard = apply_limits(&mut cmd, &containment.limits, &limiter).map_err(
-                        |reason| StoreError::NoJail {
-                            crate_dir: crate_dir.clone(),
-                            reason,
-                        },
-                    )?;
-                    (cmd, guard)
-                }
-                Err(reason) => {
-                    return Err(StoreError::NoJail {
-                        crate_dir: crate_dir.clone(),
-                        reason,
-                    });
-                }
-            };
-            let (cmd, guard): (Command, LimitGuard) = cmd;
-            (cmd, Some((containment.limits, guard)))
+            let contained = untrusted_command(crate_dir, target.as_deref(), &args, containment)?;
+            jailed = contained.jailed;
+            _home = contained.home;
+            (contained.cmd, Some((containment.limits, contained.guard)))
         }
     };
     // A build that hit its process limit is stopped at once (a fork bomb
@@ -427,7 +342,6 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     if !opts.quiet && !out.stderr.is_empty() {
         eprint!("{}", out.stderr);
     }
-    let mut errors = String::new();
     let mut build = CargoBuild {
         ok: out.success(),
         wasm: None,
@@ -437,14 +351,145 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
         jailed,
         limit: None,
     };
-    for line in out.stdout.lines() {
+    let errors = read_messages(&out.stdout, opts.quiet, &mut build);
+    if !build.ok {
+        explain_failure(&mut build, errors, &out, opts.timeout, memory_limit, hit);
+    }
+    Ok(build)
+}
+
+/// Builds sharing a target dir write the same artifact path: a lock held
+/// until the artifact is read keeps concurrent builders (threads or
+/// processes) from swapping them. Without an explicit target dir cargo
+/// uses the crate's workspace target (shared by the guests of one
+/// workspace), and the lock sits in the crate (a hidden top-level entry,
+/// which no crate walk counts as source).
+fn lock_build(crate_dir: &Path, target: Option<&Path>) -> Result<std::fs::File, StoreError> {
+    let lock_dir = target.unwrap_or(crate_dir);
+    std::fs::create_dir_all(lock_dir).map_err(|e| PathError::new("create", lock_dir, e))?;
+    let lock_path = lock_dir.join(".ecdysis-build.lock");
+    let lock =
+        std::fs::File::create(&lock_path).map_err(|e| PathError::new("create", &lock_path, e))?;
+    lock.lock()
+        .map_err(|e| PathError::new("lock", &lock_path, e))?;
+    Ok(lock)
+}
+
+/// `cargo build` for the component target, with JSON messages.
+fn cargo_args(
+    opts: &BuildOptions,
+    manifest_path: &Path,
+    manifest_text: &str,
+    target: Option<&Path>,
+) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = vec!["build".into()];
+    args.extend(opts.profile.cargo_args(manifest_text));
+    args.extend(["--target".into(), "wasm32-wasip2".into()]);
+    args.push("--message-format=json".into());
+    args.push("--manifest-path".into());
+    args.push(manifest_path.as_os_str().to_owned());
+    if let Some(t) = target {
+        args.push("--target-dir".into());
+        args.push(t.as_os_str().to_owned());
+    }
+    if !opts.features.is_empty() {
+        args.push("--features".into());
+        args.push(opts.features.join(",").into());
+    }
+    args
+}
+
+/// The command of an untrusted build, and what contains it.
+struct Contained {
+    cmd: Command,
+    guard: LimitGuard,
+    jailed: bool,
+    /// The scratch HOME of an unjailed build (kept until the build ends).
+    home: Option<Scratch>,
+}
+
+/// The jailed cargo command for untrusted source, or, where no jail works
+/// and the operator allowed it, the same limits without one.
+fn untrusted_command(
+    crate_dir: &Path,
+    target: Option<&Path>,
+    args: &[std::ffi::OsString],
+    containment: &Containment,
+) -> Result<Contained, StoreError> {
+    let toolchain = Toolchain::host();
+    let no_jail = |reason| StoreError::NoJail {
+        crate_dir: crate_dir.to_path_buf(),
+        reason,
+    };
+    match Jail::get() {
+        Ok(jail) => {
+            let mut read_write = vec![crate_dir.to_path_buf()];
+            read_write.extend(target.map(Path::to_path_buf));
+            let mut read_only = toolchain.read_only.clone();
+            if let Some(parent) = crate_dir.parent() {
+                read_only.push(parent.join("wit"));
+            }
+            let spec = JailSpec {
+                read_write,
+                read_only,
+                network: false,
+                env: toolchain.env.clone(),
+                cwd: crate_dir.to_path_buf(),
+                limits: containment.limits,
+                ..JailSpec::default()
+            };
+            let (mut cmd, guard) = jail
+                .command(&spec, toolchain.cargo.as_os_str())
+                .map_err(no_jail)?;
+            cmd.args(args);
+            Ok(Contained {
+                cmd,
+                guard,
+                jailed: true,
+                home: None,
+            })
+        }
+        Err(reason) if containment.allow_unjailed => {
+            tracing::warn!(
+                crate_dir = %crate_dir.display(),
+                %reason,
+                "building untrusted source WITHOUT a jail (allowed by the operator)"
+            );
+            let home = Scratch::new("build-home")?;
+            let mut cmd = Command::new(&toolchain.cargo);
+            cmd.args(args)
+                .current_dir(crate_dir)
+                .env_clear()
+                .envs(toolchain.env.iter().map(|(k, v)| (k, v)))
+                .env("HOME", home.path());
+            // The same limits (the process count where it can be had); the
+            // unjailed /tmp is the host's.
+            let limiter = ProcessLimiter::probe().unwrap_or(ProcessLimiter::Rlimit);
+            let guard = apply_limits(&mut cmd, &containment.limits, &limiter).map_err(no_jail)?;
+            Ok(Contained {
+                cmd,
+                guard,
+                jailed: false,
+                home: Some(home),
+            })
+        }
+        Err(reason) => Err(no_jail(reason)),
+    }
+}
+
+/// Reads cargo's JSON messages into `build` (the artifact and whether it was
+/// fresh), echoing compiler messages unless `quiet`; returns the rendered
+/// errors.
+fn read_messages(stdout: &str, quiet: bool, build: &mut CargoBuild) -> String {
+    let mut errors = String::new();
+    for line in stdout.lines() {
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
         if msg["reason"] == "compiler-message"
             && let Some(rendered) = msg["message"]["rendered"].as_str()
         {
-            if !opts.quiet {
+            if !quiet {
                 eprint!("{rendered}");
             }
             if msg["message"]["level"] == "error" {
@@ -462,43 +507,54 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
             }
         }
     }
-    if !build.ok {
-        build.errors = if errors.is_empty() {
-            // Cargo failed before compiling (a bad manifest, a missing
-            // target): its own message is the tail of stderr.
-            let tail: Vec<&str> = out.stderr.lines().rev().take(40).collect();
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-        } else {
-            errors
-        };
-        if out.timed_out {
-            build.errors.push_str(&format!(
-                "\n(the build was killed after {} s)",
-                opts.timeout.as_secs()
-            ));
-        }
-        // rustc aborts ("memory allocation of N bytes failed") or, in const
-        // evaluation, reports E0080.
-        if let Some(bytes) = memory_limit
-            && (out.stderr.contains("memory allocation of")
-                || build
-                    .errors
-                    .contains("tried to allocate more memory than available to compiler"))
-        {
-            build.errors.push_str(&format!(
-                "\n(a build process hit the memory limit of {} MiB)",
-                bytes >> 20
-            ));
-        }
-        build.errors = clip(&build.errors);
-        if let Some(hit) = &hit {
-            build
-                .errors
-                .push_str(&format!("\n(a build process hit {hit})"));
-        }
-        build.limit = hit;
+    errors
+}
+
+/// A failed build's `errors`: the compiler's errors (or cargo's own
+/// message), then why it was stopped: the timeout, the memory limit or
+/// another limit it hit.
+fn explain_failure(
+    build: &mut CargoBuild,
+    errors: String,
+    out: &crate::process::ProcOutput,
+    timeout: Duration,
+    memory_limit: Option<u64>,
+    hit: Option<crate::jail::LimitHit>,
+) {
+    build.errors = if errors.is_empty() {
+        // Cargo failed before compiling (a bad manifest, a missing target):
+        // its own message is the tail of stderr.
+        let tail: Vec<&str> = out.stderr.lines().rev().take(40).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    } else {
+        errors
+    };
+    if out.timed_out {
+        build.errors.push_str(&format!(
+            "\n(the build was killed after {} s)",
+            timeout.as_secs()
+        ));
     }
-    Ok(build)
+    // rustc aborts ("memory allocation of N bytes failed") or, in const
+    // evaluation, reports E0080.
+    if let Some(bytes) = memory_limit
+        && (out.stderr.contains("memory allocation of")
+            || build
+                .errors
+                .contains("tried to allocate more memory than available to compiler"))
+    {
+        build.errors.push_str(&format!(
+            "\n(a build process hit the memory limit of {} MiB)",
+            bytes >> 20
+        ));
+    }
+    build.errors = clip(&build.errors);
+    if let Some(hit) = &hit {
+        build
+            .errors
+            .push_str(&format!("\n(a build process hit {hit})"));
+    }
+    build.limit = hit;
 }
 
 impl ComponentStore {

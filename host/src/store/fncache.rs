@@ -19,6 +19,10 @@
 //! bit-flipped entry is a miss (counted in [`CacheCounts::rejected`]), never
 //! code. Entries are written under a temporary name and renamed, without
 //! fsync: a torn entry after a crash is a miss too.
+//!
+//! The cache is bounded ([`DEFAULT_MAX_BYTES`]): a hit refreshes its
+//! entry's modification time, and after each compile [`FunctionCache::trim`]
+//! removes the least recently used entries once the total is over the cap.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -35,6 +39,20 @@ const MAC_CONTEXT: &str = "ecdysis 2026-12 incremental-compilation cache entry M
 
 /// Length of the MAC in front of every entry.
 const MAC_BYTES: usize = 32;
+
+/// The function cache's size cap: a few hundred harness builds' worth (a
+/// whole template compiles to ~5 MB of entries, a training round adds
+/// tens of KB).
+pub const DEFAULT_MAX_BYTES: u64 = 256 << 20;
+
+/// What [`FunctionCache::trim`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Trimmed {
+    /// Entries removed.
+    pub removed: u64,
+    /// Bytes of the entries that remain.
+    pub bytes: u64,
+}
 
 /// What a cache did, counted since it was opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,6 +143,62 @@ impl FunctionCache {
         self.dir.join(&name[..2]).join(&name[2..])
     }
 
+    /// Keeps the cache at most `max_bytes`: when the entries add up to more,
+    /// the least recently used (oldest modification time; a hit refreshes
+    /// it) are removed until they fit in three quarters of the cap, so the
+    /// next few compiles do not each trim again. A removed entry is only a
+    /// miss later. Files that are not entries (temporary names) are left
+    /// alone.
+    pub fn trim(&self, max_bytes: u64) -> std::io::Result<Trimmed> {
+        let mut entries: Vec<(std::time::SystemTime, u64, PathBuf)> = Vec::new();
+        let shards = match std::fs::read_dir(&self.dir) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Trimmed::default()),
+            Err(e) => return Err(e),
+        };
+        for shard in shards {
+            let shard = shard?;
+            let name = shard.file_name();
+            if name.len() != 2 || !shard.file_type()?.is_dir() {
+                continue;
+            }
+            for entry in std::fs::read_dir(shard.path())? {
+                let entry = entry?;
+                if entry.file_name().len() != 62 {
+                    continue;
+                }
+                let meta = entry.metadata()?;
+                if meta.is_file() {
+                    entries.push((meta.modified()?, meta.len(), entry.path()));
+                }
+            }
+        }
+        let mut total: u64 = entries.iter().map(|e| e.1).sum();
+        let mut removed = 0;
+        if total > max_bytes {
+            entries.sort();
+            let goal = max_bytes / 4 * 3;
+            for (_, len, path) in &entries {
+                if total <= goal {
+                    break;
+                }
+                match std::fs::remove_file(path) {
+                    Ok(()) => {
+                        total -= len;
+                        removed += 1;
+                    }
+                    // Another compile removed it first.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => total -= len,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(Trimmed {
+            removed,
+            bytes: total,
+        })
+    }
+
     fn mac(&self, key: &[u8], value: &[u8]) -> blake3::Hash {
         let mut h = blake3::Hasher::new_keyed(&self.mac_key);
         h.update(&(key.len() as u64).to_le_bytes());
@@ -155,6 +229,11 @@ impl wasmtime::CacheStore for FunctionCache {
             return None;
         }
         self.counters.hits.fetch_add(1, Ordering::Relaxed);
+        // Recently used: `trim` evicts by modification time. Best effort; a
+        // read-only cache still answers.
+        if let Ok(f) = std::fs::File::options().write(true).open(&path) {
+            let _ = f.set_modified(std::time::SystemTime::now());
+        }
         bytes.drain(..MAC_BYTES);
         Some(Cow::Owned(bytes))
     }
@@ -226,5 +305,60 @@ mod tests {
                 insert_failures: 0
             }
         );
+    }
+
+    #[test]
+    fn trim_evicts_the_least_recently_used_entries_down_to_three_quarters() {
+        use std::time::{Duration, SystemTime};
+        let dir = crate::process::Scratch::new("fncache-trim").unwrap();
+        let cache = FunctionCache::open(dir.path(), &key());
+        let value = vec![7u8; 1000 - MAC_BYTES];
+        let names: Vec<Vec<u8>> = (0..8).map(|i| format!("fn{i}").into_bytes()).collect();
+        for (age, name) in names.iter().enumerate() {
+            assert!(cache.insert(name, value.clone()));
+            // fn0 is the oldest: mtimes 80 s, 70 s, ... ago.
+            let when = SystemTime::now() - Duration::from_secs(80 - 10 * age as u64);
+            std::fs::File::options()
+                .write(true)
+                .open(cache.entry_path(name))
+                .unwrap()
+                .set_modified(when)
+                .unwrap();
+        }
+        // A temporary file is not an entry and stays.
+        let stray = cache.entry_path(b"fn0").with_file_name("tmp.partial");
+        std::fs::write(&stray, vec![0u8; 5000]).unwrap();
+        // Under the cap: nothing goes.
+        assert_eq!(
+            cache.trim(8000).unwrap(),
+            Trimmed {
+                removed: 0,
+                bytes: 8000
+            }
+        );
+        // A hit makes fn1 the most recently used.
+        assert!(cache.get(b"fn1").is_some());
+        // Over a 6000-byte cap: down to 4500 bytes, oldest first, fn1 kept.
+        let t = cache.trim(6000).unwrap();
+        assert_eq!(
+            t,
+            Trimmed {
+                removed: 4,
+                bytes: 4000
+            }
+        );
+        let left: Vec<bool> = names.iter().map(|n| cache.entry_path(n).exists()).collect();
+        assert_eq!(
+            left,
+            [false, true, false, false, false, true, true, true],
+            "fn0, fn2, fn3, fn4 were the least recently used"
+        );
+        assert!(stray.exists());
+        // Positive control: what is left still verifies and answers.
+        assert_eq!(cache.get(b"fn7").as_deref(), Some(&value[..]));
+        assert!(cache.get(b"fn0").is_none());
+        // An absent directory is an empty cache.
+        let none = FunctionCache::open(dir.path().join("absent"), &key());
+        assert_eq!(none.trim(1).unwrap(), Trimmed::default());
     }
 }

@@ -338,7 +338,7 @@ impl Domain for DbbenchDomain {
             Oracle {
                 domain: NAME.into(),
                 task_id: t.id.clone(),
-                user_system_prompt: String::new(),
+                user_system_prompt: Arc::from(""),
                 inner: OracleInner::Dbbench(t.clone()),
             },
         ))

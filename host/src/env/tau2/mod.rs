@@ -260,10 +260,15 @@ impl Domain for Tau2Domain {
         let t = self.find(id)?;
         // τ²'s `UserSimulator.system_prompt` (the template is stripped, not
         // the result).
-        let user_system_prompt = format!(
-            "{}\n\n<scenario>\n{}\n</scenario>",
-            self.shared.guidelines, t.criteria.user_scenario
-        );
+        let user_system_prompt = t
+            .user_prompt
+            .get_or_init(|| {
+                Arc::from(format!(
+                    "{}\n\n<scenario>\n{}\n</scenario>",
+                    self.shared.guidelines, t.criteria.user_scenario
+                ))
+            })
+            .clone();
         Ok((
             t.view.clone(),
             Oracle {

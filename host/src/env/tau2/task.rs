@@ -197,6 +197,9 @@ pub struct Task {
     pub view: TaskView,
     /// The oracle payload.
     pub criteria: Arc<Criteria>,
+    /// The user simulator's system prompt, formatted on first use and then
+    /// shared by every episode of the task.
+    pub user_prompt: std::sync::OnceLock<Arc<str>>,
 }
 
 /// Parses `tasks.json`, rejecting features these environments do not
@@ -242,6 +245,7 @@ pub fn parse_tasks(
                     first_user_message: None,
                     agent_greeting: super::GREETING,
                 },
+                user_prompt: std::sync::OnceLock::new(),
                 criteria: Arc::new(Criteria {
                     user_scenario: t.user_scenario,
                     evaluation: t.evaluation_criteria,

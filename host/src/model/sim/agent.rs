@@ -153,6 +153,18 @@ impl Reading {
     }
 }
 
+/// The agent's plan and reading memo are the simulated participant's own
+/// memory: freeing them is metered as simulated CPU (see
+/// [`super::cpu`]), like its turns, so host benchmarks do not count it.
+impl Drop for SimAgent {
+    fn drop(&mut self) {
+        let plan = std::mem::take(&mut self.plan);
+        let reading = std::mem::take(&mut self.reading);
+        let prompt = self.base_prompt.take();
+        super::cpu::metered(move || drop((plan, reading, prompt)));
+    }
+}
+
 impl SimAgent {
     /// One agent per episode. Derive `seed` per task and trial (e.g. with
     /// [`episode_seed`](crate::model::sim::episode_seed)) for distinct but
