@@ -47,6 +47,9 @@ pub struct WorkerLoop {
 /// Episodes claimed per worker process: the one it runs and the next.
 const CLAIMS_PER_PROCESS: usize = 2;
 
+/// How long a lone result may wait for another to share its turn.
+const GROUP_WAIT: Duration = Duration::from_millis(5);
+
 /// How long an idle worker waits before looking for work again.
 const IDLE_POLL: Duration = Duration::from_millis(100);
 
@@ -95,6 +98,22 @@ impl WorkerLoop {
             }
             while let Ok(c) = done_rx.try_recv() {
                 pending.push(c);
+            }
+            // A lone result, while every worker process still has a claim
+            // waiting (more claims in hand than processes), waits a moment
+            // for the next one: one turn then writes both. A turn's fixed
+            // statements (lock, candidate tenants, queue, claim, claim
+            // times, commit) are most of a short episode's database work.
+            let in_hand = CLAIMS_PER_PROCESS * self.pool.workers() - slots.available_permits();
+            if pending.len() == 1 && !idle && in_hand > self.pool.workers() {
+                tokio::select! {
+                    c = done_rx.recv() => pending.extend(c),
+                    _ = tokio::time::sleep(GROUP_WAIT) => {}
+                    _ = stop.changed() => break,
+                }
+                while let Ok(c) = done_rx.try_recv() {
+                    pending.push(c);
+                }
             }
             if last_reclaim.elapsed() >= self.lease / 4 {
                 last_reclaim = std::time::Instant::now();
