@@ -99,21 +99,24 @@ impl WorkerLoop {
             while let Ok(c) = done_rx.try_recv() {
                 pending.push(c);
             }
-            // A lone result, while every worker process still has a claim
-            // waiting (more claims in hand than processes), waits a moment
-            // for the next one: one turn then writes both. A turn's fixed
-            // statements (lock, candidate tenants, queue, claim, claim
-            // times, commit) are most of a short episode's database work.
-            let in_hand = CLAIMS_PER_PROCESS * self.pool.workers() - slots.available_permits();
-            if pending.len() == 1 && !idle && in_hand > self.pool.workers() {
+            // Results wait up to GROUP_WAIT for more to share their turn,
+            // as long as claims are waiting beyond one per process (more
+            // than `workers + 1` in hand), so no process runs dry
+            // meanwhile. A turn's fixed statements (lock, candidate
+            // tenants, queue, claim, claim times, commit) are most of a
+            // short episode's database work.
+            let workers = self.pool.workers();
+            let total = CLAIMS_PER_PROCESS * workers;
+            let grouping = tokio::time::Instant::now() + GROUP_WAIT;
+            while !pending.is_empty() && !idle && total - slots.available_permits() > workers + 1 {
                 tokio::select! {
                     c = done_rx.recv() => pending.extend(c),
-                    _ = tokio::time::sleep(GROUP_WAIT) => {}
+                    _ = tokio::time::sleep_until(grouping) => break,
                     _ = stop.changed() => break,
                 }
-                while let Ok(c) = done_rx.try_recv() {
-                    pending.push(c);
-                }
+            }
+            while let Ok(c) = done_rx.try_recv() {
+                pending.push(c);
             }
             if last_reclaim.elapsed() >= self.lease / 4 {
                 last_reclaim = std::time::Instant::now();
