@@ -84,7 +84,7 @@ impl WorkerLoop {
         // wait for news (a result, new work, the poll timer) before asking
         // again.
         let mut idle = false;
-        loop {
+        'turns: loop {
             if *stop.borrow() {
                 break;
             }
@@ -112,7 +112,7 @@ impl WorkerLoop {
                 tokio::select! {
                     c = done_rx.recv() => pending.extend(c),
                     _ = tokio::time::sleep_until(grouping) => break,
-                    _ = stop.changed() => break,
+                    _ = stop.changed() => break 'turns,
                 }
             }
             while let Ok(c) = done_rx.try_recv() {
