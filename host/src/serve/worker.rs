@@ -90,7 +90,11 @@ impl WorkerLoop {
             }
             if pending.is_empty() && (idle || slots.available_permits() == 0) {
                 tokio::select! {
-                    c = done_rx.recv() => pending.extend(c),
+                    c = done_rx.recv() => match c {
+                        Some(c) => pending.push(c),
+                        // Every sender is gone: nothing more will come.
+                        None => break,
+                    },
                     _ = tokio::time::sleep(IDLE_POLL), if idle => {}
                     _ = self.work.notified(), if idle => {}
                     _ = stop.changed() => break,
@@ -110,7 +114,11 @@ impl WorkerLoop {
             let grouping = tokio::time::Instant::now() + GROUP_WAIT;
             while !pending.is_empty() && !idle && total - slots.available_permits() > workers + 1 {
                 tokio::select! {
-                    c = done_rx.recv() => pending.extend(c),
+                    c = done_rx.recv() => match c {
+                        Some(c) => pending.push(c),
+                        // Every sender is gone: nothing more will come.
+                        None => break,
+                    },
                     _ = tokio::time::sleep_until(grouping) => break,
                     _ = stop.changed() => break 'turns,
                 }

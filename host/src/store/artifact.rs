@@ -263,8 +263,15 @@ impl ArtifactKey {
                 .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key))
                 .map_err(|e| PathError::new("read", Path::new("/dev/urandom"), e))?;
             // Written under a temporary name, then linked into place: of two
-            // processes creating it at once, one key wins for both.
-            let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+            // processes (or threads) creating it at once, one key wins for
+            // both. The name is unique per process and call: two threads of
+            // one process racing here once collided on a per-process name.
+            static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let tmp = path.with_extension(format!(
+                "tmp.{}.{}",
+                std::process::id(),
+                CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ));
             std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -324,5 +331,43 @@ impl ArtifactKey {
     /// `hash`'s artifact, compared in constant time.
     pub fn verifies(&self, hash: &super::ComponentHash, bytes: &[u8], mac: &str) -> bool {
         blake3::Hash::from_hex(mac.trim()).is_ok_and(|m| m == self.keyed(hash, bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_creating_the_key_at_once_all_get_the_one_key() {
+        let dir = crate::process::Scratch::new("artifact-key").unwrap();
+        let path = dir.path().join("keys/artifact");
+        let barrier = std::sync::Barrier::new(8);
+        let keys: Vec<[u8; 32]> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        ArtifactKey::load_or_create(&path).map(|k| k.derive("test"))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap().expect("every racer gets the key"))
+                .collect()
+        });
+        assert!(keys.iter().all(|k| *k == keys[0]), "one key wins for all");
+        // Positive control: a later load reads the same key, and no
+        // temporary file is left beside it.
+        assert_eq!(
+            ArtifactKey::load_or_create(&path).unwrap().derive("test"),
+            keys[0]
+        );
+        let names: Vec<String> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["artifact"]);
     }
 }
