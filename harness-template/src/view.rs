@@ -90,16 +90,8 @@ impl<'a> Reads<'a> {
     /// The text a read-only tool answers; `None` when the tool is not a
     /// declared read-only tool or the call failed.
     pub fn text(&mut self, tool: &str, arguments: Value) -> Option<String> {
-        if !self.tools.readable(tool) {
-            return None;
-        }
-        let args = arguments.to_string();
-        let key = (tool.to_string(), args.clone());
-        if !self.cache.contains_key(&key) {
-            let answer = self.view.read(tool, &args);
-            self.cache.insert(key.clone(), answer);
-        }
-        self.cache.get(&key).and_then(|r| r.as_ref().ok()).cloned()
+        let key = (tool.to_string(), arguments.to_string());
+        self.answer(key)
     }
 
     /// The answer parsed as JSON.
@@ -109,10 +101,22 @@ impl<'a> Reads<'a> {
             return done.clone();
         }
         let value = self
-            .text(tool, arguments)
+            .answer(key.clone())
             .and_then(|t| serde_json::from_str(&t).ok());
         self.parsed.insert(key, value.clone());
         value
+    }
+
+    /// The cached answer to (tool, arguments text), read on first need.
+    fn answer(&mut self, key: (String, String)) -> Option<String> {
+        if !self.tools.readable(&key.0) {
+            return None;
+        }
+        if !self.cache.contains_key(&key) {
+            let answer = self.view.read(&key.0, &key.1);
+            self.cache.insert(key.clone(), answer);
+        }
+        self.cache.get(&key).and_then(|r| r.as_ref().ok()).cloned()
     }
 }
 

@@ -83,9 +83,13 @@ impl Compiler {
                     let key = ArtifactKey::load_or_create(&c.key_file)?;
                     let fns = FunctionCache::open(&c.dir, &key);
                     let native = sandbox.precompile_cached(bytes, Arc::new(fns.clone()))?;
-                    // A full disk or an unreadable entry must not fail a
-                    // compile that succeeded: the cap is kept next time.
-                    if let Err(e) = fns.trim(super::fncache::DEFAULT_MAX_BYTES) {
+                    // Only a compile that added entries can have grown the
+                    // cache past its cap. A full disk or an unreadable entry
+                    // must not fail a compile that succeeded: the cap is
+                    // kept next time.
+                    if fns.counts().inserted > 0
+                        && let Err(e) = fns.trim(super::fncache::DEFAULT_MAX_BYTES)
+                    {
                         tracing::warn!(dir = %c.dir.display(), error = %e, "cannot trim the function cache");
                     }
                     Ok((native, fns.counts()))

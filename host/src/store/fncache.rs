@@ -210,9 +210,19 @@ impl FunctionCache {
 
 impl wasmtime::CacheStore for FunctionCache {
     fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
+        use std::io::Read;
         let path = self.entry_path(key);
-        let mut bytes = match std::fs::read(&path) {
-            Ok(b) => b,
+        // Opened for writing too, so a hit can mark itself recently used
+        // (`trim` evicts by modification time) on the same handle; a
+        // read-only cache still answers.
+        let file = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .or_else(|_| std::fs::File::open(&path));
+        let mut bytes = Vec::new();
+        let file = match file.and_then(|mut f| f.read_to_end(&mut bytes).map(|_| f)) {
+            Ok(f) => f,
             Err(_) => {
                 self.counters.misses.fetch_add(1, Ordering::Relaxed);
                 return None;
@@ -229,11 +239,8 @@ impl wasmtime::CacheStore for FunctionCache {
             return None;
         }
         self.counters.hits.fetch_add(1, Ordering::Relaxed);
-        // Recently used: `trim` evicts by modification time. Best effort; a
-        // read-only cache still answers.
-        if let Ok(f) = std::fs::File::options().write(true).open(&path) {
-            let _ = f.set_modified(std::time::SystemTime::now());
-        }
+        // Best effort (fails on a read-only handle).
+        let _ = file.set_modified(std::time::SystemTime::now());
         bytes.drain(..MAC_BYTES);
         Some(Cow::Owned(bytes))
     }

@@ -820,12 +820,19 @@ mod tests {
 
     const FUNCTIONS: i32 = 40;
 
-    #[test]
-    fn a_component_differing_in_one_function_compiles_only_that_function() {
-        let dir = crate::process::Scratch::new("fncache-store").unwrap();
+    /// A store with its function cache in a scratch directory (kept alive
+    /// by the returned guard), and an on-demand sandbox.
+    fn cached_store(name: &str) -> (crate::process::Scratch, ComponentStore, Sandbox) {
+        let dir = crate::process::Scratch::new(name).unwrap();
         let store =
             ComponentStore::open(dir.path().join("store")).with_key_file(dir.path().join("key"));
         let sandbox = Sandbox::new(crate::sandbox::Limits::default()).unwrap();
+        (dir, store, sandbox)
+    }
+
+    #[test]
+    fn a_component_differing_in_one_function_compiles_only_that_function() {
+        let (dir, store, sandbox) = cached_store("fncache-store");
         let consts: Vec<i32> = (1..=FUNCTIONS).map(|i| i * 1000 + 7).collect();
         let first = put(&store, &component_of(&consts));
         store.component(&sandbox, &first).unwrap();
@@ -860,10 +867,7 @@ mod tests {
 
     #[test]
     fn a_corrupt_function_cache_entry_is_compiled_again_not_trusted() {
-        let dir = crate::process::Scratch::new("fncache-corrupt").unwrap();
-        let store =
-            ComponentStore::open(dir.path().join("store")).with_key_file(dir.path().join("key"));
-        let sandbox = Sandbox::new(crate::sandbox::Limits::default()).unwrap();
+        let (_dir, store, sandbox) = cached_store("fncache-corrupt");
         let consts: Vec<i32> = (1..=FUNCTIONS).map(|i| i * 31 + 1).collect();
         let hash = put(&store, &component_of(&consts));
         store.component(&sandbox, &hash).unwrap();
