@@ -233,6 +233,61 @@ pub struct EpisodeRecord {
     pub success: bool,
 }
 
+/// An [`EpisodeRecord`] read without its transcript and evaluation detail:
+/// what run summaries need ([`crate::eval::metrics::compute`]). Those two
+/// are most of a record's bytes, and serde skips fields a struct does not
+/// name without building them, so reading an outline is a fraction of a
+/// full parse.
+#[derive(Deserialize)]
+struct Outline {
+    task_id: String,
+    trial: u32,
+    domain: String,
+    seed: u64,
+    end: EndReason,
+    #[serde(default)]
+    end_detail: Option<String>,
+    steps: u32,
+    tool_errors: u32,
+    hooks: Vec<HookRecord>,
+    agent_usage: RoleUsage,
+    user_usage: RoleUsage,
+    wall_ms: u64,
+    #[serde(default)]
+    model_wait_ms: f64,
+    #[serde(default)]
+    reward: f64,
+    #[serde(default)]
+    success: bool,
+}
+
+impl EpisodeRecord {
+    /// Parse a record's JSON, leaving out its `transcript` (empty) and
+    /// `evaluation` (`None`): for summaries of many stored records.
+    pub fn outline_from_json(text: &str) -> Result<EpisodeRecord, serde_json::Error> {
+        let o: Outline = serde_json::from_str(text)?;
+        Ok(EpisodeRecord {
+            task_id: o.task_id,
+            trial: o.trial,
+            domain: o.domain,
+            seed: o.seed,
+            end: o.end,
+            end_detail: o.end_detail,
+            steps: o.steps,
+            tool_errors: o.tool_errors,
+            transcript: Vec::new(),
+            hooks: o.hooks,
+            agent_usage: o.agent_usage,
+            user_usage: o.user_usage,
+            wall_ms: o.wall_ms,
+            model_wait_ms: o.model_wait_ms,
+            evaluation: None,
+            reward: o.reward,
+            success: o.success,
+        })
+    }
+}
+
 #[cfg(any(test, feature = "testing"))]
 impl EpisodeRecord {
     /// A finished episode (`agent_stop`, one step, domain `retail`) with
@@ -309,6 +364,49 @@ impl EpisodeRecord {
 mod tests {
     use super::*;
     use crate::model::ToolCall;
+
+    #[test]
+    fn an_outline_is_the_record_without_its_transcript_and_evaluation() {
+        let mut full = EpisodeRecord::bare("7", 2, 0.5);
+        full.end_detail = Some("stopped".into());
+        full.transcript = vec![
+            Entry::System {
+                text: "policy ".repeat(500),
+            },
+            agent(1, "hello", 2, None),
+        ];
+        full.evaluation = Some(serde_json::json!({"db_match": false, "nested": [1, {"a": "}"}]}));
+        full.hooks = vec![crate::agent::HookRecord {
+            step: 1,
+            hook: "realize".into(),
+            decision: serde_json::json!({"block": "no"}),
+            intervened: true,
+            fuel: 1234,
+            micros: 56,
+            error: None,
+            logs: vec!["line".into()],
+        }];
+        full.agent_usage.calls = 3;
+        full.user_usage.cache_hits = 1;
+        full.wall_ms = 99;
+        full.model_wait_ms = 12.5;
+        let text = serde_json::to_string(&full).unwrap();
+        let outline = EpisodeRecord::outline_from_json(&text).unwrap();
+        assert!(outline.transcript.is_empty() && outline.evaluation.is_none());
+        let mut expected = full.clone();
+        expected.transcript.clear();
+        expected.evaluation = None;
+        assert_eq!(
+            serde_json::to_value(&outline).unwrap(),
+            serde_json::to_value(&expected).unwrap()
+        );
+        // What summaries are computed from is the same.
+        assert_eq!(
+            serde_json::to_value(crate::eval::metrics::compute(&[outline])).unwrap(),
+            serde_json::to_value(crate::eval::metrics::compute(&[full])).unwrap()
+        );
+        assert!(EpisodeRecord::outline_from_json("{\"task_id\": 1}").is_err());
+    }
 
     fn agent(step: u32, text: &str, calls: usize, withheld: Option<Withheld>) -> Entry {
         Entry::Agent {

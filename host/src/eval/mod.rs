@@ -432,14 +432,20 @@ pub fn do_nothing_solved(domain: &dyn Domain, tasks: &[String]) -> Result<u64, R
     let unique: BTreeSet<&String> = tasks.iter().collect();
     let mut solved = 0;
     for t in unique {
-        let (_, oracle) = domain.task(t)?;
-        let idle = Trajectory {
-            termination: crate::env::Termination::AgentStop,
-            ..Trajectory::default()
-        };
-        solved += u64::from(domain.evaluate(&oracle, &idle)?.success);
+        solved += u64::from(idle_solves(domain, t)?);
     }
     Ok(solved)
+}
+
+/// Whether an agent that stops at once solves `task` (one task of
+/// [`do_nothing_solved`]).
+pub fn idle_solves(domain: &dyn Domain, task: &str) -> Result<bool, RunError> {
+    let (_, oracle) = domain.task(task)?;
+    let idle = Trajectory {
+        termination: crate::env::Termination::AgentStop,
+        ..Trajectory::default()
+    };
+    Ok(domain.evaluate(&oracle, &idle)?.success)
 }
 
 async fn one_episode(

@@ -1,7 +1,7 @@
 //! The domains a service process has opened, by name (loading τ² retail
 //! parses its database; it is done once per process).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crate::env::{Domain, EnvError};
@@ -11,6 +11,10 @@ use crate::isolate::DomainSource;
 pub struct Domains {
     source: DomainSource,
     open: Mutex<HashMap<String, Arc<dyn Domain>>>,
+    /// Whether doing nothing solves a task (a summary's floor), by (domain,
+    /// task): a pure function of the task, ~1 ms each on τ² retail (a gold
+    /// replay and a database hash), so it is worked out once per process.
+    idle_solves: Mutex<HashMap<(String, String), bool>>,
 }
 
 impl Domains {
@@ -19,6 +23,7 @@ impl Domains {
         Domains {
             source,
             open: Mutex::new(HashMap::new()),
+            idle_solves: Mutex::new(HashMap::new()),
         }
     }
 
@@ -46,5 +51,41 @@ impl Domains {
             .entry(name.to_string())
             .or_insert(domain)
             .clone())
+    }
+
+    /// How many of `tasks` (each counted once) doing nothing solves: a
+    /// run summary's floor ([`crate::eval::do_nothing_solved`]), from this
+    /// process's memo where it has them.
+    pub async fn floor_solved(&self, name: &str, tasks: &[String]) -> Result<u64, String> {
+        let unique: BTreeSet<&String> = tasks.iter().collect();
+        let missing: Vec<String> = {
+            let memo = self.idle_solves.lock().unwrap_or_else(|p| p.into_inner());
+            unique
+                .iter()
+                .filter(|t| !memo.contains_key(&(name.to_string(), t.to_string())))
+                .map(|t| t.to_string())
+                .collect()
+        };
+        if !missing.is_empty() {
+            let domain = self.get(name).await.map_err(|e| e.to_string())?;
+            let found = tokio::task::spawn_blocking(move || {
+                missing
+                    .into_iter()
+                    .map(|t| crate::eval::idle_solves(&*domain, &t).map(|s| (t, s)))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+            let mut memo = self.idle_solves.lock().unwrap_or_else(|p| p.into_inner());
+            for (t, s) in found {
+                memo.insert((name.to_string(), t), s);
+            }
+        }
+        let memo = self.idle_solves.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(unique
+            .iter()
+            .filter(|t| memo.get(&(name.to_string(), t.to_string())) == Some(&true))
+            .count() as u64)
     }
 }

@@ -122,16 +122,10 @@ pub async fn settle_and_claim(
             .await
             .ctx("claim lock")?;
     }
-    let mut written = Vec::with_capacity(completions.len());
-    let mut touched: Vec<(String, String)> = Vec::new();
+    let written = settle_all(&mut w, completions).await?;
     // Fuel and spend of the turn, per tenant: one upsert each.
     let mut used: Vec<(i64, i64, f64)> = Vec::new();
-    for c in completions {
-        let (ok, ended) = settle_in(&mut w, c).await?;
-        written.push(ok);
-        if ok && ended && !touched.iter().any(|(e, _)| *e == c.claim.eval_id) {
-            touched.push((c.claim.eval_id.clone(), c.claim.tenant.clone()));
-        }
+    for (c, ok) in completions.iter().zip(&written) {
         if let (true, Settle::Done { usd, fuel, .. }) = (ok, &c.settle)
             && (*fuel > 0 || *usd > 0.0)
         {
@@ -147,10 +141,6 @@ pub async fn settle_and_claim(
     for (tenant_id, fuel, usd) in used {
         add_use(&mut w, tenant_id, 0, fuel, usd).await?;
     }
-    // Once per evaluation: its last episode may be among them.
-    for (eval_id, tenant) in &touched {
-        finish_evaluation_if_done(&mut w, eval_id, tenant).await?;
-    }
     let claims = if max_claims > 0 {
         claim_in(&mut w, db.backend(), worker, lease, defaults, max_claims).await?
     } else {
@@ -160,30 +150,187 @@ pub async fn settle_and_claim(
     Ok((written, claims))
 }
 
-/// Write one completion; (whether the claim was current, whether the
-/// episode left the queue for good).
-async fn settle_in(w: &mut WriteTx, c: &Completion) -> Result<(bool, bool), DbError> {
-    let claim = &c.claim;
-    match &c.settle {
-        Settle::Done { record, usd, fuel } => {
-            let ok = finish_in(w, claim, state::DONE, Some(record), *usd, *fuel).await?;
-            Ok((ok, true))
-        }
-        Settle::Stopped => Ok((
-            finish_in(w, claim, state::CANCELLED, None, 0.0, 0).await?,
-            true,
-        )),
-        Settle::Requeue {
-            record,
-            max_attempts,
-        } => {
-            if claim.attempt >= i64::from(*max_attempts) {
-                let ok = finish_in(w, claim, state::LOST, Some(record), 0.0, 0).await?;
-                return Ok((ok, true));
+/// Write a turn's completions; whether each claim was current. Finishes
+/// are written per evaluation with two statements however many there are
+/// ([`finish_group`]); requeues (rare: a worker that could not serve its
+/// episode) one by one. Evaluations whose last episode is among them are
+/// closed.
+async fn settle_all(w: &mut WriteTx, completions: &[Completion]) -> Result<Vec<bool>, DbError> {
+    let mut written = vec![false; completions.len()];
+    let mut groups: Vec<EvaluationFinishes> = Vec::new();
+    for (i, c) in completions.iter().enumerate() {
+        let claim = &c.claim;
+        let finish = |state, record: Option<&EpisodeRecord>, usd, fuel| Finish {
+            episode: claim.episode,
+            attempt: claim.attempt,
+            state,
+            record: record.map(|r| serde_json::to_string(r).expect("record serializes")),
+            reward: record.map(|r| r.reward),
+            success: record.map(|r| i64::from(r.success)),
+            end: record.map(|r| r.end.as_str()),
+            fuel: fuel as i64,
+            usd,
+        };
+        let f = match &c.settle {
+            Settle::Done { record, usd, fuel } => finish(state::DONE, Some(record), *usd, *fuel),
+            Settle::Stopped => finish(state::CANCELLED, None, 0.0, 0),
+            Settle::Requeue {
+                record,
+                max_attempts,
+            } => {
+                if claim.attempt < i64::from(*max_attempts) {
+                    written[i] = requeue_in(w, claim).await?;
+                    continue;
+                }
+                finish(state::LOST, Some(record), 0.0, 0)
             }
-            Ok((requeue_in(w, claim).await?, false))
+        };
+        match groups.iter_mut().find(|g| g.eval_id == claim.eval_id) {
+            Some(g) => g.finishes.push((i, f)),
+            None => groups.push(EvaluationFinishes {
+                eval_id: &claim.eval_id,
+                tenant: &claim.tenant,
+                finishes: vec![(i, f)],
+            }),
         }
     }
+    for EvaluationFinishes {
+        eval_id,
+        tenant,
+        finishes,
+    } in groups
+    {
+        let (places, rows): (Vec<usize>, Vec<Finish>) = finishes.into_iter().unzip();
+        let (ok, all_done) = finish_group(w, eval_id, &rows).await?;
+        for (i, ok) in places.into_iter().zip(ok) {
+            written[i] = ok;
+        }
+        if all_done {
+            finish_evaluation_if_done(w, eval_id, tenant).await?;
+        }
+    }
+    Ok(written)
+}
+
+/// A turn's finishes of one evaluation, with their places in the turn.
+struct EvaluationFinishes<'a> {
+    eval_id: &'a str,
+    tenant: &'a str,
+    finishes: Vec<(usize, Finish)>,
+}
+
+/// One claimed episode's end, as [`finish_group`] writes it.
+struct Finish {
+    episode: i64,
+    attempt: i64,
+    state: &'static str,
+    record: Option<String>,
+    reward: Option<f64>,
+    success: Option<i64>,
+    end: Option<&'static str>,
+    fuel: i64,
+    usd: f64,
+}
+
+/// Finish claimed episodes of one evaluation in the caller's transaction:
+/// which claims were current, and whether every episode of the evaluation
+/// has now finished (its `done_count` reached its `total`; the caller
+/// closes it).
+///
+/// Two statements for the group, not two per episode (each statement is a
+/// round trip and most of a short episode's database work): the
+/// evaluation's completion counter takes the group's numbers at once, then
+/// one multi-row update finishes every episode whose claim is current. The
+/// counter is per evaluation, so a tenant's event stream says nothing about
+/// other tenants' work; bumping it locks the evaluation's row, so two
+/// workers finishing episodes of one evaluation never share a number. If a
+/// claim was stale (rare: its lease had expired), the numbers of the
+/// others are closed up and the unused ones given back — the row is still
+/// locked by this transaction, so no later number was handed out — which
+/// keeps event ids 1, 2, 3, … without gaps.
+async fn finish_group(
+    w: &mut WriteTx,
+    eval_id: &str,
+    rows: &[Finish],
+) -> Result<(Vec<bool>, bool), DbError> {
+    let k = rows.len() as i64;
+    let (count, total): (i64, i64) = sqlx::query_as(
+        "UPDATE evaluations SET done_count = done_count + $2 WHERE id = $1 RETURNING done_count, total",
+    )
+    .bind(eval_id)
+    .bind(k)
+    .fetch_one(w.conn())
+    .await
+    .ctx("completion counter")?;
+    let first = count - k + 1;
+    const COLUMNS: usize = 10;
+    let values: Vec<String> = (0..rows.len())
+        .map(|r| {
+            let p: Vec<String> = (1..=COLUMNS)
+                .map(|c| format!("${}", r * COLUMNS + c + 1))
+                .collect();
+            format!("({})", p.join(", "))
+        })
+        .collect();
+    // A CTE with named columns, not `(VALUES …) AS v(…)`: SQLite takes
+    // only the former. `RETURNING` names only the updated table's columns,
+    // as SQLite requires of `UPDATE … FROM`.
+    let sql = format!(
+        "WITH v (eid, att, st, rec, rw, sc, er, fu, us, sq) AS (VALUES {})
+         UPDATE episodes SET state = v.st, record = v.rec, reward = v.rw, success = v.sc,
+             end_reason = v.er, fuel = v.fu, usd = v.us, finished_ms = $1, done_seq = v.sq,
+             lease_ms = NULL
+         FROM v WHERE episodes.id = v.eid AND episodes.attempt = v.att AND episodes.state = 'running'
+         RETURNING id, attempt",
+        values.join(", ")
+    );
+    let mut q = sqlx::query_as::<_, (i64, i64)>(&sql).bind(now_ms());
+    for (n, f) in rows.iter().enumerate() {
+        q = q
+            .bind(f.episode)
+            .bind(f.attempt)
+            .bind(f.state)
+            .bind(f.record.as_deref())
+            .bind(f.reward)
+            .bind(f.success)
+            .bind(f.end)
+            .bind(f.fuel)
+            .bind(f.usd)
+            .bind(first + n as i64);
+    }
+    let updated = q.fetch_all(w.conn()).await.ctx("finish episodes")?;
+    let ok: Vec<bool> = rows
+        .iter()
+        .map(|f| updated.contains(&(f.episode, f.attempt)))
+        .collect();
+    let stale = ok.iter().filter(|o| !**o).count() as i64;
+    if stale == 0 {
+        return Ok((ok, count >= total));
+    }
+    // Close up the numbers: the n-th current one takes `first + n`.
+    let mut next = first;
+    for (n, f) in rows.iter().enumerate() {
+        if !ok[n] {
+            continue;
+        }
+        if first + n as i64 != next {
+            sqlx::query("UPDATE episodes SET done_seq = $1 WHERE id = $2 AND attempt = $3")
+                .bind(next)
+                .bind(f.episode)
+                .bind(f.attempt)
+                .execute(w.conn())
+                .await
+                .ctx("completion counter")?;
+        }
+        next += 1;
+    }
+    sqlx::query("UPDATE evaluations SET done_count = done_count - $2 WHERE id = $1")
+        .bind(eval_id)
+        .bind(stale)
+        .execute(w.conn())
+        .await
+        .ctx("completion counter")?;
+    Ok((ok, count - stale >= total))
 }
 
 /// A queued episode read for a claim.
@@ -513,120 +660,14 @@ pub async fn heartbeat(db: &Db, c: &Claim, lease: Duration) -> Result<Beat, DbEr
     })
 }
 
-/// Finish a claimed episode with its scored record. `false`: the claim was
-/// no longer current, nothing was written (someone else owns the episode).
-pub async fn complete(
-    db: &Db,
-    c: &Claim,
-    record: &EpisodeRecord,
-    usd: f64,
-    fuel: u64,
-) -> Result<bool, DbError> {
-    finish(db, c, state::DONE, Some(record), usd, fuel).await
-}
-
-/// Give up an episode after repeated infrastructure failures: not scored,
-/// listed as unfinished.
-pub async fn give_up(db: &Db, c: &Claim, record: &EpisodeRecord) -> Result<bool, DbError> {
-    finish(db, c, state::LOST, Some(record), 0.0, 0).await
-}
-
-/// A cancelled evaluation's in-flight episode, stopped.
-pub async fn stopped(db: &Db, c: &Claim) -> Result<bool, DbError> {
-    finish(db, c, state::CANCELLED, None, 0.0, 0).await
-}
-
-async fn finish(
-    db: &Db,
-    c: &Claim,
-    new_state: &str,
-    record: Option<&EpisodeRecord>,
-    usd: f64,
-    fuel: u64,
-) -> Result<bool, DbError> {
-    let mut w = db.write().await?;
-    if !finish_in(&mut w, c, new_state, record, usd, fuel).await? {
-        return Ok(false);
-    }
-    if fuel > 0 || usd > 0.0 {
-        add_use(&mut w, c.tenant_id, 0, fuel as i64, usd).await?;
-    }
-    finish_evaluation_if_done(&mut w, &c.eval_id, &c.tenant).await?;
-    w.commit().await?;
-    Ok(true)
-}
-
-/// Finish a claimed episode in the caller's transaction (the evaluation's
-/// end and the tenant's daily use are the caller's to update); `false`:
-/// the claim was not current.
-async fn finish_in(
-    w: &mut WriteTx,
-    c: &Claim,
-    new_state: &str,
-    record: Option<&EpisodeRecord>,
-    usd: f64,
-    fuel: u64,
-) -> Result<bool, DbError> {
-    // The evaluation's own completion counter (event ids): per evaluation,
-    // so a tenant's event stream says nothing about other tenants' work;
-    // bumping it locks the evaluation's row, so two workers finishing
-    // episodes of one evaluation never share a number.
-    let seq: i64 = sqlx::query_scalar(
-        "UPDATE evaluations SET done_count = done_count + 1 WHERE id = $1 RETURNING done_count",
-    )
-    .bind(&c.eval_id)
-    .fetch_one(w.conn())
-    .await
-    .ctx("completion counter")?;
-    let n = sqlx::query(
-        "UPDATE episodes SET state = $1, record = $2, reward = $3, success = $4, end_reason = $5,
-             fuel = $6, usd = $7, finished_ms = $8, done_seq = $9, lease_ms = NULL
-         WHERE id = $10 AND attempt = $11 AND state = 'running'",
-    )
-    .bind(new_state)
-    .bind(record.map(|r| serde_json::to_string(r).expect("record serializes")))
-    .bind(record.map(|r| r.reward))
-    .bind(record.map(|r| i64::from(r.success)))
-    .bind(record.map(|r| r.end.as_str().to_string()))
-    .bind(fuel as i64)
-    .bind(usd)
-    .bind(now_ms())
-    .bind(seq)
-    .bind(c.episode)
-    .bind(c.attempt)
-    .execute(w.conn())
-    .await
-    .ctx("finish episode")?
-    .rows_affected();
-    if n == 0 {
-        // Not ours any more: give the number back (the row stays locked by
-        // this transaction, so no later number was handed out), keeping
-        // event ids 1, 2, 3, … without gaps in a group commit too.
-        sqlx::query("UPDATE evaluations SET done_count = done_count - 1 WHERE id = $1")
-            .bind(&c.eval_id)
-            .execute(w.conn())
-            .await
-            .ctx("completion counter")?;
-        return Ok(false);
-    }
-    Ok(true)
-}
-
-/// Put a claimed episode back in the queue (its worker could not serve
-/// it), unless it has had `max_attempts`: then give it up.
-pub async fn requeue(
-    db: &Db,
-    c: &Claim,
-    record: &EpisodeRecord,
-    max_attempts: u32,
-) -> Result<bool, DbError> {
-    if c.attempt >= i64::from(max_attempts) {
-        return give_up(db, c, record).await;
-    }
-    let mut w = db.write().await?;
-    let requeued = requeue_in(&mut w, c).await?;
-    w.commit().await?;
-    Ok(requeued)
+/// Write one claimed episode's end in its own transaction (a worker loop
+/// writes a turn's at once with [`settle_and_claim`]). `false`: the claim
+/// was no longer current, nothing was written (someone else owns the
+/// episode).
+pub async fn settle(db: &Db, completion: Completion) -> Result<bool, DbError> {
+    let (written, _) =
+        settle_and_claim(db, &[completion], "", Duration::ZERO, &Quotas::default(), 0).await?;
+    Ok(written[0])
 }
 
 /// Put a running episode back in the queue inside `w`; false when its
@@ -773,19 +814,36 @@ pub async fn reclaim_expired(db: &Db, max_attempts: u32) -> Result<u64, DbError>
         let task: String = r.try_get(5).ctx("episode row")?;
         let trial: i64 = r.try_get(6).ctx("episode row")?;
         let give_up = attempt >= i64::from(max_attempts);
-        let n = sqlx::query(
-            "UPDATE episodes SET state = $1, worker = NULL, lease_ms = NULL, finished_ms = $2
-             WHERE id = $3 AND attempt = $4 AND state = 'running'",
-        )
-        .bind(if give_up { state::LOST } else { state::QUEUED })
-        .bind(give_up.then_some(now))
-        .bind(id)
-        .bind(attempt)
-        .execute(w.conn())
-        .await
-        .ctx("reclaim episode")?
-        .rows_affected();
-        if n == 0 {
+        // A given-up episode is a completion like any other: it takes the
+        // evaluation's next event number, and may be its last.
+        let (current, all_done) = if give_up {
+            let lost = Finish {
+                episode: id,
+                attempt,
+                state: state::LOST,
+                record: None,
+                reward: None,
+                success: None,
+                end: None,
+                fuel: 0,
+                usd: 0.0,
+            };
+            let (ok, all_done) = finish_group(&mut w, &eval_id, &[lost]).await?;
+            (ok[0], all_done)
+        } else {
+            let n = sqlx::query(
+                "UPDATE episodes SET state = 'queued', worker = NULL, lease_ms = NULL
+                 WHERE id = $1 AND attempt = $2 AND state = 'running'",
+            )
+            .bind(id)
+            .bind(attempt)
+            .execute(w.conn())
+            .await
+            .ctx("reclaim episode")?
+            .rows_affected();
+            (n > 0, false)
+        };
+        if !current {
             continue;
         }
         count += 1;
@@ -796,7 +854,7 @@ pub async fn reclaim_expired(db: &Db, max_attempts: u32) -> Result<u64, DbError>
             serde_json::json!({"evaluation": eval_id, "task": task, "trial": trial, "worker": worker, "attempt": attempt, "given_up": give_up}),
         )
         .await?;
-        if give_up {
+        if all_done {
             finish_evaluation_if_done(&mut w, &eval_id, &tenant).await?;
         }
     }
@@ -834,4 +892,172 @@ pub async fn completions(
             }))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database with one running evaluation of `n` episodes, each
+    /// claimed (running, attempt 1); the claims.
+    async fn running_evaluation(dir: &std::path::Path, n: i64) -> (Db, Vec<Claim>) {
+        let db = Db::open(&format!("sqlite:{}", dir.join("q.db").display()))
+            .await
+            .unwrap();
+        let mut w = db.write().await.unwrap();
+        sqlx::query(
+            "INSERT INTO tenants (id, name, token_hash, quotas, created_ms) VALUES (7, 't', 'h', '{}', 0)",
+        )
+        .execute(w.conn())
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO evaluations (id, tenant_id, request, job, config, state, total, created_ms)
+             VALUES ('e1', 7, '{}', '{}', '{}', 'running', $1, 0)",
+        )
+        .bind(n)
+        .execute(w.conn())
+        .await
+        .unwrap();
+        let mut claims = Vec::new();
+        for i in 0..n {
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO episodes (eval_id, tenant_id, idx, task_id, trial, state, attempt, worker, lease_ms)
+                 VALUES ('e1', 7, $1, $2, 0, 'running', 1, 'w', 0) RETURNING id",
+            )
+            .bind(i)
+            .bind(i.to_string())
+            .fetch_one(w.conn())
+            .await
+            .unwrap();
+            claims.push(Claim {
+                episode: id,
+                attempt: 1,
+                eval_id: "e1".into(),
+                tenant_id: 7,
+                tenant: "t".into(),
+                task_id: i.to_string(),
+                trial: 0,
+                job: "{}".into(),
+            });
+        }
+        w.commit().await.unwrap();
+        (db, claims)
+    }
+
+    fn done(claim: &Claim, reward: f64) -> Completion {
+        Completion {
+            claim: claim.clone(),
+            settle: Settle::Done {
+                record: Box::new(EpisodeRecord::bare(&claim.task_id, 0, reward)),
+                usd: 0.0,
+                fuel: 3,
+            },
+        }
+    }
+
+    async fn seqs(db: &Db) -> Vec<(String, String, Option<i64>)> {
+        sqlx::query_as("SELECT task_id, state, done_seq FROM episodes ORDER BY idx")
+            .fetch_all(db.pool())
+            .await
+            .unwrap()
+    }
+
+    async fn evaluation(db: &Db) -> (String, i64) {
+        sqlx::query_as("SELECT state, done_count FROM evaluations WHERE id = 'e1'")
+            .fetch_one(db.pool())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_turns_finishes_take_consecutive_event_numbers_around_a_stale_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, claims) = running_evaluation(dir.path(), 5).await;
+        // Episode 1's lease expired and another worker holds attempt 2: this
+        // worker's result for it must be refused, and its number not used.
+        let mut stale = claims[1].clone();
+        sqlx::query("UPDATE episodes SET attempt = 2 WHERE id = $1")
+            .bind(stale.episode)
+            .execute(db.pool())
+            .await
+            .unwrap();
+        stale.attempt = 1;
+        let turn = [
+            done(&claims[0], 1.0),
+            done(&stale, 1.0),
+            Completion {
+                claim: claims[2].clone(),
+                settle: Settle::Stopped,
+            },
+            done(&claims[3], 0.0),
+        ];
+        let (written, claimed) = settle_and_claim(
+            &db,
+            &turn,
+            "w",
+            Duration::from_secs(30),
+            &Quotas::default(),
+            0,
+        )
+        .await
+        .unwrap();
+        assert_eq!(written, [true, false, true, true]);
+        assert!(claimed.is_empty());
+        let rows = seqs(&db).await;
+        let r = |t: &str, s: &str, q: Option<i64>| (t.to_string(), s.to_string(), q);
+        assert_eq!(
+            rows,
+            [
+                r("0", "done", Some(1)),
+                r("1", "running", None),
+                r("2", "cancelled", Some(2)),
+                r("3", "done", Some(3)),
+                r("4", "running", None),
+            ]
+        );
+        assert_eq!(evaluation(&db).await, ("running".into(), 3));
+        let reward: f64 = sqlx::query_scalar("SELECT reward FROM episodes WHERE task_id = '0'")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+        assert_eq!(reward, 1.0);
+        let fuel: i64 = sqlx::query_scalar("SELECT SUM(fuel) FROM daily_use WHERE tenant_id = 7")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+        assert_eq!(fuel, 6, "fuel of the two written results only");
+
+        // The current holder of episode 1 and the last episode finish: the
+        // evaluation closes with numbers 4 and 5.
+        stale.attempt = 2;
+        let last = [done(&stale, 0.5), done(&claims[4], 0.0)];
+        let (written, _) = settle_and_claim(
+            &db,
+            &last,
+            "w",
+            Duration::from_secs(30),
+            &Quotas::default(),
+            0,
+        )
+        .await
+        .unwrap();
+        assert_eq!(written, [true, true]);
+        let numbers: Vec<Option<i64>> = seqs(&db).await.into_iter().map(|r| r.2).collect();
+        assert_eq!(numbers, [Some(1), Some(4), Some(2), Some(3), Some(5)]);
+        assert_eq!(evaluation(&db).await, ("done".into(), 5));
+    }
+
+    #[tokio::test]
+    async fn an_episode_given_up_at_lease_expiry_takes_a_number_and_can_close_the_evaluation() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, claims) = running_evaluation(dir.path(), 2).await;
+        assert!(settle(&db, done(&claims[0], 1.0)).await.unwrap());
+        assert_eq!(evaluation(&db).await, ("running".into(), 1));
+        // Episode 1's lease (0 ms) has expired and its one attempt is used.
+        assert_eq!(reclaim_expired(&db, 1).await.unwrap(), 1);
+        let rows = seqs(&db).await;
+        assert_eq!(rows[1], ("1".into(), "lost".into(), Some(2)));
+        assert_eq!(evaluation(&db).await, ("done".into(), 2));
+    }
 }
