@@ -121,6 +121,17 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// The task an episode request runs, as `domain/task` (what a worker
+    /// process caches per task is keyed so); `None` for other requests.
+    pub fn task_key(&self) -> Option<String> {
+        match self {
+            Request::Episode { job, task_id, .. } => Some(format!("{}/{task_id}", job.spec.domain)),
+            Request::Check { .. } => None,
+        }
+    }
+}
+
 /// A worker's answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "snake_case")]

@@ -270,7 +270,13 @@ impl Db {
             .map_err(|_| DbError::BadUrl(url.to_string()))?;
         let mut pool_options = AnyPoolOptions::new()
             .max_connections(if backend == Backend::Sqlite { 8 } else { 16 })
-            .acquire_timeout(Duration::from_secs(60));
+            .acquire_timeout(Duration::from_secs(60))
+            // No ping before each use: on Postgres it is a round trip per
+            // statement outside a transaction (a status poll makes four).
+            // A connection that broke while idle fails its statement
+            // instead, which every caller already reports or retries, and
+            // the pool then drops it.
+            .test_before_acquire(false);
         if backend == Backend::Sqlite {
             pool_options = pool_options.after_connect(|conn, _| {
                 Box::pin(async move {

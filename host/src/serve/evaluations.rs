@@ -624,21 +624,28 @@ pub async fn owned(db: &Db, tenant: i64, id: &str) -> Result<bool, DbError> {
     Ok(n > 0)
 }
 
-/// Episode counts by state.
-pub async fn progress(db: &Db, id: &str, total: i64) -> Result<Progress, DbError> {
-    let rows =
-        sqlx::query("SELECT state, COUNT(*) FROM episodes WHERE eval_id = $1 GROUP BY state")
-            .bind(id)
-            .fetch_all(db.pool())
-            .await
-            .ctx("progress")?;
+/// Episode counts by state, and the model spend and fuel of its episodes
+/// so far: one read of the evaluation's episodes (a status poll's main
+/// cost; clients poll while evaluations run).
+pub async fn progress(db: &Db, id: &str, total: i64) -> Result<(Progress, f64, i64), DbError> {
+    let rows = sqlx::query(
+        "SELECT state, COUNT(*), COALESCE(SUM(usd), 0.0), CAST(COALESCE(SUM(fuel), 0) AS BIGINT)
+         FROM episodes WHERE eval_id = $1 GROUP BY state",
+    )
+    .bind(id)
+    .fetch_all(db.pool())
+    .await
+    .ctx("progress")?;
     let mut p = Progress {
         total,
         ..Progress::default()
     };
+    let (mut usd, mut fuel) = (0.0, 0);
     for r in rows {
         let s: String = r.try_get(0).ctx("progress")?;
         let n: i64 = r.try_get(1).ctx("progress")?;
+        usd += r.try_get::<f64, _>(2).ctx("progress")?;
+        fuel += r.try_get::<i64, _>(3).ctx("progress")?;
         match s.as_str() {
             state::DONE => p.done = n,
             state::RUNNING => p.running = n,
@@ -648,7 +655,7 @@ pub async fn progress(db: &Db, id: &str, total: i64) -> Result<Progress, DbError
             _ => {}
         }
     }
-    Ok(p)
+    Ok((p, usd, fuel))
 }
 
 /// The status of `tenant`'s evaluation `id` (`None`: not theirs, or none).
@@ -660,16 +667,7 @@ pub async fn status(
     let Some(r) = row(&svc.db, tenant.id, id).await? else {
         return Ok(None);
     };
-    let progress = progress(&svc.db, id, r.total).await?;
-    let spend = sqlx::query(
-        "SELECT COALESCE(SUM(usd), 0.0), CAST(COALESCE(SUM(fuel), 0) AS BIGINT) FROM episodes WHERE eval_id = $1",
-    )
-    .bind(id)
-    .fetch_one(svc.db.pool())
-    .await
-    .ctx("spend")?;
-    let usd: f64 = spend.try_get(0).ctx("spend")?;
-    let fuel: i64 = spend.try_get(1).ctx("spend")?;
+    let (progress, usd, fuel) = progress(&svc.db, id, r.total).await?;
     let summary = if r.state == state::RUNNING {
         None
     } else {
