@@ -201,9 +201,15 @@ async fn settle_all(w: &mut WriteTx, completions: &[Completion]) -> Result<Vec<b
     } in groups
     {
         let (places, rows): (Vec<usize>, Vec<Finish>) = finishes.into_iter().unzip();
-        let (ok, all_done) = finish_group(w, eval_id, &rows).await?;
-        for (i, ok) in places.into_iter().zip(ok) {
-            written[i] = ok;
+        let mut all_done = false;
+        // Ten parameters a row: chunks stay far below both databases'
+        // parameter limits whatever a worker's slot count.
+        for (places, rows) in places.chunks(FINISH_CHUNK).zip(rows.chunks(FINISH_CHUNK)) {
+            let (ok, done) = finish_group(w, eval_id, rows).await?;
+            for (&i, ok) in places.iter().zip(ok) {
+                written[i] = ok;
+            }
+            all_done = done;
         }
         if all_done {
             finish_evaluation_if_done(w, eval_id, tenant).await?;
@@ -211,6 +217,9 @@ async fn settle_all(w: &mut WriteTx, completions: &[Completion]) -> Result<Vec<b
     }
     Ok(written)
 }
+
+/// Most rows one [`finish_group`] statement writes.
+const FINISH_CHUNK: usize = 256;
 
 /// A turn's finishes of one evaluation, with their places in the turn.
 struct EvaluationFinishes<'a> {
@@ -1046,6 +1055,28 @@ mod tests {
         let numbers: Vec<Option<i64>> = seqs(&db).await.into_iter().map(|r| r.2).collect();
         assert_eq!(numbers, [Some(1), Some(4), Some(2), Some(3), Some(5)]);
         assert_eq!(evaluation(&db).await, ("done".into(), 5));
+    }
+
+    #[tokio::test]
+    async fn a_turn_larger_than_one_statement_numbers_its_results_in_order() {
+        let n = 2 * FINISH_CHUNK as i64 + 3;
+        let dir = tempfile::tempdir().unwrap();
+        let (db, claims) = running_evaluation(dir.path(), n).await;
+        let turn: Vec<Completion> = claims.iter().map(|c| done(c, 1.0)).collect();
+        let (written, _) = settle_and_claim(
+            &db,
+            &turn,
+            "w",
+            Duration::from_secs(30),
+            &Quotas::default(),
+            0,
+        )
+        .await
+        .unwrap();
+        assert!(written.iter().all(|w| *w));
+        let numbers: Vec<Option<i64>> = seqs(&db).await.into_iter().map(|r| r.2).collect();
+        assert_eq!(numbers, (1..=n).map(Some).collect::<Vec<_>>());
+        assert_eq!(evaluation(&db).await, ("done".into(), n));
     }
 
     #[tokio::test]

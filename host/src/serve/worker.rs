@@ -47,14 +47,15 @@ pub struct WorkerLoop {
 /// Episodes claimed per worker process: the one it runs and two waiting.
 /// The second waiting one lets results wait for each other (below) while
 /// every process still has its next episode in hand: with two claims per
-/// process a turn wrote ~2.4 results, with three ~4, and the database's
+/// process a turn wrote ~2.4 results, with three ~5, and the database's
 /// CPU per episode fell from ~0.85 to ~0.5 ms (service benchmark, 0 ms
-/// model, Postgres). The price: a newly arrived tenant may wait up to two
+/// model, Postgres, release build). The price: a newly arrived tenant may wait up to two
 /// episodes per process for its first turn, not one.
 const CLAIMS_PER_PROCESS: usize = 3;
 
 /// How long a result may wait for others to share its turn (only while
-/// every process has a claim waiting, so no process runs dry meanwhile).
+/// every process is busy with at least two episodes waiting, so no process
+/// runs dry meanwhile).
 const GROUP_WAIT: Duration = Duration::from_millis(20);
 
 /// How long an idle worker waits before looking for work again.
@@ -73,14 +74,15 @@ impl WorkerLoop {
     /// dies is lost with its lease, which expires and puts the episode back
     /// in the queue (scored once, by whoever holds the current attempt).
     pub async fn run(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
-        // Claims in hand: one running and one waiting per worker process.
-        // The waiting one starts the moment its process frees up (the
-        // pool's queue), instead of after a database turn: with ~10 ms
-        // episodes that turn would leave each process idle a good part of
-        // the time. It counts as running for the fairness order and the
-        // `concurrent_episodes` quota from its claim on (its lease is
-        // renewed while it waits), so quotas hold exactly; a newly arrived
-        // tenant waits at most one episode more per process for its turn.
+        // Claims in hand: one running and two waiting per worker process
+        // (CLAIMS_PER_PROCESS). A waiting one starts the moment a process
+        // frees up (the pool's queue), instead of after a database turn:
+        // with ~4 ms episodes that turn would leave each process idle a
+        // good part of the time. It counts as running for the fairness
+        // order and the `concurrent_episodes` quota from its claim on (its
+        // lease is renewed while it waits), so quotas hold exactly; a newly
+        // arrived tenant waits at most two episodes more per process for
+        // its turn.
         let slots = Arc::new(tokio::sync::Semaphore::new(
             CLAIMS_PER_PROCESS * self.pool.workers(),
         ));
