@@ -965,6 +965,23 @@ mod tests {
         }
     }
 
+    /// Write a worker's turn of results (claiming nothing); which were
+    /// current.
+    async fn write_turn(db: &Db, turn: &[Completion]) -> Vec<bool> {
+        let (written, claimed) = settle_and_claim(
+            db,
+            turn,
+            "w",
+            Duration::from_secs(30),
+            &Quotas::default(),
+            0,
+        )
+        .await
+        .unwrap();
+        assert!(claimed.is_empty());
+        written
+    }
+
     async fn seqs(db: &Db) -> Vec<(String, String, Option<i64>)> {
         sqlx::query_as("SELECT task_id, state, done_seq FROM episodes ORDER BY idx")
             .fetch_all(db.pool())
@@ -1001,18 +1018,8 @@ mod tests {
             },
             done(&claims[3], 0.0),
         ];
-        let (written, claimed) = settle_and_claim(
-            &db,
-            &turn,
-            "w",
-            Duration::from_secs(30),
-            &Quotas::default(),
-            0,
-        )
-        .await
-        .unwrap();
+        let written = write_turn(&db, &turn).await;
         assert_eq!(written, [true, false, true, true]);
-        assert!(claimed.is_empty());
         let rows = seqs(&db).await;
         let r = |t: &str, s: &str, q: Option<i64>| (t.to_string(), s.to_string(), q);
         assert_eq!(
@@ -1041,16 +1048,7 @@ mod tests {
         // evaluation closes with numbers 4 and 5.
         stale.attempt = 2;
         let last = [done(&stale, 0.5), done(&claims[4], 0.0)];
-        let (written, _) = settle_and_claim(
-            &db,
-            &last,
-            "w",
-            Duration::from_secs(30),
-            &Quotas::default(),
-            0,
-        )
-        .await
-        .unwrap();
+        let written = write_turn(&db, &last).await;
         assert_eq!(written, [true, true]);
         let numbers: Vec<Option<i64>> = seqs(&db).await.into_iter().map(|r| r.2).collect();
         assert_eq!(numbers, [Some(1), Some(4), Some(2), Some(3), Some(5)]);
@@ -1063,16 +1061,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (db, claims) = running_evaluation(dir.path(), n).await;
         let turn: Vec<Completion> = claims.iter().map(|c| done(c, 1.0)).collect();
-        let (written, _) = settle_and_claim(
-            &db,
-            &turn,
-            "w",
-            Duration::from_secs(30),
-            &Quotas::default(),
-            0,
-        )
-        .await
-        .unwrap();
+        let written = write_turn(&db, &turn).await;
         assert!(written.iter().all(|w| *w));
         let numbers: Vec<Option<i64>> = seqs(&db).await.into_iter().map(|r| r.2).collect();
         assert_eq!(numbers, (1..=n).map(Some).collect::<Vec<_>>());
