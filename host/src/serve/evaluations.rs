@@ -466,7 +466,8 @@ pub async fn create(
     w.commit().await?;
     svc.work.notify_waiters();
     // The summary's floor, worked out while the episodes run rather than
-    // after the last one (it was ~10% of a short evaluation's wall time).
+    // after the last one (it was ~110 ms of a 1.6 s, 440-episode
+    // evaluation of 110 tasks, release build).
     let (domains, name) = (svc.domains.clone(), spec.domain.clone());
     tokio::spawn(async move {
         if let Err(e) = domains.floor_solved(&name, &tasks).await {
