@@ -14,7 +14,7 @@ impl From<&env::ToolSpec> for sandbox::ToolSpec {
         sandbox::ToolSpec {
             name: t.name.clone(),
             description: t.description.clone(),
-            parameters: t.parameters.to_string(),
+            parameters: t.parameters_text().to_string(),
             mutates: t.mutates,
         }
     }

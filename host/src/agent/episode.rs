@@ -16,7 +16,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::env::{Domain, Protocol, TaskView};
+use crate::env::{Domain, FinalState, Protocol, TaskView};
 use crate::model::{
     self, ChatMessage, ChatModel, ChatRequest, FunctionTool, ModelError, SamplingArgs,
 };
@@ -123,6 +123,13 @@ fn model_end(e: &ModelError) -> End {
 /// Run one episode to its end. Never panics on model, harness or
 /// environment misbehaviour: each becomes an end reason.
 pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
+    run_episode_to_state(setup).await.0
+}
+
+/// [`run_episode`], also handing over the state the environment ended in
+/// (when the domain can: [`crate::env::Environment::into_final_state`]), so
+/// scoring can read it instead of replaying the episode's calls.
+pub async fn run_episode_to_state(setup: EpisodeSetup) -> (EpisodeRecord, Option<FinalState>) {
     let started = Instant::now();
     let task_id = setup.task.id.clone();
     let domain_name = setup.domain.name().to_string();
@@ -136,7 +143,8 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
     };
     let place = CallPlace::for_env(&*env);
     let env: SharedEnv = Arc::new(Mutex::new(env));
-    let env_tools = setup.domain.tools().to_vec();
+    let domain = setup.domain.clone();
+    let env_tools = domain.tools();
     let info = EpisodeInfo {
         domain: domain_name.clone(),
         max_steps: setup.max_steps,
@@ -191,11 +199,18 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
     let end = match start_end {
         Some(end) => end,
         None => ep
-            .drive(&*setup.domain, &env_tools, &setup.task)
+            .drive(&*setup.domain, env_tools, &setup.task)
             .await
             .unwrap_or_else(|end| end),
     };
-    EpisodeRecord {
+    let hooks = ep.session.into_records();
+    // The harness's view of the state went with its session, so the loop
+    // holds the only reference left.
+    let final_state = Arc::try_unwrap(ep.env)
+        .ok()
+        .and_then(|env| env.into_inner().ok())
+        .and_then(|env| env.into_final_state());
+    let record = EpisodeRecord {
         task_id,
         trial: setup.trial,
         domain: domain_name,
@@ -205,7 +220,7 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
         steps: ep.step,
         tool_errors: ep.errors,
         transcript: ep.transcript,
-        hooks: ep.session.into_records(),
+        hooks,
         agent_usage: ep.agent_usage,
         user_usage: ep.user_usage,
         wall_ms: started.elapsed().as_millis() as u64,
@@ -213,7 +228,8 @@ pub async fn run_episode(setup: EpisodeSetup) -> EpisodeRecord {
         evaluation: None,
         reward: 0.0,
         success: false,
-    }
+    };
+    (record, final_state)
 }
 
 impl Episode {

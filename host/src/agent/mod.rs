@@ -7,7 +7,7 @@ mod record;
 mod session;
 mod view;
 
-pub use episode::{AGENT_STOP, EpisodeSetup, run_episode};
+pub use episode::{AGENT_STOP, EpisodeSetup, run_episode, run_episode_to_state};
 pub use record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage, Withheld};
 pub use session::{CallPlace, HarnessSession, HookFailure, HookOutcome, HookRecord};
 pub use view::{SharedEnv, SharedEnvView};

@@ -73,13 +73,40 @@ pub struct ToolSpec {
     pub name: String,
     /// Description shown to the model.
     pub description: String,
-    /// JSON Schema of the arguments object (OpenAI `parameters`).
-    pub parameters: serde_json::Value,
+    /// JSON Schema of the arguments object (OpenAI `parameters`). Shared:
+    /// every episode hands the same schemas to the model.
+    pub parameters: Arc<serde_json::Value>,
     /// Whether calling the tool can change the environment's state.
     pub mutates: bool,
+    /// `parameters` as JSON text, made once (the WIT world carries the
+    /// schema as text, to every episode's `contract` and `episode` calls).
+    #[serde(skip)]
+    parameters_text: std::sync::OnceLock<Arc<str>>,
 }
 
 impl ToolSpec {
+    /// A tool from its parts.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: serde_json::Value,
+        mutates: bool,
+    ) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters: Arc::new(parameters),
+            mutates,
+            parameters_text: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// `parameters` as compact JSON text, serialised on first use.
+    pub fn parameters_text(&self) -> &str {
+        self.parameters_text
+            .get_or_init(|| Arc::from(self.parameters.to_string()))
+    }
+
     /// The OpenAI function-calling form:
     /// `{"type": "function", "function": {name, description, parameters}}`.
     pub fn openai_schema(&self) -> serde_json::Value {
@@ -136,6 +163,36 @@ pub trait Environment: Send + Sync {
     /// (two thread switches per call). The safe default is `true`.
     fn calls_may_block(&self) -> bool {
         true
+    }
+
+    /// The state the episode ended in, for [`Domain::evaluate_final`]:
+    /// scoring from it skips replaying the episode's calls on a fresh
+    /// state. `None` (the default) when the domain cannot hand it over, and
+    /// scoring replays.
+    fn into_final_state(self: Box<Self>) -> Option<FinalState> {
+        None
+    }
+}
+
+/// An episode's final environment state, opaque outside the domain that
+/// made it (see [`Environment::into_final_state`]).
+pub struct FinalState(Box<dyn std::any::Any + Send>);
+
+impl FinalState {
+    /// Wraps a domain's own state type.
+    pub fn new<T: std::any::Any + Send>(state: T) -> Self {
+        FinalState(Box::new(state))
+    }
+
+    /// The state, if it is a `T`.
+    pub fn downcast<T: std::any::Any>(self) -> Option<T> {
+        self.0.downcast::<T>().ok().map(|b| *b)
+    }
+}
+
+impl std::fmt::Debug for FinalState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FinalState")
     }
 }
 
@@ -381,8 +438,21 @@ pub struct Evaluation {
     pub premature: bool,
     /// DB check: replaying the calls yields the gold database.
     pub db_match: bool,
-    /// Hash of the database after replaying the calls.
+    /// Hash of the database after the episode, when it is free: the gold
+    /// hash when the states match. Empty (and left out of the record) when
+    /// they differ, where [`Evaluation::db_diff`] says how; `env call`
+    /// prints the hash of any state. (τ²'s hash is one sequential sha256
+    /// over the whole sorted dump, so a changed entity means rehashing
+    /// every collection after it: about a third of the host's scoring CPU
+    /// for a hash nothing reads.)
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub final_db_hash: String,
+    /// When the states differ: the entities that differ from gold, as
+    /// `collection/key` (at most [`DB_DIFF_LIMIT`], in the database's
+    /// order), with `collection` alone for a collection whose key set
+    /// differs. Empty when they match.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub db_diff: Vec<String>,
     /// Hash of the database after replaying the gold actions.
     pub gold_db_hash: String,
     /// COMMUNICATE check.
@@ -396,6 +466,9 @@ pub struct Evaluation {
     /// The task's reward basis, e.g. `["DB", "COMMUNICATE"]`.
     pub reward_basis: Vec<String>,
 }
+
+/// Most entities an [`Evaluation::db_diff`] lists.
+pub const DB_DIFF_LIMIT: usize = 20;
 
 /// How an episode of a domain runs: what the agent loop needs to know
 /// beyond tools and tasks. The default is τ²'s protocol.
@@ -471,6 +544,21 @@ pub trait Domain: Send + Sync {
 
     /// Evaluates an episode against a task's oracle.
     fn evaluate(&self, oracle: &Oracle, run: &Trajectory) -> Result<Evaluation, EnvError>;
+
+    /// Evaluates an episode given the state it ended in, which equals the
+    /// state replaying its calls on a fresh environment gives (tools are
+    /// deterministic functions of state and arguments, and a harness's
+    /// view of the state cannot call a mutating tool). The default ignores
+    /// the state and replays.
+    fn evaluate_final(
+        &self,
+        oracle: &Oracle,
+        run: &Trajectory,
+        final_state: Option<FinalState>,
+    ) -> Result<Evaluation, EnvError> {
+        let _ = final_state;
+        self.evaluate(oracle, run)
+    }
 
     /// The ideal episode of a task: its gold actions as tool calls, one
     /// assistant message per `communicate_info` string, ended by the agent.
@@ -567,9 +655,16 @@ pub fn replay_gold(domain: &dyn Domain) -> Result<Vec<GoldRecord>, EnvError> {
             let (_, oracle) = domain.task(&t.id)?;
             let run = domain.gold_trajectory(&oracle)?;
             let ev = domain.evaluate(&oracle, &run)?;
+            // A gold trajectory that misses its own gold state (the
+            // evaluation leaves the hash out then) still reports its hash.
+            let final_db_hash = if ev.final_db_hash.is_empty() {
+                run_calls(domain, &run.tool_calls).final_db_hash
+            } else {
+                ev.final_db_hash
+            };
             Ok(GoldRecord {
                 task_id: t.id.clone(),
-                final_db_hash: ev.final_db_hash,
+                final_db_hash,
                 reward: ev.reward,
             })
         })

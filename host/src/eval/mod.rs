@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{EndReason, EpisodeRecord, EpisodeSetup, run_episode};
+use crate::agent::{EndReason, EpisodeRecord, EpisodeSetup, run_episode_to_state};
 use crate::env::{Domain, EnvError, Trajectory};
 use crate::model::{LedgerSummary, SamplingArgs, UsageLedger};
 use crate::sandbox::{FailurePolicy, Limits, LoadedHarness};
@@ -139,13 +139,23 @@ pub fn episode_seed(seed: u64, task_id: &str, trial: u32) -> u64 {
 
 /// Score a finished episode against its task's oracle.
 pub fn score(domain: &dyn Domain, record: &mut EpisodeRecord) -> Result<(), RunError> {
+    score_final(domain, record, None)
+}
+
+/// [`score`] given the state the episode ended in (see
+/// [`Domain::evaluate_final`]); `None` replays the episode's calls.
+pub fn score_final(
+    domain: &dyn Domain,
+    record: &mut EpisodeRecord,
+    final_state: Option<crate::env::FinalState>,
+) -> Result<(), RunError> {
     let (_, oracle) = domain.task(&record.task_id)?;
     let trajectory = Trajectory {
         tool_calls: record.executed_calls(),
         assistant_texts: record.agent_texts(),
         termination: record.end.termination(),
     };
-    let ev = domain.evaluate(&oracle, &trajectory)?;
+    let ev = domain.evaluate_final(&oracle, &trajectory, final_state)?;
     record.reward = ev.reward;
     record.success = ev.success;
     record.evaluation = serde_json::to_value(&ev).ok();
@@ -208,7 +218,7 @@ pub async fn run_and_score(
     task_id: &str,
     trial: u32,
 ) -> Result<EpisodeRecord, RunError> {
-    let mut record = one_episode(
+    let (mut record, final_state) = one_episode(
         config,
         domain.clone(),
         harness,
@@ -218,7 +228,7 @@ pub async fn run_and_score(
     )
     .await?;
     if record.end != EndReason::InfrastructureError {
-        score(&*domain, &mut record)?;
+        score_final(&*domain, &mut record, final_state)?;
     }
     Ok(record)
 }
@@ -455,7 +465,7 @@ async fn one_episode(
     participants: &dyn Participants,
     task_id: &str,
     trial: u32,
-) -> Result<EpisodeRecord, RunError> {
+) -> Result<(EpisodeRecord, Option<crate::env::FinalState>), RunError> {
     let (view, oracle) = domain.task(task_id)?;
     let seed = episode_seed(config.seed, task_id, trial);
     // The oracle goes to the participants (user simulator, testbed agent)
@@ -478,5 +488,5 @@ async fn one_episode(
             ..config.sampling.clone()
         },
     };
-    Ok(run_episode(setup).await)
+    Ok(run_episode_to_state(setup).await)
 }

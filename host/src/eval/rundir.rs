@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -132,17 +133,46 @@ pub fn claim_dir<C: Serialize>(dir: &Path, config: &C, force_new: bool) -> Resul
     Ok(())
 }
 
-/// An append-only JSON-lines file: one record per line, each flushed to
-/// disk before `append` returns, so after a kill every acknowledged record
-/// is on disk. Reading it back cuts a torn last line (a kill mid-write) and
-/// reports damage anywhere else with the line number.
+/// How long an appended record may wait for its `fsync`: appends that
+/// come closer together than this share one (group commit, as databases
+/// do). A record is written to the file before `append` returns, so a
+/// killed process loses nothing it appended; only an operating-system
+/// crash can lose the last `SYNC_EVERY` of records, and a resume runs those
+/// episodes again. One `fsync` per episode was about a tenth of the
+/// runner's CPU (`bench --runner` under perf: ext4's writeback and the
+/// block layer, in the kernel).
+pub const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// An append-only JSON-lines file: one record per line, written before
+/// `append` returns and synced to disk within [`SYNC_EVERY`] (at once when
+/// the previous sync is older). Reading it back cuts a torn last line (a
+/// kill mid-write) and reports damage anywhere else with the line number.
 pub struct JsonlLog<T> {
     path: PathBuf,
-    /// The file and a line buffer kept between appends: an episode's
-    /// record is tens to hundreds of KiB, and a fresh buffer per append
-    /// cost a page fault per 4 KiB (`bench --runner` under perf).
-    file: Mutex<(File, Vec<u8>)>,
+    shared: Arc<LogShared>,
+    /// Syncs what the appends left unsynced (see [`SYNC_EVERY`]).
+    syncer: Option<std::thread::JoinHandle<()>>,
     _records: std::marker::PhantomData<fn(&T)>,
+}
+
+struct LogShared {
+    state: Mutex<LogState>,
+    /// Signalled when a record is left unsynced or the log closes.
+    wake: Condvar,
+}
+
+struct LogState {
+    file: File,
+    /// A line buffer kept between appends: an episode's record is tens to
+    /// hundreds of KiB, and a fresh buffer per append cost a page fault
+    /// per 4 KiB (`bench --runner` under perf).
+    line: Vec<u8>,
+    last_sync: Instant,
+    /// Records written since the last sync began.
+    dirty: bool,
+    closed: bool,
+    /// The deferred sync's failure, reported by the next append.
+    sync_error: Option<std::io::Error>,
 }
 
 impl<T: Serialize + DeserializeOwned> JsonlLog<T> {
@@ -157,34 +187,122 @@ impl<T: Serialize + DeserializeOwned> JsonlLog<T> {
             .append(true)
             .open(path)
             .map_err(|e| PathError::new("open", path, e))?;
+        let sync_handle = file
+            .try_clone()
+            .map_err(|e| PathError::new("open", path, e))?;
+        let shared = Arc::new(LogShared {
+            state: Mutex::new(LogState {
+                file,
+                line: Vec::new(),
+                // The first append syncs at once.
+                last_sync: Instant::now()
+                    .checked_sub(SYNC_EVERY)
+                    .unwrap_or_else(Instant::now),
+                dirty: false,
+                closed: false,
+                sync_error: None,
+            }),
+            wake: Condvar::new(),
+        });
+        let for_syncer = shared.clone();
+        let syncer = std::thread::Builder::new()
+            .name("ecdysis-log-sync".into())
+            .spawn(move || deferred_syncs(&for_syncer, &sync_handle))
+            .map_err(|e| PathError::new("start the syncer of", path, e))?;
         Ok((
             JsonlLog {
                 path: path.to_path_buf(),
-                file: Mutex::new((file, Vec::new())),
+                shared,
+                syncer: Some(syncer),
                 _records: std::marker::PhantomData,
             },
             records,
         ))
     }
 
-    /// Append one record as a single line, synced to disk.
+    /// Append one record as a single line: written before returning,
+    /// synced now if the last sync is older than [`SYNC_EVERY`], else by
+    /// the syncer within it.
     pub fn append(&self, record: &T) -> Result<(), RunDirError> {
-        let mut guard = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        let (f, line) = &mut *guard;
-        line.clear();
-        serde_json::to_writer(&mut *line, record).expect("record serializes");
-        line.push(b'\n');
-        let written = f
-            .write_all(line)
-            .and_then(|_| f.sync_data())
-            .map_err(|e| PathError::new("append to", &self.path, e));
+        let mut guard = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        let st = &mut *guard;
+        if let Some(e) = st.sync_error.take() {
+            return Err(PathError::new("sync", &self.path, e).into());
+        }
+        st.line.clear();
+        serde_json::to_writer(&mut st.line, record).expect("record serializes");
+        st.line.push(b'\n');
+        let mut written = st.file.write_all(&st.line);
+        if written.is_ok() {
+            if st.last_sync.elapsed() >= SYNC_EVERY {
+                written = st.file.sync_data();
+                st.last_sync = Instant::now();
+            } else if !st.dirty {
+                st.dirty = true;
+                self.shared.wake.notify_one();
+            }
+        }
         // A run's largest record sets the buffer's size; a rare giant one
         // is not kept for the rest of the run.
-        if line.capacity() > 4 << 20 {
-            *line = Vec::new();
+        if st.line.capacity() > 4 << 20 {
+            st.line = Vec::new();
         }
-        written?;
+        written.map_err(|e| PathError::new("append to", &self.path, e))?;
         Ok(())
+    }
+}
+
+/// The syncer thread: waits for an unsynced record, lets [`SYNC_EVERY`]
+/// pass since the last sync (more records join it), syncs; on close, syncs
+/// what is left and ends.
+fn deferred_syncs(shared: &LogShared, file: &File) {
+    let mut st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        while !st.dirty && !st.closed {
+            st = shared.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        if !st.closed {
+            let due = st.last_sync + SYNC_EVERY;
+            let now = Instant::now();
+            if due > now {
+                st = shared
+                    .wake
+                    .wait_timeout(st, due - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                continue;
+            }
+        }
+        let closing = st.closed;
+        if st.dirty {
+            // Appends go on while this one syncs: they mark the log dirty
+            // again and wait for the next round.
+            st.dirty = false;
+            st.last_sync = Instant::now();
+            drop(st);
+            let synced = file.sync_data();
+            st = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = synced {
+                tracing::error!(error = %e, "syncing a JSON-lines log failed");
+                st.sync_error = Some(e);
+            }
+        }
+        if closing && !st.dirty {
+            return;
+        }
+    }
+}
+
+impl<T> Drop for JsonlLog<T> {
+    fn drop(&mut self) {
+        {
+            let mut st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.closed = true;
+        }
+        self.shared.wake.notify_one();
+        if let Some(t) = self.syncer.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -218,7 +336,8 @@ impl RunDir {
         &self.dir
     }
 
-    /// Append one finished episode (synced before returning).
+    /// Append one finished episode (written before returning, synced
+    /// within [`SYNC_EVERY`]).
     pub fn append(&self, record: &EpisodeRecord) -> Result<(), RunDirError> {
         self.log.append(record)
     }

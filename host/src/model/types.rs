@@ -197,17 +197,22 @@ pub struct FunctionTool {
     pub name: String,
     /// What the tool does, as the model reads it.
     pub description: String,
-    /// JSON Schema of the arguments.
-    pub parameters: Value,
+    /// JSON Schema of the arguments (shared: a domain's schemas go to every
+    /// episode's requests unchanged).
+    pub parameters: std::sync::Arc<Value>,
 }
 
 impl FunctionTool {
     /// A tool from its parts (`parameters`: a JSON Schema object).
-    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: impl Into<std::sync::Arc<Value>>,
+    ) -> Self {
         Self {
             name: name.into(),
             description: description.into(),
-            parameters,
+            parameters: parameters.into(),
         }
     }
 
@@ -222,10 +227,12 @@ impl FunctionTool {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned(),
-            parameters: function
-                .get("parameters")
-                .cloned()
-                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            parameters: std::sync::Arc::new(
+                function
+                    .get("parameters")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            ),
         })
     }
 }

@@ -82,11 +82,10 @@ Your input will be raw MySQL response, you have to deal with it by yourself.";
 /// The original's two tools (its task configuration), in its order.
 pub fn tool_specs() -> Vec<ToolSpec> {
     vec![
-        ToolSpec {
-            name: EXECUTE_SQL.into(),
-            description: "Executes a given SQL statement on the database and returns the result."
-                .into(),
-            parameters: json!({
+        ToolSpec::new(
+            EXECUTE_SQL,
+            "Executes a given SQL statement on the database and returns the result.",
+            json!({
                 "type": "object",
                 "properties": {"query": {"type": "string", "description": "The SQL query to be executed."}},
                 "required": ["query"],
@@ -94,19 +93,19 @@ pub fn tool_specs() -> Vec<ToolSpec> {
             }),
             // A statement can change the schema: the harness's read-only
             // view refuses it.
-            mutates: true,
-        },
-        ToolSpec {
-            name: COMMIT.into(),
-            description: "Commits the final answer after all operations are completed.".into(),
-            parameters: json!({
+            true,
+        ),
+        ToolSpec::new(
+            COMMIT,
+            "Commits the final answer after all operations are completed.",
+            json!({
                 "type": "object",
                 "properties": {"answers": {"type": "array", "items": {"type": "string"}, "description": "The list of final answers to commit."}},
                 "required": ["answers"],
                 "additionalProperties": false,
             }),
-            mutates: true,
-        },
+            true,
+        ),
     ]
 }
 
@@ -396,6 +395,7 @@ impl Domain for DbbenchDomain {
             premature: !committed || !run.termination.is_stop(),
             db_match: false,
             final_db_hash: String::new(),
+            db_diff: Vec::new(),
             gold_db_hash: String::new(),
             communicate_ok: true,
             communicate_checks: Vec::new(),

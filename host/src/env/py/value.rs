@@ -1,6 +1,5 @@
 //! The dynamic value type and its insertion-ordered dictionary.
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 /// A Python value as it occurs in τ²'s databases and tool arguments.
@@ -130,6 +129,128 @@ impl Val {
 /// scan over the (short, model-sized) entry list is faster.
 const INDEX_THRESHOLD: usize = 12;
 
+/// Entries per storage chunk of a large [`Dict`] (a database collection).
+/// Copying a collection on an episode's first write to it copies its chunk
+/// list and shares every chunk; the write then copies one chunk. Before,
+/// the first write to `orders` copied all 1000 entries and their index
+/// (and dropping the episode's state freed them again): the largest part
+/// of a τ² tool call's CPU in `bench --runner`.
+const CHUNK: usize = 64;
+
+type Entry = (Arc<str>, Val);
+
+/// A dict's entries in insertion order: one vector while small, chunks of
+/// [`CHUNK`] (all full but the last) shared copy-on-write once larger.
+#[derive(Clone, Debug)]
+enum Entries {
+    Flat(Vec<Entry>),
+    Chunked {
+        chunks: Vec<Arc<Vec<Entry>>>,
+        len: usize,
+    },
+}
+
+impl Default for Entries {
+    fn default() -> Self {
+        Entries::Flat(Vec::new())
+    }
+}
+
+impl Entries {
+    fn len(&self) -> usize {
+        match self {
+            Entries::Flat(v) => v.len(),
+            Entries::Chunked { len, .. } => *len,
+        }
+    }
+
+    fn get(&self, i: usize) -> &Entry {
+        match self {
+            Entries::Flat(v) => &v[i],
+            Entries::Chunked { chunks, .. } => &chunks[i / CHUNK][i % CHUNK],
+        }
+    }
+
+    /// Mutable access to entry `i`, copying its chunk first if shared.
+    fn get_mut(&mut self, i: usize) -> &mut Entry {
+        match self {
+            Entries::Flat(v) => &mut v[i],
+            Entries::Chunked { chunks, .. } => &mut Arc::make_mut(&mut chunks[i / CHUNK])[i % CHUNK],
+        }
+    }
+
+    fn push(&mut self, e: Entry) {
+        match self {
+            Entries::Flat(v) => {
+                v.push(e);
+                if v.len() > CHUNK {
+                    let flat = std::mem::take(v);
+                    *self = Entries::chunked(flat);
+                }
+            }
+            Entries::Chunked { chunks, len } => {
+                match chunks.last_mut() {
+                    Some(last) if last.len() < CHUNK => Arc::make_mut(last).push(e),
+                    _ => {
+                        let mut c = Vec::with_capacity(CHUNK);
+                        c.push(e);
+                        chunks.push(Arc::new(c));
+                    }
+                }
+                *len += 1;
+            }
+        }
+    }
+
+    fn chunked(flat: Vec<Entry>) -> Entries {
+        let len = flat.len();
+        let mut chunks = Vec::with_capacity(len.div_ceil(CHUNK));
+        let mut it = flat.into_iter().peekable();
+        while it.peek().is_some() {
+            chunks.push(Arc::new(it.by_ref().take(CHUNK).collect::<Vec<_>>()));
+        }
+        Entries::Chunked { chunks, len }
+    }
+
+    fn remove(&mut self, i: usize) -> Entry {
+        match self {
+            Entries::Flat(v) => v.remove(i),
+            Entries::Chunked { .. } => {
+                // Rare (`pop` on a collection): rebuild the chunks so all
+                // but the last stay full.
+                let mut flat: Vec<Entry> = self.iter().cloned().collect();
+                let e = flat.remove(i);
+                *self = if flat.len() > CHUNK {
+                    Entries::chunked(flat)
+                } else {
+                    Entries::Flat(flat)
+                };
+                e
+            }
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = &Entry> + '_> {
+        match self {
+            Entries::Flat(v) => Box::new(v.iter()),
+            Entries::Chunked { chunks, .. } => Box::new(chunks.iter().flat_map(|c| c.iter())),
+        }
+    }
+}
+
+/// Positions of a large dict's entries by key: a table of entry positions
+/// hashed by key (the keys stay in the entries), shared between copies
+/// until one of them adds or removes a key.
+#[derive(Clone, Debug, Default)]
+struct Index(hashbrown::HashTable<u32>);
+
+fn key_hash(key: &str) -> u64 {
+    use std::hash::BuildHasher;
+    // Fixed seed: the index is private to the process and never iterated,
+    // so a keyed hash buys nothing here; SipHash was 5% of `bench --runner`.
+    foldhash::fast::FixedState::with_seed(0x6563_6479_7369_7321).hash_one(key)
+}
+
 /// An insertion-ordered `dict` with string keys (Python 3.7+ semantics:
 /// assigning an existing key keeps its position, `pop` keeps the others'
 /// order).
@@ -141,8 +262,8 @@ const INDEX_THRESHOLD: usize = 12;
 /// methods, so a stale cache cannot be observed.
 #[derive(Debug, Default)]
 pub struct Dict {
-    entries: Vec<(Arc<str>, Val)>,
-    index: Option<HashMap<Arc<str>, usize>>,
+    entries: Entries,
+    index: Option<Arc<Index>>,
     sorted_dump: OnceLock<Arc<[u8]>>,
 }
 
@@ -170,7 +291,7 @@ impl Dict {
     /// An empty dict with room for `n` entries.
     pub fn with_capacity(n: usize) -> Self {
         Self {
-            entries: Vec::with_capacity(n),
+            entries: Entries::Flat(Vec::with_capacity(n.min(CHUNK))),
             ..Self::default()
         }
     }
@@ -191,13 +312,17 @@ impl Dict {
 
     /// Whether the dict is empty.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
     fn position(&self, key: &str) -> Option<usize> {
-        match &self.index {
-            Some(ix) => ix.get(key).copied(),
-            None => self.entries.iter().position(|(k, _)| &**k == key),
+        match (&self.index, &self.entries) {
+            (Some(ix), _) => ix
+                .0
+                .find(key_hash(key), |&i| &*self.entries.get(i as usize).0 == key)
+                .map(|&i| i as usize),
+            (None, Entries::Flat(v)) => v.iter().position(|(k, _)| &**k == key),
+            (None, Entries::Chunked { .. }) => self.entries.iter().position(|(k, _)| &**k == key),
         }
     }
 
@@ -208,29 +333,33 @@ impl Dict {
 
     /// The value at `key`.
     pub fn get(&self, key: &str) -> Option<&Val> {
-        self.position(key).map(|i| &self.entries[i].1)
+        self.position(key).map(|i| &self.entries.get(i).1)
     }
 
     /// Mutable access to the value at `key`.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Val> {
         let i = self.position(key)?;
         self.sorted_dump = OnceLock::new();
-        Some(&mut self.entries[i].1)
+        Some(&mut self.entries.get_mut(i).1)
     }
 
     /// `d[key] = val`: replaces in place or appends.
     pub fn insert(&mut self, key: &str, val: Val) {
         self.sorted_dump = OnceLock::new();
         match self.position(key) {
-            Some(i) => self.entries[i].1 = val,
+            Some(i) => self.entries.get_mut(i).1 = val,
             None => {
-                let k: Arc<str> = Arc::from(key);
-                if let Some(ix) = &mut self.index {
-                    ix.insert(k.clone(), self.entries.len());
-                }
-                self.entries.push((k, val));
-                if self.index.is_none() && self.entries.len() > INDEX_THRESHOLD {
-                    self.rebuild_index();
+                let at = self.entries.len();
+                self.entries.push((Arc::from(key), val));
+                match &mut self.index {
+                    Some(ix) => {
+                        let entries = &self.entries;
+                        Arc::make_mut(ix).0.insert_unique(key_hash(key), at as u32, |&i| {
+                            key_hash(&entries.get(i as usize).0)
+                        });
+                    }
+                    None if self.entries.len() > INDEX_THRESHOLD => self.rebuild_index(),
+                    None => {}
                 }
             }
         }
@@ -248,13 +377,14 @@ impl Dict {
     }
 
     fn rebuild_index(&mut self) {
-        self.index = Some(
-            self.entries
-                .iter()
-                .enumerate()
-                .map(|(i, (k, _))| (k.clone(), i))
-                .collect(),
-        );
+        let mut table = hashbrown::HashTable::with_capacity(self.entries.len());
+        for (i, (k, _)) in self.entries.iter().enumerate() {
+            let entries = &self.entries;
+            table.insert_unique(key_hash(k), i as u32, |&j| {
+                key_hash(&entries.get(j as usize).0)
+            });
+        }
+        self.index = Some(Arc::new(Index(table)));
     }
 
     /// Entries in insertion order.
@@ -270,6 +400,29 @@ impl Dict {
     /// Values in insertion order.
     pub fn values(&self) -> impl Iterator<Item = &Val> {
         self.entries.iter().map(|(_, v)| v)
+    }
+
+    /// The entry at position `i` (insertion order).
+    pub fn entry_at(&self, i: usize) -> (&str, &Val) {
+        let (k, v) = self.entries.get(i);
+        (k, v)
+    }
+
+    /// Positions below `min(self.len(), other.len())` whose entries may
+    /// differ between the two: all of them, except those in storage the two
+    /// still share (a copy and its original share every chunk it has not
+    /// written to), which hold the same keys and values.
+    pub fn unshared_positions<'a>(&'a self, other: &'a Dict) -> impl Iterator<Item = usize> + 'a {
+        let n = self.len().min(other.len());
+        let shared = move |c: usize| match (&self.entries, &other.entries) {
+            (Entries::Chunked { chunks: a, .. }, Entries::Chunked { chunks: b, .. }) => {
+                matches!((a.get(c), b.get(c)), (Some(x), Some(y)) if Arc::ptr_eq(x, y))
+            }
+            _ => false,
+        };
+        (0..n.div_ceil(CHUNK))
+            .filter(move |&c| !shared(c))
+            .flat_map(move |c| c * CHUNK..((c + 1) * CHUNK).min(n))
     }
 
     /// The cached `json.dumps(self, sort_keys=True)` bytes, computing them

@@ -93,38 +93,115 @@ impl Db {
     }
 
     /// Whether two states hash equally (τ²'s DB check), decided without
-    /// hashing: the sorted dump of the database is a function of each
-    /// collection's key set and each entity's sorted dump, so comparing
-    /// those is equivalent to comparing the hashes. Entities still shared
-    /// between the two states (the usual case) compare by pointer.
+    /// hashing: see [`Db::diff`].
     pub fn same_state(&self, other: &Db) -> bool {
+        self.diff(other, 1).is_empty()
+    }
+
+    /// Where this state differs from `other`, as `collection/key` for each
+    /// entity whose sorted dump differs or that only one side has (at most
+    /// `limit`, this side's order first); empty when the two hash equally.
+    ///
+    /// Decided without hashing: the sorted dump of the database is a
+    /// function of each collection's key set and each entity's sorted dump,
+    /// so comparing those is equivalent to comparing the hashes. An
+    /// episode's state and gold both derive from the pristine one, so their
+    /// collections list the same keys in the same order, and entities still
+    /// shared between them (the usual case) compare by pointer: the walk
+    /// goes pairwise and looks keys up only where the orders part.
+    pub fn diff(&self, other: &Db, limit: usize) -> Vec<String> {
+        let mut out = Vec::new();
         match (&self.root, &other.root) {
             (Val::Dict(a), Val::Dict(b)) => {
-                Arc::ptr_eq(a, b)
-                    || (a.len() == b.len()
-                        && a.iter()
-                            .all(|(name, x)| b.get(name).is_some_and(|y| same_collection(x, y))))
+                if Arc::ptr_eq(a, b) {
+                    return out;
+                }
+                let mut push = |name: &str, key: Option<&str>| {
+                    out.push(match key {
+                        Some(k) => format!("{name}/{k}"),
+                        None => name.to_string(),
+                    })
+                };
+                for (name, x) in a.iter() {
+                    match b.get(name) {
+                        None => push(name, None),
+                        Some(y) => diff_collection(x, y, limit, &mut |k| push(name, k)),
+                    }
+                }
+                for (name, _) in b.iter() {
+                    if !a.contains_key(name) {
+                        push(name, None);
+                    }
+                }
             }
-            _ => self.hash() == other.hash(),
+            _ => {
+                if self.hash() != other.hash() {
+                    out.push(String::new());
+                }
+            }
+        }
+        out.truncate(limit);
+        out
+    }
+}
+
+/// Calls `differs` with each key whose entity differs between collections
+/// `x` and `y` or that only one has (`None`: the two are not both dicts and
+/// differ as wholes), stopping after `limit`.
+fn diff_collection(x: &Val, y: &Val, limit: usize, differs: &mut dyn FnMut(Option<&str>)) {
+    let (Val::Dict(a), Val::Dict(b)) = (x, y) else {
+        if json::dumps_sorted(x) != json::dumps_sorted(y) {
+            differs(None);
+        }
+        return;
+    };
+    if Arc::ptr_eq(a, b) {
+        return;
+    }
+    let mut found = 0;
+    // Reports `k`; true once `limit` keys are reported.
+    let mut report = |k: &str| {
+        found += 1;
+        differs(Some(k));
+        found >= limit
+    };
+    // Pairwise while both list the same keys in the same order, skipping
+    // the storage the two still share.
+    let mut parted_at = None;
+    for i in a.unshared_positions(b) {
+        let ((ka, ea), (kb, eb)) = (a.entry_at(i), b.entry_at(i));
+        if ka != kb {
+            parted_at = Some(i);
+            break;
+        }
+        if !same_entity(ea, eb) && report(ka) {
+            return;
+        }
+    }
+    let start = match parted_at {
+        Some(i) => i,
+        None if a.len() == b.len() => return,
+        None => a.len().min(b.len()),
+    };
+    // Where the orders part: by lookup, both ways.
+    for (k, ea) in a.iter().skip(start) {
+        if !b.get(k).is_some_and(|eb| same_entity(ea, eb)) && report(k) {
+            return;
+        }
+    }
+    for (k, _) in b.iter().skip(start) {
+        if !a.contains_key(k) && report(k) {
+            return;
         }
     }
 }
 
-fn same_collection(x: &Val, y: &Val) -> bool {
-    match (x, y) {
-        (Val::Dict(a), Val::Dict(b)) => {
-            Arc::ptr_eq(a, b)
-                || (a.len() == b.len()
-                    && a.iter().all(|(k, ea)| {
-                        b.get(k).is_some_and(|eb| match (ea, eb) {
-                            (Val::Dict(p), Val::Dict(q)) => {
-                                Arc::ptr_eq(p, q) || json::sorted_bytes(p) == json::sorted_bytes(q)
-                            }
-                            _ => json::dumps_sorted(ea) == json::dumps_sorted(eb),
-                        })
-                    }))
+fn same_entity(ea: &Val, eb: &Val) -> bool {
+    match (ea, eb) {
+        (Val::Dict(p), Val::Dict(q)) => {
+            Arc::ptr_eq(p, q) || json::sorted_bytes(p) == json::sorted_bytes(q)
         }
-        _ => json::dumps_sorted(x) == json::dumps_sorted(y),
+        _ => json::dumps_sorted(ea) == json::dumps_sorted(eb),
     }
 }
 

@@ -4,7 +4,7 @@
 //! computed as a diagnostic.
 
 use crate::env::py::{Val, ops};
-use crate::env::{ActionCheck, CommunicateCheck, Evaluation, ToolCall, Trajectory};
+use crate::env::{ActionCheck, CommunicateCheck, DB_DIFF_LIMIT, Evaluation, ToolCall, Trajectory};
 
 use super::db::Db;
 use super::task::{Action, Criteria, RewardType};
@@ -85,7 +85,10 @@ impl Gold {
     }
 }
 
-/// Evaluates one episode against the task's gold outcome.
+/// Evaluates one episode against the task's gold outcome. `final_db` is
+/// the state the episode ended in when the caller has it; without it the
+/// episode's writes are replayed on a clone of `pristine`, which gives the
+/// same state.
 pub fn evaluate(
     toolkit: &Toolkit,
     pristine: &Db,
@@ -93,6 +96,7 @@ pub fn evaluate(
     gold: &Gold,
     run: &Trajectory,
     writes: &dyn Fn(&str) -> bool,
+    final_db: Option<Db>,
 ) -> Evaluation {
     let finished = run.termination.is_stop();
     let Some(ev) = &criteria.evaluation else {
@@ -102,6 +106,7 @@ pub fn evaluate(
             premature: !finished,
             db_match: true,
             final_db_hash: String::new(),
+            db_diff: Vec::new(),
             gold_db_hash: String::new(),
             communicate_ok: true,
             communicate_checks: Vec::new(),
@@ -111,12 +116,16 @@ pub fn evaluate(
         };
     };
     let actions = ev.actions.as_deref().unwrap_or(&[]);
-    let predicted = replay(
-        toolkit,
-        pristine,
-        run.tool_calls.iter().filter(|c| writes(&c.name)),
-    );
-    let db_match = predicted.same_state(&gold.db);
+    let predicted = final_db.unwrap_or_else(|| {
+        replay(
+            toolkit,
+            pristine,
+            run.tool_calls.iter().filter(|c| writes(&c.name)),
+        )
+    });
+    let db_diff = predicted.diff(&gold.db, DB_DIFF_LIMIT);
+    let db_match = db_diff.is_empty();
+    drop(predicted);
 
     let communicate_checks: Vec<CommunicateCheck> = ev
         .communicate_info
@@ -169,12 +178,14 @@ pub fn evaluate(
         success: (reward - 1.0f64).abs() <= 1e-6,
         premature: !finished,
         db_match,
-        // Equal states hash equally: a match costs no hashing at all.
+        // Equal states hash equally: a match costs no hashing at all, and a
+        // mismatch is described by its diff instead.
         final_db_hash: if db_match {
             gold.hash.clone()
         } else {
-            predicted.hash()
+            String::new()
         },
+        db_diff,
         gold_db_hash: gold.hash.clone(),
         communicate_ok,
         communicate_checks,

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::env::data::DataSource;
 use crate::env::{
+    FinalState,
     Domain, EnvError, Environment, Evaluation, Oracle, OracleInner, TaskView, Termination,
     ToolOutput, ToolSpec, Trajectory,
 };
@@ -288,6 +289,15 @@ impl Domain for Tau2Domain {
     }
 
     fn evaluate(&self, oracle: &Oracle, run: &Trajectory) -> Result<Evaluation, EnvError> {
+        self.evaluate_final(oracle, run, None)
+    }
+
+    fn evaluate_final(
+        &self,
+        oracle: &Oracle,
+        run: &Trajectory,
+        final_state: Option<FinalState>,
+    ) -> Result<Evaluation, EnvError> {
         let c = self.criteria(oracle)?;
         let gold = self.gold(oracle.task_id(), c);
         // Only writes can change the database: replaying just them gives the
@@ -307,6 +317,7 @@ impl Domain for Tau2Domain {
             &gold,
             run,
             &writes,
+            final_state.and_then(FinalState::downcast::<Db>),
         ))
     }
 
@@ -359,5 +370,9 @@ impl Environment for Tau2Env {
     /// In memory: a call takes microseconds and never waits.
     fn calls_may_block(&self) -> bool {
         false
+    }
+
+    fn into_final_state(self: Box<Self>) -> Option<FinalState> {
+        Some(FinalState::new(self.db))
     }
 }

@@ -300,12 +300,12 @@ fn build(
         defs: BTreeMap::new(),
         building: Vec::new(),
     };
-    Ok(ToolSpec {
-        name: method.name.to_string(),
-        description: doc.description(method.name),
-        parameters: schema.parameters(params, &doc)?,
-        mutates: kind == ToolType::Write,
-    })
+    Ok(ToolSpec::new(
+        method.name,
+        doc.description(method.name),
+        schema.parameters(params, &doc)?,
+        kind == ToolType::Write,
+    ))
 }
 
 /// A resolved annotation.
@@ -1064,7 +1064,7 @@ class DemoTools(ToolKitBase):
             serde_json::to_string(&want_paint).unwrap()
         );
         assert_eq!(
-            got[1].parameters,
+            *got[1].parameters,
             json!({
                 "properties": {
                     "flags": {"additionalProperties": true, "title": "Flags", "type": "object"},
