@@ -580,3 +580,96 @@ async fn episodes_start_in_task_order_with_at_most_concurrency_in_flight() {
     assert_eq!(recorder.most.load(Ordering::SeqCst), 5);
     assert_eq!(summary.ran_now, expected.len() as u64);
 }
+
+/// Scoring reads the state an episode ended in instead of replaying its
+/// calls (`Domain::evaluate_final`). Over a testbed run that writes (every
+/// retail test task, three trials, `sim:mixed`: some agents follow the gold
+/// plan, some err), every stored evaluation equals the replay's, and the
+/// recorded DB verdict agrees with τ²'s own hash of the replayed state: a
+/// match carries the gold hash, a mismatch names the entities that differ
+/// and the replayed state's hash differs from gold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scoring_from_the_final_state_equals_replaying_the_calls() {
+    use ecdysis_host::eval::{self, ModelServices, RunOptions, RunSpec};
+    use ecdysis_host::model::{CachePolicy, ModelFlags};
+
+    let data = ecdysis_host::env::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let domain = ecdysis_host::env::open("tau2/retail", &data).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = RunSpec {
+        domain: "tau2/retail".into(),
+        split: Some("test".into()),
+        trials: 3,
+        agent: ModelFlags {
+            model: Some("sim:mixed".into()),
+            ..ModelFlags::default()
+        },
+        ..RunSpec::default()
+    };
+    let hub = ModelServices {
+        cache: CachePolicy::Off,
+        cache_dir: tmp.path().join("cache"),
+        prices: None,
+    }
+    .hub()
+    .unwrap();
+    let options = RunOptions {
+        out: tmp.path().join("run"),
+        concurrency: 8,
+        force_new: false,
+        quiet: true,
+        silent: true,
+        max_requeues: 0,
+    };
+    eval::run_spec(&spec, None, domain.clone(), &hub, options)
+        .await
+        .unwrap();
+    let records = read_trajectories(&tmp.path().join("run/trajectories.jsonl"), false).unwrap();
+    assert_eq!(records.len(), 120);
+    let (mut matched, mut differed, mut wrote) = (0, 0, 0);
+    for stored in &records {
+        let mut replayed = stored.clone();
+        eval::score(&*domain, &mut replayed).unwrap();
+        assert_eq!(
+            replayed.evaluation, stored.evaluation,
+            "task {} trial {}: the replay scores differently",
+            stored.task_id, stored.trial
+        );
+        let ev = stored.evaluation.as_ref().expect("scored");
+        let calls = stored.executed_calls();
+        let writes = calls
+            .iter()
+            .filter(|c| domain.tools().iter().any(|t| t.name == c.name && t.mutates))
+            .count();
+        wrote += usize::from(writes > 0);
+        let replay_hash = ecdysis_host::env::run_calls(&*domain, &calls).final_db_hash;
+        let gold_hash = ev["gold_db_hash"].as_str().unwrap();
+        if ev["db_match"].as_bool().unwrap() {
+            matched += 1;
+            assert_eq!(ev["final_db_hash"].as_str(), Some(gold_hash));
+            assert_eq!(replay_hash, gold_hash, "task {}", stored.task_id);
+            assert!(ev.get("db_diff").is_none());
+        } else {
+            differed += 1;
+            assert!(ev.get("final_db_hash").is_none(), "{ev}");
+            assert_ne!(replay_hash, gold_hash, "task {}", stored.task_id);
+            let diff = ev["db_diff"].as_array().expect("a mismatch names entities");
+            assert!(!diff.is_empty());
+            for entity in diff {
+                let entity = entity.as_str().unwrap();
+                assert!(
+                    ["orders/", "users/", "products/"]
+                        .iter()
+                        .any(|c| entity.starts_with(c)),
+                    "{entity}"
+                );
+            }
+        }
+    }
+    // The run must exercise both verdicts and real writes, or this test
+    // could not fail.
+    assert!(
+        matched > 10 && differed > 10 && wrote > 20,
+        "{matched} matched, {differed} differed, {wrote} wrote"
+    );
+}

@@ -436,4 +436,34 @@ mod tests {
         let d = json_diff(&a, &b);
         assert_eq!(d, vec!["  new: null -> true", "  seed: 1 -> 2"]);
     }
+
+    fn dirty(log: &JsonlLog<serde_json::Value>) -> bool {
+        log.shared.state.lock().unwrap().dirty
+    }
+
+    #[test]
+    fn appends_are_readable_at_once_and_synced_in_groups_within_the_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let (log, old) = JsonlLog::<serde_json::Value>::open(&path).unwrap();
+        assert!(old.is_empty());
+        log.append(&serde_json::json!({"n": 1})).unwrap();
+        assert!(!dirty(&log), "the first record after a quiet spell syncs at once");
+        log.append(&serde_json::json!({"n": 2})).unwrap();
+        log.append(&serde_json::json!({"n": 3})).unwrap();
+        assert!(dirty(&log), "records close behind it wait for the group's sync");
+        // Written before `append` returned: a killed process loses none.
+        let read: Vec<serde_json::Value> = read_jsonl(&path, false).unwrap();
+        assert_eq!(read.len(), 3);
+        let deadline = Instant::now() + SYNC_EVERY * 20;
+        while dirty(&log) && Instant::now() < deadline {
+            std::thread::sleep(SYNC_EVERY / 4);
+        }
+        assert!(!dirty(&log), "the syncer syncs the group within the interval");
+        log.append(&serde_json::json!({"n": 4})).unwrap();
+        drop(log);
+        let (reopened, read) = JsonlLog::<serde_json::Value>::open(&path).unwrap();
+        assert_eq!(read.len(), 4);
+        assert!(reopened.syncer.is_some());
+    }
 }

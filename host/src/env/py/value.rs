@@ -175,7 +175,9 @@ impl Entries {
     fn get_mut(&mut self, i: usize) -> &mut Entry {
         match self {
             Entries::Flat(v) => &mut v[i],
-            Entries::Chunked { chunks, .. } => &mut Arc::make_mut(&mut chunks[i / CHUNK])[i % CHUNK],
+            Entries::Chunked { chunks, .. } => {
+                &mut Arc::make_mut(&mut chunks[i / CHUNK])[i % CHUNK]
+            }
         }
     }
 
@@ -317,10 +319,10 @@ impl Dict {
 
     fn position(&self, key: &str) -> Option<usize> {
         match (&self.index, &self.entries) {
-            (Some(ix), _) => ix
-                .0
-                .find(key_hash(key), |&i| &*self.entries.get(i as usize).0 == key)
-                .map(|&i| i as usize),
+            (Some(ix), _) => {
+                ix.0.find(key_hash(key), |&i| &*self.entries.get(i as usize).0 == key)
+                    .map(|&i| i as usize)
+            }
             (None, Entries::Flat(v)) => v.iter().position(|(k, _)| &**k == key),
             (None, Entries::Chunked { .. }) => self.entries.iter().position(|(k, _)| &**k == key),
         }
@@ -354,9 +356,11 @@ impl Dict {
                 match &mut self.index {
                     Some(ix) => {
                         let entries = &self.entries;
-                        Arc::make_mut(ix).0.insert_unique(key_hash(key), at as u32, |&i| {
-                            key_hash(&entries.get(i as usize).0)
-                        });
+                        Arc::make_mut(ix)
+                            .0
+                            .insert_unique(key_hash(key), at as u32, |&i| {
+                                key_hash(&entries.get(i as usize).0)
+                            });
                     }
                     None if self.entries.len() > INDEX_THRESHOLD => self.rebuild_index(),
                     None => {}
@@ -429,5 +433,92 @@ impl Dict {
     /// with `make` on first use.
     pub(crate) fn sorted_dump_cached(&self, make: impl FnOnce() -> Vec<u8>) -> Arc<[u8]> {
         self.sorted_dump.get_or_init(|| Arc::from(make())).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn big(n: usize) -> Dict {
+        Dict::from_pairs((0..n).map(|i| (format!("k{i}"), Val::Int(i as i128))))
+    }
+
+    fn int(d: &Dict, k: &str) -> Option<i128> {
+        match d.get(k) {
+            Some(Val::Int(i)) => Some(*i),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_large_dict_keeps_python_order_across_chunks() {
+        let mut d = big(3 * CHUNK + 5);
+        assert_eq!(d.len(), 3 * CHUNK + 5);
+        assert_eq!(int(&d, "k0"), Some(0));
+        assert_eq!(
+            int(&d, &format!("k{}", 2 * CHUNK + 1)),
+            Some(2 * CHUNK as i128 + 1)
+        );
+        assert!(d.get("absent").is_none());
+        // Assigning an existing key keeps its place; a new key goes last.
+        d.insert("k7", Val::Int(-7));
+        d.insert("new", Val::Int(-1));
+        let keys: Vec<&str> = d.keys().collect();
+        assert_eq!(keys[7], "k7");
+        assert_eq!(*keys.last().unwrap(), "new");
+        assert_eq!(int(&d, "k7"), Some(-7));
+        // `pop` keeps the others' order, across a chunk boundary too.
+        assert_eq!(
+            d.remove(&format!("k{}", CHUNK - 1)).and_then(|v| match v {
+                Val::Int(i) => Some(i),
+                _ => None,
+            }),
+            Some(CHUNK as i128 - 1)
+        );
+        let keys: Vec<String> = d.keys().map(String::from).collect();
+        let mut want: Vec<String> = (0..3 * CHUNK + 5)
+            .filter(|&i| i != CHUNK - 1)
+            .map(|i| format!("k{i}"))
+            .collect();
+        want.push("new".into());
+        assert_eq!(keys, want);
+        for (i, k) in want.iter().enumerate() {
+            assert_eq!(d.entry_at(i).0, k);
+            assert!(d.contains_key(k), "{k} after the pop");
+        }
+        // Shrinking back below one chunk keeps it working.
+        for k in &want[10..] {
+            d.remove(k);
+        }
+        assert_eq!(
+            d.keys().collect::<Vec<_>>(),
+            want[..10].iter().map(String::as_str).collect::<Vec<_>>()
+        );
+        assert_eq!(int(&d, "k3"), Some(3));
+    }
+
+    #[test]
+    fn a_copy_shares_storage_until_written_and_then_only_one_chunk_differs() {
+        let original = big(4 * CHUNK);
+        let mut copy = original.clone();
+        assert_eq!(copy.unshared_positions(&original).count(), 0, "all shared");
+        *copy.get_mut(&format!("k{}", 2 * CHUNK + 3)).unwrap() = Val::Int(0);
+        let unshared: Vec<usize> = copy.unshared_positions(&original).collect();
+        assert_eq!(unshared, (2 * CHUNK..3 * CHUNK).collect::<Vec<_>>());
+        assert_eq!(
+            int(&original, &format!("k{}", 2 * CHUNK + 3)),
+            Some(2 * CHUNK as i128 + 3)
+        );
+        assert_eq!(int(&copy, &format!("k{}", 2 * CHUNK + 3)), Some(0));
+        // A key added to the copy gets its own index; the original's
+        // lookups are untouched.
+        copy.insert("only-in-copy", Val::None);
+        assert!(copy.contains_key("only-in-copy"));
+        assert!(!original.contains_key("only-in-copy"));
+        assert_eq!(original.len() + 1, copy.len());
+        // Small dicts (no chunks) compare position by position.
+        let small = big(5);
+        assert_eq!(small.unshared_positions(&small.clone()).count(), 5);
     }
 }

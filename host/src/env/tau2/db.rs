@@ -314,6 +314,26 @@ mod tests {
     }
 
     #[test]
+    fn a_diff_names_the_entities_that_differ() {
+        let a = db();
+        let mut b = a.clone();
+        assert!(b.diff(&a, 20).is_empty());
+        b.entity_mut("items", "a")
+            .unwrap()
+            .insert("n", Val::Float(9.0));
+        assert_eq!(b.diff(&a, 20), vec!["items/a"]);
+        b.coll_mut("items")
+            .unwrap()
+            .insert("z", Val::dict(Dict::new()));
+        b.coll_mut("items").unwrap().remove("b");
+        let mut d = b.diff(&a, 20);
+        d.sort();
+        assert_eq!(d, vec!["items/a", "items/b", "items/z"]);
+        assert_eq!(b.diff(&a, 2).len(), 2, "capped");
+        assert_eq!(a.diff(&b, 20).len(), 3, "both ways");
+    }
+
+    #[test]
     fn same_state_agrees_with_hashes() {
         let a = db();
         let mut b = a.clone();

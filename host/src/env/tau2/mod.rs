@@ -18,9 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::env::data::DataSource;
 use crate::env::{
-    FinalState,
-    Domain, EnvError, Environment, Evaluation, Oracle, OracleInner, TaskView, Termination,
-    ToolOutput, ToolSpec, Trajectory,
+    Domain, EnvError, Environment, Evaluation, FinalState, Oracle, OracleInner, TaskView,
+    Termination, ToolOutput, ToolSpec, Trajectory,
 };
 
 use db::Db;
