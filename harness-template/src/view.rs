@@ -4,6 +4,7 @@
 //! answers and parses JSON.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use serde_json::Value;
 
@@ -28,11 +29,16 @@ impl EnvView for NoView {
 #[derive(Debug, Clone, Default)]
 pub struct Tools {
     specs: Vec<ToolSpec>,
+    /// Each tool's schema, parsed on first use: realization reads the
+    /// schema of every call, and parsing it again each time was a large
+    /// share of a call's fuel.
+    schemas: Vec<std::cell::OnceCell<Option<Value>>>,
 }
 
 impl Tools {
     pub fn new(specs: Vec<ToolSpec>) -> Self {
-        Tools { specs }
+        let schemas = specs.iter().map(|_| std::cell::OnceCell::new()).collect();
+        Tools { specs, schemas }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -61,9 +67,11 @@ impl Tools {
     }
 
     /// The JSON Schema of a tool's arguments.
-    pub fn schema(&self, name: &str) -> Option<Value> {
-        self.get(name)
-            .and_then(|t| serde_json::from_str(&t.parameters).ok())
+    pub fn schema(&self, name: &str) -> Option<&Value> {
+        let i = self.specs.iter().position(|t| t.name == name)?;
+        self.schemas[i]
+            .get_or_init(|| serde_json::from_str(&self.specs[i].parameters).ok())
+            .as_ref()
     }
 }
 
@@ -74,7 +82,9 @@ pub struct Reads<'a> {
     cache: BTreeMap<(String, String), Result<String, String>>,
     /// Parsed answers: several gates of one decision read the same order
     /// or product, and parsing its JSON again cost more fuel than the read.
-    parsed: BTreeMap<(String, String), Option<Value>>,
+    /// Shared, not copied: a deep copy of a product with its variants for
+    /// every gate that looked at it was most of a write call's fuel.
+    parsed: BTreeMap<(String, String), Option<Rc<Value>>>,
 }
 
 impl<'a> Reads<'a> {
@@ -95,14 +105,15 @@ impl<'a> Reads<'a> {
     }
 
     /// The answer parsed as JSON.
-    pub fn json(&mut self, tool: &str, arguments: Value) -> Option<Value> {
+    pub fn json(&mut self, tool: &str, arguments: Value) -> Option<Rc<Value>> {
         let key = (tool.to_string(), arguments.to_string());
         if let Some(done) = self.parsed.get(&key) {
             return done.clone();
         }
         let value = self
             .answer(key.clone())
-            .and_then(|t| serde_json::from_str(&t).ok());
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .map(Rc::new);
         self.parsed.insert(key, value.clone());
         value
     }
@@ -202,7 +213,7 @@ mod tests {
         let mut reads = Reads::new(&mut view, &tools);
         let first = reads.json("get_order_details", args.clone());
         let again = reads.json("get_order_details", args.clone());
-        assert_eq!(first, Some(json!({"status": "pending"})));
+        assert_eq!(first.as_deref(), Some(&json!({"status": "pending"})));
         assert_eq!(again, first);
         assert_eq!(
             reads.text("get_order_details", args),

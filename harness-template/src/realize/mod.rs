@@ -63,8 +63,8 @@ fn realize_call(h: &mut Harness, view: &mut dyn EnvView, proposed: Call) -> Deci
     };
     changed |= id_prefix::apply(&h.domain, &mut args);
     let schema = h.tools.schema(&call.name);
-    changed |= numeric_strings::apply(&h.domain, schema.as_ref(), &mut args);
-    changed |= unknown_args::apply(schema.as_ref(), &mut args);
+    changed |= numeric_strings::apply(&h.domain, schema, &mut args);
+    changed |= unknown_args::apply(schema, &mut args);
     if changed {
         call.arguments = Value::Object(args.clone()).to_string();
     }

@@ -113,7 +113,7 @@ fn total_price(args: &Map<String, Value>, cx: &mut Cx) -> Option<(f64, String)> 
                 json!({"origin": o, "destination": d, "date": date}),
             );
             found = results
-                .as_ref()
+                .as_deref()
                 .and_then(Value::as_array)
                 .and_then(|list| {
                     list.iter()

@@ -1,29 +1,31 @@
 //! Typed lookups the gates share (all through read-only tools).
 
+use std::rc::Rc;
+
 use serde_json::{Value, json};
 
 use super::Cx;
 use crate::tables::BAG_ALLOWANCE;
 use crate::text::str_of;
 
-pub fn reservation(cx: &mut Cx, reservation_id: &str) -> Option<Value> {
+pub fn reservation(cx: &mut Cx, reservation_id: &str) -> Option<Rc<Value>> {
     cx.reads.json(
         "get_reservation_details",
         json!({ "reservation_id": reservation_id }),
     )
 }
 
-pub fn user(cx: &mut Cx, user_id: &str) -> Option<Value> {
+pub fn user(cx: &mut Cx, user_id: &str) -> Option<Rc<Value>> {
     cx.reads
         .json("get_user_details", json!({ "user_id": user_id }))
 }
 
-pub fn order(cx: &mut Cx, order_id: &str) -> Option<Value> {
+pub fn order(cx: &mut Cx, order_id: &str) -> Option<Rc<Value>> {
     cx.reads
         .json("get_order_details", json!({ "order_id": order_id }))
 }
 
-pub fn product(cx: &mut Cx, product_id: &str) -> Option<Value> {
+pub fn product(cx: &mut Cx, product_id: &str) -> Option<Rc<Value>> {
     cx.reads
         .json("get_product_details", json!({ "product_id": product_id }))
 }
