@@ -448,10 +448,16 @@ mod tests {
         let (log, old) = JsonlLog::<serde_json::Value>::open(&path).unwrap();
         assert!(old.is_empty());
         log.append(&serde_json::json!({"n": 1})).unwrap();
-        assert!(!dirty(&log), "the first record after a quiet spell syncs at once");
+        assert!(
+            !dirty(&log),
+            "the first record after a quiet spell syncs at once"
+        );
         log.append(&serde_json::json!({"n": 2})).unwrap();
         log.append(&serde_json::json!({"n": 3})).unwrap();
-        assert!(dirty(&log), "records close behind it wait for the group's sync");
+        assert!(
+            dirty(&log),
+            "records close behind it wait for the group's sync"
+        );
         // Written before `append` returned: a killed process loses none.
         let read: Vec<serde_json::Value> = read_jsonl(&path, false).unwrap();
         assert_eq!(read.len(), 3);
@@ -459,7 +465,10 @@ mod tests {
         while dirty(&log) && Instant::now() < deadline {
             std::thread::sleep(SYNC_EVERY / 4);
         }
-        assert!(!dirty(&log), "the syncer syncs the group within the interval");
+        assert!(
+            !dirty(&log),
+            "the syncer syncs the group within the interval"
+        );
         log.append(&serde_json::json!({"n": 4})).unwrap();
         drop(log);
         let (reopened, read) = JsonlLog::<serde_json::Value>::open(&path).unwrap();
