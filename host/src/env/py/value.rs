@@ -267,6 +267,19 @@ pub struct Dict {
     entries: Entries,
     index: Option<Arc<Index>>,
     sorted_dump: OnceLock<Arc<[u8]>>,
+    /// A lookup structure a tool derived from this content (see
+    /// [`Dict::memo`]); cleared with the dump by every mutation.
+    memo: OnceLock<Memo>,
+}
+
+/// What [`Dict::memo`] keeps.
+#[derive(Clone)]
+struct Memo(Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Memo")
+    }
 }
 
 impl Clone for Dict {
@@ -276,10 +289,15 @@ impl Clone for Dict {
         if let Some(d) = self.sorted_dump.get() {
             let _ = sorted_dump.set(d.clone());
         }
+        let memo = OnceLock::new();
+        if let Some(m) = self.memo.get() {
+            let _ = memo.set(m.clone());
+        }
         Self {
             entries: self.entries.clone(),
             index: self.index.clone(),
             sorted_dump,
+            memo,
         }
     }
 }
@@ -341,13 +359,13 @@ impl Dict {
     /// Mutable access to the value at `key`.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Val> {
         let i = self.position(key)?;
-        self.sorted_dump = OnceLock::new();
+        self.forget_derived();
         Some(&mut self.entries.get_mut(i).1)
     }
 
     /// `d[key] = val`: replaces in place or appends.
     pub fn insert(&mut self, key: &str, val: Val) {
-        self.sorted_dump = OnceLock::new();
+        self.forget_derived();
         match self.position(key) {
             Some(i) => self.entries.get_mut(i).1 = val,
             None => {
@@ -372,12 +390,36 @@ impl Dict {
     /// `d.pop(key)`: removes the entry, keeping the others' order.
     pub fn remove(&mut self, key: &str) -> Option<Val> {
         let i = self.position(key)?;
-        self.sorted_dump = OnceLock::new();
+        self.forget_derived();
         let (_, v) = self.entries.remove(i);
         if self.index.is_some() {
             self.rebuild_index();
         }
         Some(v)
+    }
+
+    /// Drops what was derived from the content (the dump, the memo).
+    fn forget_derived(&mut self) {
+        self.sorted_dump = OnceLock::new();
+        self.memo = OnceLock::new();
+    }
+
+    /// A lookup structure derived from this dict's content, made by `make`
+    /// on first use and kept until the dict changes. Copies of the dict
+    /// share it: an episode's database shares the pristine collections, so
+    /// an index a read-only tool builds over them is built once per
+    /// process, not once per call. `None` when `make` declines (returns
+    /// `None`, e.g. for content it cannot index) or a memo of another type
+    /// is kept; the caller then does the work directly.
+    pub fn memo<T: std::any::Any + Send + Sync>(
+        &self,
+        make: impl FnOnce(&Dict) -> Option<T>,
+    ) -> Option<Arc<T>> {
+        let memo = self.memo.get_or_init(|| match make(self) {
+            Some(t) => Memo(Arc::new(t)),
+            None => Memo(Arc::new(())),
+        });
+        memo.0.clone().downcast::<T>().ok()
     }
 
     fn rebuild_index(&mut self) {
@@ -520,5 +562,45 @@ mod tests {
         // Small dicts (no chunks) compare position by position.
         let small = big(5);
         assert_eq!(small.unshared_positions(&small.clone()).count(), 5);
+    }
+
+    #[test]
+    fn a_memo_is_shared_by_copies_and_forgotten_on_change() {
+        let built = std::sync::atomic::AtomicUsize::new(0);
+        let count = |d: &Dict| {
+            built.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Some(d.len())
+        };
+        let mut d = big(100);
+        assert_eq!(d.memo(count).as_deref(), Some(&100));
+        let copy = d.clone();
+        assert_eq!(copy.memo(count).as_deref(), Some(&100));
+        assert_eq!(
+            built.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "built once"
+        );
+        d.insert("more", Val::None);
+        assert_eq!(
+            d.memo(count).as_deref(),
+            Some(&101),
+            "rebuilt after a change"
+        );
+        *d.get_mut("k1").unwrap() = Val::None;
+        assert_eq!(
+            d.memo(|_| None::<usize>),
+            None,
+            "declined: the caller scans"
+        );
+        assert_eq!(
+            copy.memo(|_| Some("other type")),
+            None,
+            "one memo type per dict"
+        );
+        assert_eq!(
+            copy.memo(count).as_deref(),
+            Some(&100),
+            "the copy kept its own"
+        );
     }
 }
