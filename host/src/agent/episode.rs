@@ -143,8 +143,7 @@ pub async fn run_episode_to_state(setup: EpisodeSetup) -> (EpisodeRecord, Option
     };
     let place = CallPlace::for_env(&*env);
     let env: SharedEnv = Arc::new(Mutex::new(env));
-    let domain = setup.domain.clone();
-    let env_tools = domain.tools();
+    let env_tools = setup.domain.tools();
     let info = EpisodeInfo {
         domain: domain_name.clone(),
         max_steps: setup.max_steps,

@@ -232,10 +232,49 @@ impl Entries {
         }
     }
 
-    fn iter(&self) -> Box<dyn Iterator<Item = &Entry> + '_> {
+    fn iter(&self) -> EntriesIter<'_> {
         match self {
-            Entries::Flat(v) => Box::new(v.iter()),
-            Entries::Chunked { chunks, .. } => Box::new(chunks.iter().flat_map(|c| c.iter())),
+            Entries::Flat(v) => EntriesIter::Flat(v.iter()),
+            Entries::Chunked { chunks, .. } => {
+                EntriesIter::Chunked(chunks.iter().flat_map(chunk_entries as ChunkEntries))
+            }
+        }
+    }
+}
+
+type ChunkEntries = for<'a> fn(&'a Arc<Vec<Entry>>) -> std::slice::Iter<'a, Entry>;
+
+fn chunk_entries(c: &Arc<Vec<Entry>>) -> std::slice::Iter<'_, Entry> {
+    c.iter()
+}
+
+/// [`Entries::iter`] without a boxed iterator: dicts are iterated on every
+/// dump and validation, and a boxed iterator is an allocation each time.
+enum EntriesIter<'a> {
+    Flat(std::slice::Iter<'a, Entry>),
+    Chunked(
+        std::iter::FlatMap<
+            std::slice::Iter<'a, Arc<Vec<Entry>>>,
+            std::slice::Iter<'a, Entry>,
+            ChunkEntries,
+        >,
+    ),
+}
+
+impl<'a> Iterator for EntriesIter<'a> {
+    type Item = &'a Entry;
+
+    fn next(&mut self) -> Option<&'a Entry> {
+        match self {
+            EntriesIter::Flat(it) => it.next(),
+            EntriesIter::Chunked(it) => it.next(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            EntriesIter::Flat(it) => it.size_hint(),
+            EntriesIter::Chunked(it) => it.size_hint(),
         }
     }
 }
