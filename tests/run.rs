@@ -74,6 +74,25 @@ fn direct_and_a_blocking_harness_on_both_domains() {
         );
         assert!(s.metrics.hooks.values().all(|h| h.interventions == 0));
         assert!(s.metrics.hooks["realize"].calls > 0, "hooks ran");
+        // The contract's prompt is recorded once, as the transcript's
+        // system entry; its record keeps the length in its place.
+        for r in read_trajectories(&direct.join("trajectories.jsonl"), false).unwrap() {
+            let contract = r.hooks.iter().find(|h| h.hook == "contract").unwrap();
+            let system = r
+                .transcript
+                .iter()
+                .find_map(|e| match e {
+                    Entry::System { text } => Some(text.clone()),
+                    _ => None,
+                })
+                .unwrap();
+            assert!(contract.decision.get("system_prompt").is_none());
+            assert_eq!(
+                contract.decision["system_prompt_chars"],
+                serde_json::json!(system.chars().count()),
+                "a pass-through contract's prompt is the whole system entry"
+            );
+        }
 
         let blocked = tmp.path().join(format!("ro-{}", domain.replace('/', "-")));
         ok(host(

@@ -19,7 +19,8 @@ pub struct HookRecord {
     /// `constructor`, `contract`, `skills`, `realize` or `regulate`.
     pub hook: String,
     /// The decision (the hook's answer), or the neutral answer used after a
-    /// fail-open failure.
+    /// fail-open failure. A `contract` decision's system prompt is recorded
+    /// as its length only (see [`slim_contract_decision`]).
     pub decision: serde_json::Value,
     /// Whether the decision changed anything (not the neutral answer).
     pub intervened: bool,
@@ -105,6 +106,29 @@ impl CallPlace {
                 .map_err(|e| e.to_string()),
         }
     }
+}
+
+/// The recorded form of a `contract` decision: its system prompt is left
+/// out (the transcript's system entry starts with it, followed by any
+/// skills) and its length in characters put in its place as
+/// `system_prompt_chars`. The prompt is the largest text of an episode (7 KiB
+/// for τ² retail); recording it twice made a pass-through harness's record
+/// half again as large, and serialising, writing and freeing it was a share
+/// of the runner's host CPU (`bench --runner`).
+pub fn slim_contract_decision(decision: serde_json::Value) -> serde_json::Value {
+    let serde_json::Value::Object(mut fields) = decision else {
+        return decision;
+    };
+    if let Some(serde_json::Value::String(prompt)) = fields.remove("system_prompt") {
+        let mut slim = serde_json::Map::with_capacity(fields.len() + 1);
+        slim.insert(
+            "system_prompt_chars".into(),
+            serde_json::Value::from(prompt.chars().count()),
+        );
+        slim.extend(fields);
+        return serde_json::Value::Object(slim);
+    }
+    serde_json::Value::Object(fields)
 }
 
 fn summarize<T: Serialize>(v: &T) -> serde_json::Value {
@@ -307,14 +331,19 @@ impl HarnessSession {
             tool_descriptions: vec![],
         };
         let original = input.system_prompt.clone();
-        self.run(
-            0,
-            "contract",
-            move |ep| ep.contract(&input),
-            neutral,
-            move |o| o.system_prompt == original && o.tool_descriptions.is_empty(),
-        )
-        .await
+        let outcome = self
+            .run(
+                0,
+                "contract",
+                move |ep| ep.contract(&input),
+                neutral,
+                move |o| o.system_prompt == original && o.tool_descriptions.is_empty(),
+            )
+            .await;
+        if let Some(record) = self.records.last_mut().filter(|r| r.hook == "contract") {
+            record.decision = slim_contract_decision(std::mem::take(&mut record.decision));
+        }
+        outcome
     }
 
     /// The `skills` hook, once after the user's first message: guidance that
@@ -361,4 +390,32 @@ impl HarnessSession {
 
 fn duration_micros(d: Duration) -> u64 {
     d.as_micros().min(u128::from(u64::MAX)) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_contract_decision_is_recorded_without_its_prompt_but_with_its_length() {
+        let decision = serde_json::json!({
+            "system_prompt": "héllo",
+            "tool_descriptions": [{"name": "t", "description": "d"}],
+        });
+        let slim = slim_contract_decision(decision);
+        assert_eq!(
+            slim,
+            serde_json::json!({
+                "system_prompt_chars": 5,
+                "tool_descriptions": [{"name": "t", "description": "d"}],
+            })
+        );
+        // Anything else (a failed hook's null, another shape) is kept as is.
+        assert_eq!(
+            slim_contract_decision(serde_json::Value::Null),
+            serde_json::Value::Null
+        );
+        let other = serde_json::json!({"tool_descriptions": []});
+        assert_eq!(slim_contract_decision(other.clone()), other);
+    }
 }

@@ -74,6 +74,11 @@ pub struct RunnerBenchReport {
     /// on a worker thread), and it is the harness's own cost: another
     /// harness moves it, a host change does not.
     pub hook_seconds: f64,
+    /// Process CPU of a run that only waits: the same episodes' model calls
+    /// as bare timer waits of the same latency, in the same dispatch order
+    /// and concurrency, with no work between them (see [`waiting_floor`]).
+    /// What any host pays on this machine to wake for each reply.
+    pub waiting_floor_seconds: Option<f64>,
 }
 
 impl RunnerBenchReport {
@@ -102,6 +107,12 @@ impl RunnerBenchReport {
     /// The host's CPU per episode, in microseconds.
     pub fn cpu_us_per_episode(&self) -> Option<f64> {
         self.host_cpu_seconds()
+            .map(|c| c * 1e6 / self.episodes.max(1) as f64)
+    }
+
+    /// The waiting floor's CPU per episode, in microseconds.
+    pub fn floor_us_per_episode(&self) -> Option<f64> {
+        self.waiting_floor_seconds
             .map(|c| c * 1e6 / self.episodes.max(1) as f64)
     }
 
@@ -150,6 +161,16 @@ impl RunnerBenchReport {
                 );
             }
             _ => out += "host CPU time: not available on this platform\n",
+        }
+        if let (Some(floor), Some(us)) = (self.floor_us_per_episode(), self.cpu_us_per_episode()) {
+            let share =
+                |us: f64| us * self.episodes as f64 / 1e6 / self.wall_seconds.max(1e-9) * 100.0;
+            out += &format!(
+                "waiting floor: the same model waits with no work between them cost {floor:.0} µs CPU per episode here ({:.2}% of wall; waking after each reply); the host's own work above it is {:.0} µs per episode ({:.2}% of wall)\n",
+                share(floor),
+                (us - floor).max(0.0),
+                share((us - floor).max(0.0)),
+            );
         }
         if let Some(gold) = self.gold_cpu_seconds {
             out += &format!(
@@ -253,7 +274,39 @@ pub async fn run(
         gold_cpu_seconds,
         gold_wall_seconds,
         hook_seconds: hook_micros as f64 / 1e6,
+        waiting_floor_seconds: waiting_floor(&in_dispatch_order, opts.latency, opts.concurrency)
+            .await,
     })
+}
+
+/// Process CPU of a run that only waits: episode `i` makes
+/// `calls_in_dispatch_order[i]` sequential waits of `latency` (a timer, as
+/// the simulated model's reply is), episodes start in order on the first of
+/// `concurrency` lanes to come free, and nothing else runs. On an idle
+/// machine each wake-up after a long wait finds cold caches (and, on a
+/// virtual machine, a halted virtual CPU), which costs tens of microseconds
+/// however little the woken task does; this measures that floor on the same
+/// runtime, side by side with the run, so the host's own work can be told
+/// from it. `None` where the process CPU clock is not available.
+pub async fn waiting_floor(
+    calls_in_dispatch_order: &[u64],
+    latency: Duration,
+    concurrency: usize,
+) -> Option<f64> {
+    let lanes = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+    let before = process_cpu_seconds()?;
+    let mut set = tokio::task::JoinSet::new();
+    for &calls in calls_in_dispatch_order {
+        let permit = lanes.clone().acquire_owned().await.expect("semaphore open");
+        set.spawn(async move {
+            let _permit = permit;
+            for _ in 0..calls {
+                tokio::time::sleep(latency).await;
+            }
+        });
+    }
+    while set.join_next().await.is_some() {}
+    Some(process_cpu_seconds()? - before)
 }
 
 /// CPU seconds (user + system, all threads) this process has used so far.
@@ -286,6 +339,19 @@ mod tests {
         assert!(spent > 0.0005 && spent < 0.5, "{spent} s for ~1 ms of work");
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_waiting_floor_waits_each_episodes_calls_on_its_lanes() {
+        // 6 episodes of 2 calls at 20 ms on 3 lanes: two rounds of 40 ms.
+        let started = std::time::Instant::now();
+        let cpu = waiting_floor(&[2; 6], Duration::from_millis(20), 3)
+            .await
+            .expect("Linux has a process CPU clock");
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(80), "{took:?}");
+        assert!(took < Duration::from_millis(80 * 10), "{took:?}");
+        assert!(cpu >= 0.0 && cpu < took.as_secs_f64() * 2.0, "{cpu}");
+    }
+
     #[test]
     fn the_report_splits_host_cpu_into_hooks_and_the_rest() {
         let report = RunnerBenchReport {
@@ -299,6 +365,7 @@ mod tests {
             gold_cpu_seconds: None,
             gold_wall_seconds: 0.0,
             hook_seconds: 0.004,
+            waiting_floor_seconds: Some(0.02),
         };
         assert!((report.cpu_us_per_episode().unwrap() - 10_000.0).abs() < 1e-6);
         assert!((report.hook_us_per_episode() - 1_000.0).abs() < 1e-6);
@@ -312,6 +379,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("9000 µs the rest of the host"), "{text}");
+        assert!(
+            text.contains("cost 5000 µs CPU per episode here (1.00% of wall"),
+            "{text}"
+        );
+        assert!(
+            text.contains("above it is 5000 µs per episode (1.00% of wall)"),
+            "{text}"
+        );
         assert!(text.contains(eval::SIMULATED_LABEL), "{text}");
     }
 }

@@ -314,16 +314,14 @@ pub async fn run_with(
                             executor.episode(task_id.clone(), trial).await
                         };
                         let result = match result {
-                            // Serialising and fsyncing the record blocks:
-                            // off the runtime's threads, so the episodes in
-                            // flight keep being polled.
+                            // Written here, on the runtime's thread: an
+                            // append serialises and writes to the page
+                            // cache and never waits for the disk (the log's
+                            // syncer thread syncs), so handing it to the
+                            // blocking pool cost more (two thread switches)
+                            // than it saved.
                             Ok(record) if record.end != EndReason::InfrastructureError => {
-                                tokio::task::spawn_blocking(move || {
-                                    dir.append(&record).map(|()| record)
-                                })
-                                .await
-                                .expect("append task does not panic")
-                                .map_err(RunError::from)
+                                dir.append(&record).map(|()| record).map_err(RunError::from)
                             }
                             other => other,
                         };

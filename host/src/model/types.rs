@@ -23,8 +23,10 @@ use crate::model::sim::TestbedNote;
 pub enum ChatMessage {
     /// Instructions for the model (the policy, harness notes).
     System {
-        /// The instruction text.
-        content: String,
+        /// The instruction text. Shared: an episode sends its system
+        /// prompt (7 KiB for τ² retail) with every agent call, and each call
+        /// copied it with the rest of the conversation.
+        content: Arc<str>,
     },
     /// What the user (simulator) said.
     User {
@@ -50,7 +52,7 @@ pub enum ChatMessage {
 
 impl ChatMessage {
     /// A system message.
-    pub fn system(content: impl Into<String>) -> Self {
+    pub fn system(content: impl Into<Arc<str>>) -> Self {
         Self::System {
             content: content.into(),
         }
@@ -100,9 +102,8 @@ impl ChatMessage {
     /// The text content ("" for an assistant turn with only tool calls).
     pub fn text(&self) -> &str {
         match self {
-            Self::System { content } | Self::User { content } | Self::Tool { content, .. } => {
-                content
-            }
+            Self::System { content } => content,
+            Self::User { content } | Self::Tool { content, .. } => content,
             Self::Assistant { content, .. } => content.as_deref().unwrap_or(""),
         }
     }

@@ -23,47 +23,86 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// hook call or an instantiation is in flight) and sleeps otherwise: an
 /// evaluation spends almost all its time awaiting the model, and waking
 /// every millisecond for nothing was a measurable share of the host's CPU.
+///
+/// Starting a call does not wake it either, unless the call's deadline is
+/// short or the ticker has been idle for long: a hook takes microseconds, and
+/// waking a thread for each of an episode's dozen hooks (a futex wake and a
+/// context switch, on a cold core) was a tenth of the runner's host CPU
+/// (`bench --runner`: 14 context switches per episode with a harness, 8.6
+/// without). Instead, while calls keep coming, the ticker looks every
+/// [`WATCH`]; a call still running then is ticked from that moment, so a
+/// deadline of at least [`PRECISE_FROM`] fires at most `WATCH` late (2.5%
+/// of it). Shorter deadlines wake the ticker at once and are exact to a tick.
 /// Stops when the last holder is dropped.
 pub(crate) struct EpochTicker {
     stop: Arc<AtomicBool>,
     /// Guest calls in flight.
     active: Arc<AtomicUsize>,
+    /// Whether the ticker sleeps until woken (no call for [`DEEP_IDLE_AFTER`]):
+    /// then every call start wakes it.
+    parked_deep: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
-/// Longest the idle ticker sleeps before it looks at `active` again (it is
-/// also woken at once when a call starts).
-const IDLE_PARK: Duration = Duration::from_millis(100);
+/// How often a watching ticker looks for calls in flight.
+const WATCH: Duration = Duration::from_millis(25);
+
+/// Calls whose deadline is shorter wake the ticker when they start.
+pub(crate) const PRECISE_FROM: Duration = Duration::from_millis(1_000);
+
+/// Idle time after which the ticker stops watching and sleeps until a call
+/// wakes it: a host between runs (or a service with no work) costs nothing.
+const DEEP_IDLE_AFTER: Duration = Duration::from_millis(1_000);
 
 impl EpochTicker {
     fn start(engine: Engine) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let active = Arc::new(AtomicUsize::new(0));
-        let (flag, busy) = (stop.clone(), active.clone());
+        let parked_deep = Arc::new(AtomicBool::new(false));
+        let (flag, busy, deep) = (stop.clone(), active.clone(), parked_deep.clone());
         let thread = std::thread::Builder::new()
             .name("ecdysis-epoch".into())
             .spawn(move || {
+                let idle_rounds = DEEP_IDLE_AFTER.as_millis() / WATCH.as_millis();
+                let mut idle = 0;
                 while !flag.load(Ordering::Relaxed) {
-                    if busy.load(Ordering::Acquire) == 0 {
-                        std::thread::park_timeout(IDLE_PARK);
-                        continue;
+                    if busy.load(Ordering::SeqCst) > 0 {
+                        idle = 0;
+                        std::thread::sleep(EPOCH_TICK);
+                        engine.increment_epoch();
+                    } else if idle < idle_rounds {
+                        idle += 1;
+                        std::thread::park_timeout(WATCH);
+                    } else {
+                        // Announce the deep sleep before looking at `busy`
+                        // once more; a call that starts after the store sees
+                        // it and unparks (both sides SeqCst, so at least one
+                        // sees the other's write). The timeout only bounds
+                        // a lost wake-up; it is not needed for correctness.
+                        deep.store(true, Ordering::SeqCst);
+                        if busy.load(Ordering::SeqCst) == 0 && !flag.load(Ordering::Relaxed) {
+                            std::thread::park_timeout(DEEP_IDLE_AFTER * 60);
+                        }
+                        deep.store(false, Ordering::SeqCst);
+                        idle = 0;
                     }
-                    std::thread::sleep(EPOCH_TICK);
-                    engine.increment_epoch();
                 }
             })
             .ok();
         EpochTicker {
             stop,
             active,
+            parked_deep,
             thread,
         }
     }
 
-    /// Mark guest code as running until the guard drops (the ticker ticks
-    /// while any guard lives).
-    pub(crate) fn running(&self) -> Running<'_> {
-        if self.active.fetch_add(1, Ordering::AcqRel) == 0
+    /// Mark guest code as running, under a deadline of `deadline`, until the
+    /// guard drops (the ticker ticks while any guard lives).
+    pub(crate) fn running(&self, deadline: Duration) -> Running<'_> {
+        let first = self.active.fetch_add(1, Ordering::SeqCst) == 0;
+        if first
+            && (deadline < PRECISE_FROM || self.parked_deep.load(Ordering::SeqCst))
             && let Some(t) = &self.thread
         {
             t.thread().unpark();
@@ -77,7 +116,7 @@ pub(crate) struct Running<'a>(&'a EpochTicker);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::AcqRel);
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

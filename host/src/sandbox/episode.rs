@@ -67,7 +67,7 @@ impl LoadedHarness {
         store.limiter(|s| &mut s.limiter);
         arm(&mut store, &limits)?;
         let bindings = {
-            let _running = self.sandbox.ticker().running();
+            let _running = self.sandbox.ticker().running(limits.deadline);
             self.pre
                 .instantiate(&mut store)
                 .map_err(|e| classify(&mut store, "instantiate", &limits, e))?
@@ -113,7 +113,7 @@ impl LoadedHarness {
         );
         store.limiter(|s| &mut s.limiter);
         arm(&mut store, limits)?;
-        let _running = self.sandbox.ticker().running();
+        let _running = self.sandbox.ticker().running(limits.deadline);
         match self.pre.instantiate(&mut store) {
             Ok(_) => Ok(BareInstance { _store: store }),
             Err(e) => Err(classify(&mut store, "instantiate", limits, e)),
@@ -212,7 +212,7 @@ impl HarnessEpisode {
         arm(&mut self.store, &self.limits)?;
         let start = Instant::now();
         let result = {
-            let _running = self.sandbox.ticker().running();
+            let _running = self.sandbox.ticker().running(self.limits.deadline);
             f(&mut self.store, &self.bindings, self.episode)
         };
         let elapsed = start.elapsed();
@@ -379,7 +379,7 @@ impl Drop for HarnessEpisode {
         if let (false, Some(ep)) = (self.poisoned, self.episode.take())
             && arm(&mut self.store, &self.limits).is_ok()
         {
-            let _running = self.sandbox.ticker().running();
+            let _running = self.sandbox.ticker().running(self.limits.deadline);
             let _ = ep.resource_drop(&mut self.store);
         }
     }
