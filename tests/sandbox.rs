@@ -138,6 +138,74 @@ fn infinite_loop_with_unbounded_fuel_hits_the_deadline() {
 }
 
 #[test]
+fn a_long_deadline_fires_at_most_the_tickers_watch_period_late() {
+    // A deadline of a second or more does not wake the epoch ticker when
+    // the call starts (hooks take microseconds); the ticker notices the
+    // running call within its watch period (25 ms) and the deadline fires
+    // then. A pooled sandbox whose ticker has been watching (calls came
+    // just before) is the runner's case.
+    let limits = Limits {
+        fuel_per_hook: u64::MAX / 2,
+        deadline: Duration::from_millis(1_200),
+        ..test_limits()
+    };
+    let sandbox = Sandbox::pooled(limits, 2).expect("engine");
+    positive_control(&sandbox);
+    let started = std::time::Instant::now();
+    let err = attack_on(&sandbox, "infinite-loop");
+    let took = started.elapsed();
+    assert!(
+        matches!(
+            err,
+            SandboxError::Deadline {
+                hook: "realize",
+                deadline_ms: 1_200
+            }
+        ),
+        "{err}"
+    );
+    // The attack includes loading the guest, instantiating it, and the
+    // positive control after it; the unbounded loop would never end.
+    assert!(took >= Duration::from_millis(1_200), "{took:?}");
+    assert!(took < Duration::from_millis(1_200 + 25 + 3_000), "{took:?}");
+}
+
+#[test]
+fn a_long_deadline_fires_after_the_ticker_slept_until_woken() {
+    // After a second with no guest call the ticker stops watching and
+    // sleeps until a call wakes it: the first call after the quiet spell
+    // must wake it even with a long deadline, or the loop would run on.
+    let limits = Limits {
+        fuel_per_hook: u64::MAX / 2,
+        deadline: Duration::from_millis(1_200),
+        ..test_limits()
+    };
+    let sandbox = Sandbox::pooled(limits, 2).expect("engine");
+    let hostile = load(&sandbox, Some("infinite-loop"));
+    let mut ep = hostile
+        .start_episode(&info(), &doctor::sample_tools(), Box::new(env()))
+        .expect("constructor is harmless");
+    std::thread::sleep(Duration::from_millis(1_500));
+    let started = std::time::Instant::now();
+    let err = ep.realize(&proposed_call()).expect_err("stopped");
+    let took = started.elapsed();
+    assert!(
+        matches!(
+            err,
+            SandboxError::Deadline {
+                hook: "realize",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(took >= Duration::from_millis(1_200), "{took:?}");
+    assert!(took < Duration::from_millis(1_200 + 1_000), "{took:?}");
+    drop(ep);
+    positive_control(&sandbox);
+}
+
+#[test]
 fn memory_bomb_hits_the_memory_limit() {
     let err = attack("memory-bomb", test_limits());
     assert!(matches!(err, SandboxError::MemoryLimit { .. }), "{err}");
