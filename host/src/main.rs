@@ -56,6 +56,16 @@ struct Cli {
     /// Largest component (.wasm) accepted, in MiB.
     #[arg(long, global = true, default_value_t = 32)]
     max_component_mib: usize,
+    /// Threads of the async runtime that runs episodes (hooks and tool calls
+    /// run on them too). Default: one for `run` and `bench --runner` when
+    /// the agent waits on a model (an endpoint, or `sim:` with a latency):
+    /// an episode's work between two replies takes tens of microseconds,
+    /// and a second thread cost a cross-CPU wake-up per reply (a fifth of
+    /// the runner's host CPU, `bench --runner`). One per core otherwise: a
+    /// zero-latency `sim:` run is bound by the host's own work, and the
+    /// other commands keep Tokio's default.
+    #[arg(long, global = true, env = "ECDYSIS_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: Option<u16>,
     #[command(flatten)]
     data: cli::env::DataArgs,
     #[command(subcommand)]
@@ -314,7 +324,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             limits,
             json,
         } => check(&store, &harness, limits.limits()?, json, cli.quiet),
-        Command::Bench(args) => cli::bench::bench_command(args, &store, &cli.data, cli.quiet),
+        Command::Bench(args) => {
+            let waits = args.latency_ms > 0;
+            cli::bench::bench_command(args, &store, &cli.data, cli.quiet, || {
+                runtime_with(cli.threads, waits)
+            })
+        }
         Command::Env(cmd) => {
             cli::env::env_command(cmd, &cli.data)?;
             Ok(ExitCode::SUCCESS)
@@ -330,7 +345,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Run(cmd) => {
             let WithReport { args, report } = *cmd;
             let out = args.out.clone();
-            let runtime = runtime()?;
+            let waits = args.eval.waits_on_model();
+            let runtime = runtime_with(cli.threads, waits)?;
             let summary = runtime.block_on(cli::run::run(args, &store, &cli.data, cli.quiet))?;
             print!("{}", ecdysis_host::eval::report::render(&summary));
             let c = &summary.config;
@@ -351,7 +367,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 Some(o) => o.clone(),
                 None => cli::train::default_out(&args.spec()?),
             };
-            let runtime = runtime()?;
+            let runtime = runtime_with(cli.threads, false)?;
             let summary =
                 runtime.block_on(cli::train::train(args, &store, &cli.data, cli.quiet))?;
             print!("{}", summary.render());
@@ -361,7 +377,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Experiment(cmd) => {
             let WithReport { args, report } = *cmd;
             let out = args.out.clone();
-            let runtime = runtime()?;
+            let runtime = runtime_with(cli.threads, false)?;
             runtime.block_on(cli::experiment::experiment(args, &store, &cli.data))?;
             maybe_report(report, out)?;
             Ok(ExitCode::SUCCESS)
@@ -375,28 +391,28 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Vectors(args) => {
-            let runtime = runtime()?;
+            let runtime = runtime_with(cli.threads, false)?;
             runtime.block_on(cli::vectors::vectors(*args, &store, &cli.data, cli.quiet))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::EpisodeWorker => unreachable!("handled before dispatch"),
         Command::Serve(args) => {
-            let runtime = runtime()?;
+            let runtime = runtime_with(cli.threads, false)?;
             runtime.block_on(cli::serve::serve(args, &cli.data, cli.quiet))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Worker(args) => {
-            let runtime = runtime()?;
+            let runtime = runtime_with(cli.threads, false)?;
             runtime.block_on(cli::serve::worker(args, &cli.data, cli.quiet))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tenant(cmd) => {
-            let runtime = runtime()?;
+            let runtime = runtime_with(cli.threads, false)?;
             runtime.block_on(cli::serve::tenant(cmd, &cli.data))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit(cmd) => {
-            let runtime = runtime()?;
+            let runtime = runtime_with(cli.threads, false)?;
             let ok = runtime.block_on(cli::serve::audit(cmd, &cli.data))?;
             Ok(if ok {
                 ExitCode::SUCCESS
@@ -411,10 +427,22 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// The async runtime of a command that needs one (Tokio's multi-threaded
-/// default: one worker per core).
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Runtime::new().context("starting the async runtime")
+/// The async runtime of a command that needs one: `threads` workers if
+/// given, else one when the command's episodes wait on a model (see
+/// `--threads`), else one per core (Tokio's default).
+fn runtime_with(threads: Option<u16>, waits_on_model: bool) -> Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    match (threads, waits_on_model) {
+        (Some(n), _) => {
+            builder.worker_threads(usize::from(n));
+        }
+        (None, true) => {
+            builder.worker_threads(1);
+        }
+        (None, false) => {}
+    }
+    builder.build().context("starting the async runtime")
 }
 
 /// `compile-component`: the compile child's side (see `store::Compiler`).

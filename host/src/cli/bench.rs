@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 
 use ecdysis_host::bench;
@@ -71,13 +71,14 @@ pub fn bench_command(
     store: &ComponentStore,
     data: &DataArgs,
     quiet: bool,
+    runtime: impl FnOnce() -> Result<tokio::runtime::Runtime>,
 ) -> Result<ExitCode> {
     if args.calc {
         print!("{}", ecdysis_host::env::py::calc::bench::report(5));
     } else if args.env {
         env(&args, data)?;
     } else if args.runner {
-        runner(&args, store, data)?;
+        runner(&args, store, data, runtime()?)?;
     } else {
         sandbox(&args, store, quiet)?;
     }
@@ -107,7 +108,12 @@ fn env(args: &BenchArgs, data: &DataArgs) -> Result<()> {
 }
 
 /// `--runner`: a full split with a fixed-latency simulated agent.
-fn runner(args: &BenchArgs, store: &ComponentStore, data: &DataArgs) -> Result<()> {
+fn runner(
+    args: &BenchArgs,
+    store: &ComponentStore,
+    data: &DataArgs,
+    runtime: tokio::runtime::Runtime,
+) -> Result<()> {
     let opts = bench::runner::RunnerBenchOptions {
         latency: std::time::Duration::from_millis(args.latency_ms),
         concurrency: args.concurrency,
@@ -123,7 +129,6 @@ fn runner(args: &BenchArgs, store: &ComponentStore, data: &DataArgs) -> Result<(
         let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
         Some((manifest.hash.to_string(), loaded))
     };
-    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let report = runtime.block_on(bench::runner::run(&opts, loaded, domain))?;
     print!("{}", report.render(&opts, &args.harness));
     Ok(())

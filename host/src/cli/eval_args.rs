@@ -104,6 +104,17 @@ pub struct EvalArgs {
 }
 
 impl EvalArgs {
+    /// Whether episodes wait on a model: an endpoint agent or user, or a
+    /// simulated agent given a latency. A zero-latency `sim:` run with the
+    /// scripted user is bound by the host's own work instead.
+    pub fn waits_on_model(&self) -> bool {
+        let simulated = self
+            .agent_model
+            .as_deref()
+            .is_none_or(|m| m.starts_with("sim:"));
+        !simulated || self.sim_latency_ms > 0 || self.user_model != "scripted"
+    }
+
     /// The run specification for `split`, with `default_agent` when no
     /// --agent-model was given.
     pub fn spec(&self, split: Option<String>, default_agent: &str) -> Result<RunSpec> {
