@@ -170,3 +170,42 @@ impl EvalArgs {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::EvalArgs;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        eval: EvalArgs,
+    }
+
+    fn waits(args: &[&str]) -> bool {
+        let mut argv = vec!["x"];
+        argv.extend_from_slice(args);
+        Wrapper::parse_from(argv).eval.waits_on_model()
+    }
+
+    #[test]
+    fn episodes_wait_on_a_model_unless_simulated_without_latency() {
+        // The default agent is simulated and the default user scripted.
+        assert!(!waits(&[]));
+        assert!(!waits(&["--agent-model", "sim:oracle"]));
+        assert!(waits(&[
+            "--agent-model",
+            "sim:mixed",
+            "--sim-latency-ms",
+            "200"
+        ]));
+        assert!(waits(&["--agent-model", "qwen3-8b"]));
+        assert!(waits(&[
+            "--agent-model",
+            "sim:oracle",
+            "--user-model",
+            "qwen3-8b"
+        ]));
+    }
+}

@@ -26,13 +26,14 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
 ///
 /// Starting a call does not wake it either, unless the call's deadline is
 /// short or the ticker has been idle for long: a hook takes microseconds, and
-/// waking a thread for each of an episode's dozen hooks (a futex wake and a
-/// context switch, on a cold core) was a tenth of the runner's host CPU
-/// (`bench --runner`: 14 context switches per episode with a harness, 8.6
-/// without). Instead, while calls keep coming, the ticker looks every
-/// [`WATCH`]; a call still running then is ticked from that moment, so a
-/// deadline of at least [`PRECISE_FROM`] fires at most `WATCH` late (2.5%
-/// of it). Shorter deadlines wake the ticker at once and are exact to a tick.
+/// waking a thread for each of an episode's dozen hooks cost a futex wake
+/// and a context switch on a cold core each (`bench --runner` with a
+/// pass-through guest: 14 context switches per episode, 9 without these).
+/// Instead, while calls keep coming, the ticker looks every [`WATCH`] (20
+/// wake-ups a second); a call still running then is ticked from that
+/// moment, so a deadline of at least [`PRECISE_FROM`] (the default's) fires
+/// at most `WATCH` late, 2.5% of it. Shorter deadlines wake the ticker at
+/// once and are exact to a tick.
 /// Stops when the last holder is dropped.
 pub(crate) struct EpochTicker {
     stop: Arc<AtomicBool>,
@@ -45,14 +46,14 @@ pub(crate) struct EpochTicker {
 }
 
 /// How often a watching ticker looks for calls in flight.
-const WATCH: Duration = Duration::from_millis(25);
+const WATCH: Duration = Duration::from_millis(50);
 
 /// Calls whose deadline is shorter wake the ticker when they start.
-pub(crate) const PRECISE_FROM: Duration = Duration::from_millis(1_000);
+pub(crate) const PRECISE_FROM: Duration = Duration::from_millis(2_000);
 
 /// Idle time after which the ticker stops watching and sleeps until a call
 /// wakes it: a host between runs (or a service with no work) costs nothing.
-const DEEP_IDLE_AFTER: Duration = Duration::from_millis(1_000);
+const DEEP_IDLE_AFTER: Duration = Duration::from_millis(2_000);
 
 impl EpochTicker {
     fn start(engine: Engine) -> Self {
