@@ -252,11 +252,14 @@ fn unbounded_allocation_stops_at_the_memory_limit() {
     assert_eq!(exit.signal, Some(libc::SIGABRT), "{}", death.describe());
     // RLIMIT_DATA bounds the heap and private writable mappings; resident
     // memory also holds the binary's own (file-backed) pages, which a worker
-    // has from the start: the bound is the limit plus that baseline.
+    // has from the start: the bound is the limit plus that baseline. The
+    // limit also counts address space the allocator has reserved but not yet
+    // touched (mimalloc maps its arenas ahead), so the allocation stops
+    // before resident memory reaches it: at about 500 MiB of the 768 here.
     let peak_mib = exit.peak_rss_kib / 1024;
     let binary_mib = std::fs::metadata(support::host_bin()).unwrap().len() >> 20;
     assert!(
-        (512..=768 + binary_mib.max(64)).contains(&peak_mib),
+        (384..=768 + binary_mib.max(64)).contains(&peak_mib),
         "peak RSS {peak_mib} MiB should be bounded by the 768 MiB limit plus the {binary_mib} MiB binary (and show the allocation happened)"
     );
     assert!(took < Duration::from_secs(30), "took {took:?}");

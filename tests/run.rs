@@ -78,14 +78,7 @@ fn direct_and_a_blocking_harness_on_both_domains() {
         // system entry; its record keeps the length in its place.
         for r in read_trajectories(&direct.join("trajectories.jsonl"), false).unwrap() {
             let contract = r.hooks.iter().find(|h| h.hook == "contract").unwrap();
-            let system = r
-                .transcript
-                .iter()
-                .find_map(|e| match e {
-                    Entry::System { text } => Some(text.clone()),
-                    _ => None,
-                })
-                .unwrap();
+            let system = r.system_prompt().unwrap();
             assert!(contract.decision.get("system_prompt").is_none());
             assert_eq!(
                 contract.decision["system_prompt_chars"],

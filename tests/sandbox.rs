@@ -117,24 +117,29 @@ fn infinite_loop_runs_out_of_fuel() {
     );
 }
 
-#[test]
-fn infinite_loop_with_unbounded_fuel_hits_the_deadline() {
-    let limits = Limits {
+/// Limits under which only the deadline can stop a loop.
+fn unbounded_fuel(deadline_ms: u64) -> Limits {
+    Limits {
         fuel_per_hook: u64::MAX / 2,
-        deadline: Duration::from_millis(100),
+        deadline: Duration::from_millis(deadline_ms),
         ..test_limits()
-    };
-    let err = attack("infinite-loop", limits);
+    }
+}
+
+fn assert_realize_deadline(err: &SandboxError, deadline: u64) {
     assert!(
         matches!(
             err,
-            SandboxError::Deadline {
-                hook: "realize",
-                deadline_ms: 100
-            }
+            SandboxError::Deadline { hook: "realize", deadline_ms } if *deadline_ms == deadline
         ),
         "{err}"
     );
+}
+
+#[test]
+fn infinite_loop_with_unbounded_fuel_hits_the_deadline() {
+    let err = attack("infinite-loop", unbounded_fuel(100));
+    assert_realize_deadline(&err, 100);
 }
 
 #[test]
@@ -144,26 +149,12 @@ fn a_long_deadline_fires_at_most_the_tickers_watch_period_late() {
     // ticker notices the running call within its watch period (50 ms) and
     // the deadline fires then. A pooled sandbox whose ticker has been
     // watching (calls came just before) is the runner's case.
-    let limits = Limits {
-        fuel_per_hook: u64::MAX / 2,
-        deadline: Duration::from_millis(2_000),
-        ..test_limits()
-    };
-    let sandbox = Sandbox::pooled(limits, 2).expect("engine");
+    let sandbox = Sandbox::pooled(unbounded_fuel(2_000), 2).expect("engine");
     positive_control(&sandbox);
     let started = std::time::Instant::now();
     let err = attack_on(&sandbox, "infinite-loop");
     let took = started.elapsed();
-    assert!(
-        matches!(
-            err,
-            SandboxError::Deadline {
-                hook: "realize",
-                deadline_ms: 2_000
-            }
-        ),
-        "{err}"
-    );
+    assert_realize_deadline(&err, 2_000);
     // The attack includes loading the guest, instantiating it, and the
     // positive control after it; the unbounded loop would never end.
     assert!(took >= Duration::from_millis(2_000), "{took:?}");
@@ -175,12 +166,7 @@ fn a_long_deadline_fires_after_the_ticker_slept_until_woken() {
     // After two seconds with no guest call the ticker stops watching and
     // sleeps until a call wakes it: the first call after the quiet spell
     // must wake it even with a long deadline, or the loop would run on.
-    let limits = Limits {
-        fuel_per_hook: u64::MAX / 2,
-        deadline: Duration::from_millis(2_000),
-        ..test_limits()
-    };
-    let sandbox = Sandbox::pooled(limits, 2).expect("engine");
+    let sandbox = Sandbox::pooled(unbounded_fuel(2_000), 2).expect("engine");
     let hostile = load(&sandbox, Some("infinite-loop"));
     let mut ep = hostile
         .start_episode(&info(), &doctor::sample_tools(), Box::new(env()))
@@ -189,16 +175,7 @@ fn a_long_deadline_fires_after_the_ticker_slept_until_woken() {
     let started = std::time::Instant::now();
     let err = ep.realize(&proposed_call()).expect_err("stopped");
     let took = started.elapsed();
-    assert!(
-        matches!(
-            err,
-            SandboxError::Deadline {
-                hook: "realize",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_realize_deadline(&err, 2_000);
     assert!(took >= Duration::from_millis(2_000), "{took:?}");
     assert!(took < Duration::from_millis(2_000 + 1_000), "{took:?}");
     drop(ep);

@@ -431,17 +431,24 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
 /// given, else one when the command's episodes wait on a model (see
 /// `--threads`), else one per core (Tokio's default).
 fn runtime_with(threads: Option<u16>, waits_on_model: bool) -> Result<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    let threads = match (threads, waits_on_model) {
+        (Some(n), _) => Some(usize::from(n)),
+        (None, true) => Some(1),
+        (None, false) => None,
+    };
+    let mut builder = match threads {
+        // One thread: the command's own (Tokio's current-thread runtime),
+        // so a reply, the episode it wakes and the run loop that starts the
+        // next episode never cross threads.
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
     builder.enable_all();
-    match (threads, waits_on_model) {
-        (Some(n), _) => {
-            builder.worker_threads(usize::from(n));
-        }
-        (None, true) => {
-            builder.worker_threads(1);
-        }
-        (None, false) => {}
-    }
     builder.build().context("starting the async runtime")
 }
 

@@ -340,6 +340,16 @@ impl EpisodeRecord {
             .collect()
     }
 
+    /// The system prompt the agent was shown (the transcript's system
+    /// entry: the contract's prompt and any skills), if the episode got
+    /// that far.
+    pub fn system_prompt(&self) -> Option<&str> {
+        self.transcript.iter().find_map(|e| match e {
+            Entry::System { text } => Some(text.as_str()),
+            _ => None,
+        })
+    }
+
     /// Every text the agent said, for evaluation (τ²'s COMMUNICATE check
     /// reads them all). The text of a message that also carries tool calls
     /// counts, as in τ²'s evaluator, which reads every assistant message's

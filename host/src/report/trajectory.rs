@@ -26,14 +26,7 @@ const FOLD_CHARS: usize = 600;
 /// The system prompt of an episode plus the contract's tool descriptions:
 /// what the model was shown before the conversation.
 fn preamble(r: &EpisodeRecord) -> (String, Vec<(String, String)>) {
-    let system = r
-        .transcript
-        .iter()
-        .find_map(|e| match e {
-            Entry::System { text } => Some(text.clone()),
-            _ => None,
-        })
-        .unwrap_or_default();
+    let system = r.system_prompt().unwrap_or_default().to_string();
     let tools = r
         .hooks
         .iter()
