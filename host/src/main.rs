@@ -1,10 +1,10 @@
 //! `ecdysis-host`: the command-line face of the library. Every subcommand is
 //! a thin layer over a library call; errors become `anyhow` only here.
 
-/// mimalloc instead of glibc's malloc, as wasmtime's own CLI offers and as
-/// many Rust servers do: an evaluation allocates and frees an episode's
-/// transcript, record and state every few milliseconds from several
-/// threads, and glibc spent a fifth of the host's CPU in its allocator there
+/// mimalloc instead of glibc's malloc (a common choice for Rust servers with
+/// many short-lived allocations): an evaluation allocates and frees an
+/// episode's transcript, record and state every few milliseconds from
+/// several threads, and glibc spent a fifth of the host's CPU in its allocator there
 /// (`malloc_consolidate`, `unlink_chunk` under `perf`, `bench --runner`).
 /// mimalloc 3 (this crate's default) gives freed memory back to the system
 /// only after a second of disuse, so an episode's pages are reused by the
