@@ -66,6 +66,18 @@ fn direct_and_a_blocking_harness_on_both_domains() {
         .unwrap());
         let table = String::from_utf8_lossy(&out.stdout);
         assert!(table.contains("accuracy"), "{table}");
+        // A short run's wall time keeps its milliseconds (it used to print
+        // 0.0s): three decimals under ten seconds.
+        let wall = table
+            .lines()
+            .find_map(|l| l.strip_prefix("wall time "))
+            .and_then(|l| l.split_once('s'))
+            .map(|(seconds, _)| seconds.to_string())
+            .unwrap_or_default();
+        let decimals = wall.split_once('.').map_or(0, |(_, d)| d.len());
+        let value: f64 = wall.parse().unwrap_or(f64::NAN);
+        assert!(value > 0.0, "{table}");
+        assert_eq!(decimals, if value < 10.0 { 3 } else { 1 }, "{table}");
         let s = summary(&direct);
         assert_eq!(s.metrics.episodes, 2);
         assert_eq!(

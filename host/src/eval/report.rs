@@ -187,8 +187,11 @@ pub fn render(s: &RunSummary) -> String {
             s.unfinished.len()
         );
     }
+    // Three decimals under ten seconds: a host-bound simulated run of 40
+    // episodes takes tens of milliseconds, which one decimal showed as 0.0s.
+    let precision = if s.wall_seconds < 10.0 { 3 } else { 1 };
     out += &format!(
-        "wall time {:.1}s ({} episodes run now)\n",
+        "wall time {:.precision$}s ({} episodes run now)\n",
         s.wall_seconds, s.ran_now
     );
     out
