@@ -1,7 +1,8 @@
 # Shared by scripts/real-*.sh (sourced, not run): the local server, the
 # host binary and the timestamped log of a long real-model run.
 #
-# The sourcing script sets NAME (its log prefix), PORT and CTX first.
+# The sourcing script sets NAME (its log prefix), PORT and CTX first (and
+# THREADS, PARALLEL for the server when they are not 1).
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -15,8 +16,9 @@ say() { printf '[%s %s] %s\n' "$NAME" "$(date -u +%H:%M:%S)" "$*" >&2; }
 # the roles.
 ensure_server() {
     if ! curl -fsS --max-time 2 "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
-        say "starting llama-server on port $PORT (context $CTX)"
-        ECDYSIS_LLM_MAX_TOKENS=1024 scripts/local-llm.sh serve --ctx "$CTX" --port "$PORT" >/dev/null
+        say "starting llama-server on port $PORT (context $CTX, ${THREADS:-1} thread(s), ${PARALLEL:-1} request(s) at once)"
+        ECDYSIS_LLM_MAX_TOKENS=1024 scripts/local-llm.sh serve --ctx "$CTX" --port "$PORT" \
+            --threads "${THREADS:-1}" --parallel "${PARALLEL:-1}" >/dev/null
     fi
     say "server context: $(curl -fsS "http://127.0.0.1:$PORT/props" | python3 -c 'import json,sys; print(json.load(sys.stdin)["default_generation_settings"]["n_ctx"])') tokens"
 }

@@ -32,8 +32,13 @@ Commands:
                               the llama.cpp source, install cmake + ninja,
                               build llama-server (cached)
   serve [--model 1.5b|0.5b] [--port $DEFAULT_PORT] [--ctx $DEFAULT_CTX]
+        [--threads 1] [--parallel 1]
                               start llama-server in the background and wait
                               until GET /health answers; prints the base URL.
+                              --threads N: CPU threads of the server;
+                              --parallel N: requests served at once (the
+                              context is split between them; several
+                              episodes at a time share generation).
                               --ctx N: context window in tokens (the 1.5B
                               model supports 32768; the KV cache costs
                               about 28 KiB per token: --ctx 32768 took
@@ -291,18 +296,23 @@ running_pid() {
 health_ok() { curl -fsS --max-time 2 "http://127.0.0.1:$1/health" >/dev/null 2>&1; }
 
 cmd_serve() {
-    local model="$DEFAULT_MODEL" port="$DEFAULT_PORT" ctx="$DEFAULT_CTX"
+    local model="$DEFAULT_MODEL" port="$DEFAULT_PORT" ctx="$DEFAULT_CTX" threads=1 parallel=1
     while [[ $# -gt 0 ]]; do
         case "$1" in
             --model) model="${2:?--model needs a value}"; shift 2 ;;
             --port) port="${2:?--port needs a value}"; shift 2 ;;
             --ctx) ctx="${2:?--ctx needs a value}"; shift 2 ;;
+            --threads) threads="${2:?--threads needs a value}"; shift 2 ;;
+            --parallel) parallel="${2:?--parallel needs a value}"; shift 2 ;;
             -h | --help) usage; exit 0 ;;
             *) die "serve: unknown option '$1'" ;;
         esac
     done
     [[ "$ctx" =~ ^[0-9]+$ ]] && ((ctx >= 512 && ctx <= 32768)) \
         || die "serve: --ctx must be a number of tokens from 512 to 32768 (the model's trained context), got '$ctx'"
+    [[ "$threads" =~ ^[1-9][0-9]*$ ]] || die "serve: --threads must be a positive number, got '$threads'"
+    [[ "$parallel" =~ ^[1-9][0-9]*$ ]] || die "serve: --parallel must be a positive number, got '$parallel'"
+    ((ctx / parallel >= 512)) || die "serve: --ctx $ctx split over --parallel $parallel leaves under 512 tokens per request"
     model_info "$model"
     local gguf="$LLM_DIR/models/$MODEL_FILE"
     [[ -x "$(SERVER_BIN)" ]] || die "no llama-server at $(SERVER_BIN): run 'scripts/local-llm.sh setup --model $model' first"
@@ -326,13 +336,14 @@ cmd_serve() {
         die "serve: something else already answers on 127.0.0.1:$port; pick another --port"
     fi
 
-    log "serve: starting llama-server on 127.0.0.1:$port with $MODEL_FILE, context $ctx tokens (log: $SERVER_LOG)"
-    # One thread: two threads collapse under contention on these machines.
+    log "serve: starting llama-server on 127.0.0.1:$port with $MODEL_FILE, context $ctx tokens, $threads thread(s), $parallel request(s) at once (log: $SERVER_LOG)"
+    # One thread by default: two collapse when the machine is shared with
+    # compiles; on an otherwise idle machine --threads 2 is faster.
     # --jinja: use the GGUF's own chat template (tools go into the prompt).
     # -n: a cap per reply (the host sets no max_tokens): a small model that
     # rambles would otherwise generate until the context is full (minutes).
-    nohup "$(SERVER_BIN)" -m "$gguf" --alias "$MODEL_ALIAS" --jinja -c "$ctx" -t 1 -tb 1 \
-        -n "$MAX_TOKENS" --host 127.0.0.1 --port "$port" >"$SERVER_LOG" 2>&1 </dev/null &
+    nohup "$(SERVER_BIN)" -m "$gguf" --alias "$MODEL_ALIAS" --jinja -c "$ctx" -t "$threads" -tb "$threads" \
+        -np "$parallel" -n "$MAX_TOKENS" --host 127.0.0.1 --port "$port" >"$SERVER_LOG" 2>&1 </dev/null &
     pid=$!
     echo "$pid" >"$PID_FILE"
     echo "$port" >"$PORT_FILE"

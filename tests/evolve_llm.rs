@@ -1175,3 +1175,152 @@ fn role_models(base: &str) -> Vec<String> {
     .map(String::from)
     .to_vec()
 }
+
+// ---------------------------------------------------------------------------
+// The table coder.
+
+fn table_coder(server: &MockServer, structured: bool) -> ecdysis_host::evolve::coder::TableCoder {
+    ecdysis_host::evolve::coder::TableCoder::new(
+        model(server, "m-tables"),
+        EditorConfig {
+            target_dir: Some(guest_target()),
+            structured,
+            ..EditorConfig::default()
+        },
+    )
+}
+
+fn dbbench_task() -> CoderTask {
+    task().with_context(
+        "dbbench",
+        vec!["execute_sql".into(), "commit_final_answer".into()],
+    )
+}
+
+/// A reply that names an unknown tool goes back with the reason; the next
+/// reply's edits are written into src/tables.rs in the table's syntax, the
+/// crate builds, and the request carried the JSON schema with the tools.
+#[tokio::test]
+async fn the_table_coder_writes_checked_edits_into_the_tables_and_builds() {
+    let s = staging();
+    let server = MockServer::start().await.unwrap();
+    server.push(MockReply::text(
+        r#"{"reason": "r", "edits": [{"kind": "tool_hint", "tool": "run_query", "hint": "quote values"}]}"#,
+    ));
+    server.push(MockReply::text(
+        r#"Sure: {"reason": "quote TEXT values", "edits": [
+            {"kind": "prompt_rule", "text": "Compare TEXT columns with quoted values, e.g. WHERE `No` = '7'."},
+            {"kind": "error_advice", "contains": "1305 (42000)", "advice": "that function does not exist in MySQL: use CAST, SUM, COUNT, MAX or MIN."},
+            {"kind": "regulation", "field": "error_streak", "value": 2}]}"#,
+    ));
+    let out = table_coder(&server, true)
+        .implement(&dbbench_task(), &s.crate_dir)
+        .await
+        .expect("edits");
+    assert!(out.build_ok, "{}", out.log);
+    assert_eq!(out.attempts, 2, "{}", out.log);
+    assert_eq!(out.changed_files, vec!["src/tables.rs"]);
+    let tables = s.read("src/tables.rs");
+    assert!(
+        tables.contains(r#"PromptRule { domain: "dbbench", text: "Compare TEXT columns with quoted values, e.g. WHERE `No` = '7'." },"#),
+        "{}",
+        out.diff
+    );
+    assert!(tables.contains("error_streak: 2,"), "{}", out.diff);
+    // The new advice is matched before the general MySQL ones.
+    let at = |n: &str| tables.find(n).unwrap();
+    assert!(at("1305 (42000)") < at("1064 (42000)"));
+
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    let first = reqs[0].json().unwrap();
+    let schema = &first["response_format"]["json_schema"]["schema"];
+    assert_eq!(first["response_format"]["type"], "json_schema");
+    let kinds = schema["properties"]["edits"]["items"]["anyOf"]
+        .as_array()
+        .unwrap();
+    let hint = kinds
+        .iter()
+        .find(|k| k["properties"]["kind"]["const"] == "tool_hint")
+        .unwrap();
+    assert_eq!(
+        hint["properties"]["tool"]["enum"],
+        serde_json::json!(["execute_sql", "commit_final_answer"])
+    );
+    let prompt = first["messages"][1]["content"].as_str().unwrap();
+    for needle in [
+        "raise EVOLVE_ANCHOR to 2",
+        "domain `dbbench`",
+        "Run SQL only through the execute_sql tool",
+        "Tools of this domain: execute_sql, commit_final_answer",
+    ] {
+        assert!(prompt.contains(needle), "prompt lacks {needle:?}");
+    }
+    assert!(
+        !prompt.contains("book_reservation"),
+        "another domain's entries"
+    );
+    let feedback = reqs[1].json().unwrap()["messages"][3]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(feedback.contains("no tool `run_query`"), "{feedback}");
+}
+
+/// Without structured output no schema is sent; replies that change
+/// nothing use up the turns and leave the crate as it was.
+#[tokio::test]
+async fn the_table_coder_gives_up_on_edits_that_change_nothing_and_restores() {
+    let s = staging();
+    let before = s.read("src/tables.rs");
+    let server = MockServer::start().await.unwrap();
+    let existing = r#"{"reason": "r", "edits": [{"kind": "tool_alias", "alias": "run_sql", "tool": "execute_sql"}]}"#;
+    for _ in 0..4 {
+        server.push(MockReply::text(existing));
+    }
+    let err = table_coder(&server, false)
+        .implement(&dbbench_task(), &s.crate_dir)
+        .await
+        .expect_err("nothing to change");
+    assert!(
+        matches!(err, CoderError::NoEdits { attempts: 4, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("already in the tables"), "{err}");
+    assert_eq!(s.read("src/tables.rs"), before);
+    let first = server.requests()[0].json().unwrap();
+    assert!(first.get("response_format").is_none());
+}
+
+/// With structured output the Moderator's request carries the spec's JSON
+/// schema, its evidence restricted to the round's failing tasks.
+#[tokio::test]
+async fn a_structured_moderator_request_carries_the_spec_schema() {
+    let server = MockServer::start().await.unwrap();
+    for t in ["A", "C", "E"] {
+        server.push(MockReply::text(t));
+    }
+    server.push(MockReply::text(SPEC));
+    let mut input = fdcr_input();
+    input.failing_tasks = Some(["3".to_string(), "8".to_string()].into_iter().collect());
+    let config = FdcrConfig {
+        rounds: 1,
+        structured: true,
+        ..FdcrConfig::default()
+    };
+    let out = deliberate(&roles(&server), &input, &config).await;
+    assert_eq!(out.error, None);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 4);
+    for r in &reqs[..3] {
+        assert!(r.json().unwrap().get("response_format").is_none());
+    }
+    let moderator = reqs[3].json().unwrap();
+    let schema = &moderator["response_format"]["json_schema"]["schema"];
+    let evidence = &schema["properties"]["failure_patterns"]["items"]["properties"]["evidence_tasks"]
+        ["items"]["enum"];
+    assert_eq!(evidence, &serde_json::json!(["3", "8"]));
+    // The schema's bounds admit the spec the Moderator wrote.
+    let spec: Value = serde_json::from_str(SPEC).unwrap();
+    assert!(spec["proposed_changes"].as_array().unwrap().len() <= 3);
+}

@@ -4,12 +4,15 @@
 //!
 //! - [`sandbox`]: per-hook call time, episode instantiation (pooled and
 //!   on-demand), compile vs precompiled load, against native baselines;
+//! - [`coder`]: how often coder replies become a candidate that builds,
+//!   replayed from recorded replies;
 //! - [`runner`]: the runner's own share of an evaluation's time and CPU
 //!   with a fixed-latency simulated model.
 //!
 //! The environments' bench (gold replay against the Python reference) is
 //! [`crate::env::bench`].
 
+pub mod coder;
 pub mod runner;
 pub mod sandbox;
 

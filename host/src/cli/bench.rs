@@ -45,6 +45,20 @@ pub struct BenchArgs {
     /// inputs an env-view call can carry, next to a normal expression.
     #[arg(long, conflicts_with_all = ["runner", "env"])]
     pub calc: bool,
+    /// Instead of the sandbox, measure how often coder replies become a
+    /// candidate that builds: replay recorded coder conversations (a cases
+    /// file of JSON lines, a round's transcript.json, or a training run
+    /// directory, whose rounds/*/transcript.json are read) through the
+    /// editor (exact and whitespace-tolerant matching) and the table coder
+    /// on a fresh copy of --coder-source, offline. Repeatable.
+    #[arg(long, value_name = "CASES|TRANSCRIPT|RUN_DIR", conflicts_with_all = ["runner", "env", "calc"])]
+    pub coder: Vec<std::path::PathBuf>,
+    /// Coder bench: the harness source the replies are replayed on.
+    #[arg(long, default_value = "harness-template", requires = "coder")]
+    pub coder_source: std::path::PathBuf,
+    /// Coder bench: also write the cases read as a cases file (JSON lines).
+    #[arg(long, requires = "coder")]
+    pub write_cases: Option<std::path::PathBuf>,
     /// Runner bench: simulated model latency per call, in milliseconds.
     #[arg(long, default_value_t = 200)]
     pub latency_ms: u64,
@@ -75,6 +89,8 @@ pub fn bench_command(
 ) -> Result<ExitCode> {
     if args.calc {
         print!("{}", ecdysis_host::env::py::calc::bench::report(5));
+    } else if !args.coder.is_empty() {
+        coder(&args, store, runtime()?)?;
     } else if args.env {
         env(&args, data)?;
     } else if args.runner {
@@ -104,6 +120,77 @@ fn env(args: &BenchArgs, data: &DataArgs) -> Result<()> {
         "{}",
         env_bench::report(&source, args.reps, reference.as_ref())?
     );
+    Ok(())
+}
+
+/// `--coder`: recorded coder replies replayed through every coder.
+fn coder(args: &BenchArgs, store: &ComponentStore, runtime: tokio::runtime::Runtime) -> Result<()> {
+    use ecdysis_host::bench::coder as cb;
+    let mut cases = Vec::new();
+    for path in &args.coder {
+        let found = if path.is_dir() {
+            let rounds = path.join("rounds");
+            let mut transcripts: Vec<_> = std::fs::read_dir(&rounds)
+                .map_err(|e| {
+                    anyhow::anyhow!("{}: {e} (not a training run directory?)", rounds.display())
+                })?
+                .filter_map(|e| e.ok().map(|e| e.path().join("transcript.json")))
+                .filter(|p| p.is_file())
+                .collect();
+            transcripts.sort();
+            let mut found = Vec::new();
+            for t in transcripts {
+                found.extend(cb::cases_from_transcript(&t)?);
+            }
+            found
+        } else if path.extension().is_some_and(|e| e == "jsonl") {
+            cb::read_cases(path)?
+        } else {
+            cb::cases_from_transcript(path)?
+        };
+        if found.is_empty() {
+            eprintln!(
+                "{}: no coder conversation with recorded replies",
+                path.display()
+            );
+        }
+        cases.extend(found);
+    }
+    if cases.is_empty() {
+        anyhow::bail!("no coder cases to replay in {:?}", args.coder);
+    }
+    if let Some(out) = &args.write_cases {
+        let mut text = String::new();
+        for c in &cases {
+            text += &serde_json::to_string(c)?;
+            text.push('\n');
+        }
+        ecdysis_host::fsutil::atomic_write(out, text.as_bytes())?;
+    }
+    let source = &args.coder_source;
+    let wit = source
+        .parent()
+        .map(|p| p.join("wit"))
+        .filter(|w| w.is_dir())
+        .ok_or_else(|| anyhow::anyhow!("no wit/ folder beside {}", source.display()))?;
+    let options = cb::CoderBenchOptions {
+        source: source.clone(),
+        wit,
+        target_dir: store.root().join("cargo-target"),
+        scratch: store.root().join("coder-bench"),
+        containment: Default::default(),
+    };
+    eprintln!(
+        "replaying {} coder conversation(s) on {} (a build each, seconds once warm)...",
+        cases.len(),
+        source.display()
+    );
+    let report = runtime.block_on(cb::run(&cases, &options))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render());
+    }
     Ok(())
 }
 

@@ -6,80 +6,46 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use ecdysis_host::eval::{ModelServices, RunSpec};
 use ecdysis_host::evolve::experiment::{self, ExperimentSpec};
-use ecdysis_host::evolve::train::TrainSpec;
+use ecdysis_host::evolve::train::Method;
 use ecdysis_host::model::ModelFlags;
 use ecdysis_host::store::ComponentStore;
 
 use super::env::DataArgs;
-use super::train::{RoleArgs, role_error};
+use super::train::{KnobDefaults, TrainKnobs};
 
-/// Flags of `experiment`.
+/// Flags of `experiment`: the training knobs every method shares (the
+/// same flags as `train`), the transfer models and the directory.
 #[derive(Args)]
 pub struct ExperimentArgs {
-    /// The harness source every method starts from.
-    #[arg(long, default_value = "harness-template")]
-    pub source: PathBuf,
-    /// Start from the source's rule engine with empty rule tables.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub start_blank: bool,
-    /// Benchmark domain.
-    #[arg(long, default_value = "tau2/retail")]
-    pub domain: String,
-    /// The simulated agent profile trained on.
-    #[arg(long, default_value = "sim:clumsy")]
-    pub agent_model: String,
-    /// Profiles the final harness is also tested on (cross-model transfer).
+    /// Agent models the initial and the Ecdysis-trained harness are also
+    /// tested on, on the held-out tasks (cross-model transfer): other `sim:`
+    /// profiles offline; with a real agent, `MODEL` (served at
+    /// --agent-base-url) or `MODEL@BASE_URL` (served elsewhere, same API-key
+    /// variable). `none` for no transfer.
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "sim:mixed,sim:careless,sim:texter"
     )]
     pub transfer: Vec<String>,
-    /// Rounds per method.
-    #[arg(long, default_value_t = 3)]
-    pub rounds: u32,
-    /// Only these training task ids (default: the whole training split).
-    #[arg(long, value_delimiter = ',')]
-    pub tasks: Vec<String>,
-    /// Simulated latency of one coder call, in milliseconds.
-    #[arg(long, default_value_t = 2000)]
-    pub coder_latency_ms: u64,
-    /// Trials per task.
-    #[arg(long, default_value_t = 1)]
-    pub trials: u32,
-    /// Episodes at once.
-    #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
     /// Experiment directory (one training run per method inside).
     #[arg(long, default_value = "runs/experiment")]
     pub out: PathBuf,
-    /// Cargo target dir shared by candidate builds.
-    #[arg(long)]
-    pub cargo_target_dir: Option<PathBuf>,
-    /// Trials per held-out task at the end of each method's training.
-    #[arg(long, default_value_t = 3)]
-    pub test_trials: u32,
-    /// Only these held-out task ids (default: the whole test split).
-    #[arg(long, value_delimiter = ',')]
-    pub test_tasks: Vec<String>,
-    /// Response cache policy of the role models: read-write, read-only or off.
-    #[arg(long, default_value = "read-write")]
-    pub cache: String,
-    /// Response cache directory.
-    #[arg(long, default_value = ".ecdysis/cache")]
-    pub cache_dir: PathBuf,
-    /// The evolution roles: without them, Ecdysis and Ecdysis without FDCR
-    /// run the same heuristic code and share one row. With --fdcr-model,
-    /// Ecdysis deliberates; with --coder-model every method's coder is
-    /// that model.
     #[command(flatten)]
-    pub roles: RoleArgs,
-    /// Build candidates without a jail where bubblewrap cannot make one
-    /// (see `train --help`); recorded in each run's config.json.
-    #[arg(long)]
-    pub allow_unjailed_builds: bool,
+    pub knobs: TrainKnobs,
+}
+
+/// `experiment`'s defaults where `train`'s differ: every method gets every
+/// round; a simulated agent starts from blank rule tables (the rule coder
+/// has something to add) and gets a simulated coder latency, a real agent
+/// starts from the source as written (the human-augmented harness).
+fn defaults(simulated: bool) -> KnobDefaults {
+    KnobDefaults {
+        plateau: None,
+        start_blank: simulated,
+        coder_latency_ms: if simulated { 2000 } else { 0 },
+    }
 }
 
 /// `experiment`: every method from the same start, then the comparison.
@@ -88,53 +54,68 @@ pub async fn experiment(
     store: &ComponentStore,
     data: &DataArgs,
 ) -> Result<()> {
-    let defaults = TrainSpec::default();
-    let roles = args.roles.spec(None, None)?;
-    roles
-        .validate(ecdysis_host::evolve::train::Method::Ecdysis)
-        .map_err(role_error)?;
-    if args.test_trials == 0 {
-        anyhow::bail!("--test-trials must be at least 1");
-    }
-    let services = ModelServices {
-        cache: args
-            .cache
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--cache: {e}"))?,
-        cache_dir: args.cache_dir.clone(),
-        prices: None,
-    };
+    let simulated = args
+        .knobs
+        .eval
+        .agent_model
+        .as_deref()
+        .is_none_or(|m| m.starts_with("sim:"));
+    let train = args.knobs.spec(Method::Ecdysis, defaults(simulated))?;
+    let services = args.knobs.eval.services()?;
+    let transfer = args
+        .transfer
+        .iter()
+        .filter(|m| *m != "none" && !m.is_empty())
+        .map(|m| transfer_model(m))
+        .collect::<Result<Vec<_>>>()?;
     let spec = ExperimentSpec {
-        train: TrainSpec {
-            source: args.source,
-            rounds: args.rounds,
-            // Every method gets every round: the comparison is per round.
-            plateau: args.rounds,
-            start_blank: args.start_blank,
-            coder_latency_ms: args.coder_latency_ms,
-            cargo_target: args.cargo_target_dir,
-            concurrency: args.concurrency,
-            test_trials: args.test_trials,
-            test_tasks: args.test_tasks,
-            roles,
-            allow_unjailed_builds: args.allow_unjailed_builds,
-            eval: RunSpec {
-                domain: args.domain,
-                tasks: args.tasks,
-                trials: args.trials,
-                agent: ModelFlags {
-                    model: Some(args.agent_model),
-                    ..ModelFlags::default()
-                },
-                ..defaults.eval.clone()
-            },
-            ..defaults
-        },
-        transfer: args.transfer,
+        train,
+        transfer,
         out: args.out,
     };
     let domain = data.open(&spec.train.eval.domain)?;
     let report = experiment::run(&spec, store, domain, &services).await?;
     print!("{}", report.render());
     Ok(())
+}
+
+/// A `--transfer` entry: `MODEL` or `MODEL@BASE_URL`.
+fn transfer_model(entry: &str) -> Result<ModelFlags> {
+    let (model, base_url) = match entry.split_once('@') {
+        Some((m, url)) if url.starts_with("http://") || url.starts_with("https://") => {
+            (m, Some(url.to_string()))
+        }
+        Some(_) => anyhow::bail!(
+            "--transfer `{entry}`: after `@` comes the model's base URL (http://… or https://…)"
+        ),
+        None => (entry, None),
+    };
+    if model.is_empty() {
+        anyhow::bail!("--transfer `{entry}`: no model name");
+    }
+    Ok(ModelFlags {
+        model: Some(model.to_string()),
+        base_url,
+        ..ModelFlags::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transfer_model;
+
+    #[test]
+    fn transfer_entries_name_a_model_and_optionally_its_endpoint() {
+        let plain = transfer_model("sim:mixed").unwrap();
+        assert_eq!(plain.model.as_deref(), Some("sim:mixed"));
+        assert_eq!(plain.base_url, None);
+        let served = transfer_model("qwen-0.5b@http://127.0.0.1:8081/v1").unwrap();
+        assert_eq!(served.model.as_deref(), Some("qwen-0.5b"));
+        assert_eq!(served.base_url.as_deref(), Some("http://127.0.0.1:8081/v1"));
+        let err = transfer_model("qwen@127.0.0.1:8081")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("base URL"), "{err}");
+        assert!(transfer_model("@http://x/v1").is_err());
+    }
 }

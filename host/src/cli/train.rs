@@ -18,6 +18,8 @@ use ecdysis_host::store::ComponentStore;
 use super::env::DataArgs;
 use super::eval_args::EvalArgs;
 
+/// Flags of `train`: the method and the run directory, then the knobs
+/// `experiment` shares.
 #[derive(Args)]
 pub struct TrainArgs {
     /// Evolution method: ecdysis (aggregation + FDCR), ecdysis-nofdcr
@@ -25,6 +27,17 @@ pub struct TrainArgs {
     /// edit per failure, the baseline).
     #[arg(long, value_enum, default_value = "ecdysis")]
     pub method: Method,
+    /// Training run directory (default runs/train-<method>-<domain>-<agent>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub knobs: TrainKnobs,
+}
+
+/// The training knobs, defined once: `train` and `experiment` (which runs
+/// every method with them) both flatten this.
+#[derive(Args)]
+pub struct TrainKnobs {
     /// The harness source crate to start from (copied, never edited).
     #[arg(long, default_value = "harness-template")]
     pub source: PathBuf,
@@ -34,9 +47,11 @@ pub struct TrainArgs {
     /// Episodes with reward below this are failures.
     #[arg(long, default_value_t = 1.0)]
     pub lambda: f64,
-    /// Stop after this many rounds in a row without an accepted candidate.
-    #[arg(long, default_value_t = 2)]
-    pub plateau: u32,
+    /// Stop after this many rounds in a row without an accepted candidate
+    /// (default 2 for `train`; every round for `experiment`, whose
+    /// comparison is per round).
+    #[arg(long)]
+    pub plateau: Option<u32>,
     /// Budget: coder calls in all.
     #[arg(long)]
     pub max_coder_calls: Option<u32>,
@@ -62,20 +77,19 @@ pub struct TrainArgs {
     #[arg(long, value_delimiter = ',')]
     pub test_tasks: Vec<String>,
     /// Start from the source's rule engine with its rule tables emptied
-    /// (an evolution experiment's starting point).
-    #[arg(long)]
-    pub start_blank: bool,
+    /// (an evolution experiment's starting point). `--start-blank false`
+    /// starts from the source as written. Default: false for `train`, true
+    /// for `experiment` on a simulated agent.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub start_blank: Option<bool>,
     /// Simulated latency per coder call, in milliseconds (offline
-    /// experiments).
-    #[arg(long, default_value_t = 0)]
-    pub coder_latency_ms: u64,
+    /// experiments; default 0 for `train`, 2000 for `experiment`).
+    #[arg(long)]
+    pub coder_latency_ms: Option<u64>,
     /// Cargo target dir shared by candidate builds (default
     /// <store>/cargo-target).
     #[arg(long)]
     pub cargo_target_dir: Option<PathBuf>,
-    /// Training run directory (default runs/train-<method>-<domain>-<agent>).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
     /// Candidates are coder-written, untrusted source: they are built (and
     /// an external coder runs) in a bubblewrap jail, and training refuses to
     /// start where no jail can be made (bwrap missing, no user namespaces,
@@ -91,6 +105,24 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub eval: EvalArgs,
 }
+
+/// What `train` and `experiment` default differently.
+#[derive(Debug, Clone, Copy)]
+pub struct KnobDefaults {
+    /// `--plateau` when not given (`None`: every round).
+    pub plateau: Option<u32>,
+    /// `--start-blank` when not given.
+    pub start_blank: bool,
+    /// `--coder-latency-ms` when not given.
+    pub coder_latency_ms: u64,
+}
+
+/// `train`'s defaults.
+pub const TRAIN_DEFAULTS: KnobDefaults = KnobDefaults {
+    plateau: Some(2),
+    start_blank: false,
+    coder_latency_ms: 0,
+};
 
 /// The evolution roles. Without any of these flags training runs offline:
 /// the heuristic diagnoser and the rule coder.
@@ -179,6 +211,24 @@ pub struct RoleArgs {
     /// did not apply).
     #[arg(long, default_value_t = 3, help_heading = "Evolution roles")]
     pub coder_max_feedback: u32,
+    /// How --coder-model delivers its change: `editor` (search/replace
+    /// blocks on any file of src/, for models that edit Rust well) or
+    /// `tables` (a JSON list of rule-table edits: prompt rules, tool hints,
+    /// skills, error advice, aliases, thresholds, which the host writes into
+    /// src/tables.rs; for small models, whose replies then always build).
+    #[arg(
+        long,
+        default_value = "editor",
+        value_parser = ["editor", "tables"],
+        help_heading = "Evolution roles"
+    )]
+    pub coder_format: String,
+    /// Ask the roles' endpoint to constrain the Moderator's spec and the
+    /// table coder's edits to their JSON schemas (`response_format` with a
+    /// JSON schema: OpenAI, vLLM and llama.cpp's server enforce it). Without
+    /// it the JSON is read from the reply and checked the same way.
+    #[arg(long, help_heading = "Evolution roles")]
+    pub structured_output: bool,
     /// Base URL of the roles' OpenAI-compatible endpoint (default: the
     /// agent's --agent-base-url, else $OPENAI_BASE_URL).
     #[arg(long, help_heading = "Evolution roles")]
@@ -272,6 +322,14 @@ pub const DEFAULT_AGENT: &str = "sim:clumsy";
 impl TrainArgs {
     /// The library's training specification from the flags.
     pub fn spec(&self) -> Result<TrainSpec> {
+        self.knobs.spec(self.method, TRAIN_DEFAULTS)
+    }
+}
+
+impl TrainKnobs {
+    /// The training specification of `method` from the flags, with the
+    /// command's `defaults` where a flag was not given.
+    pub fn spec(&self, method: Method, defaults: KnobDefaults) -> Result<TrainSpec> {
         let mut eval = self
             .eval
             .spec(Some(self.train_split.clone()), DEFAULT_AGENT)?;
@@ -306,18 +364,18 @@ impl TrainArgs {
             bail!("--max-usd must be a positive number of dollars, got {m}");
         }
         Ok(TrainSpec {
-            method: self.method,
+            method,
             source: self.source.clone(),
             rounds: self.rounds,
             lambda: self.lambda,
-            plateau: self.plateau,
+            plateau: self.plateau.or(defaults.plateau).unwrap_or(self.rounds),
             max_coder_calls: self.max_coder_calls,
             max_episodes: self.max_episodes,
             max_usd: self.gate.max_usd,
             eval,
             test_split: (self.test_split != "none").then(|| self.test_split.clone()),
-            start_blank: self.start_blank,
-            coder_latency_ms: self.coder_latency_ms,
+            start_blank: self.start_blank.unwrap_or(defaults.start_blank),
+            coder_latency_ms: self.coder_latency_ms.unwrap_or(defaults.coder_latency_ms),
             accept,
             select,
             roles: {
@@ -325,7 +383,7 @@ impl TrainArgs {
                     self.eval.agent_base_url.clone(),
                     self.eval.agent_api_key_env.clone(),
                 )?;
-                roles.validate(self.method).map_err(role_error)?;
+                roles.validate(method).map_err(role_error)?;
                 roles
             },
             cargo_target: self.cargo_target_dir.clone(),
@@ -363,6 +421,10 @@ impl RoleArgs {
         agent_api_key_env: Option<String>,
     ) -> Result<RoleSpec> {
         let coder = match (&self.coder_model, &self.coder_command) {
+            (Some(model), _) if self.coder_format == "tables" => CoderSpec::Tables {
+                model: model.clone(),
+                max_feedback: self.coder_max_feedback,
+            },
             (Some(model), _) => CoderSpec::Editor {
                 model: model.clone(),
                 max_feedback: self.coder_max_feedback,
@@ -378,6 +440,12 @@ impl RoleArgs {
             },
             (None, None) => CoderSpec::Rules,
         };
+        if self.coder_format == "tables" && self.coder_model.is_none() {
+            bail!(
+                "--coder-format {} sets how --coder-model edits: give --coder-model",
+                self.coder_format
+            );
+        }
         if !matches!(coder, CoderSpec::External { .. })
             && (!self.coder_endpoint.is_empty()
                 || self.coder_no_network
@@ -415,6 +483,7 @@ impl RoleArgs {
                 ..SamplingArgs::default()
             },
             context_tokens: self.roles_context_tokens,
+            structured: self.structured_output,
         })
     }
 }
@@ -486,9 +555,10 @@ pub async fn train(
             eprintln!("{SIMULATED_LABEL}");
         }
     }
-    let services = args.eval.services()?;
+    let services = args.knobs.eval.services()?;
     let spec = TrainSpec {
         workers: args
+            .knobs
             .eval
             .isolate
             .pool(spec.concurrency)?

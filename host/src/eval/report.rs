@@ -16,12 +16,14 @@ pub struct Progress {
     state: Mutex<Tally>,
 }
 
-#[derive(Default)]
 struct Tally {
     done: u64,
     successes: u64,
     tokens: u64,
     last_decile: u64,
+    /// Episodes read back from disk: the ETA counts only this process's.
+    resumed: u64,
+    started: std::time::Instant,
 }
 
 impl Progress {
@@ -61,7 +63,10 @@ impl Progress {
             state: Mutex::new(Tally {
                 done: resumed,
                 successes: resumed_successes,
-                ..Tally::default()
+                tokens: 0,
+                last_decile: resumed * 10 / total.max(1),
+                resumed,
+                started: std::time::Instant::now(),
             }),
         }
     }
@@ -84,7 +89,13 @@ impl Progress {
             let decile = t.done * 10 / total;
             if decile > t.last_decile {
                 t.last_decile = decile;
-                eprintln!("progress: {}/{} episodes", t.done, total);
+                eprintln!(
+                    "progress: {}/{} episodes, {} solved{}",
+                    t.done,
+                    total,
+                    t.successes,
+                    eta(t.started.elapsed(), t.done - t.resumed, total - t.done)
+                );
             }
         }
     }
@@ -103,6 +114,32 @@ impl Progress {
     /// Clear the bar at the end of the run.
     pub fn done(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// `, 12m elapsed, ETA 30m` from the time `ran` episodes took, for `left`
+/// more; empty before the first episode of this process.
+fn eta(elapsed: std::time::Duration, ran: u64, left: u64) -> String {
+    if ran == 0 {
+        return String::new();
+    }
+    let per = elapsed.as_secs_f64() / ran as f64;
+    format!(
+        ", {} elapsed, ETA {}",
+        human_duration(elapsed.as_secs_f64()),
+        human_duration(per * left as f64)
+    )
+}
+
+/// `45s`, `12m`, `2h05m`.
+pub fn human_duration(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m", s / 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
     }
 }
 
@@ -195,4 +232,23 @@ pub fn render(s: &RunSummary) -> String {
         s.wall_seconds, s.ran_now
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{eta, human_duration};
+
+    #[test]
+    fn the_eta_extrapolates_this_processs_episodes() {
+        assert_eq!(eta(Duration::from_secs(600), 0, 10), "");
+        // 10 episodes in 10 minutes, 30 left: 30 minutes.
+        assert_eq!(
+            eta(Duration::from_secs(600), 10, 30),
+            ", 10m elapsed, ETA 30m"
+        );
+        assert_eq!(human_duration(59.4), "59s");
+        assert_eq!(human_duration(7500.0), "2h05m");
+    }
 }

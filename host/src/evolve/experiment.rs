@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::accept;
 use super::train::{self, Method, TestScore, TrainSpec, TrainSpecError, TrainSummary};
-use crate::agent::Entry;
+use crate::agent::{Entry, EpisodeRecord};
 use crate::env::Domain;
 use crate::eval::rundir::{read_trajectories, write_json};
 use crate::eval::{self, ModelServices, RunOptions, RunSpec, SIMULATED_LABEL};
@@ -26,6 +27,11 @@ pub const METHODS: [Method; 3] = [
     Method::Ecdysis,
 ];
 
+/// The order the methods are trained in: Ecdysis first.
+fn run_order() -> impl Iterator<Item = Method> {
+    METHODS.into_iter().rev()
+}
+
 /// An experiment: one training spec run once per method, then the
 /// Ecdysis result tested on other agent models.
 #[derive(Debug, Clone)]
@@ -33,8 +39,9 @@ pub struct ExperimentSpec {
     /// The training run every method shares (its `method` is replaced).
     pub train: TrainSpec,
     /// Agent models the initial and the trained harness are also tested on
-    /// (cross-model transfer), on the test split.
-    pub transfer: Vec<String>,
+    /// (cross-model transfer), on the held-out tasks: each a model name and,
+    /// when it is served elsewhere, its endpoint (else the agent's).
+    pub transfer: Vec<ModelFlags>,
     /// The experiment directory (one training run per method inside).
     pub out: PathBuf,
 }
@@ -58,6 +65,15 @@ pub struct MethodRow {
     pub final_train: f64,
     /// The final incumbent's held-out score.
     pub test: Option<f64>,
+    /// The final incumbent's held-out evaluation (accuracy and pass^k with
+    /// intervals), when the run had a test split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_detail: Option<TestScore>,
+    /// One-sided paired sign-flip p-value of the final incumbent's held-out
+    /// episodes against Human-Augmented's (the same tasks, trials and
+    /// seeds): could the gain over the starting harness be chance?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_p_vs_human: Option<f64>,
     /// Accepted rule edits.
     pub edits: u32,
     /// Accepted edits that only answer model-specific quirks, judged from
@@ -95,6 +111,8 @@ impl MethodRow {
             initial_train: s.initial_train_score,
             final_train: s.final_train_score,
             test: s.test_score,
+            test_detail: s.test.as_ref().map(|t| t.final_.clone()),
+            test_p_vs_human: None,
             edits: 0,
             accommodating: None,
             tokens: s.usage.total.fresh_tokens.prompt_tokens
@@ -157,6 +175,10 @@ pub struct BaselineRow {
     /// The held-out evaluation (accuracy and pass^k with intervals), when
     /// the experiment has a test split.
     pub test: Option<TestScore>,
+    /// Paired p-value against Human-Augmented on the held-out episodes
+    /// (one-sided: this baseline better), for Direct.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_p_vs_human: Option<f64>,
 }
 
 impl BaselineRow {
@@ -250,12 +272,26 @@ pub async fn run(
     };
     eprintln!("experiment: evaluating the baselines (direct, human-augmented) ...");
     let baselines = baselines(spec, &shared).await?;
+    // Human-Augmented's held-out episodes: every method's final harness is
+    // compared with them, pair by pair.
+    let human_test = baselines
+        .iter()
+        .find(|b| b.name == "human-augmented")
+        .and_then(|b| b.test.as_ref())
+        .map(|t| held_out_episodes(&spec.out.join(BASELINES_DIR), t));
     let mut methods = Vec::new();
     let mut ecdysis: Option<TrainSummary> = None;
     // Without role models Ecdysis diagnoses with the heuristic, exactly as
     // Ecdysis without FDCR does: one run, one row that says so.
     let fdcr = spec.train.roles.any_fdcr();
-    for method in METHODS {
+    // A simulated experiment takes seconds per method and prints only the
+    // table; a real one takes hours, so each method's training prints its
+    // progress.
+    let quiet = spec.train.eval.is_simulated();
+    // Ecdysis runs first: with real models each method takes hours, and
+    // the comparison the experiment exists for needs it most. The rows
+    // keep METHODS order.
+    for method in run_order() {
         if !fdcr && method == Method::EcdysisNofdcr {
             continue;
         }
@@ -279,11 +315,15 @@ pub async fn run(
             services,
             &sandbox,
             &dir,
-            true,
+            quiet,
         )
         .await?;
         let (edits, accommodating) = accommodation(&dir, &s);
         let mut row = MethodRow::from_summary(&s, &dir);
+        row.test_p_vs_human = human_test
+            .as_ref()
+            .zip(s.test.as_ref())
+            .map(|(human, t)| paired_p(human, &held_out_episodes(&dir, &t.final_)));
         row.edits = edits;
         row.accommodating = s.simulated.then_some(accommodating);
         if !fdcr && method == Method::Ecdysis {
@@ -295,21 +335,24 @@ pub async fn run(
             ecdysis = Some(s);
         }
     }
+    methods.sort_by_key(|r: &MethodRow| METHODS.iter().position(|m| *m == r.method));
     let eco = ecdysis.expect("Ecdysis is one of the methods");
     let mut transfer = Vec::new();
     for model in &spec.transfer {
+        let name = model.model.clone().unwrap_or_default();
         let mut scores = [0.0; 2];
         for (i, (label, hash)) in [("initial", &eco.initial), ("trained", &eco.incumbent)]
             .into_iter()
             .enumerate()
         {
-            let out = spec
-                .out
-                .join(format!("transfer-{}-{label}", model.replace(':', "-")));
+            let out = spec.out.join(format!(
+                "transfer-{}-{label}",
+                name.replace([':', '/'], "-")
+            ));
             scores[i] = transfer_score(spec, &shared, model, hash, out).await?;
         }
         transfer.push(TransferRow {
-            agent_model: model.clone(),
+            agent_model: name,
             initial: scores[0],
             trained: scores[1],
         });
@@ -367,7 +410,7 @@ async fn baselines(
         shared.services,
         shared.sandbox,
         &dir,
-        true,
+        spec.train.eval.is_simulated(),
     )
     .await?;
     let direct_train = harness_score(
@@ -380,18 +423,27 @@ async fn baselines(
     )
     .await?;
     let test = s.test.as_ref();
+    let direct_p = test.and_then(|t| {
+        let direct = t.direct.as_ref()?;
+        Some(paired_p(
+            &held_out_episodes(&dir, &t.initial),
+            &held_out_episodes(&dir, direct),
+        ))
+    });
     Ok(vec![
         BaselineRow {
             name: "direct".into(),
             harness: "direct".into(),
             train: direct_train,
             test: test.and_then(|t| t.direct.clone()),
+            test_p_vs_human: direct_p,
         },
         BaselineRow {
             name: "human-augmented".into(),
             harness: s.initial.clone(),
             train: s.initial_train_score,
             test: test.map(|t| t.initial.clone()),
+            test_p_vs_human: None,
         },
     ])
 }
@@ -409,19 +461,65 @@ struct Shared<'a> {
     sandbox: &'a Sandbox,
 }
 
-/// The test score of `hash` with another agent model.
+/// `0.433 [0.300, 0.567]`, or the bare accuracy of files written before
+/// intervals were kept, or `-`.
+fn test_cell(detail: Option<&TestScore>, accuracy: Option<f64>) -> String {
+    match (detail, accuracy) {
+        (Some(t), _) => {
+            let a = &t.intervals.accuracy;
+            format!("{:.3} [{:.3}, {:.3}]", a.estimate, a.low, a.high)
+        }
+        (None, Some(a)) => format!("{a:.3}"),
+        (None, None) => "-".into(),
+    }
+}
+
+/// A p-value cell: three decimals, `<0.001` below, `-` when absent.
+fn p_cell(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p < 0.001 => "<0.001".into(),
+        Some(p) => format!("{p:.3}"),
+        None => "-".into(),
+    }
+}
+
+/// The held-out episodes of one test evaluation (`score.dir` is relative
+/// to the run directory `run`); none when they cannot be read.
+fn held_out_episodes(run: &Path, score: &TestScore) -> Vec<EpisodeRecord> {
+    read_trajectories(&run.join(&score.dir).join("trajectories.jsonl"), false).unwrap_or_default()
+}
+
+/// One-sided paired sign-flip p-value that `candidate` beats `reference`
+/// over their common (task, trial) episodes, tasks as the units.
+fn paired_p(reference: &[EpisodeRecord], candidate: &[EpisodeRecord]) -> f64 {
+    accept::decide(
+        accept::AcceptRule::Paired { alpha: 1.0 },
+        reference,
+        candidate,
+    )
+    .p_value
+    .unwrap_or(1.0)
+}
+
+/// The test score of `hash` with another agent model, on the held-out
+/// tasks and trials of the methods.
 async fn transfer_score(
     spec: &ExperimentSpec,
     shared: &Shared<'_>,
-    model: &str,
+    model: &ModelFlags,
     hash: &str,
     out: PathBuf,
 ) -> Result<f64, TrainSpecError> {
     let run_spec = RunSpec {
         split: spec.train.test_split.clone(),
-        tasks: vec![],
+        tasks: spec.train.test_tasks.clone(),
+        trials: spec.train.test_trials,
         agent: ModelFlags {
-            model: Some(model.to_string()),
+            model: model.model.clone(),
+            base_url: model
+                .base_url
+                .clone()
+                .or_else(|| spec.train.eval.agent.base_url.clone()),
             ..spec.train.eval.agent.clone()
         },
         ..spec.train.eval.clone()
@@ -480,37 +578,43 @@ impl ExperimentReport {
             self.agent_model, self.domain, self.diagnoser, self.coder,
         );
         out += &format!(
-            "{:<34} {:>9} {:>7} {:>8} {:>15} {:>6} {:>6} {:>14}\n",
-            "method", "train s", "coder", "rounds", "train", "test", "edits", "accommodation"
+            "{:<34} {:>9} {:>7} {:>8} {:>15} {:>22} {:>8} {:>6} {:>14}\n",
+            "method",
+            "train s",
+            "coder",
+            "rounds",
+            "train",
+            "test [95% CI]",
+            "p vs HA",
+            "edits",
+            "accommodation"
         );
         // The untrained baselines first, as in the paper's main table.
         for b in &self.baselines {
             out += &format!(
-                "{:<34} {:>9} {:>7} {:>8} {:>15.3} {:>6} {:>6} {:>14}\n",
+                "{:<34} {:>9} {:>7} {:>8} {:>15.3} {:>22} {:>8} {:>6} {:>14}\n",
                 format!("{} (baseline)", b.name),
                 "-",
                 "-",
                 "-",
                 b.train,
-                b.test_accuracy()
-                    .map(|t| format!("{t:.3}"))
-                    .unwrap_or_else(|| "-".into()),
+                test_cell(b.test.as_ref(), b.test_accuracy()),
+                p_cell(b.test_p_vs_human),
                 "-",
                 "-"
             );
         }
         for r in &self.methods {
             out += &format!(
-                "{:<34} {:>9.1} {:>7} {:>8} {:>6.3} -> {:>5.3} {:>6} {:>6} {:>14}\n",
+                "{:<34} {:>9.1} {:>7} {:>8} {:>6.3} -> {:>5.3} {:>22} {:>8} {:>6} {:>14}\n",
                 r.name(),
                 r.train_seconds,
                 r.coder_calls,
                 format!("{}/{}", r.accepted, r.rounds),
                 r.initial_train,
                 r.final_train,
-                r.test
-                    .map(|t| format!("{t:.3}"))
-                    .unwrap_or_else(|| "-".into()),
+                test_cell(r.test_detail.as_ref(), r.test),
+                p_cell(r.test_p_vs_human),
                 r.edits,
                 r.accommodation_percent()
                     .map(|p| format!("{p:.0}%"))

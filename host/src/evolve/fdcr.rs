@@ -176,6 +176,9 @@ pub struct FdcrConfig {
     pub cache_salt: Option<String>,
     /// Every request (prompt estimate plus reply room) fits this.
     pub budget: ContextBudget,
+    /// Ask the endpoint to constrain the Moderator's reply to the spec's
+    /// JSON schema ([`ChangeSpec::json_schema`]).
+    pub structured: bool,
 }
 
 impl Default for FdcrConfig {
@@ -186,6 +189,7 @@ impl Default for FdcrConfig {
             sampling: SamplingArgs::default(),
             cache_salt: None,
             budget: ContextBudget::default(),
+            structured: false,
         }
     }
 }
@@ -446,16 +450,22 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
         return out;
     };
     let opening = vec![ChatMessage::system(system), ChatMessage::user(user)];
+    let format = config.structured.then(|| {
+        crate::model::response_format_json_schema(
+            "change_spec",
+            ChangeSpec::json_schema(input.failing_tasks.as_ref()),
+        )
+    });
     let mut messages = opening.clone();
     let mut last_error = String::new();
     let mut previous_reply: Option<String> = None;
     for attempt in 0..=config.spec_retries {
         out.calls += 1;
-        let reply = match roles
-            .moderator
-            .chat(&request(messages.clone(), config))
-            .await
-        {
+        let mut req = request(messages.clone(), config);
+        if let Some((key, value)) = &format {
+            req.extra.insert(key.clone(), value.clone());
+        }
+        let reply = match roles.moderator.chat(&req).await {
             Ok(r) => r,
             Err(e) => {
                 out.error = Some(format!("moderator call failed: {e}"));

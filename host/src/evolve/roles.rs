@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::budget::{self, ContextBudget, ContextSource};
 use super::coder::network::{self, CoderNetwork, EndpointSources, NetworkChoice};
-use super::coder::{Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig};
+use super::coder::{Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig, TableCoder};
 use super::fdcr::{FdcrConfig, Roles};
 use super::train::{CoderChoice, Diagnoser, Method};
 use crate::model::{ChatModel, ModelFlags, ModelHub, SamplingArgs};
@@ -27,6 +27,15 @@ pub enum CoderSpec {
         /// The model.
         model: String,
         /// Follow-up turns (compiler errors, edits that did not apply).
+        max_feedback: u32,
+    },
+    /// The table coder: this model answers with a JSON list of rule-table
+    /// edits, which the host writes into `src/tables.rs` (for models too
+    /// weak to edit Rust).
+    Tables {
+        /// The model.
+        model: String,
+        /// Follow-up turns (unusable replies, edits that change nothing).
         max_feedback: u32,
     },
     /// An external coding agent run in the staging crate.
@@ -78,6 +87,9 @@ pub struct RoleSpec {
     /// (`--roles-context-tokens`); `None`: what the endpoint reports, else
     /// [`budget::DEFAULT_CONTEXT_TOKENS`].
     pub context_tokens: Option<usize>,
+    /// Ask the endpoint to constrain the Moderator's spec and the table
+    /// coder's edits to their JSON schemas (`response_format`).
+    pub structured: bool,
 }
 
 impl Default for RoleSpec {
@@ -94,6 +106,7 @@ impl Default for RoleSpec {
             coder_endpoint: ModelFlags::default(),
             sampling: SamplingArgs::default(),
             context_tokens: None,
+            structured: false,
         }
     }
 }
@@ -151,7 +164,9 @@ impl RoleSpec {
                 if self.any_fdcr() {
                     endpoints.push((self.endpoint.clone(), self.fdcr_model.clone()));
                 }
-                if let CoderSpec::Editor { model, .. } = &self.coder {
+                if let CoderSpec::Editor { model, .. } | CoderSpec::Tables { model, .. } =
+                    &self.coder
+                {
                     endpoints.push((coder, Some(model.clone())));
                 }
                 for (flags, model) in endpoints {
@@ -314,6 +329,23 @@ impl RoleSpec {
                     Arc::new(EditorCoder::new(model("coder", name)?, config)) as Arc<dyn Coder>
                 )
             }
+            CoderSpec::Tables {
+                model: name,
+                max_feedback,
+            } => {
+                let config = EditorConfig {
+                    max_feedback: *max_feedback,
+                    target_dir: Some(target.to_path_buf()),
+                    sampling: self.sampling.clone(),
+                    budget,
+                    containment: containment.clone(),
+                    structured: self.structured,
+                    ..EditorConfig::default()
+                };
+                CoderChoice::Agent(
+                    Arc::new(TableCoder::new(model("coder", name)?, config)) as Arc<dyn Coder>
+                )
+            }
             CoderSpec::External {
                 command,
                 timeout_secs,
@@ -363,6 +395,7 @@ impl RoleSpec {
             rounds: self.fdcr_rounds.max(1),
             sampling: self.sampling.clone(),
             budget,
+            structured: self.structured,
             ..FdcrConfig::default()
         };
         Ok((Diagnoser::Fdcr { roles, config }, coder))

@@ -1,11 +1,14 @@
 //! The offline rule coder: implements spec items that carry a machine
 //! readable [`RuleEdit`] by editing the harness's data-driven rule tables
 //! (`src/tables.rs` of `harness-template`). Each edit becomes one entry
-//! appended at the end of its table (`TOOL_HINTS`, `TOOL_ALIASES`,
-//! `ID_PREFIXES`, `NUMERIC_ARGS`), in the table's own struct syntax, unless
-//! an entry with the same key is already there; the repeat threshold is a
-//! field of `REGULATION` and has its value replaced. Changes with no rule
-//! (prose only) are left to an LLM coder.
+//! appended at the end of its table (`PROMPT_RULES`, `TOOL_HINTS`,
+//! `TOOL_ALIASES`, `ID_PREFIXES`, `NUMERIC_ARGS`, `SKILLS`), in the table's
+//! own struct syntax, unless an entry with the same key is already there;
+//! error advice goes *first* in `ERROR_ADVICE` (its first match wins);
+//! thresholds are fields of `REGULATION` and have their value replaced.
+//! Changes with no rule (prose only) are left to an LLM coder, or to the
+//! table coder ([`super::coder::tables`]), which asks a model for these
+//! same edits.
 
 use std::path::Path;
 
@@ -55,6 +58,21 @@ fn render(edit: &RuleEdit, domain: &str) -> (&'static str, String, String) {
             format!("    NumericArg {{ domain: {d}, arg: {} }},", lit(arg)),
         ),
         RuleEdit::RepeatThreshold { count } => ("REGULATION", String::new(), count.to_string()),
+        RuleEdit::Regulation { value, .. } => ("REGULATION", String::new(), value.to_string()),
+        RuleEdit::PromptRule { text } => (
+            "PROMPT_RULES",
+            format!("text: {}", lit(text)),
+            format!("    PromptRule {{ domain: {d}, text: {} }},", lit(text)),
+        ),
+        RuleEdit::ErrorAdvice { contains, advice } => (
+            "ERROR_ADVICE",
+            format!("contains: {}", lit(&contains.to_lowercase())),
+            format!(
+                "    ErrorAdvice {{ contains: {}, advice: {} }},",
+                lit(&contains.to_lowercase()),
+                lit(advice)
+            ),
+        ),
         RuleEdit::Skill {
             title,
             text,
@@ -133,25 +151,16 @@ fn table_body(text: &str, name: &str) -> Option<(usize, usize)> {
 /// e.g. `retail`); `Ok(false)` when an entry with the same key was there.
 pub fn apply_to_text(text: &mut String, edit: &RuleEdit, domain: &str) -> Result<bool, String> {
     let (table, key, entry) = render(edit, domain);
-    if let RuleEdit::RepeatThreshold { .. } = edit {
-        let decl = text
-            .find("pub static REGULATION:")
-            .ok_or_else(|| format!("{TABLES_FILE} has no REGULATION"))?;
-        let field = decl
-            + text[decl..]
-                .find("repeat_annotate:")
-                .ok_or_else(|| "REGULATION has no repeat_annotate".to_string())?;
-        let value_start = field + "repeat_annotate:".len();
-        let value_end = value_start
-            + text[value_start..]
-                .find(',')
-                .ok_or_else(|| "repeat_annotate has no value".to_string())?;
-        let new = format!(" {entry}");
-        if text[value_start..value_end] == new {
-            return Ok(false);
-        }
-        text.replace_range(value_start..value_end, &new);
-        return Ok(true);
+    let field = match edit {
+        RuleEdit::RepeatThreshold { .. } => Some("repeat_annotate"),
+        RuleEdit::Regulation { field, .. } => Some(field.as_str()),
+        _ => None,
+    };
+    if let Some(field) = field {
+        return set_regulation(text, field, &entry);
+    }
+    if let RuleEdit::ErrorAdvice { .. } = edit {
+        return put_error_advice(text, &key, &entry);
     }
     let (start, end) =
         table_body(text, table).ok_or_else(|| format!("{TABLES_FILE} has no table {table}"))?;
@@ -191,6 +200,116 @@ pub fn apply_to_text(text: &mut String, edit: &RuleEdit, domain: &str) -> Result
     insert.push('\n');
     text.replace_range(trimmed_end..end, &insert);
     Ok(true)
+}
+
+/// Replace the value of `field` in `REGULATION` with `value`.
+fn set_regulation(text: &mut String, field: &str, value: &str) -> Result<bool, String> {
+    let decl = text
+        .find("pub static REGULATION:")
+        .ok_or_else(|| format!("{TABLES_FILE} has no REGULATION"))?;
+    let name = format!("{field}:");
+    let at = decl
+        + text[decl..]
+            .find(&name)
+            .ok_or_else(|| format!("REGULATION has no {field}"))?;
+    let value_start = at + name.len();
+    let value_end = value_start
+        + text[value_start..]
+            .find(',')
+            .ok_or_else(|| format!("{field} has no value"))?;
+    let new = format!(" {value}");
+    if text[value_start..value_end] == new {
+        return Ok(false);
+    }
+    text.replace_range(value_start..value_end, &new);
+    Ok(true)
+}
+
+/// Error advice is matched first to last: a new entry goes first, so it
+/// wins over the general advice; an entry for the same text is replaced.
+fn put_error_advice(text: &mut String, key: &str, entry: &str) -> Result<bool, String> {
+    let (start, end) = table_body(text, "ERROR_ADVICE")
+        .ok_or_else(|| format!("{TABLES_FILE} has no table ERROR_ADVICE"))?;
+    let new = entry.trim_start().to_string();
+    if let Some((a, b)) = entry_around(text, start, end, key, "ErrorAdvice") {
+        if text[a..b].split_whitespace().eq(new.split_whitespace()) {
+            return Ok(false);
+        }
+        text.replace_range(a..b, &new);
+        return Ok(true);
+    }
+    text.insert_str(start, &format!("\n{entry}"));
+    Ok(true)
+}
+
+/// The entries of the rule tables that apply to `domain` (its own and the
+/// `"*"` ones; every error advice, which has no domain), as they are
+/// written in `tables.rs`, under a heading per table: what a coder needs
+/// to see to add to them without repeating them.
+pub fn domain_entries(text: &str, domain: &str) -> String {
+    const TABLES: [(&str, &str, &str); 6] = [
+        (
+            "PROMPT_RULES",
+            "PromptRule",
+            "system-prompt rules (prompt_rule)",
+        ),
+        (
+            "TOOL_HINTS",
+            "ToolHint",
+            "tool description hints (tool_hint)",
+        ),
+        ("SKILLS", "Skill", "skills (skill)"),
+        (
+            "ERROR_ADVICE",
+            "ErrorAdvice",
+            "error advice, first match wins (error_advice)",
+        ),
+        ("TOOL_ALIASES", "ToolAlias", "tool aliases (tool_alias)"),
+        (
+            "REGULATION",
+            "Regulation",
+            "regulation thresholds (regulation)",
+        ),
+    ];
+    let own = format!("domain: {}", lit(domain));
+    let mut out = String::new();
+    for (table, name, title) in TABLES {
+        if table == "REGULATION" {
+            if let Some(at) = text.find("pub static REGULATION:")
+                && let Some(open) = text[at..].find('{')
+                && let Some(close) = closing(text, at + open + 1, '{', '}')
+            {
+                out += &format!("## {title}\n{}\n\n", text[at + open + 1..close].trim());
+            }
+            continue;
+        }
+        let Some((start, end)) = table_body(text, table) else {
+            continue;
+        };
+        let mut entries = Vec::new();
+        let mut from = start;
+        let marker = format!("{name} {{");
+        while let Some(rel) = text[from..end].find(&marker) {
+            let open = from + rel;
+            let Some(close) = closing(&text[..end], open + marker.len(), '{', '}') else {
+                break;
+            };
+            let entry = &text[open..=close];
+            if table == "ERROR_ADVICE" || entry.contains(&own) || entry.contains("domain: \"*\"") {
+                entries.push(entry.split_whitespace().collect::<Vec<_>>().join(" "));
+            }
+            from = close + 1;
+        }
+        out += &format!("## {title}\n");
+        if entries.is_empty() {
+            out += "(none)\n";
+        }
+        for e in entries {
+            out += &format!("- {e}\n");
+        }
+        out += "\n";
+    }
+    out
 }
 
 /// The rule tables the rule coder writes to, emptied: the template's rule
@@ -286,6 +405,7 @@ pub fn diff(before: &Path, after: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evolve::spec::RegulationField;
 
     const TABLES: &str = r##"
 pub static TOOL_ALIASES: &[ToolAlias] = &[
@@ -386,6 +506,105 @@ pub static REGULATION: Regulation = Regulation {
         };
         assert_eq!(apply_to_text(&mut t, &other, "retail"), Ok(true));
         assert_eq!(t.matches("title: \"Book\"").count(), 2, "{t}");
+    }
+
+    const CONTRACT: &str = r##"
+pub static PROMPT_RULES: &[PromptRule] = &[
+    PromptRule {
+        domain: "dbbench",
+        text: "Run SQL only through execute_sql.",
+    },
+    PromptRule { domain: "retail", text: "Keep the #." },
+];
+pub static TOOL_HINTS: &[ToolHint] = &[];
+pub static SKILLS: &[Skill] = &[];
+pub static TOOL_ALIASES: &[ToolAlias] = &[
+    ToolAlias { domain: "dbbench", alias: "sql", tool: "execute_sql" },
+    ToolAlias { domain: "*", alias: "calculator", tool: "calculate" },
+];
+pub static ERROR_ADVICE: &[ErrorAdvice] = &[
+    // ----- MySQL (dbbench)
+    ErrorAdvice {
+        contains: "1064 (42000)",
+        advice: "not valid MySQL.",
+    },
+    ErrorAdvice { contains: "", advice: "change the arguments." },
+];
+pub static REGULATION: Regulation = Regulation {
+    repeat_annotate: 2,
+    repeat_stop: 6,
+    error_streak: 3,
+    stall_turns: 10,
+};
+"##;
+
+    #[test]
+    fn prompt_rules_advice_and_thresholds_are_table_edits() {
+        let mut t = CONTRACT.to_string();
+        let rule = RuleEdit::PromptRule {
+            text: "Quote \"values\" compared with TEXT columns.".into(),
+        };
+        assert_eq!(apply_to_text(&mut t, &rule, "dbbench"), Ok(true));
+        assert_eq!(apply_to_text(&mut t, &rule, "dbbench"), Ok(false));
+        assert!(t.contains(
+            "    PromptRule { domain: \"dbbench\", text: \"Quote \\\"values\\\" compared with TEXT columns.\" },\n];"
+        ), "{t}");
+        // Advice goes first, so it wins over the general entries...
+        let advice = RuleEdit::ErrorAdvice {
+            contains: "1054 (42S22)".into(),
+            advice: "DESCRIBE the table.".into(),
+        };
+        assert_eq!(apply_to_text(&mut t, &advice, "dbbench"), Ok(true));
+        let at = |needle: &str| t.find(needle).unwrap();
+        assert!(at("1054 (42s22)") < at("1064 (42000)"), "{t}");
+        assert!(at("1054 (42s22)") > at("pub static ERROR_ADVICE"), "{t}");
+        assert_eq!(apply_to_text(&mut t, &advice, "dbbench"), Ok(false));
+        // ...and the same error text gets its advice replaced in place.
+        let again = RuleEdit::ErrorAdvice {
+            contains: "1064 (42000)".into(),
+            advice: "use backticks.".into(),
+        };
+        assert_eq!(apply_to_text(&mut t, &again, "dbbench"), Ok(true));
+        assert_eq!(t.matches("1064 (42000)").count(), 1, "{t}");
+        assert!(
+            t.contains("use backticks.") && !t.contains("not valid MySQL."),
+            "{t}"
+        );
+        let streak = RuleEdit::Regulation {
+            field: RegulationField::ErrorStreak,
+            value: 2,
+        };
+        assert_eq!(apply_to_text(&mut t, &streak, "dbbench"), Ok(true));
+        assert!(t.contains("error_streak: 2,\n    stall_turns: 10"), "{t}");
+        assert_eq!(apply_to_text(&mut t, &streak, "dbbench"), Ok(false));
+        let missing = RuleEdit::Regulation {
+            field: RegulationField::LowErrorsLeft,
+            value: 1,
+        };
+        assert!(apply_to_text(&mut t, &missing, "dbbench").is_err());
+    }
+
+    #[test]
+    fn a_domains_entries_are_listed_with_the_shared_ones() {
+        let listed = domain_entries(CONTRACT, "dbbench");
+        assert!(
+            listed.contains("Run SQL only through execute_sql."),
+            "{listed}"
+        );
+        assert!(
+            !listed.contains("Keep the #."),
+            "another domain's rule: {listed}"
+        );
+        assert!(
+            listed.contains("alias: \"calculator\""),
+            "the shared alias: {listed}"
+        );
+        assert!(listed.contains("1064 (42000)"), "{listed}");
+        assert!(
+            listed.contains("## tool description hints (tool_hint)\n(none)"),
+            "{listed}"
+        );
+        assert!(listed.contains("error_streak: 3"), "{listed}");
     }
 
     #[test]

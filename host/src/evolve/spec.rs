@@ -90,6 +90,28 @@ pub enum RuleEdit {
         /// Identical failing calls before the annotation.
         count: u32,
     },
+    /// Add a rule to the system prompt's tool-use rules (environment
+    /// contract).
+    PromptRule {
+        /// One self-contained instruction.
+        text: String,
+    },
+    /// Advice appended to a failed call's error when its text contains
+    /// `contains` (case-insensitive); checked before the existing advice,
+    /// or replacing the advice for the same `contains`.
+    ErrorAdvice {
+        /// A substring of the error text.
+        contains: String,
+        /// What the agent should do instead.
+        advice: String,
+    },
+    /// Set one threshold of the regulation layer.
+    Regulation {
+        /// The threshold.
+        field: RegulationField,
+        /// Its new value.
+        value: u32,
+    },
     /// Add a procedure to the skill library, or replace the one with this
     /// title.
     Skill {
@@ -101,6 +123,49 @@ pub enum RuleEdit {
         #[serde(default)]
         keywords: Vec<String>,
     },
+}
+
+/// The integer thresholds of the regulation layer (`REGULATION` in
+/// `src/tables.rs`) a rule edit may set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegulationField {
+    /// Identical failing calls before an annotation.
+    RepeatAnnotate,
+    /// Identical failing calls in a row before the episode is stopped.
+    RepeatStop,
+    /// Identical successful calls in a row before an annotation.
+    RepeatSuccessAnnotate,
+    /// Failures of one tool in a row before an annotation.
+    ErrorStreak,
+    /// Agent turns without a successful call before a recovery message.
+    StallTurns,
+    /// Tool errors left when the agent is warned.
+    LowErrorsLeft,
+}
+
+impl RegulationField {
+    /// Every field, in the table's order.
+    pub const ALL: [RegulationField; 6] = [
+        Self::RepeatAnnotate,
+        Self::RepeatStop,
+        Self::RepeatSuccessAnnotate,
+        Self::ErrorStreak,
+        Self::StallTurns,
+        Self::LowErrorsLeft,
+    ];
+
+    /// The field's name in `REGULATION`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::RepeatAnnotate => "repeat_annotate",
+            Self::RepeatStop => "repeat_stop",
+            Self::RepeatSuccessAnnotate => "repeat_success_annotate",
+            Self::ErrorStreak => "error_streak",
+            Self::StallTurns => "stall_turns",
+            Self::LowErrorsLeft => "low_errors_left",
+        }
+    }
 }
 
 /// A procedure to add to the skill library.
@@ -163,6 +228,57 @@ pub enum SpecError {
 }
 
 impl ChangeSpec {
+    /// The JSON schema of a spec, for endpoints that constrain replies to
+    /// one (`response_format`): with `failing`, every `evidence_tasks` entry
+    /// must be one of those task ids, so a constrained reply cannot cite a
+    /// task that did not fail; texts and lists are bounded, so a small
+    /// model cannot ramble to its token cap inside a string.
+    pub fn json_schema(failing: Option<&BTreeSet<String>>) -> serde_json::Value {
+        use serde_json::json;
+        let text = |max: usize| json!({"type": "string", "minLength": 1, "maxLength": max});
+        let tasks = match failing {
+            Some(f) if !f.is_empty() => json!({
+                "type": "array", "minItems": 1, "maxItems": 8,
+                "items": {"enum": f.iter().collect::<Vec<_>>()},
+            }),
+            _ => json!({"type": "array", "minItems": 1, "maxItems": 8, "items": text(40)}),
+        };
+        let object = |props: serde_json::Value, required: &[&str]| json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});
+        object(
+            json!({
+                "failure_patterns": {"type": "array", "minItems": 1, "maxItems": 3, "items": object(
+                    json!({"name": text(80), "description": text(400), "evidence_tasks": tasks}),
+                    &["name", "description", "evidence_tasks"],
+                )},
+                "proposed_changes": {"type": "array", "minItems": 1, "maxItems": 3, "items": object(
+                    json!({
+                        "layer": {"enum": ["contract", "skills", "realize", "regulate"]},
+                        "file": text(80),
+                        "description": text(400),
+                        "rationale": text(300),
+                        "evidence_tasks": tasks,
+                    }),
+                    &["layer", "file", "description", "rationale", "evidence_tasks"],
+                )},
+                "skills": {"type": "array", "maxItems": 2, "items": object(
+                    json!({
+                        "title": text(80),
+                        "text": text(800),
+                        "keywords": {"type": "array", "maxItems": 12, "items": text(24)},
+                    }),
+                    &["title", "text", "keywords"],
+                )},
+                "implementation_notes": {"type": "string", "maxLength": 400},
+            }),
+            &[
+                "failure_patterns",
+                "proposed_changes",
+                "skills",
+                "implementation_notes",
+            ],
+        )
+    }
+
     /// Parse and validate a spec from model output: the first JSON object in
     /// the text (models often wrap it in prose or a code fence), checked
     /// against the schema and the rules (files under `src/`, something

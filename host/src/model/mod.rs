@@ -54,6 +54,6 @@ pub use retry::RetryPolicy;
 pub use sim::{SimAgent, SimProfile, TestbedNote, TestbedPlan};
 pub use types::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, FunctionTool, ModelFuture, SamplingArgs,
-    ToolCall, ToolChoice, Usage,
+    ToolCall, ToolChoice, Usage, response_format_json_schema,
 };
 pub use user::{LlmUser, ScriptedUser, UserScript, UserSimulator, UserStop, UserTurn, Utterance};

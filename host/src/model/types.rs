@@ -351,6 +351,19 @@ pub struct ChatRequest {
     pub cache_salt: Option<String>,
 }
 
+/// The body field that asks an OpenAI-compatible endpoint to constrain the
+/// reply to a JSON schema: `("response_format", {...})` in the form OpenAI,
+/// vLLM and llama.cpp's server all take, for [`ChatRequest::extra`].
+pub fn response_format_json_schema(name: &str, schema: Value) -> (String, Value) {
+    (
+        "response_format".to_string(),
+        serde_json::json!({
+            "type": "json_schema",
+            "json_schema": {"name": name, "strict": true, "schema": schema},
+        }),
+    )
+}
+
 impl ChatRequest {
     /// A request for `messages`, with no tools and default sampling.
     pub fn new(messages: Vec<ChatMessage>) -> Self {

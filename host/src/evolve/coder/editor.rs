@@ -63,6 +63,13 @@ pub struct EditorConfig {
     pub budget: ContextBudget,
     /// How the build checks of its edits (untrusted source) are contained.
     pub containment: Containment,
+    /// Constrain replies to a JSON schema through the endpoint's
+    /// `response_format` (the table coder's edit list; the editor's prose
+    /// blocks have none).
+    pub structured: bool,
+    /// A SEARCH text that is not in the file exactly may match its lines
+    /// with whitespace ignored, when that match is unique.
+    pub tolerant: bool,
 }
 
 impl Default for EditorConfig {
@@ -75,6 +82,8 @@ impl Default for EditorConfig {
             source_budget: SOURCE_BUDGET,
             budget: ContextBudget::default(),
             containment: Containment::default(),
+            structured: false,
+            tolerant: true,
         }
     }
 }
@@ -256,8 +265,19 @@ enum Spot {
 /// Files to quote, each with the spots that matter.
 type Focus = BTreeMap<String, Vec<Spot>>;
 
-/// Apply all blocks in memory, then write them, or nothing.
+/// [`apply_edits_with`] matching whitespace-tolerantly, as by default.
+#[cfg(test)]
 fn apply_edits(staging: &Path, blocks: &[EditBlock]) -> Result<Vec<String>, ApplyError> {
+    apply_edits_with(staging, blocks, true)
+}
+
+/// Apply all blocks in memory, then write them, or nothing; `tolerant`
+/// lets a SEARCH text match its lines with whitespace ignored.
+fn apply_edits_with(
+    staging: &Path,
+    blocks: &[EditBlock],
+    tolerant: bool,
+) -> Result<Vec<String>, ApplyError> {
     let mut outside = Vec::new();
     let mut paths = Vec::new();
     for b in blocks {
@@ -321,18 +341,27 @@ fn apply_edits(staging: &Path, blocks: &[EditBlock]) -> Result<Vec<String>, Appl
             continue;
         };
         let count = text.matches(b.search.as_str()).count();
-        match count {
-            0 => {
-                let hint = if normalized(text.as_str()).contains(&normalized(&b.search)) {
-                    " It matches only when whitespace is ignored: copy the lines exactly, with their indentation."
-                } else {
-                    " Copy the lines exactly from the current file below."
-                };
-                problem(
-                    format!("the SEARCH text does not occur in the file.{hint}"),
-                    path,
-                );
+        let loose = || {
+            if tolerant {
+                loose_match(text, &b.search)
+            } else {
+                Loose::None
             }
+        };
+        match count {
+            0 => match loose() {
+                // Small models re-indent what they copy; a unique match of
+                // the same lines, whitespace aside, is what they meant.
+                Loose::One(range) => text.replace_range(range, &b.replace),
+                Loose::Many(n) => problem(
+                    format!("the SEARCH text matches {n} places when whitespace is ignored; add surrounding lines so it is unique"),
+                    path,
+                ),
+                Loose::None => problem(
+                    "the SEARCH text does not occur in the file. Copy the lines exactly from the current file below.".into(),
+                    path,
+                ),
+            },
             1 => {
                 let at = text.find(b.search.as_str()).unwrap_or(0);
                 let mut end = at + b.search.len();
@@ -377,8 +406,52 @@ fn apply_edits(staging: &Path, blocks: &[EditBlock]) -> Result<Vec<String>, Appl
     Ok(written)
 }
 
+/// Where SEARCH lines occur when whitespace inside and around each line is
+/// ignored (blank lines of SEARCH skipped).
+enum Loose {
+    /// Nowhere.
+    None,
+    /// Once: the byte range of the file's whole lines that match.
+    One(std::ops::Range<usize>),
+    /// This many times.
+    Many(usize),
+}
+
 fn normalized(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn loose_match(text: &str, search: &str) -> Loose {
+    let want: Vec<String> = search
+        .lines()
+        .map(normalized)
+        .filter(|l| !l.is_empty())
+        .collect();
+    if want.is_empty() {
+        return Loose::None;
+    }
+    // Every line with its byte range (line break excluded), blank ones
+    // left out so a SEARCH that drops a blank line still matches.
+    let mut lines: Vec<(String, usize, usize)> = Vec::new();
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let body = line.strip_suffix('\n').unwrap_or(line);
+        let n = normalized(body);
+        if !n.is_empty() {
+            lines.push((n, at, at + body.len()));
+        }
+        at += line.len();
+    }
+    let hits: Vec<std::ops::Range<usize>> = lines
+        .windows(want.len())
+        .filter(|w| w.iter().zip(&want).all(|(l, s)| l.0 == *s))
+        .map(|w| w[0].1..w[w.len() - 1].2)
+        .collect();
+    match hits.len() {
+        0 => Loose::None,
+        1 => Loose::One(hits[0].clone()),
+        n => Loose::Many(n),
+    }
 }
 
 /// How alike two lines are, 0 to 1: the longer of their common prefix and
@@ -549,7 +622,7 @@ impl EditorCoder {
             log += &format!(
                 "call {attempts}: reply of {} chars\n{}\n",
                 text.len(),
-                clip_chars(&text, 3_000)
+                clip_chars(&text, super::LOGGED_REPLY_CHARS)
             );
             let feedback = match self
                 .judge(&text, staging, &before, &trust, attempts, &mut log)
@@ -675,7 +748,7 @@ impl EditorCoder {
             }
             Ok(blocks) => blocks,
         };
-        match apply_edits(staging, &blocks) {
+        match apply_edits_with(staging, &blocks, self.config.tolerant) {
             Err(ApplyError::Outside(files)) => {
                 *log += &format!(
                     "call {attempts}: edits outside src/: {}\n",
@@ -897,6 +970,39 @@ mod tests {
     }
 
     #[test]
+    fn a_search_reindented_by_the_model_still_applies_when_unique() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        let file = "pub static T: &[R] = &[\n    R {\n        a: \"x\",\n    },\n\n    R { a: \"y\" },\n];\n";
+        std::fs::write(root.join("src/t.rs"), file).unwrap();
+        let edit = EditBlock {
+            file: "src/t.rs".into(),
+            // Indentation lost, the blank line dropped, a trailing space.
+            search: "R {\na: \"x\",\n},\nR { a: \"y\" }, ".into(),
+            replace: "    R { a: \"z\" },".into(),
+        };
+        assert_eq!(
+            apply_edits(root, &[edit]).ok(),
+            Some(vec!["src/t.rs".into()])
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("src/t.rs")).unwrap(),
+            "pub static T: &[R] = &[\n    R { a: \"z\" },\n];\n"
+        );
+        // Lines that are not in the file still fail, naming the file.
+        let wrong = EditBlock {
+            file: "src/t.rs".into(),
+            search: "R { a: \"q\" },".into(),
+            replace: String::new(),
+        };
+        let Err(ApplyError::Problems(p, _)) = apply_edits(root, &[wrong]) else {
+            panic!("expected problems")
+        };
+        assert!(p[0].contains("does not occur"), "{p:?}");
+    }
+
+    #[test]
     fn edits_apply_all_or_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
@@ -923,10 +1029,13 @@ mod tests {
             panic!("expected problems")
         };
         assert!(p[0].contains("2 times"), "{p:?}");
-        let Err(ApplyError::Problems(p, _)) = apply_edits(root, &[block("  one", "x")]) else {
+        let Err(ApplyError::Problems(p, _)) = apply_edits(root, &[block("  two", "x")]) else {
             panic!("expected problems")
         };
-        assert!(p[0].contains("whitespace"), "{p:?}");
+        assert!(
+            p[0].contains("2 places when whitespace is ignored"),
+            "{p:?}"
+        );
         assert_eq!(
             std::fs::read_to_string(root.join("src/a.rs")).unwrap(),
             "one\ntwo\nthree\ntwo\n"

@@ -24,6 +24,7 @@ pub mod diff;
 pub mod editor;
 pub mod external;
 pub mod network;
+pub mod tables;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -36,6 +37,7 @@ use serde::{Deserialize, Serialize};
 pub use editor::{EditBlock, EditorCoder, EditorConfig, parse_edits};
 pub use external::{ExternalCoder, ExternalConfig, split_command};
 pub use network::{CoderNetwork, NetworkChoice, NetworkError};
+pub use tables::TableCoder;
 
 use crate::evolve::budget::{self, Section};
 use crate::evolve::spec::ChangeSpec;
@@ -48,6 +50,10 @@ use crate::store::{BuildOptions, BuildProfile, Containment, StoreError, Trust};
 const CODER_SYSTEM: &str = include_str!("../prompts/coder_system.md");
 const CODER_TASK: &str = include_str!("../prompts/coder_task.md");
 const CONTRACT_RULES: &str = include_str!("../prompts/contract_rules.md");
+
+/// Most characters of a model reply kept in a coder's log: whole replies,
+/// so the coder benchmark can replay them ([`crate::bench::coder`]).
+pub const LOGGED_REPLY_CHARS: usize = 24_000;
 
 /// Default of the most characters of harness source quoted in a coder
 /// prompt; files past it are listed by name only.
@@ -62,12 +68,39 @@ pub struct CoderTask {
     /// self-evolution baseline works from). Never oracle material.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notes: Option<String>,
+    /// The domain the harness is trained on, for coders that edit its rule
+    /// tables (which key entries by the domain) and name its tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<CoderContext>,
+}
+
+/// What a coder may know of the training domain: what its agent sees too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoderContext {
+    /// The domain's short name as the rule tables key it (`retail`,
+    /// `dbbench`).
+    pub domain: String,
+    /// The domain's tool names.
+    pub tools: Vec<String>,
 }
 
 impl CoderTask {
     /// A task with no extra notes.
     pub fn new(spec: ChangeSpec) -> Self {
-        Self { spec, notes: None }
+        Self {
+            spec,
+            notes: None,
+            context: None,
+        }
+    }
+
+    /// Say which domain (short name) and tools the harness is trained on.
+    pub fn with_context(mut self, domain: impl Into<String>, tools: Vec<String>) -> Self {
+        self.context = Some(CoderContext {
+            domain: domain.into(),
+            tools,
+        });
+        self
     }
 
     /// Add scrubbed context for the coder (never oracle material).

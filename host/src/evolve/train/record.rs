@@ -29,6 +29,10 @@ pub struct CoderRun {
     pub error: Option<String>,
     /// Its log (model turns, command output), clipped.
     pub log: String,
+    /// What it was asked to do (the spec, the evidence it read, the
+    /// domain), so its replies can be replayed ([`crate::bench::coder`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<crate::evolve::coder::CoderTask>,
 }
 
 /// `rounds/<n>/transcript.json` (and the candidate's copy).

@@ -362,6 +362,7 @@ impl<'a> Round<'a> {
                     build_ok: false,
                     error: None,
                     log: format!("{n} table entr(ies) changed"),
+                    task: None,
                 }
             }
             CoderChoice::Agent(coder) => {
@@ -376,11 +377,16 @@ impl<'a> Round<'a> {
                         &short,
                     ))
                 };
-                let task = CoderTask::new(spec.clone()).with_notes(self.coder_notes(
-                    spec,
-                    unit,
-                    skills.as_ref(),
-                ));
+                let tools = self
+                    .cx
+                    .domain
+                    .tools()
+                    .iter()
+                    .map(|t| t.name.clone())
+                    .collect();
+                let task = CoderTask::new(spec.clone())
+                    .with_notes(self.coder_notes(spec, unit, skills.as_ref()))
+                    .with_context(short.clone(), tools);
                 match coder.implement(&task, staging).await {
                     Ok(o) => CoderRun {
                         coder: coder.name().to_string(),
@@ -390,6 +396,7 @@ impl<'a> Round<'a> {
                         build_ok: o.build_ok,
                         error: None,
                         log: o.log,
+                        task: Some(task.clone()),
                     },
                     // The skills alone are a change.
                     Err(crate::evolve::coder::CoderError::NoChange { attempts, log }) if matches!(skills, Some(Ok(n)) if n > 0) => {
@@ -403,6 +410,7 @@ impl<'a> Round<'a> {
                             log: format!(
                                 "{log}\nthe spec's skills were applied to the skill library"
                             ),
+                            task: Some(task.clone()),
                         }
                     }
                     Err(e) => {
@@ -416,6 +424,7 @@ impl<'a> Round<'a> {
                             build_ok: false,
                             error: Some(e.to_string()),
                             log: e.log().to_string(),
+                            task: Some(task.clone()),
                         }
                     }
                 }

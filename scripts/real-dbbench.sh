@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The real-model experiment on AgentBench DBBench: every method, every role
+# the local Qwen2.5-Coder-1.5B (scripts/local-llm.sh), one directory.
+#
+# Direct and Human-Augmented (harness-template as written) are the
+# untrained baselines; Ecdysis, Ecdysis without FDCR and Self-Evolution
+# each train from Human-Augmented on the same failure-aware subset of the
+# training pool, up to three rounds, with the same seeds; then the initial
+# and every final harness are tested on the same held-out tasks (the
+# initial harness's test episodes come from the response cache for every
+# method after the first, so they are shared). The Ecdysis result is also
+# tested with the 0.5B model as agent (cross-model transfer, a second
+# server on PORT_05B).
+#
+# Resumable: stop it at any point (Ctrl-C, kill, a reboot) and run it again;
+# finished episodes, rounds and tests are not redone (the run directories
+# resume, and every model reply is in the response cache). Progress lines
+# with an ETA go to the terminal and to $OUT/experiment.log.
+#
+# The coder is the table coder (--coder-format tables): the model answers
+# with a JSON list of rule-table edits, which the host writes into the
+# harness; the Moderator's spec and the coder's edits are constrained to
+# their JSON schemas by the server (--structured-output).
+#
+# Environment:
+#   ECDYSIS_HOST   a built ecdysis-host binary (default: build --release)
+#   OUT            experiment directory (default runs/real-dbbench)
+#   PORT, PORT_05B llama-server ports of the 1.5B and 0.5B models (8080, 8081)
+#   CTX            server context, split over PARALLEL slots (default 24576)
+#   THREADS        server threads (default 2); PARALLEL requests at once (2)
+#   POOL           training tasks to select from (36 tasks of `train`)
+#   BUDGET         training tasks kept by failure-aware selection (12)
+#   TEST_TASKS     held-out tasks (40 tasks of `test`)
+#   ROUNDS         rounds per method (3)
+#   TRANSFER       1 to test on the 0.5B model too (default 1)
+set -euo pipefail
+
+NAME=real-dbbench
+PORT="${PORT:-8080}"
+CTX="${CTX:-24576}"
+THREADS="${THREADS:-2}"
+PARALLEL="${PARALLEL:-2}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib-real.sh"
+OUT="${OUT:-runs/real-dbbench}"
+PORT_05B="${PORT_05B:-8081}"
+ROUNDS="${ROUNDS:-3}"
+BUDGET="${BUDGET:-12}"
+TRANSFER="${TRANSFER:-1}"
+# Both lists were drawn once, stratified by task type (SELECT kinds,
+# INSERT, UPDATE) with a seeded shuffle, and are fixed here so that every
+# rerun and every method sees the same tasks.
+POOL="${POOL:-standard-0,standard-10,standard-22,standard-24,standard-34,standard-48,standard-63,standard-64,standard-65,standard-78,standard-93,standard-96,standard-104,standard-108,standard-116,standard-121,standard-124,standard-127,standard-140,standard-161,standard-166,standard-195,standard-196,standard-197,standard-203,standard-205,standard-207,standard-211,standard-213,standard-231,standard-232,standard-234,standard-280,standard-285,standard-289,standard-299}"
+TEST_TASKS="${TEST_TASKS:-standard-4,standard-13,standard-15,standard-20,standard-23,standard-35,standard-45,standard-55,standard-58,standard-60,standard-77,standard-91,standard-92,standard-99,standard-100,standard-102,standard-117,standard-128,standard-131,standard-142,standard-153,standard-155,standard-163,standard-167,standard-170,standard-181,standard-190,standard-233,standard-236,standard-238,standard-254,standard-259,standard-263,standard-268,standard-273,standard-276,standard-284,standard-290,standard-295,standard-296}"
+
+ensure_server
+transfer=(--transfer none)
+if [[ "$TRANSFER" == 1 ]]; then
+    if ! curl -fsS --max-time 2 "http://127.0.0.1:$PORT_05B/health" >/dev/null 2>&1; then
+        say "starting the 0.5B llama-server on port $PORT_05B (for the transfer test)"
+        # A second server keeps its own pid file: its own directory of
+        # state, the same weights and build.
+        LLM_DIR="${ECDYSIS_LLM_DIR:-$ROOT/.ecdysis/llm}"
+        mkdir -p "$LLM_DIR/0.5b-server"
+        for d in build models src tools; do
+            ln -sfn "$LLM_DIR/$d" "$LLM_DIR/0.5b-server/$d"
+        done
+        ECDYSIS_LLM_DIR="$LLM_DIR/0.5b-server" ECDYSIS_LLM_MAX_TOKENS=1024 \
+            scripts/local-llm.sh serve --model 0.5b --port "$PORT_05B" --ctx 8192 >/dev/null
+    fi
+    transfer=(--transfer "qwen2.5-coder-0.5b-instruct@http://127.0.0.1:$PORT_05B/v1")
+fi
+ensure_host
+mkdir -p "$OUT"
+LOG="$OUT/experiment.log"
+say "experiment into $OUT (log: $LOG)"
+# Temperature 0 for the agent and the roles (the paper's setting). The
+# agent's replies are capped at 384 tokens: DBBench needs one statement per
+# turn, and a small model that rambles would otherwise spend minutes a turn.
+run_logged "$LOG" "$HOST" experiment \
+    --domain agentbench/dbbench \
+    --agent-model "$MODEL" --agent-base-url "$URL" --agent-api-key-env '' \
+    --temperature 0 --max-tokens 384 --agent-timeout-secs 1800 \
+    --concurrency "$PARALLEL" \
+    --tasks "$POOL" --select-train failure-aware --budget-tasks "$BUDGET" \
+    --rounds "$ROUNDS" --trials 1 \
+    --test-tasks "$TEST_TASKS" --test-trials 1 \
+    --fdcr-model "$MODEL" --fdcr-rounds 1 \
+    --coder-model "$MODEL" --coder-format tables --coder-max-feedback 2 \
+    --structured-output \
+    --roles-temperature 0 --roles-max-tokens 768 \
+    --roles-context-tokens 12288 --roles-timeout-secs 3600 \
+    "${transfer[@]}" \
+    --out "$OUT"
+exit "$STATUS"
