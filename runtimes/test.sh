@@ -29,7 +29,8 @@ mkdir -p "$FIX/hostile"
 
 echo "== runtimes: hostile guests"
 for feature in good infinite-loop memory-bomb deep-recursion panic huge-output unknown-tool \
-    bad-json-args huge-args calc-bomb mutating-env-view env-view-flood wants-clock; do
+    bad-json-args huge-args calc-bomb mutating-env-view env-view-flood wants-clock \
+    inflate-prompt inflate-guidance inflate-block inflate-inject inflate-annotate; do
     if [ "$feature" = good ]; then hash=$(host build guests/hostile); else
         hash=$(host build guests/hostile --features "$feature"); fi
     cp "$STORE/components/$hash.wasm" "$FIX/hostile/$feature.wasm"
@@ -57,9 +58,10 @@ host export --train-run "$FIX/train" --out "$FIX/evolved" >/dev/null
 host vectors --run "$FIX/train/evals/${incumbent:0:16}-train" --out "$FIX/evolved.vectors.jsonl" >/dev/null
 # Hostile guests' vectors over the template's run: the host's caps on a
 # harness-written call (huge-args: arguments_too_large) and on env-view
-# arguments (calc-bomb: invalid-arguments, logged as a marker) replay byte
-# for byte.
-for feature in huge-args calc-bomb; do
+# arguments (calc-bomb: invalid-arguments, logged as a marker) and the
+# episode's budget on added text (inflate-*: added_text_over_budget at the
+# hook that crosses it) replay byte for byte.
+for feature in huge-args calc-bomb inflate-prompt inflate-inject; do
     host vectors --harness "$FIX/hostile/$feature.wasm" --run "$FIX/template-run" --tasks 5,9 \
         --out "$FIX/hostile.$feature.vectors.jsonl" >/dev/null
 done

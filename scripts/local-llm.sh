@@ -46,7 +46,7 @@ Commands:
                               README). The server reports it on GET /props,
                               where 'train' reads its default context budget.
   stop                        stop the server started by 'serve'
-  smoke                       run the end-to-end smoke test (tests/local_llm.rs)
+  smoke                       run the end-to-end smoke test (host/cli/tests/it/local_llm.rs)
                               against the running server: one short episode,
                               Direct and with the harness-template
   status                      say what is set up and whether a server runs
@@ -400,12 +400,12 @@ cmd_smoke() {
         model_info "$(cat "$LLM_DIR/server.model")"
         model="$MODEL_ALIAS"
     fi
-    log "smoke: running tests/local_llm.rs against $url (one episode Direct, one with the harness-template; minutes)"
+    log "smoke: running host/cli/tests/it/local_llm.rs against $url (one episode Direct, one with the harness-template; minutes)"
     cd "$ROOT"
     # REQUIRED: a server that went away makes the test fail, never skip, so
     # `smoke` exits non-zero whenever nothing ran.
     ECDYSIS_LOCAL_LLM_URL="$url" ECDYSIS_LOCAL_LLM_MODEL="${model:-local}" ECDYSIS_LOCAL_LLM_REQUIRED=1 \
-        cargo test --release -p ecdysis-host --test local_llm -- --ignored --nocapture
+        cargo test --release -p ecdysis-host --test it local_llm -- --ignored --nocapture
 }
 
 cmd_status() {

@@ -12,7 +12,7 @@
 # Everything the run writes goes to $OUT (default runs/real-train); at the
 # end the small text files (config, selection, round log, summary, the FDCR
 # discussion and the coder's run, the candidate's spec and diff, the log)
-# are copied to $DOCS (default docs/real-train).
+# are copied to $DOCS (default docs/src/results/data/real-train).
 #
 # Environment (the defaults are what the documented run used, 2026-11-30,
 # see README "Real models in every role"; on 2 shared CPU cores one agent
@@ -42,7 +42,7 @@ PORT="${PORT:-8080}"
 CTX="${CTX:-16384}"
 source "$(dirname "${BASH_SOURCE[0]}")/lib-real.sh"
 OUT="${OUT:-runs/real-train}"
-DOCS="${DOCS:-docs/real-train}"
+DOCS="${DOCS:-docs/src/results/data/real-train}"
 POOL="${POOL:-0,1,2}"
 BUDGET="${BUDGET:-2}"
 TEST_TASKS="${TEST_TASKS:-5}"

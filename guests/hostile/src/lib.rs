@@ -127,6 +127,10 @@ fn attack(action: AgentAction) -> ActionDecision {
         }
         return ActionDecision::Block(last.chars().take(200).collect());
     }
+    #[cfg(feature = "inflate-block")]
+    {
+        return ActionDecision::Block("z".repeat(40 << 10));
+    }
     #[cfg(feature = "wants-clock")]
     {
         let now = std::time::SystemTime::now();
@@ -152,8 +156,12 @@ impl GuestEpisode for Episode {
     }
 
     fn contract(&self, input: ContractInput) -> ContractOutput {
+        #[allow(unused_mut)]
+        let mut system_prompt = input.system_prompt;
+        #[cfg(feature = "inflate-prompt")]
+        system_prompt.push_str(&"p".repeat(200 << 10));
         ContractOutput {
-            system_prompt: input.system_prompt,
+            system_prompt,
             tool_descriptions: Vec::new(),
         }
     }
@@ -176,6 +184,13 @@ impl GuestEpisode for Episode {
                 })
                 .collect();
         }
+        #[cfg(feature = "inflate-guidance")]
+        {
+            return vec![Guidance {
+                title: "padding".into(),
+                text: "g".repeat(200 << 10),
+            }];
+        }
         Vec::new()
     }
 
@@ -185,6 +200,14 @@ impl GuestEpisode for Episode {
 
     #[allow(unreachable_code)]
     fn regulate(&self, _report: StepReport) -> Regulation {
+        #[cfg(feature = "inflate-inject")]
+        {
+            return Regulation::Inject("i".repeat(40 << 10));
+        }
+        #[cfg(feature = "inflate-annotate")]
+        {
+            return Regulation::Annotate("a".repeat(40 << 10));
+        }
         #[cfg(feature = "force-call-forever")]
         {
             return Regulation::ForceCall(ToolCall {

@@ -103,6 +103,39 @@ function size(n: number, cap: number): void {
 
 const callBytes = (c: Call) => utf8Len(c.id) + utf8Len(c.name) + utf8Len(c.arguments);
 
+/** Bytes of text a checked answer puts in front of the model, counted as
+ * the Rust host counts them (`sandbox::added`). */
+export function addedBytes(hook: string, arg: any, answer: any): number {
+  if (hook === "contract") {
+    const before = new Map<string, number>(
+      (arg.tools as Array<{ name: string; description: string }>).map((t) => [t.name, utf8Len(t.description)]),
+    );
+    const prompt = Math.max(0, utf8Len(answer["system-prompt"]) - utf8Len(arg["system-prompt"]));
+    const tools = (answer["tool-descriptions"] as Array<{ name: string; description: string }>).reduce(
+      (n, d) => n + Math.max(0, utf8Len(d.description) - (before.get(d.name) ?? 0)),
+      0,
+    );
+    return prompt + tools;
+  }
+  if (hook === "skills") return answer.reduce((n: number, g: any) => n + utf8Len(g.title) + utf8Len(g.text), 0);
+  if (hook !== "realize" && hook !== "regulate") return 0;
+  const tag = answer.tag as string;
+  if (tag === "execute" || tag === "force-call") return utf8Len(answer.val.arguments);
+  if (tag === "block" || tag === "annotate" || tag === "inject") return utf8Len(answer.val);
+  if (tag === "realize") return (answer.val as Call[]).reduce((n, c) => n + utf8Len(c.arguments), 0);
+  return 0;
+}
+
+/** The episode's added text stays within its budget; throws ContractViolation. */
+export function checkAdded(total: number, limit: number): void {
+  if (total > limit) {
+    throw new ContractViolation(
+      "added_text_over_budget",
+      `the harness has added ${total} bytes of text to the model's input this episode, over the budget of ${limit}`,
+    );
+  }
+}
+
 /** Check a hook's canonical answer; throws ContractViolation. */
 export function checkAnswer(hook: string, arg: any, answer: any, tools: Set<string>, cap: number): void {
   if (hook === "contract") {

@@ -18,7 +18,7 @@ import { blake3 } from "@noble/hashes/blake3.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 
 import { HOOK_TYPES, TYPES, fromCanonical, toCanonical } from "./canonical.js";
-import { checkAnswer } from "./checks.js";
+import { addedBytes, checkAdded, checkAnswer } from "./checks.js";
 import {
   CompileError,
   ContractViolation,
@@ -83,6 +83,8 @@ export interface Limits {
   env_view_calls_per_hook: number;
   log_lines_per_hook: number;
   stdio_bytes: number;
+  /** Text the hooks of one episode may add to the model's input in all. */
+  max_added_bytes: number;
   [other: string]: number;
 }
 
@@ -95,6 +97,7 @@ export const DEFAULT_LIMITS: Limits = {
   env_view_calls_per_hook: 64,
   log_lines_per_hook: 64,
   stdio_bytes: 64 << 10,
+  max_added_bytes: 64 << 10,
 };
 
 export type FailurePolicy = "fail-closed" | "fail-open";
@@ -114,6 +117,8 @@ export interface HookRecord {
   envViewCalls: number;
   logs: Array<[string, string]>;
   error?: HarnessError;
+  /** Bytes of text the answer put in front of the model. */
+  addedBytes?: number;
 }
 
 export interface LoadOptions {
@@ -221,6 +226,8 @@ function isNeutral(hook: string, arg: any, answer: any): boolean {
 /** One episode's harness instance, in its own worker thread. */
 export class Episode {
   readonly records: HookRecord[] = [];
+  /** Bytes of text this episode's answers have added to the model's input. */
+  addedBytes = 0;
   last: HookRecord | null = null;
   /** Env-view calls of the last hook, with their canonical answers. */
   viewLog: Array<{ name: string; arguments: string; answer: unknown }> = [];
@@ -352,9 +359,13 @@ export class Episode {
       err.message = `hook \`${hook}\` ${err.message}`;
       throw err;
     }
+    let added = 0;
     if (hook !== "constructor") {
       try {
         checkAnswer(hook, arg, reply.answer, new Set(this.tools?.keys() ?? []), this.harness.limits.max_output_bytes);
+        added = addedBytes(hook, arg, reply.answer);
+        this.addedBytes += added;
+        checkAdded(this.addedBytes, this.harness.limits.max_added_bytes);
       } catch (e) {
         this.kill();
         (e as ContractViolation).hook = hook;
@@ -368,6 +379,7 @@ export class Episode {
       micros: reply.micros,
       envViewCalls: reply.viewCount,
       logs: reply.logs,
+      addedBytes: added,
     });
     return reply.answer;
   }

@@ -82,3 +82,43 @@ test("env-view arguments over the cap are refused before any work", async () => 
   assert.deepEqual(asked, []);
   await positiveControl();
 });
+
+// The episode's budget on text a harness adds to the model's input: each
+// inflating build is stopped at the hook that crosses it, typed, and a good
+// guest works right after.
+for (const [feature, hook] of [
+  ["inflate-prompt", "contract"],
+  ["inflate-guidance", "skills"],
+  ["inflate-block", "realize"],
+  ["inflate-inject", "regulate"],
+  ["inflate-annotate", "regulate"],
+]) {
+  test(`${feature} is stopped at the episode's added-text budget`, async () => {
+    const h = await Harness.load(join(JS, "hostile", feature), { limits: LIMITS });
+    const budget = h.limits.max_added_bytes;
+    const ep = await h.episode("tau2/retail", 200, 10, { envView: () => "{}", tools: TOOLS });
+    const call = {
+      contract: () => ep.contract({ domain: "tau2/retail", systemPrompt: "You are a customer service agent.", tools: TOOLS }),
+      skills: () => ep.skills({ domain: "tau2/retail", firstUserMessage: "I want to cancel order #W1." }),
+      realize: () => ep.realize(CALL),
+      regulate: () =>
+        ep.regulate({ step: 1, stepsLeft: 199, errorsLeft: 10, kind: "agent-message", text: "Let me check.", outcomes: [] }),
+    }[hook];
+    let error;
+    for (let i = 0; i < 64 && !error; i++) {
+      try {
+        await call();
+        assert.ok(ep.addedBytes <= budget);
+      } catch (e) {
+        error = e;
+      }
+    }
+    assert.ok(error instanceof ContractViolation, `${feature}: ${error}`);
+    assert.equal(error.violation, "added_text_over_budget");
+    assert.equal(error.hook, hook);
+    assert.ok(ep.addedBytes > budget);
+    await assert.rejects(ep.realize(CALL), Poisoned);
+    await ep.close();
+    await positiveControl();
+  });
+}

@@ -22,6 +22,8 @@ for (const name of ["template", "evolved"]) {
 for (const [feature, needle] of [
   ["huge-args", '"violation":"arguments_too_large"'],
   ["calc-bomb", "over the env view's cap of 65536"],
+  ["inflate-prompt", '"violation":"added_text_over_budget"'],
+  ["inflate-inject", '"violation":"added_text_over_budget"'],
 ]) {
   test(`replaying the hostile ${feature}'s vectors is byte-identical`, async () => {
     const path = join(FIX, `hostile.${feature}.vectors.jsonl`);

@@ -84,3 +84,39 @@ def test_env_view_arguments_over_the_cap_are_refused_before_any_work(fixtures):
     assert f"arguments are {size} bytes, over the env view's cap of 65536" in answer.text, answer.text
     assert asked == []
     positive_control(fixtures)
+
+
+@pytest.mark.parametrize(
+    "feature,hook",
+    [
+        ("inflate-prompt", "contract"),
+        ("inflate-guidance", "skills"),
+        ("inflate-block", "realize"),
+        ("inflate-inject", "regulate"),
+        ("inflate-annotate", "regulate"),
+    ],
+)
+def test_a_harness_that_inflates_the_models_input_is_stopped_at_the_episode_budget(fixtures, feature, hook):
+    from ecdysis_harness import ContractInput, StepKind, StepReport, TaskView
+
+    harness = Harness.load(fixtures / "hostile" / f"{feature}.wasm", limits=LIMITS)
+    budget = harness.limits.max_added_bytes
+    calls = {
+        "contract": lambda ep: ep.contract(
+            ContractInput("tau2/retail", "You are a customer service agent.", sample_tools())
+        ),
+        "skills": lambda ep: ep.skills(TaskView("tau2/retail", "I want to cancel order #W1.")),
+        "realize": lambda ep: ep.realize(CALL),
+        "regulate": lambda ep: ep.regulate(StepReport(1, 199, 10, StepKind.AGENT_MESSAGE, "Let me check.", [])),
+    }
+    with harness.episode("tau2/retail", 200, 10, env_view=lambda n, a: "{}", tools=sample_tools()) as ep:
+        with pytest.raises(ContractViolation) as err:
+            for _ in range(64):
+                calls[hook](ep)
+                assert ep.added_bytes <= budget
+        assert err.value.violation == "added_text_over_budget"
+        assert err.value.hook == hook
+        assert ep.added_bytes > budget
+        with pytest.raises(Poisoned):
+            ep.realize(CALL)
+    positive_control(fixtures)

@@ -26,6 +26,10 @@ def test_replay_is_byte_identical(fixtures, name):
         ("huge-args", '"violation":"arguments_too_large"'),
         # 1.2 MB env-view arguments: refused unread, logged as a marker.
         ("calc-bomb", "over the env view's cap of 65536"),
+        # The episode's budget on text a harness adds: crossed at once by
+        # the prompt, on the second step by the injected notes.
+        ("inflate-prompt", '"violation":"added_text_over_budget"'),
+        ("inflate-inject", '"violation":"added_text_over_budget"'),
     ],
 )
 def test_hostile_vectors_replay_byte_identically(fixtures, feature, needle):

@@ -221,5 +221,45 @@ def check_regulation(r: dict, tools: Set[str], cap: int) -> None:
     check_call(r["val"], tools)
 
 
+def added_bytes(hook: str, argument: Any, answer: Any) -> int:
+    """Bytes of text a checked answer puts in front of the model, counted
+    as the Rust host counts them (`sandbox::added`)."""
+    if hook == "contract":
+        before = {t["name"]: utf8_len(t["description"]) for t in argument["tools"]}
+        prompt = max(0, utf8_len(answer["system-prompt"]) - utf8_len(argument["system-prompt"]))
+        tools = sum(
+            max(0, utf8_len(d["description"]) - before.get(d["name"], 0))
+            for d in answer["tool-descriptions"]
+        )
+        return prompt + tools
+    if hook == "skills":
+        return sum(utf8_len(g["title"]) + utf8_len(g["text"]) for g in answer)
+    if hook not in ("realize", "regulate"):
+        return 0
+    tag = answer["tag"]
+    if hook == "realize":
+        if tag == "execute":
+            return utf8_len(answer["val"]["arguments"])
+        if tag == "block":
+            return utf8_len(answer["val"])
+        if tag == "realize":
+            return sum(utf8_len(c["arguments"]) for c in answer["val"])
+        return 0
+    if tag in ("annotate", "inject"):
+        return utf8_len(answer["val"])
+    if tag == "force-call":
+        return utf8_len(answer["val"]["arguments"])
+    return 0
+
+
+def check_added(total: int, limit: int) -> None:
+    """The episode's added text stays within its budget."""
+    if total > limit:
+        raise _violation(
+            "added_text_over_budget",
+            f"the harness has added {total} bytes of text to the model's input this episode, over the budget of {limit}",
+        )
+
+
 def tool_names(tools: Iterable[dict]) -> Set[str]:
     return {t["name"] for t in tools}

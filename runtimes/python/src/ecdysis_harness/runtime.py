@@ -97,6 +97,8 @@ class Limits:
     env_view_calls_per_hook: int = 64
     log_lines_per_hook: int = 64
     stdio_bytes: int = 64 << 10
+    #: Text the hooks of one episode may add to the model's input in all.
+    max_added_bytes: int = 64 << 10
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Limits":
@@ -117,6 +119,8 @@ class HookRecord:
     env_view_calls: int = 0
     logs: List[Tuple[str, str]] = field(default_factory=list)
     error: Optional[HarnessError] = None
+    #: Bytes of text the answer put in front of the model.
+    added_bytes: int = 0
 
 
 #: An env-view callable: `(tool_name, arguments) -> text | ViewOutput`.
@@ -387,6 +391,8 @@ class Episode:
         )
         self._poisoned = False
         self._closed = False
+        #: Bytes of text this episode's answers have added to the model's input.
+        self.added_bytes = 0
         self._resource: Any = None
         self._stderr = bytearray()
         self._funcs: Dict[str, Any] = {}
@@ -557,6 +563,9 @@ class Episode:
                 checks.check_decision(argument, answer, tools, cap)
             elif hook == "regulate":
                 checks.check_regulation(answer, tools, cap)
+            added = checks.added_bytes(hook, argument, answer)
+            self.added_bytes += added
+            checks.check_added(self.added_bytes, self.harness.limits.max_added_bytes)
         except ContractViolation as v:
             # A contract breach is a failed call like a trap: the instance
             # is not trusted again this episode.
@@ -564,6 +573,7 @@ class Episode:
             v.hook = hook
             raise
         self._record(hook, answer, not _is_neutral(hook, argument, answer), fuel, elapsed)
+        self.last.added_bytes = added
         return answer
 
     def _hook(self, hook: str, argument: Any) -> Any:

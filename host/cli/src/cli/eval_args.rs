@@ -1,0 +1,245 @@
+//! The evaluation flags `run` and `train` share: they parse into the
+//! library's [`RunSpec`] and [`ModelServices`], nothing else.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+use clap::Args;
+
+use ecdysis_host::eval::{ModelServices, RunSpec};
+use ecdysis_host::model::{CachePolicy, ModelFlags, SamplingArgs};
+use ecdysis_host::sandbox::FailurePolicy;
+
+use super::limits::LimitArgs;
+
+/// Who runs the episodes, under which limits, and how they are metered.
+#[derive(Args, Debug, Clone)]
+pub struct EvalArgs {
+    /// Benchmark domain: tau2/retail, tau2/airline or agentbench/dbbench.
+    #[arg(long, default_value = "tau2/retail")]
+    pub domain: String,
+    /// Only these task ids (comma-separated), in this order.
+    #[arg(long, value_delimiter = ',')]
+    pub tasks: Vec<String>,
+    /// Trials per task (pass^k is reported for k up to this).
+    #[arg(long, default_value_t = 1)]
+    pub trials: u32,
+    /// The agent model: an endpoint's model name, or a simulated testbed
+    /// agent `sim:<profile>` (offline; follows the gold plan with injected
+    /// quirks, never a benchmark result). Profiles: sim:oracle, sim:clumsy,
+    /// sim:careless, sim:mixed, sim:texter. Default: sim:mixed for `run`,
+    /// sim:clumsy for `train`.
+    #[arg(long)]
+    pub agent_model: Option<String>,
+    /// Base URL of the agent's OpenAI-compatible endpoint (default
+    /// $OPENAI_BASE_URL).
+    #[arg(long)]
+    pub agent_base_url: Option<String>,
+    /// Environment variable holding the agent endpoint's API key (default
+    /// OPENAI_API_KEY; empty for none).
+    #[arg(long)]
+    pub agent_api_key_env: Option<String>,
+    /// Extra JSON object merged into every agent request body.
+    #[arg(long)]
+    pub agent_extra_args: Option<String>,
+    /// Sampling temperature of the agent (default: the endpoint's).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Nucleus-sampling cut-off of the agent (default: the endpoint's).
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    /// Most tokens per agent reply (default: the endpoint's; small local
+    /// models may otherwise ramble to the end of their context).
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    /// Seconds one agent (and LLM user) request may take before it is
+    /// retried (default 600; a CPU server needs minutes for a long prompt).
+    #[arg(long)]
+    pub agent_timeout_secs: Option<f64>,
+    /// Added latency per call of a simulated (`sim:`) agent, in
+    /// milliseconds: models an endpoint's response time offline.
+    #[arg(long, default_value_t = 0)]
+    pub sim_latency_ms: u64,
+    /// The user simulator: `scripted` (offline, deterministic, driven by the
+    /// task's instructions) or an endpoint's model name.
+    #[arg(long, default_value = "scripted")]
+    pub user_model: String,
+    /// Base URL of the user simulator's endpoint (default: the agent's).
+    #[arg(long)]
+    pub user_base_url: Option<String>,
+    /// Episodes run at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Run seed; every episode's seed derives from it, the task and the trial.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Step cap per episode (message hops).
+    #[arg(long, default_value_t = ecdysis_host::env::DEFAULT_MAX_STEPS)]
+    pub max_steps: u32,
+    /// Tool-error cap per episode.
+    #[arg(long, default_value_t = ecdysis_host::env::DEFAULT_MAX_ERRORS)]
+    pub max_errors: u32,
+    /// Largest agent request sent, in estimated prompt tokens (the estimate
+    /// errs high): a request over it is not sent and the episode ends as
+    /// `request_too_large`, so a harness cannot make one request cost more
+    /// than this. Default: the context window the agent's endpoint reports
+    /// (llama.cpp's /props, vLLM's /v1/models), else no cap; 0 for no cap.
+    #[arg(long)]
+    pub max_request_tokens: Option<u64>,
+    /// What a failing hook does: fail-closed (the episode ends as
+    /// harness_error) or fail-open (proceed as if it answered neutrally).
+    #[arg(long, default_value = "fail-closed")]
+    pub policy: FailurePolicy,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Response cache policy: read-write, read-only or off.
+    #[arg(long, default_value = "read-write")]
+    pub cache: String,
+    /// Response cache directory.
+    #[arg(long, default_value = ".ecdysis/cache")]
+    pub cache_dir: PathBuf,
+    /// A JSON price table (USD per million tokens per model) merged over the
+    /// embedded one, for the cost ledger.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
+    /// Extra attempts for an episode whose endpoint kept failing.
+    #[arg(long, default_value_t = 2)]
+    pub max_requeues: u32,
+    #[command(flatten)]
+    pub isolate: super::isolate::IsolateArgs,
+}
+
+impl EvalArgs {
+    /// Whether episodes wait on a model: an endpoint agent or user, or a
+    /// simulated agent given a latency. A zero-latency `sim:` run with the
+    /// scripted user is bound by the host's own work instead.
+    pub fn waits_on_model(&self) -> bool {
+        let simulated = self
+            .agent_model
+            .as_deref()
+            .is_none_or(|m| m.starts_with("sim:"));
+        !simulated || self.sim_latency_ms > 0 || self.user_model != "scripted"
+    }
+
+    /// The run specification for `split`, with `default_agent` when no
+    /// --agent-model was given.
+    pub fn spec(&self, split: Option<String>, default_agent: &str) -> Result<RunSpec> {
+        if self.concurrency == 0 {
+            return Err(anyhow!("--concurrency must be at least 1"));
+        }
+        let spec = RunSpec {
+            domain: self.domain.clone(),
+            split,
+            tasks: self.tasks.clone(),
+            trials: self.trials,
+            agent: ModelFlags {
+                model: Some(
+                    self.agent_model
+                        .clone()
+                        .unwrap_or_else(|| default_agent.to_string()),
+                ),
+                base_url: self.agent_base_url.clone(),
+                api_key_env: self.agent_api_key_env.clone(),
+                extra_args: self.agent_extra_args.clone(),
+                request_timeout_secs: self.agent_timeout_secs,
+                ..ModelFlags::default()
+            },
+            sampling: SamplingArgs {
+                temperature: self.temperature,
+                top_p: self.top_p,
+                max_tokens: self.max_tokens,
+                ..SamplingArgs::default()
+            },
+            user: ModelFlags {
+                model: Some(self.user_model.clone()),
+                base_url: self.user_base_url.clone(),
+                ..ModelFlags::default()
+            },
+            sim_latency: Duration::from_millis(self.sim_latency_ms),
+            limits: self.limits.limits()?,
+            policy: self.policy,
+            max_steps: self.max_steps,
+            max_errors: self.max_errors,
+            max_request_tokens: self.max_request_tokens.filter(|n| *n > 0),
+            seed: self.seed,
+        };
+        spec.validate().map_err(|e| anyhow!("{e}"))?;
+        Ok(spec)
+    }
+
+    /// `spec` with its request cap defaulted to the context window the
+    /// agent's endpoint reports, when no `--max-request-tokens` was given
+    /// (a `sim:` agent has no endpoint and no cap).
+    pub async fn with_endpoint_cap(&self, mut spec: RunSpec) -> RunSpec {
+        if self.max_request_tokens.is_some() || spec.is_simulated() {
+            return spec;
+        }
+        let Ok(config) = spec.agent.resolve(None) else {
+            return spec;
+        };
+        let key = config
+            .api_key_env
+            .as_deref()
+            .and_then(|v| std::env::var(v).ok());
+        if let Some((n, _)) = ecdysis_host::model::tokens::endpoint_context(
+            &config.base_url,
+            Some(&config.model),
+            key.as_deref(),
+        )
+        .await
+        {
+            spec.max_request_tokens = Some(n as u64);
+        }
+        spec
+    }
+
+    /// The cache and price table every model of the command shares.
+    pub fn services(&self) -> Result<ModelServices> {
+        let cache: CachePolicy = self.cache.parse().map_err(|e| anyhow!("--cache: {e}"))?;
+        Ok(ModelServices {
+            cache,
+            cache_dir: self.cache_dir.clone(),
+            prices: self.prices.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::EvalArgs;
+
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        eval: EvalArgs,
+    }
+
+    fn waits(args: &[&str]) -> bool {
+        let mut argv = vec!["x"];
+        argv.extend_from_slice(args);
+        Wrapper::parse_from(argv).eval.waits_on_model()
+    }
+
+    #[test]
+    fn episodes_wait_on_a_model_unless_simulated_without_latency() {
+        // The default agent is simulated and the default user scripted.
+        assert!(!waits(&[]));
+        assert!(!waits(&["--agent-model", "sim:oracle"]));
+        assert!(waits(&[
+            "--agent-model",
+            "sim:mixed",
+            "--sim-latency-ms",
+            "200"
+        ]));
+        assert!(waits(&["--agent-model", "qwen3-8b"]));
+        assert!(waits(&[
+            "--agent-model",
+            "sim:oracle",
+            "--user-model",
+            "qwen3-8b"
+        ]));
+    }
+}

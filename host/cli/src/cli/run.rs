@@ -1,0 +1,317 @@
+//! `run` and `show`: the evaluation runner from the command line.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use ecdysis_host::agent::{Entry, EpisodeRecord};
+use ecdysis_host::eval::{self, RunOptions, RunSummary, report, rundir};
+use ecdysis_host::isolate::{EpisodeJob, ProcessExecutor};
+use ecdysis_host::sandbox::Sandbox;
+use ecdysis_host::store::ComponentStore;
+
+use super::env::DataArgs;
+use super::eval_args::EvalArgs;
+
+/// Flags of `run`.
+#[derive(Args)]
+pub struct RunArgs {
+    /// The harness: a guest crate directory (built now), a .wasm file, a
+    /// stored hash, or `none` for the Direct baseline (same loop, no hooks).
+    #[arg(long, default_value = "harness-template")]
+    pub harness: String,
+    /// Task split: train, test or base (`all` for every task).
+    #[arg(long, default_value = "test")]
+    pub split: String,
+    /// Result directory (default runs/<domain>-<split>-<harness>-<agent>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Start over when the result directory holds a run with another
+    /// configuration (the old run is moved aside, not deleted).
+    #[arg(long)]
+    pub force_new: bool,
+    #[command(flatten)]
+    pub eval: EvalArgs,
+}
+
+/// The default agent of `run`: the mixed-quirk testbed profile.
+pub const DEFAULT_AGENT: &str = "sim:mixed";
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// The default result directory: runs/<domain>-<split>-<harness>-<agent>.
+pub fn default_out(domain: &str, split: &str, harness: Option<&str>, agent: &str) -> PathBuf {
+    let h = harness.map(|h| &h[..12.min(h.len())]).unwrap_or("direct");
+    PathBuf::from("runs").join(slug(&format!("{domain}-{split}-{h}-{agent}")))
+}
+
+/// `run`: parse the flags into a [`RunSpec`], load the harness into the
+/// process's one pooled sandbox, and run the library's evaluation.
+pub async fn run(
+    args: RunArgs,
+    store: &ComponentStore,
+    data: &DataArgs,
+    quiet: bool,
+) -> Result<RunSummary> {
+    let split = (args.split != "all").then(|| args.split.clone());
+    let spec = args.eval.spec(split, DEFAULT_AGENT)?;
+    let spec = args.eval.with_endpoint_cap(spec).await;
+    let domain = data.open(&spec.domain)?;
+    let harness = if args.harness == "none" {
+        None
+    } else {
+        let manifest = store
+            .obtain(&args.harness, quiet)
+            .with_context(|| format!("loading harness `{}`", args.harness))?;
+        let sandbox = Sandbox::pooled(spec.limits.clone(), args.eval.concurrency)?;
+        let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
+        Some((manifest.hash.to_string(), loaded))
+    };
+    let out = args.out.clone().unwrap_or_else(|| {
+        default_out(
+            &spec.domain,
+            spec.split_label(),
+            harness.as_ref().map(|(h, _)| h.as_str()),
+            spec.agent_model(),
+        )
+    });
+    if !quiet {
+        let episodes = spec.task_ids(&*domain)?.len() as u64 * u64::from(spec.trials);
+        eprintln!("running {episodes} episodes into {}", out.display());
+        if spec.is_simulated() {
+            eprintln!("{}", eval::SIMULATED_LABEL);
+        }
+    }
+    let options = RunOptions {
+        out,
+        concurrency: args.eval.concurrency,
+        force_new: args.force_new,
+        quiet,
+        silent: false,
+        max_requeues: args.eval.max_requeues,
+    };
+    let services = args.eval.services()?;
+    let hub = services.hub()?;
+    let Some(pool) = args.eval.isolate.pool(args.eval.concurrency)? else {
+        return Ok(eval::run_spec(&spec, harness, domain, &hub, options).await?);
+    };
+    // Episodes in worker processes: they load the harness from the store
+    // by hash and open the domain from the same data flags.
+    let hash = harness.map(|(h, _)| h);
+    let job = EpisodeJob {
+        spec: spec.clone(),
+        harness: hash.clone(),
+        store: std::path::absolute(store.root())?,
+        source: data.source()?,
+        services,
+        prices: None,
+    };
+    let executor = Arc::new(ProcessExecutor {
+        pool,
+        job: Arc::new(job),
+        domain: domain.clone(),
+        ledger: Some(hub.ledger().clone()),
+    });
+    Ok(eval::run_spec_with(
+        &spec,
+        hash,
+        domain,
+        executor,
+        Some(hub.ledger().clone()),
+        options,
+    )
+    .await?)
+}
+
+/// `show <run-dir>`: the summary and episode list, or one trajectory.
+pub fn show(dir: &Path, task: Option<&str>, trial: Option<u32>) -> Result<()> {
+    let records = rundir::read_trajectories(&dir.join(rundir::TRAJECTORIES_FILE), false)
+        .with_context(|| format!("reading run directory {}", dir.display()))?;
+    let Some(task) = task else {
+        let summary_path = dir.join(rundir::SUMMARY_FILE);
+        if let Ok(bytes) = std::fs::read(&summary_path) {
+            let summary: RunSummary = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is not a run summary", summary_path.display()))?;
+            print!("{}", report::render(&summary));
+        } else {
+            println!("(no summary.json yet: the run has not finished)");
+        }
+        println!("\ntask      trial  reward  end              steps  interventions");
+        for r in &records {
+            println!(
+                "{:<9} {:>5}  {:>6.2}  {:<16} {:>5}  {:>13}",
+                r.task_id,
+                r.trial,
+                r.reward,
+                r.end.as_str(),
+                r.steps,
+                r.interventions().count()
+            );
+        }
+        return Ok(());
+    };
+    let trial = trial.unwrap_or(0);
+    let Some(r) = records
+        .iter()
+        .find(|r| r.task_id == task && r.trial == trial)
+    else {
+        bail!(
+            "no finished episode for task {task} trial {trial} in {}",
+            dir.display()
+        );
+    };
+    print!("{}", render_episode(r));
+    Ok(())
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let one_line = s.replace('\n', " ⏎ ");
+    if one_line.chars().count() <= n {
+        one_line
+    } else {
+        format!("{}…", one_line.chars().take(n).collect::<String>())
+    }
+}
+
+/// A trajectory, readably: `>>` marks harness interventions.
+pub fn render_episode(r: &EpisodeRecord) -> String {
+    let mut out = format!(
+        "task {} trial {} ({}) seed {}: reward {:.2}, ended {}{}; {} steps, {} tool errors, {} ms\n",
+        r.task_id,
+        r.trial,
+        r.domain,
+        r.seed,
+        r.reward,
+        r.end.as_str(),
+        r.end_detail
+            .as_deref()
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default(),
+        r.steps,
+        r.tool_errors,
+        r.wall_ms
+    );
+    for e in &r.transcript {
+        match e {
+            Entry::System { text } => out += &format!("   [system] {}\n", clip(text, 160)),
+            Entry::Agent {
+                step,
+                text,
+                tool_calls,
+                testbed,
+                withheld,
+            } => {
+                if let Some(t) = text {
+                    out += &format!("{step:>3} agent: {}\n", clip(t, 300));
+                }
+                if let Some(w) = withheld {
+                    out += &format!(
+                        "    >> not said to the user: {}\n",
+                        match w {
+                            ecdysis_host::agent::Withheld::Realized =>
+                                "realized into calls by the harness",
+                            ecdysis_host::agent::Withheld::Blocked => "held back by the harness",
+                        }
+                    );
+                }
+                for c in tool_calls {
+                    out += &format!(
+                        "{step:>3} agent calls {}({})\n",
+                        c.name,
+                        clip(&c.arguments, 200)
+                    );
+                }
+                if let Some(note) = testbed
+                    .as_ref()
+                    .filter(|n| !n.quirks.is_empty() || !n.corrected.is_empty())
+                {
+                    let fired: Vec<String> = note
+                        .quirks
+                        .iter()
+                        .map(|q| q.name.as_str().to_string())
+                        .collect();
+                    let fixed: Vec<String> = note
+                        .corrected
+                        .iter()
+                        .map(|q| q.name.as_str().to_string())
+                        .collect();
+                    out += &format!(
+                        "    (testbed: quirks fired [{}], corrected [{}])\n",
+                        fired.join(", "),
+                        fixed.join(", ")
+                    );
+                }
+            }
+            Entry::User { step, text } => out += &format!("{step:>3} user:  {}\n", clip(text, 300)),
+            Entry::Tool {
+                step,
+                name,
+                arguments,
+                proposed,
+                content,
+                error,
+                blocked,
+                source,
+                ..
+            } => {
+                let mark = if *blocked
+                    || proposed.is_some()
+                    || !matches!(source, ecdysis_host::agent::CallSource::Model)
+                {
+                    ">>"
+                } else {
+                    "  "
+                };
+                if let Some(p) = proposed {
+                    out += &format!(
+                        ">>  harness rewrote {}({}) ->\n",
+                        p.name,
+                        clip(&p.arguments, 160)
+                    );
+                }
+                out += &format!(
+                    "{mark}{step:>2} tool {}({}) [{}] -> {}{}\n",
+                    name,
+                    clip(arguments, 160),
+                    serde_json::to_value(source)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    if *blocked {
+                        "BLOCKED: "
+                    } else if *error {
+                        "ERROR: "
+                    } else {
+                        ""
+                    },
+                    clip(content, 200)
+                );
+            }
+            Entry::Harness { step, hook, text } => {
+                out += &format!(">>{step:>2} harness {hook}: {}\n", clip(text, 300));
+            }
+        }
+    }
+    let failures: Vec<_> = r.hooks.iter().filter(|h| h.error.is_some()).collect();
+    for h in failures {
+        if let Some(e) = &h.error {
+            out += &format!(
+                ">> hook {} failed at step {} ({}): {}\n",
+                h.hook, h.step, e.kind, e.message
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,549 @@
+//! `ecdysis-host`: the command-line face of the library. Every subcommand is
+//! a thin layer over a library call; errors become `anyhow` only here.
+
+/// mimalloc instead of glibc's malloc (a common choice for Rust servers with
+/// many short-lived allocations): an evaluation allocates and frees an
+/// episode's transcript, record and state every few milliseconds from
+/// several threads, and glibc spent a fifth of the host's CPU in its allocator there
+/// (`malloc_consolidate`, `unlink_chunk` under `perf`, `bench --runner`).
+/// mimalloc 3 (this crate's default) gives freed memory back to the system
+/// only after a second of disuse, so an episode's pages are reused by the
+/// next one instead of being returned and faulted back in.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+mod cli;
+
+use cli::limits::LimitArgs;
+
+use ecdysis_host::doctor;
+use ecdysis_host::sandbox::{Limits, Sandbox};
+use ecdysis_host::store::{BuildOptions, ComponentHash, ComponentStore};
+
+/// Train, check and run sandboxed WebAssembly runtime harnesses for LLM agents.
+///
+/// A harness is a WebAssembly component of the `ecdysis:harness@0.1.0` world
+/// (see wit/harness.wit). Components are stored by the blake3 hash of their
+/// bytes; anywhere a harness is expected you may pass a guest crate directory
+/// (one holding a Cargo.toml, built on the spot), a .wasm file, or a stored
+/// hash: a unique prefix of at least 12 hex digits, or of 6 when typed at a
+/// terminal (stdin is a TTY; scripts and pipes need 12). A name that is both
+/// an existing path and a stored hash prefix is refused: write ./NAME for
+/// the path.
+#[derive(Parser)]
+#[command(name = "ecdysis-host", version, propagate_version = true)]
+struct Cli {
+    /// The component store directory.
+    #[arg(
+        long,
+        global = true,
+        env = "ECDYSIS_STORE",
+        default_value = ".ecdysis/store"
+    )]
+    store: PathBuf,
+    /// More log output (repeat for more); logs go to stderr.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// No progress output; results only.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    /// Largest component (.wasm) accepted, in MiB.
+    #[arg(long, global = true, default_value_t = 32)]
+    max_component_mib: usize,
+    /// Threads of the async runtime that runs episodes (hooks and tool calls
+    /// run on them too). Default: one for `run` and `bench --runner` when
+    /// the agent waits on a model (an endpoint, or `sim:` with a latency):
+    /// an episode's work between two replies is short, and a second thread
+    /// would cost a cross-CPU wake-up per reply. One per core otherwise: a
+    /// zero-latency `sim:` run is bound by the host's own work, and the
+    /// other commands keep Tokio's default.
+    #[arg(long, global = true, env = "ECDYSIS_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: Option<u16>,
+    #[command(flatten)]
+    data: cli::env::DataArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a guest crate to a component and add it to the store.
+    ///
+    /// Runs `cargo build --target wasm32-wasip2 --release` for the crate,
+    /// hashes the component with blake3 and stores it with a manifest (world
+    /// version, size, parent, source-tree hash, toolchain, time). Prints the
+    /// hash on stdout.
+    Build(BuildArgs),
+    /// Show a component's world version, imports, exports, hash, size and
+    /// manifest.
+    Inspect {
+        /// A .wasm file, a stored hash or a guest crate directory.
+        harness: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The doctor: instantiate a harness and call every hook with
+    /// representative inputs, printing fuel, time and any contract violation
+    /// per hook. Exits non-zero if any hook fails.
+    Check {
+        /// A .wasm file, a stored hash or a guest crate directory.
+        harness: String,
+        #[command(flatten)]
+        limits: LimitArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure the sandbox's overhead: per-hook call time, episode
+    /// instantiation, compile vs precompiled load, each against a native
+    /// baseline measured in the same run.
+    Bench(cli::bench::BenchArgs),
+    /// Run tool calls on the native τ² environments, or replay gold actions.
+    #[command(subcommand)]
+    Env(cli::env::EnvCommand),
+    /// List a domain's tasks (the part the agent may see).
+    Tasks {
+        /// Domain, e.g. tau2/retail.
+        #[arg(long)]
+        domain: String,
+        /// Split: train, test or base (default: all tasks).
+        #[arg(long)]
+        split: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run an agent with a harness on benchmark tasks and score it.
+    ///
+    /// Writes config.json, trajectories.jsonl (one finished episode per
+    /// line) and summary.json to the result directory and prints the metrics
+    /// table. Re-running the same command resumes: finished episodes are not
+    /// run again. The defaults run offline: the starting harness, a simulated
+    /// testbed agent (sim:mixed) and the scripted user on tau2/retail test.
+    Run(Box<WithReport<cli::run::RunArgs>>),
+    /// Evolve a harness on the training split: evaluate, aggregate failures
+    /// across tasks, diagnose, edit the harness source once per round, build,
+    /// gate, and keep a candidate only if it strictly beats the incumbent.
+    /// Without role flags it runs offline: the heuristic diagnoser and the
+    /// rule coder. With --fdcr-model (or --analyst-model ...) the FDCR roles
+    /// diagnose, and --coder-model (built-in editor) or --coder-command (an
+    /// external coding agent) edits. Re-running the same command resumes;
+    /// ledger.json and summary.json report tokens and dollars per role.
+    Train(Box<WithReport<cli::train::TrainArgs>>),
+    /// Run the three evolution methods from the same starting harness on
+    /// the offline testbed and print the comparison: training wall time,
+    /// coder calls, train and test accuracy, the accommodation rate (accepted
+    /// edits that only answer model-specific quirks, from the testbed's
+    /// ground truth), and cross-model transfer.
+    Experiment(Box<WithReport<cli::experiment::ExperimentArgs>>),
+    /// Write one self-contained HTML page (works offline, charts inline)
+    /// for run, training or experiment directories: scores with 95%
+    /// intervals, the reward grid, interventions, fuel and time, the
+    /// trajectory viewer with filters; rounds, lineage, diffs and the FDCR
+    /// discussion of training; methods side by side for an experiment.
+    /// Several directories are compared side by side.
+    Report(cli::report::ReportArgs),
+    /// Export a harness for another runtime (Python, JavaScript): writes
+    /// harness.wasm and harness.json (blake3 hash, world version, lineage,
+    /// limits, training scores when --train-run is given), and optionally an
+    /// OCI image layout with the Wasm component media types.
+    Export(Box<cli::export::ExportArgs>),
+    /// Record conformance vectors: re-run a run directory's configuration
+    /// (a `sim:` agent and the scripted user, so it is deterministic) with a
+    /// recorder on the harness, and write every hook call (input, env-view
+    /// calls with their answers, output, in canonical JSON) as JSON lines.
+    /// Other runtimes replay the file and must answer byte for byte alike.
+    /// With the run's own harness it also checks that the re-run reproduces
+    /// the recorded trajectories.
+    Vectors(Box<cli::vectors::VectorsArgs>),
+    /// The multi-tenant evaluation service: tenants upload harness
+    /// components and evaluate them over HTTP + JSON (OpenAPI at
+    /// /v1/openapi.json), isolated in worker processes, metered by quotas
+    /// and audited. SQLite by default; Postgres for several machines.
+    Serve(cli::serve::ServeArgs),
+    /// Claim and run the service's episodes from its shared database (for
+    /// more machines: `worker --database postgres://…`).
+    Worker(cli::serve::WorkerArgs),
+    /// The service's tenants: add (prints the token once), list,
+    /// set-quota, revoke.
+    #[command(subcommand)]
+    Tenant(cli::serve::TenantCommand),
+    /// The service's audit log: verify the hash chain, or show it.
+    #[command(subcommand)]
+    Audit(cli::serve::AuditCommand),
+    /// A worker process of `--isolate process` (internal: started by
+    /// `run`, `train` and `serve`, it speaks JSON lines on stdin/stdout).
+    #[command(name = "episode-worker", hide = true)]
+    EpisodeWorker,
+    /// (Internal) compile one component to native code for the parent
+    /// process, which runs this under time and memory limits so untrusted
+    /// bytes never compile inside the serving process.
+    #[command(hide = true)]
+    CompileComponent {
+        /// The component file.
+        #[arg(long)]
+        input: PathBuf,
+        /// Where to write the native code.
+        #[arg(long)]
+        output: PathBuf,
+        /// The engine's limits, as JSON.
+        #[arg(long)]
+        limits: String,
+        /// The per-function compilation cache directory (with --key-file).
+        #[arg(long, requires = "key_file")]
+        fn_cache: Option<PathBuf>,
+        /// The artifact key file the cache entries' MACs derive from.
+        #[arg(long, requires = "fn_cache")]
+        key_file: Option<PathBuf>,
+    },
+    /// Show a run: its summary and episodes, or one trajectory with the
+    /// harness interventions marked `>>`.
+    Show {
+        /// The result directory.
+        dir: PathBuf,
+        /// Show this task's trajectory.
+        #[arg(long)]
+        task: Option<String>,
+        /// The trial to show (default 0).
+        #[arg(long)]
+        trial: Option<u32>,
+    },
+}
+
+/// A command's flags plus `--report`.
+#[derive(Args)]
+struct WithReport<T: Args> {
+    #[command(flatten)]
+    args: T,
+    /// At the end, also write the HTML report (as `ecdysis-host report`
+    /// would) into the result directory and print its path.
+    #[arg(long)]
+    report: bool,
+}
+
+/// Write `<dir>/report.html` when asked and print its path.
+fn maybe_report(wanted: bool, dir: PathBuf) -> Result<()> {
+    if wanted {
+        let path = cli::report::write_report(&[dir], None, &Default::default())?;
+        println!("report: {}", path.display());
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    /// The guest crate directory (it must build a cdylib for wasm32-wasip2).
+    crate_dir: PathBuf,
+    /// Cargo features to enable (comma-separated or repeated).
+    #[arg(long, value_delimiter = ',')]
+    features: Vec<String>,
+    /// The hash of the component this one derives from (recorded as parent).
+    #[arg(long)]
+    parent: Option<String>,
+    /// Cargo target directory (default: the crate's own target/).
+    #[arg(long)]
+    target_dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    // Inside a coder's jail: forward its endpoints, run it (see `gate`).
+    if let Some(code) = ecdysis_host::gate::forwarder_main() {
+        return code;
+    }
+    let cli = Cli::parse();
+    if matches!(cli.command, Command::EpisodeWorker) {
+        // Logs go to stderr, which the parent keeps the tail of; stdout is
+        // the protocol.
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_env("ECDYSIS_LOG")
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_writer(std::io::stderr)
+            .init();
+        return ExitCode::from(ecdysis_host::isolate::child::serve() as u8);
+    }
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ECDYSIS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<ExitCode> {
+    // Short hash prefixes only for a person at a terminal (see --help).
+    let min_prefix = if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        ecdysis_host::store::MIN_PREFIX_INTERACTIVE
+    } else {
+        ecdysis_host::store::MIN_PREFIX
+    };
+    // Any component the CLI is handed may be untrusted: it is compiled by a
+    // child process of this binary, under time and memory limits.
+    let store = ComponentStore::open(&cli.store)
+        .with_compiler(
+            ecdysis_host::store::Compiler::child_of_current_exe()
+                .context("locating this executable for the compiler process")?,
+        )
+        .with_max_component_bytes(cli.max_component_mib.saturating_mul(1 << 20))
+        .with_min_prefix(min_prefix);
+    match cli.command {
+        Command::CompileComponent {
+            input,
+            output,
+            limits,
+            fn_cache,
+            key_file,
+        } => compile_component(&input, &output, &limits, fn_cache, key_file),
+        Command::Build(args) => build(&store, args, cli.quiet),
+        Command::Inspect { harness, json } => inspect(&store, &harness, json, cli.quiet),
+        Command::Check {
+            harness,
+            limits,
+            json,
+        } => check(&store, &harness, limits.limits()?, json, cli.quiet),
+        Command::Bench(args) => {
+            let waits = args.latency_ms > 0;
+            cli::bench::bench_command(args, &store, &cli.data, cli.quiet, || {
+                runtime_with(cli.threads, waits)
+            })
+        }
+        Command::Env(cmd) => {
+            cli::env::env_command(cmd, &cli.data)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tasks {
+            domain,
+            split,
+            json,
+        } => {
+            cli::env::tasks_command(&domain, split.as_deref(), json, &cli.data)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run(cmd) => {
+            let WithReport { args, report } = *cmd;
+            let out = args.out.clone();
+            let waits = args.eval.waits_on_model();
+            let runtime = runtime_with(cli.threads, waits)?;
+            let summary = runtime.block_on(cli::run::run(args, &store, &cli.data, cli.quiet))?;
+            print!("{}", ecdysis_host::eval::report::render(&summary));
+            let c = &summary.config;
+            let out = out.unwrap_or_else(|| {
+                cli::run::default_out(
+                    &c.domain,
+                    c.split.as_deref().unwrap_or("all"),
+                    c.harness.as_deref(),
+                    &c.agent_model,
+                )
+            });
+            maybe_report(report, out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Train(cmd) => {
+            let WithReport { args, report } = *cmd;
+            let out = match &args.out {
+                Some(o) => o.clone(),
+                None => cli::train::default_out(&args.spec()?),
+            };
+            let runtime = runtime_with(cli.threads, false)?;
+            let summary =
+                runtime.block_on(cli::train::train(args, &store, &cli.data, cli.quiet))?;
+            print!("{}", summary.render());
+            maybe_report(report, out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Experiment(cmd) => {
+            let WithReport { args, report } = *cmd;
+            let out = args.out.clone();
+            let runtime = runtime_with(cli.threads, false)?;
+            runtime.block_on(cli::experiment::experiment(args, &store, &cli.data))?;
+            maybe_report(report, out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Report(args) => {
+            cli::report::report_command(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export(args) => {
+            cli::export::export(*args, &store, cli.quiet)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Vectors(args) => {
+            let runtime = runtime_with(cli.threads, false)?;
+            runtime.block_on(cli::vectors::vectors(*args, &store, &cli.data, cli.quiet))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::EpisodeWorker => unreachable!("handled before dispatch"),
+        Command::Serve(args) => {
+            let runtime = runtime_with(cli.threads, false)?;
+            runtime.block_on(cli::serve::serve(args, &cli.data, cli.quiet))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Worker(args) => {
+            let runtime = runtime_with(cli.threads, false)?;
+            runtime.block_on(cli::serve::worker(args, &cli.data, cli.quiet))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tenant(cmd) => {
+            let runtime = runtime_with(cli.threads, false)?;
+            runtime.block_on(cli::serve::tenant(cmd, &cli.data))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit(cmd) => {
+            let runtime = runtime_with(cli.threads, false)?;
+            let ok = runtime.block_on(cli::serve::audit(cmd, &cli.data))?;
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Show { dir, task, trial } => {
+            cli::run::show(&dir, task.as_deref(), trial)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The async runtime of a command that needs one: `threads` workers if
+/// given, else one when the command's episodes wait on a model (see
+/// `--threads`), else one per core (Tokio's default).
+fn runtime_with(threads: Option<u16>, waits_on_model: bool) -> Result<tokio::runtime::Runtime> {
+    let threads = match (threads, waits_on_model) {
+        (Some(n), _) => Some(usize::from(n)),
+        (None, true) => Some(1),
+        (None, false) => None,
+    };
+    let mut builder = match threads {
+        // One thread: the command's own (Tokio's current-thread runtime),
+        // so a reply, the episode it wakes and the run loop that starts the
+        // next episode never cross threads.
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
+    builder.enable_all();
+    builder.build().context("starting the async runtime")
+}
+
+/// `compile-component`: the compile child's side (see `store::Compiler`).
+fn compile_component(
+    input: &Path,
+    output: &Path,
+    limits: &str,
+    fn_cache: Option<PathBuf>,
+    key_file: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let limits: Limits = serde_json::from_str(limits).context("--limits is not a limits object")?;
+    let cache = fn_cache
+        .zip(key_file)
+        .map(|(dir, key_file)| ecdysis_host::store::ChildCache { dir, key_file });
+    let counts = ecdysis_host::store::artifact::compile_component_command(
+        input,
+        output,
+        limits,
+        cache.as_ref(),
+    )?;
+    // The parent reads the cache counts from the last stdout line.
+    println!("{}", serde_json::to_string(&counts)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `build`: build a guest crate and store the component.
+fn build(store: &ComponentStore, args: BuildArgs, quiet: bool) -> Result<ExitCode> {
+    let parent = match &args.parent {
+        Some(p) => Some(
+            ComponentHash::parse(p)
+                .or_else(|| store.resolve(p).ok().map(|m| m.hash))
+                .with_context(|| format!("--parent `{p}` is not a known hash"))?,
+        ),
+        None => None,
+    };
+    let opts = BuildOptions {
+        features: args.features,
+        parent,
+        target_dir: args.target_dir,
+        quiet,
+        ..BuildOptions::default()
+    };
+    let out = store
+        .build(&args.crate_dir, &opts)
+        .with_context(|| format!("building {}", args.crate_dir.display()))?;
+    if !quiet {
+        eprintln!(
+            "stored {} ({} bytes{}) in {}",
+            out.manifest.hash.short(),
+            out.manifest.size,
+            if out.cargo_fresh {
+                ", cargo: up to date"
+            } else {
+                ""
+            },
+            store.component_path(&out.manifest.hash).display()
+        );
+    }
+    println!("{}", out.manifest.hash);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `check`: call every hook with representative inputs.
+fn check(
+    store: &ComponentStore,
+    harness: &str,
+    limits: Limits,
+    json: bool,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let manifest = store.obtain(harness, quiet)?;
+    let sandbox = Sandbox::new(limits)?;
+    let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
+    let report = doctor::check(&loaded);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("check {} ({})", manifest.hash.short(), manifest.origin);
+        print!("{}", report.render());
+    }
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn inspect(store: &ComponentStore, spec: &str, json: bool, quiet: bool) -> Result<ExitCode> {
+    let manifest = store.obtain(spec, quiet)?;
+    let sandbox = Sandbox::new(Limits::default())?;
+    let inspection = store.inspect(&sandbox, &manifest.hash)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&inspection)?);
+    } else {
+        print!("{}", inspection.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,271 @@
+//! The CLI as a user drives it: build, inspect, check, run, --help.
+
+use crate::support;
+
+use std::process::{Command, Output};
+
+fn host(store: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(support::host_bin())
+        .current_dir(support::repo_root())
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .output()
+        .expect("runs ecdysis-host")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn build_inspect_check_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out = host(&store, &["--quiet", "build", "harness-template"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let hash = text(&out.stdout).trim().to_string();
+    assert_eq!(hash.len(), 64, "build prints the hash: {hash}");
+
+    let out = host(&store, &["inspect", &hash[..12]]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(shown.contains(&hash), "{shown}");
+    assert!(shown.contains("ecdysis:harness/hooks@0.1.0"), "{shown}");
+    assert!(shown.contains("links      ok"), "{shown}");
+
+    let out = host(&store, &["inspect", "--json", &hash]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("inspect --json is JSON");
+    assert_eq!(v["manifest"]["hash"], hash.as_str());
+    assert_eq!(v["world_supported"], true);
+    assert_eq!(v["manifest"]["world"], "ecdysis:harness/harness@0.1.0");
+    assert!(v["link_error"].is_null(), "{v}");
+
+    let out = host(&store, &["check", &hash]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let table = text(&out.stdout);
+    for hook in ["contract", "skills", "realize", "regulate"] {
+        assert!(table.contains(hook), "{table}");
+    }
+    assert!(table.contains("all hooks answered within the contract"));
+}
+
+#[test]
+fn check_fails_loudly_on_a_trapping_harness() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("panic.wasm");
+    std::fs::write(&wasm, support::guest("guests/hostile", Some("panic"))).unwrap();
+    let out = host(
+        &dir.path().join("store"),
+        &["check", wasm.to_str().unwrap()],
+    );
+    assert!(!out.status.success());
+    let table = text(&out.stdout);
+    assert!(table.contains("FAIL"), "{table}");
+    assert!(
+        table.contains("hostile guest panicked on purpose"),
+        "{table}"
+    );
+}
+
+#[test]
+fn errors_name_the_offending_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = host(
+        &dir.path().join("store"),
+        &["check", "missing-harness.wasm"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("missing-harness.wasm"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out_dir = dir.path().join("r");
+    let out = host(
+        &dir.path().join("store"),
+        &[
+            "run",
+            "--harness",
+            "x.wasm",
+            "--tasks",
+            "5",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("x.wasm"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = host(
+        &dir.path().join("store"),
+        &["run", "--harness", "none", "--tasks", "no-such-task"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("no-such-task"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn help_explains_every_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = host(dir.path(), &["--help"]);
+    let help = text(&out.stdout);
+    // The subcommand list: lines "  <name>  <one-line description>" under
+    // "Commands:". Names are matched exactly (a substring such as "run"
+    // also occurs in other help text).
+    let listed: Vec<(String, String)> = help
+        .split("Commands:")
+        .nth(1)
+        .expect("a Commands: section")
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let (name, about) = l.split_once(char::is_whitespace)?;
+            Some((name.to_string(), about.trim().to_string()))
+        })
+        .collect();
+    let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
+    for cmd in [
+        "build",
+        "inspect",
+        "check",
+        "bench",
+        "run",
+        "show",
+        "env",
+        "tasks",
+        "train",
+        "experiment",
+        "report",
+    ] {
+        assert!(names.contains(&cmd), "`{cmd}` is not listed: {names:?}");
+        let about = &listed.iter().find(|(n, _)| n == cmd).unwrap().1;
+        assert!(
+            about.len() > 15,
+            "`{cmd}` has no real description: {about:?}"
+        );
+        // And each explains itself when asked.
+        let sub = host(dir.path(), &[cmd, "--help"]);
+        assert!(sub.status.success(), "{cmd} --help failed");
+        assert!(text(&sub.stdout).contains("Usage:"), "{cmd} --help");
+    }
+    let out = host(dir.path(), &["check", "--help"]);
+    assert!(text(&out.stdout).contains("--fuel"));
+}
+
+/// `inspect NAME` run in `cwd`, measured; `tty` runs it under `script` so
+/// its stdin is a terminal.
+fn inspect_in(
+    cwd: &std::path::Path,
+    store: &std::path::Path,
+    name: &str,
+    tty: bool,
+) -> support::Measured {
+    let mut cmd = if tty {
+        let mut c = Command::new("script");
+        c.args(["-qec"])
+            .arg(format!(
+                "{} --store {} inspect {name}",
+                support::host_bin().display(),
+                store.display()
+            ))
+            .arg("/dev/null");
+        c
+    } else {
+        let mut c = Command::new(support::host_bin());
+        c.arg("--store").arg(store).args(["inspect", name]);
+        c
+    };
+    cmd.current_dir(cwd);
+    let m = support::run_measured(&mut cmd);
+    assert!(m.wall < std::time::Duration::from_secs(60), "{:?}", m.wall);
+    assert!(m.peak_rss_mib() < 256.0, "{} MiB", m.peak_rss_mib());
+    m
+}
+
+#[test]
+fn names_need_a_crate_or_twelve_hex_digits_except_at_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let bytes = support::guest("guests/direct", None);
+    let hash = ecdysis_host::store::ComponentStore::open(&store)
+        .put(&bytes, Default::default())
+        .unwrap()
+        .hash
+        .to_string();
+
+    // A directory without a Cargo.toml is never built, whatever its name:
+    // named like a stored hash it is ambiguous, otherwise not a crate.
+    std::fs::create_dir_all(work.join(&hash[..12])).unwrap();
+    let m = inspect_in(&work, &store, &hash[..12], false);
+    assert!(!m.status.success());
+    assert!(
+        m.stderr.contains(&format!("`{}` names both", &hash[..12]))
+            && m.stderr.contains(&format!("./{}", &hash[..12])),
+        "{}",
+        m.stderr
+    );
+    let m = inspect_in(&work, &store, &format!("./{}", &hash[..12]), false);
+    assert!(!m.status.success());
+    assert!(
+        m.stderr.contains("is a directory without a Cargo.toml"),
+        "{}",
+        m.stderr
+    );
+    std::fs::create_dir_all(work.join("abcdef123456")).unwrap();
+    let m = inspect_in(&work, &store, "abcdef123456", false);
+    assert!(
+        m.stderr
+            .contains("abcdef123456 is a directory without a Cargo.toml"),
+        "{}",
+        m.stderr
+    );
+
+    // A file named like a stored hash prefix is ambiguous too; `./` picks
+    // the file (positive control).
+    let file = &hash[..14];
+    std::fs::write(work.join(file), &bytes).unwrap();
+    let m = inspect_in(&work, &store, file, false);
+    assert!(m.stderr.contains("names both"), "{}", m.stderr);
+    let m = inspect_in(&work, &store, &format!("./{file}"), false);
+    assert!(m.status.success(), "{}", m.stderr);
+    assert!(m.stdout.contains(&hash));
+
+    // Short prefixes: 8 digits are refused in a script, accepted at a
+    // terminal; 12 digits always resolve.
+    let m = inspect_in(dir.path(), &store, &hash[..8], false);
+    assert!(!m.status.success());
+    assert!(
+        m.stderr.contains(&format!(
+            "hash prefix `{}` is too short: give at least 12",
+            &hash[..8]
+        )),
+        "{}",
+        m.stderr
+    );
+    let m = inspect_in(dir.path(), &store, &hash[..8], true);
+    assert!(m.status.success(), "{}{}", m.stdout, m.stderr);
+    assert!(m.stdout.contains(&hash), "{}", m.stdout);
+    let m = inspect_in(dir.path(), &store, &hash[..12], false);
+    assert!(m.status.success(), "{}", m.stderr);
+    assert!(m.stdout.contains(&hash));
+}

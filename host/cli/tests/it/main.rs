@@ -1,0 +1,18 @@
+//! End-to-end tests of the `ecdysis-host` binary and the library through it
+//! (one test binary; each module is one area).
+
+mod cli;
+mod contain;
+mod containment;
+mod docs;
+mod evolve;
+mod isolate;
+mod local_llm;
+mod report;
+mod run;
+mod runtimes;
+mod serve;
+mod store;
+mod support;
+mod train_llm;
+mod train_protocol;

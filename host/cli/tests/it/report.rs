@@ -1,0 +1,470 @@
+//! `ecdysis-host report` checked in a real browser: a run, a training run
+//! and an experiment are produced through the CLI (simulated agents, few
+//! tasks, one round), their reports are loaded in headless Chromium
+//! (Debian's `chromium`), and the dumped DOM must hold the charts, the
+//! lineage, the trajectory list and the simulated-agent label, with no
+//! script error logged. A hostile trajectory must not run in the browser,
+//! and a page with a deliberate error proves the error check can fail.
+//!
+//! Without Chromium the tests fail when `CI` is set (CI installs it) and
+//! are skipped otherwise.
+
+use crate::support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use support::{host_bin, repo_root};
+
+const LABEL: &str = "simulated agent — not a benchmark result";
+
+/// The Chromium binary, or `None` (skip) when it is missing outside CI.
+fn chromium() -> Option<PathBuf> {
+    for name in ["chromium", "chromium-browser", "google-chrome"] {
+        let found = std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join(name))
+                .find(|p| p.is_file())
+        });
+        if found.is_some() {
+            return found;
+        }
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("chromium is not installed: .ci/run installs Debian's `chromium` package");
+    }
+    eprintln!("SKIPPED: chromium is not installed (apt-get install chromium)");
+    None
+}
+
+/// What the browser made of a page: the DOM after scripts ran, and its log.
+struct Loaded {
+    dom: String,
+    log: String,
+}
+
+impl Loaded {
+    /// Script errors the browser reported, by either channel: its console
+    /// log, or the page's own error hook writing onto the document.
+    fn script_errors(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .log
+            .lines()
+            .filter(|l| l.contains("Uncaught") || (l.contains(":CONSOLE") && l.contains("rror")))
+            .map(str::to_string)
+            .collect();
+        // The attribute itself (the hook's source mentions its name).
+        if self.dom.contains("data-script-error=\"") {
+            out.push("data-script-error set on the document".into());
+        }
+        out
+    }
+}
+
+/// Load `url` in headless Chromium and dump its DOM.
+fn load(browser: &Path, url: &str) -> Loaded {
+    let profile = tempfile::tempdir().unwrap();
+    let mut child = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start chromium");
+    // Read both pipes on threads (a full pipe would block the browser).
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut s).ok();
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut s).ok();
+        s
+    });
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("chromium did not finish loading {url} in 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Loaded {
+        dom: out.join().unwrap(),
+        log: err.join().unwrap(),
+    }
+}
+
+fn file_url(p: &Path) -> String {
+    format!("file://{}", p.display())
+}
+
+fn host(store: &Path, args: &[&str]) -> Output {
+    let out = Command::new(host_bin())
+        .current_dir(repo_root())
+        .args(["--quiet", "--store"])
+        .arg(store)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ecdysis-host {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn report(dirs: &[&Path], out: &Path) {
+    let mut c = Command::new(host_bin());
+    c.arg("report");
+    for d in dirs {
+        c.arg(d);
+    }
+    let o = c.arg("--out").arg(out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        out.display().to_string(),
+        "report prints the page's path"
+    );
+}
+
+/// Result directories made once per test process through the CLI.
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Fixture {
+    fn store(&self) -> PathBuf {
+        self.root.join("store")
+    }
+    fn dir(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+}
+
+/// Tasks where `sim:mixed` with the template fails some trials (seed 0).
+const RUN_TASKS: &str = "5,9,27,33";
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = Fixture {
+            root: tmp.path().to_path_buf(),
+            _tmp: tmp,
+        };
+        let store = f.store();
+        let store = store.as_path();
+        let run = f.dir("run");
+        let o = host(
+            store,
+            &[
+                "run",
+                "--tasks",
+                RUN_TASKS,
+                "--trials",
+                "3",
+                "--agent-model",
+                "sim:mixed",
+                "--report",
+                "--out",
+                run.to_str().unwrap(),
+            ],
+        );
+        // `--report` writes the page at the end and prints its path.
+        let page = run.join("report.html");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains(&format!("report: {}", page.display())),
+            "run --report prints the page's path"
+        );
+        assert!(page.is_file());
+        let direct = f.dir("direct");
+        host(
+            store,
+            &[
+                "run",
+                "--harness",
+                "none",
+                "--tasks",
+                RUN_TASKS,
+                "--trials",
+                "3",
+                "--agent-model",
+                "sim:mixed",
+                "--out",
+                direct.to_str().unwrap(),
+            ],
+        );
+        let train = f.dir("train");
+        let o = support::train_command(&f.root, &["--method", "ecdysis", "--rounds", "1", "--out"])
+            .arg(&train)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let exp = f.dir("experiment");
+        let target = repo_root().join("target/evolve-candidates");
+        host(
+            store,
+            &[
+                "experiment",
+                "--rounds",
+                "1",
+                "--tasks",
+                "0,1,2,3,4,6,7,8",
+                "--coder-latency-ms",
+                "0",
+                "--transfer",
+                "sim:mixed",
+                "--cargo-target-dir",
+                target.to_str().unwrap(),
+                "--out",
+                exp.to_str().unwrap(),
+            ],
+        );
+        f
+    })
+}
+
+fn count(hay: &str, needle: &str) -> usize {
+    hay.matches(needle).count()
+}
+
+/// Assertions every page must pass in the browser.
+fn common(page: &Loaded, what: &str) {
+    assert!(
+        page.dom.contains("data-script=\"ok\""),
+        "{what}: the page's script did not run to its end"
+    );
+    assert_eq!(
+        page.script_errors(),
+        Vec::<String>::new(),
+        "{what}: script errors"
+    );
+    assert!(
+        page.dom.contains(LABEL),
+        "{what}: simulated-agent label missing"
+    );
+    assert!(count(&page.dom, "<svg") >= 1, "{what}: no chart");
+}
+
+#[test]
+fn run_report_shows_charts_trajectories_and_working_filters() {
+    let Some(browser) = chromium() else { return };
+    let f = fixture();
+    let out = f.root.join("run.html");
+    report(&[&f.dir("run")], &out);
+    let page = load(&browser, &file_url(&out));
+    common(&page, "run report");
+    assert!(
+        count(&page.dom, "<svg") >= 4,
+        "accuracy, ends, fuel, time charts"
+    );
+    assert!(page.dom.contains("class=\"viewer\""), "trajectory viewer");
+    let eps: Vec<&str> = page
+        .dom
+        .split("<details class=\"ep\"")
+        .skip(1)
+        .map(|s| &s[..s.find('>').unwrap()])
+        .collect();
+    assert_eq!(eps.len(), 12, "4 tasks x 3 trials in the trajectory list");
+    assert!(
+        eps.iter().all(|e| !e.contains("hidden")),
+        "no filter applied: every episode shown"
+    );
+    // The filter form is revealed by the script.
+    assert!(!page.dom.contains("class=\"filters\" hidden"));
+
+    // `?failed=1` preselects the failed-only filter: the script must hide
+    // exactly the successful episodes.
+    let filtered = load(&browser, &format!("{}?failed=1", file_url(&out)));
+    common(&filtered, "filtered run report");
+    let eps: Vec<&str> = filtered
+        .dom
+        .split("<details class=\"ep\"")
+        .skip(1)
+        .map(|s| &s[..s.find('>').unwrap()])
+        .collect();
+    let failed = eps
+        .iter()
+        .filter(|e| e.contains("data-failed=\"1\""))
+        .count();
+    assert!(
+        failed >= 1 && failed < eps.len(),
+        "the run has both outcomes"
+    );
+    for e in &eps {
+        assert_eq!(
+            e.contains("hidden"),
+            e.contains("data-failed=\"0\""),
+            "failed-only filter: {e}"
+        );
+    }
+    assert!(
+        filtered
+            .dom
+            .contains(&format!("{failed} of 12 episodes shown"))
+    );
+}
+
+#[test]
+fn training_and_experiment_reports_show_lineage_methods_and_charts() {
+    let Some(browser) = chromium() else { return };
+    let f = fixture();
+    let out = f.root.join("train.html");
+    report(&[&f.dir("train")], &out);
+    let page = load(&browser, &file_url(&out));
+    common(&page, "training report");
+    assert!(page.dom.contains("class=\"tree lineage\""), "lineage tree");
+    assert!(
+        count(&page.dom, "data-hash=") >= 2,
+        "initial and a candidate"
+    );
+    assert!(page.dom.contains("diff.patch"), "the candidate's diff");
+    assert!(page.dom.contains("Failure groups of incumbent"));
+
+    let out = f.root.join("experiment.html");
+    report(&[&f.dir("experiment")], &out);
+    let page = load(&browser, &file_url(&out));
+    common(&page, "experiment report");
+    assert!(page.dom.contains("Methods side by side"));
+    // Offline (no role models) Ecdysis and Ecdysis-without-FDCR run the
+    // same heuristic code: one row that says so, not two.
+    for m in ["self-evolution", "ecdysis = ecdysis-nofdcr"] {
+        assert!(
+            page.dom.contains(&format!("<strong>{m}</strong>")),
+            "{m} row"
+        );
+    }
+    assert!(!page.dom.contains("<strong>ecdysis-nofdcr</strong>"));
+    // The untrained baselines of the paper's table, marked as such.
+    for b in ["direct", "human-augmented"] {
+        assert!(
+            page.dom.contains(&format!("<strong>{b}</strong>")),
+            "{b} row"
+        );
+    }
+    assert_eq!(count(&page.dom, "baseline, not trained"), 2);
+    assert!(
+        page.dom
+            .contains("heuristic diagnoser; FDCR needs role models")
+    );
+    assert!(page.dom.contains("Cross-model transfer"));
+    assert!(
+        count(&page.dom, "class=\"tree lineage\"") == 2,
+        "each training run's lineage"
+    );
+    assert!(count(&page.dom, "<svg") >= 6);
+    let file: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(f.dir("experiment").join("experiment.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(file["simulated"], true);
+    assert_eq!(file["label"], LABEL);
+    let methods = file["methods"].as_array().unwrap();
+    assert_eq!(methods.len(), 2, "{file}");
+    assert_eq!(methods[1]["same_as"], serde_json::json!(["ecdysis-nofdcr"]));
+}
+
+#[test]
+fn two_runs_are_compared_side_by_side() {
+    let Some(browser) = chromium() else { return };
+    let f = fixture();
+    let out = f.root.join("compare.html");
+    report(&[&f.dir("run"), &f.dir("direct")], &out);
+    let page = load(&browser, &file_url(&out));
+    common(&page, "comparison");
+    assert!(page.dom.contains("Comparison of 2 directories"));
+    assert!(page.dom.contains("Per-task differences"));
+    assert_eq!(
+        count(&page.dom, "class=\"viewer\""),
+        2,
+        "both trajectory lists"
+    );
+}
+
+#[test]
+fn a_hostile_trajectory_does_not_run_in_the_browser() {
+    let Some(browser) = chromium() else { return };
+    let f = fixture();
+    // Copy the run and plant markup a hostile model could write.
+    let dir = f.root.join("hostile");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(f.dir("run").join("config.json"), dir.join("config.json")).unwrap();
+    let payload = "<script>document.body.setAttribute('data-pwned','script')</script><img src=x onerror=\"document.body.setAttribute('data-pwned','img')\">";
+    let text = std::fs::read_to_string(f.dir("run").join("trajectories.jsonl")).unwrap();
+    let mut lines = String::new();
+    for line in text.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        for e in v["transcript"].as_array_mut().unwrap() {
+            for key in ["text", "content", "name"] {
+                if let Some(s) = e.get(key).and_then(|s| s.as_str()) {
+                    e[key] = serde_json::Value::String(format!("{s}{payload}"));
+                }
+            }
+        }
+        v["end_detail"] = serde_json::Value::String(payload.into());
+        lines += &v.to_string();
+        lines.push('\n');
+    }
+    std::fs::write(dir.join("trajectories.jsonl"), lines).unwrap();
+    let out = f.root.join("hostile.html");
+    report(&[&dir], &out);
+    let page = load(&browser, &file_url(&out));
+    // Positive control: the page's own script ran.
+    assert!(page.dom.contains("data-script=\"ok\""));
+    // The attribute an injected script or handler would set (its name alone
+    // is in the payload shown as text).
+    assert!(!page.dom.contains("data-pwned=\""), "injected markup ran");
+    assert!(!page.dom.contains("<img"), "an injected element");
+    assert!(
+        page.dom
+            .contains("&lt;script&gt;document.body.setAttribute"),
+        "the payload is shown as text"
+    );
+    assert_eq!(page.script_errors(), Vec::<String>::new());
+}
+
+#[test]
+fn the_browser_check_catches_a_script_error() {
+    // Positive control of the error detection the other tests rely on.
+    let Some(browser) = chromium() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let page = tmp.path().join("broken.html");
+    std::fs::write(
+        &page,
+        "<!doctype html><html><head><script>window.addEventListener('error',function(e){document.documentElement.setAttribute('data-script-error',String(e.message));});</script></head><body><p>x</p><script>no_such_function();</script></body></html>",
+    )
+    .unwrap();
+    let loaded = load(&browser, &file_url(&page));
+    let errors = loaded.script_errors();
+    assert!(errors.iter().any(|e| e.contains("Uncaught")), "{errors:?}");
+    assert!(
+        errors.iter().any(|e| e.contains("data-script-error")),
+        "{errors:?}"
+    );
+}

@@ -1,0 +1,2641 @@
+//! `ecdysis-host serve`, driven as tenants and an operator would: the real
+//! binary, over HTTP on loopback, its tenants added with `tenant add`, its
+//! audit log checked with `audit verify`. SQLite (embedded) by default;
+//! the multi-machine mode against a real Postgres cluster started here
+//! from Debian's `postgresql` binaries (initdb/pg_ctl in a temp dir).
+//!
+//! Every defence has its hostile case and a positive control: another
+//! tenant's harness or evaluation answers 404 while the owner's answers
+//! 200; a quota refuses while a tenant without the override goes through;
+//! a hostile tenant's episodes fail while the good tenant's results stay
+//! identical, episode for episode, to its solo run.
+
+use crate::support;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use ecdysis_host::isolate::TEST_FAULT_ENV;
+
+// ---------------------------------------------------------------------------
+// The service under test
+// ---------------------------------------------------------------------------
+
+/// A `serve.toml` for a test: state under `dir`, the τ² data of this
+/// checkout, 2-second leases (crash tests wait for them), and `extra`.
+fn config_file(dir: &Path, database: &str, extra: &str) -> PathBuf {
+    let data = support::repo_root().join(".ecdysis/data");
+    let text = format!(
+        "state_dir = {state:?}\ndata = {data:?}\ndatabase = {database:?}\ndomains = [\"tau2/retail\"]\n{extra}\n",
+        state = dir.join("state").display().to_string(),
+        data = data.display().to_string(),
+    );
+    let text = if text.contains("[worker]") {
+        text
+    } else {
+        format!("{text}\n[worker]\nslots = 2\nlease_seconds = 2\n")
+    };
+    let path = dir.join("serve.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The model aliases most tests use: a fast and a slowed simulated agent.
+const MODELS: &str = "[models.sim]\nmodel = \"sim:mixed\"\n[models.slow]\nmodel = \"sim:mixed\"\nsim_latency_ms = 150\n";
+
+/// A process of the binary that is killed when the test ends.
+struct Proc(Option<Child>);
+
+impl Proc {
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            // SAFETY: kill on our own child's pid.
+            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A running `ecdysis-host serve`.
+struct Server {
+    proc: Proc,
+    url: String,
+    config: PathBuf,
+    log: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl Server {
+    fn start(config: &Path, env: &[(&str, &str)]) -> Server {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let log = config.with_file_name(format!("serve-{}.log", support_now_ms()));
+        let mut child = Command::new(support::host_bin())
+            .args(["--quiet", "serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(config)
+            .current_dir(config.parent().unwrap())
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn serve");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().and_then(|l| l.ok()).unwrap_or_else(|| {
+            panic!(
+                "serve printed nothing: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        });
+        let url = first
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .to_string();
+        std::thread::spawn(move || for _ in lines {});
+        Server {
+            proc: Proc(Some(child)),
+            url,
+            config: config.to_path_buf(),
+            log,
+            env,
+        }
+    }
+
+    fn kill9(&mut self) {
+        self.proc.kill9();
+    }
+
+    fn restart(&mut self) -> &mut Server {
+        self.kill9();
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        *self = Server::start(&self.config, &env);
+        self
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn support_now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// `ecdysis-host <args> --config <config>`, expected to succeed; its stdout.
+fn cli(config: &Path, args: &[&str]) -> String {
+    let out = cli_output(config, args);
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn cli_output(config: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(support::host_bin())
+        .arg("--quiet")
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .current_dir(config.parent().unwrap())
+        .output()
+        .unwrap()
+}
+
+/// `ecdysis-host worker` on the service's database.
+fn start_worker(config: &Path, id: &str, slots: usize) -> Proc {
+    let log = config.with_file_name(format!("worker-{id}.log"));
+    Proc(Some(
+        Command::new(support::host_bin())
+            .args(["--quiet", "worker", "--id", id, "--slots"])
+            .arg(slots.to_string())
+            .arg("--config")
+            .arg(config)
+            .current_dir(config.parent().unwrap())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("spawn worker"),
+    ))
+}
+
+/// A tenant: its name and token.
+#[derive(Clone)]
+struct Tenant {
+    name: String,
+    token: String,
+}
+
+fn add_tenant(config: &Path, name: &str) -> Tenant {
+    let token = cli(config, &["tenant", "add", name]).trim().to_string();
+    assert!(token.starts_with("ecd_"), "{token}");
+    Tenant {
+        name: name.into(),
+        token,
+    }
+}
+
+/// An HTTP answer: status, headers we look at, body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    retry_after: Option<String>,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+struct Api {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Api {
+    fn new(url: &str) -> Api {
+        Api {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()
+                .unwrap(),
+            url: url.to_string(),
+        }
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        who: Option<&Tenant>,
+        body: Option<reqwest::Body>,
+        content_type: &str,
+    ) -> Answer {
+        let mut r = self.http.request(method, format!("{}{path}", self.url));
+        if let Some(t) = who {
+            r = r.bearer_auth(&t.token);
+        }
+        if let Some(b) = body {
+            r = r.header("content-type", content_type).body(b);
+        }
+        let resp = r.send().await.unwrap_or_else(|e| panic!("{path}: {e}"));
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_string());
+        Answer {
+            status,
+            retry_after,
+            body: resp.text().await.unwrap(),
+        }
+    }
+
+    async fn get(&self, path: &str, who: &Tenant) -> Answer {
+        self.send(reqwest::Method::GET, path, Some(who), None, "")
+            .await
+    }
+
+    async fn delete(&self, path: &str, who: &Tenant) -> Answer {
+        self.send(reqwest::Method::DELETE, path, Some(who), None, "")
+            .await
+    }
+
+    async fn post(&self, path: &str, who: &Tenant, body: &Value) -> Answer {
+        self.send(
+            reqwest::Method::POST,
+            path,
+            Some(who),
+            Some(body.to_string().into()),
+            "application/json",
+        )
+        .await
+    }
+
+    async fn upload(&self, who: &Tenant, bytes: &[u8]) -> Answer {
+        self.send(
+            reqwest::Method::POST,
+            "/v1/harnesses",
+            Some(who),
+            Some(bytes.to_vec().into()),
+            "application/wasm",
+        )
+        .await
+    }
+
+    /// Create an evaluation; its id.
+    async fn evaluate(&self, who: &Tenant, request: Value) -> String {
+        let a = self.post("/v1/evaluations", who, &request).await;
+        assert_eq!(a.status, 201, "{}", a.body);
+        a.json()["id"].as_str().unwrap().to_string()
+    }
+
+    /// Poll until the evaluation has left `running`; its final status.
+    async fn wait(&self, who: &Tenant, id: &str) -> Value {
+        let started = Instant::now();
+        loop {
+            let a = self.get(&format!("/v1/evaluations/{id}"), who).await;
+            if a.status == 429 {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+            assert_eq!(a.status, 200, "{}", a.body);
+            let v = a.json();
+            if v["state"] != "running" {
+                return v;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(240),
+                "evaluation {id} still running: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+    }
+
+    /// Poll until `pred` holds for the evaluation's status.
+    async fn wait_until(&self, who: &Tenant, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let started = Instant::now();
+        loop {
+            let v = self.get(&format!("/v1/evaluations/{id}"), who).await.json();
+            if pred(&v) {
+                return v;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "condition never held: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn trajectories(&self, who: &Tenant, id: &str) -> Vec<Value> {
+        let a = self
+            .get(&format!("/v1/evaluations/{id}/trajectories"), who)
+            .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        a.body
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+fn direct() -> Vec<u8> {
+    support::guest("guests/direct", None)
+}
+
+fn hostile(feature: &str) -> Vec<u8> {
+    support::guest("guests/hostile", Some(feature))
+}
+
+/// Records by (task, trial) without what varies from run to run (timing).
+fn comparable(records: &[Value]) -> Vec<Value> {
+    let mut out: Vec<Value> = records
+        .iter()
+        .map(|r| {
+            let mut v = r.clone();
+            let o = v.as_object_mut().unwrap();
+            o.remove("wall_ms");
+            o.remove("model_wait_ms");
+            for h in o["hooks"].as_array_mut().unwrap() {
+                h.as_object_mut().unwrap().remove("micros");
+            }
+            v
+        })
+        .collect();
+    out.sort_by_key(|r| (r["task_id"].to_string(), r["trial"].as_u64()));
+    out
+}
+
+/// (task, trial) of each record, checking none repeats.
+fn episode_keys(records: &[Value]) -> BTreeSet<(String, u64)> {
+    let mut keys = BTreeSet::new();
+    for r in records {
+        let key = (
+            r["task_id"].as_str().unwrap().to_string(),
+            r["trial"].as_u64().unwrap(),
+        );
+        assert!(keys.insert(key.clone()), "episode {key:?} recorded twice");
+    }
+    keys
+}
+
+fn audit_kinds(config: &Path) -> Vec<Value> {
+    cli(config, &["audit", "show"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn count_kind(records: &[Value], kind: &str) -> usize {
+    records.iter().filter(|r| r["kind"] == kind).count()
+}
+
+fn assert_audit_verifies(config: &Path) {
+    let out = cli_output(config, &["audit", "verify"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "audit verify failed: {text}");
+    assert!(text.contains("the chain verifies"), "{text}");
+}
+
+fn sqlite(dir: &Path) -> String {
+    format!("sqlite:{}", dir.join("state/serve.db").display())
+}
+
+/// The two databases the service runs on; the scenarios below run on both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A test's database: SQLite under its directory, or a fresh database in a
+/// throwaway Postgres cluster (stopped when this is dropped: declare it
+/// before the server).
+struct TestDb {
+    url: String,
+    _cluster: Option<Postgres>,
+}
+
+impl TestDb {
+    /// The Postgres cluster's postmaster (None on SQLite).
+    fn postmaster_pid(&self) -> Option<u32> {
+        let pg = self._cluster.as_ref()?;
+        let pid = std::fs::read_to_string(pg.dir.join("postmaster.pid")).ok()?;
+        pid.lines().next()?.trim().parse().ok()
+    }
+}
+
+fn test_db(backend: Backend, dir: &Path) -> TestDb {
+    test_db_with(backend, dir, false)
+}
+
+/// `durable`: see [`Postgres::start_with`] (SQLite runs as the service
+/// configures it either way).
+fn test_db_with(backend: Backend, dir: &Path, durable: bool) -> TestDb {
+    match backend {
+        Backend::Sqlite => TestDb {
+            url: sqlite(dir),
+            _cluster: None,
+        },
+        Backend::Postgres => {
+            let pg = Postgres::start_with(durable);
+            TestDb {
+                url: pg.database("ecdysis_serve"),
+                _cluster: Some(pg),
+            }
+        }
+    }
+}
+
+/// Two tests of one scenario: on SQLite and on a real Postgres.
+macro_rules! on_both_backends {
+    ($scenario:ident => $on_sqlite:ident, $on_postgres:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $on_sqlite() {
+            $scenario(Backend::Sqlite).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $on_postgres() {
+            $scenario(Backend::Postgres).await;
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------
+// Two tenants end to end (shared by the SQLite and Postgres runs)
+// ---------------------------------------------------------------------------
+
+async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
+    let api = Api::new(url);
+
+    // The API describes itself; no token needed for the description.
+    let doc = api
+        .send(reqwest::Method::GET, "/v1/openapi.json", None, None, "")
+        .await;
+    assert_eq!(doc.status, 200);
+    let doc = doc.json();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."), "{doc}");
+    for path in [
+        "/v1/harnesses",
+        "/v1/evaluations",
+        "/v1/evaluations/{id}/events",
+        "/v1/harnesses/{hash}/grants",
+    ] {
+        assert!(
+            doc["paths"][path].is_object(),
+            "{path} missing from the OpenAPI document"
+        );
+    }
+
+    // No token, a wrong token: 401, audited.
+    let anon = api
+        .send(reqwest::Method::GET, "/v1/harnesses", None, None, "")
+        .await;
+    assert_eq!(anon.status, 401, "{}", anon.body);
+    let forged = Tenant {
+        name: "nobody".into(),
+        token: "ecd_forged".into(),
+    };
+    assert_eq!(api.get("/v1/harnesses", &forged).await.status, 401);
+
+    // Upload: the hash, the world, inspect and check.
+    let bytes = direct();
+    let up = api.upload(a, &bytes).await;
+    assert_eq!(up.status, 201, "{}", up.body);
+    let h = up.json();
+    let hash = h["hash"].as_str().unwrap().to_string();
+    assert_eq!(hash, blake3::hash(&bytes).to_hex().to_string());
+    assert_eq!(h["world"], "ecdysis:harness/harness@0.1.0");
+    assert_eq!(h["passed"], true);
+    assert_eq!(h["inspect"]["world_supported"], true);
+    assert!(!h["check"]["probes"].as_array().unwrap().is_empty());
+    let listed = api.get("/v1/harnesses", a).await.json();
+    assert_eq!(listed["harnesses"][0]["hash"], hash.as_str());
+    // Garbage is refused with a reason, not stored.
+    let junk = api.upload(a, b"\0asm not really").await;
+    assert_eq!(junk.status, 422, "{}", junk.body);
+    assert!(
+        junk.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a component")
+    );
+
+    // An evaluation, watched live over server-sent events (tasks 10 and
+    // 12 are among those doing nothing solves: the summary's floor).
+    let id = api
+        .evaluate(
+            a,
+            json!({"harness": hash, "tasks": ["0", "10", "12"], "trials": 2, "agent": "sim", "seed": 7}),
+        )
+        .await;
+    let events = api.get(&format!("/v1/evaluations/{id}/events"), a).await;
+    assert_eq!(events.status, 200);
+    let episode_events = events.body.matches("event: episode").count();
+    assert_eq!(episode_events, 6, "{}", events.body);
+    assert!(events.body.contains("event: end"), "{}", events.body);
+    let status = api.wait(a, &id).await;
+    assert_eq!(status["state"], "done", "{status}");
+    assert_eq!(status["progress"]["done"], 6);
+    assert_eq!(status["summary"]["metrics"]["episodes"], 6);
+    assert_eq!(status["note"], "simulated agent — not a benchmark result");
+    assert!(status["fuel"].as_i64().unwrap() > 0);
+    let records = api.trajectories(a, &id).await;
+    assert_eq!(episode_keys(&records).len(), 6);
+    assert_eq!(status["summary"]["config"]["harness"], hash.as_str());
+    // The floor (tasks solved by doing nothing), worked out while the
+    // episodes ran, is what `run` works out for the same tasks.
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(support::host_bin())
+        .args(["--quiet", "--store"])
+        .arg(out.path().join("store"))
+        .args([
+            "run",
+            "--harness",
+            "none",
+            "--tasks",
+            "0,10,12",
+            "--split",
+            "all",
+        ])
+        .args(["--agent-model", "sim:mixed", "--out"])
+        .arg(out.path().join("run"))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let run_summary: Value = serde_json::from_slice(
+        &std::fs::read(out.path().join("run").join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(status["summary"]["floor_tasks"], 3);
+    // Tasks 10 and 12 are solved by doing nothing, 0 is not.
+    assert_eq!(run_summary["floor_solved"], 2);
+    assert_eq!(
+        status["summary"]["floor_solved"],
+        run_summary["floor_solved"]
+    );
+    assert!(
+        records
+            .iter()
+            .all(|r| r["hooks"].as_array().is_some_and(|h| !h.is_empty()))
+    );
+    // A reconnecting client (Last-Event-ID) gets only what it missed.
+    let resumed = api
+        .http
+        .get(format!("{url}/v1/evaluations/{id}/events"))
+        .bearer_auth(&a.token)
+        .header("last-event-id", "4")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(resumed.matches("event: episode").count(), 2, "{resumed}");
+    let report = api.get(&format!("/v1/evaluations/{id}/report"), a).await;
+    assert_eq!(report.status, 200);
+    assert!(report.body.contains("<html"), "not HTML");
+
+    // Tenant b: every endpoint on a's things answers exactly what it
+    // answers for things that do not exist.
+    let fake_id = "ev_000000000000000000000000";
+    let fake_hash = "0".repeat(64);
+    let probes: Vec<(reqwest::Method, String, String, Option<Value>)> = vec![
+        (
+            reqwest::Method::GET,
+            format!("/v1/harnesses/{hash}"),
+            format!("/v1/harnesses/{fake_hash}"),
+            None,
+        ),
+        (
+            reqwest::Method::POST,
+            format!("/v1/harnesses/{hash}/grants"),
+            format!("/v1/harnesses/{fake_hash}/grants"),
+            Some(json!({"tenant": a.name})),
+        ),
+        (
+            reqwest::Method::DELETE,
+            format!("/v1/harnesses/{hash}/grants/{}", a.name),
+            format!("/v1/harnesses/{fake_hash}/grants/{}", a.name),
+            None,
+        ),
+        (
+            reqwest::Method::GET,
+            format!("/v1/evaluations/{id}"),
+            format!("/v1/evaluations/{fake_id}"),
+            None,
+        ),
+        (
+            reqwest::Method::GET,
+            format!("/v1/evaluations/{id}/events"),
+            format!("/v1/evaluations/{fake_id}/events"),
+            None,
+        ),
+        (
+            reqwest::Method::GET,
+            format!("/v1/evaluations/{id}/trajectories"),
+            format!("/v1/evaluations/{fake_id}/trajectories"),
+            None,
+        ),
+        (
+            reqwest::Method::GET,
+            format!("/v1/evaluations/{id}/report"),
+            format!("/v1/evaluations/{fake_id}/report"),
+            None,
+        ),
+        (
+            reqwest::Method::DELETE,
+            format!("/v1/evaluations/{id}"),
+            format!("/v1/evaluations/{fake_id}"),
+            None,
+        ),
+        (
+            reqwest::Method::POST,
+            "/v1/evaluations".into(),
+            "/v1/evaluations".into(),
+            Some(json!({"harness": hash, "tasks": ["0"], "agent": "sim"})),
+        ),
+    ];
+    for (method, real, fake, body) in &probes {
+        let send = |path: &str, who: &Tenant| {
+            let body = body.clone().map(|b| b.to_string().into());
+            let method = method.clone();
+            let path = path.to_string();
+            let who = who.clone();
+            let api = &api;
+            async move {
+                api.send(method, &path, Some(&who), body, "application/json")
+                    .await
+            }
+        };
+        let theirs = send(real, b).await;
+        assert_eq!(theirs.status, 404, "{method} {real} as b: {}", theirs.body);
+        let nothing = if real == fake {
+            // Creating with a hash that exists nowhere.
+            let body = json!({"harness": fake_hash, "tasks": ["0"], "agent": "sim"});
+            api.post("/v1/evaluations", b, &body).await
+        } else {
+            send(fake, b).await
+        };
+        assert_eq!(nothing.status, 404);
+        assert_eq!(
+            theirs.body, nothing.body,
+            "{method} {real}: the answer differs from a missing one"
+        );
+        // Positive control: the owner gets an answer (cancel of a finished
+        // evaluation and the grant to oneself aside, 2xx).
+        if *method == reqwest::Method::GET {
+            assert_eq!(send(real, a).await.status, 200, "{real} as its owner");
+        }
+    }
+    assert!(
+        api.get("/v1/evaluations", b).await.json()["evaluations"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        api.get("/v1/harnesses", b).await.json()["harnesses"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // Dedup of identical bytes leaks nothing: b's upload of the same bytes
+    // is b's own (its own time), counts in full against b's storage, and
+    // still answers 404 on a's evaluation.
+    let b_up = api.upload(b, &bytes).await;
+    assert_eq!(b_up.status, 201, "{}", b_up.body);
+    let b_h = b_up.json();
+    assert_eq!(b_h["access"], "owned");
+    assert_ne!(b_h["uploaded_at"], h["uploaded_at"]);
+    let usage = api.get("/v1/usage", b).await.json();
+    assert_eq!(usage["stored_bytes"], bytes.len());
+    assert_eq!(
+        api.get(&format!("/v1/evaluations/{id}"), b).await.status,
+        404
+    );
+
+    // Grants: c sees nothing of a's, until a grants it.
+    let c = add_tenant(config, &format!("{}-c", a.name));
+    let path = format!("/v1/harnesses/{hash}");
+    assert_eq!(api.get(&path, &c).await.status, 404);
+    let g = api
+        .post(&format!("{path}/grants"), a, &json!({"tenant": c.name}))
+        .await;
+    assert_eq!(g.status, 201, "{}", g.body);
+    let seen = api.get(&path, &c).await;
+    assert_eq!(seen.status, 200, "{}", seen.body);
+    assert_eq!(seen.json()["access"], "granted");
+    let c_id = api
+        .evaluate(&c, json!({"harness": hash, "tasks": ["3"], "agent": "sim"}))
+        .await;
+    assert_eq!(api.wait(&c, &c_id).await["state"], "done");
+    // The grantee may not pass it on.
+    let regrant = api
+        .post(&format!("{path}/grants"), &c, &json!({"tenant": b.name}))
+        .await;
+    assert_eq!(regrant.status, 404, "{}", regrant.body);
+    // a's evaluations stay a's.
+    assert_eq!(
+        api.get(&format!("/v1/evaluations/{id}"), &c).await.status,
+        404
+    );
+    let revoke = api.delete(&format!("{path}/grants/{}", c.name), a).await;
+    assert_eq!(revoke.status, 204, "{}", revoke.body);
+    assert_eq!(api.get(&path, &c).await.status, 404);
+
+    // Model aliases only: a URL, an unknown alias or an endpoint field is
+    // refused, and the caps on limits hold.
+    for (request, status, says) in [
+        (
+            json!({"tasks": ["0"], "agent": "http://127.0.0.1:9/v1"}),
+            422,
+            "unknown model alias",
+        ),
+        (
+            json!({"tasks": ["0"], "agent": "sim", "user": "https://example.com/v1"}),
+            422,
+            "unknown model alias",
+        ),
+        (
+            json!({"tasks": ["0"], "agent": "sim", "base_url": "http://127.0.0.1:9/v1"}),
+            400,
+            "unknown field",
+        ),
+        (
+            json!({"tasks": ["0"], "agent": "sim", "limits": {"fuel_per_hook": 1u64 << 60}}),
+            422,
+            "fuel_per_hook",
+        ),
+        (
+            json!({"tasks": ["0"], "agent": "sim", "domain": "tau2/airline"}),
+            422,
+            "not offered",
+        ),
+        (
+            json!({"tasks": ["no-such-task"], "agent": "sim"}),
+            422,
+            "no-such-task",
+        ),
+    ] {
+        let r = api.post("/v1/evaluations", a, &request).await;
+        assert_eq!(r.status, status, "{request}: {}", r.body);
+        assert!(r.body.contains(says), "{request}: {}", r.body);
+    }
+    let models = api.get("/v1/models", a).await;
+    assert!(
+        !models.body.contains("http"),
+        "aliases only, no endpoints: {}",
+        models.body
+    );
+
+    // The audit log holds what happened, and verifies.
+    let audit = audit_kinds(config);
+    for kind in [
+        "tenant_added",
+        "auth_failure",
+        "upload",
+        "upload_refused",
+        "evaluation_started",
+        "evaluation_finished",
+        "grant",
+        "grant_revoked",
+    ] {
+        assert!(
+            count_kind(&audit, kind) > 0,
+            "no {kind} record in {audit:?}"
+        );
+    }
+    // No token in any record or log line.
+    let all = serde_json::to_string(&audit).unwrap();
+    assert!(!all.contains(&a.token) && !all.contains(&b.token));
+    assert_audit_verifies(config);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_tenants_end_to_end_over_http_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let a = add_tenant(&config, "alice");
+    let b = add_tenant(&config, "bob");
+    let server = Server::start(&config, &[]);
+    two_tenants(&server.url, &config, &a, &b).await;
+    let log = server.log();
+    assert!(
+        !log.contains(&a.token) && !log.contains(&b.token),
+        "a token in the log"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Quotas
+// ---------------------------------------------------------------------------
+
+on_both_backends!(every_quota_refuses =>
+    every_quota_refuses_with_its_name_and_status_on_sqlite,
+    every_quota_refuses_with_its_name_and_status_on_postgres);
+
+async fn every_quota_refuses(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
+    let config = config_file(
+        dir.path(),
+        &db.url,
+        &format!("{MODELS}\n[worker]\nslots = 3\nlease_seconds = 2\n"),
+    );
+    let free = add_tenant(&config, "free");
+    let t = add_tenant(&config, "tight");
+    let bytes = direct();
+    let size = bytes.len();
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    let quota_of = |a: &Answer| {
+        a.json()["error"]["quota"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+
+    // upload_bytes: 413, no Retry-After (retrying will not help).
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "tight",
+            &format!("upload_bytes={}", size - 1),
+        ],
+    );
+    let r = api.upload(&t, &bytes).await;
+    assert_eq!(
+        (r.status, quota_of(&r).as_str()),
+        (413, "upload_bytes"),
+        "{}",
+        r.body
+    );
+    assert_eq!(r.retry_after, None);
+    assert_eq!(api.upload(&free, &bytes).await.status, 201, "control");
+
+    // stored_bytes: the second distinct component does not fit.
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "tight",
+            &format!("upload_bytes={}", 1 << 24),
+            &format!("stored_bytes={}", size + 10),
+        ],
+    );
+    assert_eq!(api.upload(&t, &bytes).await.status, 201);
+    let other = support::guest("guests/read-only", None);
+    let r = api.upload(&t, &other).await;
+    assert_eq!(
+        (r.status, quota_of(&r).as_str()),
+        (413, "stored_bytes"),
+        "{}",
+        r.body
+    );
+    // Re-uploading what it has costs nothing.
+    assert_eq!(api.upload(&t, &bytes).await.status, 201);
+
+    // episodes_per_day: 429 with Retry-After (until midnight UTC).
+    cli(
+        &config,
+        &["tenant", "set-quota", "tight", "episodes_per_day=4"],
+    );
+    let r = api
+        .post(
+            "/v1/evaluations",
+            &t,
+            &json!({"tasks": ["0", "1", "2", "3", "4"], "agent": "sim"}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, quota_of(&r).as_str()),
+        (429, "episodes_per_day"),
+        "{}",
+        r.body
+    );
+    let retry: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
+    assert!((1..=86_400).contains(&retry), "{retry}");
+
+    // concurrent_episodes: never more than one running; the status says
+    // what holds the rest back.
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "tight",
+            "episodes_per_day=1000",
+            "concurrent_episodes=1",
+        ],
+    );
+    let tight_hash = api.get("/v1/harnesses", &t).await.json()["harnesses"][0]["hash"].clone();
+    let id = api
+        .evaluate(
+            &t,
+            json!({"harness": tight_hash, "tasks": ["0", "1", "2", "3"], "agent": "slow"}),
+        )
+        .await;
+    let mut max_running = 0;
+    let mut saw_waiting = false;
+    loop {
+        let s = api.get(&format!("/v1/evaluations/{id}"), &t).await.json();
+        max_running = max_running.max(s["progress"]["running"].as_i64().unwrap());
+        saw_waiting |= s["waiting_for"] == "quota concurrent_episodes";
+        if s["state"] != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(max_running, 1);
+    assert!(saw_waiting);
+
+    // fuel_per_day: once today's fuel is spent, queued episodes wait and a
+    // new evaluation is refused.
+    let used_fuel = api.get("/v1/usage", &t).await.json()["today"]["fuel"]
+        .as_i64()
+        .unwrap();
+    assert!(used_fuel > 0);
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "tight",
+            &format!("fuel_per_day={used_fuel}"),
+        ],
+    );
+    let r = api
+        .post(
+            "/v1/evaluations",
+            &t,
+            &json!({"tasks": ["0"], "agent": "sim"}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, quota_of(&r).as_str()),
+        (429, "fuel_per_day"),
+        "{}",
+        r.body
+    );
+    assert!(r.retry_after.is_some());
+    let ok = api
+        .evaluate(&free, json!({"tasks": ["0"], "agent": "sim"}))
+        .await;
+    assert_eq!(api.wait(&free, &ok).await["state"], "done", "control");
+
+    // requests_per_second: a burst past the bucket gets 429 + Retry-After.
+    cli(
+        &config,
+        &["tenant", "set-quota", "tight", "requests_per_second=2"],
+    );
+    let mut refused = None;
+    for _ in 0..10 {
+        let r = api.get("/v1/usage", &t).await;
+        if r.status == 429 {
+            refused = Some(r);
+            break;
+        }
+    }
+    let r = refused.expect("a burst of 10 at 2/s must be refused");
+    assert_eq!(quota_of(&r), "requests_per_second");
+    assert!(r.retry_after.is_some());
+    assert_eq!(api.get("/v1/usage", &free).await.status, 200, "control");
+
+    let audit = audit_kinds(&config);
+    let refusals: BTreeSet<String> = audit
+        .iter()
+        .filter(|r| r["kind"] == "quota_refused")
+        .map(|r| {
+            serde_json::from_str::<Value>(r["detail"].as_str().unwrap()).unwrap()["quota"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for q in [
+        "upload_bytes",
+        "stored_bytes",
+        "episodes_per_day",
+        "fuel_per_day",
+        "requests_per_second",
+    ] {
+        assert!(
+            refusals.contains(q),
+            "no audited refusal of {q}: {refusals:?}"
+        );
+    }
+    assert_audit_verifies(&config);
+}
+
+// `usd_per_day` comes from the ledger: a priced alias on an endpoint of
+// the operator's (a mock OpenAI server here) spends, and once today's
+// spend reaches the quota the tenant's next evaluation is refused.
+on_both_backends!(usd_per_day_from_the_ledger =>
+    usd_per_day_is_enforced_from_the_ledger_on_sqlite,
+    usd_per_day_is_enforced_from_the_ledger_on_postgres);
+
+async fn usd_per_day_from_the_ledger(backend: Backend) {
+    use ecdysis_host::model::Usage;
+    use ecdysis_testkit::mock::{MockReply, MockServer};
+    let mock = MockServer::start().await.unwrap();
+    // Every reply: a final answer costing 1M prompt tokens ($1 at the
+    // alias's price).
+    mock.set_fallback(
+        MockReply::text("I cannot help with that.").with_usage(Usage {
+            prompt_tokens: 1_000_000,
+            completion_tokens: 0,
+            ..Usage::default()
+        }),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
+    let models = format!(
+        "[models.paid]\nmodel = \"paid-model\"\nbase_url = \"{}\"\nprompt_per_mtok = 1.0\ncompletion_per_mtok = 1.0\n",
+        mock.base_url()
+    );
+    let config = config_file(dir.path(), &db.url, &models);
+    let t = add_tenant(&config, "spender");
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "spender",
+            "usd_per_day=0.5",
+            "concurrent_episodes=1",
+        ],
+    );
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    let id = api
+        .evaluate(
+            &t,
+            json!({"tasks": ["0", "1"], "agent": "paid", "limits": {"max_steps": 4}}),
+        )
+        .await;
+    // The first episode spends $1 or more; the second then waits.
+    let s = api
+        .wait_until(&t, &id, |s| {
+            s["progress"]["done"] == 1
+                && s["waiting_for"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("usd_per_day")
+        })
+        .await;
+    assert!(s["usd"].as_f64().unwrap() >= 1.0, "{s}");
+    assert_eq!(s["progress"]["queued"], 1, "{s}");
+    assert!(mock.request_count() > 0);
+    let r = api
+        .post(
+            "/v1/evaluations",
+            &t,
+            &json!({"tasks": ["2"], "agent": "paid"}),
+        )
+        .await;
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert_eq!(r.json()["error"]["quota"], "usd_per_day");
+    assert!(r.retry_after.is_some());
+    // Every request the workers sent went to the operator's endpoint, with
+    // the operator's model name.
+    for req in mock.requests() {
+        assert_eq!(req.json().unwrap()["model"], "paid-model");
+    }
+    assert_eq!(
+        api.delete(&format!("/v1/evaluations/{id}"), &t)
+            .await
+            .status,
+        200
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Cancel
+// ---------------------------------------------------------------------------
+
+on_both_backends!(cancel_in_flight =>
+    cancel_stops_in_flight_episodes_and_keeps_finished_ones_on_sqlite,
+    cancel_stops_in_flight_episodes_and_keeps_finished_ones_on_postgres);
+
+async fn cancel_in_flight(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
+    let t = add_tenant(&config, "canceller");
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    let tasks: Vec<String> = (0..12).map(|i| i.to_string()).collect();
+    let id = api
+        .evaluate(&t, json!({"tasks": tasks, "agent": "slow"}))
+        .await;
+    api.wait_until(&t, &id, |s| {
+        s["progress"]["done"].as_i64().unwrap() >= 1
+            && s["progress"]["running"].as_i64().unwrap() >= 1
+    })
+    .await;
+    let c = api.delete(&format!("/v1/evaluations/{id}"), &t).await;
+    assert_eq!(c.status, 200, "{}", c.body);
+    assert_eq!(c.json()["state"], "cancelled");
+    // In-flight episodes stop at their next heartbeat (lease/4 = 0.5 s).
+    let s = api
+        .wait_until(&t, &id, |s| s["progress"]["running"] == 0)
+        .await;
+    let done = s["progress"]["done"].as_i64().unwrap();
+    assert!(done < 12, "cancel came too late to test anything: {s}");
+    assert_eq!(s["progress"]["queued"], 0);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let later = api.get(&format!("/v1/evaluations/{id}"), &t).await.json();
+    assert_eq!(
+        later["progress"]["done"], done,
+        "episodes ran after the cancel"
+    );
+    assert_eq!(later["state"], "cancelled");
+    assert_eq!(later["summary"]["metrics"]["episodes"], done);
+    let records = api.trajectories(&t, &id).await;
+    assert_eq!(records.len() as i64, done, "finished episodes are kept");
+    // Cancelling twice is harmless; the log records one cancel.
+    assert_eq!(
+        api.delete(&format!("/v1/evaluations/{id}"), &t)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(count_kind(&audit_kinds(&config), "evaluation_cancelled"), 1);
+}
+
+// ---------------------------------------------------------------------------
+// Isolation from a hostile tenant
+// ---------------------------------------------------------------------------
+
+// Tenant `good` runs an evaluation alone, then again while tenant `evil`
+// runs hostile harnesses (an infinite loop, a memory bomb) and an episode
+// that aborts its worker process, all at once. The good tenant's second
+// run is identical to its first, episode for episode; the hostile
+// episodes fail as harness errors and the crash is audited.
+on_both_backends!(hostile_tenant_beside_a_good_one =>
+    a_hostile_tenant_leaves_another_tenants_results_identical_on_sqlite,
+    a_hostile_tenant_leaves_another_tenants_results_identical_on_postgres);
+
+async fn hostile_tenant_beside_a_good_one(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
+    let config = config_file(
+        dir.path(),
+        &db.url,
+        &format!("{MODELS}\n[worker]\nslots = 3\nlease_seconds = 2\nmemory_mib = 1024\n"),
+    );
+    let good = add_tenant(&config, "good");
+    let evil = add_tenant(&config, "evil");
+    // Task 9's episodes abort their worker process (a host bug under
+    // hostile input, stood in for by the test fault); only evil runs it.
+    let server = Server::start(&config, &[(TEST_FAULT_ENV, "abort@9")]);
+    let api = Api::new(&server.url);
+    let good_hash = api.upload(&good, &direct()).await.json()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut evil_hashes = Vec::new();
+    for feature in ["infinite-loop", "memory-bomb"] {
+        let up = api.upload(&evil, &hostile(feature)).await;
+        assert_eq!(up.status, 201, "{feature}: {}", up.body);
+        evil_hashes.push(up.json()["hash"].as_str().unwrap().to_string());
+    }
+    let evil_direct = api.upload(&evil, &direct()).await.json()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let request = json!({"harness": good_hash, "tasks": ["0", "1", "2", "3"], "trials": 2, "agent": "sim", "seed": 3});
+
+    let solo = api.evaluate(&good, request.clone()).await;
+    assert_eq!(api.wait(&good, &solo).await["state"], "done");
+    let solo_records = api.trajectories(&good, &solo).await;
+
+    let mut attacks = Vec::new();
+    for h in &evil_hashes {
+        attacks.push(
+            api.evaluate(
+                &evil,
+                json!({"harness": h, "tasks": ["0", "1", "2"], "agent": "sim"}),
+            )
+            .await,
+        );
+    }
+    attacks.push(
+        api.evaluate(
+            &evil,
+            json!({"harness": evil_direct, "tasks": ["9"], "agent": "sim"}),
+        )
+        .await,
+    );
+    let beside = api.evaluate(&good, request).await;
+    assert_eq!(api.wait(&good, &beside).await["state"], "done");
+    let beside_records = api.trajectories(&good, &beside).await;
+    assert_eq!(solo_records.len(), 8);
+    assert_eq!(
+        comparable(&solo_records),
+        comparable(&beside_records),
+        "the good tenant's results changed beside the hostile one"
+    );
+
+    for id in &attacks {
+        let s = api.wait(&evil, id).await;
+        assert_eq!(s["state"], "done", "{s}");
+        let records = api.trajectories(&evil, id).await;
+        assert!(!records.is_empty());
+        for r in &records {
+            assert_eq!(
+                r["end"], "harness_error",
+                "a hostile episode ended {}: {r}",
+                r["end"]
+            );
+        }
+    }
+    let audit = audit_kinds(&config);
+    assert!(
+        count_kind(&audit, "worker_crash") >= 1,
+        "the aborted worker is audited"
+    );
+    assert_audit_verifies(&config);
+}
+
+// ---------------------------------------------------------------------------
+// Crash safety
+// ---------------------------------------------------------------------------
+
+// `kill -9` of the server mid-evaluation, then of a separate `worker`
+// process: after restarts every episode is scored exactly once, nothing
+// finished is lost, the evaluation finishes once, and the audit chain
+// verifies.
+on_both_backends!(kill_9_then_restart =>
+    kill_9_of_server_and_worker_then_restart_scores_each_episode_once_on_sqlite,
+    kill_9_of_server_and_worker_then_restart_scores_each_episode_once_on_postgres);
+
+async fn kill_9_then_restart(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
+    let t = add_tenant(&config, "survivor");
+    let mut server = Server::start(&config, &[]);
+    let tasks: Vec<String> = (0..8).map(|i| i.to_string()).collect();
+    let request = json!({"tasks": tasks, "agent": "slow"});
+    let id = Api::new(&server.url).evaluate(&t, request.clone()).await;
+    let before = Api::new(&server.url)
+        .wait_until(&t, &id, |s| {
+            s["progress"]["done"].as_i64().unwrap() >= 2
+                && s["progress"]["running"].as_i64().unwrap() >= 1
+        })
+        .await;
+    server.kill9();
+    server.restart();
+    let api = Api::new(&server.url);
+    let s = api.wait(&t, &id).await;
+    assert_eq!(s["state"], "done", "{s}");
+    assert_eq!(s["progress"]["done"], 8, "{s}");
+    let records = api.trajectories(&t, &id).await;
+    assert_eq!(episode_keys(&records).len(), 8);
+    assert!(before["progress"]["done"].as_i64().unwrap() <= 8);
+
+    // The same with the episodes run by `ecdysis-host worker` processes
+    // (the server runs none): kill -9 one mid-evaluation, start another.
+    let cfg_text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("slots = 2", "slots = 0");
+    std::fs::write(&config, cfg_text).unwrap();
+    server.restart();
+    let api = Api::new(&server.url);
+    let id2 = api.evaluate(&t, request).await;
+    let mut w1 = start_worker(&config, "w1", 2);
+    api.wait_until(&t, &id2, |s| {
+        s["progress"]["done"].as_i64().unwrap() >= 1
+            && s["progress"]["running"].as_i64().unwrap() >= 1
+    })
+    .await;
+    w1.kill9();
+    let _w2 = start_worker(&config, "w2", 2);
+    let s = api.wait(&t, &id2).await;
+    assert_eq!(s["progress"]["done"], 8, "{s}");
+    assert_eq!(episode_keys(&api.trajectories(&t, &id2).await).len(), 8);
+
+    let audit = audit_kinds(&config);
+    assert_eq!(
+        count_kind(&audit, "evaluation_finished"),
+        2,
+        "each evaluation finishes once"
+    );
+    assert!(
+        count_kind(&audit, "lease_expired") >= 1,
+        "the dead worker's episodes were reclaimed"
+    );
+    assert_audit_verifies(&config);
+}
+
+// ---------------------------------------------------------------------------
+// Audit tampering
+// ---------------------------------------------------------------------------
+
+/// Run `statements` on the service's database at `url`, as someone with
+/// write access to it (not through the service) would.
+async fn run_sql(url: &str, statements: &[&str]) {
+    let db = ecdysis_host::serve::Db::open(url).await.unwrap();
+    for sql in statements {
+        sqlx::query(sql)
+            .execute(db.pool())
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    db.close().await;
+}
+
+// The same tamperings on both databases: the chain lives in the `audit`
+// table whichever holds it. Between cases the untouched log is put back
+// from a copy of the table kept beside it (plain SQL both databases run).
+on_both_backends!(audit_tamper =>
+    audit_verify_detects_edited_removed_and_reordered_records_on_sqlite,
+    audit_verify_detects_edited_removed_and_reordered_records_on_postgres);
+
+async fn audit_tamper(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
+    for name in ["t1", "t2", "t3", "t4", "t5"] {
+        add_tenant(&config, name);
+    }
+    cli(&config, &["tenant", "revoke", "t2"]);
+    assert_audit_verifies(&config);
+    let head = cli(&config, &["audit", "verify"]);
+    let head_hash = head
+        .split_whitespace()
+        .nth(4)
+        .unwrap()
+        .trim_end_matches(';')
+        .to_string();
+    assert_eq!(head_hash.len(), 64, "{head}");
+    run_sql(
+        &db.url,
+        &["CREATE TABLE pristine_audit AS SELECT * FROM audit"],
+    )
+    .await;
+    let restore = [
+        "DELETE FROM audit",
+        "INSERT INTO audit SELECT * FROM pristine_audit",
+    ];
+    let cases: [(&str, &[&str], &str); 4] = [
+        (
+            "edited",
+            &["UPDATE audit SET tenant = 'mallory' WHERE seq = 2"],
+            "edited",
+        ),
+        ("removed", &["DELETE FROM audit WHERE seq = 3"], "missing"),
+        (
+            "reordered",
+            &[
+                "UPDATE audit SET seq = -2 WHERE seq = 2",
+                "UPDATE audit SET seq = 2 WHERE seq = 3",
+                "UPDATE audit SET seq = 3 WHERE seq = -2",
+            ],
+            "does not follow",
+        ),
+        (
+            "cut off",
+            &["DELETE FROM audit WHERE seq = (SELECT MAX(seq) FROM audit)"],
+            "head",
+        ),
+    ];
+    for (what, sql, says) in cases {
+        run_sql(&db.url, &restore).await;
+        assert_audit_verifies(&config);
+        run_sql(&db.url, sql).await;
+        let out = cli_output(&config, &["audit", "verify"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{what}: verify passed: {text}");
+        assert!(
+            text.contains("BROKEN") && text.contains(says),
+            "{what}: {text}"
+        );
+    }
+    // A consistent rewrite of the whole chain is caught by the head the
+    // operator wrote down.
+    run_sql(&db.url, &restore).await;
+    let out = cli_output(
+        &config,
+        &["audit", "verify", "--expect-head", &"f".repeat(64)],
+    );
+    assert!(!out.status.success());
+    assert!(
+        cli_output(&config, &["audit", "verify", "--expect-head", &head_hash])
+            .status
+            .success()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Fair scheduling and load
+// ---------------------------------------------------------------------------
+
+// A tenant's large job does not starve another's small one: with the
+// large job queued first, the small job finishes while most of the large
+// one is still queued. Prints both completion times (docs/src/performance.md).
+on_both_backends!(small_job_beside_a_large_one =>
+    a_small_job_is_not_starved_by_a_large_one_on_sqlite,
+    a_small_job_is_not_starved_by_a_large_one_on_postgres);
+
+async fn small_job_beside_a_large_one(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
+    let big = add_tenant(&config, "big");
+    let small = add_tenant(&config, "small");
+    cli(
+        &config,
+        &["tenant", "set-quota", "big", "concurrent_episodes=100"],
+    );
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    let small_request = json!({"tasks": ["0", "1", "2", "3"], "agent": "slow"});
+
+    let started = Instant::now();
+    let alone = api.evaluate(&small, small_request.clone()).await;
+    api.wait(&small, &alone).await;
+    let solo = started.elapsed();
+
+    let tasks: Vec<String> = (0..40).map(|i| i.to_string()).collect();
+    let large = api
+        .evaluate(&big, json!({"tasks": tasks, "trials": 2, "agent": "slow"}))
+        .await;
+    api.wait_until(&big, &large, |s| {
+        s["progress"]["done"].as_i64().unwrap() >= 2
+    })
+    .await;
+    let started = Instant::now();
+    let id = api.evaluate(&small, small_request).await;
+    let s = api.wait(&small, &id).await;
+    let beside = started.elapsed();
+    assert_eq!(s["progress"]["done"], 4);
+    let l = api
+        .get(&format!("/v1/evaluations/{large}"), &big)
+        .await
+        .json();
+    assert!(
+        l["progress"]["queued"].as_i64().unwrap() > 40,
+        "the small job waited for the large one: {l}"
+    );
+    println!(
+        "fairness ({backend:?}): small job (4 episodes, 2 slots) alone {:.2} s, beside an 80-episode job {:.2} s ({:.2}x)",
+        solo.as_secs_f64(),
+        beside.as_secs_f64(),
+        beside.as_secs_f64() / solo.as_secs_f64()
+    );
+    api.delete(&format!("/v1/evaluations/{large}"), &big).await;
+}
+
+// 50 clients poll status while evaluations run: every answer is a 200;
+// prints the p50/p99 latency (docs/src/performance.md). On Postgres every request
+// also takes from the tenant's rate bucket row (shared by API servers).
+on_both_backends!(fifty_clients_polling =>
+    fifty_clients_polling_while_evaluations_run_on_sqlite,
+    fifty_clients_polling_while_evaluations_run_on_postgres);
+
+async fn fifty_clients_polling(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
+    let t = add_tenant(&config, "poller");
+    cli(
+        &config,
+        &["tenant", "set-quota", "poller", "requests_per_second=10000"],
+    );
+    let server = Server::start(&config, &[]);
+    let api = std::sync::Arc::new(Api::new(&server.url));
+    let tasks: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+    let id = api
+        .evaluate(&t, json!({"tasks": tasks, "agent": "sim"}))
+        .await;
+    let mut clients = Vec::new();
+    for _ in 0..50 {
+        let (api, t, id) = (api.clone(), t.clone(), id.clone());
+        clients.push(tokio::spawn(async move {
+            let mut times = Vec::new();
+            for _ in 0..20 {
+                let started = Instant::now();
+                let a = api.get(&format!("/v1/evaluations/{id}"), &t).await;
+                times.push(started.elapsed());
+                assert_eq!(a.status, 200, "{}", a.body);
+            }
+            times
+        }));
+    }
+    let mut all = Vec::new();
+    for c in clients {
+        all.extend(c.await.unwrap());
+    }
+    all.sort();
+    let p = |q: f64| all[((all.len() as f64 * q) as usize).min(all.len() - 1)];
+    println!(
+        "load ({backend:?}): 50 clients x 20 status polls while an evaluation runs: p50 {:.1} ms, p99 {:.1} ms ({} requests)",
+        p(0.5).as_secs_f64() * 1000.0,
+        p(0.99).as_secs_f64() * 1000.0,
+        all.len()
+    );
+    assert_eq!(all.len(), 1000);
+    assert_eq!(api.wait(&t, &id).await["state"], "done");
+}
+
+// ---------------------------------------------------------------------------
+// Postgres: several workers on one database
+// ---------------------------------------------------------------------------
+
+/// A throwaway Postgres cluster in a temp dir (Debian's binaries; as the
+/// `postgres` user when the tests run as root, which initdb refuses).
+struct Postgres {
+    dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    as_root: bool,
+    _tmp: tempfile::TempDir,
+}
+
+impl Postgres {
+    /// A cluster for tests: `fsync=off` (a test's cluster is thrown away).
+    fn start() -> Postgres {
+        Postgres::start_with(false)
+    }
+
+    /// `durable`: `fsync=on` and `synchronous_commit=on` (Postgres's
+    /// defaults: every commit waits for its WAL to reach the disk), as a
+    /// deployment runs and as the benchmark compares against `run`, which
+    /// fsyncs every record it writes.
+    fn start_with(durable: bool) -> Postgres {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.path().join("bin"))
+                    .find(|b| b.join("initdb").exists())
+            })
+            .expect("Postgres is not installed: apt-get install -y postgresql (.ci/run does)");
+        let tmp = tempfile::Builder::new()
+            .prefix("ecdysis-pg")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let dir = tmp.path().join("cluster");
+        std::fs::create_dir(&dir).unwrap();
+        // SAFETY: geteuid has no preconditions.
+        let as_root = unsafe { libc::geteuid() } == 0;
+        if as_root {
+            let ok = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(tmp.path())
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok);
+        }
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let pg = Postgres {
+            dir,
+            bin,
+            port,
+            as_root,
+            _tmp: tmp,
+        };
+        pg.run(
+            "initdb",
+            &[
+                "-D",
+                pg.dir.to_str().unwrap(),
+                "-U",
+                "ecdysis",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+            ],
+        );
+        // `ECDYSIS_TEST_PG_OPTS`: more server options (e.g. to load
+        // pg_stat_statements for the benchmark's statement profile).
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 {} -c max_connections=200 {}",
+            pg.port,
+            pg.dir.display(),
+            if durable {
+                "-c fsync=on -c synchronous_commit=on"
+            } else {
+                "-c fsync=off"
+            },
+            std::env::var("ECDYSIS_TEST_PG_OPTS").unwrap_or_default()
+        );
+        pg.run(
+            "pg_ctl",
+            &[
+                "-D",
+                pg.dir.to_str().unwrap(),
+                "-o",
+                &opts,
+                "-l",
+                pg.dir.join("log").to_str().unwrap(),
+                "-w",
+                "start",
+            ],
+        );
+        pg
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) {
+        let program = self.bin.join(tool);
+        let out = if self.as_root {
+            Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .arg(&program)
+                .args(args)
+                .output()
+        } else {
+            Command::new(&program).args(args).output()
+        }
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{tool} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A new database; its URL.
+    fn database(&self, name: &str) -> String {
+        self.run(
+            "createdb",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "ecdysis",
+                name,
+            ],
+        );
+        format!("postgres://ecdysis@127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = Command::new(if self.as_root { "runuser" } else { "true" });
+        let pg_ctl = self.bin.join("pg_ctl");
+        let dir = self.dir.to_str().unwrap().to_string();
+        let args = ["-D", dir.as_str(), "-m", "immediate", "stop"];
+        let _ = if self.as_root {
+            Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .arg(pg_ctl)
+                .args(args)
+                .output()
+        } else {
+            Command::new(pg_ctl).args(args).output()
+        };
+    }
+}
+
+/// The multi-machine mode: the server runs no episodes; two `ecdysis-host
+/// worker` processes claim them from a shared Postgres database. The
+/// two-tenant scenario passes as on SQLite, both workers serve episodes,
+/// and a `kill -9` of one worker mid-evaluation loses and doubles nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_with_two_workers_end_to_end_and_a_killed_worker() {
+    let pg = Postgres::start();
+    let url = pg.database("ecdysis_serve");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(
+        dir.path(),
+        &url,
+        &format!("{MODELS}\n[worker]\nslots = 0\nlease_seconds = 2\n"),
+    );
+    let a = add_tenant(&config, "alice");
+    let b = add_tenant(&config, "bob");
+    let server = Server::start(&config, &[]);
+    let _w1 = start_worker(&config, "pg-w1", 1);
+    let mut w2 = start_worker(&config, "pg-w2", 1);
+    two_tenants(&server.url, &config, &a, &b).await;
+
+    let api = Api::new(&server.url);
+    let tasks: Vec<String> = (0..8).map(|i| i.to_string()).collect();
+    let id = api
+        .evaluate(&a, json!({"tasks": tasks, "agent": "slow"}))
+        .await;
+    api.wait_until(&a, &id, |s| {
+        s["progress"]["done"].as_i64().unwrap() >= 2
+            && s["progress"]["running"].as_i64().unwrap() >= 2
+    })
+    .await;
+    w2.kill9();
+    let s = api.wait(&a, &id).await;
+    assert_eq!(s["progress"]["done"], 8, "{s}");
+    assert_eq!(episode_keys(&api.trajectories(&a, &id).await).len(), 8);
+
+    // Both workers served episodes (the worker is kept on the row).
+    let db = ecdysis_host::serve::Db::open(&url).await.unwrap();
+    let workers: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT worker FROM episodes WHERE state = 'done' AND worker IS NOT NULL ORDER BY worker",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(workers, vec!["pg-w1".to_string(), "pg-w2".to_string()]);
+    assert_audit_verifies(&config);
+}
+
+// ---------------------------------------------------------------------------
+// Workers' environment
+// ---------------------------------------------------------------------------
+
+/// `pid`'s children (from `/proc/*/stat`).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid …": the name may hold spaces and parens.
+        let after = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+        let ppid = after.split_whitespace().nth(1).and_then(|p| p.parse().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
+/// A process's whole environment, as the kernel holds it.
+fn environ(pid: u32) -> Vec<(String, String)> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap()
+        .split(|b| *b == 0)
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let kv = String::from_utf8_lossy(kv);
+            let (k, v) = kv.split_once('=').unwrap_or((&kv, ""));
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+on_both_backends!(workers_get_the_allow_list_and_their_aliases_keys_only =>
+    workers_get_the_allow_list_and_their_aliases_keys_only_on_sqlite,
+    workers_get_the_allow_list_and_their_aliases_keys_only_on_postgres);
+
+/// Worker processes (episode and upload-check workers) get an allow-list
+/// of the server's environment plus the key variables the model aliases
+/// name, nothing else: a secret set on the server never reaches the
+/// process where an untrusted harness runs, while an alias's key does (it
+/// arrives at the alias's endpoint as the bearer token).
+async fn workers_get_the_allow_list_and_their_aliases_keys_only(backend: Backend) {
+    use ecdysis_testkit::mock::{MockReply, MockServer};
+    const KEY_VAR: &str = "ECDYSIS_TEST_ALIAS_KEY";
+    const SECRET_VAR: &str = "ECDYSIS_TEST_SERVER_SECRET";
+    let mock = MockServer::start().await.unwrap();
+    mock.set_fallback(MockReply::text("I cannot help with that."));
+    let dir = tempfile::tempdir().unwrap();
+    let models = format!(
+        "{MODELS}[models.keyed]\nmodel = \"keyed-model\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n",
+        mock.base_url()
+    );
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, &models);
+    let t = add_tenant(&config, "keyed");
+    let server = Server::start(
+        &config,
+        &[
+            (KEY_VAR, "alias-key-123"),
+            (SECRET_VAR, "server-secret-456"),
+        ],
+    );
+    let api = Api::new(&server.url);
+    let up = api.upload(&t, &direct()).await;
+    assert_eq!(up.status, 201, "{}", up.body);
+    let id = api
+        .evaluate(
+            &t,
+            json!({"harness": up.json()["hash"], "tasks": ["0"], "agent": "keyed", "limits": {"max_steps": 4}}),
+        )
+        .await;
+    assert_eq!(api.wait(&t, &id).await["state"], "done");
+
+    // Positive control: the alias's key reached the worker, which sent it
+    // to the alias's endpoint.
+    let requests = mock.requests();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        assert_eq!(r.header("authorization"), Some("Bearer alias-key-123"));
+    }
+    // The server has the secret (so inheriting would show) …
+    let pid = server.proc.0.as_ref().unwrap().id();
+    assert!(environ(pid).contains(&(SECRET_VAR.into(), "server-secret-456".into())));
+    // … its workers do not: every variable they hold is allowed.
+    let workers: Vec<u32> = children(pid)
+        .into_iter()
+        .filter(|c| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .map(|cmd| String::from_utf8_lossy(&cmd).contains("episode-worker"))
+                .unwrap_or(false)
+        })
+        .collect();
+    assert!(
+        workers.len() >= 2,
+        "an episode worker and a check worker: {workers:?}"
+    );
+    let allowed = ecdysis_host::serve::WORKER_ENV_ALLOW;
+    let mut keyed = 0;
+    for w in &workers {
+        let env = environ(*w);
+        for (k, _) in &env {
+            assert!(
+                allowed.contains(&k.as_str()) || k == KEY_VAR,
+                "worker {w} got `{k}` from the server's environment"
+            );
+        }
+        assert!(env.iter().any(|(k, _)| k == "PATH"), "PATH is passed on");
+        keyed += env
+            .iter()
+            .filter(|(k, v)| k == KEY_VAR && v == "alias-key-123")
+            .count();
+    }
+    // The episode worker has the key; the check worker (no model) not.
+    assert_eq!(keyed, 1, "exactly the episode worker holds the alias's key");
+}
+
+// ---------------------------------------------------------------------------
+// No existence leak through uploads
+// ---------------------------------------------------------------------------
+
+/// `bytes` with a custom section appended: still the same component, but
+/// other bytes (another hash).
+fn variant(bytes: &[u8], n: u64) -> Vec<u8> {
+    let name = b"ecdysis-test-variant";
+    let payload = n.to_le_bytes();
+    let size = 1 + name.len() + payload.len();
+    assert!(size < 128, "one-byte LEB128 sizes");
+    let mut out = bytes.to_vec();
+    out.push(0); // custom section
+    out.push(size as u8);
+    out.push(name.len() as u8);
+    out.extend_from_slice(name);
+    out.extend_from_slice(&payload);
+    out
+}
+
+fn error_code(a: &Answer) -> String {
+    a.json()["error"]["code"].as_str().unwrap_or("").to_string()
+}
+
+on_both_backends!(uploading_another_tenants_bytes_does_the_same_work_as_new_bytes =>
+    uploading_another_tenants_bytes_does_the_same_work_as_new_bytes_on_sqlite,
+    uploading_another_tenants_bytes_does_the_same_work_as_new_bytes_on_postgres);
+
+/// Uploading bytes another tenant stored takes the same path as new bytes:
+/// they are checked in a worker every time. With a checker that cannot run,
+/// an upload of another tenant's bytes fails exactly like one of new bytes
+/// (a service that skipped the check for known bytes would accept it); with
+/// a working checker both are accepted, each as the uploader's own.
+async fn uploading_another_tenants_bytes_does_the_same_work_as_new_bytes(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
+    let alice = add_tenant(&config, "alice");
+    let bob = add_tenant(&config, "bob");
+    let stored = variant(&direct(), 1);
+    let fresh = variant(&direct(), 2);
+    let mut server = Server::start(&config, &[]);
+    let a = Api::new(&server.url).upload(&alice, &stored).await;
+    assert_eq!(a.status, 201, "{}", a.body);
+
+    // The checker cannot start (1 MiB of data segment).
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("[worker]\n", "[worker]\ncheck_memory_mib = 1\n"),
+    )
+    .unwrap();
+    server.restart();
+    let api = Api::new(&server.url);
+    let dup = api.upload(&bob, &stored).await;
+    let new = api.upload(&bob, &fresh).await;
+    assert_ne!(
+        dup.status, 201,
+        "bytes already stored skipped the check: {}",
+        dup.body
+    );
+    assert_eq!(
+        (dup.status, error_code(&dup)),
+        (new.status, error_code(&new)),
+        "{} / {}",
+        dup.body,
+        new.body
+    );
+    assert!(
+        api.get("/v1/harnesses", &bob).await.json()["harnesses"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // Control: with the checker back, both go through, as bob's own.
+    std::fs::write(&config, text).unwrap();
+    server.restart();
+    let api = Api::new(&server.url);
+    for bytes in [&stored, &fresh] {
+        let r = api.upload(&bob, bytes).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.json()["access"], "owned");
+    }
+    // Rewriting the component row on every upload keeps its bytes.
+    let check = ecdysis_host::serve::Db::open(&db.url).await.unwrap();
+    let hash = a.json()["hash"].as_str().unwrap().to_string();
+    let bytes = ecdysis_host::serve::harnesses::component_bytes(&check, &hash)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(bytes, stored);
+}
+
+/// Triggers that log every insert and update of a `components` row into
+/// `component_writes` (what the database did, whatever the service says).
+async fn log_component_writes(url: &str, backend: Backend) {
+    let create =
+        "CREATE TABLE component_writes (n BIGINT NOT NULL, hash TEXT NOT NULL, op TEXT NOT NULL)";
+    match backend {
+        Backend::Sqlite => {
+            let mut statements = vec![create.to_string()];
+            for op in ["INSERT", "UPDATE"] {
+                statements.push(format!(
+                    "CREATE TRIGGER component_{op} AFTER {op} ON components BEGIN
+                     INSERT INTO component_writes (n, hash, op)
+                     VALUES ((SELECT COUNT(*) FROM component_writes), NEW.hash, '{op}'); END"
+                ));
+            }
+            let statements: Vec<&str> = statements.iter().map(String::as_str).collect();
+            run_sql(url, &statements).await;
+        }
+        Backend::Postgres => {
+            run_sql(
+                url,
+                &[
+                    create,
+                    "CREATE FUNCTION note_component_write() RETURNS trigger LANGUAGE plpgsql AS $fn$
+                     BEGIN
+                       INSERT INTO component_writes (n, hash, op)
+                       VALUES ((SELECT COUNT(*) FROM component_writes), NEW.hash, TG_OP);
+                       RETURN NEW;
+                     END $fn$",
+                    "CREATE TRIGGER component_writes AFTER INSERT OR UPDATE ON components
+                     FOR EACH ROW EXECUTE FUNCTION note_component_write()",
+                ],
+            )
+            .await;
+        }
+    }
+}
+
+/// The writes `log_component_writes` saw, in order: (hash, op).
+async fn component_writes(url: &str) -> Vec<(String, String)> {
+    let db = ecdysis_host::serve::Db::open(url).await.unwrap();
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT hash, op FROM component_writes ORDER BY n")
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    db.close().await;
+    rows
+}
+
+// The component row is written again when another tenant uploads bytes
+// already stored (`ON CONFLICT DO UPDATE`), so the upload does the same
+// database work as one of new bytes. Seen from inside the database: a
+// trigger logs each insert and update of the row. A service that skipped
+// the write for known bytes (`DO NOTHING`, or a lookup first) logs no
+// update for the duplicate. Control: new bytes log their insert.
+on_both_backends!(duplicate_upload_rewrites_the_component =>
+    another_tenants_duplicate_upload_rewrites_the_component_row_on_sqlite,
+    another_tenants_duplicate_upload_rewrites_the_component_row_on_postgres);
+
+async fn duplicate_upload_rewrites_the_component(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
+    let alice = add_tenant(&config, "alice");
+    let bob = add_tenant(&config, "bob");
+    log_component_writes(&db.url, backend).await;
+    let stored = variant(&direct(), 1);
+    let fresh = variant(&direct(), 2);
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    let hash_of = |a: &Answer| {
+        assert_eq!(a.status, 201, "{}", a.body);
+        a.json()["hash"].as_str().unwrap().to_string()
+    };
+    let stored_hash = hash_of(&api.upload(&alice, &stored).await);
+    let insert = |h: &str| (h.to_string(), "INSERT".to_string());
+    let update = |h: &str| (h.to_string(), "UPDATE".to_string());
+    assert_eq!(component_writes(&db.url).await, vec![insert(&stored_hash)]);
+
+    let dup = api.upload(&bob, &stored).await;
+    assert_eq!(hash_of(&dup), stored_hash);
+    assert_eq!(dup.json()["access"], "owned");
+    assert_eq!(
+        component_writes(&db.url).await,
+        vec![insert(&stored_hash), update(&stored_hash)],
+        "bob's upload of alice's bytes did not rewrite the component row"
+    );
+
+    let fresh_hash = hash_of(&api.upload(&bob, &fresh).await);
+    assert_ne!(fresh_hash, stored_hash);
+    assert_eq!(
+        component_writes(&db.url).await,
+        vec![
+            insert(&stored_hash),
+            update(&stored_hash),
+            insert(&fresh_hash)
+        ]
+    );
+    // The rewrite keeps the bytes.
+    let check = ecdysis_host::serve::Db::open(&db.url).await.unwrap();
+    let bytes = ecdysis_host::serve::harnesses::component_bytes(&check, &stored_hash)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(bytes, stored);
+}
+
+// ---------------------------------------------------------------------------
+// Several API servers on one Postgres
+// ---------------------------------------------------------------------------
+
+/// Two `serve` processes on one Postgres database draw a tenant's requests
+/// from one `requests_per_second` bucket: with a rate of 0.2/s (a burst of
+/// one request), a request on the first server empties the bucket for the
+/// second. Per-process buckets would let the second answer 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_api_servers_on_postgres_share_a_tenants_request_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(Backend::Postgres, dir.path());
+    let config = config_file(
+        dir.path(),
+        &db.url,
+        &format!("{MODELS}\n[worker]\nslots = 0\nlease_seconds = 2\n"),
+    );
+    let t = add_tenant(&config, "limited");
+    let other = add_tenant(&config, "other");
+    cli(
+        &config,
+        &["tenant", "set-quota", "limited", "requests_per_second=0.2"],
+    );
+    let first = Server::start(&config, &[]);
+    let second = Server::start(&config, &[]);
+    let (a, b) = (Api::new(&first.url), Api::new(&second.url));
+    let started = Instant::now();
+    assert_eq!(a.get("/v1/usage", &t).await.status, 200);
+    let r = b.get("/v1/usage", &t).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "too slow to test a 5 s refill"
+    );
+    assert_eq!(
+        r.status, 429,
+        "the second server had its own bucket: {}",
+        r.body
+    );
+    assert_eq!(r.json()["error"]["quota"], "requests_per_second");
+    let retry: u64 = r.retry_after.as_deref().unwrap().parse().unwrap();
+    assert!((1..=5).contains(&retry), "{retry}");
+    assert_eq!(a.get("/v1/usage", &t).await.status, 429);
+    // Controls: another tenant is served by both; the bucket refills.
+    assert_eq!(a.get("/v1/usage", &other).await.status, 200);
+    assert_eq!(b.get("/v1/usage", &other).await.status, 200);
+    tokio::time::sleep(Duration::from_secs(retry + 1)).await;
+    assert_eq!(b.get("/v1/usage", &t).await.status, 200);
+}
+
+// ---------------------------------------------------------------------------
+// Measurements (docs/src/performance.md): `cargo test -p ecdysis-host --test it serve:: -- --ignored --nocapture`
+// ---------------------------------------------------------------------------
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// The machine's load average (1, 5, 15 min), printed beside every number.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Benchmark: episode throughput through the service against `run
+/// --isolate process` on the same episodes (tasks × 4 trials, seed 1),
+/// simulated agent, model latency and concurrency (4), side by side in
+/// rounds that alternate which goes first. Throughput is marginal (the
+/// time of the large batch minus the small one's) so that `run`'s start-up
+/// (processes, domain, compilation) and the service's warm workers do not
+/// decide it. Runs every (database, latency) pair in one invocation;
+/// prints each round's ratio, the medians, and the load average.
+///
+/// `ECDYSIS_SERVE_BENCH_LATENCY_MS` (default `0,150`: ~10 ms episodes that
+/// are all host, and episodes that wait on a model, as real ones do),
+/// `ECDYSIS_SERVE_BENCH_BACKENDS` (default `sqlite,postgres`),
+/// `ECDYSIS_SERVE_BENCH_ROUNDS` (default 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a benchmark: run with --ignored --nocapture"]
+async fn bench_service_throughput_against_run() {
+    let latencies: Vec<u64> = std::env::var("ECDYSIS_SERVE_BENCH_LATENCY_MS")
+        .unwrap_or_else(|_| "0,150".into())
+        .split(',')
+        .map(|v| v.trim().parse().expect("latency in ms"))
+        .collect();
+    let backends: Vec<Backend> = std::env::var("ECDYSIS_SERVE_BENCH_BACKENDS")
+        .unwrap_or_else(|_| "sqlite,postgres".into())
+        .split(',')
+        .map(|b| match b.trim() {
+            "sqlite" => Backend::Sqlite,
+            "postgres" => Backend::Postgres,
+            other => panic!("unknown backend {other:?}"),
+        })
+        .collect();
+    let rounds: usize = env_or("ECDYSIS_SERVE_BENCH_ROUNDS", 3);
+    let load_before = load_average();
+    let mut table = Vec::new();
+    let modes = std::env::var("ECDYSIS_SERVE_BENCH_SERVICE").ok();
+    for &backend in &backends {
+        for &latency_ms in &latencies {
+            // Host-bound episodes show what the long-running service's
+            // per-task caches are worth; model-bound ones hardly do.
+            let modes: Vec<Service> = match &modes {
+                Some(list) => list
+                    .split(',')
+                    .map(|m| match m.trim() {
+                        "fresh" => Service::Fresh,
+                        "long-running" => Service::LongRunning,
+                        other => panic!("unknown service mode {other:?}"),
+                    })
+                    .collect(),
+                None if latency_ms == 0 => vec![Service::Fresh, Service::LongRunning],
+                None => vec![Service::Fresh],
+            };
+            for mode in modes {
+                let (median, min, max) =
+                    throughput_against_run(backend, latency_ms, mode, rounds).await;
+                table.push(format!(
+                "{backend:?} at {latency_ms} ms per model call, {mode:?} service: serve/run time per episode median {:.3} (overhead {:+.1}%, min {:+.1}%, max {:+.1}%, {rounds} rounds)",
+                1.0 + median,
+                median * 100.0,
+                min * 100.0,
+                max * 100.0
+            ));
+            }
+        }
+    }
+    println!(
+        "service overhead (4 episodes at once, sim:mixed; simulated agent — not a benchmark result):"
+    );
+    for line in &table {
+        println!("  {line}");
+    }
+    println!(
+        "load average before {load_before}, after {}",
+        load_average()
+    );
+}
+
+/// One (database, latency) pair of the benchmark above: the median, min and
+/// max overhead over `rounds`.
+async fn throughput_against_run(
+    backend: Backend,
+    latency_ms: u64,
+    mode: Service,
+    rounds: usize,
+) -> (f64, f64, f64) {
+    const SLOTS: usize = 4;
+    // Host-bound batches are large enough (~2 s of marginal work) that a
+    // scheduling hiccup is a small part of the difference.
+    let (small_n, large_n) = if latency_ms == 0 { (10, 110) } else { (5, 20) };
+    let small: Vec<String> = (0..small_n).map(|i| i.to_string()).collect();
+    let large: Vec<String> = (0..large_n).map(|i| i.to_string()).collect();
+    let marginal = ((large_n - small_n) * 4) as f64;
+    let dir = tempfile::tempdir().unwrap();
+    // Durable commits on Postgres, as `run` fsyncs its records.
+    let db = test_db_with(backend, dir.path(), true);
+    let wasm = dir.path().join("direct.wasm");
+    std::fs::write(&wasm, direct()).unwrap();
+
+    // `run` directly, episodes in worker processes.
+    let runs = std::cell::Cell::new(0);
+    let run = |tasks: &[String]| {
+        runs.set(runs.get() + 1);
+        let cpu_before = children_cpu_seconds();
+        let started = Instant::now();
+        let out = Command::new(support::host_bin())
+            .args(["--quiet", "--store"])
+            .arg(dir.path().join("run-store"))
+            .args(["run", "--harness"])
+            .arg(&wasm)
+            .args(["--tasks", &tasks.join(","), "--split", "all"])
+            .args(["--trials", "4", "--agent-model", "sim:mixed", "--seed", "1"])
+            .args([
+                "--cache",
+                "off",
+                "--sim-latency-ms",
+                &latency_ms.to_string(),
+            ])
+            .args(["--concurrency", &SLOTS.to_string(), "--isolate", "process"])
+            .arg("--out")
+            .arg(dir.path().join(format!("run-out-{}", runs.get())))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let secs = started.elapsed().as_secs_f64();
+        (secs, children_cpu_seconds() - cpu_before)
+    };
+
+    // The same through the service: an alias with the same latency.
+    let config = config_file(
+        dir.path(),
+        &db.url,
+        &format!(
+            "[models.bench]\nmodel = \"sim:mixed\"\nsim_latency_ms = {latency_ms}\n[worker]\nslots = {SLOTS}\nlease_seconds = 30\n"
+        ),
+    );
+    let t = add_tenant(&config, "bench");
+    cli(
+        &config,
+        &["tenant", "set-quota", "bench", "concurrent_episodes=100"],
+    );
+    let mut server = Server::start(&config, &[]);
+    let mut api = Api::new(&server.url);
+    let hash = api.upload(&t, &direct()).await.json()["hash"].clone();
+    let postmaster = db.postmaster_pid();
+    // Warm-up, not timed, the same on both sides: `run` compiles the
+    // component into its store (the service compiled it at the upload);
+    // the service's workers open the domain and load the component, as
+    // each `run` does before its first episode.
+    run(&small[..1]);
+    serve_batch(&api, &server, &t, &hash, postmaster, &small[..1]).await;
+    let profile = backend == Backend::Postgres && std::env::var_os(PG_STATS).is_some();
+    if profile {
+        run_sql(
+            &db.url,
+            &[
+                "CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
+                "SELECT pg_stat_statements_reset()",
+            ],
+        )
+        .await;
+    }
+
+    let mut overheads = Vec::new();
+    // Marginal CPU seconds (large batch minus small), summed over rounds:
+    // `run` with its workers; the server process, its workers, Postgres.
+    let (mut run_cpu, mut serve_cpu_sum) = (0.0, [0.0; 3]);
+    for round in 1..=rounds {
+        let (mut run_t, mut serve_t) = ([0.0; 2], [0.0; 2]);
+        let (mut run_c, mut serve_c) = ([0.0; 2], [[0.0; 3]; 2]);
+        for (i, tasks) in [&small, &large].into_iter().enumerate() {
+            if mode == Service::Fresh {
+                // Like each `run`, each batch starts new worker processes
+                // that have scored no task yet (and new database
+                // connections), so the subtraction cancels their start-up
+                // as it does `run`'s.
+                server.restart();
+                api = Api::new(&server.url);
+            }
+            if round % 2 == 1 {
+                (run_t[i], run_c[i]) = run(tasks);
+                (serve_t[i], serve_c[i]) =
+                    serve_batch(&api, &server, &t, &hash, postmaster, tasks).await;
+            } else {
+                (serve_t[i], serve_c[i]) =
+                    serve_batch(&api, &server, &t, &hash, postmaster, tasks).await;
+                (run_t[i], run_c[i]) = run(tasks);
+            }
+        }
+        run_cpu += run_c[1] - run_c[0];
+        for k in 0..3 {
+            serve_cpu_sum[k] += serve_c[1][k] - serve_c[0][k];
+        }
+        let run_rate = marginal / (run_t[1] - run_t[0]);
+        let serve_rate = marginal / (serve_t[1] - serve_t[0]);
+        let overhead = run_rate / serve_rate - 1.0;
+        overheads.push(overhead);
+        println!(
+            "{backend:?} {latency_ms} ms {mode:?} round {round}: run {} eps {:.2} s, {} eps {:.2} s, marginal {run_rate:.2} eps/s | serve {:.2} s, {:.2} s, marginal {serve_rate:.2} eps/s | serve/run time per episode {:.3} (overhead {:+.1}%) | CPU ms per marginal episode: run {:.2}, serve {:.2} | load {}",
+            small_n * 4,
+            run_t[0],
+            large_n * 4,
+            run_t[1],
+            serve_t[0],
+            serve_t[1],
+            1.0 + overhead,
+            overhead * 100.0,
+            (run_c[1] - run_c[0]) * 1000.0 / marginal,
+            (0..3).map(|k| serve_c[1][k] - serve_c[0][k]).sum::<f64>() * 1000.0 / marginal,
+            load_average()
+        );
+    }
+    let per_episode = |cpu: f64| cpu * 1000.0 / (marginal * rounds as f64);
+    println!(
+        "{backend:?} {latency_ms} ms {mode:?} CPU per marginal episode: run {:.2} ms (itself and its workers) | serve {:.2} ms = server process {:.2} + workers {:.2} + Postgres {:.2}",
+        per_episode(run_cpu),
+        per_episode(serve_cpu_sum.iter().sum()),
+        per_episode(serve_cpu_sum[0]),
+        per_episode(serve_cpu_sum[1]),
+        per_episode(serve_cpu_sum[2]),
+    );
+    if profile {
+        print_statement_profile(&db.url, rounds * (small_n + large_n) * 4).await;
+    }
+    let mut sorted = overheads.clone();
+    sorted.sort_by(f64::total_cmp);
+    (median(overheads), sorted[0], sorted[sorted.len() - 1])
+}
+
+/// Whether the service starts each round fresh or keeps running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Service {
+    /// Restarted before each batch: its worker processes start, and have
+    /// scored no task yet, like `run`'s (like for like).
+    Fresh,
+    /// One server for every round: its worker processes keep what they
+    /// computed per task (the tau2 domain's gold outcomes) across
+    /// evaluations, which `run`, starting new processes, cannot.
+    LongRunning,
+}
+
+/// One evaluation of `tasks` × 4 trials through the service: its wall time
+/// and the CPU seconds (server process, its episode workers, Postgres) it
+/// took.
+async fn serve_batch(
+    api: &Api,
+    server: &Server,
+    t: &Tenant,
+    hash: &Value,
+    postmaster: Option<u32>,
+    tasks: &[String],
+) -> (f64, [f64; 3]) {
+    let server_pid = server.proc.0.as_ref().unwrap().id();
+    let cpu = || {
+        let workers: f64 = children(server_pid).into_iter().map(cpu_seconds).sum();
+        [
+            cpu_seconds(server_pid),
+            workers,
+            postmaster.map_or(0.0, cluster_cpu_seconds),
+        ]
+    };
+    let episodes = tasks.len() * 4;
+    let before = cpu();
+    let started = Instant::now();
+    let id = api
+        .evaluate(
+            t,
+            json!({"harness": hash, "tasks": tasks, "trials": 4, "agent": "bench", "seed": 1}),
+        )
+        .await;
+    let s = api.wait(t, &id).await;
+    assert_eq!(s["state"], "done");
+    assert_eq!(s["progress"]["done"], episodes, "{s}");
+    let secs = started.elapsed().as_secs_f64();
+    let after = cpu();
+    (secs, [0, 1, 2].map(|k| after[k] - before[k]))
+}
+
+/// CPU seconds (user + system) `pid` has used itself.
+fn cpu_seconds(pid: u32) -> f64 {
+    proc_stat_ticks(pid, 2) as f64 / clock_ticks()
+}
+
+/// A Postgres cluster's CPU seconds: the postmaster, its live backends and
+/// the ones it has reaped.
+fn cluster_cpu_seconds(postmaster: u32) -> f64 {
+    let live: u64 = children(postmaster)
+        .into_iter()
+        .map(|p| proc_stat_ticks(p, 2))
+        .sum();
+    (proc_stat_ticks(postmaster, 4) + live) as f64 / clock_ticks()
+}
+
+/// utime + stime (`fields` 2) or + cutime + cstime (4) from /proc/PID/stat.
+fn proc_stat_ticks(pid: u32, fields: usize) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    let after = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+    // After "(comm)": state is field 3, utime field 14.
+    after
+        .split_whitespace()
+        .skip(11)
+        .take(fields)
+        .filter_map(|v| v.parse::<u64>().ok())
+        .sum()
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
+}
+
+/// CPU seconds of this process's children that have been waited for.
+fn children_cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes into the struct we pass.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(u.ru_utime) + secs(u.ru_stime)
+}
+
+/// Set (with `ECDYSIS_TEST_PG_OPTS="-c shared_preload_libraries=pg_stat_statements"`):
+/// the benchmark prints where Postgres time went in its measured rounds.
+const PG_STATS: &str = "ECDYSIS_SERVE_BENCH_PG_STATS";
+
+/// Postgres's statements by total execution time, with calls and time per
+/// served episode (pg_stat_statements; server-side time only, not the
+/// round trips).
+async fn print_statement_profile(url: &str, episodes: usize) {
+    use sqlx::Row;
+    let db = ecdysis_host::serve::Db::open(url).await.unwrap();
+    let rows = sqlx::query(
+        "SELECT calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g')
+         FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    let (mut calls_all, mut ms_all) = (0i64, 0.0f64);
+    println!(
+        "Postgres statements over {episodes} served episodes (calls/episode, ms/episode, query):"
+    );
+    for r in &rows {
+        let calls: i64 = r.get(0);
+        let ms: f64 = r.get(1);
+        let query: String = r.get(3);
+        calls_all += calls;
+        ms_all += ms;
+        println!(
+            "  {:6.2} {:7.3}  {}",
+            calls as f64 / episodes as f64,
+            ms / episodes as f64,
+            query.chars().take(110).collect::<String>()
+        );
+    }
+    println!(
+        "  top 25 total: {:.2} statements and {:.3} ms of Postgres time per episode",
+        calls_all as f64 / episodes as f64,
+        ms_all / episodes as f64
+    );
+    let jit = sqlx::query(
+        "SELECT CAST(COALESCE(SUM(jit_functions), 0) AS BIGINT),
+                COALESCE(SUM(jit_generation_time + jit_inlining_time + jit_optimization_time + jit_emission_time), 0.0)
+         FROM pg_stat_statements",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    println!(
+        "  JIT: {} functions compiled, {:.1} ms",
+        jit.get::<i64, _>(0),
+        jit.get::<f64, _>(1)
+    );
+    db.close().await;
+}
+
+/// The server's memory per idle tenant: RSS before and after 2,000
+/// tenants made a request each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn measure_memory_per_idle_tenant() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+
+    // Memory per idle tenant: 2,000 tenants that each made one request.
+    let pid = server.proc.0.as_ref().unwrap().id();
+    let db = ecdysis_host::serve::Db::open(&sqlite(dir.path()))
+        .await
+        .unwrap();
+    let mut tenants = Vec::new();
+    for i in 0..2000 {
+        let name = format!("idle{i}");
+        let token = ecdysis_host::serve::tenants::add(&db, &name).await.unwrap();
+        tenants.push(Tenant { name, token });
+    }
+    // One request first, so the connection pool and allocator are warm.
+    assert_eq!(api.get("/v1/usage", &tenants[0]).await.status, 200);
+    let before = rss_kib(pid);
+    for t in &tenants[1..] {
+        assert_eq!(api.get("/v1/usage", t).await.status, 200);
+    }
+    let after = rss_kib(pid);
+    println!(
+        "memory: server RSS {before} KiB, then {after} KiB after 1,999 more tenants made a request each: {:.2} KiB per idle tenant",
+        after.saturating_sub(before) as f64 / 1999.0
+    );
+}
+
+/// Benchmark: the time of an upload of bytes another tenant already stored
+/// against one of bytes never seen, interleaved (new, stored, new, …; each
+/// a distinct component: `direct` with a custom section), on one server.
+/// Prints the medians, their ratio and the load average. Equal work (same
+/// check in a worker, same writes) should give a ratio near 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a benchmark: run with --ignored --nocapture"]
+async fn bench_upload_of_stored_bytes_against_new_bytes() {
+    let n: u64 = env_or("ECDYSIS_SERVE_BENCH_UPLOADS", 15);
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let owner = add_tenant(&config, "owner");
+    let prober = add_tenant(&config, "prober");
+    cli(
+        &config,
+        &["tenant", "set-quota", "prober", "requests_per_second=1000"],
+    );
+    cli(
+        &config,
+        &["tenant", "set-quota", "owner", "requests_per_second=1000"],
+    );
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    let base = direct();
+    // The owner stores variants 0..n; the prober uploads them (stored) and
+    // variants n..2n (new).
+    for i in 0..n {
+        assert_eq!(api.upload(&owner, &variant(&base, i)).await.status, 201);
+    }
+    // Warm-up (the check workers start).
+    assert_eq!(
+        api.upload(&prober, &variant(&base, 10_000)).await.status,
+        201
+    );
+    let load_before = load_average();
+    let (mut stored, mut new) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        for (times, bytes) in [
+            (&mut new, variant(&base, n + i)),
+            (&mut stored, variant(&base, i)),
+        ] {
+            let started = Instant::now();
+            let r = api.upload(&prober, &bytes).await;
+            times.push(started.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+    }
+    let (ms_stored, ms_new) = (median(stored), median(new));
+    println!(
+        "upload ({} KiB component, {n} of each, interleaved): bytes another tenant stored median {ms_stored:.1} ms, new bytes median {ms_new:.1} ms, ratio stored/new {:.3}; load average before {load_before}, after {}",
+        base.len() / 1024,
+        ms_stored / ms_new,
+        load_average()
+    );
+}

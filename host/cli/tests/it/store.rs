@@ -1,0 +1,449 @@
+//! The content-addressed store: stable hashes, no rebuilds, verified
+//! precompiled artifacts, clear errors.
+
+use crate::support;
+
+use ecdysis_host::sandbox::{Limits, Sandbox};
+use ecdysis_host::store::{BuildOptions, ComponentStore, LoadSource, ManifestFacts, StoreError};
+
+/// A store in a temp dir, its artifact key beside it (outside the store).
+fn temp_store() -> (tempfile::TempDir, ComponentStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        ComponentStore::open(dir.path().join("store")).with_key_file(dir.path().join("key"));
+    (dir, store)
+}
+
+/// The precompiled artifact and its MAC of `hash` in `store`.
+fn artifact_files(store: &ComponentStore, hash: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = store.root().join("precompiled");
+    let cwasm = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.extension().is_some_and(|x| x == "cwasm")
+                && p.file_name().unwrap().to_string_lossy().starts_with(hash)
+        })
+        .expect("artifact written");
+    let mac = cwasm.with_extension("cwasm.mac");
+    (cwasm, mac)
+}
+
+fn quiet() -> BuildOptions {
+    BuildOptions {
+        quiet: true,
+        ..BuildOptions::default()
+    }
+}
+
+#[test]
+fn building_twice_gives_the_same_hash_without_rebuilding() {
+    let (_d, store) = temp_store();
+    let crate_dir = support::repo_root().join("guests/direct");
+    let first = store.build(&crate_dir, &quiet()).unwrap();
+    let second = store.build(&crate_dir, &quiet()).unwrap();
+    assert_eq!(first.manifest.hash, second.manifest.hash);
+    assert!(
+        second.cargo_fresh,
+        "cargo must find the second build up to date"
+    );
+    // First write wins: the manifest is not rewritten.
+    assert_eq!(first.manifest.built_at, second.manifest.built_at);
+    let m = &second.manifest;
+    assert_eq!(m.world, ecdysis_host::sandbox::WORLD_VERSION);
+    assert!(m.toolchain.as_deref().unwrap_or("").starts_with("rustc "));
+    assert_eq!(m.source_tree_hash.as_ref().map(String::len), Some(64));
+    let bytes = store.read_component(&m.hash).unwrap();
+    assert_eq!(bytes.len() as u64, m.size);
+    assert_eq!(store.list().unwrap(), vec![m.hash.clone()]);
+}
+
+#[test]
+fn features_and_parents_are_recorded() {
+    let (_d, store) = temp_store();
+    let crate_dir = support::repo_root().join("guests/hostile");
+    let plain = store.build(&crate_dir, &quiet()).unwrap().manifest;
+    let opts = BuildOptions {
+        features: vec!["panic".into()],
+        parent: Some(plain.hash.clone()),
+        quiet: true,
+        ..BuildOptions::default()
+    };
+    let child = store.build(&crate_dir, &opts).unwrap().manifest;
+    assert_ne!(plain.hash, child.hash);
+    assert_eq!(child.parent.as_ref(), Some(&plain.hash));
+    assert_eq!(child.features, vec!["panic".to_string()]);
+}
+
+#[test]
+fn a_known_hash_loads_without_compiling_and_corruption_is_caught() {
+    let (dir, store) = temp_store();
+    let bytes = support::guest("guests/direct", None);
+    let m = store
+        .put(
+            &bytes,
+            ManifestFacts {
+                origin: "test".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let (_, first) = store.load(&sandbox, &m.hash).unwrap();
+    assert_eq!(first, LoadSource::Compiled);
+    let (_, second) = store.load(&sandbox, &m.hash).unwrap();
+    assert_eq!(second, LoadSource::Precompiled);
+
+    // Flip bytes in the middle of the precompiled artifact.
+    let pre_dir = dir.path().join("store/precompiled");
+    let cwasm = std::fs::read_dir(&pre_dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .expect("artifact written");
+    let mut native = std::fs::read(&cwasm).unwrap();
+    let mid = native.len() / 2;
+    for b in &mut native[mid..mid + 64] {
+        *b ^= 0xA5;
+    }
+    std::fs::write(&cwasm, &native).unwrap();
+    let (harness, third) = store.load(&sandbox, &m.hash).unwrap();
+    assert_eq!(third, LoadSource::RecompiledCorrupt);
+    assert!(ecdysis_host::doctor::check(&harness).passed());
+    let (_, fourth) = store.load(&sandbox, &m.hash).unwrap();
+    assert_eq!(
+        fourth,
+        LoadSource::Precompiled,
+        "the artifact was rewritten"
+    );
+
+    // A tampered component is refused, not run.
+    let path = store.component_path(&m.hash);
+    let mut wasm = std::fs::read(&path).unwrap();
+    let last = wasm.len() - 1;
+    wasm[last] ^= 1;
+    std::fs::write(&path, &wasm).unwrap();
+    std::fs::remove_dir_all(&pre_dir).unwrap();
+    assert!(matches!(
+        store.load(&sandbox, &m.hash),
+        Err(StoreError::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn hashes_resolve_by_unique_prefix_and_bad_specs_are_named() {
+    let (_d, store) = temp_store();
+    let m = store
+        .put(
+            &support::guest("guests/direct", None),
+            ManifestFacts {
+                origin: "test".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let h = m.hash.as_str();
+    assert_eq!(store.resolve(&h[..12]).unwrap().hash, m.hash);
+    // Fewer than 12 digits are a guess outside interactive use...
+    match store.resolve(&h[..8]) {
+        Err(StoreError::PrefixTooShort { prefix, min }) => {
+            assert_eq!((prefix.as_str(), min), (&h[..8], 12))
+        }
+        other => panic!("expected PrefixTooShort, got {other:?}"),
+    }
+    // ...and 6 are enough at a terminal.
+    let interactive = store
+        .clone()
+        .with_min_prefix(ecdysis_host::store::MIN_PREFIX_INTERACTIVE);
+    assert_eq!(interactive.resolve(&h[..6]).unwrap().hash, m.hash);
+    assert!(matches!(
+        interactive.resolve(&h[..5]),
+        Err(StoreError::PrefixTooShort { min: 6, .. })
+    ));
+    // A directory is not a crate without its Cargo.toml.
+    let dir = _d.path().join("not-a-crate");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    match store.obtain(dir.to_str().unwrap(), true) {
+        Err(StoreError::NotACrate { dir: named }) => assert_eq!(named, dir),
+        other => panic!("expected NotACrate, got {other:?}"),
+    }
+    assert_eq!(store.resolve(m.hash.as_str()).unwrap().hash, m.hash);
+    let err = store.resolve("no-such-thing.wasm").unwrap_err();
+    assert!(err.to_string().contains("no-such-thing.wasm"), "{err}");
+    let err = store
+        .put(
+            b"\0asm\x01\0\0\0",
+            ManifestFacts {
+                origin: "core.wasm".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::NotAComponent(ref o) if o == "core.wasm"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_broken_crate_reports_the_compiler_error() {
+    let (dir, store) = temp_store();
+    let src = support::repo_root().join("guests/direct");
+    let staging = dir.path().join("broken");
+    std::fs::create_dir_all(staging.join("src")).unwrap();
+    let manifest = std::fs::read_to_string(src.join("Cargo.toml"))
+        .unwrap()
+        .replace("wit-bindgen.workspace = true", "wit-bindgen = \"0.63\"");
+    std::fs::write(
+        staging.join("Cargo.toml"),
+        format!("[workspace]\n{manifest}"),
+    )
+    .unwrap();
+    std::fs::write(
+        staging.join("src/lib.rs"),
+        "pub fn f() -> u32 { \"not a number\" }",
+    )
+    .unwrap();
+    let err = store.build(&staging, &quiet()).unwrap_err();
+    match err {
+        StoreError::BuildFailed { stderr_tail, .. } => {
+            assert!(stderr_tail.contains("mismatched types"), "{stderr_tail}")
+        }
+        other => panic!("{other}"),
+    }
+}
+
+/// Replace every occurrence of `from` by `to` (same length) in `bytes`.
+fn patched(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut out = bytes.to_vec();
+    let mut found = 0;
+    let mut i = 0;
+    while i + from.len() <= out.len() {
+        if &out[i..i + from.len()] == from {
+            out[i..i + from.len()].copy_from_slice(to);
+            found += 1;
+            i += from.len();
+        } else {
+            i += 1;
+        }
+    }
+    assert!(found > 0, "pattern not found");
+    out
+}
+
+#[test]
+fn the_world_is_read_from_the_component_and_an_unknown_one_is_refused() {
+    let (_d, store) = temp_store();
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let direct = support::guest("guests/direct", None);
+    // The same harness claiming a world version this host does not know:
+    // the export name is the only thing changed (same length, still a
+    // valid component).
+    let future = patched(
+        &direct,
+        b"ecdysis:harness/hooks@0.1.0",
+        b"ecdysis:harness/hooks@0.9.0",
+    );
+    let m = store.put(&future, ManifestFacts::default()).unwrap();
+    assert_eq!(m.world, "ecdysis:harness/harness@0.9.0");
+    match store.load(&sandbox, &m.hash) {
+        Err(StoreError::UnsupportedWorld {
+            world, supported, ..
+        }) => {
+            assert_eq!(world, "ecdysis:harness/harness@0.9.0");
+            assert!(
+                supported.contains("ecdysis:harness/harness@0.1.0"),
+                "{supported}"
+            );
+        }
+        other => panic!("expected UnsupportedWorld, got {:?}", other.map(|r| r.1)),
+    }
+    // An empty component exports no hooks at all.
+    let empty = store
+        .put(b"\0asm\x0d\0\x01\0", ManifestFacts::default())
+        .unwrap();
+    assert_eq!(empty.world, ecdysis_host::store::NO_WORLD);
+    assert!(matches!(
+        store.load(&sandbox, &empty.hash),
+        Err(StoreError::UnsupportedWorld { .. })
+    ));
+    // Positive control: the unpatched harness loads and says its world.
+    let good = store.put(&direct, ManifestFacts::default()).unwrap();
+    assert_eq!(good.world, ecdysis_host::sandbox::WORLD_VERSION);
+    let inspection = store.inspect(&sandbox, &good.hash).unwrap();
+    assert!(inspection.world_supported && inspection.link_error.is_none());
+    assert!(store.load(&sandbox, &good.hash).is_ok());
+}
+
+#[test]
+fn a_planted_artifact_is_recompiled_never_executed() {
+    let (dir, store) = temp_store();
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let good = store
+        .put(
+            &support::guest("guests/direct", None),
+            ManifestFacts::default(),
+        )
+        .unwrap();
+    let evil = store
+        .put(
+            &support::guest("guests/hostile", Some("panic")),
+            ManifestFacts::default(),
+        )
+        .unwrap();
+    store.load(&sandbox, &good.hash).unwrap();
+    store.load(&sandbox, &evil.hash).unwrap();
+    let (good_cwasm, good_mac) = artifact_files(&store, good.hash.as_str());
+    let (evil_cwasm, evil_mac) = artifact_files(&store, evil.hash.as_str());
+
+    // Whoever can write the store plants another component's genuine
+    // artifact and MAC under the good hash: the MAC binds the hash, so it is
+    // refused and the good component is recompiled.
+    std::fs::copy(&evil_cwasm, &good_cwasm).unwrap();
+    std::fs::copy(&evil_mac, &good_mac).unwrap();
+    let (harness, source) = store.load(&sandbox, &good.hash).unwrap();
+    assert_eq!(source, LoadSource::RecompiledCorrupt);
+    assert!(
+        ecdysis_host::doctor::check(&harness).passed(),
+        "the good harness runs, not the planted panicking one"
+    );
+
+    // An artifact authenticated with a key the attacker made up (the old
+    // unkeyed checksum scheme is the same as knowing no key at all).
+    std::fs::copy(&evil_cwasm, &good_cwasm).unwrap();
+    let forged = ComponentStore::open(store.root()).with_key_file(dir.path().join("attacker.key"));
+    let (_, _) = forged.load(&sandbox, &evil.hash).unwrap();
+    let (_, forged_mac) = artifact_files(&forged, evil.hash.as_str());
+    std::fs::write(&good_mac, std::fs::read(&forged_mac).unwrap()).unwrap();
+    let (harness, source) = store.load(&sandbox, &good.hash).unwrap();
+    assert_eq!(source, LoadSource::RecompiledCorrupt);
+    assert!(ecdysis_host::doctor::check(&harness).passed());
+    // Positive control: the rewritten artifact verifies and loads as is.
+    let (_, source) = store.load(&sandbox, &good.hash).unwrap();
+    assert_eq!(source, LoadSource::Precompiled);
+}
+
+#[test]
+fn an_artifact_key_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, store) = temp_store();
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let m = store
+        .put(
+            &support::guest("guests/direct", None),
+            ManifestFacts::default(),
+        )
+        .unwrap();
+    store.load(&sandbox, &m.hash).unwrap();
+    let key = dir.path().join("key");
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "created private"
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let reopened = ComponentStore::open(store.root()).with_key_file(&key);
+    match reopened.load(&sandbox, &m.hash) {
+        Err(StoreError::BadKey { path, reason }) => {
+            assert_eq!(path, key);
+            assert!(reason.contains("chmod 600"), "{reason}");
+        }
+        other => panic!("expected BadKey, got {:?}", other.map(|r| r.1)),
+    }
+}
+
+#[test]
+fn untrusted_bytes_compile_in_a_limited_child_and_are_size_capped() {
+    use ecdysis_host::store::Compiler;
+    use std::time::{Duration, Instant};
+    let (dir, store) = temp_store();
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let bytes = support::guest("guests/direct", None);
+    let m = store.put(&bytes, ManifestFacts::default()).unwrap();
+    // A compiler child that may not map enough memory to compile fails
+    // with a typed error, quickly, and the host is unharmed.
+    let starved = store.clone().with_compiler(Compiler::Child {
+        exe: support::host_bin(),
+        timeout: Duration::from_secs(60),
+        memory_bytes: 16 << 20,
+    });
+    let started = Instant::now();
+    match starved.load(&sandbox, &m.hash) {
+        Err(StoreError::Sandbox(e)) => {
+            assert_eq!(e.kind(), "compile", "{e}");
+            assert!(e.to_string().contains("compiler process failed"), "{e}");
+        }
+        other => panic!("expected a compile error, got {:?}", other.map(|r| r.1)),
+    }
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // Positive control: the same child with room compiles it, and the
+    // harness runs.
+    let child = store.clone().with_compiler(Compiler::Child {
+        exe: support::host_bin(),
+        timeout: Duration::from_secs(120),
+        memory_bytes: 4 << 30,
+    });
+    let (harness, source) = child.load(&sandbox, &m.hash).unwrap();
+    assert_eq!(source, LoadSource::Compiled);
+    assert!(ecdysis_host::doctor::check(&harness).passed());
+
+    // Size cap: refused at the door, for bytes and for files alike.
+    let small = ComponentStore::open(dir.path().join("small"))
+        .with_key_file(dir.path().join("key"))
+        .with_max_component_bytes(1000);
+    assert!(matches!(
+        small.put(&bytes, ManifestFacts::default()),
+        Err(StoreError::TooLarge { cap: 1000, .. })
+    ));
+    let file = dir.path().join("big.wasm");
+    std::fs::write(&file, &bytes).unwrap();
+    match small.resolve(file.to_str().unwrap()) {
+        Err(StoreError::TooLarge { origin, .. }) => assert!(origin.contains("big.wasm")),
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_compile_child_reuses_the_stores_function_cache() {
+    use ecdysis_host::store::Compiler;
+    use std::time::Duration;
+    let (dir, _) = temp_store();
+    let child_store = || {
+        ComponentStore::open(dir.path().join("store"))
+            .with_key_file(dir.path().join("key"))
+            .with_compiler(Compiler::Child {
+                exe: support::host_bin(),
+                timeout: Duration::from_secs(120),
+                memory_bytes: 4 << 30,
+            })
+    };
+    let sandbox = Sandbox::new(Limits::default()).unwrap();
+    let bytes = support::guest("guests/direct", None);
+    let first = child_store();
+    let m = first.put(&bytes, ManifestFacts::default()).unwrap();
+    first.load(&sandbox, &m.hash).unwrap();
+    let cold = first.fn_cache_counts();
+    // (Hits on a cold cache are functions with the same body as one
+    // compiled earlier in the same component.)
+    assert!(cold.misses > 10, "the child reported its lookups: {cold:?}");
+    assert_eq!(cold.inserted, cold.misses, "{cold:?}");
+    // Without its artifact, another store (another process, as far as the
+    // counts go) compiles it again from the cache alone, and it runs.
+    for e in std::fs::read_dir(first.root().join("precompiled")).unwrap() {
+        std::fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    let second = child_store();
+    let (harness, source) = second.load(&sandbox, &m.hash).unwrap();
+    assert_eq!(source, LoadSource::Compiled);
+    let warm = second.fn_cache_counts();
+    // A few functions miss in another process (measured: 11 of 282 for
+    // this guest; their Cranelift key differs between processes, so they
+    // are never wrongly shared); the guest's own code all hits.
+    assert!(warm.hits > 0 && warm.misses * 10 < warm.hits, "{warm:?}");
+    assert_eq!(warm.hits + warm.misses, cold.hits + cold.misses, "{warm:?}");
+    assert_eq!(warm.rejected, 0);
+    assert!(ecdysis_host::doctor::check(&harness).passed());
+}

@@ -1,0 +1,496 @@
+//! The table coder: a coder for models too weak to edit Rust. It shows the
+//! model the spec, the evidence and the harness's rule-table entries for
+//! the domain, and asks for the change as a short JSON list of table edits
+//! ([`RuleEdit`]s: a system-prompt rule, a tool hint, a skill, error
+//! advice, a tool alias, a regulation threshold). The host writes them into
+//! `src/tables.rs` with the rule coder's exact renderer, so a reply that
+//! parses always yields valid Rust; the crate is still built before the
+//! candidate is taken.
+//!
+//! Where the endpoint enforces a response format (`structured`: OpenAI,
+//! vLLM and llama.cpp take `response_format` with a JSON schema) the reply
+//! is constrained to the schema, tool names included; without it the first
+//! JSON object of the reply is read and checked the same way. Replies that
+//! do not parse, name unknown tools or change nothing go back to the model
+//! as a follow-up turn, like the editor's.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::editor::EditorConfig;
+use super::{
+    BuildCheck, Coder, CoderError, CoderFuture, CoderOutcome, CoderTask, Snapshot,
+    check_build_async, check_crate, clip_blocks, clip_chars, fill_template, src_diff,
+};
+use crate::budget::{self, Section, estimate_messages};
+use crate::heuristic::TABLES_FILE;
+use crate::rulecoder;
+use crate::spec::{RegulationField, RuleEdit};
+use ecdysis_model::{ChatMessage, ChatModel, ChatRequest, response_format_json_schema};
+
+const SYSTEM: &str = include_str!("../prompts/tables_system.md");
+const TASK: &str = include_str!("../prompts/tables_task.md");
+
+/// Most edits one reply may carry.
+pub const MAX_EDITS: usize = 3;
+
+/// Longest text of one edit (a skill's text may be twice as long).
+pub const MAX_TEXT_CHARS: usize = 400;
+
+/// The table coder.
+pub struct TableCoder {
+    model: Arc<dyn ChatModel>,
+    config: EditorConfig,
+    name: String,
+}
+
+impl TableCoder {
+    /// A table coder driving `model` (named `tables:<model>` in records).
+    pub fn new(model: Arc<dyn ChatModel>, config: EditorConfig) -> Self {
+        let name = format!("tables:{}", model.name());
+        Self {
+            model,
+            config,
+            name,
+        }
+    }
+}
+
+/// A reply: the edits, and the model's one-line reason.
+#[derive(Debug, Deserialize)]
+struct Reply {
+    #[serde(default)]
+    reason: String,
+    edits: Vec<RuleEdit>,
+}
+
+/// The JSON schema of a reply for a domain with these tools: the kinds a
+/// model may use, tool names as enums, bounded texts and counts.
+pub fn reply_schema(tools: &[String]) -> Value {
+    let text = |max: usize| json!({"type": "string", "minLength": 3, "maxLength": max});
+    let tool = if tools.is_empty() {
+        json!({"type": "string", "minLength": 1, "maxLength": 64})
+    } else {
+        json!({"enum": tools})
+    };
+    let kind = |k: &str, props: Value, required: &[&str]| {
+        let mut p = props;
+        p["kind"] = json!({"const": k});
+        let mut req = vec!["kind"];
+        req.extend_from_slice(required);
+        json!({"type": "object", "properties": p, "required": req, "additionalProperties": false})
+    };
+    let fields: Vec<&str> = RegulationField::ALL.iter().map(|f| f.as_str()).collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "reason": text(300),
+            "edits": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_EDITS,
+                "items": {"anyOf": [
+                    kind("prompt_rule", json!({"text": text(MAX_TEXT_CHARS)}), &["text"]),
+                    kind("tool_hint", json!({"tool": tool, "hint": text(MAX_TEXT_CHARS)}), &["tool", "hint"]),
+                    kind("skill", json!({
+                        "title": text(80),
+                        "text": text(2 * MAX_TEXT_CHARS),
+                        "keywords": {"type": "array", "maxItems": 12, "items": text(24)},
+                    }), &["title", "text", "keywords"]),
+                    kind("error_advice", json!({"contains": text(80), "advice": text(MAX_TEXT_CHARS)}), &["contains", "advice"]),
+                    kind("tool_alias", json!({"alias": text(64), "tool": tool}), &["alias", "tool"]),
+                    kind("regulation", json!({
+                        "field": {"enum": fields},
+                        "value": {"type": "integer", "minimum": 1, "maximum": 30},
+                    }), &["field", "value"]),
+                ]},
+            },
+        },
+        "required": ["reason", "edits"],
+        "additionalProperties": false,
+    })
+}
+
+/// Read a reply as edits and check them against the domain's tools: the
+/// first JSON object of the text, kinds a model may use, known tools,
+/// bounded texts. The problems, when it is not usable.
+pub fn parse_reply(text: &str, tools: &[String]) -> Result<(String, Vec<RuleEdit>), String> {
+    let json =
+        crate::spec::first_json_object(text).ok_or("the reply holds no JSON object".to_string())?;
+    let reply: Reply = serde_json::from_str(json).map_err(|e| format!("not an edit list: {e}"))?;
+    if reply.edits.is_empty() {
+        return Err("\"edits\" is empty".into());
+    }
+    if reply.edits.len() > MAX_EDITS {
+        return Err(format!(
+            "{} edits; give at most {MAX_EDITS}",
+            reply.edits.len()
+        ));
+    }
+    let known = |t: &str| tools.is_empty() || tools.iter().any(|x| x == t);
+    let mut problems = Vec::new();
+    for (i, e) in reply.edits.iter().enumerate() {
+        let n = i + 1;
+        let long = |s: &str, max: usize| s.trim().chars().count() > max;
+        let blank = |s: &str| s.trim().is_empty();
+        match e {
+            RuleEdit::PromptRule { text } if blank(text) || long(text, MAX_TEXT_CHARS) => {
+                problems.push(format!("edit {n}: the rule text must be 1 to {MAX_TEXT_CHARS} characters"))
+            }
+            RuleEdit::ToolHint { tool, .. } if !known(tool) => {
+                problems.push(format!("edit {n}: there is no tool `{tool}`"))
+            }
+            RuleEdit::ToolHint { hint, .. } if blank(hint) || long(hint, MAX_TEXT_CHARS) => {
+                problems.push(format!("edit {n}: the hint must be 1 to {MAX_TEXT_CHARS} characters"))
+            }
+            RuleEdit::Skill { title, text, .. }
+                if blank(title) || blank(text) || long(text, 2 * MAX_TEXT_CHARS) =>
+            {
+                problems.push(format!(
+                    "edit {n}: a skill needs a title and a text of at most {} characters",
+                    2 * MAX_TEXT_CHARS
+                ))
+            }
+            RuleEdit::ErrorAdvice { contains, advice }
+                if blank(contains) || blank(advice) || long(advice, MAX_TEXT_CHARS) =>
+            {
+                problems.push(format!(
+                    "edit {n}: error advice needs the error text it matches and advice of at most {MAX_TEXT_CHARS} characters"
+                ))
+            }
+            RuleEdit::ToolAlias { alias, tool } if !known(tool) || known(alias) && !tools.is_empty() => {
+                problems.push(format!(
+                    "edit {n}: an alias maps a name that is not a tool (`{alias}`) to a tool that is (`{tool}`)"
+                ))
+            }
+            RuleEdit::Regulation { value, .. } if !(1..=30).contains(value) => {
+                problems.push(format!("edit {n}: a threshold is a number from 1 to 30"))
+            }
+            RuleEdit::HashPrefixedArg { .. }
+            | RuleEdit::NumericArg { .. }
+            | RuleEdit::RepeatThreshold { .. } => problems.push(format!(
+                "edit {n}: kind not offered here; use one of the kinds listed"
+            )),
+            _ => {}
+        }
+    }
+    if problems.is_empty() {
+        Ok((reply.reason, reply.edits))
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+impl TableCoder {
+    async fn run(&self, task: &CoderTask, staging: &Path) -> Result<CoderOutcome, CoderError> {
+        check_crate(staging)?;
+        let (domain, tools) = match &task.context {
+            Some(c) => (c.domain.clone(), c.tools.clone()),
+            None => (String::new(), vec![]),
+        };
+        let before = Snapshot::take(staging)?;
+        let trust = before.untrusted_edits(&self.config.containment);
+        let tables = staging.join(TABLES_FILE);
+        let Ok(tables_text) = std::fs::read_to_string(&tables) else {
+            return Err(CoderError::NoEdits {
+                last: format!("the harness has no {TABLES_FILE} to edit"),
+                attempts: 0,
+                log: String::new(),
+            });
+        };
+        let opening = self.opening(task, &domain, &tools, &tables_text)?;
+        let schema = self
+            .config
+            .structured
+            .then(|| response_format_json_schema("table_edits", reply_schema(&tools)));
+        let mut messages = opening.clone();
+        let mut log = String::new();
+        let mut last = String::new();
+        let max_calls = 1 + self.config.max_feedback;
+        for attempt in 1..=max_calls {
+            let text = match self.ask(&messages, schema.as_ref()).await {
+                Ok(t) => t,
+                Err(source) => {
+                    log += &format!("call {attempt}: model error: {source}\n");
+                    before.restore()?;
+                    return Err(CoderError::Model {
+                        source,
+                        attempts: attempt,
+                        log,
+                    });
+                }
+            };
+            log += &format!(
+                "call {attempt}: reply of {} chars\n{}\n",
+                text.len(),
+                clip_chars(&text, super::LOGGED_REPLY_CHARS)
+            );
+            let feedback = match parse_reply(&text, &tools) {
+                Err(problem) => {
+                    log += &format!("call {attempt}: not usable: {problem}\n");
+                    format!(
+                        "Your reply could not be used: {problem}. Nothing was changed. Reply again with one JSON object in the format described above."
+                    )
+                }
+                Ok((reason, edits)) => {
+                    log += &format!("call {attempt}: {} edit(s): {reason}\n", edits.len());
+                    match rulecoder::apply_rules(staging, &edits, &domain) {
+                        Ok(0) => {
+                            log +=
+                                &format!("call {attempt}: every edit is already in the tables\n");
+                            "Every edit of your reply is already in the tables, so nothing changed. Propose a different edit that addresses the failure.".to_string()
+                        }
+                        Ok(n) => {
+                            let build: BuildCheck = check_build_async(
+                                staging,
+                                self.config.target_dir.as_deref(),
+                                &trust,
+                            )
+                            .await?;
+                            if build.ok {
+                                log += &format!(
+                                    "call {attempt}: {n} table entr(ies) changed, build ok ({:.1} s)\n",
+                                    build.seconds
+                                );
+                                let after = Snapshot::take(staging)?;
+                                let (diff, changed_files) = src_diff(&before, &after);
+                                return Ok(CoderOutcome {
+                                    diff,
+                                    changed_files,
+                                    attempts: attempt,
+                                    build_ok: true,
+                                    log,
+                                });
+                            }
+                            before.restore()?;
+                            log += &format!(
+                                "call {attempt}: build failed: {}\n",
+                                clip_chars(&build.errors, 400)
+                            );
+                            format!(
+                                "Your edits were written, but the harness did not build:\n{}\nNothing was kept. Reply again with different edits.",
+                                clip_chars(&build.errors, 1_500)
+                            )
+                        }
+                        Err(e) => {
+                            before.restore()?;
+                            log += &format!("call {attempt}: not applied: {e}\n");
+                            format!("Your edits could not be applied: {e}. Reply again.")
+                        }
+                    }
+                }
+            };
+            last = feedback.clone();
+            messages = opening.clone();
+            messages.push(ChatMessage::assistant(budget::clip_lines(
+                &text,
+                self.config.budget.reply_tokens,
+                "reply",
+            )));
+            messages.push(ChatMessage::user(feedback));
+        }
+        before.restore()?;
+        Err(CoderError::NoEdits {
+            last: last.lines().next().unwrap_or_default().to_string(),
+            attempts: max_calls,
+            log,
+        })
+    }
+
+    /// The system prompt and the task, fitted to the budget with room for
+    /// one follow-up exchange.
+    fn opening(
+        &self,
+        task: &CoderTask,
+        domain: &str,
+        tools: &[String],
+        tables: &str,
+    ) -> Result<Vec<ChatMessage>, CoderError> {
+        let budget = self.config.budget;
+        let too_small = || CoderError::ContextTooSmall {
+            context: budget.context_tokens,
+            reply: budget.reply_tokens,
+        };
+        let system = ChatMessage::system(SYSTEM.trim());
+        let exchange = if self.config.max_feedback > 0 {
+            budget.reply_tokens + 200 + 2 * budget::MESSAGE_OVERHEAD
+        } else {
+            0
+        };
+        let tools_text = if tools.is_empty() {
+            "(see the tool hints above)".to_string()
+        } else {
+            tools.join(", ")
+        };
+        let fill = |spec: &str, notes: &str, entries: &str| {
+            fill_template(
+                TASK,
+                &[
+                    ("spec", spec),
+                    ("notes", notes),
+                    ("entries", entries),
+                    ("domain", domain),
+                    ("tools", &tools_text),
+                ],
+            )
+        };
+        let room = budget
+            .prompt_tokens()
+            .checked_sub(
+                estimate_messages(std::slice::from_ref(&system))
+                    + budget::MESSAGE_OVERHEAD
+                    + exchange
+                    + budget::estimate_tokens(&fill("", "", ""))
+                    + 16,
+            )
+            .ok_or_else(too_small)?;
+        let spec = Section::text(
+            serde_json::to_string_pretty(&task.spec).unwrap_or_default(),
+            "spec",
+        );
+        let notes_text = task.notes.clone().unwrap_or_else(|| "(none)".into());
+        let notes = Section::new(move |cap| match cap {
+            None => notes_text.clone(),
+            Some(cap) => clip_blocks(&notes_text, cap, "evidence excerpt"),
+        });
+        let entries = Section::text(rulecoder::domain_entries(tables, domain), "table entries");
+        let parts = budget::fit_sections(&[&spec, &notes, &entries], room);
+        Ok(vec![
+            system,
+            ChatMessage::user(fill(&parts[0], &parts[1], &parts[2])),
+        ])
+    }
+
+    async fn ask(
+        &self,
+        messages: &[ChatMessage],
+        format: Option<&(String, Value)>,
+    ) -> Result<String, ecdysis_model::ModelError> {
+        let mut sampling = self.config.sampling.clone();
+        if sampling.max_tokens.is_none() {
+            sampling.max_tokens = Some(self.config.budget.reply_tokens as u32);
+        }
+        let mut request = ChatRequest::new(messages.to_vec()).with_sampling(sampling);
+        request.cache_salt = self.config.cache_salt.clone();
+        if let Some((key, value)) = format {
+            request.extra.insert(key.clone(), value.clone());
+        }
+        Ok(self.model.chat(&request).await?.text().to_string())
+    }
+}
+
+impl Coder for TableCoder {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn implement<'a>(&'a self, task: &'a CoderTask, staging: &'a Path) -> CoderFuture<'a> {
+        Box::pin(self.run(task, staging))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools() -> Vec<String> {
+        vec!["execute_sql".into(), "commit_final_answer".into()]
+    }
+
+    #[test]
+    fn replies_parse_into_checked_table_edits() {
+        let (reason, edits) = parse_reply(
+            "Here you go:\n```json\n{\"reason\": \"r\", \"edits\": [{\"kind\": \"prompt_rule\", \"text\": \"Quote values.\"}, {\"kind\": \"tool_alias\", \"alias\": \"run_query\", \"tool\": \"execute_sql\"}, {\"kind\": \"regulation\", \"field\": \"error_streak\", \"value\": 2}]}\n```",
+            &tools(),
+        )
+        .unwrap();
+        assert_eq!(reason, "r");
+        assert_eq!(
+            edits,
+            vec![
+                RuleEdit::PromptRule {
+                    text: "Quote values.".into()
+                },
+                RuleEdit::ToolAlias {
+                    alias: "run_query".into(),
+                    tool: "execute_sql".into()
+                },
+                RuleEdit::Regulation {
+                    field: RegulationField::ErrorStreak,
+                    value: 2
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn unusable_replies_say_what_is_wrong() {
+        let t = tools();
+        let err = |s: &str| parse_reply(s, &t).unwrap_err();
+        assert!(err("no json here").contains("no JSON object"));
+        assert!(err("{\"edits\": []}").contains("empty"));
+        assert!(
+            err("{\"edits\": [{\"kind\": \"tool_hint\", \"tool\": \"drop_table\", \"hint\": \"x y z\"}]}")
+                .contains("no tool `drop_table`")
+        );
+        assert!(
+            err("{\"edits\": [{\"kind\": \"tool_alias\", \"alias\": \"execute_sql\", \"tool\": \"execute_sql\"}]}")
+                .contains("alias")
+        );
+        assert!(
+            err("{\"edits\": [{\"kind\": \"numeric_arg\", \"arg\": \"x\"}]}")
+                .contains("not offered")
+        );
+        assert!(
+            err("{\"edits\": [{\"kind\": \"regulation\", \"field\": \"stall_turns\", \"value\": 0}]}")
+                .contains("1 to 30")
+        );
+        let long = "x".repeat(MAX_TEXT_CHARS + 1);
+        assert!(
+            err(&format!(
+                "{{\"edits\": [{{\"kind\": \"prompt_rule\", \"text\": \"{long}\"}}]}}"
+            ))
+            .contains("characters")
+        );
+        let four = "{\"kind\": \"prompt_rule\", \"text\": \"abc\"}";
+        assert!(
+            err(&format!("{{\"edits\": [{four},{four},{four},{four}]}}")).contains("at most 3")
+        );
+        assert!(
+            err("{\"edits\": [{\"kind\": \"rewrite_everything\"}]}").contains("not an edit list")
+        );
+    }
+
+    #[test]
+    fn the_schema_names_the_tools_and_bounds_the_reply() {
+        let s = reply_schema(&tools());
+        let items = &s["properties"]["edits"]["items"]["anyOf"];
+        assert_eq!(items.as_array().unwrap().len(), 6);
+        assert_eq!(s["properties"]["edits"]["maxItems"], MAX_EDITS);
+        let hint = items
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["properties"]["kind"]["const"] == "tool_hint")
+            .unwrap();
+        assert_eq!(hint["properties"]["tool"]["enum"], json!(tools()));
+        // Every kind the schema offers parses as a RuleEdit.
+        for k in items.as_array().unwrap() {
+            let kind = k["properties"]["kind"]["const"].as_str().unwrap();
+            let sample = match kind {
+                "prompt_rule" => json!({"kind": kind, "text": "abc"}),
+                "tool_hint" => json!({"kind": kind, "tool": "execute_sql", "hint": "abc"}),
+                "skill" => json!({"kind": kind, "title": "t", "text": "abc", "keywords": ["a"]}),
+                "error_advice" => json!({"kind": kind, "contains": "1054", "advice": "abc"}),
+                "tool_alias" => json!({"kind": kind, "alias": "q", "tool": "execute_sql"}),
+                "regulation" => json!({"kind": kind, "field": "stall_turns", "value": 4}),
+                other => panic!("unexpected kind {other}"),
+            };
+            let reply = json!({"reason": "r", "edits": [sample]}).to_string();
+            parse_reply(&reply, &tools()).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        }
+    }
+}

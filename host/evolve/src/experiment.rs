@@ -1,0 +1,659 @@
+//! `experiment`: the three evolution methods from the same starting harness,
+//! side by side, on the offline testbed (or with real role models), with
+//! the accommodation rate and cross-model transfer. The result is written
+//! as `experiment.json` in the experiment directory (one training run per
+//! method beside it) and rendered as the comparison table.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::accept;
+use super::train::{self, Method, TestScore, TrainSpec, TrainSpecError, TrainSummary};
+use ecdysis_env::Domain;
+use ecdysis_model::ModelFlags;
+use ecdysis_model::sim::QuirkKind;
+use ecdysis_runner::agent::{Entry, EpisodeRecord};
+use ecdysis_runner::eval::rundir::{read_trajectories, write_json};
+use ecdysis_runner::eval::{self, ModelServices, RunOptions, RunSpec, SIMULATED_LABEL};
+use ecdysis_sandbox::sandbox::Sandbox;
+use ecdysis_sandbox::store::{ComponentHash, ComponentStore};
+
+/// The methods of the comparison, in the order they run.
+pub const METHODS: [Method; 3] = [
+    Method::SelfEvolution,
+    Method::EcdysisNofdcr,
+    Method::Ecdysis,
+];
+
+/// The order the methods are trained in: Ecdysis first.
+fn run_order() -> impl Iterator<Item = Method> {
+    METHODS.into_iter().rev()
+}
+
+/// An experiment: one training spec run once per method, then the
+/// Ecdysis result tested on other agent models.
+#[derive(Debug, Clone)]
+pub struct ExperimentSpec {
+    /// The training run every method shares (its `method` is replaced).
+    pub train: TrainSpec,
+    /// Agent models the initial and the trained harness are also tested on
+    /// (cross-model transfer), on the held-out tasks: each a model name and,
+    /// when it is served elsewhere, its endpoint (else the agent's).
+    pub transfer: Vec<ModelFlags>,
+    /// The experiment directory (one training run per method inside).
+    pub out: PathBuf,
+}
+
+/// One method's row of the comparison.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MethodRow {
+    /// The method.
+    pub method: Method,
+    /// Training wall time without the held-out evaluation, in seconds.
+    pub train_seconds: f64,
+    /// Coder calls.
+    pub coder_calls: u32,
+    /// Accepted rounds.
+    pub accepted: u32,
+    /// Rounds run.
+    pub rounds: u32,
+    /// The initial harness's training score.
+    pub initial_train: f64,
+    /// The final incumbent's training score.
+    pub final_train: f64,
+    /// The final incumbent's held-out score.
+    pub test: Option<f64>,
+    /// The final incumbent's held-out evaluation (accuracy and pass^k with
+    /// intervals), when the run had a test split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_detail: Option<TestScore>,
+    /// One-sided paired sign-flip p-value of the final incumbent's held-out
+    /// episodes against Human-Augmented's (the same tasks, trials and
+    /// seeds): could the gain over the starting harness be chance?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_p_vs_human: Option<f64>,
+    /// Accepted rule edits.
+    pub edits: u32,
+    /// Accepted edits that only answer model-specific quirks, judged from
+    /// the testbed's ground truth (`None` without a testbed agent).
+    pub accommodating: Option<u32>,
+    /// Tokens over every role.
+    pub tokens: u64,
+    /// Dollars over every role.
+    pub usd: f64,
+    /// The training run's directory.
+    pub dir: PathBuf,
+    /// Other methods this row stands for, because they ran the same code
+    /// (offline, Ecdysis without role models is Ecdysis without FDCR).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_as: Vec<Method>,
+    /// Who diagnosed in this method's run (`config.json`'s `diagnoser`).
+    #[serde(default)]
+    pub diagnoser: String,
+    /// Seconds spent in coder calls (real, or the simulated latency).
+    #[serde(default)]
+    pub coder_seconds: f64,
+}
+
+impl MethodRow {
+    /// A method's row from its training summary, before what only the
+    /// experiment judges (edits, accommodation, the rows it stands for,
+    /// the diagnoser): those start empty.
+    pub fn from_summary(s: &TrainSummary, dir: &Path) -> MethodRow {
+        MethodRow {
+            method: s.method,
+            train_seconds: s.wall_seconds - s.seconds.test_eval,
+            coder_calls: s.coder_calls,
+            accepted: s.accepted,
+            rounds: s.rounds.len() as u32,
+            initial_train: s.initial_train_score,
+            final_train: s.final_train_score,
+            test: s.test_score,
+            test_detail: s.test.as_ref().map(|t| t.final_.clone()),
+            test_p_vs_human: None,
+            edits: 0,
+            accommodating: None,
+            tokens: s.usage.total.fresh_tokens.prompt_tokens
+                + s.usage.total.fresh_tokens.completion_tokens,
+            usd: s.usage.total.usd,
+            dir: dir.to_path_buf(),
+            same_as: vec![],
+            diagnoser: String::new(),
+            coder_seconds: s.seconds.coder,
+        }
+    }
+
+    /// The row's name: the method, and the methods it stands for.
+    pub fn name(&self) -> String {
+        std::iter::once(self.method)
+            .chain(self.same_as.iter().copied())
+            .map(Method::as_str)
+            .collect::<Vec<_>>()
+            .join(" = ")
+    }
+}
+
+/// The note on a row that stands for Ecdysis and Ecdysis-without-FDCR.
+pub const SAME_CODE_NOTE: &str = "heuristic diagnoser; FDCR needs role models";
+
+impl MethodRow {
+    /// The accommodation rate in percent, where it can be judged.
+    pub fn accommodation_percent(&self) -> Option<f64> {
+        let acc = self.accommodating?;
+        Some(if self.edits > 0 {
+            f64::from(acc) / f64::from(self.edits) * 100.0
+        } else {
+            0.0
+        })
+    }
+}
+
+/// The initial and trained harness on another agent model.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TransferRow {
+    /// The agent model.
+    pub agent_model: String,
+    /// The initial harness's test score.
+    pub initial: f64,
+    /// The trained harness's test score.
+    pub trained: f64,
+}
+
+/// A baseline of the paper's main table: no training, the same training
+/// tasks and held-out evaluation as the methods.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BaselineRow {
+    /// `direct` (no harness at all) or `human-augmented` (the source
+    /// harness as written, rule tables included).
+    pub name: String,
+    /// `direct`, or the component hash.
+    pub harness: String,
+    /// Mean reward on the training tasks.
+    pub train: f64,
+    /// The held-out evaluation (accuracy and pass^k with intervals), when
+    /// the experiment has a test split.
+    pub test: Option<TestScore>,
+    /// Paired p-value against Human-Augmented on the held-out episodes
+    /// (one-sided: this baseline better), for Direct.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_p_vs_human: Option<f64>,
+}
+
+impl BaselineRow {
+    /// The held-out accuracy.
+    pub fn test_accuracy(&self) -> Option<f64> {
+        self.test.as_ref().map(|t| t.intervals.accuracy.estimate)
+    }
+}
+
+/// Where the baselines' evaluations are kept, inside the experiment
+/// directory (a training directory of zero rounds).
+pub const BASELINES_DIR: &str = "baselines";
+
+/// `experiment.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExperimentReport {
+    /// "simulated agent — not a benchmark result" when the agent is a
+    /// `sim:` model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Who edits (`rules`, `editor:<model>`, `external:<program>`).
+    #[serde(default)]
+    pub coder: String,
+    /// The domain.
+    pub domain: String,
+    /// The agent trained on.
+    pub agent_model: String,
+    /// Whether it is a `sim:` testbed agent (then nothing here is a
+    /// benchmark result).
+    pub simulated: bool,
+    /// Simulated latency per coder call, in milliseconds.
+    pub coder_latency_ms: u64,
+    /// Who diagnosed (`heuristic` offline).
+    pub diagnoser: String,
+    /// Direct and Human-Augmented, the untrained baselines (absent in
+    /// files written before they were measured).
+    #[serde(default)]
+    pub baselines: Vec<BaselineRow>,
+    /// One row per method.
+    pub methods: Vec<MethodRow>,
+    /// Cross-model transfer of the Ecdysis result.
+    pub transfer: Vec<TransferRow>,
+}
+
+/// Accepted rule edits of a training run, and how many of them only answer
+/// model-specific quirks (the accommodation rate's numerator), judged from
+/// the testbed's ground truth in the evidence episodes.
+pub fn accommodation(run: &Path, s: &TrainSummary) -> (u32, u32) {
+    let (mut edits, mut accommodating) = (0, 0);
+    for r in s.rounds.iter().filter(|r| r.accepted) {
+        let Some(spec) = &r.spec else { continue };
+        let evals = run
+            .join("evals")
+            .join(format!("{}-train", &r.incumbent[..16]));
+        let records =
+            read_trajectories(&evals.join("trajectories.jsonl"), false).unwrap_or_default();
+        for change in &spec.proposed_changes {
+            edits += 1;
+            let systematic = records
+                .iter()
+                .filter(|x| !x.success && change.evidence_tasks.contains(&x.task_id))
+                .flat_map(|rec| &rec.transcript)
+                .any(|e| match e {
+                    Entry::Agent {
+                        testbed: Some(n), ..
+                    } => n.quirks.iter().any(|q| q.kind == QuirkKind::Systematic),
+                    _ => false,
+                });
+            accommodating += u32::from(!systematic);
+        }
+    }
+    (edits, accommodating)
+}
+
+/// Run the experiment: train with each method, then test the Ecdysis
+/// result on the transfer models; writes and returns `experiment.json`.
+pub async fn run(
+    spec: &ExperimentSpec,
+    store: &ComponentStore,
+    domain: Arc<dyn Domain>,
+    services: &ModelServices,
+) -> Result<ExperimentReport, TrainSpecError> {
+    // The process's one engine, shared by every training and transfer run.
+    let sandbox = Sandbox::pooled(spec.train.eval.limits.clone(), spec.train.concurrency)
+        .map_err(train::TrainError::from)?;
+    let shared = Shared {
+        store,
+        domain: domain.clone(),
+        services,
+        sandbox: &sandbox,
+    };
+    eprintln!("experiment: evaluating the baselines (direct, human-augmented) ...");
+    let baselines = baselines(spec, &shared).await?;
+    // Human-Augmented's held-out episodes: every method's final harness is
+    // compared with them, pair by pair.
+    let human_test = baselines
+        .iter()
+        .find(|b| b.name == "human-augmented")
+        .and_then(|b| b.test.as_ref())
+        .map(|t| held_out_episodes(&spec.out.join(BASELINES_DIR), t));
+    let mut methods = Vec::new();
+    let mut ecdysis: Option<TrainSummary> = None;
+    // Without role models Ecdysis diagnoses with the heuristic, exactly as
+    // Ecdysis without FDCR does: one run, one row that says so.
+    let fdcr = spec.train.roles.any_fdcr();
+    // A simulated experiment takes seconds per method and prints only the
+    // table; a real one takes hours, so each method's training prints its
+    // progress.
+    let quiet = spec.train.eval.is_simulated();
+    // Ecdysis runs first: with real models each method takes hours, and
+    // the comparison the experiment exists for needs it most. The rows
+    // keep METHODS order.
+    for method in run_order() {
+        if !fdcr && method == Method::EcdysisNofdcr {
+            continue;
+        }
+        let dir = spec.out.join(method.as_str());
+        eprintln!("experiment: training with {} ...", method.as_str());
+        // Only Ecdysis deliberates; the others keep the coder.
+        let roles = if method == Method::Ecdysis {
+            spec.train.roles.clone()
+        } else {
+            spec.train.roles.without_fdcr()
+        };
+        let train_spec = TrainSpec {
+            method,
+            roles,
+            ..spec.train.clone()
+        };
+        let s = train::run_spec(
+            &train_spec,
+            store,
+            domain.clone(),
+            services,
+            &sandbox,
+            &dir,
+            quiet,
+        )
+        .await?;
+        let (edits, accommodating) = accommodation(&dir, &s);
+        let mut row = MethodRow::from_summary(&s, &dir);
+        row.test_p_vs_human = human_test
+            .as_ref()
+            .zip(s.test.as_ref())
+            .map(|(human, t)| paired_p(human, &held_out_episodes(&dir, &t.final_)));
+        row.edits = edits;
+        row.accommodating = s.simulated.then_some(accommodating);
+        if !fdcr && method == Method::Ecdysis {
+            row.same_as = vec![Method::EcdysisNofdcr];
+        }
+        row.diagnoser = read_config(&dir).map(|c| c.diagnoser).unwrap_or_default();
+        methods.push(row);
+        if method == Method::Ecdysis {
+            ecdysis = Some(s);
+        }
+    }
+    methods.sort_by_key(|r: &MethodRow| METHODS.iter().position(|m| *m == r.method));
+    let eco = ecdysis.expect("Ecdysis is one of the methods");
+    let mut transfer = Vec::new();
+    for model in &spec.transfer {
+        let name = model.model.clone().unwrap_or_default();
+        let mut scores = [0.0; 2];
+        for (i, (label, hash)) in [("initial", &eco.initial), ("trained", &eco.incumbent)]
+            .into_iter()
+            .enumerate()
+        {
+            let out = spec.out.join(format!(
+                "transfer-{}-{label}",
+                name.replace([':', '/'], "-")
+            ));
+            scores[i] = transfer_score(spec, &shared, model, hash, out).await?;
+        }
+        transfer.push(TransferRow {
+            agent_model: name,
+            initial: scores[0],
+            trained: scores[1],
+        });
+    }
+    let simulated = spec.train.eval.is_simulated();
+    let report = ExperimentReport {
+        label: simulated.then(|| SIMULATED_LABEL.to_string()),
+        coder: methods
+            .first()
+            .and_then(|m| read_config(&m.dir))
+            .map(|c| c.coder)
+            .unwrap_or_default(),
+        domain: spec.train.eval.domain.clone(),
+        agent_model: spec.train.eval.agent_model().to_string(),
+        simulated,
+        coder_latency_ms: spec.train.coder_latency_ms,
+        diagnoser: if spec.train.roles.any_fdcr() {
+            "fdcr".into()
+        } else {
+            "heuristic".into()
+        },
+        baselines,
+        methods,
+        transfer,
+    };
+    write_json(&spec.out.join("experiment.json"), &report).map_err(train::TrainError::from)?;
+    Ok(report)
+}
+
+/// Direct and Human-Augmented on the methods' training tasks and held-out
+/// split. Human-Augmented is the source harness as written (a training run
+/// of zero rounds with the rule tables kept, which also tests Direct on
+/// the held-out split); Direct's training score is one more run without a
+/// harness. Resumable like every run: finished evaluations are not redone.
+async fn baselines(
+    spec: &ExperimentSpec,
+    shared: &Shared<'_>,
+) -> Result<Vec<BaselineRow>, TrainSpecError> {
+    let dir = spec.out.join(BASELINES_DIR);
+    // Zero rounds: nobody diagnoses or edits.
+    let roles = spec.train.roles.without_fdcr();
+    let zero = TrainSpec {
+        method: Method::SelfEvolution,
+        rounds: 0,
+        plateau: 0,
+        start_blank: false,
+        test_direct: true,
+        roles,
+        ..spec.train.clone()
+    };
+    let s = train::run_spec(
+        &zero,
+        shared.store,
+        shared.domain.clone(),
+        shared.services,
+        shared.sandbox,
+        &dir,
+        spec.train.eval.is_simulated(),
+    )
+    .await?;
+    let direct_train = harness_score(
+        spec,
+        shared,
+        &spec.train.eval,
+        None,
+        dir.join("evals").join("direct-train"),
+        false,
+    )
+    .await?;
+    let test = s.test.as_ref();
+    let direct_p = test.and_then(|t| {
+        let direct = t.direct.as_ref()?;
+        Some(paired_p(
+            &held_out_episodes(&dir, &t.initial),
+            &held_out_episodes(&dir, direct),
+        ))
+    });
+    Ok(vec![
+        BaselineRow {
+            name: "direct".into(),
+            harness: "direct".into(),
+            train: direct_train,
+            test: test.and_then(|t| t.direct.clone()),
+            test_p_vs_human: direct_p,
+        },
+        BaselineRow {
+            name: "human-augmented".into(),
+            harness: s.initial.clone(),
+            train: s.initial_train_score,
+            test: test.map(|t| t.initial.clone()),
+            test_p_vs_human: None,
+        },
+    ])
+}
+
+/// A method's training configuration, as its run directory holds it.
+fn read_config(dir: &Path) -> Option<train::TrainConfig> {
+    serde_json::from_slice(&std::fs::read(dir.join("config.json")).ok()?).ok()
+}
+
+/// What every run of an experiment shares.
+struct Shared<'a> {
+    store: &'a ComponentStore,
+    domain: Arc<dyn Domain>,
+    services: &'a ModelServices,
+    sandbox: &'a Sandbox,
+}
+
+/// `0.433 [0.300, 0.567]`, or the bare accuracy of files written before
+/// intervals were kept, or `-`.
+fn test_cell(detail: Option<&TestScore>, accuracy: Option<f64>) -> String {
+    match (detail, accuracy) {
+        (Some(t), _) => {
+            let a = &t.intervals.accuracy;
+            format!("{:.3} [{:.3}, {:.3}]", a.estimate, a.low, a.high)
+        }
+        (None, Some(a)) => format!("{a:.3}"),
+        (None, None) => "-".into(),
+    }
+}
+
+/// A p-value cell: three decimals, `<0.001` below, `-` when absent.
+fn p_cell(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p < 0.001 => "<0.001".into(),
+        Some(p) => format!("{p:.3}"),
+        None => "-".into(),
+    }
+}
+
+/// The held-out episodes of one test evaluation (`score.dir` is relative
+/// to the run directory `run`); none when they cannot be read.
+fn held_out_episodes(run: &Path, score: &TestScore) -> Vec<EpisodeRecord> {
+    read_trajectories(&run.join(&score.dir).join("trajectories.jsonl"), false).unwrap_or_default()
+}
+
+/// One-sided paired sign-flip p-value that `candidate` beats `reference`
+/// over their common (task, trial) episodes, tasks as the units.
+fn paired_p(reference: &[EpisodeRecord], candidate: &[EpisodeRecord]) -> f64 {
+    accept::decide(
+        accept::AcceptRule::Paired { alpha: 1.0 },
+        reference,
+        candidate,
+    )
+    .p_value
+    .unwrap_or(1.0)
+}
+
+/// The test score of `hash` with another agent model, on the held-out
+/// tasks and trials of the methods.
+async fn transfer_score(
+    spec: &ExperimentSpec,
+    shared: &Shared<'_>,
+    model: &ModelFlags,
+    hash: &str,
+    out: PathBuf,
+) -> Result<f64, TrainSpecError> {
+    let run_spec = RunSpec {
+        split: spec.train.test_split.clone(),
+        tasks: spec.train.test_tasks.clone(),
+        trials: spec.train.test_trials,
+        agent: ModelFlags {
+            model: model.model.clone(),
+            base_url: model
+                .base_url
+                .clone()
+                .or_else(|| spec.train.eval.agent.base_url.clone()),
+            ..spec.train.eval.agent.clone()
+        },
+        ..spec.train.eval.clone()
+    };
+    let hash = ComponentHash::parse(hash).ok_or_else(|| train::TrainError::Corrupt {
+        path: spec.out.clone(),
+        message: format!("`{hash}` is not a component hash"),
+    })?;
+    harness_score(spec, shared, &run_spec, Some(&hash), out, true).await
+}
+
+/// The accuracy of `hash` (Direct when `None`) under `run_spec`, written to
+/// `out` (started afresh with `force_new`, else resumed).
+async fn harness_score(
+    spec: &ExperimentSpec,
+    shared: &Shared<'_>,
+    run_spec: &RunSpec,
+    hash: Option<&ComponentHash>,
+    out: PathBuf,
+    force_new: bool,
+) -> Result<f64, TrainSpecError> {
+    let harness = match hash {
+        Some(hash) => {
+            let (loaded, _) = shared
+                .store
+                .load(shared.sandbox, hash)
+                .map_err(train::TrainError::from)?;
+            Some((hash.to_string(), loaded))
+        }
+        None => None,
+    };
+    let options = RunOptions {
+        out,
+        concurrency: spec.train.concurrency,
+        force_new,
+        quiet: true,
+        silent: true,
+        max_requeues: 0,
+    };
+    let hub = shared.services.hub()?;
+    let summary = eval::run_spec(run_spec, harness, shared.domain.clone(), &hub, options)
+        .await
+        .map_err(train::TrainError::from)?;
+    Ok(summary.metrics.accuracy)
+}
+
+impl ExperimentReport {
+    /// The comparison table, labelled when the agent is simulated.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if let Some(l) = &self.label {
+            out += &format!("note: {l}\n");
+        }
+        out += &format!(
+            "{} on {} train, diagnoser {}, coder {}\n",
+            self.agent_model, self.domain, self.diagnoser, self.coder,
+        );
+        out += &format!(
+            "{:<34} {:>9} {:>7} {:>8} {:>15} {:>22} {:>8} {:>6} {:>14}\n",
+            "method",
+            "train s",
+            "coder",
+            "rounds",
+            "train",
+            "test [95% CI]",
+            "p vs HA",
+            "edits",
+            "accommodation"
+        );
+        // The untrained baselines first, as in the paper's main table.
+        for b in &self.baselines {
+            out += &format!(
+                "{:<34} {:>9} {:>7} {:>8} {:>15.3} {:>22} {:>8} {:>6} {:>14}\n",
+                format!("{} (baseline)", b.name),
+                "-",
+                "-",
+                "-",
+                b.train,
+                test_cell(b.test.as_ref(), b.test_accuracy()),
+                p_cell(b.test_p_vs_human),
+                "-",
+                "-"
+            );
+        }
+        for r in &self.methods {
+            out += &format!(
+                "{:<34} {:>9.1} {:>7} {:>8} {:>6.3} -> {:>5.3} {:>22} {:>8} {:>6} {:>14}\n",
+                r.name(),
+                r.train_seconds,
+                r.coder_calls,
+                format!("{}/{}", r.accepted, r.rounds),
+                r.initial_train,
+                r.final_train,
+                test_cell(r.test_detail.as_ref(), r.test),
+                p_cell(r.test_p_vs_human),
+                r.edits,
+                r.accommodation_percent()
+                    .map(|p| format!("{p:.0}%"))
+                    .unwrap_or_else(|| "-".into())
+            );
+            if !r.same_as.is_empty() {
+                out += &format!("  ({SAME_CODE_NOTE})\n");
+            }
+        }
+        let row = |m: Method| {
+            self.methods
+                .iter()
+                .find(|r| r.method == m || r.same_as.contains(&m))
+        };
+        if let (Some(se), Some(eco)) = (row(Method::SelfEvolution), row(Method::Ecdysis)) {
+            let calls = se.coder_calls + eco.coder_calls;
+            let latency = if self.coder == "rules" {
+                format!(
+                    "with a simulated coder latency of {} ms per coder call, which this ratio depends on",
+                    self.coder_latency_ms
+                )
+            } else {
+                format!(
+                    "with real coder calls ({}): {:.1} s per call on average",
+                    self.coder,
+                    (se.coder_seconds + eco.coder_seconds) / f64::from(calls.max(1))
+                )
+            };
+            out += &format!(
+                "training wall time, self-evolution / ecdysis: {:.2}x ({latency})\n",
+                se.train_seconds / eco.train_seconds.max(1e-9)
+            );
+        }
+        for t in &self.transfer {
+            out += &format!(
+                "transfer to {}:  initial {:.3}  trained {:.3}   (test split)\n",
+                t.agent_model, t.initial, t.trained
+            );
+        }
+        out
+    }
+}

@@ -1,0 +1,1321 @@
+//! FDCR: a structured discussion that turns aggregated failure evidence
+//! into a [`ChangeSpec`].
+//!
+//! Four roles share one transcript. Each of K rounds (default 2) has three
+//! turns: the **Analyst** proposes minimal changes for the recurring failure
+//! groups; the **Critic** checks them for over-broad triggers, blocked
+//! legitimate actions, breaks of the runtime contract and regressions on
+//! tasks that passed; the **Engineer** records what is agreed, what is
+//! disputed and what the next round must resolve. Then the **Moderator**
+//! writes the spec as JSON, checked with [`ChangeSpec::parse`]; a rejected
+//! spec goes back to the Moderator with the validation error (a follow-up
+//! turn of the same conversation) up to `spec_retries` times. A clean run
+//! makes `3K + 1` model calls.
+//!
+//! Every role call sends the same system prompt and starts its user message
+//! with the same evidence and harness description, so endpoints with prefix
+//! caching reuse them; the role's own instructions come last.
+//!
+//! Only the given evidence and harness description reach the prompts; the
+//! caller renders evidence from scrubbed [`FailureRecord`]s (see
+//! [`render_evidence`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::aggregate::FailureGroup;
+use super::budget::{self, ContextBudget, Section, estimate_messages, estimate_tokens};
+use super::coder::{fill_template, list_src_files};
+use super::records::FailureRecord;
+use super::spec::{ChangeSpec, Layer};
+use ecdysis_model::{ChatMessage, ChatModel, ChatRequest, SamplingArgs, Usage};
+use ecdysis_sys::fsutil::PathError;
+
+const SYSTEM: &str = include_str!("prompts/fdcr_system.md");
+const CONTEXT: &str = include_str!("prompts/fdcr_context.md");
+const ANALYST: &str = include_str!("prompts/analyst.md");
+const CRITIC: &str = include_str!("prompts/critic.md");
+const ENGINEER: &str = include_str!("prompts/engineer.md");
+const MODERATOR: &str = include_str!("prompts/moderator.md");
+const MODERATOR_RETRY: &str = include_str!("prompts/moderator_retry.md");
+
+/// The models behind the four roles (any may be the same model).
+#[derive(Clone)]
+pub struct Roles {
+    /// Proposes minimal changes for the recurring failure groups.
+    pub analyst: Arc<dyn ChatModel>,
+    /// Checks the proposals for over-broad triggers, blocked legitimate
+    /// actions, contract breaks and regressions.
+    pub critic: Arc<dyn ChatModel>,
+    /// Records what is agreed, what is disputed and what the next round must
+    /// resolve.
+    pub engineer: Arc<dyn ChatModel>,
+    /// Writes the final spec as JSON (and answers validation follow-ups).
+    pub moderator: Arc<dyn ChatModel>,
+}
+
+impl Roles {
+    /// One model plays every role.
+    pub fn uniform(model: Arc<dyn ChatModel>) -> Self {
+        Self {
+            analyst: Arc::clone(&model),
+            critic: Arc::clone(&model),
+            engineer: Arc::clone(&model),
+            moderator: model,
+        }
+    }
+
+    fn model(&self, role: FdcrRole) -> &Arc<dyn ChatModel> {
+        match role {
+            FdcrRole::Analyst => &self.analyst,
+            FdcrRole::Critic => &self.critic,
+            FdcrRole::Engineer => &self.engineer,
+            FdcrRole::Moderator | FdcrRole::Validation => &self.moderator,
+        }
+    }
+}
+
+/// Who wrote a transcript turn. `Validation` turns are the host's: why a
+/// Moderator spec was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FdcrRole {
+    /// The Analyst's turn.
+    Analyst,
+    /// The Critic's turn.
+    Critic,
+    /// The Engineer's turn.
+    Engineer,
+    /// The Moderator's turn (the spec, or a retry after a refusal).
+    Moderator,
+    /// The host's turn: why the Moderator's spec was refused.
+    Validation,
+}
+
+impl FdcrRole {
+    /// The role's snake_case name, as in `transcript.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Analyst => "analyst",
+            Self::Critic => "critic",
+            Self::Engineer => "engineer",
+            Self::Moderator => "moderator",
+            Self::Validation => "validation",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Self::Analyst => "Analyst",
+            Self::Critic => "Critic",
+            Self::Engineer => "Engineer",
+            Self::Moderator => "Moderator",
+            Self::Validation => "Validation",
+        }
+    }
+}
+
+/// One turn of the shared transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptTurn {
+    /// Who wrote the turn.
+    pub role: FdcrRole,
+    /// Discussion round (1-based); the Moderator's turns carry K + 1.
+    pub round: u32,
+    /// The turn's text as written (for validation turns, the refusal).
+    pub content: String,
+    /// Tokens of the call that produced it (none for validation turns or
+    /// when the endpoint reports none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// Why FDCR produced no spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FdcrFailure {
+    /// A role's model call failed (after the client's own retries).
+    ModelError,
+    /// The Moderator's spec stayed invalid through every retry.
+    MalformedSpec,
+    /// The prompt's fixed parts alone exceed the context budget.
+    ContextTooSmall,
+}
+
+/// The result of one FDCR discussion (saved as `transcript.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FdcrOutcome {
+    /// The validated spec, or `None` when the discussion failed (see `error`).
+    pub spec: Option<ChangeSpec>,
+    /// Every turn, in order.
+    pub transcript: Vec<TranscriptTurn>,
+    /// Why there is no spec.
+    pub error: Option<String>,
+    /// The kind of failure, when there is no spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FdcrFailure>,
+    /// Model calls made, including failed ones.
+    pub calls: u32,
+}
+
+/// Settings of a discussion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FdcrConfig {
+    /// Analyst → Critic → Engineer rounds before the Moderator.
+    pub rounds: u32,
+    /// Follow-up turns for the Moderator after a refused spec.
+    pub spec_retries: u32,
+    /// Sampling parameters of every role call; without `max_tokens`, the
+    /// budget's reply room is sent as `max_tokens`.
+    pub sampling: SamplingArgs,
+    /// Enters the response-cache key of every call.
+    pub cache_salt: Option<String>,
+    /// Every request (prompt estimate plus reply room) fits this.
+    pub budget: ContextBudget,
+    /// Ask the endpoint to constrain the Moderator's reply to the spec's
+    /// JSON schema ([`ChangeSpec::json_schema`]).
+    pub structured: bool,
+}
+
+impl Default for FdcrConfig {
+    fn default() -> Self {
+        Self {
+            rounds: 2,
+            spec_retries: 2,
+            sampling: SamplingArgs::default(),
+            cache_salt: None,
+            budget: ContextBudget::default(),
+            structured: false,
+        }
+    }
+}
+
+/// What the discussion works from: sections rendered to fit the budget.
+#[derive(Debug, Clone)]
+pub struct FdcrInput {
+    /// Scrubbed evidence (e.g. [`evidence_section`]).
+    pub evidence: Section,
+    /// The harness source the roles may read (e.g. [`harness_section`]).
+    pub harness: Section,
+    /// The tasks that failed this round: every `evidence_tasks` entry of
+    /// the Moderator's spec must be one of them (`None`: not checked).
+    pub failing_tasks: Option<BTreeSet<String>>,
+    /// The evidence's group labels with their tasks ([`group_labels`]): a
+    /// Moderator that cites a group's label means that group's tasks.
+    pub group_labels: BTreeMap<String, Vec<String>>,
+}
+
+impl FdcrInput {
+    /// Input from two sections, with no evidence check.
+    pub fn new(evidence: impl Into<Section>, harness: impl Into<Section>) -> Self {
+        FdcrInput {
+            evidence: evidence.into(),
+            harness: harness.into(),
+            failing_tasks: None,
+            group_labels: BTreeMap::new(),
+        }
+    }
+}
+
+fn render_turn(t: &TranscriptTurn) -> String {
+    format!(
+        "## Round {} · {}\n{}\n\n",
+        t.round,
+        t.role.title(),
+        t.content.trim()
+    )
+}
+
+/// The discussion so far within `cap` tokens: the newest turns whole, the
+/// older ones clipped, the oldest left out with a line naming them.
+fn render_transcript(turns: &[TranscriptTurn], cap: Option<usize>) -> String {
+    if turns.is_empty() {
+        return "(Nothing yet: you open the discussion.)\n".into();
+    }
+    let whole: String = turns.iter().map(render_turn).collect();
+    let Some(cap) = cap else { return whole };
+    if estimate_tokens(&whole) <= cap {
+        return whole;
+    }
+    // Newest first: whole while they fit, then clipped to what is left
+    // (at least a few lines each), then left out.
+    let mut kept: Vec<String> = Vec::new();
+    let mut omitted: Vec<String> = Vec::new();
+    let reserve = 40; // the omission line
+    let mut left = cap.saturating_sub(reserve);
+    for t in turns.iter().rev() {
+        let text = render_turn(t);
+        let n = estimate_tokens(&text);
+        if n <= left {
+            left -= n;
+            kept.push(text);
+        } else if left >= 60 {
+            let clipped = budget::clip_lines(&text, left, "turn");
+            left = left.saturating_sub(estimate_tokens(&clipped));
+            kept.push(clipped);
+        } else {
+            omitted.push(format!("{} round {}", t.role.title(), t.round));
+        }
+    }
+    kept.reverse();
+    omitted.reverse();
+    let mut out = String::new();
+    if !omitted.is_empty() {
+        out += &format!(
+            "(Left out for the context budget: {} earlier turn(s): {}.)\n\n",
+            omitted.len(),
+            omitted.join(", ")
+        );
+    }
+    out + &kept.concat()
+}
+
+/// Heading, instructions and closing line of a role's turn.
+fn turn_parts(role: FdcrRole, round: u32, rounds: u32) -> (&'static str, String, &'static str) {
+    let (instructions, heading) = match role {
+        FdcrRole::Analyst => (
+            ANALYST,
+            format!("Your turn: Analyst, round {round} of {rounds}"),
+        ),
+        FdcrRole::Critic => (
+            CRITIC,
+            format!("Your turn: Critic, round {round} of {rounds}"),
+        ),
+        FdcrRole::Engineer => (
+            ENGINEER,
+            format!("Your turn: Engineer, round {round} of {rounds}"),
+        ),
+        FdcrRole::Moderator | FdcrRole::Validation => (
+            MODERATOR,
+            "Your turn: Moderator, after the last round".to_string(),
+        ),
+    };
+    let last = if role == FdcrRole::Engineer && round == rounds {
+        "This is the last round: say plainly what the Moderator should keep and what to drop."
+    } else {
+        ""
+    };
+    (instructions, heading, last)
+}
+
+fn fill_turn(
+    role: FdcrRole,
+    round: u32,
+    rounds: u32,
+    evidence: &str,
+    harness: &str,
+    transcript: &str,
+) -> String {
+    let (instructions, heading, last) = turn_parts(role, round, rounds);
+    fill_template(
+        CONTEXT,
+        &[
+            ("evidence", evidence.trim()),
+            ("harness", harness.trim()),
+            ("transcript", transcript.trim_end()),
+            ("heading", heading.as_str()),
+            ("instructions", instructions.trim()),
+            ("last_round", last),
+        ],
+    )
+}
+
+/// The user message of a role's turn, its sections trimmed (largest
+/// first) so the request, with `extra` more tokens to come in the same
+/// conversation, fits the budget. `None` when even the fixed parts do not.
+fn turn_message(
+    input: &FdcrInput,
+    turns: &[TranscriptTurn],
+    role: FdcrRole,
+    round: u32,
+    rounds: u32,
+    config: &FdcrConfig,
+    extra: usize,
+) -> Option<String> {
+    let fixed = estimate_messages(&[
+        ChatMessage::system(SYSTEM.trim()),
+        ChatMessage::user(fill_turn(role, round, rounds, "", "", "")),
+    ]);
+    let room = config
+        .budget
+        .prompt_tokens()
+        .checked_sub(fixed + extra + SECTION_SLACK)?;
+    let turns = turns.to_vec();
+    let transcript = Section::new(move |cap| render_transcript(&turns, cap));
+    let parts = budget::fit_sections(&[&input.evidence, &input.harness, &transcript], room);
+    Some(fill_turn(
+        role, round, rounds, &parts[0], &parts[1], &parts[2],
+    ))
+}
+
+/// Tokens kept free besides the sections' caps (their joins, trimming).
+const SECTION_SLACK: usize = 16;
+
+/// A Moderator retry's message with the error (clipped).
+fn retry_message(error: &str) -> String {
+    fill_template(
+        MODERATOR_RETRY,
+        &[("error", super::coder::clip_chars(error, 600).as_str())],
+    )
+}
+
+/// Room a Moderator turn keeps free for one retry: the refused reply and
+/// the retry message (earlier refused attempts are not kept).
+fn retry_room(config: &FdcrConfig) -> usize {
+    if config.spec_retries == 0 {
+        return 0;
+    }
+    config.budget.reply_tokens
+        + 2 * budget::MESSAGE_OVERHEAD
+        + estimate_tokens(&retry_message(&"x".repeat(600)))
+}
+
+fn request(messages: Vec<ChatMessage>, config: &FdcrConfig) -> ChatRequest {
+    let mut sampling = config.sampling.clone();
+    if sampling.max_tokens.is_none() {
+        sampling.max_tokens = Some(config.budget.reply_tokens as u32);
+    }
+    let mut r = ChatRequest::new(messages).with_sampling(sampling);
+    r.cache_salt = config.cache_salt.clone();
+    r
+}
+
+fn too_small(out: &mut FdcrOutcome, role: FdcrRole, config: &FdcrConfig) {
+    out.error = Some(format!(
+        "the {} prompt does not fit a context of {} tokens with {} reserved for the reply, even with the evidence and sources left out",
+        role.as_str(),
+        config.budget.context_tokens,
+        config.budget.reply_tokens
+    ));
+    out.failure = Some(FdcrFailure::ContextTooSmall);
+}
+
+/// Run the discussion. Never fails: a model error or a spec that stays
+/// malformed ends it with `spec: None`, the reason in `error`/`failure`, and
+/// the transcript so far (the caller skips the round and records it).
+pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -> FdcrOutcome {
+    let mut out = FdcrOutcome {
+        spec: None,
+        transcript: Vec::new(),
+        error: None,
+        failure: None,
+        calls: 0,
+    };
+    let rounds = config.rounds.max(1);
+    let system = SYSTEM.trim();
+    for round in 1..=rounds {
+        for role in [FdcrRole::Analyst, FdcrRole::Critic, FdcrRole::Engineer] {
+            let Some(user) = turn_message(input, &out.transcript, role, round, rounds, config, 0)
+            else {
+                too_small(&mut out, role, config);
+                return out;
+            };
+            let req = request(
+                vec![ChatMessage::system(system), ChatMessage::user(user)],
+                config,
+            );
+            out.calls += 1;
+            match roles.model(role).chat(&req).await {
+                Ok(reply) => out.transcript.push(TranscriptTurn {
+                    role,
+                    round,
+                    content: reply.text().trim().to_string(),
+                    usage: reply.usage,
+                }),
+                Err(e) => {
+                    out.error = Some(format!(
+                        "{} call failed in round {round}: {e}",
+                        role.as_str()
+                    ));
+                    out.failure = Some(FdcrFailure::ModelError);
+                    return out;
+                }
+            }
+        }
+    }
+    let Some(user) = turn_message(
+        input,
+        &out.transcript,
+        FdcrRole::Moderator,
+        rounds + 1,
+        rounds,
+        config,
+        retry_room(config),
+    ) else {
+        too_small(&mut out, FdcrRole::Moderator, config);
+        return out;
+    };
+    let opening = vec![ChatMessage::system(system), ChatMessage::user(user)];
+    let format = config.structured.then(|| {
+        ecdysis_model::response_format_json_schema(
+            "change_spec",
+            ChangeSpec::json_schema(input.failing_tasks.as_ref()),
+        )
+    });
+    let mut messages = opening.clone();
+    let mut last_error = String::new();
+    let mut previous_reply: Option<String> = None;
+    for attempt in 0..=config.spec_retries {
+        out.calls += 1;
+        let mut req = request(messages.clone(), config);
+        if let Some((key, value)) = &format {
+            req.extra.insert(key.clone(), value.clone());
+        }
+        let reply = match roles.moderator.chat(&req).await {
+            Ok(r) => r,
+            Err(e) => {
+                out.error = Some(format!("moderator call failed: {e}"));
+                out.failure = Some(FdcrFailure::ModelError);
+                return out;
+            }
+        };
+        let text = reply.text().to_string();
+        out.transcript.push(TranscriptTurn {
+            role: FdcrRole::Moderator,
+            round: rounds + 1,
+            content: text.trim().to_string(),
+            usage: reply.usage,
+        });
+        let mut read_as = vec![];
+        let checked = ChangeSpec::parse(&text).and_then(|mut spec| {
+            if let Some(failing) = &input.failing_tasks {
+                read_as = spec.resolve_group_labels(&input.group_labels, failing);
+                spec.check_evidence(failing)?;
+            }
+            Ok(spec)
+        });
+        if !read_as.is_empty() {
+            out.transcript.push(TranscriptTurn {
+                role: FdcrRole::Validation,
+                round: rounds + 1,
+                content: format!(
+                    "evidence cited by group label, read as the group's tasks: {}",
+                    read_as.join("; ")
+                ),
+                usage: None,
+            });
+        }
+        match checked {
+            Ok(spec) => {
+                out.spec = Some(spec);
+                return out;
+            }
+            Err(e) => {
+                let repeated =
+                    e.to_string() == last_error && previous_reply.as_deref() == Some(text.trim());
+                previous_reply = Some(text.trim().to_string());
+                last_error = e.to_string();
+                out.transcript.push(TranscriptTurn {
+                    role: FdcrRole::Validation,
+                    round: rounds + 1,
+                    content: format!("spec refused: {last_error}"),
+                    usage: None,
+                });
+                if repeated {
+                    // The same refused reply to the same follow-up: the
+                    // next attempt would send exactly the same request.
+                    out.error = Some(format!(
+                        "the moderator repeated its refused spec word for word after {} attempt(s): {last_error}",
+                        attempt + 1
+                    ));
+                    out.failure = Some(FdcrFailure::MalformedSpec);
+                    return out;
+                }
+                if attempt < config.spec_retries {
+                    // Only the latest refused reply stays in the
+                    // conversation, so every retry fits the same room.
+                    // A reply's estimate may exceed the tokens it took:
+                    // clip it to the room kept for it.
+                    messages = opening.clone();
+                    messages.push(ChatMessage::assistant(budget::clip_lines(
+                        &text,
+                        config.budget.reply_tokens,
+                        "reply",
+                    )));
+                    messages.push(ChatMessage::user(retry_message(&last_error)));
+                }
+            }
+        }
+    }
+    out.error = Some(format!(
+        "the moderator's spec stayed malformed after {} attempt(s): {last_error}",
+        config.spec_retries + 1
+    ));
+    out.failure = Some(FdcrFailure::MalformedSpec);
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Inputs.
+
+/// What the failures of a diagnosis unit touch: the harness layers whose
+/// hook code the roles should read, and the tools involved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HarnessFocus {
+    /// Layers a failure went through or could be fixed in.
+    pub layers: BTreeSet<Layer>,
+    /// Tools of failing, blocked or rewritten calls.
+    pub tools: BTreeSet<String>,
+}
+
+impl HarnessFocus {
+    /// The layers and tools a set of failure records touch: interventions
+    /// name their hook; failing calls involve argument checks (realize) and
+    /// the tool descriptions (contract); calls rescued from text, realize;
+    /// runs that hit a step or error cap, regulate; a wrong outcome with no
+    /// failing call, the procedures (skills) and descriptions (contract).
+    pub fn of_failures<'a>(records: impl IntoIterator<Item = &'a FailureRecord>) -> HarnessFocus {
+        use ecdysis_runner::agent::{CallSource, EndReason};
+        let mut f = HarnessFocus::default();
+        for r in records {
+            for i in &r.interventions {
+                match i.split(':').next().unwrap_or_default() {
+                    "contract" => f.layers.insert(Layer::Contract),
+                    "skills" => f.layers.insert(Layer::Skills),
+                    "realize" => f.layers.insert(Layer::Realize),
+                    "regulate" => f.layers.insert(Layer::Regulate),
+                    _ => false,
+                };
+            }
+            let mut failed_call = false;
+            for s in &r.steps {
+                if s.error || s.blocked {
+                    failed_call = true;
+                    f.tools.insert(s.name.clone());
+                    f.layers.insert(Layer::Realize);
+                    if s.error {
+                        f.layers.insert(Layer::Contract);
+                    }
+                }
+                if matches!(s.source, CallSource::Realized | CallSource::Rewritten) {
+                    f.tools.insert(s.name.clone());
+                    f.layers.insert(Layer::Realize);
+                }
+            }
+            if r.agent_texts
+                .iter()
+                .any(|t| super::aggregate::looks_like_text_call(t))
+            {
+                f.layers.insert(Layer::Realize);
+            }
+            if matches!(r.end, EndReason::MaxSteps | EndReason::TooManyErrors) {
+                f.layers.insert(Layer::Regulate);
+            }
+            if !failed_call && (r.db_ok == Some(false) || r.communicate_ok == Some(false)) {
+                f.layers.insert(Layer::Skills);
+                f.layers.insert(Layer::Contract);
+            }
+        }
+        f
+    }
+}
+
+/// The source folder of a layer in a crate laid out like `harness-template`.
+pub fn layer_dir(layer: Layer) -> &'static str {
+    match layer {
+        Layer::Contract => "src/contract/",
+        Layer::Skills => "src/skills/",
+        Layer::Realize => "src/realize/",
+        Layer::Regulate => "src/regulate/",
+    }
+}
+
+/// The files worth quoting for `focus`, most relevant first: `src/tables.rs`
+/// (the rules and tunables), then each touched layer's files (those naming
+/// a focus tool first, then the layer's `mod.rs`, then smaller first).
+fn focus_files(tree: &super::coder::diff::Tree, focus: &HarnessFocus) -> Vec<(String, String)> {
+    let text = |p: &str| std::str::from_utf8(&tree[p]).ok().map(str::to_string);
+    let mut out = Vec::new();
+    if tree.contains_key("src/tables.rs")
+        && let Some(t) = text("src/tables.rs")
+    {
+        out.push(("src/tables.rs".to_string(), t));
+    }
+    for layer in &focus.layers {
+        let dir = layer_dir(*layer);
+        let mut files: Vec<(usize, bool, usize, String, String)> = tree
+            .iter()
+            .filter(|(p, _)| p.starts_with(dir))
+            .filter_map(|(p, b)| {
+                let t = std::str::from_utf8(b).ok()?.to_string();
+                let hits = focus.tools.iter().filter(|tool| t.contains(*tool)).count();
+                Some((hits, !p.ends_with("/mod.rs"), b.len(), p.clone(), t))
+            })
+            .collect();
+        files.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        out.extend(files.into_iter().map(|(_, _, _, p, t)| (p, t)));
+    }
+    out
+}
+
+/// The harness source the roles read, within a token cap: the `src/` files
+/// with their sizes, `src/tables.rs`, and the hook code of the layers
+/// `focus` names; files that do not fit are named in a closing line (the
+/// first, most relevant one is clipped rather than dropped).
+pub fn harness_section(crate_dir: &Path, focus: &HarnessFocus) -> Result<Section, PathError> {
+    let listing = format!(
+        "Files of the harness crate (only files under src/ may change):\n{}",
+        list_src_files(crate_dir)?
+    );
+    let tree = super::coder::Snapshot::take(crate_dir)?.src_tree();
+    let files = focus_files(&tree, focus);
+    let layers: Vec<&str> = focus
+        .layers
+        .iter()
+        .map(|l| layer_dir(*l).trim_end_matches('/'))
+        .collect();
+    Ok(Section::new(move |cap| {
+        render_harness(&listing, &files, &layers, cap)
+    }))
+}
+
+fn fence_file(path: &str, text: &str) -> String {
+    let about = if path == "src/tables.rs" {
+        " (the harness's data-driven rules and tunables)"
+    } else {
+        ""
+    };
+    format!("\n### {path}{about}\n```rust\n{}\n```\n", text.trim_end())
+}
+
+fn render_harness(
+    listing: &str,
+    files: &[(String, String)],
+    layers: &[&str],
+    cap: Option<usize>,
+) -> String {
+    let mut head = listing.to_string();
+    if !layers.is_empty() {
+        head += &format!(
+            "\nThe failures touch these layers; their hook code follows: {}\n",
+            layers.join(", ")
+        );
+    }
+    let Some(cap) = cap else {
+        return head
+            + &files
+                .iter()
+                .map(|(p, t)| fence_file(p, t))
+                .collect::<String>();
+    };
+    let mut out = budget::clip_lines(&head, cap, "file list");
+    let mut used = estimate_tokens(&out);
+    let mut hidden: Vec<&str> = Vec::new();
+    // Room for the closing line: it names the files left out when that
+    // takes at most a quarter of the cap, else counts them.
+    let names_room = 24
+        + files
+            .iter()
+            .map(|(p, _)| estimate_tokens(p) + 1)
+            .sum::<usize>();
+    let name_them = names_room <= cap / 4;
+    let footer_room = if name_them { names_room } else { 40 };
+    for (i, (p, t)) in files.iter().enumerate() {
+        let block = fence_file(p, t);
+        let n = estimate_tokens(&block);
+        let left = cap.saturating_sub(used + footer_room);
+        if n <= left {
+            out += &block;
+            used += n;
+        } else if i == 0 && left > 200 {
+            let frame = estimate_tokens(&fence_file(p, "")) + 2;
+            let clipped = fence_file(p, &budget::clip_lines(t, left - frame, "file"));
+            used += estimate_tokens(&clipped);
+            out += &clipped;
+        } else {
+            hidden.push(p);
+        }
+    }
+    if !hidden.is_empty() {
+        out += &format!(
+            "\n(Not shown for the context budget: {}.)\n",
+            if name_them {
+                hidden.join(", ")
+            } else {
+                format!("{} file(s) of the failures' layers", hidden.len())
+            }
+        );
+    }
+    out
+}
+
+/// The whole harness description for the roles with no focus: the `src/`
+/// files with their sizes and the current `src/tables.rs`.
+pub fn describe_harness(crate_dir: &Path) -> Result<String, PathError> {
+    Ok(harness_section(crate_dir, &HarnessFocus::default())?.full())
+}
+
+/// How much evidence [`render_evidence`] writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EvidenceLimits {
+    /// Failure excerpts per recurring group (one per distinct task first).
+    pub excerpts_per_group: usize,
+    /// Auxiliary (single-task) groups shown with an excerpt.
+    pub auxiliary_groups: usize,
+    /// Excerpts of successful episodes.
+    pub success_excerpts: usize,
+    /// Rough cap on the whole text, in characters.
+    pub max_chars: usize,
+    /// Cap on the whole text in estimated tokens (the context budget).
+    pub max_tokens: Option<usize>,
+}
+
+impl Default for EvidenceLimits {
+    fn default() -> Self {
+        Self {
+            excerpts_per_group: 3,
+            auxiliary_groups: 6,
+            success_excerpts: 4,
+            max_chars: 30_000,
+            max_tokens: None,
+        }
+    }
+}
+
+/// Tools of a record's failing or blocked calls.
+fn failing_tools(r: &FailureRecord) -> BTreeSet<&str> {
+    r.steps
+        .iter()
+        .filter(|s| s.error || s.blocked)
+        .map(|s| s.name.as_str())
+        .collect()
+}
+
+/// One excerpt per distinct task first, then more trials, up to `n`.
+fn pick_excerpts(records: &[FailureRecord], n: usize) -> Vec<&FailureRecord> {
+    let mut seen = BTreeSet::new();
+    let mut picked: Vec<&FailureRecord> = records
+        .iter()
+        .filter(|r| seen.insert(&r.task_id))
+        .take(n)
+        .collect();
+    for r in records {
+        if picked.len() >= n {
+            break;
+        }
+        if !picked.iter().any(|p| std::ptr::eq(*p, r)) {
+            picked.push(r);
+        }
+    }
+    picked
+}
+
+/// One piece of rendered evidence: kept in document order, chosen by
+/// priority when the evidence must be trimmed.
+struct Piece {
+    /// Lower goes in first.
+    priority: u8,
+    text: String,
+    /// What leaving it out means: `Some(group label)` for a failure
+    /// excerpt, `None` for a success excerpt; headings are never counted.
+    excerpt_of: Option<Option<String>>,
+}
+
+/// The label each group carries in the evidence [`render_evidence`]
+/// writes (`R1`, `R2`… for recurring groups, `A1`, `A2`… for one-task
+/// groups, in order), with the group's tasks.
+pub fn group_labels(groups: &[FailureGroup]) -> BTreeMap<String, Vec<String>> {
+    let labelled = |prefix: &'static str, recurring: bool| {
+        groups
+            .iter()
+            .filter(move |g| g.recurring == recurring)
+            .enumerate()
+            .map(move |(i, g)| (format!("{prefix}{}", i + 1), g.tasks.clone()))
+    };
+    labelled("R", true).chain(labelled("A", false)).collect()
+}
+
+/// Render aggregated failure groups plus successful episodes on the same
+/// tools as prompt evidence. Only scrubbed records go in: `successes` are
+/// [`FailureRecord::from_episode`] of episodes that passed. Under a cap
+/// (`max_chars`, `max_tokens`) the pieces go in by priority (each recurring
+/// group's heading and first excerpt, a success on the same tools, more
+/// excerpts, the auxiliary groups, more successes) and a closing line says
+/// how many failure and success excerpts were left out, and of which groups.
+pub fn render_evidence(
+    groups: &[FailureGroup],
+    successes: &[FailureRecord],
+    limits: &EvidenceLimits,
+) -> String {
+    let mut pieces: Vec<Piece> = Vec::new();
+    let push = |pieces: &mut Vec<Piece>, priority, text: String, excerpt_of| {
+        pieces.push(Piece {
+            priority,
+            text,
+            excerpt_of,
+        })
+    };
+    // The labels here are the ones `group_labels` gives.
+    let recurring: Vec<&FailureGroup> = groups.iter().filter(|g| g.recurring).collect();
+    let auxiliary: Vec<&FailureGroup> = groups.iter().filter(|g| !g.recurring).collect();
+    push(
+        &mut pieces,
+        0,
+        "## Recurring failure groups (primary evidence: each spans two or more tasks)\n\n".into(),
+        None,
+    );
+    if recurring.is_empty() {
+        push(&mut pieces, 0, "(none)\n\n".into(), None);
+    }
+    for (i, g) in recurring.iter().enumerate() {
+        let label = format!("R{}", i + 1);
+        push(
+            &mut pieces,
+            0,
+            format!(
+                "### Group {label}: {}\ntasks: {} ({} failing episode(s))\n",
+                g.key,
+                g.tasks.join(", "),
+                g.records.len()
+            ),
+            None,
+        );
+        for (k, r) in pick_excerpts(&g.records, limits.excerpts_per_group)
+            .into_iter()
+            .enumerate()
+        {
+            let priority = if k == 0 { 1 } else { 3 };
+            push(
+                &mut pieces,
+                priority,
+                r.excerpt(),
+                Some(Some(label.clone())),
+            );
+        }
+        push(&mut pieces, 0, "\n".into(), None);
+    }
+    push(
+        &mut pieces,
+        0,
+        "## Auxiliary failure groups (one task each: supporting evidence only)\n\n".into(),
+        None,
+    );
+    if auxiliary.is_empty() {
+        push(&mut pieces, 0, "(none)\n\n".into(), None);
+    }
+    for (i, g) in auxiliary.iter().enumerate() {
+        let label = format!("A{}", i + 1);
+        if i < limits.auxiliary_groups {
+            let mut text = format!(
+                "### Group {label}: {}\ntask: {}\n",
+                g.key,
+                g.tasks.join(", ")
+            );
+            if let Some(r) = g.records.first() {
+                text += &r.excerpt();
+            }
+            text.push('\n');
+            push(&mut pieces, 4, text, Some(Some(label)));
+        } else {
+            push(
+                &mut pieces,
+                6,
+                format!("- Group {label}: {} (task {})\n", g.key, g.tasks.join(", ")),
+                Some(Some(label)),
+            );
+        }
+    }
+    // Successes that used the tools the failures stumble on, covering as
+    // many of those tools as possible, one per task.
+    let tools: BTreeSet<&str> = groups
+        .iter()
+        .flat_map(|g| g.records.iter())
+        .flat_map(failing_tools)
+        .collect();
+    let mut candidates: Vec<(usize, &FailureRecord)> = successes
+        .iter()
+        .filter(|r| r.success)
+        .map(|r| {
+            let used: BTreeSet<&str> = r.steps.iter().map(|s| s.name.as_str()).collect();
+            (used.intersection(&tools).count(), r)
+        })
+        .filter(|(n, _)| *n > 0)
+        .collect();
+    candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.task_id.cmp(&b.1.task_id)));
+    let mut seen = BTreeSet::new();
+    let picked: Vec<&FailureRecord> = candidates
+        .into_iter()
+        .map(|(_, r)| r)
+        .filter(|r| seen.insert(r.task_id.clone()))
+        .take(limits.success_excerpts)
+        .collect();
+    push(
+        &mut pieces,
+        0,
+        "\n## Successful episodes on the same tools (a change must not break these)\n\n".into(),
+        None,
+    );
+    if picked.is_empty() {
+        push(&mut pieces, 0, "(none recorded)\n".into(), None);
+    }
+    for (k, r) in picked.into_iter().enumerate() {
+        push(
+            &mut pieces,
+            if k == 0 { 2 } else { 5 },
+            r.excerpt(),
+            Some(None),
+        );
+    }
+    select_pieces(&pieces, limits)
+}
+
+/// The pieces that fit the limits, by priority, in document order, with a
+/// closing line for what was left out.
+fn select_pieces(pieces: &[Piece], limits: &EvidenceLimits) -> String {
+    let closing_room = 64;
+    let max_tokens = limits.max_tokens.map(|t| t.saturating_sub(closing_room));
+    let mut order: Vec<usize> = (0..pieces.len()).collect();
+    order.sort_by_key(|&i| (pieces[i].priority, i));
+    let mut keep = vec![false; pieces.len()];
+    let (mut chars, mut tokens) = (0usize, 0usize);
+    for i in order {
+        let p = &pieces[i];
+        let (c, t) = (p.text.len(), estimate_tokens(&p.text));
+        let fits_chars = chars + c <= limits.max_chars || chars == 0;
+        let fits_tokens = max_tokens.is_none_or(|m| tokens + t <= m);
+        if fits_chars && fits_tokens {
+            keep[i] = true;
+            chars += c;
+            tokens += t;
+        }
+    }
+    let mut out = String::new();
+    let (mut failures, mut succ) = (0usize, 0usize);
+    let mut groups: Vec<&str> = Vec::new();
+    for (p, kept) in pieces.iter().zip(&keep) {
+        if *kept {
+            out += &p.text;
+            continue;
+        }
+        match &p.excerpt_of {
+            Some(Some(label)) => {
+                failures += 1;
+                if !groups.contains(&label.as_str()) {
+                    groups.push(label);
+                }
+            }
+            Some(None) => succ += 1,
+            None => {}
+        }
+    }
+    if failures + succ > 0 {
+        let mut parts = Vec::new();
+        if failures > 0 {
+            parts.push(format!(
+                "{failures} failure excerpt(s) (group(s) {})",
+                groups.join(", ")
+            ));
+        }
+        if succ > 0 {
+            parts.push(format!("{succ} success excerpt(s)"));
+        }
+        out += &format!(
+            "\n(Left out to fit the context budget: {}.)\n",
+            parts.join(", ")
+        );
+    }
+    out
+}
+
+/// The evidence of `groups` as a section the budget can trim.
+pub fn evidence_section(
+    groups: &[FailureGroup],
+    successes: &[FailureRecord],
+    limits: &EvidenceLimits,
+) -> Section {
+    let (groups, successes, limits) = (groups.to_vec(), successes.to_vec(), limits.clone());
+    Section::new(move |cap| {
+        render_evidence(
+            &groups,
+            &successes,
+            &EvidenceLimits {
+                max_tokens: cap.or(limits.max_tokens),
+                ..limits.clone()
+            },
+        )
+    })
+}
+
+/// The excerpts of failures on `tasks`, each as the per-failure evidence
+/// Self-Evolution's coder gets, aggregated by group (the FDCR coder's view
+/// of the evidence a spec cites, and the no-FDCR coder's of every failure).
+pub fn failure_excerpts(groups: &[FailureGroup], tasks: Option<&BTreeSet<String>>) -> String {
+    let mut out = String::new();
+    for g in groups {
+        let records: Vec<&FailureRecord> = g
+            .records
+            .iter()
+            .filter(|r| tasks.is_none_or(|t| t.contains(&r.task_id)))
+            .collect();
+        if records.is_empty() {
+            continue;
+        }
+        out += &format!(
+            "### {} ({}): {}\n",
+            if g.recurring {
+                "Recurring"
+            } else {
+                "Single-task"
+            },
+            g.tasks.join(", "),
+            g.key
+        );
+        for r in records {
+            out += &r.excerpt();
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::aggregate;
+    use crate::records::ToolStep;
+    use ecdysis_model::{ChatResponse, ModelError, ModelFuture};
+    use ecdysis_runner::agent::{CallSource, EndReason};
+    use std::sync::Mutex;
+
+    /// A scripted in-process model that records requests.
+    struct Script {
+        replies: Mutex<Vec<Result<String, String>>>,
+        seen: Mutex<Vec<ChatRequest>>,
+    }
+
+    impl Script {
+        fn new(replies: Vec<Result<&str, &str>>) -> Arc<Self> {
+            Arc::new(Self {
+                replies: Mutex::new(
+                    replies
+                        .into_iter()
+                        .rev()
+                        .map(|r| r.map(String::from).map_err(String::from))
+                        .collect(),
+                ),
+                seen: Mutex::new(Vec::new()),
+            })
+        }
+    }
+
+    impl ChatModel for Script {
+        fn name(&self) -> &str {
+            "script"
+        }
+
+        fn chat<'a>(&'a self, request: &'a ChatRequest) -> ModelFuture<'a> {
+            self.seen.lock().unwrap().push(request.clone());
+            let next = self
+                .replies
+                .lock()
+                .unwrap()
+                .pop()
+                .expect("script exhausted");
+            Box::pin(async move {
+                match next {
+                    Ok(text) => Ok(ChatResponse {
+                        content: Some(text),
+                        ..ChatResponse::default()
+                    }),
+                    Err(m) => Err(ModelError::Config(m)),
+                }
+            })
+        }
+    }
+
+    const SPEC: &str = r#"{"failure_patterns": [{"name": "p", "description": "d", "evidence_tasks": ["1", "2"]}],
+        "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "x", "rationale": "y", "evidence_tasks": ["1", "2"]}],
+        "skills": [], "implementation_notes": ""}"#;
+
+    fn input() -> FdcrInput {
+        FdcrInput::new("EVIDENCE-MARK {{transcript}}", "HARNESS-MARK")
+    }
+
+    #[tokio::test]
+    async fn one_round_then_a_spec() {
+        let m = Script::new(vec![Ok("a1"), Ok("c1"), Ok("e1"), Ok(SPEC)]);
+        let config = FdcrConfig {
+            rounds: 1,
+            ..FdcrConfig::default()
+        };
+        let out = deliberate(&Roles::uniform(m.clone()), &input(), &config).await;
+        assert!(out.spec.is_some(), "{:?}", out.error);
+        assert_eq!(out.calls, 4);
+        let seen = m.seen.lock().unwrap();
+        // The evidence's braces are not template keys.
+        assert!(
+            seen[0].messages[1]
+                .text()
+                .contains("EVIDENCE-MARK {{transcript}}")
+        );
+        assert!(
+            seen[3].messages[1]
+                .text()
+                .contains("## Round 1 · Engineer\ne1")
+        );
+        // The Engineer of the last round is told so.
+        assert!(seen[2].messages[1].text().contains("last round"));
+    }
+
+    #[tokio::test]
+    async fn a_model_error_ends_the_discussion() {
+        let m = Script::new(vec![Ok("a1"), Err("boom")]);
+        let out = deliberate(&Roles::uniform(m), &input(), &FdcrConfig::default()).await;
+        assert!(out.spec.is_none());
+        assert_eq!(out.failure, Some(FdcrFailure::ModelError));
+        assert!(
+            out.error.as_deref().unwrap().contains("critic"),
+            "{:?}",
+            out.error
+        );
+        assert_eq!(out.calls, 2);
+        assert_eq!(out.transcript.len(), 1);
+    }
+
+    /// A spec citing group labels, as the local 1.5B model wrote one.
+    const LABELLED: &str = r#"{"failure_patterns": [{"name": "p", "description": "d", "evidence_tasks": ["A1", "A2"]}],
+        "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "x", "rationale": "y", "evidence_tasks": ["A1", "A2"]}],
+        "skills": [], "implementation_notes": ""}"#;
+
+    fn checked_input() -> FdcrInput {
+        FdcrInput {
+            failing_tasks: Some(["0", "3"].iter().map(|s| s.to_string()).collect()),
+            group_labels: [
+                ("A1".to_string(), vec!["0".to_string()]),
+                ("A2".to_string(), vec!["3".to_string()]),
+            ]
+            .into(),
+            ..input()
+        }
+    }
+
+    #[tokio::test]
+    async fn group_labels_as_evidence_are_read_as_tasks_and_recorded() {
+        let m = Script::new(vec![Ok("a1"), Ok("c1"), Ok("e1"), Ok(LABELLED)]);
+        let config = FdcrConfig {
+            rounds: 1,
+            ..FdcrConfig::default()
+        };
+        let out = deliberate(&Roles::uniform(m), &checked_input(), &config).await;
+        let spec = out.spec.expect("the labels name failing tasks");
+        assert_eq!(spec.proposed_changes[0].evidence_tasks, vec!["0", "3"]);
+        assert!(!spec.proposed_changes[0].instance_specific);
+        let note = out.transcript.last().unwrap();
+        assert_eq!(note.role, FdcrRole::Validation);
+        assert!(note.content.contains("A1 → 0; A2 → 3"), "{}", note.content);
+    }
+
+    #[tokio::test]
+    async fn a_refused_spec_repeated_word_for_word_ends_the_retries() {
+        let bad = r#"{"failure_patterns": [], "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "x", "rationale": "y", "evidence_tasks": ["Z9"]}], "skills": []}"#;
+        let m = Script::new(vec![
+            Ok("a1"),
+            Ok("c1"),
+            Ok("e1"),
+            Ok(bad),
+            Ok(bad),
+            Ok(SPEC),
+        ]);
+        let config = FdcrConfig {
+            rounds: 1,
+            spec_retries: 3,
+            ..FdcrConfig::default()
+        };
+        let out = deliberate(&Roles::uniform(m.clone()), &checked_input(), &config).await;
+        assert!(out.spec.is_none());
+        assert_eq!(out.failure, Some(FdcrFailure::MalformedSpec));
+        assert!(
+            out.error
+                .as_deref()
+                .unwrap()
+                .contains("word for word after 2 attempt(s)"),
+            "{:?}",
+            out.error
+        );
+        // Two Moderator calls: a third would have been the second's request.
+        assert_eq!(out.calls, 5);
+        assert_eq!(m.seen.lock().unwrap().len(), 5);
+
+        // A changed reply gets its retry as before.
+        let m = Script::new(vec![Ok("a1"), Ok("c1"), Ok("e1"), Ok(bad), Ok(LABELLED)]);
+        let out = deliberate(&Roles::uniform(m), &checked_input(), &config).await;
+        assert!(out.spec.is_some(), "{:?}", out.error);
+        assert_eq!(out.calls, 5);
+    }
+
+    fn record(task: &str, success: bool, tool: &str, error: bool) -> FailureRecord {
+        FailureRecord {
+            task_id: task.into(),
+            trial: 0,
+            reward: if success { 1.0 } else { 0.0 },
+            success,
+            db_ok: Some(success),
+            communicate_ok: None,
+            end: EndReason::AgentStop,
+            steps: vec![ToolStep {
+                name: tool.into(),
+                arguments: "{\"order_id\":\"W1\"}".into(),
+                result: if error {
+                    "Error: Order not found".into()
+                } else {
+                    "{}".into()
+                },
+                error,
+                blocked: false,
+                source: CallSource::Model,
+            }],
+            agent_texts: vec![],
+            interventions: vec![],
+        }
+    }
+
+    #[test]
+    fn evidence_has_groups_excerpts_and_successes_on_the_same_tools() {
+        let failures = vec![
+            record("1", false, "get_order_details", true),
+            record("2", false, "get_order_details", true),
+            record("3", false, "cancel_order", true),
+        ];
+        let groups = aggregate(&failures);
+        let successes = vec![
+            record("7", true, "get_order_details", false),
+            record("8", true, "list_flights", false),
+        ];
+        let text = render_evidence(&groups, &successes, &EvidenceLimits::default());
+        assert!(text.contains("Group R1"), "{text}");
+        assert!(text.contains("tasks: 1, 2"), "{text}");
+        assert!(text.contains("Group A1"), "{text}");
+        assert!(
+            text.contains("get_order_details({\"order_id\":\"W1\"}) -> ERROR"),
+            "{text}"
+        );
+        assert!(text.contains("task 7 trial 0"), "{text}");
+        assert!(!text.contains("task 8"), "{text}");
+    }
+
+    #[test]
+    fn the_harness_description_lists_files_and_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(dir.path().join("Cargo.toml"), "").unwrap();
+        std::fs::write(dir.path().join("src/lib.rs"), "mod tables;\n").unwrap();
+        std::fs::write(
+            dir.path().join("src/tables.rs"),
+            "//! Tunables of the rules.\npub const REPEAT: u32 = 3;\n",
+        )
+        .unwrap();
+        let text = describe_harness(dir.path()).unwrap();
+        assert!(text.contains("- src/lib.rs (1 lines)\n"), "{text}");
+        assert!(text.contains("pub const REPEAT: u32 = 3;"), "{text}");
+        assert!(
+            text.contains("- src/tables.rs (2 lines): Tunables of the rules.\n"),
+            "{text}"
+        );
+        assert!(!text.contains("Cargo.toml"), "{text}");
+    }
+}

@@ -1,0 +1,495 @@
+//! Choosing a training-task budget (`--select-train failure-aware|random
+//! --budget-tasks N`).
+//!
+//! Evolution only learns from what the training tasks expose, and many
+//! tasks expose the same thing. Training on a budget that covers every
+//! distinct failure signature and execution path reaches close to the
+//! full-split score with a fraction of the episodes; `random` is the
+//! baseline that shows whether the choice, not just the smaller budget,
+//! matters.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::aggregate;
+use super::records;
+use ecdysis_runner::agent::{Entry, EpisodeRecord};
+
+/// How the training budget is filled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum SelectStrategy {
+    /// One task per failure signature, then per execution path, then the
+    /// most failing tasks.
+    FailureAware,
+    /// A seeded uniform draw.
+    Random,
+}
+
+impl SelectStrategy {
+    /// The name `--select-train` takes: `failure-aware` or `random`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SelectStrategy::FailureAware => "failure-aware",
+            SelectStrategy::Random => "random",
+        }
+    }
+}
+
+/// One chosen task and why it was chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Picked {
+    /// The task id.
+    pub task: String,
+    /// Why it was picked: the failure signature or execution path it covers,
+    /// its failure count, the random draw, or a budget covering every task.
+    pub reason: String,
+}
+
+/// The chosen training tasks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Selection {
+    /// How the tasks were chosen.
+    pub strategy: SelectStrategy,
+    /// At most this many tasks.
+    pub budget: usize,
+    /// Seed of the `random` draw (recorded for every strategy).
+    pub seed: u64,
+    /// The chosen tasks in split order (what training runs on).
+    pub tasks: Vec<String>,
+    /// The same tasks in the order they were chosen, with reasons.
+    pub picked: Vec<Picked>,
+}
+
+/// Choose up to `budget` of `all_tasks`.
+///
+/// `all_tasks` is in split order (repeated ids count once); `records` are
+/// the incumbent's episodes on them (any trials; episodes of tasks outside
+/// the split are ignored); an episode fails when its reward is below
+/// `lambda`. `seed` is only used by `random`.
+pub fn select(
+    strategy: SelectStrategy,
+    budget: usize,
+    all_tasks: &[String],
+    records: &[EpisodeRecord],
+    lambda: f64,
+    seed: u64,
+) -> Selection {
+    let mut seen = HashSet::new();
+    let tasks: Vec<&str> = all_tasks
+        .iter()
+        .map(String::as_str)
+        .filter(|t| seen.insert(*t))
+        .collect();
+    let picked = if budget >= tasks.len() {
+        tasks
+            .iter()
+            .map(|t| Picked {
+                task: t.to_string(),
+                reason: "budget covers every task".into(),
+            })
+            .collect()
+    } else {
+        match strategy {
+            SelectStrategy::Random => random(&tasks, budget, seed),
+            SelectStrategy::FailureAware => failure_aware(&tasks, budget, records, lambda),
+        }
+    };
+    let chosen: HashSet<&str> = picked.iter().map(|p| p.task.as_str()).collect();
+    Selection {
+        strategy,
+        budget,
+        seed,
+        tasks: tasks
+            .iter()
+            .filter(|t| chosen.contains(**t))
+            .map(|t| t.to_string())
+            .collect(),
+        picked,
+    }
+}
+
+/// Seeded Fisher–Yates; the first `budget` of the shuffle are the draw.
+fn random(tasks: &[&str], budget: usize, seed: u64) -> Vec<Picked> {
+    let mut order: Vec<&str> = tasks.to_vec();
+    let mut rng = ecdysis_sys::rng::SplitMix64::new(seed);
+    for i in (1..order.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        order.swap(i, j);
+    }
+    order
+        .into_iter()
+        .take(budget)
+        .map(|t| Picked {
+            task: t.to_string(),
+            reason: format!("random draw (seed {seed})"),
+        })
+        .collect()
+}
+
+/// Keeps the picks and the budget together so every step stops at the
+/// same limit and never picks a task twice.
+struct Picker {
+    budget: usize,
+    chosen: HashSet<String>,
+    picked: Vec<Picked>,
+}
+
+impl Picker {
+    fn full(&self) -> bool {
+        self.picked.len() >= self.budget
+    }
+
+    fn has(&self, task: &str) -> bool {
+        self.chosen.contains(task)
+    }
+
+    fn take(&mut self, task: &str, reason: String) {
+        if !self.full() && self.chosen.insert(task.to_string()) {
+            self.picked.push(Picked {
+                task: task.to_string(),
+                reason,
+            });
+        }
+    }
+}
+
+fn failure_aware(
+    tasks: &[&str],
+    budget: usize,
+    records: &[EpisodeRecord],
+    lambda: f64,
+) -> Vec<Picked> {
+    let index: HashMap<&str, usize> = tasks.iter().enumerate().map(|(i, t)| (*t, i)).collect();
+    let mut pick = Picker {
+        budget,
+        chosen: HashSet::new(),
+        picked: Vec::new(),
+    };
+
+    // (a) One task per failure signature, groups in aggregate's order
+    // (recurring first, larger first), so the budget goes to the failures
+    // most worth fixing when it cannot cover them all. Failures of tasks
+    // outside the split must not form groups we cannot pick from.
+    let failures: Vec<_> = records::failures(records, lambda)
+        .into_iter()
+        .filter(|f| index.contains_key(f.task_id.as_str()))
+        .collect();
+    for group in aggregate::aggregate(&failures) {
+        if pick.full() {
+            break;
+        }
+        // A task picked for an earlier signature may also show this one
+        // (on another trial): the signature is then already covered.
+        if group.tasks.iter().any(|t| pick.has(t)) {
+            continue;
+        }
+        // group.tasks is sorted by name; the split's order decides.
+        if let Some(t) = group.tasks.iter().min_by_key(|t| index[t.as_str()]) {
+            pick.take(t, format!("failure signature {}", group.key));
+        }
+    }
+
+    // (b) One task per execution path not yet covered, passing tasks
+    // included: a path that works today is still a path a harness change
+    // can break, and the gate should see it.
+    let paths = first_trial_paths(records, &index);
+    let mut covered: HashSet<&[String]> = pick
+        .picked
+        .iter()
+        .filter_map(|p| paths.get(p.task.as_str()).map(Vec::as_slice))
+        .collect();
+    for t in tasks {
+        if pick.full() {
+            break;
+        }
+        if pick.has(t) {
+            continue;
+        }
+        if let Some(path) = paths.get(t)
+            && covered.insert(path.as_slice())
+        {
+            pick.take(t, format!("execution path {}", render_path(path)));
+        }
+    }
+
+    // (c) The tasks that fail most often (more evidence per task), then the
+    // rest in split order.
+    let mut trials: HashMap<&str, (usize, usize)> = HashMap::new();
+    for r in records {
+        if !index.contains_key(r.task_id.as_str()) {
+            continue;
+        }
+        let e = trials.entry(r.task_id.as_str()).or_insert((0, 0));
+        e.1 += 1;
+        if r.reward < lambda {
+            e.0 += 1;
+        }
+    }
+    let mut failing: Vec<(&str, usize, usize)> = tasks
+        .iter()
+        .filter(|t| !pick.has(t))
+        .filter_map(|t| trials.get(t).map(|&(f, n)| (*t, f, n)))
+        .filter(|&(_, f, _)| f > 0)
+        .collect();
+    failing.sort_by_key(|&(t, f, _)| (std::cmp::Reverse(f), index[t]));
+    for (t, f, n) in failing {
+        pick.take(t, format!("failing in {f} of {n} trials"));
+    }
+    for t in tasks {
+        pick.take(t, "remaining task in split order".into());
+    }
+    pick.picked
+}
+
+/// Tool names each split task called on its first recorded trial (lowest
+/// trial number): one trial, so a task is not credited with paths that
+/// only its retries took.
+fn first_trial_paths<'a>(
+    records: &'a [EpisodeRecord],
+    index: &HashMap<&str, usize>,
+) -> HashMap<&'a str, Vec<String>> {
+    let mut first: HashMap<&str, &EpisodeRecord> = HashMap::new();
+    for r in records {
+        if !index.contains_key(r.task_id.as_str()) {
+            continue;
+        }
+        let e = first.entry(r.task_id.as_str()).or_insert(r);
+        if r.trial < e.trial {
+            *e = r;
+        }
+    }
+    first
+        .into_iter()
+        .map(|(t, r)| {
+            let path = r
+                .transcript
+                .iter()
+                .filter_map(|e| match e {
+                    Entry::Tool { name, .. } => Some(name.clone()),
+                    _ => None,
+                })
+                .collect();
+            (t, path)
+        })
+        .collect()
+}
+
+fn render_path(path: &[String]) -> String {
+    if path.is_empty() {
+        "(no tool calls)".into()
+    } else {
+        path.join("→")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ecdysis_runner::agent::{CallSource, EndReason};
+
+    /// A tool call: name, whether it failed, its result.
+    type Call<'a> = (&'a str, bool, &'a str);
+
+    fn ep(task: &str, trial: u32, reward: f64, end: EndReason, calls: &[Call]) -> EpisodeRecord {
+        let transcript = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, error, content))| Entry::Tool {
+                step: i as u32 + 1,
+                call_id: format!("c{i}"),
+                name: name.to_string(),
+                arguments: "{}".into(),
+                proposed: None,
+                content: content.to_string(),
+                error: *error,
+                blocked: false,
+                source: CallSource::Model,
+            })
+            .collect();
+        EpisodeRecord {
+            end,
+            steps: calls.len() as u32,
+            tool_errors: calls.iter().filter(|c| c.1).count() as u32,
+            transcript,
+            ..EpisodeRecord::bare(task, trial, reward)
+        }
+    }
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    const SPLIT: [&str; 8] = [
+        "zeta-a", "alpha-a", "mid-b", "beta-b", "pass-1", "pass-2", "gamma-c", "pass-3",
+    ];
+
+    /// Three failure signatures:
+    /// - A `max_steps` without calls: zeta-a, alpha-a;
+    /// - B `agent_stop`, first failure `get_order: order <n> not found`: mid-b,
+    ///   beta-b (failing on two trials);
+    /// - C `too_many_errors` with a repeated failing call: gamma-c.
+    ///
+    /// Within A and B name order and split order disagree, so a pick by
+    /// name shows. The passing tasks have paths get_user→cancel (twice)
+    /// and get_user→refund. A task outside the split fails differently and
+    /// must never be picked.
+    fn evidence() -> Vec<EpisodeRecord> {
+        let not_found = ("get_order", true, "Error: Order #W1 not found");
+        let boom = ("exchange", true, "Error: boom");
+        vec![
+            ep("zeta-a", 0, 0.0, EndReason::MaxSteps, &[]),
+            ep("alpha-a", 0, 0.0, EndReason::MaxSteps, &[]),
+            ep("mid-b", 0, 0.0, EndReason::AgentStop, &[not_found]),
+            ep("beta-b", 0, 0.0, EndReason::AgentStop, &[not_found]),
+            ep("beta-b", 1, 0.0, EndReason::AgentStop, &[not_found]),
+            ep(
+                "pass-1",
+                0,
+                1.0,
+                EndReason::AgentStop,
+                &[("get_user", false, "{}"), ("cancel", false, "ok")],
+            ),
+            ep(
+                "pass-2",
+                0,
+                1.0,
+                EndReason::AgentStop,
+                &[("get_user", false, "{}"), ("cancel", false, "ok")],
+            ),
+            ep("gamma-c", 0, 0.0, EndReason::TooManyErrors, &[boom, boom]),
+            ep(
+                "pass-3",
+                0,
+                1.0,
+                EndReason::AgentStop,
+                &[("get_user", false, "{}"), ("refund", false, "ok")],
+            ),
+            ep("outside", 0, 0.0, EndReason::HarnessError, &[]),
+        ]
+    }
+
+    fn picked_tasks(s: &Selection) -> Vec<&str> {
+        s.picked.iter().map(|p| p.task.as_str()).collect()
+    }
+
+    #[test]
+    fn a_budget_covering_the_split_returns_it_in_order() {
+        let split = names(&SPLIT);
+        for strategy in [SelectStrategy::FailureAware, SelectStrategy::Random] {
+            for budget in [8, 100] {
+                let s = select(strategy, budget, &split, &evidence(), 1.0, 7);
+                assert_eq!(s.tasks, split);
+                assert_eq!(picked_tasks(&s), SPLIT);
+                assert!(
+                    s.picked
+                        .iter()
+                        .all(|p| p.reason == "budget covers every task")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn random_is_seeded_bounded_and_in_split_order() {
+        let split: Vec<String> = (0..50).map(|i| format!("task-{i:02}")).collect();
+        let a = select(SelectStrategy::Random, 10, &split, &[], 1.0, 1);
+        let again = select(SelectStrategy::Random, 10, &split, &[], 1.0, 1);
+        let b = select(SelectStrategy::Random, 10, &split, &[], 1.0, 2);
+        assert_eq!(a, again);
+        assert_ne!(a.tasks, b.tasks, "the seed must change the draw");
+        for s in [&a, &b] {
+            assert_eq!(s.tasks.len(), 10);
+            let mut sorted = s.tasks.clone();
+            sorted.sort();
+            // The names sort like the split, so split order means sorted.
+            assert_eq!(s.tasks, sorted);
+            let mut drawn: Vec<String> = s.picked.iter().map(|p| p.task.clone()).collect();
+            drawn.sort();
+            assert_eq!(drawn, s.tasks);
+        }
+        // Not simply the head of the split.
+        assert_ne!(a.tasks, split[..10].to_vec());
+    }
+
+    #[test]
+    fn failure_aware_covers_each_signature_once() {
+        let s = select(
+            SelectStrategy::FailureAware,
+            3,
+            &names(&SPLIT),
+            &evidence(),
+            1.0,
+            0,
+        );
+        // B and A recur on two tasks each (B's key sorts first), C is single;
+        // each contributes its first task in split order.
+        assert_eq!(picked_tasks(&s), ["mid-b", "zeta-a", "gamma-c"]);
+        assert_eq!(s.tasks, names(&["zeta-a", "mid-b", "gamma-c"]));
+        assert_eq!(
+            s.picked[0].reason,
+            "failure signature agent_stop | first failure get_order: order <n> not found"
+        );
+        assert_eq!(s.picked[1].reason, "failure signature max_steps");
+        assert!(
+            s.picked[2]
+                .reason
+                .starts_with("failure signature too_many_errors")
+        );
+    }
+
+    #[test]
+    fn failure_aware_adds_new_paths_before_repeats() {
+        let split = names(&SPLIT);
+        let s = select(SelectStrategy::FailureAware, 5, &split, &evidence(), 1.0, 0);
+        // alpha-a (no calls), beta-b (get_order) and pass-2 repeat covered
+        // paths; pass-1 and pass-3 open new ones.
+        assert_eq!(&picked_tasks(&s)[3..], ["pass-1", "pass-3"]);
+        assert_eq!(s.picked[3].reason, "execution path get_user→cancel");
+        assert_eq!(s.picked[4].reason, "execution path get_user→refund");
+        assert_eq!(
+            s.tasks,
+            names(&["zeta-a", "mid-b", "pass-1", "gamma-c", "pass-3"])
+        );
+
+        // Then failing tasks, most failing trials first (beta-b before the
+        // earlier alpha-a), then the rest.
+        let s = select(SelectStrategy::FailureAware, 7, &split, &evidence(), 1.0, 0);
+        assert_eq!(&picked_tasks(&s)[5..], ["beta-b", "alpha-a"]);
+        assert_eq!(s.picked[5].reason, "failing in 2 of 2 trials");
+        assert!(!s.tasks.contains(&"pass-2".to_string()));
+    }
+
+    #[test]
+    fn without_records_failure_aware_takes_the_split_head() {
+        let s = select(SelectStrategy::FailureAware, 3, &names(&SPLIT), &[], 1.0, 0);
+        assert_eq!(s.tasks, names(&SPLIT[..3]));
+        assert!(
+            s.picked
+                .iter()
+                .all(|p| p.reason == "remaining task in split order")
+        );
+    }
+
+    #[test]
+    fn lambda_decides_what_fails() {
+        // With lambda 0 nothing fails (no reward is below 0): no signature
+        // picks, only paths, in split order: zeta-a (no calls), mid-b
+        // (get_order), pass-1.
+        let s = select(
+            SelectStrategy::FailureAware,
+            3,
+            &names(&SPLIT),
+            &evidence(),
+            0.0,
+            0,
+        );
+        assert_eq!(picked_tasks(&s), ["zeta-a", "mid-b", "pass-1"]);
+        assert!(
+            s.picked
+                .iter()
+                .all(|p| p.reason.starts_with("execution path"))
+        );
+    }
+}

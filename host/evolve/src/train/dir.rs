@@ -1,0 +1,337 @@
+//! The training run directory: its layout, its config check, and the files
+//! that make a run resumable (`initial`, `incumbent`, `rounds.jsonl`,
+//! `ledger.json`, `selection.json`). Everything is read strictly: a corrupt
+//! file is an error naming it, never a silent fallback to a fresh start.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::record::{LedgerFile, RoundRecord};
+use super::{TrainConfig, TrainError};
+use ecdysis_model::UsageLedger;
+use ecdysis_runner::eval::rundir::{self, JsonlLog};
+use ecdysis_sandbox::store::ComponentHash;
+use ecdysis_sys::fsutil::PathError;
+
+/// An open training run directory.
+pub struct TrainDir {
+    root: PathBuf,
+    rounds: JsonlLog<RoundRecord>,
+}
+
+impl TrainDir {
+    /// Open `root` for `config`: refuse another configuration (with a
+    /// diff), write `config.json`, read back the finished rounds.
+    pub fn open(
+        root: &Path,
+        config: &TrainConfig,
+    ) -> Result<(TrainDir, Vec<RoundRecord>), TrainError> {
+        rundir::claim_dir(root, config, false)?;
+        let (rounds, done) = JsonlLog::open(&root.join("rounds.jsonl"))?;
+        Ok((
+            TrainDir {
+                root: root.to_path_buf(),
+                rounds,
+            },
+            done,
+        ))
+    }
+
+    /// The directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where the coder edits the next candidate.
+    pub fn staging(&self) -> PathBuf {
+        self.root.join("staging")
+    }
+
+    /// A candidate's directory (source, manifest, spec, diff...).
+    pub fn candidate(&self, h: &ComponentHash) -> PathBuf {
+        self.root.join("candidates").join(h.as_str())
+    }
+
+    /// A round's directory (its transcript).
+    pub fn round(&self, n: u32) -> PathBuf {
+        self.root.join("rounds").join(n.to_string())
+    }
+
+    /// The runner's result directory for one evaluation of `h`.
+    pub fn eval_dir(&self, h: &ComponentHash, label: &str) -> PathBuf {
+        self.root
+            .join("evals")
+            .join(format!("{}-{label}", &h.as_str()[..16]))
+    }
+
+    /// Append a finished round (synced before returning).
+    pub fn append_round(&self, record: &RoundRecord) -> Result<(), TrainError> {
+        Ok(self.rounds.append(record)?)
+    }
+
+    /// The starting harness, if it was built already.
+    pub fn initial(&self) -> Result<Option<ComponentHash>, TrainError> {
+        read_hash(&self.root.join("initial"))
+    }
+
+    /// Record the starting harness.
+    pub fn set_initial(&self, h: &ComponentHash) -> Result<(), TrainError> {
+        write_text(&self.root.join("initial"), h.as_str())
+    }
+
+    /// The incumbent after the finished rounds: the last accepted candidate
+    /// of `rounds.jsonl`, else `initial`. The `incumbent` file mirrors it
+    /// for users; a corrupt one is an error naming it, a stale one (a kill
+    /// between the round's record and the file) is rewritten.
+    pub fn incumbent(
+        &self,
+        initial: &ComponentHash,
+        done: &[RoundRecord],
+    ) -> Result<ComponentHash, TrainError> {
+        let from_log = match done.iter().rev().find(|r| r.accepted) {
+            Some(r) => {
+                let cand = r.candidate.as_deref().unwrap_or_default();
+                ComponentHash::parse(cand).ok_or_else(|| TrainError::Corrupt {
+                    path: self.root.join("rounds.jsonl"),
+                    message: format!(
+                        "round {} is accepted but its candidate `{cand}` is not a component hash",
+                        r.round
+                    ),
+                })?
+            }
+            None => initial.clone(),
+        };
+        let path = self.root.join("incumbent");
+        if read_hash(&path)?.as_ref() != Some(&from_log) {
+            self.set_incumbent(&from_log)?;
+        }
+        Ok(from_log)
+    }
+
+    /// Record a new incumbent.
+    pub fn set_incumbent(&self, h: &ComponentHash) -> Result<(), TrainError> {
+        write_text(&self.root.join("incumbent"), h.as_str())
+    }
+
+    /// Load the calls of earlier processes of this run into `ledger`, so
+    /// budgets hold across resumes.
+    pub fn import_ledger(&self, ledger: &UsageLedger) -> Result<(), TrainError> {
+        if let Some(earlier) = self.read::<LedgerFile>("ledger.json")? {
+            ledger.import(earlier.calls);
+        }
+        Ok(())
+    }
+
+    /// Save `ledger.json`.
+    pub fn save_ledger(&self, ledger: &UsageLedger) -> Result<(), TrainError> {
+        self.write(
+            "ledger.json",
+            &LedgerFile {
+                summary: ledger.summary(),
+                calls: ledger.calls(),
+            },
+        )
+    }
+
+    /// Read a JSON file of the run (`None` when absent; corrupt: an error
+    /// naming it).
+    pub fn read<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, TrainError> {
+        let path = self.root.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| TrainError::Corrupt {
+                        path,
+                        message: e.to_string(),
+                    })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(PathError::new("read", &path, e).into()),
+        }
+    }
+
+    /// Write a JSON file of the run atomically.
+    pub fn write<T: Serialize>(&self, name: &str, value: &T) -> Result<(), TrainError> {
+        write_json(&self.root.join(name), value)
+    }
+
+    /// Episodes this training run has paid for, across resumes: every
+    /// finished line of every evaluation (the runner never re-runs them).
+    pub fn paid_episodes(&self) -> u64 {
+        let Ok(entries) = std::fs::read_dir(self.root.join("evals")) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join(rundir::TRAJECTORIES_FILE)).ok())
+            .map(|bytes| {
+                bytes
+                    .split(|b| *b == b'\n')
+                    .filter(|l| !l.is_empty())
+                    .count() as u64
+            })
+            .sum()
+    }
+
+    /// Whether the user asked the run to stop after the current round.
+    pub fn stop_requested(&self) -> bool {
+        self.root.join("STOP").exists()
+    }
+}
+
+/// Write any JSON value atomically.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), TrainError> {
+    Ok(rundir::write_json(path, value)?)
+}
+
+fn write_text(path: &Path, text: &str) -> Result<(), TrainError> {
+    ecdysis_sys::fsutil::atomic_write(path, text.as_bytes())
+        .map_err(|e| PathError::new("write", path, e))?;
+    Ok(())
+}
+
+/// A file holding one component hash: `None` when absent, an error naming
+/// the file when it holds anything else.
+fn read_hash(path: &Path) -> Result<Option<ComponentHash>, TrainError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            ComponentHash::parse(text.trim())
+                .map(Some)
+                .ok_or_else(|| TrainError::Corrupt {
+                    path: path.to_path_buf(),
+                    message: format!("`{}` is not a component hash", text.trim()),
+                })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(PathError::new("read", path, e).into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::{Method, PhaseTimes};
+    use ecdysis_runner::eval::RunSpec;
+
+    fn config() -> TrainConfig {
+        TrainConfig {
+            method: Method::Ecdysis,
+            rounds: 3,
+            lambda: 1.0,
+            train: RunSpec::default().config(None, vec!["1".into()]),
+            test_tasks: vec![],
+            test_split: None,
+            max_coder_calls: None,
+            max_episodes: None,
+            plateau: 2,
+            start_blank: false,
+            coder_latency_ms: 0,
+            diagnoser: "heuristic".into(),
+            coder: "rules".into(),
+            accept: Default::default(),
+            max_usd: None,
+            select: None,
+            test_trials: 1,
+            test_direct: false,
+            gate_measure: Default::default(),
+            roles: Default::default(),
+            allow_unjailed_builds: false,
+            coder_network: None,
+        }
+    }
+
+    fn round(n: u32, candidate: &ComponentHash, accepted: bool) -> RoundRecord {
+        RoundRecord {
+            round: n,
+            incumbent: "i".into(),
+            incumbent_score: 0.5,
+            candidate: Some(candidate.to_string()),
+            candidate_score: Some(0.6),
+            accepted,
+            decision: "x".into(),
+            failures: 1,
+            groups: 1,
+            recurring_groups: 0,
+            coder_calls: 1,
+            spec: None,
+            seconds: PhaseTimes::default(),
+            p_value: None,
+            usd: 0.0,
+            edit_to_episode_seconds: None,
+            incumbent_measure: None,
+            candidate_measure: None,
+        }
+    }
+
+    #[test]
+    fn the_incumbent_comes_from_the_round_log_and_a_stale_file_is_rewritten() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, done) = TrainDir::open(tmp.path(), &config()).unwrap();
+        assert!(done.is_empty());
+        let initial = ComponentHash::of(b"initial");
+        let cand = ComponentHash::of(b"candidate");
+        assert_eq!(dir.incumbent(&initial, &[]).unwrap(), initial);
+        dir.append_round(&round(1, &cand, true)).unwrap();
+        dir.append_round(&round(2, &ComponentHash::of(b"x"), false))
+            .unwrap();
+        // A kill between the round's record and the `incumbent` file leaves
+        // the file stale: the log decides and the file is repaired.
+        dir.set_incumbent(&initial).unwrap();
+        let (dir, done) = TrainDir::open(tmp.path(), &config()).unwrap();
+        assert_eq!(done.len(), 2);
+        assert_eq!(dir.incumbent(&initial, &done).unwrap(), cand);
+        let file = std::fs::read_to_string(tmp.path().join("incumbent")).unwrap();
+        assert_eq!(file, cand.as_str());
+    }
+
+    #[test]
+    fn corrupt_files_are_errors_naming_them_never_a_fresh_start() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, _) = TrainDir::open(tmp.path(), &config()).unwrap();
+        let cand = ComponentHash::of(b"candidate");
+        dir.append_round(&round(1, &cand, true)).unwrap();
+        dir.append_round(&round(2, &cand, false)).unwrap();
+        drop(dir);
+        // Damage the first of two lines: an error naming file and line.
+        let log = tmp.path().join("rounds.jsonl");
+        let text = std::fs::read_to_string(&log).unwrap();
+        std::fs::write(&log, text.replacen("\"round\":1", "\"round\":\"one\"", 1)).unwrap();
+        let err = TrainDir::open(tmp.path(), &config())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("rounds.jsonl") && err.contains("line 1"),
+            "{err}"
+        );
+        // A corrupt incumbent file.
+        std::fs::write(&log, &text).unwrap();
+        let (dir, done) = TrainDir::open(tmp.path(), &config()).unwrap();
+        std::fs::write(tmp.path().join("incumbent"), "not a hash").unwrap();
+        let err = dir
+            .incumbent(&ComponentHash::of(b"initial"), &done)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("incumbent") && err.contains("not a hash"),
+            "{err}"
+        );
+        // A corrupt initial file.
+        std::fs::write(tmp.path().join("initial"), "zz").unwrap();
+        let err = dir.initial().unwrap_err().to_string();
+        assert!(err.contains("initial"), "{err}");
+        // Another configuration is refused with a diff.
+        let other = TrainConfig {
+            rounds: 9,
+            ..config()
+        };
+        let err = TrainDir::open(tmp.path(), &other)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("rounds: 3 -> 9"), "{err}");
+    }
+}

@@ -1,0 +1,937 @@
+//! The evolution loop (`ecdysis-host train`).
+//!
+//! Per round (the `Round` type of `round.rs`): evaluate the incumbent on the
+//! training tasks (cached per component hash), collect scrubbed failure
+//! records, aggregate them across tasks, diagnose a spec, let the coder edit
+//! a staging copy of the incumbent's source, build, `check`, screen,
+//! evaluate, and decide by the acceptance rule. Every round closes the same
+//! way: its record appended to `rounds.jsonl`, the ledger saved.
+//!
+//! Run directory ([`dir::TrainDir`]):
+//! ```text
+//! config.json  rounds.jsonl  incumbent  initial  summary.json  ledger.json  wit/  staging/
+//! selection.json          the chosen training tasks (with --select-train)
+//! rounds/<n>/transcript.json   the diagnosis discussion and coder runs
+//! candidates/<hash>/{source/, manifest.json, spec.json, transcript.json, diff.patch, train_summary.json}
+//! evals/<hash>-<split>/   result directories of the runner (resumable)
+//! ```
+//!
+//! Who diagnoses and who edits is the caller's choice ([`Diagnoser`],
+//! [`CoderChoice`]): offline, the heuristic diagnoser and the rule coder; with
+//! endpoints, the FDCR roles and an LLM editor or an external coding agent.
+
+mod dir;
+mod record;
+mod round;
+mod spec;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::accept::AcceptRule;
+use super::coder::Coder;
+use super::fdcr::{FdcrConfig, Roles};
+use super::heuristic;
+use super::rulecoder;
+use super::select::{self, SelectStrategy, Selection};
+use super::staging;
+use ecdysis_env::Domain;
+use ecdysis_runner::agent::EpisodeRecord;
+use ecdysis_runner::eval::{self, Participants, RunConfig, RunOptions, RunSummary};
+
+use ecdysis_model::UsageLedger;
+use ecdysis_sandbox::sandbox::{LoadedHarness, Sandbox};
+use ecdysis_sandbox::store::{
+    BuildOptions, BuildProfile, ComponentHash, ComponentStore, Containment, Manifest, Trust,
+};
+use ecdysis_sys::fsutil::PathError;
+
+pub use dir::TrainDir;
+pub use record::{
+    CoderRun, LedgerFile, Measure, PhaseTimes, RoundRecord, RoundTranscript, TestReport, TestScore,
+    TrainSummary,
+};
+pub use spec::{TrainSpec, TrainSpecError, run as run_spec};
+
+/// Which evolution method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// The baseline: one coder call per failure record, edits accumulate,
+    /// one gate per round.
+    SelfEvolution,
+    /// Cross-task aggregation, one coder call per round, spec written
+    /// directly from the groups.
+    EcdysisNofdcr,
+    /// Aggregation plus the FDCR diagnostic roles (offline: the heuristic
+    /// diagnoser stands in for the roles).
+    Ecdysis,
+}
+
+impl Method {
+    /// The method's name on the command line and in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::SelfEvolution => "self-evolution",
+            Method::EcdysisNofdcr => "ecdysis-nofdcr",
+            Method::Ecdysis => "ecdysis",
+        }
+    }
+}
+
+/// Everything that determines a training run (`config.json`; a resume with
+/// another one is refused).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// The evolution method.
+    pub method: Method,
+    /// Rounds at most.
+    pub rounds: u32,
+    /// Episodes with reward below this are failures.
+    pub lambda: f64,
+    /// The runner config for training evaluations; its `harness` is
+    /// replaced per candidate, its `tasks` are the training tasks.
+    pub train: RunConfig,
+    /// Held-out tasks, evaluated once at the end, never used for selection.
+    pub test_tasks: Vec<String>,
+    /// Their split.
+    pub test_split: Option<String>,
+    /// Budget: coder calls in all.
+    pub max_coder_calls: Option<u32>,
+    /// Budget: episodes in all.
+    pub max_episodes: Option<u64>,
+    /// Stop after this many rounds in a row without an accepted candidate.
+    pub plateau: u32,
+    /// Start from the source with its rule tables emptied.
+    #[serde(default)]
+    pub start_blank: bool,
+    /// Simulated latency of one coder call, in milliseconds (experiments
+    /// model an LLM coder's cost offline).
+    #[serde(default)]
+    pub coder_latency_ms: u64,
+    /// Who diagnoses (`heuristic`, or `fdcr` with the role models), for the
+    /// record: a resume with other roles is refused.
+    #[serde(default = "default_diagnoser")]
+    pub diagnoser: String,
+    /// Who edits (`rules`, `editor:<model>`, `external:<program>`).
+    #[serde(default = "default_coder")]
+    pub coder: String,
+    /// The acceptance rule.
+    #[serde(default)]
+    pub accept: AcceptRule,
+    /// Budget: dollars over every role (agent, user, FDCR roles, coder),
+    /// from the usage ledger and the price table.
+    #[serde(default)]
+    pub max_usd: Option<f64>,
+    /// Train on a budget of tasks chosen from the training split.
+    #[serde(default)]
+    pub select: Option<SelectConfig>,
+    /// Trials per held-out task at the end (`--test-trials`), apart from
+    /// the training trials.
+    #[serde(default = "one_trial")]
+    pub test_trials: u32,
+    /// Also evaluate the Direct baseline (no harness) on the held-out split.
+    #[serde(default)]
+    pub test_direct: bool,
+    /// Whether the gate re-measures the incumbent every round, and why.
+    #[serde(default)]
+    pub gate_measure: GateMeasure,
+    /// The FDCR roles' and coder's sampling and context budget.
+    #[serde(default)]
+    pub roles: RolesConfig,
+    /// The operator allowed candidate builds and the external coder to run
+    /// without a jail where bubblewrap cannot make one
+    /// (`--allow-unjailed-builds`).
+    #[serde(default)]
+    pub allow_unjailed_builds: bool,
+    /// The external coder's network: `none`, `endpoint HOST:PORT[,…]` or
+    /// `host` (absent for coders that run no process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coder_network: Option<String>,
+}
+
+fn one_trial() -> u32 {
+    1
+}
+
+/// How the gate gets the incumbent's score (`config.json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GateMeasure {
+    /// Measure the incumbent afresh every round, on the tasks, trials and
+    /// seeds the candidate gets (the response cache bypassed for both),
+    /// instead of reusing its stored score.
+    pub remeasure: bool,
+    /// Why (what makes the agent deterministic or not).
+    pub reason: String,
+}
+
+impl GateMeasure {
+    /// Whether episodes of `train` replay identically: a simulated agent
+    /// and user are deterministic per seed; a model endpoint only when it
+    /// samples at temperature 0 (agent and user) and its responses are
+    /// served from the response cache. Otherwise a stored score is one
+    /// draw, and the winner of an earlier gate would be a lucky bar.
+    pub fn for_run(train: &RunConfig, cache_reads: bool, user_temperature: Option<f64>) -> Self {
+        let sim = train.agent_model.starts_with("sim:");
+        let scripted = train.user_model == ecdysis_runner::eval::spec::SCRIPTED_USER;
+        let zero = |t: Option<f64>| t == Some(0.0);
+        let (remeasure, reason) = if sim && scripted {
+            (
+                false,
+                "simulated agent and scripted user: deterministic per seed".to_string(),
+            )
+        } else if !cache_reads {
+            (
+                true,
+                "model responses are not served from the response cache".to_string(),
+            )
+        } else if !sim && !zero(train.sampling.temperature) {
+            (
+                true,
+                format!(
+                    "the agent samples at temperature {}",
+                    train
+                        .sampling
+                        .temperature
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "(the endpoint's default)".into())
+                ),
+            )
+        } else if !scripted && !zero(user_temperature) {
+            (
+                true,
+                "the LLM user samples at the endpoint's default temperature".to_string(),
+            )
+        } else {
+            (
+                false,
+                "temperature 0 with cached responses: episodes replay identically".to_string(),
+            )
+        };
+        GateMeasure { remeasure, reason }
+    }
+}
+
+/// The roles' settings as `config.json` records them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RolesConfig {
+    /// Sampling of every FDCR role and coder request.
+    #[serde(default)]
+    pub sampling: ecdysis_model::SamplingArgs,
+    /// The context budget every role and coder request fits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::budget::ContextBudget>,
+    /// Where the context size came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_source: Option<super::budget::ContextSource>,
+}
+
+fn default_diagnoser() -> String {
+    "heuristic".into()
+}
+
+fn default_coder() -> String {
+    "rules".into()
+}
+
+/// `--select-train <strategy> --budget-tasks <n>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelectConfig {
+    /// How tasks are chosen.
+    pub strategy: SelectStrategy,
+    /// How many.
+    pub budget: usize,
+    /// Seed of a random draw (`--select-seed`, default the run seed), apart
+    /// from the run seed so draws compare on the same episodes.
+    pub seed: u64,
+}
+
+/// Who turns failure groups into a spec.
+#[derive(Clone)]
+pub enum Diagnoser {
+    /// The offline heuristic diagnoser (deterministic, no model).
+    Heuristic,
+    /// The FDCR roles (Analyst, Critic, Engineer, Moderator). Used by
+    /// `--method ecdysis`; the other methods write specs from the groups.
+    Fdcr {
+        /// The four role models.
+        roles: Roles,
+        /// Rounds and limits of the discussion.
+        config: FdcrConfig,
+    },
+}
+
+impl Diagnoser {
+    /// The diagnoser as `config.json` records it.
+    pub fn describe(&self) -> String {
+        match self {
+            Diagnoser::Heuristic => "heuristic".into(),
+            Diagnoser::Fdcr { roles, config } => format!(
+                "fdcr(k={}): analyst {}, critic {}, engineer {}, moderator {}",
+                config.rounds,
+                roles.analyst.name(),
+                roles.critic.name(),
+                roles.engineer.name(),
+                roles.moderator.name()
+            ),
+        }
+    }
+}
+
+/// Who implements a spec in the staging crate.
+#[derive(Clone)]
+pub enum CoderChoice {
+    /// The offline rule coder: edits `src/tables.rs` from the spec's rules.
+    Rules,
+    /// A coding agent (the LLM editor or an external command).
+    Agent(Arc<dyn Coder>),
+}
+
+impl CoderChoice {
+    /// The coder as `config.json` records it.
+    pub fn describe(&self) -> String {
+        match self {
+            CoderChoice::Rules => "rules".into(),
+            CoderChoice::Agent(c) => c.name().to_string(),
+        }
+    }
+}
+
+/// A training run that could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// A file of the training directory or harness source could not be read or
+    /// written (also a rule-coder edit that failed).
+    #[error(transparent)]
+    Io(#[from] PathError),
+    /// The incumbent's build or the component store failed.
+    #[error(transparent)]
+    Store(#[from] ecdysis_sandbox::store::StoreError),
+    /// An evaluation failed.
+    #[error(transparent)]
+    Run(#[from] eval::RunError),
+    /// The sandbox failed outside any candidate (e.g. the engine).
+    #[error(transparent)]
+    Sandbox(#[from] ecdysis_sandbox::sandbox::SandboxError),
+    /// The domain failed (an unknown task, an evaluator error).
+    #[error(transparent)]
+    Env(#[from] ecdysis_env::EnvError),
+    /// The output directory holds a training run of another configuration.
+    #[error("{dir} holds a training run with another configuration:\n{diff}\n(use another --out)")]
+    ConfigChanged {
+        /// The training directory.
+        dir: PathBuf,
+        /// One `path: old -> new` line per changed setting.
+        diff: String,
+    },
+    /// `--coder rules` was chosen but the harness source has no
+    /// `src/tables.rs`.
+    #[error("the harness source {0} has no src/tables.rs for the rule coder")]
+    NoTables(PathBuf),
+    /// A file of the training directory holds something unusable (a
+    /// damaged `rounds.jsonl` line, an `incumbent` that is not a hash):
+    /// never a silent fallback to the initial harness.
+    #[error("{path} is corrupt: {message} (move it away to start that part afresh)")]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// What is wrong with it (with the line or round, where known).
+        message: String,
+    },
+    /// No jail can be made for the run's untrusted work, and the operator
+    /// did not pass `--allow-unjailed-builds`.
+    #[error(
+        "training builds untrusted candidates (and runs an external coder) only in a jail, and {0}; \
+         to accept the risk of building coder-written source without one, pass --allow-unjailed-builds"
+    )]
+    NoJail(ecdysis_sys::jail::JailError),
+}
+
+impl From<eval::RunDirError> for TrainError {
+    fn from(e: eval::RunDirError) -> Self {
+        match e {
+            eval::RunDirError::ConfigChanged { dir, diff } => {
+                TrainError::ConfigChanged { dir, diff }
+            }
+            eval::RunDirError::Corrupt { path, reason } => TrainError::Corrupt {
+                path,
+                message: reason,
+            },
+            eval::RunDirError::Io(p) => TrainError::Io(p),
+        }
+    }
+}
+
+/// What the loop needs besides the config.
+pub struct TrainContext {
+    /// Where candidates are stored.
+    pub store: ComponentStore,
+    /// The benchmark domain.
+    pub domain: Arc<dyn Domain>,
+    /// The agent and user of every episode.
+    pub participants: Arc<dyn Participants>,
+    /// The process's one sandbox (pooled, sized to the concurrency): every
+    /// evaluation, check and screen of the run instantiates from it.
+    pub sandbox: Sandbox,
+    /// Episodes at once.
+    pub concurrency: usize,
+    /// No progress output.
+    pub quiet: bool,
+    /// Cargo target dir shared by every candidate build (so a candidate
+    /// rebuilds only the harness crate, not its dependencies).
+    pub cargo_target: PathBuf,
+    /// Who diagnoses.
+    pub diagnoser: Diagnoser,
+    /// Who edits.
+    pub coder: CoderChoice,
+    /// The ledger every model of the run records into (the participants'
+    /// and the roles'); persisted as `ledger.json`.
+    pub ledger: Arc<UsageLedger>,
+    /// Components loaded into the sandbox, by hash (a candidate is
+    /// evaluated several times; loading once keeps the gate fast).
+    pub loaded: Mutex<HashMap<ComponentHash, LoadedHarness>>,
+    /// The agent and user for fresh draws (the response cache bypassed),
+    /// when the gate re-measures; `None`: `participants` serve.
+    pub fresh: Option<Arc<dyn Participants>>,
+    /// How candidate builds (untrusted source) are contained.
+    pub containment: Containment,
+    /// `--isolate process`: the worker pool and the job every evaluation's
+    /// episodes run as (its harness set per candidate).
+    pub isolation: Option<(
+        Arc<ecdysis_runner::isolate::WorkerPool>,
+        ecdysis_runner::isolate::EpisodeJob,
+    )>,
+}
+
+/// Which participants an evaluation draws from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Draw {
+    /// The run's participants (responses replayed from the cache).
+    Cached,
+    /// Fresh samples: the response cache bypassed.
+    Fresh,
+}
+
+impl TrainContext {
+    /// A stored component, loaded into the run's sandbox once.
+    pub fn load(&self, hash: &ComponentHash) -> Result<LoadedHarness, TrainError> {
+        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = loaded.get(hash) {
+            return Ok(h.clone());
+        }
+        let (harness, _) = self.store.load(&self.sandbox, hash)?;
+        loaded.insert(hash.clone(), harness.clone());
+        Ok(harness)
+    }
+
+    /// Build a crate into the store with the run's shared target dir: the
+    /// user's own source (`Trust::Own`) or a candidate edited from a
+    /// reference (untrusted: scanned and jailed, see
+    /// [`ecdysis_sandbox::store::build`]).
+    pub fn build(
+        &self,
+        dir: &Path,
+        parent: Option<ComponentHash>,
+        trust: Trust,
+    ) -> Result<Manifest, TrainError> {
+        Ok(self
+            .store
+            .build(
+                dir,
+                &BuildOptions {
+                    parent,
+                    target_dir: Some(self.cargo_target.clone()),
+                    quiet: true,
+                    trust,
+                    // Every harness of the run, the starting one too, is
+                    // built alike, with the fast incremental profile.
+                    profile: BuildProfile::Candidate,
+                    ..BuildOptions::default()
+                },
+            )?
+            .manifest)
+    }
+
+    /// Whether untrusted work can run as the run's containment asks: in a
+    /// jail, or (allowed by the operator) without one. Says which, loudly
+    /// when unjailed.
+    pub fn check_containment(&self) -> Result<(), TrainError> {
+        match ecdysis_sys::jail::Jail::get() {
+            Ok(jail) => {
+                self.say(format!(
+                    "candidate builds and external coders run jailed ({})",
+                    jail.version()
+                ));
+                Ok(())
+            }
+            Err(e) if self.containment.allow_unjailed => {
+                // Printed even with --quiet: a security downgrade.
+                eprintln!(
+                    "WARNING: candidate builds and external coders run WITHOUT a jail ({e}); \
+                     allowed by --allow-unjailed-builds"
+                );
+                Ok(())
+            }
+            Err(e) => Err(TrainError::NoJail(e)),
+        }
+    }
+
+    /// Evaluate one component on `tasks` (resuming its cached result dir
+    /// under `label`), returning the summary and the episodes.
+    pub async fn evaluate(
+        &self,
+        dir: &TrainDir,
+        base: &RunConfig,
+        hash: &ComponentHash,
+        tasks: &[String],
+        split: Option<String>,
+        label: &str,
+    ) -> Result<(RunSummary, Vec<EpisodeRecord>), TrainError> {
+        self.evaluate_with(dir, base, Some(hash), tasks, split, label, Draw::Cached)
+            .await
+    }
+
+    /// Evaluate one component, or Direct (`None`), drawing from `draw`'s
+    /// participants.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn evaluate_with(
+        &self,
+        dir: &TrainDir,
+        base: &RunConfig,
+        hash: Option<&ComponentHash>,
+        tasks: &[String],
+        split: Option<String>,
+        label: &str,
+        draw: Draw,
+    ) -> Result<(RunSummary, Vec<EpisodeRecord>), TrainError> {
+        let loaded = match hash {
+            Some(h) => Some(self.load(h)?),
+            None => None,
+        };
+        let config = RunConfig {
+            harness: hash.map(|h| h.to_string()),
+            tasks: tasks.to_vec(),
+            split,
+            ..base.clone()
+        };
+        let out = match hash {
+            Some(h) => dir.eval_dir(h, label),
+            None => dir.root().join("evals").join(format!("direct-{label}")),
+        };
+        if !self.quiet {
+            eprintln!(
+                "evaluating {} on {} {label} task(s) x {} trial(s){}",
+                hash.map(|h| h.short().to_string())
+                    .unwrap_or_else(|| "direct".into()),
+                tasks.len(),
+                base.trials,
+                if draw == Draw::Fresh {
+                    " (fresh draw)"
+                } else {
+                    ""
+                }
+            );
+        }
+        let participants = match (draw, &self.fresh) {
+            (Draw::Fresh, Some(p)) => p.clone(),
+            _ => self.participants.clone(),
+        };
+        // Decile progress lines (not a bar): training runs for hours against
+        // real endpoints, often with stderr going to a log file.
+        let options = RunOptions {
+            out: out.clone(),
+            concurrency: self.concurrency,
+            force_new: false,
+            quiet: true,
+            silent: self.quiet,
+            max_requeues: 2,
+        };
+        let summary = match &self.isolation {
+            None => {
+                eval::run(
+                    config,
+                    options,
+                    self.domain.clone(),
+                    loaded,
+                    participants,
+                    None,
+                )
+                .await?
+            }
+            Some((pool, job)) => {
+                let mut services = job.services.clone();
+                if draw == Draw::Fresh && self.fresh.is_some() {
+                    // The workers' models bypass the response cache too.
+                    services.cache = ecdysis_model::CachePolicy::Off;
+                }
+                let executor = Arc::new(ecdysis_runner::isolate::ProcessExecutor {
+                    pool: pool.clone(),
+                    job: Arc::new(ecdysis_runner::isolate::EpisodeJob {
+                        harness: hash.map(|h| h.to_string()),
+                        services,
+                        ..job.clone()
+                    }),
+                    domain: self.domain.clone(),
+                    ledger: Some(self.ledger.clone()),
+                });
+                eval::run_with(config, options, self.domain.clone(), executor, None).await?
+            }
+        };
+        let records =
+            eval::rundir::read_trajectories(&out.join(eval::rundir::TRAJECTORIES_FILE), false)?;
+        Ok((summary, records))
+    }
+
+    fn say(&self, line: impl std::fmt::Display) {
+        if !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// The tasks a run trains on: the whole split or a selected budget.
+pub(crate) struct TrainTasks {
+    tasks: Vec<String>,
+    /// The evaluation label (`train`, or `train-<strategy>-<budget>`).
+    label: String,
+    selection: Option<Selection>,
+}
+
+/// The first exhausted budget, if any. Every attempt counts: failed builds,
+/// trapped candidates and failed coder runs were paid for too.
+fn budget_exhausted(
+    config: &TrainConfig,
+    coder_calls: u32,
+    episodes: u64,
+    usd: f64,
+) -> Option<String> {
+    if let Some(m) = config.max_coder_calls.filter(|m| coder_calls >= *m) {
+        return Some(format!("coder-call budget ({m}) used"));
+    }
+    if let Some(m) = config.max_episodes.filter(|m| episodes >= *m) {
+        return Some(format!("episode budget ({m}) used"));
+    }
+    if let Some(m) = config.max_usd.filter(|m| usd >= *m) {
+        return Some(format!("dollar budget (${m:.2}) used: ${usd:.4} spent"));
+    }
+    None
+}
+
+/// Why the loop should stop before the next round, if it should.
+fn stop_before_round(
+    config: &TrainConfig,
+    dir: &TrainDir,
+    done: &[RoundRecord],
+    coder_calls: u32,
+    usd: f64,
+) -> Option<String> {
+    if dir.stop_requested() {
+        tracing::info!("stop file found: ending training");
+        return Some("stop file".into());
+    }
+    let plateau = config.plateau as usize;
+    if plateau > 0 && done.len() >= plateau && done.iter().rev().take(plateau).all(|r| !r.accepted)
+    {
+        return Some("plateau".into());
+    }
+    budget_exhausted(config, coder_calls, dir.paid_episodes(), usd)
+}
+
+/// Run (or resume) training from the harness crate at `source` into `out`.
+pub async fn train(
+    config: TrainConfig,
+    source: &Path,
+    out: &Path,
+    cx: TrainContext,
+) -> Result<TrainSummary, TrainError> {
+    let started = Instant::now();
+    if !source.join(heuristic::TABLES_FILE).is_file() {
+        return Err(TrainError::NoTables(source.to_path_buf()));
+    }
+    cx.check_containment()?;
+    let (dir, mut done) = TrainDir::open(out, &config)?;
+    // Spending of earlier processes of this run counts toward the budget.
+    dir.import_ledger(&cx.ledger)?;
+    // The WIT package sits beside the staging crate, where `../wit` finds it.
+    staging::fresh_copy(&source.join("../wit"), &out.join("wit"))?;
+    let initial = initial_harness(&cx, &dir, &config, source)?;
+    let mut incumbent = dir.incumbent(&initial, &done)?;
+    let tasks = training_tasks(&cx, &dir, &config, &initial).await?;
+    let (init_summary, _) = cx
+        .evaluate(
+            &dir,
+            &config.train,
+            &initial,
+            &tasks.tasks,
+            config.train.split.clone(),
+            &tasks.label,
+        )
+        .await?;
+
+    let mut coder_calls: u32 = done.iter().map(|r| r.coder_calls).sum();
+    let mut stopped = "rounds".to_string();
+    for n in done.len() as u32 + 1..=config.rounds {
+        if let Some(why) = stop_before_round(
+            &config,
+            &dir,
+            &done,
+            coder_calls,
+            cx.ledger.summary().total.usd,
+        ) {
+            stopped = why;
+            break;
+        }
+        let round = round::Round::new(&cx, &config, &dir, &tasks, n, incumbent.clone());
+        let record = round.run(&mut coder_calls).await?;
+        if record.accepted
+            && let Some(c) = record.candidate.as_deref().and_then(ComponentHash::parse)
+        {
+            incumbent = c;
+        }
+        done.push(record);
+    }
+
+    // The final incumbent's training score, then the held-out test split.
+    let final_train_score = if config.gate_measure.remeasure {
+        // Its latest measurement: a fresh one would be yet another draw.
+        latest_score(&done, &incumbent).unwrap_or(init_summary.metrics.accuracy)
+    } else {
+        cx.evaluate(
+            &dir,
+            &config.train,
+            &incumbent,
+            &tasks.tasks,
+            config.train.split.clone(),
+            &tasks.label,
+        )
+        .await?
+        .0
+        .metrics
+        .accuracy
+    };
+    let mut seconds = PhaseTimes::default();
+    for r in &done {
+        seconds.add(&r.seconds);
+    }
+    let clock = Instant::now();
+    let test = test_report(&cx, &dir, &config, &initial, &incumbent).await?;
+    seconds.test_eval += clock.elapsed().as_secs_f64();
+    dir.save_ledger(&cx.ledger)?;
+    let simulated = config.train.agent_model.starts_with("sim:");
+    let summary = TrainSummary {
+        method: config.method,
+        initial: initial.to_string(),
+        incumbent: incumbent.to_string(),
+        accepted: done.iter().filter(|r| r.accepted).count() as u32,
+        rounds: done,
+        initial_train_score: init_summary.metrics.accuracy,
+        final_train_score,
+        test_score: test.as_ref().map(|t| t.final_.intervals.accuracy.estimate),
+        test,
+        coder_calls,
+        episodes: dir.paid_episodes(),
+        seconds,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        stopped,
+        selection: tasks.selection,
+        usage: cx.ledger.summary(),
+        simulated,
+        label: simulated.then(|| ecdysis_runner::eval::SIMULATED_LABEL.to_string()),
+    };
+    dir.write("summary.json", &summary)?;
+    Ok(summary)
+}
+
+/// The incumbent's score in its latest measurement of the rounds.
+fn latest_score(done: &[RoundRecord], incumbent: &ComponentHash) -> Option<f64> {
+    done.iter().rev().find_map(|r| {
+        if r.accepted && r.candidate.as_deref() == Some(incumbent.as_str()) {
+            r.candidate_score
+        } else if r.incumbent == incumbent.as_str() {
+            Some(r.incumbent_score)
+        } else {
+            None
+        }
+    })
+}
+
+/// The initial and final harness (and Direct when asked) on the held-out
+/// split with `test_trials` trials per task; `None` without a test split.
+async fn test_report(
+    cx: &TrainContext,
+    dir: &TrainDir,
+    config: &TrainConfig,
+    initial: &ComponentHash,
+    incumbent: &ComponentHash,
+) -> Result<Option<TestReport>, TrainError> {
+    if config.test_tasks.is_empty() {
+        return Ok(None);
+    }
+    let base = RunConfig {
+        trials: config.test_trials.max(1),
+        ..config.train.clone()
+    };
+    let label = format!("test-k{}", base.trials);
+    let initial_score = test_score(cx, dir, config, &base, &label, Some(initial)).await?;
+    let final_score = if incumbent == initial {
+        initial_score.clone()
+    } else {
+        test_score(cx, dir, config, &base, &label, Some(incumbent)).await?
+    };
+    let direct = if config.test_direct {
+        Some(test_score(cx, dir, config, &base, &label, None).await?)
+    } else {
+        None
+    };
+    Ok(Some(TestReport {
+        split: config.test_split.clone(),
+        initial: initial_score,
+        final_: final_score,
+        direct,
+    }))
+}
+
+/// One harness (or Direct) on the held-out tasks.
+async fn test_score(
+    cx: &TrainContext,
+    dir: &TrainDir,
+    config: &TrainConfig,
+    base: &RunConfig,
+    label: &str,
+    hash: Option<&ComponentHash>,
+) -> Result<TestScore, TrainError> {
+    let (summary, _) = cx
+        .evaluate_with(
+            dir,
+            base,
+            hash,
+            &config.test_tasks,
+            config.test_split.clone(),
+            label,
+            Draw::Cached,
+        )
+        .await?;
+    let path = match hash {
+        Some(h) => dir.eval_dir(h, label),
+        None => dir.root().join("evals").join(format!("direct-{label}")),
+    };
+    let m = &summary.metrics;
+    Ok(TestScore {
+        harness: hash
+            .map(|h| h.to_string())
+            .unwrap_or_else(|| "direct".into()),
+        tasks: m.tasks,
+        trials: base.trials,
+        episodes: m.episodes,
+        intervals: ecdysis_runner::eval::intervals::task_intervals(
+            &m.per_task,
+            TEST_BOOTSTRAP,
+            config.train.seed,
+        ),
+        dir: path
+            .strip_prefix(dir.root())
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .into_owned(),
+    })
+}
+
+/// Bootstrap resamples of the held-out intervals.
+const TEST_BOOTSTRAP: usize = 2000;
+
+/// The starting harness: built from `source` on the first run (with its
+/// rule tables emptied under `start_blank`), read back on a resume.
+fn initial_harness(
+    cx: &TrainContext,
+    dir: &TrainDir,
+    config: &TrainConfig,
+    source: &Path,
+) -> Result<ComponentHash, TrainError> {
+    if let Some(h) = dir.initial()? {
+        return Ok(h);
+    }
+    let staging = dir.staging();
+    staging::fresh_copy(source, &staging)?;
+    if config.start_blank {
+        let path = staging.join(heuristic::TABLES_FILE);
+        let mut text =
+            std::fs::read_to_string(&path).map_err(|e| PathError::new("read", &path, e))?;
+        rulecoder::blank_tables(&mut text)
+            .map_err(|m| PathError::new("edit", &path, std::io::Error::other(m)))?;
+        ecdysis_sys::fsutil::atomic_write(&path, text.as_bytes())
+            .map_err(|e| PathError::new("write", &path, e))?;
+    }
+    // The user's own source: built with network, which also fills the
+    // registry cache the candidates' offline builds use.
+    let m = cx.build(&staging, None, Trust::Own)?;
+    staging::fresh_copy(&staging, &dir.candidate(&m.hash).join("source"))?;
+    dir.set_initial(&m.hash)?;
+    Ok(m.hash)
+}
+
+/// The training tasks: the whole split, or a budget chosen from it by how
+/// the initial harness fails (or at random), kept in `selection.json`.
+async fn training_tasks(
+    cx: &TrainContext,
+    dir: &TrainDir,
+    config: &TrainConfig,
+    initial: &ComponentHash,
+) -> Result<TrainTasks, TrainError> {
+    let Some(sel) = config.select else {
+        return Ok(TrainTasks {
+            tasks: config.train.tasks.clone(),
+            label: "train".into(),
+            selection: None,
+        });
+    };
+    let label = format!("train-{}-{}", sel.strategy.as_str(), sel.budget);
+    if let Some(selection) = dir.read::<Selection>("selection.json")? {
+        return Ok(TrainTasks {
+            tasks: selection.tasks.clone(),
+            label,
+            selection: Some(selection),
+        });
+    }
+    // Failure-aware selection needs to see how the starting harness does
+    // on every training task; random selection does not.
+    let records = match sel.strategy {
+        SelectStrategy::FailureAware => {
+            cx.evaluate(
+                dir,
+                &config.train,
+                initial,
+                &config.train.tasks,
+                config.train.split.clone(),
+                "train-all",
+            )
+            .await?
+            .1
+        }
+        SelectStrategy::Random => vec![],
+    };
+    let selection = select::select(
+        sel.strategy,
+        sel.budget,
+        &config.train.tasks,
+        &records,
+        config.lambda,
+        sel.seed,
+    );
+    dir.write("selection.json", &selection)?;
+    cx.say(format!(
+        "selected {} of {} training tasks ({}): {}",
+        selection.tasks.len(),
+        config.train.tasks.len(),
+        sel.strategy.as_str(),
+        selection.tasks.join(",")
+    ));
+    Ok(TrainTasks {
+        tasks: selection.tasks.clone(),
+        label,
+        selection: Some(selection),
+    })
+}

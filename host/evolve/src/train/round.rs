@@ -1,0 +1,740 @@
+//! One round of evolution as a type: evaluate → aggregate → diagnose/code
+//! → build → check → screen → gate → decide, with one close.
+//!
+//! Each phase either hands the next phase its input or ends the round with
+//! a decision (`ControlFlow::Break`); [`Round::run`] closes the round the
+//! same way whatever the outcome: phase times and dollars into the record,
+//! the record appended to `rounds.jsonl`, the ledger saved. A kill after
+//! the close loses nothing of the round; a kill before it redoes the round
+//! (every evaluation resumes from its own result directory).
+
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::time::Instant;
+
+use std::collections::BTreeSet;
+
+use super::dir::{TrainDir, write_json};
+use super::record::{CoderRun, Measure, PhaseTimes, RoundRecord, RoundTranscript};
+use super::{
+    CoderChoice, Diagnoser, Draw, Method, TrainConfig, TrainContext, TrainError, TrainTasks,
+};
+use crate::accept;
+use crate::aggregate::{self, FailureGroup};
+use crate::coder::{CoderTask, Snapshot, src_diff};
+use crate::fdcr::{self, EvidenceLimits, FdcrInput, HarnessFocus};
+use crate::heuristic::{self, ToolFacts};
+use crate::records::{self, FailureRecord};
+use crate::spec::ChangeSpec;
+use crate::{rulecoder, screen, staging};
+use ecdysis_runner::agent::EpisodeRecord;
+use ecdysis_sandbox::store::{ComponentHash, Containment, Manifest, StoreError, Trust};
+use ecdysis_sys::fsutil::PathError;
+
+/// A phase's result: its output, or the round's decision.
+type Phase<T> = Result<ControlFlow<String, T>, TrainError>;
+
+/// The incumbent's evaluation this round.
+struct Evaluated {
+    records: Vec<EpisodeRecord>,
+    failures: Vec<FailureRecord>,
+    successes: Vec<FailureRecord>,
+    groups: Vec<FailureGroup>,
+}
+
+/// One round in progress.
+pub(super) struct Round<'a> {
+    cx: &'a TrainContext,
+    config: &'a TrainConfig,
+    dir: &'a TrainDir,
+    tasks: &'a TrainTasks,
+    incumbent: ComponentHash,
+    record: RoundRecord,
+    transcript: RoundTranscript,
+    times: PhaseTimes,
+    usd_before: f64,
+}
+
+impl<'a> Round<'a> {
+    pub(super) fn new(
+        cx: &'a TrainContext,
+        config: &'a TrainConfig,
+        dir: &'a TrainDir,
+        tasks: &'a TrainTasks,
+        n: u32,
+        incumbent: ComponentHash,
+    ) -> Self {
+        Round {
+            cx,
+            config,
+            dir,
+            tasks,
+            record: RoundRecord {
+                round: n,
+                incumbent: incumbent.to_string(),
+                incumbent_score: 0.0,
+                candidate: None,
+                candidate_score: None,
+                accepted: false,
+                decision: String::new(),
+                failures: 0,
+                groups: 0,
+                recurring_groups: 0,
+                coder_calls: 0,
+                spec: None,
+                seconds: PhaseTimes::default(),
+                p_value: None,
+                usd: 0.0,
+                edit_to_episode_seconds: None,
+                incumbent_measure: None,
+                candidate_measure: None,
+            },
+            transcript: RoundTranscript {
+                round: n,
+                diagnoser: config.diagnoser.clone(),
+                evidence: vec![],
+                discussions: vec![],
+                coder_runs: vec![],
+            },
+            incumbent,
+            times: PhaseTimes::default(),
+            usd_before: cx.ledger.summary().total.usd,
+        }
+    }
+
+    /// Run every phase, then close. `coder_calls` is the run's count so far
+    /// (budgets are checked before each coder call).
+    pub(super) async fn run(mut self, coder_calls: &mut u32) -> Result<RoundRecord, TrainError> {
+        self.record.decision = self.decide(coder_calls).await?;
+        self.close()
+    }
+
+    /// The phases in order; the first that ends the round gives its
+    /// decision, else the gate's verdict does.
+    async fn decide(&mut self, coder_calls: &mut u32) -> Result<String, TrainError> {
+        let evaluated = self.evaluate_incumbent().await?;
+        if evaluated.failures.is_empty() {
+            // No diagnosis and no coder call: there is nothing to learn from.
+            return Ok(format!(
+                "nothing to fix: no episode below λ = {}",
+                self.config.lambda
+            ));
+        }
+        let spec = match self.diagnose_and_code(&evaluated, coder_calls).await? {
+            ControlFlow::Continue(spec) => spec,
+            ControlFlow::Break(why) => return Ok(why),
+        };
+        let edited = Instant::now();
+        let manifest = match self.build_candidate(&spec)? {
+            ControlFlow::Continue(m) => m,
+            ControlFlow::Break(why) => return Ok(why),
+        };
+        self.gate(&manifest.hash, &evaluated.records, edited).await
+    }
+
+    /// Evaluate the incumbent on the training tasks and group its failures
+    /// across tasks.
+    async fn evaluate_incumbent(&mut self) -> Result<Evaluated, TrainError> {
+        let clock = Instant::now();
+        let (label, draw, measure) = self.measurement();
+        let (summary, records) = self
+            .cx
+            .evaluate_with(
+                self.dir,
+                &self.config.train,
+                Some(&self.incumbent),
+                &self.tasks.tasks,
+                self.config.train.split.clone(),
+                &label,
+                draw,
+            )
+            .await?;
+        self.times.train_eval = clock.elapsed().as_secs_f64();
+        self.record.incumbent_score = summary.metrics.accuracy;
+        self.record.incumbent_measure = Some(measure);
+
+        let clock = Instant::now();
+        let lambda = self.config.lambda;
+        let failures = records::failures(&records, lambda);
+        let successes = records
+            .iter()
+            .filter(|r| r.reward >= lambda)
+            .map(FailureRecord::from_episode)
+            .collect();
+        let groups = aggregate::aggregate(&failures);
+        self.times.aggregation = clock.elapsed().as_secs_f64();
+        self.record.failures = failures.len();
+        self.record.groups = groups.len();
+        self.record.recurring_groups = groups.iter().filter(|g| g.recurring).count();
+        Ok(Evaluated {
+            records,
+            failures,
+            successes,
+            groups,
+        })
+    }
+
+    /// The result label, participants and kind of this round's
+    /// measurements: with a deterministic agent the stored evaluation of
+    /// the training tasks (`reused`); otherwise a fresh draw in a directory
+    /// of this round, for the incumbent and the candidate alike.
+    fn measurement(&self) -> (String, Draw, Measure) {
+        if self.config.gate_measure.remeasure {
+            (
+                format!("{}-round{}", self.tasks.label, self.record.round),
+                Draw::Fresh,
+                Measure::Fresh,
+            )
+        } else {
+            (self.tasks.label.clone(), Draw::Cached, Measure::Reused)
+        }
+    }
+
+    /// Diagnose each unit (one per round, or one per failure for
+    /// Self-Evolution) and let the coder implement it in the staging crate;
+    /// the merged spec of every applied unit, or why nothing was changed.
+    async fn diagnose_and_code(
+        &mut self,
+        ev: &Evaluated,
+        coder_calls: &mut u32,
+    ) -> Phase<ChangeSpec> {
+        let units: Vec<Vec<FailureGroup>> = match self.config.method {
+            Method::SelfEvolution => ev
+                .failures
+                .iter()
+                .map(|f| aggregate::aggregate(std::slice::from_ref(f)))
+                .collect(),
+            Method::EcdysisNofdcr | Method::Ecdysis => vec![ev.groups.clone()],
+        };
+        self.cx.say(format!(
+            "round {}: {} failure(s) in {} group(s), {} recurring; {} diagnosis unit(s) for {}",
+            self.record.round,
+            self.record.failures,
+            self.record.groups,
+            self.record.recurring_groups,
+            units.len(),
+            self.config.diagnoser
+        ));
+        let staging = self.dir.staging();
+        staging::fresh_copy(
+            &self.dir.candidate(&self.incumbent).join("source"),
+            &staging,
+        )?;
+        let mut merged: Option<ChangeSpec> = None;
+        let mut skipped: Vec<String> = vec![];
+        for unit in &units {
+            let spent = self.cx.ledger.summary().total.usd;
+            if let Some(why) =
+                super::budget_exhausted(self.config, *coder_calls, self.dir.paid_episodes(), spent)
+            {
+                skipped.push(format!("budget: {why}"));
+                break;
+            }
+            let clock = Instant::now();
+            let spec = self.diagnose(unit, &ev.successes, &staging).await?;
+            self.times.diagnosis += clock.elapsed().as_secs_f64();
+            let spec = match spec {
+                Ok(spec) => spec,
+                Err(why) => {
+                    skipped.push(why);
+                    continue;
+                }
+            };
+            let clock = Instant::now();
+            *coder_calls += 1;
+            self.record.coder_calls += 1;
+            let applied = self.code(&spec, unit, &staging).await?;
+            self.times.coder += clock.elapsed().as_secs_f64();
+            match applied {
+                Ok(()) => merged = Some(merge(merged, spec)),
+                Err(why) => skipped.push(why),
+            }
+        }
+        write_json(
+            &self.dir.round(self.record.round).join("transcript.json"),
+            &self.transcript,
+        )?;
+        self.record.spec = merged.clone();
+        Ok(match merged {
+            Some(spec) => ControlFlow::Continue(spec),
+            None if skipped.is_empty() => ControlFlow::Break(
+                "no change proposed: no failure with a visible interface cause".into(),
+            ),
+            None => ControlFlow::Break(format!("no change made: {}", skipped.join("; "))),
+        })
+    }
+
+    /// Diagnose one unit of failure groups into a spec. `Ok(Err(why))` when
+    /// this unit yields no spec (recorded, the round goes on).
+    async fn diagnose(
+        &mut self,
+        unit: &[FailureGroup],
+        successes: &[FailureRecord],
+        staging: &Path,
+    ) -> Result<Result<ChangeSpec, String>, TrainError> {
+        let failing = failing_tasks(unit);
+        if let (Diagnoser::Fdcr { roles, config: fc }, Method::Ecdysis) =
+            (&self.cx.diagnoser, self.config.method)
+        {
+            let focus = HarnessFocus::of_failures(unit.iter().flat_map(|g| g.records.iter()));
+            let input = FdcrInput {
+                evidence: fdcr::evidence_section(unit, successes, &EvidenceLimits::default()),
+                harness: fdcr::harness_section(staging, &focus)?,
+                failing_tasks: Some(failing),
+                group_labels: fdcr::group_labels(unit),
+            };
+            self.transcript.evidence.push(input.evidence.full());
+            let outcome = fdcr::deliberate(roles, &input, fc).await;
+            let spec = outcome.spec.clone();
+            let error = outcome.error.clone();
+            self.transcript.discussions.push(outcome);
+            return Ok(spec.ok_or_else(|| {
+                format!(
+                    "FDCR produced no spec: {}",
+                    error.unwrap_or_else(|| "no reason given".into())
+                )
+            }));
+        }
+        self.transcript.evidence.push(fdcr::render_evidence(
+            unit,
+            successes,
+            &EvidenceLimits::default(),
+        ));
+        let facts = ToolFacts {
+            tools: self
+                .cx
+                .domain
+                .tools()
+                .iter()
+                .map(|t| (t.name.clone(), t.mutates))
+                .collect(),
+        };
+        let spec = heuristic::diagnose(unit, successes, &facts).or_else(|| {
+            // A prose-reading coder can still work from the groups themselves.
+            match &self.cx.coder {
+                CoderChoice::Agent(_) => heuristic::spec_from_groups(unit),
+                CoderChoice::Rules => None,
+            }
+        });
+        let Some(mut spec) = spec else {
+            return Ok(Err(
+                "no failure with a visible interface cause for the rule coder".into(),
+            ));
+        };
+        // Flag single-task changes (the heuristic's evidence is the failures').
+        if let Err(e) = spec.check_evidence(&failing) {
+            return Ok(Err(format!(
+                "the diagnosis cites no failure of this round: {e}"
+            )));
+        }
+        Ok(Ok(spec))
+    }
+
+    /// Let the coder implement `spec` in the staging crate. `Ok(Err(why))`
+    /// when the coder failed (recorded, the round goes on).
+    async fn code(
+        &mut self,
+        spec: &ChangeSpec,
+        unit: &[FailureGroup],
+        staging: &Path,
+    ) -> Result<Result<(), String>, TrainError> {
+        // Rule tables key entries by the short domain name (`retail`).
+        let domain = &self.config.train.domain;
+        let short = domain.rsplit('/').next().unwrap_or(domain).to_string();
+        let run = match &self.cx.coder {
+            CoderChoice::Rules => {
+                if self.config.coder_latency_ms > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(
+                        self.config.coder_latency_ms,
+                    ))
+                    .await;
+                }
+                let n = rulecoder::apply(staging, spec, &short)?;
+                CoderRun {
+                    coder: "rules".into(),
+                    ok: n > 0,
+                    attempts: 1,
+                    changed_files: if n > 0 {
+                        vec![heuristic::TABLES_FILE.into()]
+                    } else {
+                        vec![]
+                    },
+                    build_ok: false,
+                    error: None,
+                    log: format!("{n} table entr(ies) changed"),
+                    task: None,
+                }
+            }
+            CoderChoice::Agent(coder) => {
+                // The spec's skills go into the skill library exactly; the
+                // coder is told they are there.
+                let skills = if spec.skills.is_empty() {
+                    None
+                } else {
+                    Some(rulecoder::apply_rules(
+                        staging,
+                        &rulecoder::skill_edits(spec),
+                        &short,
+                    ))
+                };
+                let tools = self
+                    .cx
+                    .domain
+                    .tools()
+                    .iter()
+                    .map(|t| t.name.clone())
+                    .collect();
+                let task = CoderTask::new(spec.clone())
+                    .with_notes(self.coder_notes(spec, unit, skills.as_ref()))
+                    .with_context(short.clone(), tools);
+                match coder.implement(&task, staging).await {
+                    Ok(o) => CoderRun {
+                        coder: coder.name().to_string(),
+                        ok: true,
+                        attempts: o.attempts,
+                        changed_files: o.changed_files,
+                        build_ok: o.build_ok,
+                        error: None,
+                        log: o.log,
+                        task: Some(task.clone()),
+                    },
+                    // The skills alone are a change.
+                    Err(crate::coder::CoderError::NoChange { attempts, log }) if matches!(skills, Some(Ok(n)) if n > 0) => {
+                        CoderRun {
+                            coder: coder.name().to_string(),
+                            ok: true,
+                            attempts,
+                            changed_files: vec![heuristic::TABLES_FILE.into()],
+                            build_ok: false,
+                            error: None,
+                            log: format!(
+                                "{log}\nthe spec's skills were applied to the skill library"
+                            ),
+                            task: Some(task.clone()),
+                        }
+                    }
+                    Err(e) => {
+                        self.cx
+                            .say(format!("round {}: coder failed: {e}", self.record.round));
+                        CoderRun {
+                            coder: coder.name().to_string(),
+                            ok: false,
+                            attempts: e.attempts(),
+                            changed_files: vec![],
+                            build_ok: false,
+                            error: Some(e.to_string()),
+                            log: e.log().to_string(),
+                            task: Some(task.clone()),
+                        }
+                    }
+                }
+            }
+        };
+        let failed = run.error.clone();
+        self.transcript.coder_runs.push(run);
+        Ok(match failed {
+            Some(e) => Err(format!("coder failed: {e}")),
+            None => Ok(()),
+        })
+    }
+
+    /// What the coder reads besides the spec, so the methods differ only
+    /// in how they organise the evidence: under FDCR the excerpts of the
+    /// failures the spec cites; without FDCR every failure's excerpt
+    /// (Self-Evolution's per-failure evidence, aggregated); Self-Evolution,
+    /// its one failure. The coder prompt trims them to its budget.
+    fn coder_notes(
+        &self,
+        spec: &ChangeSpec,
+        unit: &[FailureGroup],
+        skills: Option<&Result<usize, rulecoder::RuleCoderError>>,
+    ) -> String {
+        let fdcr = matches!(self.cx.diagnoser, Diagnoser::Fdcr { .. })
+            && self.config.method == Method::Ecdysis;
+        let (what, excerpts) = if fdcr {
+            let cited: BTreeSet<String> = spec
+                .failure_patterns
+                .iter()
+                .flat_map(|p| p.evidence_tasks.iter())
+                .chain(
+                    spec.proposed_changes
+                        .iter()
+                        .flat_map(|c| c.evidence_tasks.iter()),
+                )
+                .map(|t| t.trim().to_string())
+                .collect();
+            (
+                "The failures the spec cites as evidence",
+                fdcr::failure_excerpts(unit, Some(&cited)),
+            )
+        } else if self.config.method == Method::SelfEvolution {
+            ("The failure to fix", fdcr::failure_excerpts(unit, None))
+        } else {
+            (
+                "Every failure of this round, grouped by signature",
+                fdcr::failure_excerpts(unit, None),
+            )
+        };
+        let mut notes = String::new();
+        match skills {
+            Some(Ok(n)) => {
+                notes += &format!(
+                    "The spec's {} skill(s) are already in the SKILLS table of src/tables.rs ({n} entr(ies) added or edited by the host): do not add them again.\n\n",
+                    spec.skills.len()
+                )
+            }
+            Some(Err(e)) => {
+                notes += &format!(
+                    "The spec's skills could not be added to a SKILLS table automatically ({e}): implement them too.\n\n"
+                )
+            }
+            None => {}
+        }
+        notes += &format!("{what} (scrubbed excerpts):\n\n{excerpts}");
+        notes
+    }
+
+    /// Build the staging crate into the store and keep the candidate's
+    /// files (source, manifest, spec, transcript, diff against the
+    /// incumbent). An edit that builds to bytes already judged (the
+    /// incumbent's, or an earlier candidate's) ends the round and writes
+    /// nothing: that candidate's files stay as they were.
+    /// incumbent). The build is untrusted (scanned, jailed; see
+    /// [`ecdysis_sandbox::store::build`]); a candidate whose files outside `src/`
+    /// differ from the incumbent's, or whose source reaches outside the
+    /// crate, is rejected with the reason and never built.
+    fn build_candidate(&mut self, spec: &ChangeSpec) -> Phase<Manifest> {
+        let clock = Instant::now();
+        let reference = self.dir.candidate(&self.incumbent).join("source");
+        let staging = self.dir.staging();
+        let built = match candidate_trust(&reference, &staging, &self.cx.containment)? {
+            Err(why) => {
+                self.times.build = clock.elapsed().as_secs_f64();
+                return Ok(ControlFlow::Break(why));
+            }
+            Ok(trust) => self.cx.build(&staging, Some(self.incumbent.clone()), trust),
+        };
+        self.times.build = clock.elapsed().as_secs_f64();
+        let manifest = match built {
+            Ok(m) => m,
+            Err(TrainError::Store(StoreError::SourceRefused { refusal, .. })) => {
+                return Ok(ControlFlow::Break(format!(
+                    "rejected: refused before building: {refusal}"
+                )));
+            }
+            Err(TrainError::Store(e @ StoreError::NoJail { .. })) => return Err(e.into()),
+            Err(TrainError::Store(e)) => {
+                return Ok(ControlFlow::Break(format!("build failed: {e}")));
+            }
+            Err(e) => return Err(e),
+        };
+        if manifest.hash == self.incumbent {
+            return Ok(ControlFlow::Break(
+                "no change: the edit builds to the incumbent's bytes".into(),
+            ));
+        }
+        let cdir = self.dir.candidate(&manifest.hash);
+        if cdir.join("manifest.json").exists() {
+            return Ok(ControlFlow::Break(format!(
+                "no change: the edit builds to the bytes of candidate {}, already judged (see its files)",
+                manifest.hash.short()
+            )));
+        }
+        self.record.candidate = Some(manifest.hash.to_string());
+        staging::fresh_copy(&staging, &cdir.join("source"))?;
+        write_json(&cdir.join("manifest.json"), &manifest)?;
+        write_json(&cdir.join("spec.json"), spec)?;
+        write_json(&cdir.join("transcript.json"), &self.transcript)?;
+        // The diff of every file under src/ the crate walker sees (hidden
+        // ones too: they are built, so they are recorded).
+        let (diff, _) = src_diff(
+            &Snapshot::take(&reference)?,
+            &Snapshot::take(&cdir.join("source"))?,
+        );
+        let patch = cdir.join("diff.patch");
+        ecdysis_sys::fsutil::atomic_write(&patch, diff.as_bytes())
+            .map_err(|e| PathError::new("write", &patch, e))?;
+        Ok(ControlFlow::Continue(manifest))
+    }
+
+    /// Check the candidate against the contract, screen it against the
+    /// incumbent's successful calls, evaluate it and decide.
+    async fn gate(
+        &mut self,
+        cand: &ComponentHash,
+        incumbent_records: &[EpisodeRecord],
+        edited: Instant,
+    ) -> Result<String, TrainError> {
+        let clock = Instant::now();
+        let loaded = match self.cx.load(cand) {
+            Ok(l) => l,
+            // A candidate that does not link (it imports something not
+            // granted) is a rejected candidate, not the end of training.
+            Err(TrainError::Store(e)) => {
+                self.times.gate = clock.elapsed().as_secs_f64();
+                return Ok(format!("rejected: cannot load: {e}"));
+            }
+            Err(e) => return Err(e),
+        };
+        let (check, hits) = {
+            let domain = self.cx.domain.clone();
+            let records = incumbent_records.to_vec();
+            tokio::task::spawn_blocking(move || {
+                let check = ecdysis_sandbox::doctor::check(&loaded);
+                let hits = screen::screen(&loaded, &*domain, &records);
+                (check, hits)
+            })
+            .await
+            .expect("gate task")
+        };
+        self.record.edit_to_episode_seconds = Some(edited.elapsed().as_secs_f64());
+        if !check.passed() {
+            self.times.gate = clock.elapsed().as_secs_f64();
+            return Ok("rejected: check failed".into());
+        }
+        if let Some(hit) = hits.first() {
+            self.times.gate = clock.elapsed().as_secs_f64();
+            return Ok(format!(
+                "rejected by the screen: blocks {}({}) which succeeded on task {}",
+                hit.tool, hit.arguments, hit.task_id
+            ));
+        }
+        let (label, draw, measure) = self.measurement();
+        let (summary, records) = self
+            .cx
+            .evaluate_with(
+                self.dir,
+                &self.config.train,
+                Some(cand),
+                &self.tasks.tasks,
+                self.config.train.split.clone(),
+                &label,
+                draw,
+            )
+            .await?;
+        self.record.candidate_measure = Some(measure);
+        write_json(
+            &self.dir.candidate(cand).join("train_summary.json"),
+            &summary,
+        )?;
+        self.times.gate = clock.elapsed().as_secs_f64();
+        let verdict = accept::decide(self.config.accept, incumbent_records, &records);
+        self.record.candidate_score = Some(summary.metrics.accuracy);
+        self.record.p_value = verdict.p_value;
+        self.record.accepted = verdict.accepted;
+        Ok(verdict.reason)
+    }
+
+    /// Close the round, whatever its outcome: times and dollars into the
+    /// record, the record appended to `rounds.jsonl` (synced), the new
+    /// incumbent recorded, the ledger saved.
+    fn close(mut self) -> Result<RoundRecord, TrainError> {
+        self.record.seconds = self.times;
+        self.record.usd = self.cx.ledger.summary().total.usd - self.usd_before;
+        self.dir.append_round(&self.record)?;
+        if self.record.accepted
+            && let Some(c) = self
+                .record
+                .candidate
+                .as_deref()
+                .and_then(ComponentHash::parse)
+        {
+            self.dir.set_incumbent(&c)?;
+        }
+        self.dir.save_ledger(&self.cx.ledger)?;
+        self.cx.say(format!(
+            "round {}: {}",
+            self.record.round, self.record.decision
+        ));
+        Ok(self.record)
+    }
+}
+
+/// The tasks of a unit's failures.
+fn failing_tasks(unit: &[FailureGroup]) -> BTreeSet<String> {
+    unit.iter().flat_map(|g| g.tasks.iter().cloned()).collect()
+}
+
+/// How a candidate in `staging`, edited from the incumbent's source at
+/// `reference`, is built: as untrusted source that may keep the
+/// reference's scan findings; or why it is rejected unbuilt: only `src/`
+/// is the coder's, so every other file (`Cargo.toml`, the lock file,
+/// `build.rs`, `.cargo/`) must be the incumbent's.
+fn candidate_trust(
+    reference: &Path,
+    staging: &Path,
+    containment: &Containment,
+) -> Result<Result<Trust, String>, TrainError> {
+    let before = Snapshot::take(reference)?;
+    let outside: Vec<String> = before
+        .changes(&Snapshot::take(staging)?)
+        .into_iter()
+        .filter(|p| !p.starts_with("src/"))
+        .collect();
+    if !outside.is_empty() {
+        return Ok(Err(format!(
+            "rejected: files outside src/ differ from the incumbent's: {}",
+            outside.join(", ")
+        )));
+    }
+    Ok(Ok(Trust::Untrusted {
+        containment: containment.clone(),
+        allowed: before.findings(),
+    }))
+}
+
+/// Specs of several units, merged into one (Self-Evolution accumulates its
+/// per-failure edits in one candidate).
+fn merge(merged: Option<ChangeSpec>, spec: ChangeSpec) -> ChangeSpec {
+    match merged {
+        None => spec,
+        Some(mut m) => {
+            m.failure_patterns.extend(spec.failure_patterns);
+            m.proposed_changes.extend(spec.proposed_changes);
+            m.skills.extend(spec.skills);
+            m
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_candidate_changed_outside_src_is_rejected_unbuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (reference, staging) = (dir.path().join("ref"), dir.path().join("staging"));
+        for root in [&reference, &staging] {
+            std::fs::create_dir_all(root.join("src")).unwrap();
+            std::fs::write(root.join("Cargo.toml"), "[package]\n").unwrap();
+            std::fs::write(root.join("src/lib.rs"), "const S: &str = env!(\"HOME\");\n").unwrap();
+        }
+        // Positive control: src/ changes are the coder's; the reference's
+        // findings may stay.
+        std::fs::write(staging.join("src/new.rs"), "pub fn f() {}\n").unwrap();
+        let containment = Containment::default();
+        match candidate_trust(&reference, &staging, &containment).unwrap() {
+            Ok(Trust::Untrusted { allowed, .. }) => {
+                assert_eq!(allowed.len(), 1);
+                assert_eq!(allowed[0].construct, "env!");
+            }
+            other => panic!("expected an untrusted build, got {other:?}"),
+        }
+        // Hostile: a build script and a manifest edit that bypassed the
+        // coder's own check.
+        std::fs::write(staging.join("build.rs"), "fn main() {}\n").unwrap();
+        std::fs::write(
+            staging.join("Cargo.toml"),
+            "[package]\nbuild = \"build.rs\"\n",
+        )
+        .unwrap();
+        let why = candidate_trust(&reference, &staging, &containment)
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(
+            why,
+            "rejected: files outside src/ differ from the incumbent's: Cargo.toml, build.rs"
+        );
+    }
+}

@@ -1,0 +1,302 @@
+//! What to train, as a library value: [`TrainSpec`] (the method, the
+//! budgets, the evaluation [`RunSpec`] and the roles), and [`run`], which
+//! wires the process's one sandbox, the participants and the roles and
+//! runs [`super::train`]. `train` and `experiment` on the command line both
+//! parse their flags into a `TrainSpec`; nothing else builds a context.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::{
+    GateMeasure, RolesConfig, SelectConfig, TrainConfig, TrainContext, TrainError, TrainSummary,
+};
+use crate::accept::AcceptRule;
+use crate::budget::ContextSource;
+use crate::coder::CoderNetwork;
+use crate::roles::{RoleError, RoleSpec};
+use crate::train::Method;
+use ecdysis_env::Domain;
+use ecdysis_runner::eval::{ModelServices, RunSpec, SpecError};
+use ecdysis_sandbox::sandbox::Sandbox;
+use ecdysis_sandbox::store::{ComponentStore, Containment};
+
+/// A training run's specification.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainSpec {
+    /// The evolution method.
+    pub method: Method,
+    /// The harness source crate to start from (copied, never edited).
+    pub source: PathBuf,
+    /// Rounds at most.
+    pub rounds: u32,
+    /// Episodes with reward below this are failures.
+    pub lambda: f64,
+    /// Stop after this many rounds in a row without an accepted candidate.
+    pub plateau: u32,
+    /// Budget: coder calls in all.
+    pub max_coder_calls: Option<u32>,
+    /// Budget: episodes in all.
+    pub max_episodes: Option<u64>,
+    /// Budget: dollars over every role.
+    pub max_usd: Option<f64>,
+    /// The training evaluations (its `split` is the training split).
+    pub eval: RunSpec,
+    /// The held-out split, evaluated at the end (`None`: no test).
+    pub test_split: Option<String>,
+    /// Start from the source's rule engine with its rule tables emptied.
+    pub start_blank: bool,
+    /// Simulated latency per coder call, in milliseconds.
+    pub coder_latency_ms: u64,
+    /// The acceptance rule.
+    pub accept: AcceptRule,
+    /// Train on a budget of selected tasks.
+    pub select: Option<SelectConfig>,
+    /// Who diagnoses and who edits.
+    pub roles: RoleSpec,
+    /// Cargo target dir shared by candidate builds (default
+    /// `<store>/cargo-target`).
+    pub cargo_target: Option<PathBuf>,
+    /// Episodes at once.
+    pub concurrency: usize,
+    /// Trials per held-out task at the end.
+    pub test_trials: u32,
+    /// Only these held-out task ids (empty: the whole held-out split).
+    pub test_tasks: Vec<String>,
+    /// Also evaluate Direct on the held-out split.
+    pub test_direct: bool,
+    /// Build candidates and run an external coder without a jail where
+    /// bubblewrap cannot make one (recorded in `config.json`).
+    pub allow_unjailed_builds: bool,
+    /// Run every evaluation's episodes in these worker processes
+    /// (`--isolate process`); `None`: in this process.
+    pub workers: Option<ecdysis_runner::isolate::Workers>,
+}
+
+impl Default for TrainSpec {
+    /// The offline defaults of `train`: Ecdysis from `harness-template` on
+    /// τ² retail's training split with the `sim:clumsy` testbed agent.
+    fn default() -> Self {
+        TrainSpec {
+            method: Method::Ecdysis,
+            source: PathBuf::from("harness-template"),
+            rounds: 3,
+            lambda: 1.0,
+            plateau: 2,
+            max_coder_calls: None,
+            max_episodes: None,
+            max_usd: None,
+            eval: RunSpec {
+                split: Some("train".into()),
+                agent: ecdysis_model::ModelFlags {
+                    model: Some("sim:clumsy".into()),
+                    ..Default::default()
+                },
+                ..RunSpec::default()
+            },
+            test_split: Some("test".into()),
+            start_blank: false,
+            coder_latency_ms: 0,
+            accept: AcceptRule::default(),
+            select: None,
+            roles: RoleSpec::default(),
+            cargo_target: None,
+            concurrency: 8,
+            test_trials: 3,
+            test_tasks: vec![],
+            test_direct: false,
+            allow_unjailed_builds: false,
+            workers: None,
+        }
+    }
+}
+
+/// A training specification that cannot work.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainSpecError {
+    /// The evaluation part of the spec is impossible (see [`SpecError`]).
+    #[error(transparent)]
+    Eval(#[from] SpecError),
+    /// The diagnoser and coder roles cannot work together, or a role's model
+    /// cannot be built.
+    #[error(transparent)]
+    Roles(#[from] RoleError),
+    /// There are no training tasks (why).
+    #[error("no training tasks: {0}")]
+    NoTasks(String),
+    /// `--budget-tasks` is 0.
+    #[error("the task budget must be at least 1")]
+    NoBudget,
+    /// `--test-trials` is 0.
+    #[error("test trials must be at least 1")]
+    NoTestTrials,
+    /// `--max-usd` is not a positive, finite number of dollars.
+    #[error("the dollar budget must be a positive number of dollars, got {0}")]
+    BadUsd(f64),
+    /// The harness source directory cannot be resolved.
+    #[error("the harness source {path}: {reason}")]
+    Source {
+        /// The source directory as given.
+        path: PathBuf,
+        /// Why it cannot be used (e.g. it does not exist).
+        reason: String,
+    },
+    /// Training itself failed.
+    #[error(transparent)]
+    Train(#[from] TrainError),
+}
+
+/// Train as `spec` says, into `out`, with the components in `store`, every
+/// episode instantiated from `sandbox` (the process's one engine; make it
+/// with [`Sandbox::pooled`] for `spec.concurrency` episodes).
+pub async fn run(
+    spec: &TrainSpec,
+    store: &ComponentStore,
+    domain: Arc<dyn Domain>,
+    services: &ModelServices,
+    sandbox: &Sandbox,
+    out: &Path,
+    quiet: bool,
+) -> Result<TrainSummary, TrainSpecError> {
+    spec.eval.validate()?;
+    if spec.select.is_some_and(|s| s.budget == 0) {
+        return Err(TrainSpecError::NoBudget);
+    }
+    if spec.test_trials == 0 {
+        return Err(TrainSpecError::NoTestTrials);
+    }
+    if let Some(m) = spec.max_usd
+        && !(m.is_finite() && m > 0.0)
+    {
+        return Err(TrainSpecError::BadUsd(m));
+    }
+    let train_tasks = spec.eval.task_ids(&*domain)?;
+    let test_tasks = match &spec.test_split {
+        Some(s) => {
+            let held_out = RunSpec {
+                split: Some(s.clone()),
+                tasks: spec.test_tasks.clone(),
+                ..spec.eval.clone()
+            };
+            held_out.task_ids(&*domain)?
+        }
+        None => vec![],
+    };
+    let source = std::fs::canonicalize(&spec.source).map_err(|e| TrainSpecError::Source {
+        path: spec.source.clone(),
+        reason: e.to_string(),
+    })?;
+    let hub = services.hub()?;
+    let target = spec
+        .cargo_target
+        .clone()
+        .unwrap_or_else(|| store.root().join("cargo-target"));
+    let roles_config = if spec.roles.any_model() {
+        let (budget, source) = spec.roles.resolve_budget().await;
+        if !quiet {
+            eprintln!(
+                "roles: context budget {} tokens ({}), {} reserved per reply",
+                budget.context_tokens,
+                match &source {
+                    ContextSource::Flag => "--roles-context-tokens".to_string(),
+                    ContextSource::Endpoint(url) => format!("reported by {url}"),
+                    ContextSource::Default => "the default: the endpoint reports none".to_string(),
+                },
+                budget.reply_tokens
+            );
+        }
+        RolesConfig {
+            sampling: spec.roles.sampling.clone(),
+            budget: Some(budget),
+            context_source: Some(source),
+        }
+    } else {
+        RolesConfig::default()
+    };
+    let (diagnoser, coder) = spec.roles.build(
+        spec.method,
+        &hub,
+        &target,
+        roles_config.budget.unwrap_or_default(),
+        spec.allow_unjailed_builds,
+    )?;
+    let coder_network = spec.roles.coder_network()?;
+    match &coder_network {
+        // Printed even with --quiet: a security downgrade.
+        Some(CoderNetwork::Host) => eprintln!(
+            "WARNING: the external coder shares the host's network (--coder-network host): \
+             it can reach every local service and host"
+        ),
+        Some(net) if !quiet => eprintln!("external coder network: {}", net.describe()),
+        _ => {}
+    }
+    let train = spec.eval.config(None, train_tasks);
+    let gate_measure = GateMeasure::for_run(&train, services.cache.reads(), None);
+    let config = TrainConfig {
+        method: spec.method,
+        rounds: spec.rounds,
+        lambda: spec.lambda,
+        train,
+        test_tasks,
+        test_split: spec.test_split.clone(),
+        max_coder_calls: spec.max_coder_calls,
+        max_episodes: spec.max_episodes,
+        plateau: spec.plateau,
+        start_blank: spec.start_blank,
+        coder_latency_ms: spec.coder_latency_ms,
+        diagnoser: diagnoser.describe(),
+        coder: coder.describe(),
+        accept: spec.accept,
+        max_usd: spec.max_usd,
+        select: spec.select,
+        test_trials: spec.test_trials,
+        test_direct: spec.test_direct,
+        gate_measure,
+        roles: roles_config,
+        allow_unjailed_builds: spec.allow_unjailed_builds,
+        coder_network: coder_network.as_ref().map(|n| n.describe()),
+    };
+    // Fresh draws for a gate that re-measures: the same models, the
+    // response cache bypassed (with the cache off, the run's own serve).
+    let fresh = if config.gate_measure.remeasure && services.cache.reads() {
+        let fresh_hub = hub.without_cache();
+        Some(spec.eval.participants(&fresh_hub, &*domain)?
+            as Arc<dyn ecdysis_runner::eval::Participants>)
+    } else {
+        None
+    };
+    let cx = TrainContext {
+        store: store.clone(),
+        participants: spec.eval.participants(&hub, &*domain)?,
+        domain,
+        // One sandbox for the whole run (one engine, one pool, one epoch
+        // thread): every evaluation, check and screen instantiates from it.
+        sandbox: sandbox.clone(),
+        concurrency: spec.concurrency,
+        quiet,
+        cargo_target: target,
+        diagnoser,
+        coder,
+        ledger: hub.ledger().clone(),
+        loaded: Mutex::new(Default::default()),
+        fresh,
+        containment: Containment {
+            allow_unjailed: spec.allow_unjailed_builds,
+            ..Containment::default()
+        },
+        isolation: spec.workers.as_ref().map(|w| {
+            (
+                w.pool.clone(),
+                ecdysis_runner::isolate::EpisodeJob {
+                    spec: spec.eval.clone(),
+                    harness: None,
+                    store: std::path::absolute(store.root())
+                        .unwrap_or_else(|_| store.root().to_path_buf()),
+                    source: w.source.clone(),
+                    services: services.clone(),
+                    prices: None,
+                },
+            )
+        }),
+    };
+    Ok(super::train(config, &source, out, cx).await?)
+}

@@ -1,0 +1,105 @@
+//! [`LlmUser`]: an LLM plays the customer.
+
+use std::sync::Arc;
+
+use crate::types::{ChatMessage, ChatModel, ChatRequest, SamplingArgs};
+use crate::user::{Speaker, UserFuture, UserSimError, UserSimulator, UserTurn, Utterance};
+
+/// The simulation guidelines, in our own words (`guidelines.md`).
+pub const USER_GUIDELINES: &str = include_str!("guidelines.md");
+
+/// Sent as the conversation when the user must open it and nothing has been
+/// said yet (a model needs at least one message to answer).
+const OPENING_CUE: &str = "(The agent is waiting for you to write your first message.)";
+
+/// The scenario inside `<scenario>…</scenario>` if `prompt` has those tags
+/// (as env's `Oracle::user_system_prompt()` does), else `prompt` itself.
+/// Lets a caller pass only the scenario to [`LlmUser::new`], whose
+/// guidelines replace the ones in the prompt.
+pub fn scenario_from_prompt(prompt: &str) -> &str {
+    match (prompt.find("<scenario>"), prompt.rfind("</scenario>")) {
+        (Some(start), Some(end)) if start + "<scenario>".len() <= end => {
+            prompt[start + "<scenario>".len()..end].trim()
+        }
+        _ => prompt,
+    }
+}
+
+/// The τ²-style LLM user. The system prompt is [`USER_GUIDELINES`] followed
+/// by the scenario in `<scenario>` tags; roles are flipped for the model
+/// (the agent's messages are `user` turns, the simulated user's own earlier
+/// messages are `assistant` turns).
+pub struct LlmUser {
+    model: Arc<dyn ChatModel>,
+    system_prompt: String,
+    sampling: SamplingArgs,
+    cache_salt: Option<String>,
+}
+
+impl LlmUser {
+    /// `scenario` is the task's user scenario text (not the guidelines).
+    pub fn new(model: Arc<dyn ChatModel>, scenario: impl Into<String>) -> Self {
+        let scenario = scenario.into();
+        Self {
+            model,
+            system_prompt: format!(
+                "{}\n\n<scenario>\n{}\n</scenario>",
+                USER_GUIDELINES.trim_end(),
+                scenario.trim()
+            ),
+            sampling: SamplingArgs::default(),
+            cache_salt: None,
+        }
+    }
+
+    /// Sampling arguments of the simulator's calls.
+    pub fn with_sampling(mut self, sampling: SamplingArgs) -> Self {
+        self.sampling = sampling;
+        self
+    }
+
+    /// Distinct per trial, so pass^k trials don't replay each other from the
+    /// response cache.
+    pub fn with_cache_salt(mut self, salt: impl Into<String>) -> Self {
+        self.cache_salt = Some(salt.into());
+        self
+    }
+
+    /// The guidelines plus the scenario, as sent first in every request.
+    pub fn system_prompt(&self) -> &str {
+        &self.system_prompt
+    }
+
+    /// The request sent to the simulator model for `conversation`.
+    pub fn build_request(&self, conversation: &[Utterance]) -> ChatRequest {
+        let mut messages = vec![ChatMessage::system(self.system_prompt.clone())];
+        if conversation.is_empty() {
+            messages.push(ChatMessage::user(OPENING_CUE));
+        }
+        messages.extend(conversation.iter().map(|u| match u.speaker {
+            Speaker::Agent => ChatMessage::user(u.text.clone()),
+            Speaker::User => ChatMessage::assistant(u.text.clone()),
+        }));
+        let mut request = ChatRequest::new(messages).with_sampling(self.sampling.clone());
+        request.cache_salt = self.cache_salt.clone();
+        request
+    }
+}
+
+impl UserSimulator for LlmUser {
+    fn name(&self) -> &str {
+        self.model.name()
+    }
+
+    fn respond<'a>(&'a mut self, conversation: &'a [Utterance]) -> UserFuture<'a> {
+        Box::pin(async move {
+            let request = self.build_request(conversation);
+            let response = self.model.chat(&request).await?;
+            let text = response.text().trim();
+            if text.is_empty() {
+                return Err(UserSimError::EmptyReply);
+            }
+            Ok(UserTurn::from_text(text))
+        })
+    }
+}

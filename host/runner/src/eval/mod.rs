@@ -1,0 +1,494 @@
+//! The evaluation runner: tasks × trials through the agent loop, scored by
+//! the environment's evaluator, written to a resumable result directory.
+
+pub mod intervals;
+pub mod metrics;
+pub mod participants;
+pub mod report;
+pub mod rundir;
+pub mod spec;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{EndReason, EpisodeRecord, EpisodeSetup, run_episode_to_state};
+use ecdysis_env::{Domain, EnvError, Trajectory};
+use ecdysis_model::{LedgerSummary, SamplingArgs, UsageLedger};
+use ecdysis_sandbox::sandbox::{FailurePolicy, Limits, LoadedHarness};
+
+pub use metrics::Metrics;
+pub use participants::{Participants, ParticipantsError};
+pub use rundir::{RunDir, RunDirError};
+pub use spec::{ModelServices, RunSpec, SpecError};
+
+/// Everything that determines a run's results. Stored as `config.json`; a
+/// resume with a different config is refused. (Concurrency is not in it:
+/// it changes speed, never results.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// The WIT world the host implements.
+    pub world: String,
+    /// blake3 hash of the harness component, or `None` for Direct.
+    pub harness: Option<String>,
+    /// Benchmark domain, e.g. `tau2/retail`.
+    pub domain: String,
+    /// Task split the tasks were chosen from (`None`: every task).
+    pub split: Option<String>,
+    /// The task ids, in order.
+    pub tasks: Vec<String>,
+    /// Trials per task.
+    pub trials: u32,
+    /// The agent model: `sim:<profile>` or an endpoint's model name.
+    pub agent_model: String,
+    /// The agent's `--agent-base-url`, if given (`None`: `OPENAI_BASE_URL` or
+    /// the default endpoint; unused by a `sim:` agent).
+    pub agent_base_url: Option<String>,
+    /// The user simulator: `scripted` or an endpoint's model name.
+    pub user_model: String,
+    /// The user simulator's `--user-base-url`, if given (`None`: the agent's
+    /// endpoint).
+    pub user_base_url: Option<String>,
+    /// Run seed; every episode's seed derives from it ([`episode_seed`]).
+    pub seed: u64,
+    /// Step cap per episode (message hops).
+    pub max_steps: u32,
+    /// Tool-error cap per episode.
+    pub max_errors: u32,
+    /// Largest agent request sent, in estimated prompt tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_tokens: Option<u64>,
+    /// What a failing hook does.
+    pub policy: FailurePolicy,
+    /// Sandbox limits of every hook call.
+    pub limits: Limits,
+    /// The agent's sampling parameters.
+    pub sampling: SamplingArgs,
+}
+
+/// How to run (not what: that is the config).
+pub struct RunOptions {
+    /// The result directory (`config.json`, `trajectories.jsonl`,
+    /// `summary.json`).
+    pub out: PathBuf,
+    /// Episodes run at once (at least 1).
+    pub concurrency: usize,
+    /// A directory holding another configuration is moved aside instead of
+    /// refusing the run.
+    pub force_new: bool,
+    /// No progress bar: plain progress lines every 10% (for logs and CI).
+    pub quiet: bool,
+    /// No progress output at all (runs inside other commands).
+    pub silent: bool,
+    /// Extra attempts for an episode that ended in an infrastructure error.
+    pub max_requeues: u32,
+}
+
+/// Why a run could not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The result directory could not be claimed, read or written.
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    /// The domain failed: an unknown task, or its evaluator failed.
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// The episode's participants (agent, user) could not be built.
+    #[error(transparent)]
+    Participants(#[from] ParticipantsError),
+    /// The task selection is empty.
+    #[error("no tasks to run: {0}")]
+    NoTasks(String),
+    /// The run specification is impossible (see [`SpecError`]).
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error("worker process: {0}")]
+    /// A worker process could not serve an episode (`--isolate process`).
+    Worker(String),
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// What was run.
+    pub config: RunConfig,
+    /// The scores of every finished episode (resumed ones included).
+    pub metrics: Metrics,
+    /// Episodes that ended in infrastructure errors after every requeue:
+    /// not scored, run again on resume.
+    pub unfinished: Vec<(String, u32)>,
+    /// The do-nothing floor of the chosen tasks: how many an agent that
+    /// does nothing solves, next to the score.
+    pub floor_solved: u64,
+    /// How many tasks the do-nothing floor was measured on (the run's tasks).
+    pub floor_tasks: u64,
+    /// Wall time of this invocation, in seconds.
+    pub wall_seconds: f64,
+    /// Episodes run by this invocation (the rest were resumed from disk).
+    pub ran_now: u64,
+    /// Token usage and cost of the metered models, when the run had a ledger.
+    #[serde(default)]
+    pub ledger: Option<LedgerSummary>,
+}
+
+/// The seed of one episode, derived from the run seed.
+pub fn episode_seed(seed: u64, task_id: &str, trial: u32) -> u64 {
+    let h = blake3::hash(format!("{seed}/{task_id}/{trial}").as_bytes());
+    u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+/// Score a finished episode against its task's oracle.
+pub fn score(domain: &dyn Domain, record: &mut EpisodeRecord) -> Result<(), RunError> {
+    score_final(domain, record, None)
+}
+
+/// [`score`] given the state the episode ended in (see
+/// [`Domain::evaluate_final`]); `None` replays the episode's calls.
+pub fn score_final(
+    domain: &dyn Domain,
+    record: &mut EpisodeRecord,
+    final_state: Option<ecdysis_env::FinalState>,
+) -> Result<(), RunError> {
+    let (_, oracle) = domain.task(&record.task_id)?;
+    let trajectory = Trajectory {
+        tool_calls: record.executed_calls(),
+        assistant_texts: record.agent_texts(),
+        termination: record.end.termination(),
+    };
+    let ev = domain.evaluate_final(&oracle, &trajectory, final_state)?;
+    record.reward = ev.reward;
+    record.success = ev.success;
+    record.evaluation = serde_json::to_value(&ev).ok();
+    Ok(())
+}
+
+/// Runs one episode of a run to its end and scores it (an episode that
+/// ended in an infrastructure error is returned unscored: the runner
+/// requeues it). In this process ([`InProcess`]) or in a worker process
+/// (`isolate::ProcessExecutor`, `--isolate process`).
+pub trait EpisodeExecutor: Send + Sync {
+    /// Run episode `trial` of `task_id` to its end; scored unless it ended in an infrastructure error.
+    fn episode(
+        self: Arc<Self>,
+        task_id: String,
+        trial: u32,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<EpisodeRecord, RunError>> + Send>>;
+}
+
+/// Episodes run as tasks of this process: the default.
+pub struct InProcess {
+    /// The run's configuration.
+    pub config: Arc<RunConfig>,
+    /// The benchmark domain.
+    pub domain: Arc<dyn Domain>,
+    /// The loaded harness (`None`: Direct).
+    pub harness: Option<LoadedHarness>,
+    /// The agent and user models.
+    pub participants: Arc<dyn Participants>,
+}
+
+impl EpisodeExecutor for InProcess {
+    fn episode(
+        self: Arc<Self>,
+        task_id: String,
+        trial: u32,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<EpisodeRecord, RunError>> + Send>>
+    {
+        Box::pin(async move {
+            run_and_score(
+                &self.config,
+                self.domain.clone(),
+                self.harness.clone(),
+                &*self.participants,
+                &task_id,
+                trial,
+            )
+            .await
+        })
+    }
+}
+
+/// One episode, scored unless it ended in an infrastructure error: what
+/// every executor runs (a worker process calls it too).
+pub async fn run_and_score(
+    config: &RunConfig,
+    domain: Arc<dyn Domain>,
+    harness: Option<LoadedHarness>,
+    participants: &dyn Participants,
+    task_id: &str,
+    trial: u32,
+) -> Result<EpisodeRecord, RunError> {
+    let (mut record, final_state) = one_episode(
+        config,
+        domain.clone(),
+        harness,
+        participants,
+        task_id,
+        trial,
+    )
+    .await?;
+    if record.end != EndReason::InfrastructureError {
+        score_final(&*domain, &mut record, final_state)?;
+    }
+    Ok(record)
+}
+
+/// Run (or resume) an evaluation.
+pub async fn run(
+    config: RunConfig,
+    options: RunOptions,
+    domain: Arc<dyn Domain>,
+    harness: Option<LoadedHarness>,
+    participants: Arc<dyn Participants>,
+    ledger: Option<Arc<UsageLedger>>,
+) -> Result<RunSummary, RunError> {
+    let executor = Arc::new(InProcess {
+        config: Arc::new(config.clone()),
+        domain: domain.clone(),
+        harness,
+        participants,
+    });
+    run_with(config, options, domain, executor, ledger).await
+}
+
+/// Run (or resume) an evaluation whose episodes `executor` runs.
+pub async fn run_with(
+    config: RunConfig,
+    options: RunOptions,
+    domain: Arc<dyn Domain>,
+    executor: Arc<dyn EpisodeExecutor>,
+    ledger: Option<Arc<UsageLedger>>,
+) -> Result<RunSummary, RunError> {
+    if config.tasks.is_empty() {
+        return Err(RunError::NoTasks(
+            "the task selection is empty (check --split and --tasks)".into(),
+        ));
+    }
+    let started = Instant::now();
+    let (dir, done) = RunDir::open(&options.out, &config, options.force_new)?;
+    let dir = Arc::new(dir);
+    let mut finished = rundir::by_pair(done);
+    let resumed = finished.len();
+    let mut todo: Vec<(String, u32)> = Vec::new();
+    for t in &config.tasks {
+        for trial in 0..config.trials {
+            if !finished.contains_key(&(t.clone(), trial)) {
+                todo.push((t.clone(), trial));
+            }
+        }
+    }
+    let total = config.tasks.len() as u64 * u64::from(config.trials);
+    let resumed_successes = finished.values().filter(|r| r.success).count() as u64;
+    let progress = report::Progress::new(
+        total,
+        resumed as u64,
+        resumed_successes,
+        options.quiet,
+        options.silent,
+    );
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
+    let mut attempts: BTreeMap<(String, u32), u32> = BTreeMap::new();
+    let mut unfinished = Vec::new();
+    let mut ran_now = 0u64;
+    let config = Arc::new(config);
+
+    while !todo.is_empty() {
+        let mut queue = std::mem::take(&mut todo).into_iter().peekable();
+        let mut set = tokio::task::JoinSet::new();
+        loop {
+            // Episodes start in task order, each as soon as a slot frees
+            // (the permit is taken here, before the spawn, so the order does
+            // not depend on which task the scheduler polls first), and the
+            // bookkeeping of finished ones never delays the next start.
+            tokio::select! {
+                biased;
+                permit = semaphore.clone().acquire_owned(), if queue.peek().is_some() => {
+                    let permit = permit.expect("semaphore open");
+                    let (task_id, trial) = queue.next().expect("peeked");
+                    *attempts.entry((task_id.clone(), trial)).or_default() += 1;
+                    let executor = executor.clone();
+                    let dir = dir.clone();
+                    set.spawn(async move {
+                        let result = {
+                            let _permit = permit;
+                            executor.episode(task_id.clone(), trial).await
+                        };
+                        let result = match result {
+                            // Written here, on the runtime's thread: an
+                            // append serialises and writes to the page
+                            // cache and never waits for the disk (the log's
+                            // syncer thread syncs), so handing it to the
+                            // blocking pool cost more (two thread switches)
+                            // than it saved.
+                            Ok(record) if record.end != EndReason::InfrastructureError => {
+                                dir.append(&record).map(|()| record).map_err(RunError::from)
+                            }
+                            other => other,
+                        };
+                        (task_id, trial, result)
+                    });
+                }
+                joined = set.join_next(), if !set.is_empty() => {
+                    let (task_id, trial, result) =
+                        joined.expect("joined").expect("episode task does not panic");
+                    let record = result?;
+                    if record.end == EndReason::InfrastructureError {
+                        let n = attempts[&(task_id.clone(), trial)];
+                        progress.note(&format!(
+                            "{task_id} trial {trial}: infrastructure error ({}), {}",
+                            record.end_detail.as_deref().unwrap_or("?"),
+                            if n <= options.max_requeues {
+                                "requeued"
+                            } else {
+                                "left unscored"
+                            }
+                        ));
+                        if n <= options.max_requeues {
+                            todo.push((task_id, trial));
+                        } else {
+                            unfinished.push((task_id, trial));
+                        }
+                        continue;
+                    }
+                    ran_now += 1;
+                    progress.finished(&record);
+                    finished.insert((task_id, trial), record);
+                }
+                else => break,
+            }
+        }
+        if !todo.is_empty() {
+            // Give a struggling endpoint a moment before the requeued round.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    progress.done();
+
+    let records: Vec<EpisodeRecord> = finished.into_values().collect();
+    let metrics = metrics::compute(&records);
+    let floor_solved = do_nothing_solved(&*domain, &config.tasks)?;
+    let summary = RunSummary {
+        config: (*config).clone(),
+        metrics,
+        unfinished,
+        floor_solved,
+        floor_tasks: config.tasks.len() as u64,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        ran_now,
+        ledger: ledger.map(|l| l.summary()),
+    };
+    dir.write_summary(&summary)?;
+    Ok(summary)
+}
+
+/// The label every output shows next to a number from a `sim:` testbed
+/// agent: such numbers are never benchmark results.
+pub const SIMULATED_LABEL: &str = "simulated agent — not a benchmark result";
+
+/// The harness of a run: its component hash and the loaded component.
+pub type RunHarness = (String, LoadedHarness);
+
+/// Run (or resume) `spec` with `harness` (`None`: Direct) into
+/// `options.out`, with the participants metered through `hub`: the library's
+/// one call for an evaluation (`run`, the trainer's evaluations, the
+/// experiment's transfer runs, the runner bench and the service use it).
+pub async fn run_spec(
+    spec: &RunSpec,
+    harness: Option<RunHarness>,
+    domain: Arc<dyn Domain>,
+    hub: &ecdysis_model::ModelHub,
+    options: RunOptions,
+) -> Result<RunSummary, RunError> {
+    spec.validate()?;
+    let tasks = spec.task_ids(&*domain)?;
+    let participants = spec.participants(hub, &*domain)?;
+    let (hash, loaded) = match harness {
+        Some((hash, loaded)) => (Some(hash), Some(loaded)),
+        None => (None, None),
+    };
+    let config = spec.config(hash, tasks);
+    run(
+        config,
+        options,
+        domain,
+        loaded,
+        participants,
+        Some(hub.ledger().clone()),
+    )
+    .await
+}
+
+/// [`run_spec`] with the episodes run by `executor` (a worker pool) instead
+/// of this process; `harness` is the component hash the executor loads.
+pub async fn run_spec_with(
+    spec: &RunSpec,
+    harness: Option<String>,
+    domain: Arc<dyn Domain>,
+    executor: Arc<dyn EpisodeExecutor>,
+    ledger: Option<Arc<UsageLedger>>,
+    options: RunOptions,
+) -> Result<RunSummary, RunError> {
+    spec.validate()?;
+    let tasks = spec.task_ids(&*domain)?;
+    let config = spec.config(harness, tasks);
+    run_with(config, options, domain, executor, ledger).await
+}
+
+/// How many of `tasks` an agent that does nothing solves (no calls, no
+/// messages, then stops): the floor to read the score against.
+pub fn do_nothing_solved(domain: &dyn Domain, tasks: &[String]) -> Result<u64, RunError> {
+    let unique: BTreeSet<&String> = tasks.iter().collect();
+    let mut solved = 0;
+    for t in unique {
+        solved += u64::from(idle_solves(domain, t)?);
+    }
+    Ok(solved)
+}
+
+/// Whether an agent that stops at once solves `task` (one task of
+/// [`do_nothing_solved`]).
+pub fn idle_solves(domain: &dyn Domain, task: &str) -> Result<bool, RunError> {
+    let (_, oracle) = domain.task(task)?;
+    let idle = Trajectory {
+        termination: ecdysis_env::Termination::AgentStop,
+        ..Trajectory::default()
+    };
+    Ok(domain.evaluate(&oracle, &idle)?.success)
+}
+
+async fn one_episode(
+    config: &RunConfig,
+    domain: Arc<dyn Domain>,
+    harness: Option<LoadedHarness>,
+    participants: &dyn Participants,
+    task_id: &str,
+    trial: u32,
+) -> Result<(EpisodeRecord, Option<ecdysis_env::FinalState>), RunError> {
+    let (view, oracle) = domain.task(task_id)?;
+    let seed = episode_seed(config.seed, task_id, trial);
+    // The oracle goes to the participants (user simulator, testbed agent)
+    // and nowhere else; the loop below never sees it.
+    let (agent, user) = participants.build(&view, &oracle, trial, seed)?;
+    drop(oracle);
+    let setup = EpisodeSetup {
+        domain,
+        task: view,
+        trial,
+        seed,
+        agent,
+        user,
+        harness,
+        policy: config.policy,
+        max_steps: config.max_steps,
+        max_errors: config.max_errors,
+        max_request_tokens: config.max_request_tokens,
+        sampling: SamplingArgs {
+            seed: config.sampling.seed.or(Some(seed)),
+            ..config.sampling.clone()
+        },
+    };
+    Ok(run_episode_to_state(setup).await)
+}

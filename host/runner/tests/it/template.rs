@@ -1,0 +1,472 @@
+//! The human-augmented starting harness (`harness-template/`) against the
+//! gold actions of every τ² airline and retail task: replayed one by one
+//! through its realization hook, with a real read-only view over a fresh
+//! environment that the test mutates as it runs each call, the harness must
+//! never block a gold call, and any rewrite it makes must leave the final
+//! database exactly where the gold replay leaves it. Regulation sees every
+//! result and must never stop the episode. Each gold call written as fenced
+//! JSON text must be rescued into that very call. The component must also
+//! pass the doctor.
+
+use ecdysis_testkit as support;
+
+use std::sync::{Arc, Mutex};
+
+use ecdysis_env::{self as env, Domain};
+use ecdysis_model::ScriptedUser;
+use ecdysis_runner::agent::{SharedEnv, SharedEnvView};
+use ecdysis_sandbox::doctor;
+use ecdysis_sandbox::sandbox::{
+    ActionDecision, AgentAction, ContractInput, EpisodeInfo, LoadedHarness, Regulation, Sandbox,
+    StepKind, StepReport, TaskView, ToolCall, ToolOutcome,
+};
+
+fn harness() -> LoadedHarness {
+    let bytes = support::guest("harness-template", None);
+    let sandbox = Sandbox::new(Default::default()).expect("sandbox");
+    sandbox.load_bytes(&bytes).expect("harness-template loads")
+}
+
+use ecdysis_runner::agent::boundary::wit_tools;
+
+/// What went wrong in one task, if anything.
+#[derive(Default)]
+struct Findings {
+    blocks: Vec<String>,
+    db_changes: Vec<String>,
+    stops: Vec<String>,
+    rescue_misses: Vec<String>,
+    rewrites: usize,
+    calls: usize,
+}
+
+fn replay_task(h: &LoadedHarness, domain: &dyn Domain, task_id: &str, out: &mut Findings) {
+    let (_, oracle) = domain.task(task_id).expect("task");
+    let plan = ecdysis_model::TestbedPlan::from(oracle.gold_plan());
+    let opening = ScriptedUser::new(oracle.user_script()).opening();
+    let tools = wit_tools(domain);
+    let env: SharedEnv = Arc::new(Mutex::new(domain.new_env()));
+    let mut gold_env = domain.new_env();
+    let view = SharedEnvView::new(
+        env.clone(),
+        tools.iter().map(|t| (t.name.clone(), t.mutates)),
+    );
+    let info = EpisodeInfo {
+        domain: domain.name().to_string(),
+        max_steps: env::DEFAULT_MAX_STEPS,
+        max_errors: env::DEFAULT_MAX_ERRORS,
+    };
+    let mut ep = h
+        .start_episode(&info, &tools, Box::new(view))
+        .expect("episode starts");
+    ep.contract(&ContractInput {
+        domain: domain.name().to_string(),
+        system_prompt: domain.system_prompt(),
+        tools: tools.clone(),
+    })
+    .expect("contract");
+    ep.skills(&TaskView {
+        domain: domain.name().to_string(),
+        first_user_message: opening,
+    })
+    .expect("skills");
+    let mut step = 2;
+    for (i, gold) in plan.steps.iter().enumerate() {
+        out.calls += 1;
+        let arguments = serde_json::Value::Object(gold.arguments.clone()).to_string();
+        let call = ToolCall {
+            id: format!("gold_{i}"),
+            name: gold.name.clone(),
+            arguments: arguments.clone(),
+        };
+        let label = format!(
+            "{} task {task_id} call {i} {}({arguments})",
+            domain.name(),
+            gold.name
+        );
+
+        // The same call written as fenced JSON text is rescued as is.
+        let text = format!(
+            "```json\n{}\n```",
+            serde_json::json!({"name": gold.name, "arguments": gold.arguments})
+        );
+        match ep
+            .realize(&AgentAction::Text(text))
+            .expect("realize text")
+            .value
+        {
+            ActionDecision::Realize(calls)
+                if calls.len() == 1
+                    && calls[0].name == gold.name
+                    && serde_json::from_str::<serde_json::Value>(&calls[0].arguments).ok()
+                        == Some(serde_json::Value::Object(gold.arguments.clone())) => {}
+            other => out.rescue_misses.push(format!("{label}: {other:?}")),
+        }
+
+        let decision = ep
+            .realize(&AgentAction::Call(call.clone()))
+            .unwrap_or_else(|e| panic!("{label}: realize failed: {e}"))
+            .value;
+        let ran = match decision {
+            ActionDecision::Proceed => call.clone(),
+            ActionDecision::Execute(new) => {
+                if new != call {
+                    out.rewrites += 1;
+                }
+                ToolCall {
+                    id: call.id.clone(),
+                    ..new
+                }
+            }
+            ActionDecision::Block(text) => {
+                out.blocks.push(format!("{label}: {text}"));
+                call.clone()
+            }
+            ActionDecision::Realize(_) => panic!("{label}: realize on a call"),
+        };
+        let ran_args: serde_json::Value =
+            serde_json::from_str(&ran.arguments).expect("arguments are JSON");
+        let result = env.lock().unwrap().call(&ran.name, &ran_args);
+        gold_env.call(
+            &gold.name,
+            &serde_json::Value::Object(gold.arguments.clone()),
+        );
+        step += 1;
+        let report = StepReport {
+            step,
+            steps_left: env::DEFAULT_MAX_STEPS.saturating_sub(step),
+            errors_left: env::DEFAULT_MAX_ERRORS,
+            kind: StepKind::ToolResults,
+            text: None,
+            outcomes: vec![ToolOutcome {
+                call: ran,
+                content: result.content,
+                error: result.error,
+                blocked: false,
+            }],
+        };
+        if let Regulation::Stop(reason) = ep.regulate(&report).expect("regulate").value {
+            out.stops.push(format!("{label}: {reason}"));
+        }
+    }
+    let (got, want) = (env.lock().unwrap().state_hash(), gold_env.state_hash());
+    if got != want {
+        out.db_changes.push(format!(
+            "{} task {task_id}: final hash {got} != gold {want}",
+            domain.name()
+        ));
+    }
+}
+
+#[test]
+fn gold_actions_of_all_tasks_pass_realization_untouched() {
+    let h = harness();
+    let report = doctor::check(&h);
+    assert!(
+        report.passed(),
+        "doctor: {}",
+        serde_json::to_string_pretty(&report).unwrap()
+    );
+
+    let data = env::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let mut findings = Findings::default();
+    let mut tasks = 0;
+    for name in ["tau2/airline", "tau2/retail"] {
+        let domain = env::open(name, &data).unwrap_or_else(|e| panic!("{e}"));
+        for task in domain.tasks(None).expect("tasks") {
+            tasks += 1;
+            replay_task(&h, &*domain, &task.id, &mut findings);
+        }
+    }
+    assert_eq!(tasks, 164, "airline 50 + retail 114 tasks");
+    eprintln!(
+        "{tasks} tasks, {} gold calls, {} rewrites",
+        findings.calls, findings.rewrites
+    );
+    assert!(
+        findings.blocks.is_empty(),
+        "blocked gold calls:\n{}",
+        findings.blocks.join("\n")
+    );
+    assert!(
+        findings.db_changes.is_empty(),
+        "rewrites changed the DB:\n{}",
+        findings.db_changes.join("\n")
+    );
+    assert!(
+        findings.stops.is_empty(),
+        "regulation stopped:\n{}",
+        findings.stops.join("\n")
+    );
+    assert!(
+        findings.rescue_misses.is_empty(),
+        "text calls not rescued:\n{}",
+        findings.rescue_misses.join("\n")
+    );
+}
+
+#[test]
+fn slips_are_repaired_and_violations_blocked_on_real_state() {
+    let h = harness();
+    let data = env::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let retail = env::open("tau2/retail", &data).unwrap_or_else(|e| panic!("{e}"));
+    let tools = wit_tools(&*retail);
+    let shared: SharedEnv = Arc::new(Mutex::new(retail.new_env()));
+    let view = SharedEnvView::new(
+        shared.clone(),
+        tools.iter().map(|t| (t.name.clone(), t.mutates)),
+    );
+    let info = EpisodeInfo {
+        domain: "tau2/retail".into(),
+        max_steps: 200,
+        max_errors: 10,
+    };
+    let mut ep = h.start_episode(&info, &tools, Box::new(view)).unwrap();
+    let contract = ep
+        .contract(&ContractInput {
+            domain: "tau2/retail".into(),
+            system_prompt: retail.system_prompt(),
+            tools: tools.clone(),
+        })
+        .unwrap()
+        .value;
+    assert!(contract.system_prompt.contains("structured tool calls"));
+    assert!(
+        contract
+            .tool_descriptions
+            .iter()
+            .all(|d| tools.iter().any(|t| t.name == d.name && t.mutates)),
+        "hints only on write tools"
+    );
+
+    let call = |name: &str, args: &str| {
+        AgentAction::Call(ToolCall {
+            id: "c1".into(),
+            name: name.into(),
+            arguments: args.into(),
+        })
+    };
+    // An alias with a dropped '#': runs as the real tool with the '#'.
+    match ep
+        .realize(&call("get_order_info", r#"{"order_id":"W7464385"}"#))
+        .unwrap()
+        .value
+    {
+        ActionDecision::Execute(c) => {
+            assert_eq!(c.name, "get_order_details");
+            assert_eq!(c.arguments, r##"{"order_id":"#W7464385"}"##);
+        }
+        other => panic!("{other:?}"),
+    }
+    // #W7464385 is pending (item modified after the next call): changing its
+    // address is fine now, but not after the items were modified.
+    let address = r##"{"order_id":"#W7464385","address1":"1 Main St","address2":"","city":"Chicago","state":"IL","country":"USA","zip":"60623"}"##;
+    assert_eq!(
+        ep.realize(&call("modify_pending_order_address", address))
+            .unwrap()
+            .value,
+        ActionDecision::Proceed
+    );
+    let out = shared.lock().unwrap().call(
+        "modify_pending_order_items",
+        &serde_json::json!({"order_id": "#W7464385", "item_ids": ["1810466394"],
+            "new_item_ids": ["6700049080"], "payment_method_id": "paypal_1261484"}),
+    );
+    assert!(!out.error, "{}", out.content);
+    match ep
+        .realize(&call("modify_pending_order_address", address))
+        .unwrap()
+        .value
+    {
+        ActionDecision::Block(text) => assert!(text.contains("pending (item modified)"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// MariaDB is needed for DBBench: without it the test is SKIPPED, unless
+/// `$CI` is set (CI installs it).
+fn dbbench_domain() -> Option<Arc<dyn Domain>> {
+    if !env::dbbench::server::server_available() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but mariadbd is not installed"
+        );
+        eprintln!("SKIPPED: mariadbd is not installed (apt-get install mariadb-server)");
+        return None;
+    }
+    let domain =
+        env::dbbench::open(env::dbbench::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    Some(Arc::new(domain))
+}
+
+/// DBBench: every task's gold plan (gold SQL, then the commit of the label)
+/// passes realization untouched, the SQL written as a ```sql block or as
+/// fenced JSON is rescued into that very call, regulation never stops, and
+/// the final table hash equals the unharnessed gold replay's.
+#[test]
+fn dbbench_gold_plans_pass_the_template_untouched() {
+    let Some(domain) = dbbench_domain() else {
+        return;
+    };
+    let h = harness();
+    let tools = wit_tools(&*domain);
+    let info = EpisodeInfo {
+        domain: domain.name().to_string(),
+        max_steps: env::DEFAULT_MAX_STEPS,
+        max_errors: env::DEFAULT_MAX_ERRORS,
+    };
+    let mut findings = Findings::default();
+    let mut skills_shown = 0;
+    let tasks = domain.tasks(None).expect("tasks");
+    for task in &tasks {
+        let (view, oracle) = domain.task(&task.id).expect("task");
+        let plan = ecdysis_model::TestbedPlan::from(oracle.gold_plan());
+        let env: SharedEnv = Arc::new(Mutex::new(domain.new_env_for(&view).expect("env")));
+        // Only INSERT/UPDATE gold statements change the table; a SELECT
+        // task's table is compared with the pristine one.
+        let modifying = plan.steps.first().is_some_and(|s| {
+            s.arguments
+                .get("query")
+                .and_then(|q| q.as_str())
+                .is_some_and(|q| !q.trim_start().to_ascii_uppercase().starts_with("SELECT"))
+        });
+        let mut gold_env = modifying.then(|| domain.new_env_for(&view).expect("gold env"));
+        let env_view = SharedEnvView::new(
+            env.clone(),
+            tools.iter().map(|t| (t.name.clone(), t.mutates)),
+        );
+        let mut ep = h
+            .start_episode(&info, &tools, Box::new(env_view))
+            .expect("episode");
+        let contract = ep
+            .contract(&ContractInput {
+                domain: domain.name().to_string(),
+                system_prompt: domain.system_prompt(),
+                tools: tools.clone(),
+            })
+            .expect("contract")
+            .value;
+        assert!(contract.system_prompt.contains("backticks"));
+        let guides = ep
+            .skills(&TaskView {
+                domain: domain.name().to_string(),
+                first_user_message: view.first_user_message.clone().unwrap_or_default(),
+            })
+            .expect("skills")
+            .value;
+        skills_shown += usize::from(!guides.is_empty());
+        for (i, gold) in plan.steps.iter().enumerate() {
+            findings.calls += 1;
+            let args = serde_json::Value::Object(gold.arguments.clone());
+            let label = format!("{} call {i} {}({args})", task.id, gold.name);
+            let call = ToolCall {
+                id: format!("gold_{i}"),
+                name: gold.name.clone(),
+                arguments: args.to_string(),
+            };
+            let mut texts = vec![format!(
+                "```json\n{}\n```",
+                serde_json::json!({"name": gold.name, "arguments": gold.arguments})
+            )];
+            if let Some(sql) = gold.arguments.get("query").and_then(|q| q.as_str()) {
+                texts.push(format!("I will run this.\n```sql\n{sql}\n```"));
+            }
+            for text in texts {
+                match ep
+                    .realize(&AgentAction::Text(text.clone()))
+                    .expect("realize")
+                    .value
+                {
+                    ActionDecision::Realize(calls)
+                        if calls.len() == 1
+                            && calls[0].name == gold.name
+                            && serde_json::from_str::<serde_json::Value>(&calls[0].arguments)
+                                .ok()
+                                .as_ref()
+                                .and_then(|v| {
+                                    v.get(if gold.name == "execute_sql" {
+                                        "query"
+                                    } else {
+                                        "answers"
+                                    })
+                                })
+                                == args.get(if gold.name == "execute_sql" {
+                                    "query"
+                                } else {
+                                    "answers"
+                                }) => {}
+                    other => findings
+                        .rescue_misses
+                        .push(format!("{label} from {text:?}: {other:?}")),
+                }
+            }
+            let ran = match ep
+                .realize(&AgentAction::Call(call.clone()))
+                .expect("realize")
+                .value
+            {
+                ActionDecision::Proceed => call.clone(),
+                ActionDecision::Execute(new) => {
+                    if new != call {
+                        findings.rewrites += 1;
+                    }
+                    new
+                }
+                ActionDecision::Block(text) => {
+                    findings.blocks.push(format!("{label}: {text}"));
+                    call.clone()
+                }
+                ActionDecision::Realize(_) => panic!("{label}: realize on a call"),
+            };
+            let ran_args: serde_json::Value = serde_json::from_str(&ran.arguments).expect("JSON");
+            let result = env.lock().unwrap().call(&ran.name, &ran_args);
+            if let Some(g) = gold_env.as_mut() {
+                g.call(&gold.name, &args);
+            }
+            let report = StepReport {
+                step: 2 + i as u32,
+                steps_left: 100,
+                errors_left: 10,
+                kind: StepKind::ToolResults,
+                text: None,
+                outcomes: vec![ToolOutcome {
+                    call: ran,
+                    content: result.content,
+                    error: result.error,
+                    blocked: false,
+                }],
+            };
+            if let Regulation::Stop(reason) = ep.regulate(&report).expect("regulate").value {
+                findings.stops.push(format!("{label}: {reason}"));
+            }
+        }
+        if let Some(g) = &gold_env {
+            let (got, want) = (env.lock().unwrap().state_hash(), g.state_hash());
+            if got != want {
+                findings
+                    .db_changes
+                    .push(format!("{}: {got} != {want}", task.id));
+            }
+        }
+    }
+    assert_eq!(tasks.len(), 360);
+    eprintln!(
+        "dbbench: {} tasks, {} gold calls, {} rewrites, skills shown on {skills_shown}",
+        tasks.len(),
+        findings.calls,
+        findings.rewrites
+    );
+    assert!(
+        skills_shown > 300,
+        "skills for {skills_shown} of 360 openings"
+    );
+    for (what, list) in [
+        ("blocked gold calls", &findings.blocks),
+        ("table hash changed", &findings.db_changes),
+        ("regulation stopped", &findings.stops),
+        ("text not rescued", &findings.rescue_misses),
+    ] {
+        assert!(list.is_empty(), "{what}:\n{}", list.join("\n"));
+    }
+    assert_eq!(findings.rewrites, 0, "gold calls are never rewritten");
+}

@@ -1,0 +1,22 @@
+//! The bottom layer of the Ecdysis host: what every other crate needs from
+//! the operating system, and nothing about harnesses or benchmarks.
+//!
+//! - [`rng`]: SplitMix64, the one seeded generator (every random choice is
+//!   a function of an explicit seed).
+//! - [`fsutil`]: atomic writes, the one crate walker and copier, paths in
+//!   errors, timestamps.
+//! - [`process`]: child processes with a timeout and a whole-group kill, a
+//!   scrubbed environment, scratch directories.
+//! - [`rlimit`]: kernel limits of a child process and what its exit says.
+//! - [`jail`]: bubblewrap jails for untrusted work on the host (candidate
+//!   builds, external coders): only the bound paths, no network, a cleared
+//!   environment, a memory limit, nothing left running afterwards.
+//! - [`gate`]: the network gate of a jailed external coder: it reaches its
+//!   model endpoint and nothing else.
+
+pub mod fsutil;
+pub mod gate;
+pub mod jail;
+pub mod process;
+pub mod rlimit;
+pub mod rng;

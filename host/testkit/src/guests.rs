@@ -1,0 +1,56 @@
+//! Guest components for tests: built once per test process (the store's
+//! crate lock serialises builds across processes) into a store in a
+//! temporary directory.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use ecdysis_sandbox::store::{BuildOptions, ComponentStore};
+
+/// The repository root (two levels above each crate under `host/`).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("the testkit crate sits at host/testkit")
+        .to_path_buf()
+}
+
+/// A store shared by the tests of one process (a temp dir).
+pub fn shared_store() -> &'static ComponentStore {
+    static STORE: OnceLock<(tempfile::TempDir, ComponentStore)> = OnceLock::new();
+    let (_, store) = STORE.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = ComponentStore::open(dir.path().join("store"))
+            .with_key_file(dir.path().join("artifact.key"));
+        (dir, store)
+    });
+    store
+}
+
+/// Build a guest crate (relative to the repo root) with an optional feature
+/// and return its component bytes. Each (crate, feature) builds once per
+/// process.
+pub fn guest(crate_rel: &str, feature: Option<&str>) -> Vec<u8> {
+    type Built = HashMap<(String, Option<String>), Vec<u8>>;
+    static CACHE: OnceLock<Mutex<Built>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (crate_rel.to_string(), feature.map(str::to_string));
+    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(bytes) = map.get(&key) {
+        return bytes.clone();
+    }
+    let store = shared_store();
+    let opts = BuildOptions {
+        features: feature.map(|f| vec![f.to_string()]).unwrap_or_default(),
+        quiet: true,
+        ..BuildOptions::default()
+    };
+    let out = store
+        .build(&repo_root().join(crate_rel), &opts)
+        .unwrap_or_else(|e| panic!("building {crate_rel} {feature:?}: {e}"));
+    let bytes = store.read_component(&out.manifest.hash).expect("stored");
+    map.insert(key, bytes.clone());
+    bytes
+}

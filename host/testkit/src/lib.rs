@@ -1,0 +1,15 @@
+//! Test support for the workspace's crates (a dev-dependency only, never in
+//! the binary):
+//!
+//! - [`mock`]: an in-process OpenAI-compatible server with scripted
+//!   replies, for tests of anything that calls a model endpoint;
+//! - [`guests`]: the repository root, a store shared by one test process,
+//!   and guest crates built once per process;
+//! - [`measure`]: a child process's wall time and peak memory, and a test
+//!   case re-run alone in a child so its bounds are its own.
+
+pub mod guests;
+pub mod measure;
+pub mod mock;
+
+pub use guests::{guest, repo_root, shared_store};
