@@ -33,6 +33,8 @@
 #   TEST_TASKS     held-out tasks (40 tasks of `test`)
 #   ROUNDS         rounds per method (3)
 #   TRANSFER       1 to test on the 0.5B model too (default 1)
+#   MAX_REQUEST_TOKENS  cap on one agent request (default 0: none; the
+#                  server refuses a request past its context itself)
 set -euo pipefail
 
 NAME=real-dbbench
@@ -80,6 +82,7 @@ run_logged "$LOG" "$HOST" experiment \
     --domain agentbench/dbbench \
     --agent-model "$MODEL" --agent-base-url "$URL" --agent-api-key-env '' \
     --temperature 0 --max-tokens 384 --agent-timeout-secs 1800 \
+    --max-request-tokens "${MAX_REQUEST_TOKENS:-0}" \
     --concurrency "$PARALLEL" \
     --tasks "$POOL" --select-train failure-aware --budget-tasks "$BUDGET" \
     --rounds "$ROUNDS" --trials 1 \

@@ -135,6 +135,22 @@ pub enum ModelError {
     #[error("invalid model configuration: {0}")]
     Config(String),
 
+    /// The call was not sent: its estimated cost would take the run's spend
+    /// past its limit (`--max-usd`, a tenant's `usd_per_day`).
+    #[error(
+        "not sent: its estimated ${estimate:.4} would take the spend of ${spent:.4} (plus ${reserved:.4} in flight) past the limit of ${limit:.4}"
+    )]
+    SpendLimit {
+        /// Spent so far.
+        spent: f64,
+        /// Reserved by calls in flight.
+        reserved: f64,
+        /// This call's estimated cost.
+        estimate: f64,
+        /// The limit.
+        limit: f64,
+    },
+
     /// For non-HTTP models (simulated ones): a failure with an explicit class.
     #[error("{message}")]
     Backend {
@@ -158,7 +174,8 @@ impl ModelError {
             Self::Unauthorized { .. }
             | Self::NotFound { .. }
             | Self::BadRequest { .. }
-            | Self::Config(_) => ErrorClass::Request,
+            | Self::Config(_)
+            | Self::SpendLimit { .. } => ErrorClass::Request,
             Self::ContextLength { .. } => ErrorClass::Model,
             Self::Backend { class, .. } => *class,
         }
@@ -208,6 +225,7 @@ impl ModelError {
             | Self::Config(message)
             | Self::Backend { message, .. } => message,
             Self::RetriesExhausted { last, .. } => last.message(),
+            Self::SpendLimit { .. } => "the spending limit would be crossed",
         }
     }
 }

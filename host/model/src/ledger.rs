@@ -286,6 +286,42 @@ pub struct LedgerSummary {
 pub struct UsageLedger {
     prices: PriceTable,
     calls: Mutex<Vec<CallRecord>>,
+    spend: Mutex<SpendGuard>,
+}
+
+/// The ledger's spending limit and what calls in flight have reserved.
+#[derive(Debug, Default)]
+struct SpendGuard {
+    limit: Option<f64>,
+    reserved: f64,
+}
+
+/// A call's share of the spending limit while it is in flight: released
+/// (the call's real cost is in the ledger by then) when dropped.
+#[derive(Debug)]
+pub struct SpendReservation<'a> {
+    ledger: &'a UsageLedger,
+    usd: f64,
+}
+
+impl Drop for SpendReservation<'_> {
+    fn drop(&mut self) {
+        let mut g = self.ledger.spend.lock().unwrap_or_else(|p| p.into_inner());
+        g.reserved = (g.reserved - self.usd).max(0.0);
+    }
+}
+
+/// A call that was not sent: its estimated cost would cross the limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpendRefused {
+    /// Spent so far (every recorded call).
+    pub spent: f64,
+    /// Reserved by calls in flight.
+    pub reserved: f64,
+    /// This call's estimated cost.
+    pub estimate: f64,
+    /// The limit.
+    pub limit: f64,
 }
 
 impl UsageLedger {
@@ -294,7 +330,44 @@ impl UsageLedger {
         Self {
             prices,
             calls: Mutex::new(Vec::new()),
+            spend: Mutex::new(SpendGuard::default()),
         }
+    }
+
+    /// Refuse calls whose estimated cost would take the total spend (every
+    /// call recorded, imported ones included, plus calls in flight) past
+    /// `usd`; `None` lifts the limit.
+    pub fn set_spend_limit(&self, usd: Option<f64>) {
+        self.spend.lock().unwrap_or_else(|p| p.into_inner()).limit = usd;
+    }
+
+    /// The spending limit, if one is set.
+    pub fn spend_limit(&self) -> Option<f64> {
+        self.spend.lock().unwrap_or_else(|p| p.into_inner()).limit
+    }
+
+    /// Reserve a call's estimated cost before sending it, or refuse it when
+    /// the limit would be crossed. Calls are checked and reserved under one
+    /// lock, so concurrent calls cannot pass the limit together: spend can
+    /// exceed it only by what calls cost beyond their estimates.
+    pub fn reserve(&self, estimate: f64) -> Result<SpendReservation<'_>, SpendRefused> {
+        let mut g = self.spend.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(limit) = g.limit {
+            let spent = self.summary().total.usd;
+            if spent + g.reserved + estimate > limit {
+                return Err(SpendRefused {
+                    spent,
+                    reserved: g.reserved,
+                    estimate,
+                    limit,
+                });
+            }
+        }
+        g.reserved += estimate;
+        Ok(SpendReservation {
+            ledger: self,
+            usd: estimate,
+        })
     }
 
     /// The price table calls are priced with.
@@ -445,6 +518,42 @@ mod tests {
             attempts: if hit { 0 } else { 2 },
             ..ChatResponse::default()
         }
+    }
+
+    #[test]
+    fn reservations_refuse_a_call_that_would_cross_the_limit_and_are_released() {
+        let ledger = UsageLedger::new(
+            PriceTable::from_json_str(
+                r#"{"models": {"m": {"prompt_per_mtok": 1000000, "completion_per_mtok": 1000000}}}"#,
+            )
+            .unwrap(),
+        );
+        // No limit: anything goes.
+        assert!(ledger.reserve(1e9).is_ok());
+        ledger.set_spend_limit(Some(10.0));
+        // $3 spent (3 tokens at $1 each).
+        ledger.record_response("agent", "m", &response(2, 1, 0, false), Duration::ZERO);
+        let a = ledger.reserve(4.0).expect("3 + 4 <= 10");
+        // In flight counts: 3 + 4 + 4 > 10.
+        let refused = ledger.reserve(4.0).unwrap_err();
+        assert_eq!(
+            refused,
+            SpendRefused {
+                spent: 3.0,
+                reserved: 4.0,
+                estimate: 4.0,
+                limit: 10.0
+            }
+        );
+        drop(a);
+        let b = ledger.reserve(7.0).expect("released: 3 + 7 <= 10");
+        drop(b);
+        // Cache hits cost nothing and do not count.
+        ledger.record_response("agent", "m", &response(5, 5, 0, true), Duration::ZERO);
+        assert!(ledger.reserve(7.0).is_ok());
+        assert!(ledger.reserve(7.1).is_err());
+        ledger.set_spend_limit(None);
+        assert!(ledger.reserve(1e9).is_ok());
     }
 
     #[test]

@@ -84,6 +84,24 @@ impl MeteredModel {
                 .record_response(&self.role, model, &response, start.elapsed());
             return Ok(response);
         }
+        // Spend is checked before the call is sent, not only after: the
+        // estimate (prompt estimate erring high, the reply at its token
+        // cap) is reserved against the ledger's limit while in flight.
+        let estimate = self.estimated_cost(request);
+        let _reservation = match self.ledger.reserve(estimate) {
+            Ok(r) => r,
+            Err(refused) => {
+                let error = ModelError::SpendLimit {
+                    spent: refused.spent,
+                    reserved: refused.reserved,
+                    estimate: refused.estimate,
+                    limit: refused.limit,
+                };
+                self.ledger
+                    .record_failure(&self.role, model, &error, start.elapsed());
+                return Err(error);
+            }
+        };
         match self.inner.chat(request).await {
             Ok(mut response) => {
                 // A fresh answer even if an inner layer set the flag.
@@ -106,6 +124,29 @@ impl MeteredModel {
     }
 }
 
+/// Reply tokens assumed for a request that sets no `max_tokens` (an
+/// estimate that can then fall short: the docs state the bound).
+pub const UNCAPPED_REPLY_ESTIMATE: u64 = 4096;
+
+impl MeteredModel {
+    /// The most this request is expected to cost: its prompt (estimated,
+    /// erring high) plus a reply at its `max_tokens`, at the model's price;
+    /// zero for an unpriced model.
+    fn estimated_cost(&self, request: &ChatRequest) -> f64 {
+        let Some(price) = self.ledger.prices().price_for(self.inner.name()) else {
+            return 0.0;
+        };
+        price.cost(&crate::Usage {
+            prompt_tokens: crate::tokens::estimate_request(request) as u64,
+            completion_tokens: request
+                .sampling
+                .max_tokens
+                .map_or(UNCAPPED_REPLY_ESTIMATE, u64::from),
+            cached_prompt_tokens: 0,
+        })
+    }
+}
+
 impl ChatModel for MeteredModel {
     fn name(&self) -> &str {
         self.inner.name()
@@ -117,5 +158,73 @@ impl ChatModel for MeteredModel {
 
     fn chat<'a>(&'a self, request: &'a ChatRequest) -> ModelFuture<'a> {
         Box::pin(self.call(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::ledger::{PriceTable, UsageLedger};
+    use crate::{ChatMessage, SamplingArgs, Usage};
+
+    /// A priced model that answers with a fixed usage and counts its calls.
+    struct Priced(AtomicU32);
+
+    impl ChatModel for Priced {
+        fn name(&self) -> &str {
+            "priced"
+        }
+        fn chat<'a>(&'a self, _request: &'a ChatRequest) -> crate::ModelFuture<'a> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async {
+                Ok(ChatResponse {
+                    content: Some("ok".into()),
+                    usage: Some(Usage {
+                        prompt_tokens: 100,
+                        completion_tokens: 10,
+                        cached_prompt_tokens: 0,
+                    }),
+                    ..ChatResponse::default()
+                })
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_that_would_cross_the_spend_limit_is_not_sent() {
+        // $0.01 per token: a call of 100 + 10 tokens costs $1.10.
+        let prices = PriceTable::from_json_str(
+            r#"{"models": {"priced": {"prompt_per_mtok": 10000, "completion_per_mtok": 10000}}}"#,
+        )
+        .unwrap();
+        let ledger = Arc::new(UsageLedger::new(prices));
+        ledger.set_spend_limit(Some(3.0));
+        let inner = Arc::new(Priced(AtomicU32::new(0)));
+        let model = MeteredModel::new(inner.clone(), "agent", ledger.clone());
+        let request =
+            ChatRequest::new(vec![ChatMessage::user("hello")]).with_sampling(SamplingArgs {
+                max_tokens: Some(10),
+                ..SamplingArgs::default()
+            });
+        let mut sent = 0;
+        let err = loop {
+            match model.chat(&request).await {
+                Ok(_) => sent += 1,
+                Err(e) => break e,
+            }
+            assert!(sent < 10, "never refused");
+        };
+        assert!(matches!(err, ModelError::SpendLimit { .. }), "{err}");
+        // This endpoint counts more prompt tokens than the estimate (a
+        // template's overhead on a one-word prompt), so the last call sent
+        // can overshoot: by less than one call's cost.
+        let spent = ledger.summary().total.usd;
+        assert!(spent <= 3.0 + 1.1 + 1e-9, "{spent}");
+        assert_eq!(inner.0.load(Ordering::SeqCst), sent);
+        // The refusal is in the ledger, as a failed call of the agent.
+        let last = ledger.calls().pop().unwrap();
+        assert!(last.error.unwrap().contains("not sent"));
     }
 }

@@ -71,6 +71,63 @@ pub enum ServeError {
     #[error("{0}")]
     /// A file or directory of the state cannot be used.
     Io(String),
+    /// Something the configuration names cannot be used (a domain whose
+    /// data or database server is missing, a model alias whose key
+    /// variable is unset): refused at start, not per request.
+    #[error("the configuration cannot be served:\n{}", .0.join("\n"))]
+    Preflight(Vec<String>),
+}
+
+/// What a configuration needs besides its own fields, checked before the
+/// service starts: every domain opens (its data and, for DBBench, its
+/// database server), every endpoint alias has its key. Returns one line
+/// per check that passed; every failure together in the error.
+pub async fn preflight(config: &ServeConfig) -> Result<Vec<String>, ServeError> {
+    let mut ok = Vec::new();
+    let mut bad = Vec::new();
+    let domains = Domains::new(Service::source(config));
+    for name in &config.domains {
+        // Opening an episode's environment reaches what the domain needs
+        // at run time (DBBench's database server), not only its data.
+        let checked = match domains.get(name).await {
+            Ok(d) => tokio::task::spawn_blocking(move || {
+                let tasks = d.tasks(None)?;
+                if let Some(first) = tasks.first() {
+                    d.new_env_for(first)?;
+                }
+                Ok::<usize, ecdysis_env::EnvError>(tasks.len())
+            })
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string())),
+            Err(e) => Err(e.to_string()),
+        };
+        match checked {
+            Ok(n) => ok.push(format!("domain {name}: {n} tasks, an episode opens")),
+            Err(e) => bad.push(format!("domain {name}: {e}")),
+        }
+    }
+    for (alias, m) in &config.models {
+        if m.is_simulated() {
+            ok.push(format!("model {alias}: {} (simulated)", m.model));
+            continue;
+        }
+        match m.api_key_env.as_deref().filter(|v| !v.is_empty()) {
+            Some(var) if std::env::var_os(var).is_none() => bad.push(format!(
+                "model {alias}: its key variable ${var} is not set in this process (workers read it from here)"
+            )),
+            _ => ok.push(format!(
+                "model {alias}: {} at {}",
+                m.model,
+                m.base_url.as_deref().unwrap_or("?")
+            )),
+        }
+    }
+    if bad.is_empty() {
+        Ok(ok)
+    } else {
+        Err(ServeError::Preflight(bad))
+    }
 }
 
 /// How this process starts worker processes (the binary and the argument
@@ -251,6 +308,7 @@ pub async fn start(
     program: WorkerProgram,
 ) -> Result<Running, ServeError> {
     config.validate()?;
+    preflight(&config).await?;
     let db = Db::open(&config.database_url()).await?;
     let store = ComponentStore::open(config.store_dir());
     std::fs::create_dir_all(config.state_dir.join("uploads"))

@@ -71,6 +71,12 @@ pub struct ServeArgs {
     /// `[worker] slots`.
     #[arg(long)]
     pub slots: Option<usize>,
+    /// Check the configuration and what it names (every domain opens an
+    /// episode, every endpoint alias has its key variable), print the
+    /// resolved configuration as JSON and each check, and exit (1 when a
+    /// check fails) without listening.
+    #[arg(long)]
+    pub check_config: bool,
     #[command(flatten)]
     pub service: ServiceArgs,
 }
@@ -83,6 +89,17 @@ pub async fn serve(args: ServeArgs, data: &super::env::DataArgs, quiet: bool) ->
     }
     if let Some(s) = args.slots {
         config.worker.slots = s;
+    }
+    if args.check_config {
+        config.validate()?;
+        // The database URL may carry a password: shown redacted, as below.
+        let mut shown = config.clone();
+        shown.database = Some(redact(&config.database_url()));
+        println!("{}", serde_json::to_string_pretty(&shown)?);
+        for line in serve::preflight(&config).await? {
+            eprintln!("ok: {line}");
+        }
+        return Ok(());
     }
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await

@@ -693,3 +693,129 @@ async fn scoring_from_the_final_state_equals_replaying_the_calls() {
         "{matched} matched, {differed} differed, {wrote} wrote"
     );
 }
+
+/// An agent that keeps the conversation going with a lookup every turn.
+fn chatty_agent(_req: &ecdysis_testkit::mock::MockRequest) -> ecdysis_testkit::mock::MockReply {
+    use ecdysis_testkit::mock::MockReply;
+    MockReply::tool_calls(
+        Some("Let me check."),
+        &[ecdysis_host::model::ToolCall::new(
+            "c1",
+            "get_order_details",
+            "{\"order_id\": \"#W2378156\"}",
+        )],
+    )
+}
+
+/// What a harness adds to the model's input is held to the episode's
+/// budget through `run`: against an endpoint that logs every request, a
+/// harness that injects 40 KiB after every step ends its episode with the
+/// typed violation (fail-closed) and the bytes sent stay within a small
+/// multiple of the pass-through's; under fail-open the episode goes on
+/// without the notes. The pass-through guest and the template on the same
+/// task are unaffected, and the summary shows what each adds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budget() {
+    let server = ecdysis_testkit::mock::MockServer::start().await.unwrap();
+    server.set_handler(chatty_agent);
+    let tmp = tempfile::tempdir().unwrap();
+    let inflating = tmp.path().join("inflate-inject.wasm");
+    std::fs::write(
+        &inflating,
+        tokio::task::spawn_blocking(|| support::guest("guests/hostile", Some("inflate-inject")))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let base = server.base_url();
+    let mut bytes = std::collections::BTreeMap::new();
+    let mut records = std::collections::BTreeMap::new();
+    let harnesses = [
+        ("direct", "guests/direct".to_string(), "fail-closed"),
+        ("template", "harness-template".to_string(), "fail-closed"),
+        ("inflating", inflating.display().to_string(), "fail-closed"),
+        (
+            "inflating-open",
+            inflating.display().to_string(),
+            "fail-open",
+        ),
+    ];
+    for (name, harness, policy) in harnesses {
+        let before: usize = server.requests().iter().map(|r| r.body.len()).sum();
+        let out = tmp.path().join(name);
+        let mut cmd = host(
+            &tmp.path().join("store"),
+            &[
+                "run",
+                "--harness",
+                &harness,
+                "--tasks",
+                "5",
+                "--agent-model",
+                "m-agent",
+                "--agent-base-url",
+                &base,
+                "--agent-api-key-env",
+                "",
+                "--cache",
+                "off",
+                "--max-steps",
+                "16",
+                "--policy",
+                policy,
+            ],
+        );
+        cmd.arg("--out").arg(&out);
+        let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        let summary = String::from_utf8_lossy(&o.stdout).to_string();
+        ok(o);
+        let after: usize = server.requests().iter().map(|r| r.body.len()).sum();
+        bytes.insert(name, after - before);
+        let r = read_trajectories(&out.join("trajectories.jsonl"), false).unwrap();
+        assert_eq!(r.len(), 1);
+        records.insert(name, (r[0].clone(), summary));
+    }
+    let (inflated, _) = &records["inflating"];
+    assert_eq!(inflated.end, ecdysis_host::agent::EndReason::HarnessError);
+    let failure = inflated
+        .hooks
+        .iter()
+        .find_map(|h| h.error.as_ref().map(|e| (h.hook.clone(), e.clone())))
+        .expect("a recorded hook failure");
+    assert_eq!(failure.0, "regulate");
+    assert!(
+        failure.1.message.contains("over the budget of 65536"),
+        "{failure:?}"
+    );
+    // Fail-open: the notes stop, the episode runs to its step cap.
+    let (open, _) = &records["inflating-open"];
+    assert_eq!(open.end, ecdysis_host::agent::EndReason::MaxSteps);
+    assert!(open.hooks.iter().any(|h| h.error.is_some()));
+    // The bill: the inflating harness sent at most a few times what the
+    // pass-through did (the 40 KiB that got in before the budget was
+    // crossed, re-sent by the requests after it).
+    assert!(
+        bytes["inflating"] <= 4 * bytes["direct"] + 4 * (64 << 10),
+        "{bytes:?}"
+    );
+    // The good harnesses: untouched, and their added text is reported.
+    for name in ["direct", "template"] {
+        let (r, summary) = &records[name];
+        assert!(r.hooks.iter().all(|h| h.error.is_none()), "{name}");
+        let added: u64 = r.hooks.iter().map(|h| h.added_bytes).sum();
+        assert!(added < 64 << 10, "{name} adds {added} bytes");
+        assert!(
+            summary.contains(&format!("at most {added} bytes")),
+            "{name}: {summary}"
+        );
+    }
+    let template_added: u64 = records["template"]
+        .0
+        .hooks
+        .iter()
+        .map(|h| h.added_bytes)
+        .sum();
+    assert!(template_added > 0, "the template adds its rules");
+}

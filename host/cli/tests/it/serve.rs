@@ -2639,3 +2639,81 @@ async fn bench_upload_of_stored_bytes_against_new_bytes() {
         load_average()
     );
 }
+
+// ---------------------------------------------------------------------------
+// A broken configuration fails at start, not per request.
+
+/// Started with a domain whose data is missing, or an endpoint alias whose
+/// key variable is unset, `serve` refuses to start, naming each problem
+/// (in bounded time, nothing listening); the same file with the data and
+/// the key in place starts, and `--check-config` prints the resolved
+/// configuration with its checks and the password of the database URL
+/// redacted.
+#[test]
+fn serve_refuses_a_configuration_it_could_not_serve_and_checks_a_good_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("no-data");
+    std::fs::create_dir_all(&empty).unwrap();
+    let endpoint = "[models.remote]\nmodel = \"some-model\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"ECDYSIS_TEST_UNSET_KEY\"\n";
+    let config = config_file(
+        dir.path(),
+        "sqlite:serve.db",
+        &format!("{MODELS}{endpoint}"),
+    );
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        &format!(
+            "data = {:?}",
+            support::repo_root()
+                .join(".ecdysis/data")
+                .display()
+                .to_string()
+        ),
+        &format!("data = {:?}", empty.display().to_string()),
+    );
+    std::fs::write(&config, text).unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new(support::host_bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .current_dir(dir.path())
+        .env_remove("ECDYSIS_TEST_UNSET_KEY")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("domain tau2/retail"), "{err}");
+    assert!(err.contains("not found") || err.contains("data"), "{err}");
+    assert!(
+        err.contains("model remote") && err.contains("ECDYSIS_TEST_UNSET_KEY"),
+        "{err}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).is_empty(),
+        "it must not listen"
+    );
+
+    // The positive control: data and key in place.
+    let good = config_file(
+        dir.path(),
+        "postgres://ecdysis:secret@127.0.0.1:1/none",
+        &format!("{MODELS}{endpoint}"),
+    );
+    let out = Command::new(support::host_bin())
+        .args(["serve", "--check-config", "--config"])
+        .arg(&good)
+        .current_dir(dir.path())
+        .env("ECDYSIS_TEST_UNSET_KEY", "k")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["database"], "postgres://ecdysis:***@127.0.0.1:1/none");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("secret"));
+    assert!(
+        stderr.contains("ok: domain tau2/retail: ") && stderr.contains(" tasks, an episode opens"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("ok: model remote"), "{stderr}");
+}

@@ -654,8 +654,10 @@ pub async fn train(
     }
     cx.check_containment()?;
     let (dir, mut done) = TrainDir::open(out, &config)?;
-    // Spending of earlier processes of this run counts toward the budget.
+    // Spending of earlier processes of this run counts toward the budget,
+    // and every model call is checked against it before it is sent.
     dir.import_ledger(&cx.ledger)?;
+    cx.ledger.set_spend_limit(config.max_usd);
     // The WIT package sits beside the staging crate, where `../wit` finds it.
     staging::fresh_copy(&source.join("../wit"), &out.join("wit"))?;
     let initial = initial_harness(&cx, &dir, &config, source)?;

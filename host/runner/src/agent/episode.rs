@@ -118,6 +118,8 @@ fn hooked<T>(outcome: HookOutcome<T>) -> Result<T, End> {
 fn model_end(e: &ModelError) -> End {
     let reason = if e.is_infrastructure() {
         EndReason::InfrastructureError
+    } else if matches!(e, ModelError::SpendLimit { .. }) {
+        EndReason::BudgetExhausted
     } else {
         EndReason::ModelError
     };
