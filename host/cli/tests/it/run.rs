@@ -720,13 +720,14 @@ async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budg
     server.set_handler(chatty_agent);
     let tmp = tempfile::tempdir().unwrap();
     let inflating = tmp.path().join("inflate-inject.wasm");
-    std::fs::write(
-        &inflating,
-        tokio::task::spawn_blocking(|| support::guest("guests/hostile", Some("inflate-inject")))
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let prompt = tmp.path().join("inflate-prompt.wasm");
+    for (path, feature) in [(&inflating, "inflate-inject"), (&prompt, "inflate-prompt")] {
+        let bytes =
+            tokio::task::spawn_blocking(move || support::guest("guests/hostile", Some(feature)))
+                .await
+                .unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
     let base = server.base_url();
     let mut bytes = std::collections::BTreeMap::new();
     let mut records = std::collections::BTreeMap::new();
@@ -738,6 +739,11 @@ async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budg
             "inflating-open",
             inflating.display().to_string(),
             "fail-open",
+        ),
+        (
+            "inflating-prompt",
+            prompt.display().to_string(),
+            "fail-closed",
         ),
     ];
     for (name, harness, policy) in harnesses {
@@ -777,6 +783,10 @@ async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budg
         assert_eq!(r.len(), 1);
         records.insert(name, (r[0].clone(), summary));
     }
+    // The numbers of the docs' containment page (`--nocapture`).
+    for (name, b) in &bytes {
+        eprintln!("bytes sent to the model, {name}: {b}");
+    }
     let (inflated, _) = &records["inflating"];
     assert_eq!(inflated.end, ecdysis_host::agent::EndReason::HarnessError);
     let failure = inflated
@@ -811,6 +821,11 @@ async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budg
             "{name}: {summary}"
         );
     }
+    // A prompt grown past the budget by `contract` ends the episode before
+    // the first request carries it.
+    let (grown, _) = &records["inflating-prompt"];
+    assert_eq!(grown.end, ecdysis_host::agent::EndReason::HarnessError);
+    assert!(bytes["inflating-prompt"] < 64 << 10, "{bytes:?}");
     let template_added: u64 = records["template"]
         .0
         .hooks
