@@ -335,13 +335,18 @@ pub fn cases_from_transcript(path: &Path) -> Result<Vec<CoderCase>, CoderBenchEr
         let task: Option<CoderTask> = run
             .get("task")
             .and_then(|t| serde_json::from_value(t.clone()).ok());
-        let Some(spec) = task
+        // Runs without FDCR keep their spec in rounds.jsonl, not here; the
+        // replay needs only the replies, so an empty spec stands in.
+        let spec = task
             .as_ref()
             .map(|t| t.spec.clone())
             .or_else(|| spec.clone())
-        else {
-            continue;
-        };
+            .unwrap_or_else(|| ChangeSpec {
+                failure_patterns: vec![],
+                proposed_changes: vec![],
+                skills: vec![],
+                implementation_notes: "(recorded without its spec)".into(),
+            });
         let replies = replies_in_log(run["log"].as_str().unwrap_or_default());
         if replies.is_empty() {
             continue;

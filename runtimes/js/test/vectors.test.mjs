@@ -19,11 +19,13 @@ for (const name of ["template", "evolved"]) {
 // huge-args writes a call with 100 kB of arguments (the host's violation
 // arguments_too_large); calc-bomb sends 1.2 MB env-view arguments (refused
 // unread, logged as a marker): this runtime must give the same lines.
-for (const [feature, needle] of [
-  ["huge-args", '"violation":"arguments_too_large"'],
-  ["calc-bomb", "over the env view's cap of 65536"],
-  ["inflate-prompt", '"violation":"added_text_over_budget"'],
-  ["inflate-inject", '"violation":"added_text_over_budget"'],
+// inflate-prompt ends each episode at its contract hook (two records an
+// episode); the others run on.
+for (const [feature, needle, minRecords] of [
+  ["huge-args", '"violation":"arguments_too_large"', 8],
+  ["calc-bomb", "over the env view's cap of 65536", 8],
+  ["inflate-prompt", '"violation":"added_text_over_budget"', 4],
+  ["inflate-inject", '"violation":"added_text_over_budget"', 8],
 ]) {
   test(`replaying the hostile ${feature}'s vectors is byte-identical`, async () => {
     const path = join(FIX, `hostile.${feature}.vectors.jsonl`);
@@ -37,7 +39,7 @@ for (const [feature, needle] of [
     const h = await Harness.load(join(JS, "hostile", feature), { limits: { deadline_ms: 30_000 } });
     const report = await replay(h, path);
     assert.equal(report.header.harness, h.hash);
-    assert.ok(report.records >= 8 && report.episodes === 2);
+    assert.ok(report.records >= minRecords && report.episodes === 2);
   });
 }
 

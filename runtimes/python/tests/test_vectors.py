@@ -19,26 +19,27 @@ def test_replay_is_byte_identical(fixtures, name):
 
 
 @pytest.mark.parametrize(
-    "feature,needle",
+    "feature,needle,min_records",
     [
         # A harness-written call with 100 kB of arguments: the host's
         # violation, which this runtime must raise in the same lines.
-        ("huge-args", '"violation":"arguments_too_large"'),
+        ("huge-args", '"violation":"arguments_too_large"', 8),
         # 1.2 MB env-view arguments: refused unread, logged as a marker.
-        ("calc-bomb", "over the env view's cap of 65536"),
+        ("calc-bomb", "over the env view's cap of 65536", 8),
         # The episode's budget on text a harness adds: crossed at once by
-        # the prompt, on the second step by the injected notes.
-        ("inflate-prompt", '"violation":"added_text_over_budget"'),
-        ("inflate-inject", '"violation":"added_text_over_budget"'),
+        # the prompt (each episode ends at its contract hook), on the second
+        # step by the injected notes.
+        ("inflate-prompt", '"violation":"added_text_over_budget"', 4),
+        ("inflate-inject", '"violation":"added_text_over_budget"', 8),
     ],
 )
-def test_hostile_vectors_replay_byte_identically(fixtures, feature, needle):
+def test_hostile_vectors_replay_byte_identically(fixtures, feature, needle, min_records):
     path = fixtures / f"hostile.{feature}.vectors.jsonl"
     assert needle in path.read_text()
     harness = Harness.load(fixtures / "hostile" / f"{feature}.wasm")
     report = replay(harness, path)
     assert report.header["harness"] == harness.hash
-    assert report.records >= 8 and report.episodes == 2
+    assert report.records >= min_records and report.episodes == 2
 
 
 def test_the_evolved_candidate_differs_from_the_template(fixtures):
