@@ -290,6 +290,95 @@ fn first_line(s: &str) -> String {
     }
 }
 
+/// How [`record`] asks a live model.
+pub struct RecordOptions {
+    /// The format the new replies are asked in.
+    pub format: CaseFormat,
+    /// The model (metered and cached by its hub: a second recording of the
+    /// same inputs replays its replies).
+    pub model: Arc<dyn ChatModel>,
+    /// Follow-up turns allowed.
+    pub max_feedback: u32,
+    /// Replies constrained to the format's JSON schema (the table coder).
+    pub structured: bool,
+    /// The coder's other settings (sampling, context budget); the bench's
+    /// target directory and containment replace its own.
+    pub config: EditorConfig,
+    /// The domain of cases recorded without one (`dbbench`, `retail`) and
+    /// its tools.
+    pub context: Option<CoderContext>,
+}
+
+/// Ask a live model the recorded inputs of `cases` (their specs, evidence
+/// and domains) again, in `options.format`, with the real coder of that
+/// format on a fresh copy of the source; the new conversations as cases
+/// (their replies read back from the coder's log), to replay offline.
+pub async fn record(
+    cases: &[CoderCase],
+    bench: &CoderBenchOptions,
+    options: &RecordOptions,
+) -> Result<Vec<CoderCase>, CoderBenchError> {
+    let scratch = bench.scratch.join("record");
+    if scratch.exists() {
+        std::fs::remove_dir_all(&scratch).map_err(|e| PathError::new("remove", &scratch, e))?;
+    }
+    let staging = scratch.join("harness");
+    copy_crate(&bench.wit, &scratch.join("wit"))?;
+    let mut out = Vec::new();
+    for case in cases {
+        crate::staging::fresh_copy(&bench.source, &staging)?;
+        let config = EditorConfig {
+            max_feedback: options.max_feedback,
+            target_dir: Some(bench.target_dir.clone()),
+            containment: bench.containment.clone(),
+            structured: options.structured,
+            ..options.config.clone()
+        };
+        let coder: Box<dyn Coder> = match options.format {
+            CaseFormat::Tables => Box::new(TableCoder::new(options.model.clone(), config)),
+            CaseFormat::Editor => Box::new(EditorCoder::new(options.model.clone(), config)),
+        };
+        let mut task = CoderTask::new(case.spec.clone());
+        task.notes = case.notes.clone();
+        task.context = case.context.clone().or_else(|| options.context.clone());
+        let log = match coder.implement(&task, &staging).await {
+            Ok(o) => o.log,
+            Err(e) => e.log().to_string(),
+        };
+        let replies = replies_in_log(&log);
+        if replies.is_empty() {
+            continue;
+        }
+        out.push(CoderCase {
+            id: format!("{} as {}", case.id, format_name(options.format)),
+            source: coder.name().to_string(),
+            format: options.format,
+            spec: case.spec.clone(),
+            notes: case.notes.clone(),
+            context: task.context.clone(),
+            replies,
+        });
+    }
+    Ok(out)
+}
+
+fn format_name(f: CaseFormat) -> &'static str {
+    match f {
+        CaseFormat::Editor => "editor",
+        CaseFormat::Tables => "tables",
+    }
+}
+
+/// Cases with the same replies as an earlier one dropped (a run replayed
+/// from the response cache repeats its conversations word for word).
+pub fn dedup(cases: Vec<CoderCase>) -> Vec<CoderCase> {
+    let mut seen = std::collections::BTreeSet::new();
+    cases
+        .into_iter()
+        .filter(|c| seen.insert((format_name(c.format), c.replies.clone())))
+        .collect()
+}
+
 /// Read a cases file: one [`CoderCase`] per line (blank lines skipped).
 pub fn read_cases(path: &Path) -> Result<Vec<CoderCase>, CoderBenchError> {
     let text = std::fs::read_to_string(path).map_err(|e| PathError::new("read", path, e))?;

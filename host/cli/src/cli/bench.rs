@@ -59,6 +59,29 @@ pub struct BenchArgs {
     /// Coder bench: also write the cases read as a cases file (JSON lines).
     #[arg(long, requires = "coder")]
     pub write_cases: Option<std::path::PathBuf>,
+    /// Coder bench: instead of replaying, ask this model the cases'
+    /// recorded inputs again in --record-format (through the real coder of
+    /// that format) and write the new conversations with --write-cases, to
+    /// replay offline. Its endpoint: --record-base-url (key: $OPENAI_API_KEY
+    /// unless --record-api-key-env); replies are response-cached.
+    #[arg(long, requires_all = ["coder", "write_cases", "record_base_url"])]
+    pub record_model: Option<String>,
+    /// Coder bench recording: the model's base URL.
+    #[arg(long, requires = "record_model")]
+    pub record_base_url: Option<String>,
+    /// Coder bench recording: the variable holding its API key ('' for none).
+    #[arg(long, requires = "record_model")]
+    pub record_api_key_env: Option<String>,
+    /// Coder bench recording: `tables` or `editor`.
+    #[arg(long, default_value = "tables", value_parser = ["tables", "editor"], requires = "record_model")]
+    pub record_format: String,
+    /// Coder bench recording: constrain replies to the format's JSON schema.
+    #[arg(long, requires = "record_model")]
+    pub record_structured: bool,
+    /// Coder bench recording: the domain of cases recorded without one
+    /// (e.g. tau2/retail), whose tools the table coder may name.
+    #[arg(long, requires = "record_model")]
+    pub record_domain: Option<String>,
     /// Runner bench: simulated model latency per call, in milliseconds.
     #[arg(long, default_value_t = 200)]
     pub latency_ms: u64,
@@ -90,7 +113,7 @@ pub fn bench_command(
     if args.calc {
         print!("{}", ecdysis_host::bench::calc::report(5));
     } else if !args.coder.is_empty() {
-        coder(&args, store, runtime()?)?;
+        coder(&args, store, data, runtime()?)?;
     } else if args.env {
         env(&args, data)?;
     } else if args.runner {
@@ -124,7 +147,12 @@ fn env(args: &BenchArgs, data: &DataArgs) -> Result<()> {
 }
 
 /// `--coder`: recorded coder replies replayed through every coder.
-fn coder(args: &BenchArgs, store: &ComponentStore, runtime: tokio::runtime::Runtime) -> Result<()> {
+fn coder(
+    args: &BenchArgs,
+    store: &ComponentStore,
+    data: &DataArgs,
+    runtime: tokio::runtime::Runtime,
+) -> Result<()> {
     use ecdysis_host::evolve::coder_bench as cb;
     let mut cases = Vec::new();
     for path in &args.coder {
@@ -156,8 +184,13 @@ fn coder(args: &BenchArgs, store: &ComponentStore, runtime: tokio::runtime::Runt
         }
         cases.extend(found);
     }
+    let cases = cb::dedup(cases);
     if cases.is_empty() {
         anyhow::bail!("no coder cases to replay in {:?}", args.coder);
+    }
+    if let Some(model) = &args.record_model {
+        let bench = bench_options(args, store)?;
+        return runtime.block_on(record(args, model, cases, bench, data));
     }
     if let Some(out) = &args.write_cases {
         let mut text = String::new();
@@ -167,19 +200,8 @@ fn coder(args: &BenchArgs, store: &ComponentStore, runtime: tokio::runtime::Runt
         }
         ecdysis_host::fsutil::atomic_write(out, text.as_bytes())?;
     }
+    let options = bench_options(args, store)?;
     let source = &args.coder_source;
-    let wit = source
-        .parent()
-        .map(|p| p.join("wit"))
-        .filter(|w| w.is_dir())
-        .ok_or_else(|| anyhow::anyhow!("no wit/ folder beside {}", source.display()))?;
-    let options = cb::CoderBenchOptions {
-        source: source.clone(),
-        wit,
-        target_dir: store.root().join("cargo-target"),
-        scratch: store.root().join("coder-bench"),
-        containment: Default::default(),
-    };
     eprintln!(
         "replaying {} coder conversation(s) on {} (a build each, seconds once warm)...",
         cases.len(),
@@ -191,6 +213,111 @@ fn coder(args: &BenchArgs, store: &ComponentStore, runtime: tokio::runtime::Runt
     } else {
         print!("{}", report.render());
     }
+    Ok(())
+}
+
+/// Where the coder bench builds: a copy of --coder-source beside its WIT.
+fn bench_options(
+    args: &BenchArgs,
+    store: &ComponentStore,
+) -> Result<ecdysis_host::evolve::coder_bench::CoderBenchOptions> {
+    let source = &args.coder_source;
+    let wit = source
+        .parent()
+        .map(|p| p.join("wit"))
+        .filter(|w| w.is_dir())
+        .ok_or_else(|| anyhow::anyhow!("no wit/ folder beside {}", source.display()))?;
+    Ok(ecdysis_host::evolve::coder_bench::CoderBenchOptions {
+        source: source.clone(),
+        wit,
+        target_dir: store.root().join("cargo-target"),
+        scratch: store.root().join("coder-bench"),
+        containment: Default::default(),
+    })
+}
+
+/// `--record-model`: the cases' inputs asked again of a live model.
+async fn record(
+    args: &BenchArgs,
+    model: &str,
+    cases: Vec<ecdysis_host::evolve::coder_bench::CoderCase>,
+    bench: ecdysis_host::evolve::coder_bench::CoderBenchOptions,
+    data: &DataArgs,
+) -> Result<()> {
+    use ecdysis_host::evolve::coder_bench as cb;
+    use ecdysis_host::model::ModelFlags;
+    let flags = ModelFlags {
+        model: Some(model.to_string()),
+        base_url: args.record_base_url.clone(),
+        api_key_env: args.record_api_key_env.clone(),
+        request_timeout_secs: Some(3600.0),
+        ..ModelFlags::default()
+    };
+    let services = ecdysis_host::eval::ModelServices {
+        cache: ecdysis_host::model::CachePolicy::ReadWrite,
+        cache_dir: ".ecdysis/cache".into(),
+        prices: None,
+    };
+    let hub = services.hub()?;
+    let config = flags.resolve(None)?;
+    let (ctx, _) =
+        ecdysis_host::model::tokens::endpoint_context(&config.base_url, Some(model), None)
+            .await
+            .unwrap_or((8192, String::new()));
+    let live = hub.http_model("coder", config)?;
+    let context = match &args.record_domain {
+        Some(d) => {
+            let domain = data.open(d)?;
+            let short = d.rsplit('/').next().unwrap_or(d).to_string();
+            Some(ecdysis_host::evolve::coder::CoderContext {
+                domain: short,
+                tools: domain.tools().iter().map(|t| t.name.clone()).collect(),
+            })
+        }
+        None => None,
+    };
+    let format = if args.record_format == "editor" {
+        cb::CaseFormat::Editor
+    } else {
+        cb::CaseFormat::Tables
+    };
+    let options = cb::RecordOptions {
+        format,
+        model: live,
+        max_feedback: 2,
+        structured: args.record_structured,
+        config: ecdysis_host::evolve::coder::EditorConfig {
+            sampling: ecdysis_host::model::SamplingArgs {
+                temperature: Some(0.0),
+                max_tokens: Some(768),
+                ..Default::default()
+            },
+            budget: ecdysis_host::evolve::budget::ContextBudget::new(ctx, Some(768)),
+            ..Default::default()
+        },
+        context,
+    };
+    eprintln!(
+        "asking {model} the recorded inputs of {} case(s) as {} (minutes per call on a CPU server)...",
+        cases.len(),
+        args.record_format
+    );
+    let recorded = cb::record(&cases, &bench, &options).await?;
+    let out = args
+        .write_cases
+        .as_ref()
+        .expect("clap requires --write-cases");
+    let mut text = String::new();
+    for c in &recorded {
+        text += &serde_json::to_string(c)?;
+        text.push('\n');
+    }
+    ecdysis_host::fsutil::atomic_write(out, text.as_bytes())?;
+    eprintln!(
+        "{} conversation(s) written to {}",
+        recorded.len(),
+        out.display()
+    );
     Ok(())
 }
 

@@ -857,3 +857,96 @@ async fn a_structured_moderator_request_carries_the_spec_schema() {
     let spec: Value = serde_json::from_str(SPEC).unwrap();
     assert!(spec["proposed_changes"].as_array().unwrap().len() <= 3);
 }
+
+// ---------------------------------------------------------------------------
+// The coder-success benchmark (replayed, no model).
+
+/// Recorded replies replay through the real coders: an editor reply whose
+/// SEARCH text was re-indented builds only with the tolerant matcher; a
+/// table reply builds after its unusable first attempt; a reply that never
+/// applies builds under no variant. The counts per variant are the report.
+#[tokio::test]
+async fn the_coder_bench_replays_recorded_replies_through_each_coder() {
+    use ecdysis_evolve::coder_bench::{self, CaseFormat, CoderBenchOptions, CoderCase, Variant};
+    let root = repo_root();
+    let scratch = tempfile::tempdir().unwrap();
+    let spec = ChangeSpec::parse(SPEC).unwrap();
+    let template = std::fs::read_to_string(root.join("harness-template/src/tables.rs")).unwrap();
+    // Two rows of the template's tables, copied without their indentation
+    // (so the pair is no substring of the file).
+    let lines: Vec<&str> = template.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("alias: \"run_sql\""))
+        .expect("the dbbench alias row");
+    let unindented = format!("{}\n{}", lines[at].trim(), lines[at + 1].trim());
+    let editor_reply = format!(
+        "FILE: src/tables.rs\n<<<<<<< SEARCH\n{unindented}\n=======\n{unindented}\n    ToolAlias {{ domain: \"dbbench\", alias: \"run_query\", tool: \"execute_sql\" }},\n>>>>>>> REPLACE\n"
+    );
+    let context = Some(ecdysis_evolve::coder::CoderContext {
+        domain: "dbbench".into(),
+        tools: vec!["execute_sql".into(), "commit_final_answer".into()],
+    });
+    let case = |id: &str, format, replies: Vec<String>| CoderCase {
+        id: id.into(),
+        source: "test".into(),
+        format,
+        spec: spec.clone(),
+        notes: None,
+        context: context.clone(),
+        replies,
+    };
+    let cases = vec![
+        case("reindented", CaseFormat::Editor, vec![editor_reply]),
+        case(
+            "tables",
+            CaseFormat::Tables,
+            vec![
+                "I think we should add a rule.".into(),
+                r#"{"reason": "r", "edits": [{"kind": "prompt_rule", "text": "Quote values compared with TEXT columns."}]}"#.into(),
+            ],
+        ),
+        case(
+            "hopeless",
+            CaseFormat::Editor,
+            vec!["FILE: src/tables.rs\n<<<<<<< SEARCH\nnot in the file\n=======\nx\n>>>>>>> REPLACE\n".into()],
+        ),
+    ];
+    let options = CoderBenchOptions {
+        source: root.join("harness-template"),
+        wit: root.join("wit"),
+        target_dir: guest_target(),
+        scratch: scratch.path().join("bench"),
+        containment: Default::default(),
+    };
+    let report = coder_bench::run(&cases, &options).await.unwrap();
+    let built = |id: &str, v: Variant| {
+        report
+            .results
+            .iter()
+            .find(|r| r.id == id && r.variant == v)
+            .unwrap_or_else(|| panic!("{id} {v:?}"))
+            .built
+    };
+    assert!(!built("reindented", Variant::EditorExact));
+    assert!(built("reindented", Variant::EditorTolerant));
+    assert!(built("tables", Variant::Tables));
+    assert!(!built("hopeless", Variant::EditorExact));
+    assert!(!built("hopeless", Variant::EditorTolerant));
+    let tables = report.results.iter().find(|r| r.id == "tables").unwrap();
+    assert_eq!((tables.calls, tables.recorded), (2, 2));
+    let text = report.render();
+    assert!(
+        text.contains("editor (whitespace-tolerant)          2      1     50%"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tables (JSON table edits)             1      1    100%"),
+        "{text}"
+    );
+    // The source is untouched: every case ran on a copy.
+    assert_eq!(
+        std::fs::read_to_string(root.join("harness-template/src/tables.rs")).unwrap(),
+        template
+    );
+}
