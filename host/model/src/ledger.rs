@@ -294,6 +294,8 @@ pub struct UsageLedger {
 struct SpendGuard {
     limit: Option<f64>,
     reserved: f64,
+    /// A call has been refused: the limit cannot afford the next call.
+    refused: bool,
 }
 
 /// A call's share of the spending limit while it is in flight: released
@@ -338,12 +340,20 @@ impl UsageLedger {
     /// call recorded, imported ones included, plus calls in flight) past
     /// `usd`; `None` lifts the limit.
     pub fn set_spend_limit(&self, usd: Option<f64>) {
-        self.spend.lock().unwrap_or_else(|p| p.into_inner()).limit = usd;
+        let mut g = self.spend.lock().unwrap_or_else(|p| p.into_inner());
+        g.limit = usd;
+        g.refused = false;
     }
 
     /// The spending limit, if one is set.
     pub fn spend_limit(&self) -> Option<f64> {
         self.spend.lock().unwrap_or_else(|p| p.into_inner()).limit
+    }
+
+    /// Whether a call has been refused for the limit (the budget is spent
+    /// as far as it can be: work that needs calls should stop).
+    pub fn spend_refused(&self) -> bool {
+        self.spend.lock().unwrap_or_else(|p| p.into_inner()).refused
     }
 
     /// Reserve a call's estimated cost before sending it, or refuse it when
@@ -355,6 +365,7 @@ impl UsageLedger {
         if let Some(limit) = g.limit {
             let spent = self.summary().total.usd;
             if spent + g.reserved + estimate > limit {
+                g.refused = true;
                 return Err(SpendRefused {
                     spent,
                     reserved: g.reserved,

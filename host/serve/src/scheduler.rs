@@ -48,6 +48,10 @@ pub struct Claim {
     pub trial: u32,
     /// The evaluation's [`ecdysis_runner::isolate::EpisodeJob`], as JSON.
     pub job: String,
+    /// Dollars this episode may spend on model calls: the tenant's
+    /// `usd_per_day` left at claim time, shared among the episodes it may
+    /// run at once (each call is checked against it before it is sent).
+    pub spend_allowance: f64,
 }
 
 /// Claim the next episode for `worker`, fairly (see the module docs).
@@ -531,6 +535,8 @@ async fn claim_in(
             task_id: p.queued.task_id,
             trial: p.queued.trial as u32,
             job,
+            spend_allowance: (t.quotas.usd_per_day - t.usd_today).max(0.0)
+                / t.quotas.concurrent_episodes.max(1) as f64,
         });
     }
     if !served.is_empty() {
@@ -948,6 +954,7 @@ mod tests {
                 task_id: i.to_string(),
                 trial: 0,
                 job: "{}".into(),
+                spend_allowance: 1.0,
             });
         }
         w.commit().await.unwrap();

@@ -255,6 +255,7 @@ impl WorkerLoop {
             task_id: claim.task_id.clone(),
             trial: claim.trial,
             cpu_seconds: self.pool.limits().cpu_per_request.as_secs(),
+            spend_usd: Some(claim.spend_allowance),
         };
         let outcome = self.pool.request(request, Some(cancel.clone())).await;
         beat_stop.notify_one();

@@ -218,6 +218,7 @@ fn fault_then_good(fault: &str, limits: WorkerLimits) -> (ecdysis_host::isolate:
         task_id: task.into(),
         trial: 0,
         cpu_seconds: limits.cpu_per_request.as_secs(),
+        spend_usd: None,
     };
     // Warm the worker first, so the bound below times the fault alone.
     match rt.block_on(pool.request(request("5"), None)) {

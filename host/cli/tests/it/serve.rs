@@ -1085,7 +1085,7 @@ async fn usd_per_day_from_the_ledger(backend: Backend) {
     let id = api
         .evaluate(
             &t,
-            json!({"tasks": ["0", "1"], "agent": "paid", "limits": {"max_steps": 4}}),
+            json!({"tasks": ["0", "1"], "agent": "paid", "limits": {"max_steps": 12}}),
         )
         .await;
     // The first episode spends $1 or more; the second then waits.
@@ -1099,6 +1099,12 @@ async fn usd_per_day_from_the_ledger(backend: Backend) {
         })
         .await;
     assert!(s["usd"].as_f64().unwrap() >= 1.0, "{s}");
+    // Each call is checked before it is sent against the episode's share of
+    // what is left today ($0.50 here): the episode stops after the call
+    // that crossed it, so the day's overshoot is that one call ($1), not
+    // every call the episode would have made.
+    assert!(s["usd"].as_f64().unwrap() < 0.5 + 1.0 + 1e-9, "{s}");
+    assert_eq!(mock.request_count(), 1, "the second call is not sent");
     assert_eq!(s["progress"]["queued"], 1, "{s}");
     assert!(mock.request_count() > 0);
     let r = api

@@ -115,8 +115,8 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("train");
     let prices = tmp.path().join("prices.json");
-    // $10 per million tokens: round 1's 8 role calls cost ~$0.09, more
-    // than the $0.05 budget, so the run stops after round 1.
+    // $10 per million tokens: round 1's 8 role calls cost ~$0.09; the
+    // budget here leaves room for them, one round is asked for.
     std::fs::write(
         &prices,
         r#"{"models": {"m-*": {"prompt_per_mtok": 10, "completion_per_mtok": 10}}}"#,
@@ -124,20 +124,20 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
     .unwrap();
     let base = server.base_url();
     // The same command twice: the second run resumes the finished one.
-    let command = || {
+    let command_with = |rounds: &str, budget: &str, out: &Path| {
         let mut cmd = train_bin(
             tmp.path(),
             &[
                 "--method",
                 "ecdysis",
                 "--rounds",
-                "3",
+                rounds,
                 "--plateau",
                 "5",
                 "--coder-base-url",
                 &coder_base,
                 "--max-usd",
-                "0.05",
+                budget,
                 "--roles-temperature",
                 "0",
                 "--roles-top-p",
@@ -145,9 +145,10 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
             ],
         );
         cmd.args(role_models(&base));
-        cmd.arg("--prices").arg(&prices).arg("--out").arg(&out);
+        cmd.arg("--prices").arg(&prices).arg("--out").arg(out);
         cmd
     };
+    let command = || command_with("1", "10", &out);
     let mut cmd = command();
     let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
@@ -185,12 +186,7 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
 
     let s = json_file(&out.join("summary.json"));
     let rounds = s["rounds"].as_array().unwrap();
-    assert_eq!(rounds.len(), 1, "the dollar budget ends the run: {s}");
-    assert!(
-        s["stopped"].as_str().unwrap().contains("dollar budget"),
-        "{}",
-        s["stopped"]
-    );
+    assert_eq!(rounds.len(), 1, "{s}");
     let r = &rounds[0];
     assert_eq!(r["coder_calls"], 1, "{r}");
     assert!(r["usd"].as_f64().unwrap() > 0.05, "{r}");
@@ -287,6 +283,44 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
     );
     let again = json_file(&out.join("summary.json"));
     assert_eq!(again["usage"]["total"], s["usage"]["total"]);
+
+    // A budget the round cannot afford: each call is checked before it is
+    // sent, so the run stops mid-round, within the budget plus what one
+    // call costs beyond its estimate, and says why.
+    let small = tmp.path().join("small");
+    let before = chat_calls(&server) + chat_calls(&coder_server);
+    let mut cmd = command_with("3", "0.05", &small);
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let sent = chat_calls(&server) + chat_calls(&coder_server) - before;
+    assert!(sent < 8, "{sent} calls: the round's 8 would cost ~$0.09");
+    let s = json_file(&small.join("summary.json"));
+    assert!(
+        s["stopped"].as_str().unwrap().contains("dollar budget"),
+        "{}",
+        s["stopped"]
+    );
+    let spent = s["usage"]["total"]["usd"].as_f64().unwrap();
+    let most = json_file(&small.join("ledger.json"))["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["usd"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(
+        spent <= 0.05 + most + 1e-9,
+        "${spent}, largest call ${most}"
+    );
+    assert!(
+        json_file(&small.join("ledger.json"))["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["error"].as_str().is_some_and(|e| e.contains("not sent"))),
+        "the refused call is in the ledger"
+    );
 }
 
 /// A small context: every FDCR and coder request still fits it by the

@@ -608,6 +608,7 @@ fn budget_exhausted(
     coder_calls: u32,
     episodes: u64,
     usd: f64,
+    call_refused: bool,
 ) -> Option<String> {
     if let Some(m) = config.max_coder_calls.filter(|m| coder_calls >= *m) {
         return Some(format!("coder-call budget ({m}) used"));
@@ -617,6 +618,11 @@ fn budget_exhausted(
     }
     if let Some(m) = config.max_usd.filter(|m| usd >= *m) {
         return Some(format!("dollar budget (${m:.2}) used: ${usd:.4} spent"));
+    }
+    if let Some(m) = config.max_usd.filter(|_| call_refused) {
+        return Some(format!(
+            "dollar budget (${m:.2}) used: ${usd:.4} spent, and the next call would have crossed it"
+        ));
     }
     None
 }
@@ -628,6 +634,7 @@ fn stop_before_round(
     done: &[RoundRecord],
     coder_calls: u32,
     usd: f64,
+    call_refused: bool,
 ) -> Option<String> {
     if dir.stop_requested() {
         tracing::info!("stop file found: ending training");
@@ -638,7 +645,7 @@ fn stop_before_round(
     {
         return Some("plateau".into());
     }
-    budget_exhausted(config, coder_calls, dir.paid_episodes(), usd)
+    budget_exhausted(config, coder_calls, dir.paid_episodes(), usd, call_refused)
 }
 
 /// Run (or resume) training from the harness crate at `source` into `out`.
@@ -683,6 +690,7 @@ pub async fn train(
             &done,
             coder_calls,
             cx.ledger.summary().total.usd,
+            cx.ledger.spend_refused(),
         ) {
             stopped = why;
             break;

@@ -224,9 +224,13 @@ impl<'a> Round<'a> {
         let mut skipped: Vec<String> = vec![];
         for unit in &units {
             let spent = self.cx.ledger.summary().total.usd;
-            if let Some(why) =
-                super::budget_exhausted(self.config, *coder_calls, self.dir.paid_episodes(), spent)
-            {
+            if let Some(why) = super::budget_exhausted(
+                self.config,
+                *coder_calls,
+                self.dir.paid_episodes(),
+                spent,
+                self.cx.ledger.spend_refused(),
+            ) {
                 skipped.push(format!("budget: {why}"));
                 break;
             }

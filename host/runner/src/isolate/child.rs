@@ -165,6 +165,7 @@ impl Worker {
                 task_id,
                 trial,
                 cpu_seconds,
+                spend_usd,
             } => {
                 if let Err(e) = rlimit::allow_cpu(Duration::from_secs(cpu_seconds.max(1))) {
                     return Reply::Error {
@@ -184,6 +185,9 @@ impl Worker {
                         };
                     }
                 };
+                // The ledger holds this episode's calls only (drained after
+                // each): the allowance is the episode's.
+                prepared.ledger.set_spend_limit(spend_usd);
                 let result = eval::run_and_score(
                     &prepared.config,
                     prepared.domain.clone(),
@@ -194,6 +198,7 @@ impl Worker {
                 )
                 .await;
                 let calls = prepared.ledger.drain();
+                prepared.ledger.set_spend_limit(None);
                 match result {
                     Ok(record) => Reply::Episode {
                         record: Box::new(record),

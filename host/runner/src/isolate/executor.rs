@@ -83,6 +83,12 @@ impl EpisodeExecutor for ProcessExecutor {
                 task_id: task_id.clone(),
                 trial,
                 cpu_seconds: self.pool.limits().cpu_per_request.as_secs(),
+                // What is left of the run's spending limit: each worker's
+                // calls are checked against it before they are sent.
+                spend_usd: self.ledger.as_ref().and_then(|l| {
+                    l.spend_limit()
+                        .map(|limit| (limit - l.summary().total.usd).max(0.0))
+                }),
             };
             match self.pool.request(request, None).await {
                 Outcome::Reply(Reply::Episode { record, calls }) => {

@@ -108,6 +108,10 @@ pub enum Request {
         trial: u32,
         /// CPU time the episode may use, in seconds (`RLIMIT_CPU`).
         cpu_seconds: u64,
+        /// Dollars the episode's model calls may spend, each checked before
+        /// it is sent (`None`: no limit).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spend_usd: Option<f64>,
     },
     /// Compile an untrusted component from `path` and report what
     /// `inspect` and `check` say (the evaluation service's uploads).
