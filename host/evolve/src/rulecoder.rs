@@ -243,46 +243,63 @@ fn put_error_advice(text: &mut String, key: &str, entry: &str) -> Result<bool, S
 }
 
 /// The entries of the rule tables that apply to `domain` (its own and the
-/// `"*"` ones; every error advice, which has no domain), as they are
-/// written in `tables.rs`, under a heading per table: what a coder needs
-/// to see to add to them without repeating them.
+/// `"*"` ones; every error advice, which has no domain), each written as
+/// the JSON edit that would add it (`{"kind": "prompt_rule", "text": …}`):
+/// what a coder needs to see to add to them without repeating them, in the
+/// very shape it answers in (a small model copies the shape it is shown).
 pub fn domain_entries(text: &str, domain: &str) -> String {
-    const TABLES: [(&str, &str, &str); 6] = [
+    // (table, struct, kind, title, fields kept as (Rust field, JSON key))
+    type Table = (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static [(&'static str, &'static str)],
+    );
+    const TABLES: [Table; 5] = [
         (
             "PROMPT_RULES",
             "PromptRule",
-            "system-prompt rules (prompt_rule)",
+            "prompt_rule",
+            "system-prompt rules",
+            &[("text", "text")],
         ),
         (
             "TOOL_HINTS",
             "ToolHint",
-            "tool description hints (tool_hint)",
+            "tool_hint",
+            "tool description hints",
+            &[("tool", "tool"), ("hint", "hint")],
         ),
-        ("SKILLS", "Skill", "skills (skill)"),
+        (
+            "SKILLS",
+            "Skill",
+            "skill",
+            "skills",
+            &[
+                ("title", "title"),
+                ("text", "text"),
+                ("keywords", "keywords"),
+            ],
+        ),
         (
             "ERROR_ADVICE",
             "ErrorAdvice",
-            "error advice, first match wins (error_advice)",
+            "error_advice",
+            "error advice (the first match wins)",
+            &[("contains", "contains"), ("advice", "advice")],
         ),
-        ("TOOL_ALIASES", "ToolAlias", "tool aliases (tool_alias)"),
         (
-            "REGULATION",
-            "Regulation",
-            "regulation thresholds (regulation)",
+            "TOOL_ALIASES",
+            "ToolAlias",
+            "tool_alias",
+            "tool aliases",
+            &[("alias", "alias"), ("tool", "tool")],
         ),
     ];
     let own = format!("domain: {}", lit(domain));
     let mut out = String::new();
-    for (table, name, title) in TABLES {
-        if table == "REGULATION" {
-            if let Some(at) = text.find("pub static REGULATION:")
-                && let Some(open) = text[at..].find('{')
-                && let Some(close) = closing(text, at + open + 1, '{', '}')
-            {
-                out += &format!("## {title}\n{}\n\n", text[at + open + 1..close].trim());
-            }
-            continue;
-        }
+    for (table, name, kind, title, fields) in TABLES {
         let Some((start, end)) = table_body(text, table) else {
             continue;
         };
@@ -294,13 +311,27 @@ pub fn domain_entries(text: &str, domain: &str) -> String {
             let Some(close) = closing(&text[..end], open + marker.len(), '{', '}') else {
                 break;
             };
-            let entry = &text[open..=close];
+            let entry = &text[open + marker.len()..close];
             if table == "ERROR_ADVICE" || entry.contains(&own) || entry.contains("domain: \"*\"") {
-                entries.push(entry.split_whitespace().collect::<Vec<_>>().join(" "));
+                let values = struct_fields(entry);
+                let mut edit = serde_json::Map::new();
+                edit.insert("kind".into(), kind.into());
+                for (field, key) in fields {
+                    let Some(v) = values.iter().find(|(f, _)| f == field).map(|(_, v)| v) else {
+                        continue;
+                    };
+                    let value = if *key == "keywords" {
+                        serde_json::Value::from(v.split_whitespace().collect::<Vec<_>>())
+                    } else {
+                        serde_json::Value::from(v.as_str())
+                    };
+                    edit.insert((*key).into(), value);
+                }
+                entries.push(serde_json::Value::Object(edit).to_string());
             }
             from = close + 1;
         }
-        out += &format!("## {title}\n");
+        out += &format!("## {title} ({kind})\n");
         if entries.is_empty() {
             out += "(none)\n";
         }
@@ -308,6 +339,86 @@ pub fn domain_entries(text: &str, domain: &str) -> String {
             out += &format!("- {e}\n");
         }
         out += "\n";
+    }
+    if let Some(at) = text.find("pub static REGULATION:")
+        && let Some(open) = text[at..].find('{')
+        && let Some(close) = closing(text, at + open + 1, '{', '}')
+    {
+        out += "## regulation thresholds (regulation)\n";
+        for (field, value) in struct_fields(&text[at + open + 1..close]) {
+            if crate::spec::RegulationField::ALL
+                .iter()
+                .any(|f| f.as_str() == field)
+            {
+                out += &format!(
+                    "- {}\n",
+                    serde_json::json!({"kind": "regulation", "field": field, "value": value.parse::<u64>().unwrap_or(0)})
+                );
+            }
+        }
+        out += "\n";
+    }
+    out
+}
+
+/// The `name: value` fields of a struct literal's body, string literals
+/// unescaped (as Rust reads them), other values as written.
+fn struct_fields(body: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut chars = body.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if !(c.is_ascii_alphabetic() || c == '_') {
+            continue;
+        }
+        let mut end = i + c.len_utf8();
+        while let Some(&(j, d)) = chars.peek() {
+            if d.is_ascii_alphanumeric() || d == '_' {
+                end = j + d.len_utf8();
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let name = body[i..end].to_string();
+        while chars.peek().is_some_and(|(_, d)| d.is_whitespace()) {
+            chars.next();
+        }
+        if chars.peek().map(|(_, d)| *d) != Some(':') {
+            continue;
+        }
+        chars.next();
+        while chars.peek().is_some_and(|(_, d)| d.is_whitespace()) {
+            chars.next();
+        }
+        let mut value = String::new();
+        match chars.peek().map(|(_, d)| *d) {
+            Some('"') => {
+                chars.next();
+                while let Some((_, d)) = chars.next() {
+                    match d {
+                        '\\' => match chars.next().map(|(_, e)| e) {
+                            Some('n') => value.push('\n'),
+                            Some('t') => value.push('\t'),
+                            Some(e) => value.push(e),
+                            None => break,
+                        },
+                        '"' => break,
+                        d => value.push(d),
+                    }
+                }
+            }
+            _ => {
+                while let Some(&(_, d)) = chars.peek() {
+                    if d == ',' || d == '}' {
+                        break;
+                    }
+                    value.push(d);
+                    chars.next();
+                }
+                value = value.trim().to_string();
+            }
+        }
+        out.push((name, value));
     }
     out
 }
@@ -587,24 +698,23 @@ pub static REGULATION: Regulation = Regulation {
     #[test]
     fn a_domains_entries_are_listed_with_the_shared_ones() {
         let listed = domain_entries(CONTRACT, "dbbench");
-        assert!(
-            listed.contains("Run SQL only through execute_sql."),
-            "{listed}"
-        );
+        for want in [
+            r#"- {"kind":"prompt_rule","text":"Run SQL only through execute_sql."}"#,
+            r#"- {"kind":"tool_alias","alias":"calculator","tool":"calculate"}"#,
+            r#"- {"kind":"error_advice","contains":"1064 (42000)","advice":"not valid MySQL."}"#,
+            r#"- {"kind":"regulation","field":"error_streak","value":3}"#,
+            "## tool description hints (tool_hint)\n(none)",
+        ] {
+            assert!(listed.contains(want), "{want} not in:\n{listed}");
+        }
         assert!(
             !listed.contains("Keep the #."),
             "another domain's rule: {listed}"
         );
-        assert!(
-            listed.contains("alias: \"calculator\""),
-            "the shared alias: {listed}"
-        );
-        assert!(listed.contains("1064 (42000)"), "{listed}");
-        assert!(
-            listed.contains("## tool description hints (tool_hint)\n(none)"),
-            "{listed}"
-        );
-        assert!(listed.contains("error_streak: 3"), "{listed}");
+        // Every listed entry is an edit the coder's reader accepts.
+        for line in listed.lines().filter_map(|l| l.strip_prefix("- ")) {
+            serde_json::from_str::<RuleEdit>(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        }
     }
 
     #[test]

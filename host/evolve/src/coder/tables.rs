@@ -40,6 +40,28 @@ pub const MAX_EDITS: usize = 3;
 /// Longest text of one edit (a skill's text may be twice as long).
 pub const MAX_TEXT_CHARS: usize = 400;
 
+/// Shortest instruction text: a rule, hint or advice is a sentence, not a
+/// fragment (small models answer with a copied fragment of the tables).
+pub const MIN_TEXT_CHARS: usize = 20;
+
+/// Whether `text` is an instruction a model can read: long enough, a few
+/// words, not a fragment of the tables' own syntax.
+fn is_instruction(text: &str) -> bool {
+    let t = text.trim();
+    t.chars().count() >= MIN_TEXT_CHARS
+        && t.split_whitespace().count() >= 4
+        && ![
+            "PromptRule",
+            "ToolHint",
+            "ErrorAdvice",
+            "ToolAlias",
+            "Skill {",
+            "domain:",
+        ]
+        .iter()
+        .any(|syntax| t.contains(syntax))
+}
+
 /// The table coder.
 pub struct TableCoder {
     model: Arc<dyn ChatModel>,
@@ -71,6 +93,8 @@ struct Reply {
 /// model may use, tool names as enums, bounded texts and counts.
 pub fn reply_schema(tools: &[String]) -> Value {
     let text = |max: usize| json!({"type": "string", "minLength": 3, "maxLength": max});
+    let sentence =
+        |max: usize| json!({"type": "string", "minLength": MIN_TEXT_CHARS, "maxLength": max});
     let tool = if tools.is_empty() {
         json!({"type": "string", "minLength": 1, "maxLength": 64})
     } else {
@@ -93,14 +117,14 @@ pub fn reply_schema(tools: &[String]) -> Value {
                 "minItems": 1,
                 "maxItems": MAX_EDITS,
                 "items": {"anyOf": [
-                    kind("prompt_rule", json!({"text": text(MAX_TEXT_CHARS)}), &["text"]),
-                    kind("tool_hint", json!({"tool": tool, "hint": text(MAX_TEXT_CHARS)}), &["tool", "hint"]),
+                    kind("prompt_rule", json!({"text": sentence(MAX_TEXT_CHARS)}), &["text"]),
+                    kind("tool_hint", json!({"tool": tool, "hint": sentence(MAX_TEXT_CHARS)}), &["tool", "hint"]),
                     kind("skill", json!({
                         "title": text(80),
-                        "text": text(2 * MAX_TEXT_CHARS),
+                        "text": sentence(2 * MAX_TEXT_CHARS),
                         "keywords": {"type": "array", "maxItems": 12, "items": text(24)},
                     }), &["title", "text", "keywords"]),
-                    kind("error_advice", json!({"contains": text(80), "advice": text(MAX_TEXT_CHARS)}), &["contains", "advice"]),
+                    kind("error_advice", json!({"contains": text(80), "advice": sentence(MAX_TEXT_CHARS)}), &["contains", "advice"]),
                     kind("tool_alias", json!({"alias": text(64), "tool": tool}), &["alias", "tool"]),
                     kind("regulation", json!({
                         "field": {"enum": fields},
@@ -136,16 +160,25 @@ pub fn parse_reply(text: &str, tools: &[String]) -> Result<(String, Vec<RuleEdit
         let n = i + 1;
         let long = |s: &str, max: usize| s.trim().chars().count() > max;
         let blank = |s: &str| s.trim().is_empty();
+        let not_instruction = |s: &str| !is_instruction(s);
         match e {
-            RuleEdit::PromptRule { text } if blank(text) || long(text, MAX_TEXT_CHARS) => {
-                problems.push(format!("edit {n}: the rule text must be 1 to {MAX_TEXT_CHARS} characters"))
-            }
+            RuleEdit::PromptRule { text } if blank(text) || long(text, MAX_TEXT_CHARS) => problems
+                .push(format!(
+                    "edit {n}: the rule text must be 1 to {MAX_TEXT_CHARS} characters"
+                )),
+            RuleEdit::PromptRule { text } if not_instruction(text) => problems.push(format!(
+                "edit {n}: the rule must be a sentence the agent can follow (at least {MIN_TEXT_CHARS} characters, no table syntax), not {text:?}"
+            )),
             RuleEdit::ToolHint { tool, .. } if !known(tool) => {
                 problems.push(format!("edit {n}: there is no tool `{tool}`"))
             }
-            RuleEdit::ToolHint { hint, .. } if blank(hint) || long(hint, MAX_TEXT_CHARS) => {
-                problems.push(format!("edit {n}: the hint must be 1 to {MAX_TEXT_CHARS} characters"))
-            }
+            RuleEdit::ToolHint { hint, .. } if blank(hint) || long(hint, MAX_TEXT_CHARS) => problems
+                .push(format!(
+                    "edit {n}: the hint must be 1 to {MAX_TEXT_CHARS} characters"
+                )),
+            RuleEdit::ToolHint { hint, .. } if not_instruction(hint) => problems.push(format!(
+                "edit {n}: the hint must be a sentence (at least {MIN_TEXT_CHARS} characters, no table syntax), not {hint:?}"
+            )),
             RuleEdit::Skill { title, text, .. }
                 if blank(title) || blank(text) || long(text, 2 * MAX_TEXT_CHARS) =>
             {
@@ -154,6 +187,9 @@ pub fn parse_reply(text: &str, tools: &[String]) -> Result<(String, Vec<RuleEdit
                     2 * MAX_TEXT_CHARS
                 ))
             }
+            RuleEdit::Skill { text, .. } if not_instruction(text) => problems.push(format!(
+                "edit {n}: a skill's text must be steps the agent can follow, not {text:?}"
+            )),
             RuleEdit::ErrorAdvice { contains, advice }
                 if blank(contains) || blank(advice) || long(advice, MAX_TEXT_CHARS) =>
             {
@@ -161,6 +197,9 @@ pub fn parse_reply(text: &str, tools: &[String]) -> Result<(String, Vec<RuleEdit
                     "edit {n}: error advice needs the error text it matches and advice of at most {MAX_TEXT_CHARS} characters"
                 ))
             }
+            RuleEdit::ErrorAdvice { advice, .. } if not_instruction(advice) => problems.push(
+                format!("edit {n}: the advice must be a sentence, not {advice:?}"),
+            ),
             RuleEdit::ToolAlias { alias, tool } if !known(tool) || known(alias) && !tools.is_empty() => {
                 problems.push(format!(
                     "edit {n}: an alias maps a name that is not a tool (`{alias}`) to a tool that is (`{tool}`)"
@@ -400,10 +439,12 @@ mod tests {
         vec!["execute_sql".into(), "commit_final_answer".into()]
     }
 
+    const SENTENCE: &str = "Quote every value compared with a TEXT column.";
+
     #[test]
     fn replies_parse_into_checked_table_edits() {
         let (reason, edits) = parse_reply(
-            "Here you go:\n```json\n{\"reason\": \"r\", \"edits\": [{\"kind\": \"prompt_rule\", \"text\": \"Quote values.\"}, {\"kind\": \"tool_alias\", \"alias\": \"run_query\", \"tool\": \"execute_sql\"}, {\"kind\": \"regulation\", \"field\": \"error_streak\", \"value\": 2}]}\n```",
+            "Here you go:\n```json\n{\"reason\": \"r\", \"edits\": [{\"kind\": \"prompt_rule\", \"text\": \"Quote values compared with TEXT columns.\"}, {\"kind\": \"tool_alias\", \"alias\": \"run_query\", \"tool\": \"execute_sql\"}, {\"kind\": \"regulation\", \"field\": \"error_streak\", \"value\": 2}]}\n```",
             &tools(),
         )
         .unwrap();
@@ -412,7 +453,7 @@ mod tests {
             edits,
             vec![
                 RuleEdit::PromptRule {
-                    text: "Quote values.".into()
+                    text: "Quote values compared with TEXT columns.".into()
                 },
                 RuleEdit::ToolAlias {
                     alias: "run_query".into(),
@@ -455,7 +496,7 @@ mod tests {
             ))
             .contains("characters")
         );
-        let four = "{\"kind\": \"prompt_rule\", \"text\": \"abc\"}";
+        let four = "{\"kind\": \"prompt_rule\", \"text\": \"Quote values compared with TEXT columns.\"}";
         assert!(
             err(&format!("{{\"edits\": [{four},{four},{four},{four}]}}")).contains("at most 3")
         );
@@ -481,10 +522,10 @@ mod tests {
         for k in items.as_array().unwrap() {
             let kind = k["properties"]["kind"]["const"].as_str().unwrap();
             let sample = match kind {
-                "prompt_rule" => json!({"kind": kind, "text": "abc"}),
-                "tool_hint" => json!({"kind": kind, "tool": "execute_sql", "hint": "abc"}),
-                "skill" => json!({"kind": kind, "title": "t", "text": "abc", "keywords": ["a"]}),
-                "error_advice" => json!({"kind": kind, "contains": "1054", "advice": "abc"}),
+                "prompt_rule" => json!({"kind": kind, "text": SENTENCE}),
+                "tool_hint" => json!({"kind": kind, "tool": "execute_sql", "hint": SENTENCE}),
+                "skill" => json!({"kind": kind, "title": "t", "text": SENTENCE, "keywords": ["a"]}),
+                "error_advice" => json!({"kind": kind, "contains": "1054", "advice": SENTENCE}),
                 "tool_alias" => json!({"kind": kind, "alias": "q", "tool": "execute_sql"}),
                 "regulation" => json!({"kind": kind, "field": "stall_turns", "value": 4}),
                 other => panic!("unexpected kind {other}"),
