@@ -17,6 +17,13 @@
 # resume, and every model reply is in the response cache). Progress lines
 # with an ETA go to the terminal and to $OUT/experiment.log.
 #
+# On another machine (or a fresh clone): every model reply of the recorded
+# run is in $SNAPSHOT (a tarball of the response-cache entries, committed
+# with the results); it is unpacked into the cache first, so a rerun replays
+# the recorded replies and only asks the model what they do not cover.
+# `SAVE=1 scripts/real-dbbench.sh` only writes the snapshot and the run's
+# small files into $DOCS, then exits.
+#
 # The coder is the table coder (--coder-format tables): the model answers
 # with a JSON list of rule-table edits, which the host writes into the
 # harness; the Moderator's spec and the coder's edits are constrained to
@@ -35,6 +42,8 @@
 #   TRANSFER       1 to test on the 0.5B model too (default 1)
 #   MAX_REQUEST_TOKENS  cap on one agent request (default 0: none; the
 #                  server refuses a request past its context itself)
+#   DOCS           where the results' files go (docs/src/results/data/real-dbbench)
+#   SNAPSHOT       the cache snapshot ($DOCS/cache.tar.gz)
 set -euo pipefail
 
 NAME=real-dbbench
@@ -53,6 +62,45 @@ TRANSFER="${TRANSFER:-1}"
 # rerun and every method sees the same tasks.
 POOL="${POOL:-standard-0,standard-10,standard-22,standard-24,standard-34,standard-48,standard-63,standard-64,standard-65,standard-78,standard-93,standard-96,standard-104,standard-108,standard-116,standard-121,standard-124,standard-127,standard-140,standard-161,standard-166,standard-195,standard-196,standard-197,standard-203,standard-205,standard-207,standard-211,standard-213,standard-231,standard-232,standard-234,standard-280,standard-285,standard-289,standard-299}"
 TEST_TASKS="${TEST_TASKS:-standard-4,standard-13,standard-15,standard-20,standard-23,standard-35,standard-45,standard-55,standard-58,standard-60,standard-77,standard-91,standard-92,standard-99,standard-100,standard-102,standard-117,standard-128,standard-131,standard-142,standard-153,standard-155,standard-163,standard-167,standard-170,standard-181,standard-190,standard-233,standard-236,standard-238,standard-254,standard-259,standard-263,standard-268,standard-273,standard-276,standard-284,standard-290,standard-295,standard-296}"
+
+DOCS="${DOCS:-docs/src/results/data/real-dbbench}"
+SNAPSHOT="${SNAPSHOT:-$DOCS/cache.tar.gz}"
+CACHE=.ecdysis/cache
+
+# The run's small files and every cached reply, for the results page and a
+# resume elsewhere.
+save() {
+    mkdir -p "$DOCS"
+    for f in experiment.json experiment.log; do copy_if "$OUT/$f" "$DOCS/"; done
+    for m in baselines self-evolution ecdysis-nofdcr ecdysis; do
+        [[ -d "$OUT/$m" ]] || continue
+        for f in config.json selection.json rounds.jsonl summary.json ledger.json; do
+            copy_if "$OUT/$m/$f" "$DOCS/$m-$f"
+        done
+        for t in "$OUT/$m"/rounds/*/transcript.json; do
+            [[ -f "$t" ]] || continue
+            n="$(basename "$(dirname "$t")")"
+            cp "$t" "$DOCS/$m-round$n-transcript.json"
+        done
+        for c in "$OUT/$m"/candidates/*/; do
+            [[ -f "$c/diff.patch" ]] || continue
+            short="$(basename "$c" | cut -c1-12)"
+            cp "$c/diff.patch" "$DOCS/$m-candidate-$short-diff.patch"
+            copy_if "$c/spec.json" "$DOCS/$m-candidate-$short-spec.json"
+        done
+    done
+    tar -czf "$SNAPSHOT.partial" -C "$CACHE" . && mv "$SNAPSHOT.partial" "$SNAPSHOT"
+    say "saved the run's files and $(du -h "$SNAPSHOT" | cut -f1) of cached replies to $DOCS"
+}
+if [[ "${SAVE:-0}" == 1 ]]; then
+    save
+    exit 0
+fi
+if [[ -f "$SNAPSHOT" ]]; then
+    mkdir -p "$CACHE"
+    say "unpacking the recorded replies of $SNAPSHOT into $CACHE"
+    tar -xzf "$SNAPSHOT" -C "$CACHE" --skip-old-files
+fi
 
 ensure_server
 transfer=(--transfer none)
@@ -94,4 +142,5 @@ run_logged "$LOG" "$HOST" experiment \
     --roles-context-tokens 12288 --roles-timeout-secs 3600 \
     "${transfer[@]}" \
     --out "$OUT"
+save
 exit "$STATUS"

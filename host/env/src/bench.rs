@@ -157,16 +157,7 @@ pub fn measure_reference(python: &Path, reps: usize) -> Result<ReferenceTiming, 
         .map_err(|_| ReferenceError::BadOutput(text.chars().take(200).collect()))
 }
 
-/// The median of `xs` (the mean of the middle two for an even count).
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    match n {
-        0 => 0.0,
-        _ if n % 2 == 1 => xs[n / 2],
-        _ => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
-    }
-}
+use ecdysis_sys::stats::median;
 
 /// Runs the bench `reps` times and describes the medians, with the
 /// reference's timing for the same work beside it when there is one.

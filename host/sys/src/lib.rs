@@ -2,7 +2,8 @@
 //! the operating system, and nothing about harnesses or benchmarks.
 //!
 //! - [`rng`]: SplitMix64, the one seeded generator (every random choice is
-//!   a function of an explicit seed).
+//!   a function of an explicit seed); [`stats`]: the one median; [`date`]:
+//!   the one civil-date conversion.
 //! - [`fsutil`]: atomic writes, the one crate walker and copier, paths in
 //!   errors, timestamps.
 //! - [`process`]: child processes with a timeout and a whole-group kill, a
@@ -14,9 +15,11 @@
 //! - [`gate`]: the network gate of a jailed external coder: it reaches its
 //!   model endpoint and nothing else.
 
+pub mod date;
 pub mod fsutil;
 pub mod gate;
 pub mod jail;
 pub mod process;
 pub mod rlimit;
 pub mod rng;
+pub mod stats;

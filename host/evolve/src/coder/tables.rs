@@ -496,7 +496,8 @@ mod tests {
             ))
             .contains("characters")
         );
-        let four = "{\"kind\": \"prompt_rule\", \"text\": \"Quote values compared with TEXT columns.\"}";
+        let four =
+            "{\"kind\": \"prompt_rule\", \"text\": \"Quote values compared with TEXT columns.\"}";
         assert!(
             err(&format!("{{\"edits\": [{four},{four},{four},{four}]}}")).contains("at most 3")
         );

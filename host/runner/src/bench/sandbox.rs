@@ -96,10 +96,7 @@ struct Timings {
     teardown: Vec<f64>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
+use ecdysis_sys::stats::median;
 
 /// The native twin of the pass-through `realize`.
 #[inline(never)]
