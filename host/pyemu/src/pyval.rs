@@ -11,7 +11,7 @@
 //! `NameError` does in Python. (Python would evaluate e.g. `[1+1]` or
 //! `[abs(-1)]`; an agent's committed answer practically never is one.)
 
-use super::unicode::{DIGIT_ZEROS, NON_PRINTABLE};
+use super::unicode::DIGIT_ZEROS;
 
 /// A Python value.
 #[derive(Clone, Debug, PartialEq)]
@@ -133,55 +133,11 @@ fn seq_repr(items: &[Py], open: &str, close: &str, out: &mut String) {
     out.push_str(close);
 }
 
-/// `str.isprintable()` for one character.
-pub fn is_printable(c: char) -> bool {
-    let cp = c as u32;
-    NON_PRINTABLE
-        .binary_search_by(|&(lo, hi)| {
-            if hi < cp {
-                std::cmp::Ordering::Less
-            } else if lo > cp {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        })
-        .is_err()
-}
+pub use crate::repr::is_printable;
 
 /// `repr(str)`: single quotes unless the text has a `'` and no `"`.
 pub fn str_repr(s: &str, out: &mut String) {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x7f && (c as u32) >= 0x20 => out.push(c),
-            c if is_printable(c) => out.push(c),
-            c => {
-                let cp = c as u32;
-                if cp <= 0xff {
-                    out.push_str(&format!("\\x{cp:02x}"));
-                } else if cp <= 0xffff {
-                    out.push_str(&format!("\\u{cp:04x}"));
-                } else {
-                    out.push_str(&format!("\\U{cp:08x}"));
-                }
-            }
-        }
-    }
-    out.push(quote);
+    crate::repr::str_repr_into(s, out);
 }
 
 /// `repr(bytes)`.

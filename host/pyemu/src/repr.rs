@@ -142,12 +142,19 @@ pub fn float_repr(f: f64) -> String {
 /// CPython's `str.__repr__`: single quotes unless the text contains `'`
 /// and no `"`, backslash escapes for non-printable characters.
 pub fn str_repr(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    str_repr_into(s, &mut out);
+    out
+}
+
+/// [`str_repr`] appended to `out`: the one `repr(str)` of the crate (the
+/// τ² tools' outputs and DBBench's rendered rows both use it).
+pub fn str_repr_into(s: &str, out: &mut String) {
     let quote = if s.contains('\'') && !s.contains('"') {
         '"'
     } else {
         '\''
     };
-    let mut out = String::with_capacity(s.len() + 2);
     out.push(quote);
     for c in s.chars() {
         match c {
@@ -177,25 +184,24 @@ pub fn str_repr(s: &str) -> String {
         }
     }
     out.push(quote);
-    out
 }
 
-/// Python's `str.isprintable` for one non-ASCII character: false for the
-/// categories Cc, Cf, Co, Cs, Zl, Zp and Zs. Covers those categories'
-/// assigned ranges; unassigned code points (Cn, also non-printable in
-/// Python) cannot be told apart without the Unicode tables and count as
-/// printable.
+/// Python's `str.isprintable` for one character, from the Unicode
+/// database CPython uses (its non-printable ranges: categories Cc, Cf,
+/// Co, Cs, Zl, Zp, Zs and the unassigned code points).
 pub fn is_printable(c: char) -> bool {
     let cp = c as u32;
-    !matches!(cp,
-        0x80..=0xa0 | 0xad
-        | 0x600..=0x605 | 0x61c | 0x6dd | 0x70f | 0x890..=0x891 | 0x8e2
-        | 0x1680 | 0x180e
-        | 0x2000..=0x200f | 0x2028..=0x202f | 0x205f..=0x2064 | 0x2066..=0x206f
-        | 0x3000 | 0xd800..=0xf8ff | 0xfeff | 0xfff9..=0xfffb
-        | 0x110bd | 0x110cd | 0x13430..=0x1343f | 0x1bca0..=0x1bca3
-        | 0x1d173..=0x1d17a | 0xe0001 | 0xe0020..=0xe007f
-        | 0xf0000..=0xffffd | 0x100000..=0x10fffd)
+    crate::unicode::NON_PRINTABLE
+        .binary_search_by(|&(lo, hi)| {
+            if hi < cp {
+                std::cmp::Ordering::Less
+            } else if lo > cp {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        })
+        .is_err()
 }
 
 #[cfg(test)]
