@@ -734,6 +734,41 @@ fn a_candidate_importing_a_clock_is_rejected_and_the_next_round_runs() {
     assert!(second["candidate_score"].as_f64().is_some(), "{second}");
 }
 
+/// A candidate whose contract grows the system prompt past the episode's
+/// added-text budget (70 KB of rule text) is rejected, with the reason; the
+/// next round's good edit is gated and accepted.
+#[test]
+fn a_candidate_that_inflates_the_models_input_is_rejected_and_the_next_round_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = Outside::new(tmp.path());
+    let anchor = "pub static PROMPT_RULES: &[PromptRule] = &[\n";
+    let steps = [
+        format!(
+            "t = rep(t, {}, {} + '    PromptRule {{ domain: \"*\", text: \"' + 'x' * 70000 + '\" }},\\n')",
+            py(anchor),
+            py(anchor)
+        ),
+        format!(
+            "t = rep(t, {}, {})",
+            py(BLANK_PREFIXES),
+            py(FILLED_PREFIXES)
+        ),
+    ];
+    let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
+    let (command, scripts, state) = scripted_coder(tmp.path(), &outside, &steps);
+    let m = train_with_coder(tmp.path(), &command, &scripts, &state, 2);
+    assert!(m.status.success(), "{}", m.stderr);
+    assert!(m.wall < Duration::from_secs(600), "{:?}", m.wall);
+    let rounds = rounds_of(&tmp.path().join("train"));
+    assert_eq!(rounds.len(), 2, "{rounds:?}");
+    let first = &rounds[0];
+    assert_eq!(first["accepted"], false, "{first}");
+    let decision = first["decision"].as_str().unwrap();
+    assert!(decision.contains("over the budget"), "{decision}");
+    let second = &rounds[1];
+    assert_eq!(second["accepted"], true, "{second}");
+}
+
 #[test]
 fn without_a_jail_training_refuses_to_start_unless_the_operator_allows_it() {
     let tmp = tempfile::tempdir().unwrap();

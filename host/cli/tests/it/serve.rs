@@ -1216,7 +1216,9 @@ async fn hostile_tenant_beside_a_good_one(backend: Backend) {
         .unwrap()
         .to_string();
     let mut evil_hashes = Vec::new();
-    for feature in ["infinite-loop", "memory-bomb"] {
+    // The third inflates the model's input (40 KiB injected after every
+    // step): stopped by the episode's added-text budget.
+    for feature in ["infinite-loop", "memory-bomb", "inflate-inject"] {
         let up = api.upload(&evil, &hostile(feature)).await;
         assert_eq!(up.status, 201, "{feature}: {}", up.body);
         evil_hashes.push(up.json()["hash"].as_str().unwrap().to_string());
@@ -1270,6 +1272,26 @@ async fn hostile_tenant_beside_a_good_one(backend: Backend) {
                 r["end"]
             );
         }
+    }
+    // The inflating tenant's evaluation records which hook crossed the
+    // budget, and why.
+    let inflating = api.trajectories(&evil, &attacks[2]).await;
+    for r in &inflating {
+        let failed: Vec<&Value> = r["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h.get("error").is_some())
+            .collect();
+        assert_eq!(failed.len(), 1, "{r}");
+        assert_eq!(failed[0]["hook"], "regulate", "{r}");
+        assert!(
+            failed[0]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("over the budget of 65536"),
+            "{r}"
+        );
     }
     let audit = audit_kinds(&config);
     assert!(

@@ -594,7 +594,14 @@ impl<'a> Round<'a> {
         self.record.edit_to_episode_seconds = Some(edited.elapsed().as_secs_f64());
         if !check.passed() {
             self.times.gate = clock.elapsed().as_secs_f64();
-            return Ok("rejected: check failed".into());
+            // Which hook failed and why: the round's record is where the
+            // reason is read.
+            let why = check
+                .probes
+                .iter()
+                .find_map(|p| p.error.as_ref().map(|e| format!("{}: {e}", p.hook)))
+                .unwrap_or_default();
+            return Ok(format!("rejected: check failed: {why}"));
         }
         if let Some(hit) = hits.first() {
             self.times.gate = clock.elapsed().as_secs_f64();
