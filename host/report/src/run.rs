@@ -348,7 +348,7 @@ fn ends_and_hooks(
         return Ok(());
     }
     let mut t = String::from(
-        "<table><thead><tr><th>hook</th><th class=\"n\">calls</th><th class=\"n\">interventions</th><th class=\"n\">rate</th><th class=\"n\">failures</th><th class=\"n\">fuel / call</th><th class=\"n\">max fuel</th><th class=\"n\">µs / call</th><th>decisions</th><th>filter</th></tr></thead><tbody>",
+        "<table><thead><tr><th>hook</th><th class=\"n\">calls</th><th class=\"n\">interventions</th><th class=\"n\">rate</th><th class=\"n\">failures</th><th class=\"n\">fuel / call</th><th class=\"n\">max fuel</th><th class=\"n\">µs / call</th><th class=\"n\">added B / episode</th><th>decisions</th><th>filter</th></tr></thead><tbody>",
     );
     for (hook, h) in &m.hooks {
         let decisions = kinds
@@ -361,7 +361,7 @@ fn ends_and_hooks(
             })
             .unwrap_or_default();
         t += &format!(
-            "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td>{decisions}</td><td>{}</td></tr>",
+            "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1}</td><td class=\"n\">{}</td><td>{decisions}</td><td>{}</td></tr>",
             esc(hook),
             h.calls,
             h.interventions,
@@ -370,6 +370,7 @@ fn ends_and_hooks(
             h.fuel_total / h.calls.max(1),
             h.fuel_max,
             h.micros_total as f64 / h.calls.max(1) as f64,
+            h.added_bytes_total / m.episodes.max(1),
             if h.interventions + h.failures > 0 {
                 format!("<a href=\"?hook={}#{prefix}-traj\">episodes</a>", esc(hook))
             } else {
@@ -378,6 +379,11 @@ fn ends_and_hooks(
         );
     }
     t += "</tbody></table>";
+    t += &format!(
+        "<p class=\"muted\">Text the harness added to the model's input: at most {} bytes (~{} tokens) in one episode (the sandbox's <code>max_added_bytes</code> bounds it).</p>",
+        m.added_bytes_max,
+        ecdysis_sandbox::sandbox::added::estimated_tokens(m.added_bytes_max)
+    );
     page.body += &t;
     Ok(())
 }

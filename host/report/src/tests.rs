@@ -505,3 +505,34 @@ fn an_empty_diff_patch_is_recomputed_from_the_stored_sources() {
     assert!(initial_at < cand_at);
     assert!(html.contains("same build as the incumbent"));
 }
+
+#[test]
+fn the_hook_table_shows_what_each_hook_added_per_episode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let cfg = config(&["1", "2"], "sim:oracle");
+    let with_added = |task: &str, bytes: u64| {
+        let mut r = hostile_episode(task, 0);
+        r.hooks[0].added_bytes = bytes;
+        r
+    };
+    // 3,000 and 1,000 bytes from `regulate` over two episodes: 2,000 per
+    // episode in the table, 3,000 as the largest episode.
+    write_run(
+        &dir,
+        &cfg,
+        &[with_added("1", 3000), with_added("2", 1000)],
+        true,
+    );
+    let html = render_one(&dir).unwrap();
+    assert!(html.contains("added B / episode"), "no added-text column");
+    let row = html
+        .split("<tr>")
+        .find(|r| r.starts_with("<td><code>regulate</code>"))
+        .expect("a regulate row");
+    assert!(row.contains("<td class=\"n\">2000</td>"), "{row}");
+    assert!(
+        html.contains("at most 3000 bytes (~"),
+        "the episode maximum is missing"
+    );
+}
