@@ -721,12 +721,20 @@ fn chatty_agent(_req: &ecdysis_testkit::mock::MockRequest) -> ecdysis_testkit::m
 /// task are unaffected, and the summary shows what each adds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budget() {
+    const MAX_STEPS: usize = 40;
+    const BUDGET: usize = 64 << 10;
     let server = ecdysis_testkit::mock::MockServer::start().await.unwrap();
     server.set_handler(chatty_agent);
     let tmp = tempfile::tempdir().unwrap();
     let inflating = tmp.path().join("inflate-inject.wasm");
     let prompt = tmp.path().join("inflate-prompt.wasm");
-    for (path, feature) in [(&inflating, "inflate-inject"), (&prompt, "inflate-prompt")] {
+    // The guest: a grown system prompt and a note after every step.
+    let both = tmp.path().join("inflate-both.wasm");
+    for (path, feature) in [
+        (&inflating, "inflate-inject"),
+        (&prompt, "inflate-prompt"),
+        (&both, "inflate-prompt,inflate-inject"),
+    ] {
         let bytes =
             tokio::task::spawn_blocking(move || support::guest("guests/hostile", Some(feature)))
                 .await
@@ -750,6 +758,7 @@ async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budg
             prompt.display().to_string(),
             "fail-closed",
         ),
+        ("inflating-both", both.display().to_string(), "fail-open"),
     ];
     for (name, harness, policy) in harnesses {
         let before: usize = server.requests().iter().map(|r| r.body.len()).sum();
@@ -771,7 +780,7 @@ async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budg
                 "--cache",
                 "off",
                 "--max-steps",
-                "16",
+                &MAX_STEPS.to_string(),
                 "--policy",
                 policy,
             ],
@@ -805,14 +814,22 @@ async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budg
         "{failure:?}"
     );
     // Fail-open: the notes stop, the episode runs to its step cap.
-    let (open, _) = &records["inflating-open"];
-    assert_eq!(open.end, ecdysis_host::agent::EndReason::MaxSteps);
-    assert!(open.hooks.iter().any(|h| h.error.is_some()));
+    // The documented bound for fail-open: what the pass-through sends plus
+    // the budget re-sent with every request of the episode.
+    for name in ["inflating-open", "inflating-both"] {
+        let (open, _) = &records[name];
+        assert_eq!(open.end, ecdysis_host::agent::EndReason::MaxSteps, "{name}");
+        assert!(open.hooks.iter().any(|h| h.error.is_some()), "{name}");
+        assert!(
+            bytes[name] <= bytes["direct"] + MAX_STEPS * BUDGET,
+            "{name}: {bytes:?}"
+        );
+    }
     // The bill: the inflating harness sent at most a few times what the
     // pass-through did (the 40 KiB that got in before the budget was
     // crossed, re-sent by the requests after it).
     assert!(
-        bytes["inflating"] <= 4 * bytes["direct"] + 4 * (64 << 10),
+        bytes["inflating"] <= 4 * bytes["direct"] + 4 * BUDGET,
         "{bytes:?}"
     );
     // The good harnesses: untouched, and their added text is reported.
@@ -820,7 +837,7 @@ async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budg
         let (r, summary) = &records[name];
         assert!(r.hooks.iter().all(|h| h.error.is_none()), "{name}");
         let added: u64 = r.hooks.iter().map(|h| h.added_bytes).sum();
-        assert!(added < 64 << 10, "{name} adds {added} bytes");
+        assert!(added < BUDGET as u64, "{name} adds {added} bytes");
         assert!(
             summary.contains(&format!("at most {added} bytes")),
             "{name}: {summary}"
@@ -830,7 +847,7 @@ async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budg
     // the first request carries it.
     let (grown, _) = &records["inflating-prompt"];
     assert_eq!(grown.end, ecdysis_host::agent::EndReason::HarnessError);
-    assert!(bytes["inflating-prompt"] < 64 << 10, "{bytes:?}");
+    assert!(bytes["inflating-prompt"] < BUDGET, "{bytes:?}");
     let template_added: u64 = records["template"]
         .0
         .hooks
