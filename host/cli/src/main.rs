@@ -4,11 +4,9 @@
 /// mimalloc instead of glibc's malloc (a common choice for Rust servers with
 /// many short-lived allocations): an evaluation allocates and frees an
 /// episode's transcript, record and state every few milliseconds from
-/// several threads, and glibc spent a fifth of the host's CPU in its allocator there
-/// (`malloc_consolidate`, `unlink_chunk` under `perf`, `bench --runner`).
-/// mimalloc 3 (this crate's default) gives freed memory back to the system
-/// only after a second of disuse, so an episode's pages are reused by the
-/// next one instead of being returned and faulted back in.
+/// several threads, where glibc's allocator showed up under `perf` (the
+/// measurement is in CHANGELOG.md). mimalloc 3 gives freed memory back only
+/// after a second of disuse, so the next episode reuses an episode's pages.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -53,9 +51,23 @@ struct Cli {
     /// No progress output; results only.
     #[arg(short, long, global = true)]
     quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The flag of commands that accept components. Each command flattens only
+/// the flag groups it uses, so its `--help` lists only flags that apply
+/// (as cargo does per subcommand), while `--store`, `-v` and `-q` stay global.
+#[derive(Args)]
+struct ComponentArgs {
     /// Largest component (.wasm) accepted, in MiB.
-    #[arg(long, global = true, default_value_t = 32)]
+    #[arg(long, default_value_t = 32)]
     max_component_mib: usize,
+}
+
+/// The flag of commands that run episodes.
+#[derive(Args)]
+struct RuntimeArgs {
     /// Threads of the async runtime that runs episodes (hooks and tool calls
     /// run on them too). Default: one for `run` and `bench --runner` when
     /// the agent waits on a model (an endpoint, or `sim:` with a latency):
@@ -63,12 +75,33 @@ struct Cli {
     /// would cost a cross-CPU wake-up per reply. One per core otherwise: a
     /// zero-latency `sim:` run is bound by the host's own work, and the
     /// other commands keep Tokio's default.
-    #[arg(long, global = true, env = "ECDYSIS_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(long, env = "ECDYSIS_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: Option<u16>,
+}
+
+/// A command that evaluates harnesses on a domain: its own flags, then the
+/// component, data and runtime flags.
+#[derive(Args)]
+struct Episodes<T: Args> {
+    #[command(flatten)]
+    args: T,
+    #[command(flatten)]
+    components: ComponentArgs,
     #[command(flatten)]
     data: cli::env::DataArgs,
-    #[command(subcommand)]
-    command: Command,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+/// The service's commands: their own flags, the data and runtime flags.
+#[derive(Args)]
+struct Service<T: Args> {
+    #[command(flatten)]
+    args: T,
+    #[command(flatten)]
+    data: cli::env::DataArgs,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
 }
 
 #[derive(Subcommand)]
@@ -79,7 +112,12 @@ enum Command {
     /// hashes the component with blake3 and stores it with a manifest (world
     /// version, size, parent, source-tree hash, toolchain, time). Prints the
     /// hash on stdout.
-    Build(BuildArgs),
+    Build {
+        #[command(flatten)]
+        args: BuildArgs,
+        #[command(flatten)]
+        components: ComponentArgs,
+    },
     /// Show a component's world version, imports, exports, hash, size and
     /// manifest.
     Inspect {
@@ -88,6 +126,8 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        components: ComponentArgs,
     },
     /// The doctor: instantiate a harness and call every hook with
     /// representative inputs, printing fuel, time and any contract violation
@@ -100,14 +140,20 @@ enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        components: ComponentArgs,
     },
     /// Measure the sandbox's overhead: per-hook call time, episode
     /// instantiation, compile vs precompiled load, each against a native
     /// baseline measured in the same run.
-    Bench(cli::bench::BenchArgs),
+    Bench(Box<Episodes<cli::bench::BenchArgs>>),
     /// Run tool calls on the native τ² environments, or replay gold actions.
-    #[command(subcommand)]
-    Env(cli::env::EnvCommand),
+    Env {
+        #[command(subcommand)]
+        command: cli::env::EnvCommand,
+        #[command(flatten)]
+        data: cli::env::DataArgs,
+    },
     /// List a domain's tasks (the part the agent may see).
     Tasks {
         /// Domain, e.g. tau2/retail.
@@ -119,6 +165,8 @@ enum Command {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        data: cli::env::DataArgs,
     },
     /// Run an agent with a harness on benchmark tasks and score it.
     ///
@@ -127,7 +175,7 @@ enum Command {
     /// table. Re-running the same command resumes: finished episodes are not
     /// run again. The defaults run offline: the starting harness, a simulated
     /// testbed agent (sim:mixed) and the scripted user on tau2/retail test.
-    Run(Box<WithReport<cli::run::RunArgs>>),
+    Run(Box<Episodes<WithReport<cli::run::RunArgs>>>),
     /// Evolve a harness on the training split: evaluate, aggregate failures
     /// across tasks, diagnose, edit the harness source once per round, build,
     /// gate, and keep a candidate only if it strictly beats the incumbent.
@@ -136,13 +184,13 @@ enum Command {
     /// diagnose, and --coder-model (built-in editor) or --coder-command (an
     /// external coding agent) edits. Re-running the same command resumes;
     /// ledger.json and summary.json report tokens and dollars per role.
-    Train(Box<WithReport<cli::train::TrainArgs>>),
+    Train(Box<Episodes<WithReport<cli::train::TrainArgs>>>),
     /// Run the three evolution methods from the same starting harness on
     /// the offline testbed and print the comparison: training wall time,
     /// coder calls, train and test accuracy, the accommodation rate (accepted
     /// edits that only answer model-specific quirks, from the testbed's
     /// ground truth), and cross-model transfer.
-    Experiment(Box<WithReport<cli::experiment::ExperimentArgs>>),
+    Experiment(Box<Episodes<WithReport<cli::experiment::ExperimentArgs>>>),
     /// Write one self-contained HTML page (works offline, charts inline)
     /// for run, training or experiment directories: scores with 95%
     /// intervals, the reward grid, interventions, fuel and time, the
@@ -154,7 +202,12 @@ enum Command {
     /// harness.wasm and harness.json (blake3 hash, world version, lineage,
     /// limits, training scores when --train-run is given), and optionally an
     /// OCI image layout with the Wasm component media types.
-    Export(Box<cli::export::ExportArgs>),
+    Export {
+        #[command(flatten)]
+        args: Box<cli::export::ExportArgs>,
+        #[command(flatten)]
+        components: ComponentArgs,
+    },
     /// Record conformance vectors: re-run a run directory's configuration
     /// (a `sim:` agent and the scripted user, so it is deterministic) with a
     /// recorder on the harness, and write every hook call (input, env-view
@@ -162,15 +215,15 @@ enum Command {
     /// Other runtimes replay the file and must answer byte for byte alike.
     /// With the run's own harness it also checks that the re-run reproduces
     /// the recorded trajectories.
-    Vectors(Box<cli::vectors::VectorsArgs>),
+    Vectors(Box<Episodes<cli::vectors::VectorsArgs>>),
     /// The multi-tenant evaluation service: tenants upload harness
     /// components and evaluate them over HTTP + JSON (OpenAPI at
     /// /v1/openapi.json), isolated in worker processes, metered by quotas
     /// and audited. SQLite by default; Postgres for several machines.
-    Serve(cli::serve::ServeArgs),
+    Serve(Box<Service<cli::serve::ServeArgs>>),
     /// Claim and run the service's episodes from its shared database (for
     /// more machines: `worker --database postgres://…`).
-    Worker(cli::serve::WorkerArgs),
+    Worker(Box<Service<cli::serve::WorkerArgs>>),
     /// The service's tenants: add (prints the token once), list,
     /// set-quota, revoke.
     #[command(subcommand)]
@@ -293,21 +346,10 @@ fn main() -> ExitCode {
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
-    // Short hash prefixes only for a person at a terminal (see --help).
-    let min_prefix = if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        ecdysis_host::store::MIN_PREFIX_INTERACTIVE
-    } else {
-        ecdysis_host::store::MIN_PREFIX
-    };
+    let quiet = cli.quiet;
     // Any component the CLI is handed may be untrusted: it is compiled by a
     // child process of this binary, under time and memory limits.
-    let store = ComponentStore::open(&cli.store)
-        .with_compiler(
-            ecdysis_host::store::Compiler::child_of_current_exe()
-                .context("locating this executable for the compiler process")?,
-        )
-        .with_max_component_bytes(cli.max_component_mib.saturating_mul(1 << 20))
-        .with_min_prefix(min_prefix);
+    let store = |c: &ComponentArgs| open_store(&cli.store, c);
     match cli.command {
         Command::CompileComponent {
             input,
@@ -316,37 +358,60 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             fn_cache,
             key_file,
         } => compile_component(&input, &output, &limits, fn_cache, key_file),
-        Command::Build(args) => build(&store, args, cli.quiet),
-        Command::Inspect { harness, json } => inspect(&store, &harness, json, cli.quiet),
+        Command::Build { args, components } => build(&store(&components)?, args, quiet),
+        Command::Inspect {
+            harness,
+            json,
+            components,
+        } => inspect(&store(&components)?, &harness, json, quiet),
         Command::Check {
             harness,
             limits,
             json,
-        } => check(&store, &harness, limits.limits()?, json, cli.quiet),
-        Command::Bench(args) => {
+            components,
+        } => check(
+            &store(&components)?,
+            &harness,
+            limits.limits()?,
+            json,
+            quiet,
+        ),
+        Command::Bench(cmd) => {
+            let Episodes {
+                args,
+                components,
+                data,
+                runtime,
+            } = *cmd;
             let waits = args.latency_ms > 0;
-            cli::bench::bench_command(args, &store, &cli.data, cli.quiet, || {
-                runtime_with(cli.threads, waits)
+            cli::bench::bench_command(args, &store(&components)?, &data, quiet, || {
+                runtime_with(runtime.threads, waits)
             })
         }
-        Command::Env(cmd) => {
-            cli::env::env_command(cmd, &cli.data)?;
+        Command::Env { command, data } => {
+            cli::env::env_command(command, &data)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tasks {
             domain,
             split,
             json,
+            data,
         } => {
-            cli::env::tasks_command(&domain, split.as_deref(), json, &cli.data)?;
+            cli::env::tasks_command(&domain, split.as_deref(), json, &data)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(cmd) => {
-            let WithReport { args, report } = *cmd;
+            let Episodes {
+                args: WithReport { args, report },
+                components,
+                data,
+                runtime,
+            } = *cmd;
             let out = args.out.clone();
             let waits = args.eval.waits_on_model();
-            let runtime = runtime_with(cli.threads, waits)?;
-            let summary = runtime.block_on(cli::run::run(args, &store, &cli.data, cli.quiet))?;
+            let rt = runtime_with(runtime.threads, waits)?;
+            let summary = rt.block_on(cli::run::run(args, &store(&components)?, &data, quiet))?;
             print!("{}", ecdysis_host::eval::report::render(&summary));
             let c = &summary.config;
             let out = out.unwrap_or_else(|| {
@@ -361,23 +426,37 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Train(cmd) => {
-            let WithReport { args, report } = *cmd;
+            let Episodes {
+                args: WithReport { args, report },
+                components,
+                data,
+                runtime,
+            } = *cmd;
             let out = match &args.out {
                 Some(o) => o.clone(),
                 None => cli::train::default_out(&args.spec()?),
             };
-            let runtime = runtime_with(cli.threads, false)?;
+            let rt = runtime_with(runtime.threads, false)?;
             let summary =
-                runtime.block_on(cli::train::train(args, &store, &cli.data, cli.quiet))?;
+                rt.block_on(cli::train::train(args, &store(&components)?, &data, quiet))?;
             print!("{}", summary.render());
             maybe_report(report, out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Experiment(cmd) => {
-            let WithReport { args, report } = *cmd;
+            let Episodes {
+                args: WithReport { args, report },
+                components,
+                data,
+                runtime,
+            } = *cmd;
             let out = args.out.clone();
-            let runtime = runtime_with(cli.threads, false)?;
-            runtime.block_on(cli::experiment::experiment(args, &store, &cli.data))?;
+            let rt = runtime_with(runtime.threads, false)?;
+            rt.block_on(cli::experiment::experiment(
+                args,
+                &store(&components)?,
+                &data,
+            ))?;
             maybe_report(report, out)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -385,34 +464,55 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             cli::report::report_command(args)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Export(args) => {
-            cli::export::export(*args, &store, cli.quiet)?;
+        Command::Export { args, components } => {
+            cli::export::export(*args, &store(&components)?, quiet)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Vectors(args) => {
-            let runtime = runtime_with(cli.threads, false)?;
-            runtime.block_on(cli::vectors::vectors(*args, &store, &cli.data, cli.quiet))?;
+        Command::Vectors(cmd) => {
+            let Episodes {
+                args,
+                components,
+                data,
+                runtime,
+            } = *cmd;
+            let rt = runtime_with(runtime.threads, false)?;
+            rt.block_on(cli::vectors::vectors(
+                args,
+                &store(&components)?,
+                &data,
+                quiet,
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::EpisodeWorker => unreachable!("handled before dispatch"),
-        Command::Serve(args) => {
-            let runtime = runtime_with(cli.threads, false)?;
-            runtime.block_on(cli::serve::serve(args, &cli.data, cli.quiet))?;
+        Command::Serve(cmd) => {
+            let Service {
+                args,
+                data,
+                runtime,
+            } = *cmd;
+            let rt = runtime_with(runtime.threads, false)?;
+            rt.block_on(cli::serve::serve(args, &data, quiet))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Worker(args) => {
-            let runtime = runtime_with(cli.threads, false)?;
-            runtime.block_on(cli::serve::worker(args, &cli.data, cli.quiet))?;
+        Command::Worker(cmd) => {
+            let Service {
+                args,
+                data,
+                runtime,
+            } = *cmd;
+            let rt = runtime_with(runtime.threads, false)?;
+            rt.block_on(cli::serve::worker(args, &data, quiet))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tenant(cmd) => {
-            let runtime = runtime_with(cli.threads, false)?;
-            runtime.block_on(cli::serve::tenant(cmd, &cli.data))?;
+            let rt = runtime_with(None, false)?;
+            rt.block_on(cli::serve::tenant(cmd))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit(cmd) => {
-            let runtime = runtime_with(cli.threads, false)?;
-            let ok = runtime.block_on(cli::serve::audit(cmd, &cli.data))?;
+            let rt = runtime_with(None, false)?;
+            let ok = rt.block_on(cli::serve::audit(cmd))?;
             Ok(if ok {
                 ExitCode::SUCCESS
             } else {
@@ -424,6 +524,24 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The component store at `dir`, compiling untrusted bytes in a child of
+/// this binary and refusing components over `--max-component-mib`.
+fn open_store(dir: &Path, c: &ComponentArgs) -> Result<ComponentStore> {
+    // Short hash prefixes only for a person at a terminal (see --help).
+    let min_prefix = if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        ecdysis_host::store::MIN_PREFIX_INTERACTIVE
+    } else {
+        ecdysis_host::store::MIN_PREFIX
+    };
+    Ok(ComponentStore::open(dir)
+        .with_compiler(
+            ecdysis_host::store::Compiler::child_of_current_exe()
+                .context("locating this executable for the compiler process")?,
+        )
+        .with_max_component_bytes(c.max_component_mib.saturating_mul(1 << 20))
+        .with_min_prefix(min_prefix))
 }
 
 /// The async runtime of a command that needs one: `threads` workers if

