@@ -3,7 +3,7 @@
 //! bottom up (each uses only those before it):
 //!
 //! - `ecdysis-sys`: [`rng`], [`fsutil`], [`process`], [`rlimit`], [`jail`],
-//!   [`gate`];
+//!   [`egress`];
 //! - `ecdysis-pyemu`: [`py`], the Python semantics the environments are
 //!   exact to;
 //! - `ecdysis-env`: [`env`](mod@env), the benchmark environments;
@@ -26,4 +26,4 @@ pub use ecdysis_report as report;
 pub use ecdysis_runner::{agent, bench, eval, isolate, vectors};
 pub use ecdysis_sandbox::{doctor, sandbox, store};
 pub use ecdysis_serve as serve;
-pub use ecdysis_sys::{fsutil, gate, jail, process, rlimit, rng};
+pub use ecdysis_sys::{egress, fsutil, jail, process, rlimit, rng};

@@ -306,8 +306,8 @@ struct BuildArgs {
 }
 
 fn main() -> ExitCode {
-    // Inside a coder's jail: forward its endpoints, run it (see `gate`).
-    if let Some(code) = ecdysis_host::gate::forwarder_main() {
+    // Inside a coder's jail: forward its endpoints, run it (see `egress`).
+    if let Some(code) = ecdysis_host::egress::forwarder_main() {
         return code;
     }
     let cli = Cli::parse();

@@ -14,7 +14,7 @@ const TAU2_DOMAINS: &[&str] = &["tau2/airline", "tau2/retail"];
 
 /// Timings of one bench run.
 #[derive(Clone, Debug)]
-pub struct BenchReport {
+pub struct EnvBenchReport {
     /// Loading both domains (parse + validate the databases, tasks...).
     pub load: Duration,
     /// Replaying and evaluating the gold trajectory of every task.
@@ -55,7 +55,7 @@ pub enum Reference {
 }
 
 /// Runs the bench once.
-pub fn run(data: &DataSource) -> Result<BenchReport, EnvError> {
+pub fn run(data: &DataSource) -> Result<EnvBenchReport, EnvError> {
     let t0 = Instant::now();
     let domains = TAU2_DOMAINS
         .iter()
@@ -73,7 +73,7 @@ pub fn run(data: &DataSource) -> Result<BenchReport, EnvError> {
             }
         }
     }
-    Ok(BenchReport {
+    Ok(EnvBenchReport {
         load,
         replay: t1.elapsed(),
         tasks,

@@ -58,7 +58,7 @@ pub enum EnvError {
     /// sources (`tools.py`, `data_model.py`). Not a `#[source]`: the text is
     /// already in the message, and `{:#}` would print it twice.
     #[error("deriving the tool specs from the τ² package sources: {0}")]
-    ToolSpecs(crate::tau2::SpecError),
+    ToolSpecs(crate::tau2::ToolSourceError),
     /// No such domain.
     #[error("unknown domain `{name}`; known domains: {}", known.join(", "))]
     UnknownDomain {
@@ -108,8 +108,8 @@ pub enum EnvError {
     },
 }
 
-impl From<crate::tau2::SpecError> for EnvError {
-    fn from(e: crate::tau2::SpecError) -> Self {
+impl From<crate::tau2::ToolSourceError> for EnvError {
+    fn from(e: crate::tau2::ToolSourceError) -> Self {
         EnvError::ToolSpecs(e)
     }
 }

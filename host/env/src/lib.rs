@@ -9,7 +9,7 @@
 //! * [`Environment`]: one episode's mutable state — call tools, hash the
 //!   state.
 //!
-//! A task comes in two halves. [`TaskView`] is what the agent (and the
+//! A task comes in two halves. [`VisibleTask`] is what the agent (and the
 //! harness, and any diagnosis prompt) may see. [`Oracle`] is opaque: it
 //! holds the user scenario, gold actions and evaluation criteria, and only
 //! this module reads them — for the evaluator ([`Domain::evaluate`]) and
@@ -180,11 +180,11 @@ impl std::fmt::Debug for FinalState {
 /// What the agent may see of a task.
 ///
 /// In τ² the agent speaks first with a fixed greeting
-/// ([`TaskView::agent_greeting`]) and the user's first message comes from
+/// ([`VisibleTask::agent_greeting`]) and the user's first message comes from
 /// the user simulator, so `first_user_message` is `None` for τ² tasks; it is
 /// there for domains whose tasks open with a fixed user message.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TaskView {
+pub struct VisibleTask {
     /// Task id, unique within the domain.
     pub id: String,
     /// Domain name, e.g. `tau2/airline`.
@@ -502,10 +502,10 @@ pub trait Domain: Send + Sync {
     fn splits(&self) -> Vec<String>;
 
     /// The tasks of a split (all tasks for `None`), visible half only.
-    fn tasks(&self, split: Option<&str>) -> Result<Vec<TaskView>, EnvError>;
+    fn tasks(&self, split: Option<&str>) -> Result<Vec<VisibleTask>, EnvError>;
 
     /// One task: its visible half and its oracle.
-    fn task(&self, id: &str) -> Result<(TaskView, Oracle), EnvError>;
+    fn task(&self, id: &str) -> Result<(VisibleTask, Oracle), EnvError>;
 
     /// A fresh environment on the pristine state (cheap: copy-on-write).
     fn new_env(&self) -> Box<dyn Environment>;
@@ -513,7 +513,7 @@ pub trait Domain: Send + Sync {
     /// A fresh environment for one task's episode. Domains whose state
     /// depends on the task (DBBench's table) override it; it can fail when
     /// the state lives in a server.
-    fn new_env_for(&self, task: &TaskView) -> Result<Box<dyn Environment>, EnvError> {
+    fn new_env_for(&self, task: &VisibleTask) -> Result<Box<dyn Environment>, EnvError> {
         let _ = task;
         Ok(self.new_env())
     }
@@ -653,7 +653,7 @@ pub fn replay_gold(domain: &dyn Domain) -> Result<Vec<GoldRecord>, EnvError> {
 }
 
 /// `tasks`: the visible half of a split's tasks.
-pub fn list_tasks(domain: &dyn Domain, split: Option<&str>) -> Result<Vec<TaskView>, EnvError> {
+pub fn list_tasks(domain: &dyn Domain, split: Option<&str>) -> Result<Vec<VisibleTask>, EnvError> {
     domain.tasks(split)
 }
 

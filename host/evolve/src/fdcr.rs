@@ -1,5 +1,5 @@
-//! FDCR: a structured discussion that turns aggregated failure evidence
-//! into a [`ChangeSpec`].
+//! FDCR (Failure-Driven Collaborative Refinement): a structured discussion
+//! that turns aggregated failure evidence into a [`ChangeSpec`].
 //!
 //! Four roles share one transcript. Each of K rounds (default 2) has three
 //! turns: the **Analyst** proposes minimal changes for the recurring failure

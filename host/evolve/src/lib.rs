@@ -1,6 +1,6 @@
 //! Harness evolution: evaluate, collect failures, aggregate them across
 //! tasks, diagnose a structured change, have a coder implement it once per
-//! round, build, gate and keep the candidate only if it strictly beats the
+//! round, build, gate (the acceptance rule of [`accept`]) and keep the candidate only if it strictly beats the
 //! incumbent on the training split.
 
 pub mod accept;

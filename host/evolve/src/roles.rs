@@ -54,7 +54,7 @@ pub enum CoderSpec {
         /// [`super::coder::network`]).
         network: NetworkChoice,
         /// The only endpoints its jail may reach (`HOST:PORT` or URLs,
-        /// forwarded by the gate); empty: derived from the base URLs given.
+        /// forwarded by the egress proxy); empty: derived from the base URLs given.
         endpoints: Vec<String>,
     },
 }

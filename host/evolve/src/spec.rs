@@ -197,7 +197,7 @@ pub struct ChangeSpec {
 
 /// Why a spec was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SpecError {
+pub enum ChangeSpecError {
     /// The text holds no JSON object, or it does not match the schema (the
     /// parser's message).
     #[error("not JSON matching the spec schema: {0}")]
@@ -283,11 +283,11 @@ impl ChangeSpec {
     /// the text (models often wrap it in prose or a code fence), checked
     /// against the schema and the rules (files under `src/`, something
     /// proposed).
-    pub fn parse(text: &str) -> Result<ChangeSpec, SpecError> {
+    pub fn parse(text: &str) -> Result<ChangeSpec, ChangeSpecError> {
         let json = first_json_object(text)
-            .ok_or_else(|| SpecError::Schema("no JSON object found in the reply".into()))?;
+            .ok_or_else(|| ChangeSpecError::Schema("no JSON object found in the reply".into()))?;
         let spec: ChangeSpec =
-            serde_json::from_str(json).map_err(|e| SpecError::Schema(e.to_string()))?;
+            serde_json::from_str(json).map_err(|e| ChangeSpecError::Schema(e.to_string()))?;
         spec.validate()?;
         Ok(spec)
     }
@@ -349,7 +349,7 @@ impl ChangeSpec {
     /// `evidence_tasks` entry must be a task that failed this round; a
     /// change backed by fewer than two distinct tasks is flagged
     /// [`ProposedChange::instance_specific`]. Returns how many were flagged.
-    pub fn check_evidence(&mut self, failing: &BTreeSet<String>) -> Result<usize, SpecError> {
+    pub fn check_evidence(&mut self, failing: &BTreeSet<String>) -> Result<usize, ChangeSpecError> {
         let listed = || failing.iter().cloned().collect::<Vec<_>>().join(", ");
         let cited = self
             .failure_patterns
@@ -367,7 +367,7 @@ impl ChangeSpec {
             }));
         for (what, task) in cited {
             if !failing.contains(task.trim()) {
-                return Err(SpecError::UnknownEvidence {
+                return Err(ChangeSpecError::UnknownEvidence {
                     what,
                     task: task.clone(),
                     failing: listed(),
@@ -385,14 +385,14 @@ impl ChangeSpec {
 
     /// Check the rules: something proposed, and every file under `src/` with no
     /// `..`.
-    pub fn validate(&self) -> Result<(), SpecError> {
+    pub fn validate(&self) -> Result<(), ChangeSpecError> {
         if self.proposed_changes.is_empty() && self.skills.is_empty() {
-            return Err(SpecError::Empty);
+            return Err(ChangeSpecError::Empty);
         }
         for (index, c) in self.proposed_changes.iter().enumerate() {
             let f = c.file.trim_start_matches("./");
             if !f.starts_with("src/") || f.contains("..") {
-                return Err(SpecError::FileOutsideSrc {
+                return Err(ChangeSpecError::FileOutsideSrc {
                     index,
                     file: c.file.clone(),
                 });
@@ -467,7 +467,7 @@ mod tests {
         );
         assert!(matches!(
             spec.check_evidence(&failing),
-            Err(SpecError::UnknownEvidence { task, .. }) if task == "A7"
+            Err(ChangeSpecError::UnknownEvidence { task, .. }) if task == "A7"
         ));
     }
 
@@ -486,7 +486,7 @@ mod tests {
         spec.proposed_changes[0].evidence_tasks.push("7".into());
         let err = spec.check_evidence(&failing).unwrap_err();
         assert!(
-            matches!(&err, SpecError::UnknownEvidence { task, .. } if task == "7"),
+            matches!(&err, ChangeSpecError::UnknownEvidence { task, .. } if task == "7"),
             "{err}"
         );
         assert!(err.to_string().contains("proposed change 1"), "{err}");
@@ -526,15 +526,15 @@ mod tests {
     fn refuses_malformed_empty_and_escaping_specs() {
         assert!(matches!(
             ChangeSpec::parse("no json"),
-            Err(SpecError::Schema(_))
+            Err(ChangeSpecError::Schema(_))
         ));
         assert!(matches!(
             ChangeSpec::parse(r#"{"failure_patterns": 3}"#),
-            Err(SpecError::Schema(_))
+            Err(ChangeSpecError::Schema(_))
         ));
         assert_eq!(
             ChangeSpec::parse(r#"{"failure_patterns": [], "proposed_changes": []}"#),
-            Err(SpecError::Empty)
+            Err(ChangeSpecError::Empty)
         );
         // Skills alone are a proposal.
         assert!(
@@ -546,7 +546,7 @@ mod tests {
         let escaping = GOOD.replace("src/tables.rs", "../host/src/main.rs");
         assert!(matches!(
             ChangeSpec::parse(&escaping),
-            Err(SpecError::FileOutsideSrc { .. })
+            Err(ChangeSpecError::FileOutsideSrc { .. })
         ));
     }
 }

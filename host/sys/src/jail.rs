@@ -14,7 +14,7 @@
 //! - the spec's read-write and read-only paths;
 //! - no network (`--unshare-all`: a loopback of its own), or the host's
 //!   network (`--share-net`; bubblewrap cannot limit it to one endpoint:
-//!   [`crate::gate`] does, forwarding TCP into a jail without it);
+//!   [`crate::egress`] does, forwarding TCP into a jail without it);
 //! - a cleared environment (`--clearenv`) plus the spec's variables;
 //! - its own session and PID namespace: when the jailed command exits (or
 //!   bwrap is killed: `--die-with-parent`) every process it left behind is
@@ -179,7 +179,7 @@ pub struct JailSpec {
     pub network: bool,
     /// Without the host's network: this file as the jail's `/etc/hosts`,
     /// with the CA certificates and resolver rules beside it (for the
-    /// endpoints a [`crate::gate::Gate`] forwards).
+    /// endpoints a [`crate::egress::EgressProxy`] forwards).
     pub hosts_file: Option<PathBuf>,
     /// Capabilities kept inside the jail (bubblewrap `--cap-add`; only
     /// when running as root).

@@ -12,12 +12,12 @@
 //! - [`jail`]: bubblewrap jails for untrusted work on the host (candidate
 //!   builds, external coders): only the bound paths, no network, a cleared
 //!   environment, a memory limit, nothing left running afterwards.
-//! - [`gate`]: the network gate of a jailed external coder: it reaches its
+//! - [`egress`]: the egress proxy of a jailed external coder: it reaches its
 //!   model endpoint and nothing else.
 
 pub mod date;
+pub mod egress;
 pub mod fsutil;
-pub mod gate;
 pub mod jail;
 pub mod process;
 pub mod rlimit;

@@ -995,7 +995,7 @@ async fn a_gated_coder_reaches_its_endpoint_and_nothing_else() {
         config.target_dir = Some(target());
         config.check_build = false;
         config.network = network;
-        config.gate_program = Some(support::host_bin());
+        config.forwarder_program = Some(support::host_bin());
         ExternalCoder::new(config).unwrap()
     };
 
@@ -1079,7 +1079,7 @@ async fn an_external_coder_gets_no_network_by_default_and_its_endpoint_when_know
         ));
         config.read_only = vec![scripts.clone()];
         config.target_dir = Some(target());
-        config.gate_program = Some(support::host_bin());
+        config.forwarder_program = Some(support::host_bin());
         config
     };
 

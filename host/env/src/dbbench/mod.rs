@@ -37,8 +37,8 @@ pub use sql::{Limits, SqlService, Target};
 pub use task::Task;
 
 use crate::{
-    Domain, EnvError, Environment, Evaluation, Oracle, OracleInner, Protocol, TaskView,
-    Termination, ToolCall, ToolOutput, ToolSpec, Trajectory,
+    Domain, EnvError, Environment, Evaluation, Oracle, OracleInner, Protocol, Termination,
+    ToolCall, ToolOutput, ToolSpec, Trajectory, VisibleTask,
 };
 use sql::EpisodeDb;
 
@@ -239,8 +239,8 @@ impl DbbenchDomain {
         .map_err(|e| EnvError::Database(e.to_string()))
     }
 
-    fn view(&self, t: &Task) -> TaskView {
-        TaskView {
+    fn view(&self, t: &Task) -> VisibleTask {
+        VisibleTask {
             id: t.id.clone(),
             domain: NAME.into(),
             policy: Arc::from(SYSTEM_PROMPT),
@@ -311,7 +311,7 @@ impl Domain for DbbenchDomain {
         self.shared.splits.keys().cloned().collect()
     }
 
-    fn tasks(&self, split: Option<&str>) -> Result<Vec<TaskView>, EnvError> {
+    fn tasks(&self, split: Option<&str>) -> Result<Vec<VisibleTask>, EnvError> {
         let all = self.shared.tasks.iter();
         match split {
             None => Ok(all.map(|t| self.view(t)).collect()),
@@ -333,7 +333,7 @@ impl Domain for DbbenchDomain {
         }
     }
 
-    fn task(&self, id: &str) -> Result<(TaskView, Oracle), EnvError> {
+    fn task(&self, id: &str) -> Result<(VisibleTask, Oracle), EnvError> {
         let t = self.find(id)?;
         Ok((
             self.view(t),
@@ -364,7 +364,7 @@ impl Domain for DbbenchDomain {
         })
     }
 
-    fn new_env_for(&self, task: &TaskView) -> Result<Box<dyn Environment>, EnvError> {
+    fn new_env_for(&self, task: &VisibleTask) -> Result<Box<dyn Environment>, EnvError> {
         let t = self.find(&task.id)?.clone();
         let cell = OnceLock::new();
         match EpisodeDb::open(

@@ -11,15 +11,15 @@ mod schema;
 pub(crate) mod task;
 pub mod tools;
 
-pub use pysource::{SpecError, SpecProblem};
+pub use pysource::{SpecProblem, ToolSourceError};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crate::data::DataSource;
 use crate::{
-    Domain, EnvError, Environment, Evaluation, FinalState, Oracle, OracleInner, TaskView,
-    Termination, ToolOutput, ToolSpec, Trajectory,
+    Domain, EnvError, Environment, Evaluation, FinalState, Oracle, OracleInner, Termination,
+    ToolOutput, ToolSpec, Trajectory, VisibleTask,
 };
 
 use db::Db;
@@ -236,7 +236,7 @@ impl Domain for Tau2Domain {
         self.shared.splits.keys().cloned().collect()
     }
 
-    fn tasks(&self, split: Option<&str>) -> Result<Vec<TaskView>, EnvError> {
+    fn tasks(&self, split: Option<&str>) -> Result<Vec<VisibleTask>, EnvError> {
         let all = self.shared.tasks.iter().map(|t| t.view.clone());
         match split {
             None => Ok(all.collect()),
@@ -256,7 +256,7 @@ impl Domain for Tau2Domain {
         }
     }
 
-    fn task(&self, id: &str) -> Result<(TaskView, Oracle), EnvError> {
+    fn task(&self, id: &str) -> Result<(VisibleTask, Oracle), EnvError> {
         let t = self.find(id)?;
         // τ²'s `UserSimulator.system_prompt` (the template is stripped, not
         // the result).

@@ -10,7 +10,7 @@
 //! expression as tokens until someone asks for it: only what the tool specs
 //! actually reference gets parsed, so an exotic construct elsewhere in the
 //! file costs nothing, while one that *is* referenced and not understood is
-//! a [`SpecError`] naming the file, line and construct, never a guess.
+//! a [`ToolSourceError`] naming the file, line and construct, never a guess.
 
 use std::borrow::Cow;
 
@@ -18,7 +18,7 @@ use std::borrow::Cow;
 /// sources.
 #[derive(Debug, thiserror::Error)]
 #[error("{file}:{line}: {}{problem}", tool.as_deref().map(|t| format!("tool `{t}`: ")).unwrap_or_default())]
-pub struct SpecError {
+pub struct ToolSourceError {
     /// The source file, as named in the wheel (`tau2/domains/.../tools.py`).
     pub file: String,
     /// 1-based line of the construct.
@@ -29,7 +29,7 @@ pub struct SpecError {
     pub problem: SpecProblem,
 }
 
-/// What [`SpecError`] could not do.
+/// What [`ToolSourceError`] could not do.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecProblem {
     /// The file could not be tokenized or a statement has an unexpected shape.
@@ -64,9 +64,9 @@ pub enum SpecProblem {
     Toolkit(String),
 }
 
-impl SpecError {
+impl ToolSourceError {
     pub(crate) fn new(file: &str, line: usize, problem: SpecProblem) -> Self {
-        SpecError {
+        ToolSourceError {
             file: file.to_string(),
             line,
             tool: None,
@@ -501,9 +501,9 @@ pub(crate) struct Module<'a> {
 
 impl<'a> Module<'a> {
     /// Reads `src` (newlines already normalized, see [`normalize_newlines`]).
-    pub(crate) fn parse(file: &str, src: &'a str) -> Result<Self, SpecError> {
+    pub(crate) fn parse(file: &str, src: &'a str) -> Result<Self, ToolSourceError> {
         let syntax =
-            |line: usize, msg: String| SpecError::new(file, line, SpecProblem::Syntax(msg));
+            |line: usize, msg: String| ToolSourceError::new(file, line, SpecProblem::Syntax(msg));
         let lines = lex(src).map_err(|(line, msg)| syntax(line, msg))?;
         let nodes = tree(&lines, &mut 0, None);
         let mut module = Module {

@@ -6,7 +6,7 @@
 //! `parameters`.
 //!
 //! The pydantic v2 conventions reproduced are the ones these toolkits
-//! exercise; anything else is refused with a [`SpecError`] rather than
+//! exercise; anything else is refused with a [`ToolSourceError`] rather than
 //! approximated:
 //!
 //! * field `title`: the name title-cased, `_` → space; the top-level title
@@ -34,7 +34,7 @@ use crate::ToolSpec;
 
 use super::docstring::{self, Docstring};
 use super::pysource::{
-    Class, Expr, FieldDecl, Method, Module, Param, SpecError, SpecProblem, Src, cleandoc,
+    Class, Expr, FieldDecl, Method, Module, Param, SpecProblem, Src, ToolSourceError, cleandoc,
     normalize_newlines, py_space,
 };
 use super::tools::{Kind, Toolkit};
@@ -63,7 +63,7 @@ pub(crate) fn tool_specs(
     tools: Source,
     models: Source,
     toolkit: &Toolkit,
-) -> Result<Vec<ToolSpec>, SpecError> {
+) -> Result<Vec<ToolSpec>, ToolSourceError> {
     let tools_text = normalize_newlines(tools.text);
     let models_text = normalize_newlines(models.text);
     let tm = Module::parse(tools.file, &tools_text)?;
@@ -73,7 +73,7 @@ pub(crate) fn tool_specs(
     for (k, method) in kit.methods.iter().enumerate() {
         if kit.methods[..k].iter().any(|m| m.name == method.name) {
             // Python would keep the first position with the last body.
-            return Err(SpecError::new(
+            return Err(ToolSourceError::new(
                 &tm.file,
                 method.line,
                 SpecProblem::Unsupported(format!("method `{}` is defined twice", method.name)),
@@ -90,7 +90,7 @@ pub(crate) fn tool_specs(
         .iter()
         .find(|t| !specs.iter().any(|s| s.name == t.name))
     {
-        return Err(SpecError::new(
+        return Err(ToolSourceError::new(
             &tm.file,
             kit.line,
             SpecProblem::Toolkit(format!(
@@ -107,7 +107,7 @@ pub(crate) fn tool_specs(
 fn toolkit_class<'m, 'a>(
     tm: &'m Module<'a>,
     toolkit: &Toolkit,
-) -> Result<&'m Class<'a>, SpecError> {
+) -> Result<&'m Class<'a>, ToolSourceError> {
     let is_base = |s: &Src| matches!(s.expr(), Ok(Expr::Name(n)) if n == "ToolKitBase");
     let kits: Vec<&Class> = tm
         .classes
@@ -115,7 +115,7 @@ fn toolkit_class<'m, 'a>(
         .filter(|c| c.bases.iter().any(is_base))
         .collect();
     let unsupported =
-        |line, what: String| SpecError::new(&tm.file, line, SpecProblem::Unsupported(what));
+        |line, what: String| ToolSourceError::new(&tm.file, line, SpecProblem::Unsupported(what));
     let kit = match kits.as_slice() {
         [one] => *one,
         [] => return Err(unsupported(1, "no class derives from `ToolKitBase`".into())),
@@ -127,7 +127,7 @@ fn toolkit_class<'m, 'a>(
         }
     };
     if kit.name != toolkit.class {
-        return Err(SpecError::new(
+        return Err(ToolSourceError::new(
             &tm.file,
             kit.line,
             SpecProblem::Toolkit(format!(
@@ -147,11 +147,12 @@ fn toolkit_class<'m, 'a>(
 
 /// The method's `@is_tool(...)` category, `None` for a helper. A tool with
 /// other decorators is refused: they could hide or rename it.
-fn tool_type(tm: &Module, method: &Method) -> Result<Option<ToolType>, SpecError> {
+fn tool_type(tm: &Module, method: &Method) -> Result<Option<ToolType>, ToolSourceError> {
     let mut found = None;
     let mut others = Vec::new();
     for d in &method.decorators {
-        let fail = |problem| Err(SpecError::new(&tm.file, d.line, problem).in_tool(method.name));
+        let fail =
+            |problem| Err(ToolSourceError::new(&tm.file, d.line, problem).in_tool(method.name));
         let expr = match d.expr() {
             Ok(e) => e,
             Err(reason) => {
@@ -193,7 +194,7 @@ fn tool_type(tm: &Module, method: &Method) -> Result<Option<ToolType>, SpecError
         }
     }
     if found.is_some() && !others.is_empty() {
-        return Err(SpecError::new(
+        return Err(ToolSourceError::new(
             &tm.file,
             method.line,
             SpecProblem::Unsupported(format!(
@@ -225,8 +226,8 @@ fn build(
     method: &Method,
     kind: ToolType,
     toolkit: &Toolkit,
-) -> Result<ToolSpec, SpecError> {
-    let at = |line, problem| SpecError::new(&tm.file, line, problem);
+) -> Result<ToolSpec, ToolSourceError> {
+    let at = |line, problem| ToolSourceError::new(&tm.file, line, problem);
     let native = toolkit
         .tools
         .iter()
@@ -339,19 +340,19 @@ enum Lit {
 /// (a model's field).
 enum Fail {
     Here(String),
-    Located(SpecError),
+    Located(ToolSourceError),
 }
 
-impl From<SpecError> for Fail {
-    fn from(e: SpecError) -> Self {
+impl From<ToolSourceError> for Fail {
+    fn from(e: ToolSourceError) -> Self {
         Fail::Located(e)
     }
 }
 
 impl Fail {
-    fn at(self, file: &str, src: &Src) -> SpecError {
+    fn at(self, file: &str, src: &Src) -> ToolSourceError {
         match self {
-            Fail::Here(reason) => SpecError::new(
+            Fail::Here(reason) => ToolSourceError::new(
                 file,
                 src.line,
                 SpecProblem::Annotation {
@@ -375,13 +376,13 @@ struct SchemaGen<'m, 'a> {
 }
 
 impl SchemaGen<'_, '_> {
-    fn parameters(&mut self, params: &[Param], doc: &Docstring) -> Result<Value, SpecError> {
+    fn parameters(&mut self, params: &[Param], doc: &Docstring) -> Result<Value, ToolSourceError> {
         let file = self.tools.file.clone();
         let mut props = Map::new();
         let mut required = Vec::new();
         for p in params {
             let Some(ann) = &p.annotation else {
-                return Err(SpecError::new(
+                return Err(ToolSourceError::new(
                     &file,
                     p.line,
                     SpecProblem::Unsupported(format!("parameter `{}` has no annotation", p.name)),
@@ -394,7 +395,7 @@ impl SchemaGen<'_, '_> {
             let default = match &p.default {
                 None => None,
                 Some(d) => d.expr().and_then(|e| default_value(&e)).map_err(|reason| {
-                    SpecError::new(
+                    ToolSourceError::new(
                         &file,
                         d.line,
                         SpecProblem::Expression {
@@ -634,7 +635,7 @@ impl SchemaGen<'_, '_> {
         let mut required = Vec::new();
         for f in fields {
             let located = |reason: String| {
-                SpecError::new(
+                ToolSourceError::new(
                     &module.file,
                     f.line,
                     SpecProblem::Annotation {
@@ -662,7 +663,7 @@ impl SchemaGen<'_, '_> {
         let mut def = Map::new();
         if let Some(doc) = &class.doc {
             let raw = doc.string().map_err(|reason| {
-                Fail::Located(SpecError::new(
+                Fail::Located(ToolSourceError::new(
                     &module.file,
                     doc.line,
                     SpecProblem::Expression {
@@ -693,9 +694,9 @@ fn model_fields<'m, 'a>(
     module: &'m Module<'a>,
     class: &'m Class<'a>,
     depth: usize,
-) -> Result<Vec<&'m FieldDecl<'a>>, SpecError> {
+) -> Result<Vec<&'m FieldDecl<'a>>, ToolSourceError> {
     let unsupported = |line, what: String| {
-        SpecError::new(
+        ToolSourceError::new(
             &module.file,
             line,
             SpecProblem::Unsupported(format!("model `{}`: {what}", class.name)),
@@ -989,7 +990,7 @@ class DemoTools(ToolKitBase):
         ],
     };
 
-    fn specs(tools: &str, toolkit: &Toolkit) -> Result<Vec<ToolSpec>, SpecError> {
+    fn specs(tools: &str, toolkit: &Toolkit) -> Result<Vec<ToolSpec>, ToolSourceError> {
         tool_specs(
             Source {
                 file: "demo/tools.py",

@@ -1,4 +1,4 @@
-//! τ² tasks, split into what the agent may see ([`TaskView`]) and what
+//! τ² tasks, split into what the agent may see ([`VisibleTask`]) and what
 //! only the evaluator and the user simulator may see ([`Criteria`], reached
 //! through the opaque [`crate::Oracle`]).
 
@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::TaskView;
+use crate::VisibleTask;
 
 /// One gold action (`Action` in τ²).
 #[derive(Clone, Debug, Deserialize)]
@@ -194,7 +194,7 @@ pub struct Criteria {
 #[derive(Clone, Debug)]
 pub struct Task {
     /// What the agent may see.
-    pub view: TaskView,
+    pub view: VisibleTask,
     /// The oracle payload.
     pub criteria: Arc<Criteria>,
     /// The user simulator's system prompt, formatted on first use and then
@@ -238,7 +238,7 @@ pub fn parse_tasks(
                 }
             }
             Ok(Task {
-                view: TaskView {
+                view: VisibleTask {
                     id: t.id.clone(),
                     domain: domain.to_string(),
                     policy: policy.clone(),

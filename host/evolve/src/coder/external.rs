@@ -31,7 +31,7 @@
 //! - a fresh, empty `HOME` and `/tmp` (gone afterwards);
 //! - by default no network; with [`CoderNetwork::Endpoints`] a network of
 //!   its own that reaches those endpoints only (TCP forwarded by the host,
-//!   [`ecdysis_sys::gate`]); the host's network only with [`CoderNetwork::Host`]
+//!   [`ecdysis_sys::egress`]); the host's network only with [`CoderNetwork::Host`]
 //!   (the operator's explicit `--coder-network host`), see
 //!   [`super::network`];
 //! - only the variables it is given: `PATH`, `HOME`, the toolchain's, and
@@ -64,8 +64,8 @@ use super::{
     check_crate, clip_chars, coder_prompt, coder_system_prompt, src_diff,
 };
 use ecdysis_sandbox::store::Containment;
+use ecdysis_sys::egress::{EgressProxy, Endpoint};
 use ecdysis_sys::fsutil::PathError;
-use ecdysis_sys::gate::{Endpoint, Gate};
 use ecdysis_sys::jail::{
     Jail, JailLimits, JailSpec, LimitGuard, LimitHit, ProcessLimiter, Toolchain, apply_limits,
     find_program,
@@ -99,12 +99,12 @@ pub struct ExternalConfig {
     /// Extra paths the jailed agent may write (e.g. a log directory).
     pub read_write: Vec<PathBuf>,
     /// The jailed agent's network: none (the default), only its model
-    /// endpoints (`HOST:PORT` or `http(s)://` URLs, forwarded by the gate,
-    /// [`ecdysis_sys::gate`]), or the host's (an explicit, unsafe opt-in).
+    /// endpoints (`HOST:PORT` or `http(s)://` URLs, forwarded by the egress proxy,
+    /// [`ecdysis_sys::egress`]), or the host's (an explicit, unsafe opt-in).
     pub network: CoderNetwork,
     /// The `ecdysis-host` executable that forwards inside the jail
     /// (default: the running executable).
-    pub gate_program: Option<PathBuf>,
+    pub forwarder_program: Option<PathBuf>,
     /// Most characters of harness source quoted in the prompt (the agent
     /// can open the other files itself).
     pub source_budget: usize,
@@ -152,7 +152,7 @@ impl Default for ExternalConfig {
             read_only: Vec::new(),
             read_write: Vec::new(),
             network: CoderNetwork::None,
-            gate_program: None,
+            forwarder_program: None,
             source_budget: 40_000,
             prompt_tokens: None,
             containment: Containment::default(),
@@ -268,9 +268,9 @@ impl ExternalCoder {
             ("dir", dir.as_str()),
         ];
         let argv: Vec<String> = self.argv.iter().map(|a| substitute(a, &vars)).collect();
-        // The gate (if any) forwards until the command has returned; the
+        // The egress proxy (if any) forwards until the command has returned; the
         // guard holds the jail's cgroup until then.
-        let (cmd, _gate, guard) = self.command(&argv, &staging, scratch.path())?;
+        let (cmd, _proxy, guard) = self.command(&argv, &staging, scratch.path())?;
         let timeout = self.timeout;
         let quotas = self.quotas(&staging);
         let watched = quotas.clone();
@@ -386,7 +386,7 @@ impl ExternalCoder {
         argv: &[String],
         staging: &Path,
         scratch: &Path,
-    ) -> Result<(Command, Option<Gate>, LimitGuard), CoderError> {
+    ) -> Result<(Command, Option<EgressProxy>, LimitGuard), CoderError> {
         let toolchain = Toolchain::host();
         let mut env: Vec<(String, OsString)> = toolchain.env.clone();
         let program = find_program(OsStr::new(&argv[0]));
@@ -457,28 +457,29 @@ impl ExternalCoder {
                     cmd.args(&argv[1..]);
                     return Ok((cmd, None, guard));
                 }
-                // Its own network; the gate's forwarder (this executable,
+                // Its own network; the proxy's forwarder (this executable,
                 // read-only) runs the agent as its child.
-                let gate = Gate::start(&endpoints)
-                    .map_err(|e| CoderError::Endpoint(format!("cannot start the gate: {e}")))?;
-                let forwarder = match &self.config.gate_program {
+                let proxy = EgressProxy::start(&endpoints).map_err(|e| {
+                    CoderError::Endpoint(format!("cannot start the egress proxy: {e}"))
+                })?;
+                let forwarder = match &self.config.forwarder_program {
                     Some(p) => p.clone(),
                     None => std::env::current_exe().map_err(|e| {
                         CoderError::Endpoint(format!("cannot locate this executable: {e}"))
                     })?,
                 };
                 spec.network = false;
-                spec.read_write.push(gate.dir().to_path_buf());
+                spec.read_write.push(proxy.dir().to_path_buf());
                 spec.read_only.push(forwarder.clone());
-                spec.hosts_file = Some(gate.hosts_file());
-                if gate.needs_low_ports() {
+                spec.hosts_file = Some(proxy.hosts_file());
+                if proxy.needs_low_ports() {
                     spec.caps.push("CAP_NET_BIND_SERVICE".into());
                 }
                 let (mut cmd, guard) = jail
                     .command(&spec, forwarder.as_os_str())
                     .map_err(CoderError::NoJail)?;
-                cmd.args(gate.forwarder_args()).arg(run).args(&argv[1..]);
-                Ok((cmd, Some(gate), guard))
+                cmd.args(proxy.forwarder_args()).arg(run).args(&argv[1..]);
+                Ok((cmd, Some(proxy), guard))
             }
             Err(reason) if self.config.containment.allow_unjailed => {
                 tracing::warn!(%reason, "running the external coder WITHOUT a jail (allowed by the operator)");

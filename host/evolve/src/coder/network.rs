@@ -8,8 +8,8 @@
 //! - its model endpoint only, when the endpoint is known: given with
 //!   `--coder-endpoint`, else derived from a base URL the operator gave for
 //!   it (`--coder-base-url`, a `*_BASE_URL`/`*_API_BASE` variable passed
-//!   with `--coder-env`, else the roles' base URL): the gate
-//!   ([`ecdysis_sys::gate`]) forwards TCP to it and nothing else;
+//!   with `--coder-env`, else the roles' base URL): the egress proxy
+//!   ([`ecdysis_sys::egress`]) forwards TCP to it and nothing else;
 //! - otherwise no network at all.
 //!
 //! Sharing the host's network is an explicit opt-in (`--coder-network
@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use ecdysis_sys::gate::Endpoint;
+use ecdysis_sys::egress::Endpoint;
 
 /// What the operator asked for (`--coder-network`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -67,7 +67,7 @@ pub enum CoderNetwork {
     #[default]
     None,
     /// A network of its own reaching these endpoints (`HOST:PORT` or URLs)
-    /// only, through the gate.
+    /// only, through the egress proxy.
     Endpoints(Vec<String>),
     /// The host's network (the operator's explicit `--coder-network host`).
     Host,
@@ -125,7 +125,7 @@ pub enum NetworkError {
         /// Where it came from (a flag or a variable).
         flag: String,
         /// Why it is not an endpoint.
-        source: ecdysis_sys::gate::BadEndpoint,
+        source: ecdysis_sys::egress::BadEndpoint,
     },
 }
 

@@ -16,7 +16,7 @@ use crate::coder::CoderNetwork;
 use crate::roles::{RoleError, RoleSpec};
 use crate::train::Method;
 use ecdysis_env::Domain;
-use ecdysis_runner::eval::{ModelServices, RunSpec, SpecError};
+use ecdysis_runner::eval::{ModelServices, RunSpec, RunSpecError};
 use ecdysis_sandbox::sandbox::Sandbox;
 use ecdysis_sandbox::store::{ComponentStore, Containment};
 
@@ -113,9 +113,9 @@ impl Default for TrainSpec {
 /// A training specification that cannot work.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainSpecError {
-    /// The evaluation part of the spec is impossible (see [`SpecError`]).
+    /// The evaluation part of the spec is impossible (see [`RunSpecError`]).
     #[error(transparent)]
-    Eval(#[from] SpecError),
+    Eval(#[from] RunSpecError),
     /// The diagnoser and coder roles cannot work together, or a role's model
     /// cannot be built.
     #[error(transparent)]

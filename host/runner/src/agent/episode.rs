@@ -16,7 +16,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use ecdysis_env::{Domain, FinalState, Protocol, TaskView};
+use ecdysis_env::{Domain, FinalState, Protocol, VisibleTask};
 use ecdysis_model::{
     self as model, ChatMessage, ChatModel, ChatRequest, FunctionTool, ModelError, SamplingArgs,
 };
@@ -41,7 +41,7 @@ pub struct EpisodeSetup {
     /// The benchmark domain: its tools, a fresh environment, the protocol.
     pub domain: Arc<dyn Domain>,
     /// What the agent may see of the task (no gold data).
-    pub task: TaskView,
+    pub task: VisibleTask,
     /// Which repetition of the task this is (0-based); part of the
     /// response-cache salt.
     pub trial: u32,
@@ -247,7 +247,7 @@ impl Episode {
         &mut self,
         domain: &dyn Domain,
         env_tools: &[ecdysis_env::ToolSpec],
-        task: &TaskView,
+        task: &VisibleTask,
     ) -> Result<End, End> {
         let system_prompt = self.apply_contract(domain, env_tools).await?;
 

@@ -16,4 +16,4 @@ pub mod calc;
 pub mod runner;
 pub mod sandbox;
 
-pub use sandbox::{BenchOptions, BenchReport, run};
+pub use sandbox::{BenchOptions, SandboxBenchReport, run};

@@ -15,7 +15,7 @@ use ecdysis_sandbox::sandbox::{
 
 /// Measured numbers of one bench run.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct BenchReport {
+pub struct SandboxBenchReport {
     /// How many `realize` calls the hook-call medians were taken over.
     pub hook_calls: u64,
     /// Median time of one `realize` call through the sandbox (fuel and
@@ -49,7 +49,7 @@ pub struct BenchReport {
     pub precompiled_load_us: f64,
 }
 
-impl BenchReport {
+impl SandboxBenchReport {
     /// The table `bench` prints: each number next to its baseline and their
     /// ratio.
     pub fn render(&self) -> String {
@@ -135,7 +135,7 @@ pub fn run(
     limits: &Limits,
     bytes: &[u8],
     opts: &BenchOptions,
-) -> Result<BenchReport, SandboxError> {
+) -> Result<SandboxBenchReport, SandboxError> {
     const BATCH: u64 = 100;
     let sandbox = &Sandbox::pooled(limits.clone(), 1)?;
     let on_demand = Sandbox::new(limits.clone())?;
@@ -232,7 +232,7 @@ pub fn run(
     }
     let _ = std::fs::remove_dir_all(&dir);
 
-    Ok(BenchReport {
+    Ok(SandboxBenchReport {
         hook_calls: batches * BATCH,
         hook_call_ns: median(wasm),
         native_call_ns: median(native),

@@ -23,7 +23,7 @@ use ecdysis_sandbox::sandbox::{FailurePolicy, Limits, LoadedHarness};
 pub use metrics::Metrics;
 pub use participants::{Participants, ParticipantsError};
 pub use rundir::{RunDir, RunDirError};
-pub use spec::{ModelServices, RunSpec, SpecError};
+pub use spec::{ModelServices, RunSpec, RunSpecError};
 
 /// Everything that determines a run's results. Stored as `config.json`; a
 /// resume with a different config is refused. (Concurrency is not in it:
@@ -102,9 +102,9 @@ pub enum RunError {
     /// The task selection is empty.
     #[error("no tasks to run: {0}")]
     NoTasks(String),
-    /// The run specification is impossible (see [`SpecError`]).
+    /// The run specification is impossible (see [`RunSpecError`]).
     #[error(transparent)]
-    Spec(#[from] SpecError),
+    Spec(#[from] RunSpecError),
     #[error("worker process: {0}")]
     /// A worker process could not serve an episode (`--isolate process`).
     Worker(String),

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use ecdysis_env::{Oracle, TaskView};
+use ecdysis_env::{Oracle, VisibleTask};
 use ecdysis_model::{
     ChatModel, LlmUser, ModelHub, ScriptedUser, SimAgent, SimProfile, UserSimulator,
 };
@@ -36,7 +36,7 @@ pub trait Participants: Send + Sync {
     /// and `seed` make each episode's participants distinct and reproducible.
     fn build(
         &self,
-        task: &TaskView,
+        task: &VisibleTask,
         oracle: &Oracle,
         trial: u32,
         seed: u64,
@@ -110,7 +110,7 @@ impl ChatModel for Delayed {
 impl Participants for StandardParticipants {
     fn build(
         &self,
-        _task: &TaskView,
+        _task: &VisibleTask,
         oracle: &Oracle,
         trial: u32,
         seed: u64,

@@ -28,7 +28,7 @@ pub const SCRIPTED_USER: &str = "scripted";
 
 /// A run specification that cannot work, naming the offending input.
 #[derive(Debug, thiserror::Error)]
-pub enum SpecError {
+pub enum RunSpecError {
     /// `trials` is 0.
     #[error("trials must be at least 1")]
     NoTrials,
@@ -185,23 +185,23 @@ impl RunSpec {
     }
 
     /// Checks that need no domain: trials, steps, limits, the agent model.
-    pub fn validate(&self) -> Result<(), SpecError> {
+    pub fn validate(&self) -> Result<(), RunSpecError> {
         if self.trials == 0 {
-            return Err(SpecError::NoTrials);
+            return Err(RunSpecError::NoTrials);
         }
         if self.max_steps == 0 {
-            return Err(SpecError::NoSteps);
+            return Err(RunSpecError::NoSteps);
         }
         self.limits.validate()?;
         let model = self.agent_model();
         if model.is_empty() {
-            return Err(SpecError::Agent {
+            return Err(RunSpecError::Agent {
                 model: model.into(),
                 reason: "no agent model given".into(),
             });
         }
         if model.starts_with("sim:") {
-            SimProfile::parse(model).map_err(|e| SpecError::Agent {
+            SimProfile::parse(model).map_err(|e| RunSpecError::Agent {
                 model: model.into(),
                 reason: format!("{e}\n{}", SimProfile::help_text()),
             })?;
@@ -211,11 +211,11 @@ impl RunSpec {
 
     /// The task ids to run: the given ones (each checked against the split,
     /// duplicates dropped, order kept) or every task of the split.
-    pub fn task_ids(&self, domain: &dyn Domain) -> Result<Vec<String>, SpecError> {
+    pub fn task_ids(&self, domain: &dyn Domain) -> Result<Vec<String>, RunSpecError> {
         let visible = domain.tasks(self.split.as_deref())?;
         if self.tasks.is_empty() {
             if visible.is_empty() {
-                return Err(SpecError::NoTasks {
+                return Err(RunSpecError::NoTasks {
                     domain: self.domain.clone(),
                     split: self.split_label().into(),
                 });
@@ -226,7 +226,7 @@ impl RunSpec {
         let mut ids = Vec::new();
         for t in &self.tasks {
             if !visible.iter().any(|v| &v.id == t) {
-                return Err(SpecError::UnknownTask {
+                return Err(RunSpecError::UnknownTask {
                     task: t.clone(),
                     domain: self.domain.clone(),
                     split: self.split_label().into(),
@@ -269,11 +269,11 @@ impl RunSpec {
         &self,
         hub: &ModelHub,
         domain: &dyn Domain,
-    ) -> Result<Arc<StandardParticipants>, SpecError> {
+    ) -> Result<Arc<StandardParticipants>, RunSpecError> {
         self.validate()?;
         let model = self.agent_model();
         let agent = if model.starts_with("sim:") {
-            AgentSide::Sim(SimProfile::parse(model).map_err(|e| SpecError::Agent {
+            AgentSide::Sim(SimProfile::parse(model).map_err(|e| RunSpecError::Agent {
                 model: model.into(),
                 reason: e.to_string(),
             })?)
@@ -289,7 +289,7 @@ impl RunSpec {
                 .clone()
                 .or(&self.agent)
                 .resolve(None)
-                .map_err(|e| SpecError::User {
+                .map_err(|e| RunSpecError::User {
                     model: self.user_model().into(),
                     reason: e.to_string(),
                 })?;
@@ -330,10 +330,10 @@ impl Default for ModelServices {
 impl ModelServices {
     /// A hub with a fresh ledger (the embedded price table plus `prices`),
     /// the cache and the endpoint limiter.
-    pub fn hub(&self) -> Result<ModelHub, SpecError> {
+    pub fn hub(&self) -> Result<ModelHub, RunSpecError> {
         let mut table = PriceTable::embedded_default();
         if let Some(p) = &self.prices {
-            table = table.merged(PriceTable::load(p).map_err(|source| SpecError::Prices {
+            table = table.merged(PriceTable::load(p).map_err(|source| RunSpecError::Prices {
                 path: p.clone(),
                 source,
             })?);
@@ -356,7 +356,10 @@ mod tests {
             trials: 0,
             ..RunSpec::default()
         };
-        assert!(matches!(zero_trials.validate(), Err(SpecError::NoTrials)));
+        assert!(matches!(
+            zero_trials.validate(),
+            Err(RunSpecError::NoTrials)
+        ));
         let bad_profile = RunSpec {
             agent: ModelFlags {
                 model: Some("sim:nonesuch".into()),
@@ -373,7 +376,7 @@ mod tests {
             },
             ..RunSpec::default()
         };
-        assert!(matches!(no_fuel.validate(), Err(SpecError::Limits(_))));
+        assert!(matches!(no_fuel.validate(), Err(RunSpecError::Limits(_))));
     }
 
     #[test]

@@ -1,15 +1,15 @@
-//! The endpoint gate: a jailed process (the external coder) that must
+//! The egress proxy: a jailed process (the external coder) that must
 //! reach its model endpoint, and nothing else of the network.
 //!
 //! bubblewrap offers a network namespace of its own (loopback only) or the
 //! host's whole network; it cannot narrow the host's to one endpoint. The
-//! gate gives the jail its own namespace and forwards TCP for the named
+//! proxy gives the jail its own namespace and forwards TCP for the named
 //! endpoints only:
 //!
-//! - on the host, [`Gate::start`] listens on one Unix socket per endpoint in
+//! - on the host, [`EgressProxy::start`] listens on one Unix socket per endpoint in
 //!   a private directory and connects each accepted stream to the endpoint
 //!   (resolved on the host);
-//! - inside the jail, this executable's hidden `__jail-gate` mode
+//! - inside the jail, this executable's hidden `__jail-egress` mode
 //!   ([`forwarder_main`]) listens on `127.0.0.1:PORT` for each endpoint,
 //!   forwards every connection to its Unix socket, and runs the jailed
 //!   command as its child (so the listeners are up before it starts);
@@ -32,14 +32,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The first argument that runs this executable as the in-jail forwarder.
-pub const FORWARDER_ARG: &str = "__jail-gate";
+pub const FORWARDER_ARG: &str = "__jail-egress";
 
-/// Most connections a gate forwards at once (each costs the host two
+/// Most connections the proxy forwards at once (each costs the host two
 /// threads): more are closed at once, so a jailed agent opening thousands
 /// cannot exhaust the host's threads.
 pub const MAX_OPEN_CONNECTIONS: usize = 64;
 
-/// One endpoint the gated process may reach.
+/// One endpoint the jailed process may reach.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     /// Host name or IP address, as the agent's URL names it.
@@ -88,19 +88,19 @@ impl std::str::FromStr for Endpoint {
     }
 }
 
-/// The host side of a gate: one Unix socket per endpoint, forwarded while
-/// the gate lives.
-pub struct Gate {
+/// The host side of the egress proxy: one Unix socket per endpoint, forwarded while
+/// the proxy lives.
+pub struct EgressProxy {
     dir: crate::process::Scratch,
     endpoints: Vec<Endpoint>,
     stop: Arc<AtomicBool>,
 }
 
-impl Gate {
+impl EgressProxy {
     /// Listen for the jail's connections to `endpoints` (at least one; a
     /// port may appear once).
-    pub fn start(endpoints: &[Endpoint]) -> io::Result<Gate> {
-        let dir = crate::process::Scratch::new("gate").map_err(io::Error::other)?;
+    pub fn start(endpoints: &[Endpoint]) -> io::Result<EgressProxy> {
+        let dir = crate::process::Scratch::new("egress").map_err(io::Error::other)?;
         let stop = Arc::new(AtomicBool::new(false));
         let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut hosts = String::from("127.0.0.1 localhost\n::1 localhost\n");
@@ -115,7 +115,7 @@ impl Gate {
                     let Ok(inside) = conn else { continue };
                     if open.fetch_add(1, Ordering::SeqCst) >= MAX_OPEN_CONNECTIONS {
                         open.fetch_sub(1, Ordering::SeqCst);
-                        tracing::warn!("gate: too many open connections; one refused");
+                        tracing::warn!("egress proxy: too many open connections; one refused");
                         continue;
                     }
                     let (target, open) = (target.clone(), open.clone());
@@ -123,7 +123,7 @@ impl Gate {
                         match TcpStream::connect((target.host.as_str(), target.port)) {
                             Ok(outside) => splice(inside, outside),
                             Err(e) => {
-                                tracing::warn!(host = %target.host, port = target.port, error = %e, "gate: endpoint unreachable")
+                                tracing::warn!(host = %target.host, port = target.port, error = %e, "egress proxy: endpoint unreachable")
                             }
                         }
                         open.fetch_sub(1, Ordering::SeqCst);
@@ -135,7 +135,7 @@ impl Gate {
             }
         }
         std::fs::write(dir.path().join("hosts"), hosts)?;
-        Ok(Gate {
+        Ok(EgressProxy {
             dir,
             endpoints: endpoints.to_vec(),
             stop,
@@ -160,7 +160,7 @@ impl Gate {
     }
 
     /// The forwarder's arguments before the jailed command:
-    /// `__jail-gate --listen PORT=SOCKET … --`.
+    /// `__jail-egress --listen PORT=SOCKET … --`.
     pub fn forwarder_args(&self) -> Vec<OsString> {
         let mut args = vec![OsString::from(FORWARDER_ARG)];
         for (i, ep) in self.endpoints.iter().enumerate() {
@@ -174,7 +174,7 @@ impl Gate {
     }
 }
 
-impl Drop for Gate {
+impl Drop for EgressProxy {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         // Wake each accept loop so it sees the flag and ends.
@@ -228,7 +228,7 @@ impl TryCloneShutdown for UnixStream {
 }
 
 /// The in-jail forwarder, when this executable was started as
-/// `__jail-gate --listen PORT=SOCKET … -- PROGRAM ARGS…`: `None` otherwise.
+/// `__jail-egress --listen PORT=SOCKET … -- PROGRAM ARGS…`: `None` otherwise.
 /// Listens on `127.0.0.1:PORT` for each pair, runs the program as its
 /// child and exits with its status.
 pub fn forwarder_main() -> Option<ExitCode> {
@@ -239,7 +239,7 @@ pub fn forwarder_main() -> Option<ExitCode> {
     Some(match forward_and_run(&args[1..]) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("ecdysis gate: {e}");
+            eprintln!("ecdysis egress proxy: {e}");
             ExitCode::from(125)
         }
     })
@@ -315,15 +315,15 @@ mod tests {
     }
 
     #[test]
-    fn a_gate_forwards_a_bounded_number_of_connections() {
+    fn the_proxy_forwards_a_bounded_number_of_connections() {
         use std::io::Read;
         let port = server();
-        let gate = Gate::start(&[Endpoint {
+        let proxy = EgressProxy::start(&[Endpoint {
             host: "127.0.0.1".into(),
             port,
         }])
         .unwrap();
-        let socket = gate.dir().join("0.sock");
+        let socket = proxy.dir().join("0.sock");
         let read_two = |s: &mut UnixStream| {
             let mut buf = [0u8; 2];
             s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
@@ -352,7 +352,7 @@ mod tests {
             assert!(started.elapsed() < std::time::Duration::from_secs(10));
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        assert!(gate.hosts_file().is_file() && !gate.needs_low_ports());
+        assert!(proxy.hosts_file().is_file() && !proxy.needs_low_ports());
     }
 
     #[test]
