@@ -4,6 +4,7 @@
 #
 #   target/runtimes-fixtures/
 #     template/            export of harness-template (harness.wasm + harness.json)
+#     template-two-layers/ the same export with only contract and skills on
 #     template.vectors.jsonl   its hook calls on retail test tasks (sim:mixed)
 #     evolved/             export of the incumbent of a 1-round offline `train`
 #     evolved.vectors.jsonl    its hook calls on the run's training tasks
@@ -41,6 +42,9 @@ template=$(host build harness-template)
 host run --harness "$template" --tasks 5,9,12,17 --agent-model sim:mixed --concurrency 4 --force-new \
     --out "$FIX/template-run" >/dev/null
 host export "$template" --out "$FIX/template" >/dev/null
+# The same harness with realize and regulate switched off (harness.json
+# `layers`), which every runtime must honour.
+host export "$template" --layers contract,skills --out "$FIX/template-two-layers" >/dev/null
 host vectors --run "$FIX/template-run" --out "$FIX/template.vectors.jsonl" >/dev/null
 
 echo "== runtimes: an evolved candidate (1 offline round of train), its vectors"

@@ -191,6 +191,18 @@ enum Command {
     /// edits that only answer model-specific quirks, from the testbed's
     /// ground truth), and cross-model transfer.
     Experiment(Box<Episodes<WithReport<cli::experiment::ExperimentArgs>>>),
+    /// Which of a harness's layers help: each switched off in turn, and the
+    /// subset the data favours.
+    ///
+    /// Evaluates the harness with each of its four layers (contract,
+    /// skills, realize, regulate) switched off in turn, compares
+    /// each variant with the full harness on the same tasks and trials
+    /// (difference with its 95% interval, paired sign-flip p), and chooses
+    /// the subset the data favours: a layer is dropped when the harness
+    /// scored strictly higher without it. Writes one run directory per
+    /// variant and ablation.json; `export --layers` carries a choice to
+    /// other runtimes. Re-running resumes.
+    Ablate(Box<Episodes<cli::ablate::AblateArgs>>),
     /// Write one self-contained HTML page (works offline, charts inline)
     /// for run, training or experiment directories: scores with 95%
     /// intervals, the reward grid, interventions, fuel and time, the
@@ -466,6 +478,23 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Export { args, components } => {
             cli::export::export(*args, &store(&components)?, quiet)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ablate(cmd) => {
+            let Episodes {
+                args,
+                components,
+                data,
+                runtime,
+            } = *cmd;
+            let rt = runtime_with(runtime.threads, args.eval.waits_on_model())?;
+            let file = rt.block_on(cli::ablate::ablate(
+                args,
+                &store(&components)?,
+                &data,
+                quiet,
+            ))?;
+            print!("{}", file.render());
             Ok(ExitCode::SUCCESS)
         }
         Command::Vectors(cmd) => {

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use ecdysis_runner::agent::EpisodeRecord;
+use ecdysis_runner::eval::intervals::{Interval, bootstrap_mean};
 
 /// Up to this many nonzero task differences the sign-flip test enumerates
 /// every sign assignment (2^20 sums, well under a second); beyond it the
@@ -199,6 +200,73 @@ pub fn decide(
     }
 }
 
+/// How `candidate` differs from `reference` over their common (task,
+/// trial) episodes, tasks as the units: the mean of the per-task
+/// differences with its 95% bootstrap interval, and the sign-flip test in
+/// both directions.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PairedDifference {
+    /// Tasks with at least one common episode.
+    pub tasks: usize,
+    /// Mean reward of the reference over the common episodes.
+    pub reference_score: f64,
+    /// Mean reward of the candidate over the same episodes.
+    pub candidate_score: f64,
+    /// Candidate minus reference, mean over tasks, with its interval.
+    pub delta: Interval,
+    /// One-sided p that the candidate is better.
+    pub p_better: f64,
+    /// One-sided p that the candidate is worse.
+    pub p_worse: f64,
+}
+
+impl PairedDifference {
+    /// Two-sided p: twice the smaller one-sided p, at most 1.
+    pub fn p_two_sided(&self) -> f64 {
+        (2.0 * self.p_better.min(self.p_worse)).min(1.0)
+    }
+}
+
+/// The paired difference of `candidate` over `reference` (`None` without
+/// a common episode); `seed` makes the interval reproducible.
+pub fn paired_difference(
+    reference: &[EpisodeRecord],
+    candidate: &[EpisodeRecord],
+    seed: u64,
+) -> Option<PairedDifference> {
+    let inc = by_episode(reference);
+    let cand = by_episode(candidate);
+    let mut per_task: BTreeMap<&str, (f64, f64, usize)> = BTreeMap::new();
+    for (k, &r) in &inc {
+        if let Some(&c) = cand.get(k) {
+            let e = per_task.entry(k.0).or_default();
+            e.0 += r;
+            e.1 += c;
+            e.2 += 1;
+        }
+    }
+    if per_task.is_empty() {
+        return None;
+    }
+    let episodes: usize = per_task.values().map(|e| e.2).sum();
+    let diffs: Vec<f64> = per_task
+        .values()
+        .map(|(r, c, k)| (c - r) / *k as f64)
+        .collect();
+    let negated: Vec<f64> = diffs.iter().map(|d| -d).collect();
+    Some(PairedDifference {
+        tasks: per_task.len(),
+        reference_score: per_task.values().map(|e| e.0).sum::<f64>() / episodes as f64,
+        candidate_score: per_task.values().map(|e| e.1).sum::<f64>() / episodes as f64,
+        delta: bootstrap_mean(&diffs, DIFFERENCE_BOOTSTRAP, seed),
+        p_better: sign_flip_p(&diffs),
+        p_worse: sign_flip_p(&negated),
+    })
+}
+
+/// Bootstrap resamples of a paired difference's interval.
+const DIFFERENCE_BOOTSTRAP: usize = 2000;
+
 /// Reward per (task, trial), first episode wins.
 fn by_episode(records: &[EpisodeRecord]) -> BTreeMap<(&str, u32), f64> {
     let mut out = BTreeMap::new();
@@ -285,6 +353,42 @@ fn monte_carlo_p(d: &[f64], draws: u64, seed: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_paired_difference_counts_common_episodes_with_tasks_as_units() {
+        // Task a: 1 → 0 on both trials; b: 0 → 1 on one of two; c only in
+        // the reference (not compared).
+        let reference = [
+            ep("a", 0, 1.0),
+            ep("a", 1, 1.0),
+            ep("b", 0, 0.0),
+            ep("b", 1, 0.0),
+            ep("c", 0, 1.0),
+        ];
+        let candidate = [
+            ep("a", 0, 0.0),
+            ep("a", 1, 0.0),
+            ep("b", 0, 1.0),
+            ep("b", 1, 0.0),
+        ];
+        let d = paired_difference(&reference, &candidate, 7).unwrap();
+        assert_eq!(d.tasks, 2);
+        assert_eq!((d.reference_score, d.candidate_score), (0.5, 0.25));
+        // Per-task differences -1 and +0.5: mean -0.25.
+        assert_eq!(d.delta.estimate, -0.25);
+        assert!(d.delta.low <= -0.25 && d.delta.high >= -0.25);
+        // Four sign assignments: sums -0.5, 1.5, -1.5, 0.5.
+        assert_eq!((d.p_better, d.p_worse), (0.75, 0.5));
+        assert_eq!(d.p_two_sided(), 1.0);
+        assert_eq!(paired_difference(&reference, &[], 7), None);
+        // Ten tasks all lost: the worse side is significant, the other not.
+        let r: Vec<_> = (0..10).map(|i| ep(&i.to_string(), 0, 1.0)).collect();
+        let c: Vec<_> = (0..10).map(|i| ep(&i.to_string(), 0, 0.0)).collect();
+        let d = paired_difference(&r, &c, 7).unwrap();
+        assert_eq!(d.p_worse, 1.0 / 1024.0);
+        assert_eq!(d.p_better, 1.0);
+        assert_eq!((d.delta.low, d.delta.high), (-1.0, -1.0));
+    }
 
     fn ep(task: &str, trial: u32, reward: f64) -> EpisodeRecord {
         EpisodeRecord::bare(task, trial, reward)

@@ -15,7 +15,7 @@ use ecdysis_env::Domain;
 use ecdysis_model::ModelFlags;
 use ecdysis_model::sim::QuirkKind;
 use ecdysis_runner::agent::{Entry, EpisodeRecord};
-use ecdysis_runner::eval::rundir::{read_trajectories, write_json};
+use ecdysis_runner::eval::rundir::{RunLayout, TrainLayout, read_trajectories, write_json};
 use ecdysis_runner::eval::{self, ModelServices, RunOptions, RunSpec, SIMULATED_LABEL};
 use ecdysis_sandbox::sandbox::Sandbox;
 use ecdysis_sandbox::store::{ComponentHash, ComponentStore};
@@ -221,6 +221,13 @@ pub struct ExperimentReport {
     pub methods: Vec<MethodRow>,
     /// Cross-model transfer of the Ecdysis result.
     pub transfer: Vec<TransferRow>,
+    /// What the training tasks let the gate detect (every method trains on
+    /// the same tasks and trials: Ecdysis's statement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<crate::power::PowerStatement>,
+    /// What the held-out comparison with Human-Augmented can detect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_power: Option<crate::power::PowerStatement>,
 }
 
 /// Accepted rule edits of a training run, and how many of them only answer
@@ -230,11 +237,8 @@ pub fn accommodation(run: &Path, s: &TrainSummary) -> (u32, u32) {
     let (mut edits, mut accommodating) = (0, 0);
     for r in s.rounds.iter().filter(|r| r.accepted) {
         let Some(spec) = &r.spec else { continue };
-        let evals = run
-            .join("evals")
-            .join(format!("{}-train", &r.incumbent[..16]));
-        let records =
-            read_trajectories(&evals.join("trajectories.jsonl"), false).unwrap_or_default();
+        let evals = TrainLayout::new(run).eval(&r.incumbent, "train");
+        let records = read_trajectories(&evals.trajectories(), false).unwrap_or_default();
         for change in &spec.proposed_changes {
             edits += 1;
             let systematic = records
@@ -270,15 +274,6 @@ pub async fn run(
         services,
         sandbox: &sandbox,
     };
-    eprintln!("experiment: evaluating the baselines (direct, human-augmented) ...");
-    let baselines = baselines(spec, &shared).await?;
-    // Human-Augmented's held-out episodes: every method's final harness is
-    // compared with them, pair by pair.
-    let human_test = baselines
-        .iter()
-        .find(|b| b.name == "human-augmented")
-        .and_then(|b| b.test.as_ref())
-        .map(|t| held_out_episodes(&spec.out.join(BASELINES_DIR), t));
     let mut methods = Vec::new();
     let mut ecdysis: Option<TrainSummary> = None;
     // Without role models Ecdysis diagnoses with the heuristic, exactly as
@@ -288,9 +283,11 @@ pub async fn run(
     // table; a real one takes hours, so each method's training prints its
     // progress.
     let quiet = spec.train.eval.is_simulated();
-    // Ecdysis runs first: with real models each method takes hours, and
-    // the comparison the experiment exists for needs it most. The rows
-    // keep METHODS order.
+    // With real models each run takes hours, so the runs go in the order of
+    // what the comparison needs most: Ecdysis first, the transfer test, and
+    // the baselines last (Human-Augmented's episodes are every method's
+    // initial ones, replayed from the response cache; Direct is new work).
+    // The rows keep METHODS order.
     for method in run_order() {
         if !fdcr && method == Method::EcdysisNofdcr {
             continue;
@@ -320,22 +317,17 @@ pub async fn run(
         .await?;
         let (edits, accommodating) = accommodation(&dir, &s);
         let mut row = MethodRow::from_summary(&s, &dir);
-        row.test_p_vs_human = human_test
-            .as_ref()
-            .zip(s.test.as_ref())
-            .map(|(human, t)| paired_p(human, &held_out_episodes(&dir, &t.final_)));
         row.edits = edits;
         row.accommodating = s.simulated.then_some(accommodating);
         if !fdcr && method == Method::Ecdysis {
             row.same_as = vec![Method::EcdysisNofdcr];
         }
         row.diagnoser = read_config(&dir).map(|c| c.diagnoser).unwrap_or_default();
-        methods.push(row);
         if method == Method::Ecdysis {
-            ecdysis = Some(s);
+            ecdysis = Some(s.clone());
         }
+        methods.push((row, s));
     }
-    methods.sort_by_key(|r: &MethodRow| METHODS.iter().position(|m| *m == r.method));
     let eco = ecdysis.expect("Ecdysis is one of the methods");
     let mut transfer = Vec::new();
     for model in &spec.transfer {
@@ -357,6 +349,26 @@ pub async fn run(
             trained: scores[1],
         });
     }
+    eprintln!("experiment: evaluating the baselines (direct, human-augmented) ...");
+    let baselines = baselines(spec, &shared).await?;
+    // Human-Augmented's held-out episodes: every method's final harness is
+    // compared with them, pair by pair.
+    let human_test = baselines
+        .iter()
+        .find(|b| b.name == "human-augmented")
+        .and_then(|b| b.test.as_ref())
+        .map(|t| held_out_episodes(&spec.out.join(BASELINES_DIR), t));
+    let mut methods: Vec<MethodRow> = methods
+        .into_iter()
+        .map(|(mut row, s)| {
+            row.test_p_vs_human = human_test
+                .as_ref()
+                .zip(s.test.as_ref())
+                .map(|(human, t)| paired_p(human, &held_out_episodes(&row.dir, &t.final_)));
+            row
+        })
+        .collect();
+    methods.sort_by_key(|r: &MethodRow| METHODS.iter().position(|m| *m == r.method));
     let simulated = spec.train.eval.is_simulated();
     let report = ExperimentReport {
         label: simulated.then(|| SIMULATED_LABEL.to_string()),
@@ -377,6 +389,8 @@ pub async fn run(
         baselines,
         methods,
         transfer,
+        power: eco.power.clone(),
+        test_power: eco.test.as_ref().and_then(|t| t.power.clone()),
     };
     write_json(&spec.out.join("experiment.json"), &report).map_err(train::TrainError::from)?;
     Ok(report)
@@ -418,7 +432,10 @@ async fn baselines(
         shared,
         &spec.train.eval,
         None,
-        dir.join("evals").join("direct-train"),
+        TrainLayout::new(&dir)
+            .direct_eval("train")
+            .root()
+            .to_path_buf(),
         false,
     )
     .await?;
@@ -450,7 +467,7 @@ async fn baselines(
 
 /// A method's training configuration, as its run directory holds it.
 fn read_config(dir: &Path) -> Option<train::TrainConfig> {
-    serde_json::from_slice(&std::fs::read(dir.join("config.json")).ok()?).ok()
+    serde_json::from_slice(&std::fs::read(TrainLayout::new(dir).config()).ok()?).ok()
 }
 
 /// What every run of an experiment shares.
@@ -486,7 +503,8 @@ fn p_cell(p: Option<f64>) -> String {
 /// The held-out episodes of one test evaluation (`score.dir` is relative
 /// to the run directory `run`); none when they cannot be read.
 fn held_out_episodes(run: &Path, score: &TestScore) -> Vec<EpisodeRecord> {
-    read_trajectories(&run.join(&score.dir).join("trajectories.jsonl"), false).unwrap_or_default()
+    read_trajectories(&RunLayout::new(run.join(&score.dir)).trajectories(), false)
+        .unwrap_or_default()
 }
 
 /// One-sided paired sign-flip p-value that `candidate` beats `reference`
@@ -653,6 +671,12 @@ impl ExperimentReport {
                 "transfer to {}:  initial {:.3}  trained {:.3}   (test split)\n",
                 t.agent_model, t.initial, t.trained
             );
+        }
+        if let Some(p) = &self.power {
+            out += &format!("training {}", p.render());
+        }
+        if let Some(p) = &self.test_power {
+            out += &format!("held-out {}", p.render());
         }
         out
     }

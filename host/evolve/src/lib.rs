@@ -3,6 +3,7 @@
 //! round, build, gate (the acceptance rule of [`accept`]) and keep the candidate only if it strictly beats the
 //! incumbent on the training split.
 
+pub mod ablate;
 pub mod accept;
 pub mod aggregate;
 pub mod budget;
@@ -11,6 +12,7 @@ pub mod coder_bench;
 pub mod experiment;
 pub mod fdcr;
 pub mod heuristic;
+pub mod power;
 pub mod records;
 pub mod roles;
 pub mod rulecoder;

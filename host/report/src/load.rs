@@ -13,7 +13,7 @@ use ecdysis_evolve::spec::ChangeSpec;
 use ecdysis_evolve::train::{LedgerFile, RoundRecord, RoundTranscript, TrainConfig, TrainSummary};
 use ecdysis_runner::agent::EpisodeRecord;
 use ecdysis_runner::eval::rundir::{
-    self, CONFIG_FILE, RunDirError, SUMMARY_FILE, TRAJECTORIES_FILE,
+    self, CONFIG_FILE, RunDirError, SUMMARY_FILE, TRAJECTORIES_FILE, TrainLayout,
 };
 use ecdysis_runner::eval::{RunConfig, RunSummary};
 use ecdysis_sandbox::store::Manifest;
@@ -41,9 +41,10 @@ pub fn detect(dir: &Path) -> Result<DirKind, ReportError> {
     if dir.join(EXPERIMENT_FILE).is_file() {
         return Ok(DirKind::Experiment);
     }
-    if ["rounds.jsonl", "initial", "incumbent"]
+    let t = TrainLayout::new(dir);
+    if [t.rounds(), t.initial(), t.incumbent()]
         .iter()
-        .any(|f| dir.join(f).is_file())
+        .any(|f| f.is_file())
     {
         return Ok(DirKind::Training);
     }
@@ -64,8 +65,7 @@ fn training_subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
     let mut out: Vec<(String, PathBuf)> = entries
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.is_dir() && p.join("config.json").is_file())
-        .filter(|p| p.join("rounds.jsonl").is_file() || p.join("initial").is_file())
+        .filter(|p| p.is_dir() && TrainLayout::is_training_run(p))
         .map(|p| {
             (
                 p.file_name()
@@ -283,37 +283,39 @@ impl TrainData {
     /// Read a training directory with its candidates, transcripts and
     /// evaluations; a run still going loads too.
     pub fn load(dir: &Path) -> Result<TrainData, ReportError> {
-        let config_path = dir.join("config.json");
+        let t = TrainLayout::new(dir);
+        let config_path = t.config();
         let config: TrainConfig =
             read_json(&config_path)?.ok_or_else(|| ReportError::Missing(config_path.clone()))?;
-        let (rounds, torn_round) = read_jsonl::<RoundRecord>(&dir.join("rounds.jsonl"))?;
+        let (rounds, torn_round) = read_jsonl::<RoundRecord>(&t.rounds())?;
         let mut candidates = BTreeMap::new();
-        for path in sorted_dirs(&dir.join("candidates"))? {
+        for path in sorted_dirs(&t.candidates())? {
             let hash = file_name(&path);
+            let c = t.candidate(&hash);
             candidates.insert(
                 hash.clone(),
                 Candidate {
                     hash,
-                    manifest: read_json(&path.join("manifest.json"))?,
-                    spec: read_json::<Option<ChangeSpec>>(&path.join("spec.json"))?.flatten(),
-                    diff: read_text(&path.join("diff.patch"))?,
+                    manifest: read_json(&c.manifest())?,
+                    spec: read_json::<Option<ChangeSpec>>(&c.spec())?.flatten(),
+                    diff: read_text(&c.diff())?,
                     diff_recomputed: false,
-                    train_summary: read_json(&path.join("train_summary.json"))?,
+                    train_summary: read_json(&c.train_summary())?,
                 },
             );
         }
         recompute_empty_diffs(dir, &rounds, &mut candidates);
         let mut transcripts = BTreeMap::new();
-        for path in sorted_dirs(&dir.join("rounds"))? {
+        for path in sorted_dirs(&t.rounds_dir())? {
             let Ok(n) = file_name(&path).parse::<u32>() else {
                 continue;
             };
-            if let Some(t) = read_json(&path.join("transcript.json"))? {
+            if let Some(t) = read_json(&t.round_transcript(n))? {
                 transcripts.insert(n, t);
             }
         }
         let mut evals = BTreeMap::new();
-        for path in sorted_dirs(&dir.join("evals"))? {
+        for path in sorted_dirs(&t.evals())? {
             if path.join(CONFIG_FILE).is_file() {
                 evals.insert(file_name(&path), RunData::load(&path)?);
             }
@@ -322,12 +324,12 @@ impl TrainData {
             dir: dir.to_path_buf(),
             config,
             rounds,
-            initial: read_hash(&dir.join("initial"))?,
-            incumbent: read_hash(&dir.join("incumbent"))?,
-            summary: read_json(&dir.join("summary.json"))?,
+            initial: read_hash(&t.initial())?,
+            incumbent: read_hash(&t.incumbent())?,
+            summary: read_json(&t.summary())?,
             candidates,
             transcripts,
-            ledger: read_json(&dir.join("ledger.json"))?,
+            ledger: read_json(&t.ledger())?,
             evals,
             torn_round,
         })
@@ -410,8 +412,9 @@ fn recompute_empty_diffs(
         let Some(parent) = parent_of(&h, Some(c), rounds) else {
             continue;
         };
-        let before = dir.join("candidates").join(&parent).join("source/src");
-        let after = dir.join("candidates").join(&h).join("source/src");
+        let t = TrainLayout::new(dir);
+        let before = t.candidate(&parent).source().join("src");
+        let after = t.candidate(&h).source().join("src");
         if !(before.is_dir() && after.is_dir()) {
             continue;
         }
@@ -462,7 +465,7 @@ impl ExperimentData {
                     let name = m.method.as_str();
                     let path = [dir.join(name), m.dir.clone()]
                         .into_iter()
-                        .find(|p| p.join("config.json").is_file());
+                        .find(|p| TrainLayout::new(p).config().is_file());
                     if let Some(path) = path {
                         methods.push((name.to_string(), TrainData::load(&path)?));
                     }
@@ -482,7 +485,7 @@ impl ExperimentData {
             }
         }
         let baselines_dir = dir.join(ecdysis_evolve::experiment::BASELINES_DIR);
-        let baselines = if baselines_dir.join("config.json").is_file() {
+        let baselines = if TrainLayout::new(&baselines_dir).config().is_file() {
             Some(TrainData::load(&baselines_dir)?)
         } else {
             None

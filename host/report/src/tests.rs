@@ -32,6 +32,7 @@ fn config(tasks: &[&str], agent: &str) -> RunConfig {
         max_errors: 10,
         max_request_tokens: None,
         policy: FailurePolicy::FailClosed,
+        layers: Default::default(),
         limits: Limits::default(),
         sampling: SamplingArgs::default(),
     }
@@ -232,6 +233,7 @@ fn hostile_training_content_renders_as_text() {
         select: None,
         test_trials: 1,
         test_direct: false,
+        select_layers: false,
         gate_measure: Default::default(),
         roles: Default::default(),
         allow_unjailed_builds: false,
@@ -448,6 +450,7 @@ fn an_empty_diff_patch_is_recomputed_from_the_stored_sources() {
         select: None,
         test_trials: 1,
         test_direct: false,
+        select_layers: false,
         gate_measure: Default::default(),
         roles: Default::default(),
         allow_unjailed_builds: false,

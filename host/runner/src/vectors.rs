@@ -324,6 +324,7 @@ pub async fn record(
                 user,
                 harness: Some(harness.with_recorder(tape.clone())),
                 policy: config.policy,
+                layers: config.layers,
                 max_steps: config.max_steps,
                 max_errors: config.max_errors,
                 max_request_tokens: config.max_request_tokens,

@@ -20,7 +20,7 @@ use ecdysis_model::{CachePolicy, ModelFlags, SamplingArgs};
 use ecdysis_runner::agent::EpisodeRecord;
 use ecdysis_runner::eval::{self, ModelServices, RunConfig, RunSpec, RunSummary, SIMULATED_LABEL};
 use ecdysis_runner::isolate::{DomainSource, EpisodeJob};
-use ecdysis_sandbox::sandbox::{FailurePolicy, Limits};
+use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet, Limits};
 use ecdysis_sandbox::store::{ComponentHash, ManifestFacts};
 
 /// `POST /v1/evaluations`.
@@ -56,6 +56,9 @@ pub struct EvaluationRequest {
     #[serde(default)]
     /// What a failing hook does (default fail-closed).
     pub policy: Option<FailurePolicy>,
+    #[serde(default)]
+    /// The harness's layers that run (default all four).
+    pub layers: Option<LayerSet>,
 }
 
 fn default_domain() -> String {
@@ -262,6 +265,7 @@ pub fn spec_of(svc: &Service, req: &EvaluationRequest) -> Result<RunSpec, Create
         sim_latency: Duration::from_millis(agent.sim_latency_ms),
         limits,
         policy: req.policy.unwrap_or_default(),
+        layers: req.layers.unwrap_or_default(),
         max_steps: capped("max_steps", l.max_steps, d.max_steps, m.max_steps)?,
         max_errors: capped("max_errors", l.max_errors, d.max_errors, m.max_errors)?,
         max_request_tokens: agent.max_request_tokens,

@@ -5,7 +5,8 @@
 //!   a function of an explicit seed); [`stats`]: the one median; [`date`]:
 //!   the one civil-date conversion.
 //! - [`fsutil`]: atomic writes, the one crate walker and copier, paths in
-//!   errors, timestamps.
+//!   errors, timestamps; [`layout`]: the files of run and training
+//!   directories, named once.
 //! - [`process`]: child processes with a timeout and a whole-group kill, a
 //!   scrubbed environment, scratch directories.
 //! - [`rlimit`]: kernel limits of a child process and what its exit says.
@@ -19,6 +20,7 @@ pub mod date;
 pub mod egress;
 pub mod fsutil;
 pub mod jail;
+pub mod layout;
 pub mod process;
 pub mod rlimit;
 pub mod rng;

@@ -124,6 +124,22 @@ export interface HookRecord {
 export interface LoadOptions {
   limits?: Partial<Limits>;
   policy?: FailurePolicy;
+  /** The layers whose hooks are called (default: harness.json `layers`,
+   * else all four). */
+  layers?: Layer[];
+}
+
+/** The four layers, named by their hooks, in lifecycle order. */
+export const LAYERS = ["contract", "skills", "realize", "regulate"] as const;
+export type Layer = (typeof LAYERS)[number];
+
+/** The layer set of a harness.json `layers` entry or a caller's list:
+ * anything but a list of layer names is refused, naming it. */
+export function parseLayers(value: unknown, source: string): ReadonlySet<Layer> {
+  if (!Array.isArray(value)) throw new LoadError(`${source}: layers must be a list of layer names, not ${JSON.stringify(value)}`);
+  const unknown = value.find((v) => !(LAYERS as readonly unknown[]).includes(v));
+  if (unknown !== undefined) throw new LoadError(`${source}: unknown layer ${JSON.stringify(unknown)} (the layers are ${LAYERS.join(", ")})`);
+  return new Set(value as Layer[]);
 }
 
 /** A verified, compiled harness, ready to start episodes. */
@@ -134,6 +150,9 @@ export class Harness {
     readonly manifest: any,
     readonly limits: Limits,
     readonly policy: FailurePolicy,
+    /** The layers whose hooks are called; a switched-off hook answers
+     * neutrally without calling the guest, and leaves no record. */
+    readonly layers: ReadonlySet<Layer>,
     private readonly harnessJs: string,
     private readonly modules: Record<string, WebAssembly.Module>,
     private readonly imports: string[],
@@ -189,7 +208,8 @@ export class Harness {
       }
     }
     const policy = options.policy ?? manifest?.failure_policy ?? "fail-closed";
-    return new Harness(dir, hash, manifest, limits, policy, join(jsDir, "harness.js"), modules, transpiled.imports);
+    const layers = parseLayers(options.layers ?? manifest?.layers ?? LAYERS, dir);
+    return new Harness(dir, hash, manifest, limits, policy, layers, join(jsDir, "harness.js"), modules, transpiled.imports);
   }
 
   /** Start an episode in a fresh worker. `tools` are the episode's tools
@@ -399,9 +419,17 @@ export class Episode {
     }
   }
 
-  private async hook(hook: string, arg: any): Promise<any> {
+  private async hook(hook: Layer, arg: any): Promise<any> {
     const [argType, answerType] = HOOK_TYPES[hook];
     const canonicalArg = toCanonical(argType, arg);
+    if (!this.harness.layers.has(hook)) {
+      // Switched off: not called, not recorded; the episode's tools are
+      // still learned from the contract's input.
+      if (hook === "contract" && this.tools === null) {
+        this.tools = new Map((canonicalArg.tools as any[]).map((t) => [t.name, t.mutates]));
+      }
+      return fromCanonical(answerType!, NEUTRAL[hook](canonicalArg));
+    }
     let answer: any;
     try {
       answer = await this.invoke(hook, canonicalArg);

@@ -4,7 +4,7 @@ import { cpSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ContractViolation, Harness, HashMismatch, Poisoned, Trap, UnsupportedWorld } from "../dist/index.js";
+import { ContractViolation, Harness, HashMismatch, LoadError, Poisoned, Trap, UnsupportedWorld } from "../dist/index.js";
 import { JS, TOOLS } from "./helpers.mjs";
 
 const CALL = { tag: "call", val: { id: "c1", name: "get_order_details", arguments: '{"order_id":"#W1"}' } };
@@ -45,6 +45,43 @@ test("the template answers every hook within the contract", async () => {
   } finally {
     await ep.close();
   }
+});
+
+test("switched-off layers are not called", async () => {
+  // harness.json `layers` from `export --layers contract,skills`.
+  const two = await Harness.load(join(JS, "template-two-layers"));
+  assert.deepEqual([...two.layers], ["contract", "skills"]);
+  const rescue = { tag: "text", val: '```json\n{"name": "get_order_details", "arguments": {"order_id": "#W1"}}\n```' };
+  const input = { domain: "tau2/retail", systemPrompt: "You are a retail agent.", tools: TOOLS };
+  const ep = await two.episode("tau2/retail", 200, 10);
+  try {
+    assert.ok((await ep.contract(input)).systemPrompt.startsWith("You are a retail agent."));
+    await ep.skills({ domain: "tau2/retail", firstUserMessage: "Cancel order #W1." });
+    // The template would rescue this text as a call (see above).
+    assert.deepEqual(await ep.realize(rescue), { tag: "proceed" });
+    const reg = await ep.regulate({ step: 3, stepsLeft: 197, errorsLeft: 10, kind: "user-message", text: "thanks", outcomes: [] });
+    assert.deepEqual(reg, { tag: "continue" });
+    assert.deepEqual(ep.records.map((r) => r.hook), ["constructor", "contract", "skills"]);
+  } finally {
+    await ep.close();
+  }
+  // Positive control right after: the full export still rescues; a
+  // caller's override wins over the manifest.
+  const only = await Harness.load(join(JS, "template-two-layers"), { layers: ["realize"] });
+  const ep2 = await only.episode("tau2/retail", 200, 10);
+  try {
+    assert.deepEqual(await ep2.contract(input), { systemPrompt: "You are a retail agent.", toolDescriptions: [] });
+    assert.equal((await ep2.realize(rescue)).tag, "realize");
+  } finally {
+    await ep2.close();
+  }
+  const tmp = mkdtempSync(join(tmpdir(), "ecdysis-js-"));
+  cpSync(join(JS, "template-two-layers"), join(tmp, "b"), { recursive: true });
+  const manifest = JSON.parse(readFileSync(join(tmp, "b", "harness.json"), "utf8"));
+  writeFileSync(join(tmp, "b", "harness.json"), JSON.stringify({ ...manifest, layers: ["contract", "regulation"] }));
+  await assert.rejects(Harness.load(join(tmp, "b")), (e) => e instanceof LoadError && /"regulation"/.test(e.message));
+  writeFileSync(join(tmp, "b", "harness.json"), JSON.stringify({ ...manifest, layers: "contract" }));
+  await assert.rejects(Harness.load(join(tmp, "b")), (e) => e instanceof LoadError && /list of layer names/.test(e.message));
 });
 
 test("the env view answers reads and refuses mutating tools", async () => {

@@ -9,7 +9,7 @@ import pytest
 from conftest import sample_tools
 from ecdysis_harness import (
     CallAction, ContractInput, ContractOutput, ContractViolation, Continue, FailurePolicy, Harness,
-    HashMismatch, Limits, Poisoned, Proceed, Realize, StepKind, StepReport, TaskView, TextAction,
+    HashMismatch, Limits, LoadError, Poisoned, Proceed, Realize, StepKind, StepReport, TaskView, TextAction,
     ToolCall, Trap, UnsupportedWorld, ViewOutput,
 )
 
@@ -55,6 +55,45 @@ def test_the_template_answers_every_hook_within_the_contract(template_dir):
         report = StepReport(3, 197, 10, StepKind.USER_MESSAGE, "thanks", [])
         assert ep.regulate(report) == Continue()
         assert [r.hook for r in ep.records] == ["constructor", "contract", "skills", "realize", "realize", "regulate"]
+
+
+def test_switched_off_layers_are_not_called(fixtures, tmp_path):
+    """harness.json `layers` (written by `export --layers contract,skills`):
+    realize and regulate answer neutrally without calling the guest, and
+    leave no record; the layers that are on still run."""
+    two = Harness.load(fixtures / "template-two-layers")
+    assert two.layers == frozenset({"contract", "skills"})
+    assert json.loads((fixtures / "template-two-layers" / "harness.json").read_text())["layers"] == [
+        "contract", "skills"]
+    rescue = TextAction('```json\n{"name": "get_order_details", "arguments": {"order_id": "#W1"}}\n```')
+    with two.episode("tau2/retail", 200, 10) as ep:
+        out = ep.contract(contract_input())
+        assert out.system_prompt.startswith("You are a retail agent.")
+        ep.skills(TaskView("tau2/retail", "I want to cancel order #W1."))
+        # The template would rescue this text as a call (see above).
+        assert ep.realize(rescue) == Proceed()
+        assert ep.regulate(StepReport(3, 197, 10, StepKind.USER_MESSAGE, "thanks", [])) == Continue()
+        assert [r.hook for r in ep.records] == ["constructor", "contract", "skills"]
+    # Positive control: the full export, loaded right after, still rescues.
+    with Harness.load(fixtures / "template").episode("tau2/retail", 200, 10) as ep:
+        ep.contract(contract_input())
+        assert isinstance(ep.realize(rescue), Realize)
+    # A caller's override wins over the manifest; bad names are refused.
+    only_realize = Harness.load(fixtures / "template-two-layers", layers=["realize"])
+    with only_realize.episode("tau2/retail", 200, 10) as ep:
+        assert ep.contract(contract_input()) == ContractOutput("You are a retail agent.", [])
+        assert isinstance(ep.realize(rescue), Realize)
+    bad = tmp_path / "bad"
+    shutil.copytree(fixtures / "template-two-layers", bad)
+    manifest = json.loads((bad / "harness.json").read_text())
+    manifest["layers"] = ["contract", "regulation"]
+    (bad / "harness.json").write_text(json.dumps(manifest))
+    with pytest.raises(LoadError, match="'regulation'"):
+        Harness.load(bad)
+    manifest["layers"] = "contract"
+    (bad / "harness.json").write_text(json.dumps(manifest))
+    with pytest.raises(LoadError, match="list of layer names"):
+        Harness.load(bad)
 
 
 def test_the_same_inputs_burn_the_same_fuel(template_dir):

@@ -9,7 +9,7 @@ use clap::Args;
 
 use ecdysis_host::eval::{ModelServices, RunSpec};
 use ecdysis_host::model::{CachePolicy, ModelFlags, SamplingArgs};
-use ecdysis_host::sandbox::FailurePolicy;
+use ecdysis_host::sandbox::{FailurePolicy, LayerSet};
 
 use super::limits::LimitArgs;
 
@@ -91,6 +91,13 @@ pub struct EvalArgs {
     /// harness_error) or fail-open (proceed as if it answered neutrally).
     #[arg(long, default_value = "fail-closed")]
     pub policy: FailurePolicy,
+    /// The harness's layers that run: comma-separated contract, skills,
+    /// realize, regulate, or `all`. A switched-off layer's hook is not
+    /// called and the episode gets its neutral answer; config.json records
+    /// the set. Default: all four, or those an exported harness's
+    /// harness.json lists.
+    #[arg(long)]
+    pub layers: Option<LayerSet>,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// Response cache policy: read-write, read-only or off.
@@ -159,6 +166,7 @@ impl EvalArgs {
             sim_latency: Duration::from_millis(self.sim_latency_ms),
             limits: self.limits.limits()?,
             policy: self.policy,
+            layers: self.layers.unwrap_or_default(),
             max_steps: self.max_steps,
             max_errors: self.max_errors,
             max_request_tokens: self.max_request_tokens.filter(|n| *n > 0),

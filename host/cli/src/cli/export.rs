@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use ecdysis_host::sandbox::{FailurePolicy, Limits, Sandbox};
-use ecdysis_host::store::{ComponentHash, ComponentStore, ExportOptions, read_training_run};
+use ecdysis_host::sandbox::{FailurePolicy, LayerSet, Limits, Sandbox};
+use ecdysis_host::store::{
+    ComponentHash, ComponentStore, ExportOptions, HarnessExport, read_training_run,
+};
 
 use super::limits::LimitArgs;
 
@@ -36,6 +38,11 @@ pub struct ExportArgs {
     /// else fail-closed).
     #[arg(long)]
     pub policy: Option<FailurePolicy>,
+    /// The layers runtimes call, comma-separated (contract, skills,
+    /// realize, regulate) or `all` (default: the layers the training run
+    /// selected for its incumbent, else all).
+    #[arg(long)]
+    pub layers: Option<LayerSet>,
     /// Limits recorded for runtimes; without --train-run unset flags keep
     /// the host defaults. With --train-run the run's limits apply and these
     /// flags are refused (the point is the limits it was trained under).
@@ -47,7 +54,7 @@ pub fn export(args: ExportArgs, store: &ComponentStore, quiet: bool) -> Result<(
     let spec = match (&args.harness, &args.train_run) {
         (Some(h), _) => h.clone(),
         (None, Some(run)) => {
-            let path = run.join("incumbent");
+            let path = ecdysis_host::eval::rundir::TrainLayout::new(run).incumbent();
             std::fs::read_to_string(&path)
                 .with_context(|| format!("reading the run's incumbent from {}", path.display()))?
                 .trim()
@@ -63,17 +70,27 @@ pub fn export(args: ExportArgs, store: &ComponentStore, quiet: bool) -> Result<(
     let limit_flags_set = args.limits.fuel.is_some()
         || args.limits.deadline_ms.is_some()
         || args.limits.memory_mib.is_some();
-    let (training, limits, policy) = match &args.train_run {
+    let (training, limits, policy, layers) = match &args.train_run {
         Some(run) => {
             if limit_flags_set {
                 bail!(
                     "--fuel/--deadline-ms/--memory-mib cannot be combined with --train-run: the export records the limits the harness was trained under"
                 );
             }
-            let (facts, limits, policy) = read_training_run(run, &manifest.hash)?;
-            (Some(facts), limits, args.policy.unwrap_or(policy))
+            let t = read_training_run(run, &manifest.hash)?;
+            (
+                Some(t.facts),
+                t.limits,
+                args.policy.unwrap_or(t.policy),
+                args.layers.unwrap_or(t.layers),
+            )
         }
-        None => (None, args.limits.limits()?, args.policy.unwrap_or_default()),
+        None => (
+            None,
+            args.limits.limits()?,
+            args.policy.unwrap_or_default(),
+            args.layers.unwrap_or_default(),
+        ),
     };
     let sandbox = Sandbox::new(Limits::default())?;
     let opts = ExportOptions {
@@ -82,6 +99,7 @@ pub fn export(args: ExportArgs, store: &ComponentStore, quiet: bool) -> Result<(
         oci_tag: args.oci_tag.clone(),
         limits,
         policy,
+        layers,
         training,
     };
     let hash: &ComponentHash = &manifest.hash;
@@ -90,11 +108,12 @@ pub fn export(args: ExportArgs, store: &ComponentStore, quiet: bool) -> Result<(
         .with_context(|| format!("exporting {}", hash.short()))?;
     if !quiet {
         eprintln!(
-            "exported {} ({} bytes, {}; lineage of {}) to {}",
+            "exported {} ({} bytes, {}; lineage of {}; layers {}) to {}",
             hash.short(),
             outcome.export.size,
             outcome.export.world,
             outcome.export.lineage.len(),
+            outcome.export.layers,
             args.out.display()
         );
         if let Some(t) = &outcome.export.training {
@@ -122,4 +141,38 @@ pub fn export(args: ExportArgs, store: &ComponentStore, quiet: bool) -> Result<(
     }
     println!("{}", outcome.json_path.display());
     Ok(())
+}
+
+/// An exported harness named on the command line: a directory holding
+/// `harness.wasm` and `harness.json` (what `export --out` writes), or a
+/// `.wasm` file with a `harness.json` beside it. Returns the component's
+/// path and the manifest, checked against the bytes (the same check the
+/// Python and JavaScript runtimes make); `None` for anything else (a
+/// crate directory, a stored hash, a bare .wasm).
+pub fn exported(spec: &str) -> Result<Option<(PathBuf, HarnessExport)>> {
+    let path = std::path::Path::new(spec);
+    let (wasm, json) = if path.is_dir() && path.join("harness.json").is_file() {
+        (path.join("harness.wasm"), path.join("harness.json"))
+    } else if path.is_file() && path.extension().is_some_and(|e| e == "wasm") {
+        match path.parent().map(|d| d.join("harness.json")) {
+            Some(j) if j.is_file() => (path.to_path_buf(), j),
+            _ => return Ok(None),
+        }
+    } else {
+        return Ok(None);
+    };
+    let text = std::fs::read(&json).with_context(|| format!("reading {}", json.display()))?;
+    let manifest: HarnessExport = serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not an exported harness's manifest", json.display()))?;
+    let bytes = std::fs::read(&wasm).with_context(|| format!("reading {}", wasm.display()))?;
+    let hash = ComponentHash::of(&bytes);
+    if hash != manifest.hash {
+        bail!(
+            "{} hashes to blake3 {hash}, but {} says {}",
+            wasm.display(),
+            json.display(),
+            manifest.hash
+        );
+    }
+    Ok(Some((wasm, manifest)))
 }

@@ -1,5 +1,6 @@
 //! Subcommand implementations of the `ecdysis-host` binary.
 
+pub mod ablate;
 pub mod bench;
 pub mod env;
 pub mod eval_args;

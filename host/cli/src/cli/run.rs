@@ -7,9 +7,11 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use ecdysis_host::agent::{Entry, EpisodeRecord};
-use ecdysis_host::eval::{self, RunOptions, RunSummary, report, rundir};
+use ecdysis_host::env::Domain;
+use ecdysis_host::eval::{self, RunOptions, RunSpec, RunSummary, report, rundir};
 use ecdysis_host::isolate::{EpisodeJob, ProcessExecutor};
-use ecdysis_host::sandbox::Sandbox;
+use ecdysis_host::model::ModelHub;
+use ecdysis_host::sandbox::{LoadedHarness, Sandbox};
 use ecdysis_host::store::ComponentStore;
 
 use super::env::DataArgs;
@@ -66,14 +68,25 @@ pub async fn run(
     quiet: bool,
 ) -> Result<RunSummary> {
     let split = (args.split != "all").then(|| args.split.clone());
-    let spec = args.eval.spec(split, DEFAULT_AGENT)?;
+    let mut spec = args.eval.spec(split, DEFAULT_AGENT)?;
+    // An exported harness brings the layers it was exported with.
+    let exported = super::export::exported(&args.harness)?;
+    let source = match &exported {
+        Some((wasm, manifest)) => {
+            if args.eval.layers.is_none() {
+                spec.layers = manifest.layers;
+            }
+            wasm.to_string_lossy().into_owned()
+        }
+        None => args.harness.clone(),
+    };
     let spec = args.eval.with_endpoint_cap(spec).await;
     let domain = data.open(&spec.domain)?;
     let harness = if args.harness == "none" {
         None
     } else {
         let manifest = store
-            .obtain(&args.harness, quiet)
+            .obtain(&source, quiet)
             .with_context(|| format!("loading harness `{}`", args.harness))?;
         let sandbox = Sandbox::pooled(spec.limits.clone(), args.eval.concurrency)?;
         let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
@@ -90,6 +103,9 @@ pub async fn run(
     if !quiet {
         let episodes = spec.task_ids(&*domain)?.len() as u64 * u64::from(spec.trials);
         eprintln!("running {episodes} episodes into {}", out.display());
+        if harness.is_some() && !spec.layers.is_all() {
+            eprintln!("layers: {} (the others are switched off)", spec.layers);
+        }
         if spec.is_simulated() {
             eprintln!("{}", eval::SIMULATED_LABEL);
         }
@@ -104,18 +120,41 @@ pub async fn run(
     };
     let services = args.eval.services()?;
     let hub = services.hub()?;
-    let Some(pool) = args.eval.isolate.pool(args.eval.concurrency)? else {
-        return Ok(eval::run_spec(&spec, harness, domain, &hub, options).await?);
+    execute(
+        &args.eval,
+        &spec,
+        harness,
+        domain,
+        (store, data),
+        &hub,
+        options,
+    )
+    .await
+}
+
+/// Run `spec`'s episodes of `harness` (Direct when `None`) into
+/// `options.out`: in this process, or in worker processes under
+/// `--isolate process` (they load the harness from the store by hash and
+/// open the domain from the same data flags).
+pub async fn execute(
+    eval_args: &EvalArgs,
+    spec: &RunSpec,
+    harness: Option<(String, LoadedHarness)>,
+    domain: Arc<dyn Domain>,
+    (store, data): (&ComponentStore, &DataArgs),
+    hub: &ModelHub,
+    options: RunOptions,
+) -> Result<RunSummary> {
+    let Some(pool) = eval_args.isolate.pool(eval_args.concurrency)? else {
+        return Ok(eval::run_spec(spec, harness, domain, hub, options).await?);
     };
-    // Episodes in worker processes: they load the harness from the store
-    // by hash and open the domain from the same data flags.
     let hash = harness.map(|(h, _)| h);
     let job = EpisodeJob {
         spec: spec.clone(),
         harness: hash.clone(),
         store: std::path::absolute(store.root())?,
         source: data.source()?,
-        services,
+        services: eval_args.services()?,
         prices: None,
     };
     let executor = Arc::new(ProcessExecutor {
@@ -125,7 +164,7 @@ pub async fn run(
         ledger: Some(hub.ledger().clone()),
     });
     Ok(eval::run_spec_with(
-        &spec,
+        spec,
         hash,
         domain,
         executor,

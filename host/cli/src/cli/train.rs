@@ -72,6 +72,24 @@ pub struct TrainKnobs {
     /// Also evaluate the Direct baseline (no harness) on the held-out split.
     #[arg(long)]
     pub test_direct: bool,
+    /// After the last round, ablate the final incumbent's layers on the
+    /// training tasks (each layer off in turn, paired with the full
+    /// harness) and keep the subset the data favours; the held-out test
+    /// evaluates the chosen variant beside the full harness, and `export
+    /// --train-run` writes the choice into harness.json.
+    #[arg(long)]
+    pub select_layers: bool,
+    /// Detection probability of the power lines: before training, the
+    /// smallest improvement the gate detects with this probability on the
+    /// training tasks and trials (from the starting harness's evaluation),
+    /// and likewise for the held-out comparison.
+    #[arg(long, default_value_t = 0.8)]
+    pub power: f64,
+    /// An improvement (in accuracy, e.g. 0.1) to state the power for: the
+    /// tasks it would need at 1, 3 and the run's trials, and a warning when
+    /// the run as configured cannot detect it.
+    #[arg(long)]
+    pub target_effect: Option<f64>,
     /// Only these held-out task ids (comma-separated; default: the whole
     /// held-out split).
     #[arg(long, value_delimiter = ',')]
@@ -339,6 +357,15 @@ impl TrainKnobs {
         if self.test_trials == 0 {
             bail!("--test-trials must be at least 1");
         }
+        if !(self.power > 0.0 && self.power < 1.0) {
+            bail!(
+                "--power must be strictly between 0 and 1, not {}",
+                self.power
+            );
+        }
+        if let Some(t) = self.target_effect.filter(|t| !(*t > 0.0 && *t <= 1.0)) {
+            bail!("--target-effect must be in (0, 1] (an accuracy difference), not {t}");
+        }
         if self.roles.roles_context_tokens.is_some_and(|n| n < 1024) {
             bail!("--roles-context-tokens must be at least 1024 tokens");
         }
@@ -391,6 +418,11 @@ impl TrainKnobs {
             test_trials: self.test_trials,
             test_tasks: self.test_tasks.clone(),
             test_direct: self.test_direct,
+            select_layers: self.select_layers,
+            power: ecdysis_host::evolve::power::PowerAsk {
+                power: self.power,
+                target_effect: self.target_effect,
+            },
             allow_unjailed_builds: self.allow_unjailed_builds,
             workers: None,
         })

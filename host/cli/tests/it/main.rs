@@ -7,6 +7,7 @@ mod containment;
 mod docs;
 mod evolve;
 mod isolate;
+mod layers;
 mod local_llm;
 mod report;
 mod run;

@@ -519,6 +519,96 @@ async fn an_http_agent_gets_the_sampling_flags_and_its_text_call_is_rescued_only
     }
 }
 
+/// `--layers` switches hooks off: with `realize` off the template's rescue
+/// of a text call never happens and no `realize` hook runs, while the
+/// other layers still do; with every layer on (the positive control, same
+/// agent, right after) the call is rescued. config.json records the set,
+/// and an unknown layer is a usage error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switched_off_layer_is_not_called_and_the_run_records_it() {
+    let server = ecdysis_testkit::mock::MockServer::start().await.unwrap();
+    server.set_handler(texting_agent);
+    let tmp = tempfile::tempdir().unwrap();
+    let base = server.base_url();
+    let store = tmp.path().join("store");
+    let run = |layers: &str| {
+        let out = tmp.path().join(layers.replace(',', "-"));
+        let mut cmd = host(
+            &store,
+            &[
+                "run",
+                "--harness",
+                "harness-template",
+                "--tasks",
+                "90",
+                "--agent-model",
+                "m-agent",
+                "--agent-base-url",
+                &base,
+                "--agent-api-key-env",
+                "",
+                "--cache",
+                "off",
+                "--max-steps",
+                "12",
+                "--layers",
+                layers,
+            ],
+        );
+        cmd.arg("--out").arg(&out);
+        (cmd, out)
+    };
+    let mut outs = vec![];
+    for layers in ["contract,skills,regulate", "all"] {
+        let (mut cmd, out) = run(layers);
+        let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        ok(o);
+        outs.push(out);
+    }
+    let hooks_and_tools = |dir: &Path| -> (Vec<String>, usize) {
+        let records = read_trajectories(&dir.join("trajectories.jsonl"), false).unwrap();
+        let hooks = records
+            .iter()
+            .flat_map(|r| r.hooks.iter().map(|h| h.hook.clone()))
+            .collect();
+        let tools = records
+            .iter()
+            .flat_map(|r| r.transcript.iter())
+            .filter(|e| matches!(e, Entry::Tool { .. }))
+            .count();
+        (hooks, tools)
+    };
+    let (off_hooks, off_tools) = hooks_and_tools(&outs[0]);
+    assert!(!off_hooks.iter().any(|h| h == "realize"), "{off_hooks:?}");
+    for h in ["constructor", "contract", "skills", "regulate"] {
+        assert!(
+            off_hooks.iter().any(|x| x == h),
+            "{h} missing: {off_hooks:?}"
+        );
+    }
+    assert_eq!(off_tools, 0, "nothing rescued the text call");
+    let (on_hooks, on_tools) = hooks_and_tools(&outs[1]);
+    assert!(on_hooks.iter().any(|h| h == "realize"), "{on_hooks:?}");
+    assert_eq!(on_tools, 1, "the full template rescues the call");
+    let config = |dir: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap()
+    };
+    assert_eq!(
+        config(&outs[0])["layers"],
+        serde_json::json!(["contract", "skills", "regulate"])
+    );
+    assert!(config(&outs[1]).get("layers").is_none(), "all four: absent");
+    let (mut cmd, _) = run("contract,regulation");
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("`regulation`"), "{err}");
+}
+
 /// Episodes start in task order (trials in order), each as soon as a slot
 /// frees, whatever their lengths: the order `bench --runner`'s free-host
 /// bound assumes. Episode lengths here vary so that a runner whose order

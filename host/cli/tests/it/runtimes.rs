@@ -11,8 +11,8 @@ use std::process::Command;
 
 use ecdysis_host::sandbox::{Limits, Sandbox, WORLD_VERSION};
 use ecdysis_host::store::{
-    ComponentHash, ComponentStore, ExportOptions, HarnessExport, ManifestFacts, oci_digest,
-    read_training_run,
+    ComponentHash, ComponentStore, ExportOptions, HarnessExport, ManifestFacts, TrainedUnder,
+    oci_digest, read_training_run,
 };
 
 fn json(path: &Path) -> serde_json::Value {
@@ -61,6 +61,7 @@ fn export_writes_a_verifiable_manifest_and_an_oci_layout() {
         oci_tag: Some("v1".into()),
         limits,
         policy: Default::default(),
+        layers: Default::default(),
         training: None,
     };
     let outcome = store.export(&sandbox, &child, &opts).expect("exported");
@@ -151,6 +152,7 @@ fn fake_train_run(dir: &Path, initial: &ComponentHash, incumbent: &ComponentHash
     let summary = serde_json::json!({
         "initial": initial, "incumbent": incumbent,
         "initial_train_score": 0.25, "final_train_score": 0.5, "test_score": 0.4,
+        "layer_selection": {"chosen": ["realize", "contract"]},
     });
     std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
 }
@@ -161,7 +163,12 @@ fn a_training_run_supplies_limits_policy_and_scores() {
     let (_store, root, child) = two_generations(tmp.path());
     let run = tmp.path().join("run");
     fake_train_run(&run, &root, &child);
-    let (facts, limits, policy) = read_training_run(&run, &child).expect("incumbent");
+    let TrainedUnder {
+        facts,
+        limits,
+        policy,
+        layers,
+    } = read_training_run(&run, &child).expect("incumbent");
     assert_eq!(facts.role, "incumbent");
     assert_eq!(facts.train_score, Some(0.5));
     assert_eq!(facts.test_score, Some(0.4));
@@ -172,8 +179,14 @@ fn a_training_run_supplies_limits_policy_and_scores() {
     );
     assert_eq!(limits.fuel_per_hook, 777);
     assert_eq!(policy, ecdysis_host::sandbox::FailurePolicy::FailOpen);
-    let (facts, _, _) = read_training_run(&run, &root).expect("initial");
-    assert_eq!((facts.role.as_str(), facts.test_score), ("initial", None));
+    // The incumbent's selected layers; any other harness runs all four.
+    assert_eq!(layers.to_string(), "contract,realize");
+    let t = read_training_run(&run, &root).expect("initial");
+    assert_eq!(
+        (t.facts.role.as_str(), t.facts.test_score),
+        ("initial", None)
+    );
+    assert!(t.layers.is_all());
     let stranger = ComponentHash::of(b"not in the run");
     let err = read_training_run(&run, &stranger).unwrap_err().to_string();
     assert!(err.contains("neither the incumbent"), "{err}");

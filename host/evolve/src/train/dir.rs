@@ -11,13 +11,13 @@ use serde::de::DeserializeOwned;
 use super::record::{LedgerFile, RoundRecord};
 use super::{TrainConfig, TrainError};
 use ecdysis_model::UsageLedger;
-use ecdysis_runner::eval::rundir::{self, JsonlLog};
+use ecdysis_runner::eval::rundir::{self, CandidateLayout, JsonlLog, TrainLayout};
 use ecdysis_sandbox::store::ComponentHash;
 use ecdysis_sys::fsutil::PathError;
 
 /// An open training run directory.
 pub struct TrainDir {
-    root: PathBuf,
+    layout: TrainLayout,
     rounds: JsonlLog<RoundRecord>,
 }
 
@@ -29,41 +29,34 @@ impl TrainDir {
         config: &TrainConfig,
     ) -> Result<(TrainDir, Vec<RoundRecord>), TrainError> {
         rundir::claim_dir(root, config, false)?;
-        let (rounds, done) = JsonlLog::open(&root.join("rounds.jsonl"))?;
-        Ok((
-            TrainDir {
-                root: root.to_path_buf(),
-                rounds,
-            },
-            done,
-        ))
+        let layout = TrainLayout::new(root);
+        let (rounds, done) = JsonlLog::open(&layout.rounds())?;
+        Ok((TrainDir { layout, rounds }, done))
     }
 
     /// The directory.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.layout.root()
+    }
+
+    /// Its files' paths.
+    pub fn layout(&self) -> &TrainLayout {
+        &self.layout
     }
 
     /// Where the coder edits the next candidate.
     pub fn staging(&self) -> PathBuf {
-        self.root.join("staging")
+        self.layout.staging()
     }
 
     /// A candidate's directory (source, manifest, spec, diff...).
-    pub fn candidate(&self, h: &ComponentHash) -> PathBuf {
-        self.root.join("candidates").join(h.as_str())
-    }
-
-    /// A round's directory (its transcript).
-    pub fn round(&self, n: u32) -> PathBuf {
-        self.root.join("rounds").join(n.to_string())
+    pub fn candidate(&self, h: &ComponentHash) -> CandidateLayout {
+        self.layout.candidate(h.as_str())
     }
 
     /// The runner's result directory for one evaluation of `h`.
     pub fn eval_dir(&self, h: &ComponentHash, label: &str) -> PathBuf {
-        self.root
-            .join("evals")
-            .join(format!("{}-{label}", &h.as_str()[..16]))
+        self.layout.eval(h.as_str(), label).root().to_path_buf()
     }
 
     /// Append a finished round (synced before returning).
@@ -73,12 +66,12 @@ impl TrainDir {
 
     /// The starting harness, if it was built already.
     pub fn initial(&self) -> Result<Option<ComponentHash>, TrainError> {
-        read_hash(&self.root.join("initial"))
+        read_hash(&self.layout.initial())
     }
 
     /// Record the starting harness.
     pub fn set_initial(&self, h: &ComponentHash) -> Result<(), TrainError> {
-        write_text(&self.root.join("initial"), h.as_str())
+        write_text(&self.layout.initial(), h.as_str())
     }
 
     /// The incumbent after the finished rounds: the last accepted candidate
@@ -94,7 +87,7 @@ impl TrainDir {
             Some(r) => {
                 let cand = r.candidate.as_deref().unwrap_or_default();
                 ComponentHash::parse(cand).ok_or_else(|| TrainError::Corrupt {
-                    path: self.root.join("rounds.jsonl"),
+                    path: self.layout.rounds(),
                     message: format!(
                         "round {} is accepted but its candidate `{cand}` is not a component hash",
                         r.round
@@ -103,7 +96,7 @@ impl TrainDir {
             }
             None => initial.clone(),
         };
-        let path = self.root.join("incumbent");
+        let path = self.layout.incumbent();
         if read_hash(&path)?.as_ref() != Some(&from_log) {
             self.set_incumbent(&from_log)?;
         }
@@ -112,13 +105,13 @@ impl TrainDir {
 
     /// Record a new incumbent.
     pub fn set_incumbent(&self, h: &ComponentHash) -> Result<(), TrainError> {
-        write_text(&self.root.join("incumbent"), h.as_str())
+        write_text(&self.layout.incumbent(), h.as_str())
     }
 
     /// Load the calls of earlier processes of this run into `ledger`, so
     /// budgets hold across resumes.
     pub fn import_ledger(&self, ledger: &UsageLedger) -> Result<(), TrainError> {
-        if let Some(earlier) = self.read::<LedgerFile>("ledger.json")? {
+        if let Some(earlier) = self.read::<LedgerFile>(TrainLayout::LEDGER)? {
             ledger.import(earlier.calls);
         }
         Ok(())
@@ -127,7 +120,7 @@ impl TrainDir {
     /// Save `ledger.json`.
     pub fn save_ledger(&self, ledger: &UsageLedger) -> Result<(), TrainError> {
         self.write(
-            "ledger.json",
+            TrainLayout::LEDGER,
             &LedgerFile {
                 summary: ledger.summary(),
                 calls: ledger.calls(),
@@ -138,7 +131,7 @@ impl TrainDir {
     /// Read a JSON file of the run (`None` when absent; corrupt: an error
     /// naming it).
     pub fn read<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, TrainError> {
-        let path = self.root.join(name);
+        let path = self.root().join(name);
         match std::fs::read(&path) {
             Ok(bytes) => {
                 serde_json::from_slice(&bytes)
@@ -155,13 +148,13 @@ impl TrainDir {
 
     /// Write a JSON file of the run atomically.
     pub fn write<T: Serialize>(&self, name: &str, value: &T) -> Result<(), TrainError> {
-        write_json(&self.root.join(name), value)
+        write_json(&self.root().join(name), value)
     }
 
     /// Episodes this training run has paid for, across resumes: every
     /// finished line of every evaluation (the runner never re-runs them).
     pub fn paid_episodes(&self) -> u64 {
-        let Ok(entries) = std::fs::read_dir(self.root.join("evals")) else {
+        let Ok(entries) = std::fs::read_dir(self.layout.evals()) else {
             return 0;
         };
         entries
@@ -178,7 +171,7 @@ impl TrainDir {
 
     /// Whether the user asked the run to stop after the current round.
     pub fn stop_requested(&self) -> bool {
-        self.root.join("STOP").exists()
+        self.root().join("STOP").exists()
     }
 }
 
@@ -236,6 +229,7 @@ mod tests {
             select: None,
             test_trials: 1,
             test_direct: false,
+            select_layers: false,
             gate_measure: Default::default(),
             roles: Default::default(),
             allow_unjailed_builds: false,

@@ -44,11 +44,12 @@ use ecdysis_runner::agent::EpisodeRecord;
 use ecdysis_runner::eval::{self, Participants, RunConfig, RunOptions, RunSummary};
 
 use ecdysis_model::UsageLedger;
-use ecdysis_sandbox::sandbox::{LoadedHarness, Sandbox};
+use ecdysis_sandbox::sandbox::{LayerSet, LoadedHarness, Sandbox};
 use ecdysis_sandbox::store::{
     BuildOptions, BuildProfile, ComponentHash, ComponentStore, Containment, Manifest, Trust,
 };
 use ecdysis_sys::fsutil::PathError;
+use ecdysis_sys::layout::{RunLayout, TrainLayout};
 
 pub use dir::TrainDir;
 pub use record::{
@@ -137,6 +138,10 @@ pub struct TrainConfig {
     /// Also evaluate the Direct baseline (no harness) on the held-out split.
     #[serde(default)]
     pub test_direct: bool,
+    /// Ablate the final incumbent's layers on the training tasks and keep
+    /// the subset the data favours ([`crate::ablate`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub select_layers: bool,
     /// Whether the gate re-measures the incumbent every round, and why.
     #[serde(default)]
     pub gate_measure: GateMeasure,
@@ -381,6 +386,8 @@ pub struct TrainContext {
     pub concurrency: usize,
     /// No progress output.
     pub quiet: bool,
+    /// What the power lines are stated for.
+    pub power: crate::power::PowerAsk,
     /// Cargo target dir shared by every candidate build (so a candidate
     /// rebuilds only the harness crate, not its dependencies).
     pub cargo_target: PathBuf,
@@ -520,7 +527,7 @@ impl TrainContext {
         };
         let out = match hash {
             Some(h) => dir.eval_dir(h, label),
-            None => dir.root().join("evals").join(format!("direct-{label}")),
+            None => dir.layout().direct_eval(label).root().to_path_buf(),
         };
         if !self.quiet {
             eprintln!(
@@ -681,6 +688,14 @@ pub async fn train(
         )
         .await?;
 
+    let power = power_line(
+        &cx,
+        &config,
+        &init_summary.metrics.per_task,
+        config.train.trials,
+    );
+    cx.say(power.render().trim_end());
+
     let mut coder_calls: u32 = done.iter().map(|r| r.coder_calls).sum();
     let mut stopped = "rounds".to_string();
     for n in done.len() as u32 + 1..=config.rounds {
@@ -727,8 +742,17 @@ pub async fn train(
     for r in &done {
         seconds.add(&r.seconds);
     }
+    let layer_selection = if config.select_layers {
+        Some(select_layers(&cx, &dir, &config, &tasks, &incumbent).await?)
+    } else {
+        None
+    };
+    let chosen = layer_selection
+        .as_ref()
+        .map(|a| a.chosen)
+        .unwrap_or_default();
     let clock = Instant::now();
-    let test = test_report(&cx, &dir, &config, &initial, &incumbent).await?;
+    let test = test_report(&cx, &dir, &config, (&initial, &incumbent), chosen).await?;
     seconds.test_eval += clock.elapsed().as_secs_f64();
     dir.save_ledger(&cx.ledger)?;
     let simulated = config.train.agent_model.starts_with("sim:");
@@ -748,11 +772,13 @@ pub async fn train(
         wall_seconds: started.elapsed().as_secs_f64(),
         stopped,
         selection: tasks.selection,
+        layer_selection,
+        power: Some(power),
         usage: cx.ledger.summary(),
         simulated,
         label: simulated.then(|| ecdysis_runner::eval::SIMULATED_LABEL.to_string()),
     };
-    dir.write("summary.json", &summary)?;
+    dir.write(RunLayout::SUMMARY, &summary)?;
     Ok(summary)
 }
 
@@ -769,14 +795,97 @@ fn latest_score(done: &[RoundRecord], incumbent: &ComponentHash) -> Option<f64> 
     })
 }
 
-/// The initial and final harness (and Direct when asked) on the held-out
-/// split with `test_trials` trials per task; `None` without a test split.
+/// The power line of an evaluation of `per_task` tasks with `trials` trials
+/// each, at the gate's level (the strict gate's at
+/// [`crate::power::STRICT_GATE_ALPHA`]).
+fn power_line(
+    cx: &TrainContext,
+    config: &TrainConfig,
+    per_task: &[ecdysis_runner::eval::metrics::TaskResult],
+    trials: u32,
+) -> crate::power::PowerStatement {
+    let alpha = match config.accept {
+        AcceptRule::Paired { alpha } => alpha,
+        AcceptRule::Strict => crate::power::STRICT_GATE_ALPHA,
+    };
+    let rates: Vec<f64> = per_task.iter().map(|t| t.mean_reward).collect();
+    let spec = crate::power::PowerSpec::new(
+        alpha,
+        cx.power.power,
+        cx.power.target_effect,
+        config.train.seed,
+    );
+    crate::power::statement(&rates, trials, &spec)
+}
+
+/// The final incumbent's layer ablation on the training tasks (the full
+/// variant is the incumbent's own training evaluation, resumed).
+async fn select_layers(
+    cx: &TrainContext,
+    dir: &TrainDir,
+    config: &TrainConfig,
+    tasks: &TrainTasks,
+    incumbent: &ComponentHash,
+) -> Result<crate::ablate::Ablation, TrainError> {
+    cx.say(format!(
+        "selecting layers: {} with each layer off in turn on the training tasks",
+        incumbent.short()
+    ));
+    let evaluate = async |layers: LayerSet| -> Result<crate::ablate::Evaluated, TrainError> {
+        let base = RunConfig {
+            layers,
+            ..config.train.clone()
+        };
+        let label = variant_label(&tasks.label, layers);
+        let (summary, episodes) = cx
+            .evaluate_with(
+                dir,
+                &base,
+                Some(incumbent),
+                &tasks.tasks,
+                config.train.split.clone(),
+                &label,
+                Draw::Cached,
+            )
+            .await?;
+        Ok(crate::ablate::Evaluated {
+            per_task: summary.metrics.per_task,
+            episodes,
+            dir: dir.eval_dir(incumbent, &label),
+        })
+    };
+    crate::ablate::ablate(evaluate, config.train.seed)
+        .await
+        .map_err(|e| match e {
+            crate::ablate::AblationError::Evaluate(e) => e,
+            other => TrainError::Corrupt {
+                path: dir.root().to_path_buf(),
+                message: other.to_string(),
+            },
+        })
+}
+
+/// The evaluation label of a layer variant: the plain label for the full
+/// harness (so its evaluation is the one the rounds made), else the label
+/// with the layers that ran.
+fn variant_label(label: &str, layers: LayerSet) -> String {
+    if layers.is_all() {
+        label.to_string()
+    } else {
+        format!("{label}-layers-{}", layers.names().join("-"))
+    }
+}
+
+/// The initial and final harness (and Direct when asked, and the final
+/// harness with only the `chosen` layers when layer selection dropped any)
+/// on the held-out split with `test_trials` trials per task; `None`
+/// without a test split.
 async fn test_report(
     cx: &TrainContext,
     dir: &TrainDir,
     config: &TrainConfig,
-    initial: &ComponentHash,
-    incumbent: &ComponentHash,
+    (initial, incumbent): (&ComponentHash, &ComponentHash),
+    chosen: LayerSet,
 ) -> Result<Option<TestReport>, TrainError> {
     if config.test_tasks.is_empty() {
         return Ok(None);
@@ -786,26 +895,48 @@ async fn test_report(
         ..config.train.clone()
     };
     let label = format!("test-k{}", base.trials);
-    let initial_score = test_score(cx, dir, config, &base, &label, Some(initial)).await?;
+    let (initial_score, initial_tasks) =
+        test_score(cx, dir, config, &base, &label, Some(initial)).await?;
+    // What the held-out comparison with the starting harness can detect.
+    let power = power_line(cx, config, &initial_tasks, base.trials);
+    cx.say(format!("held-out {}", power.render().trim_end()));
     let final_score = if incumbent == initial {
         initial_score.clone()
     } else {
-        test_score(cx, dir, config, &base, &label, Some(incumbent)).await?
+        test_score(cx, dir, config, &base, &label, Some(incumbent))
+            .await?
+            .0
     };
     let direct = if config.test_direct {
-        Some(test_score(cx, dir, config, &base, &label, None).await?)
+        Some(test_score(cx, dir, config, &base, &label, None).await?.0)
     } else {
         None
+    };
+    let chosen_layers = if chosen.is_all() {
+        None
+    } else {
+        let variant = RunConfig {
+            layers: chosen,
+            ..base.clone()
+        };
+        let label = variant_label(&label, chosen);
+        Some(
+            test_score(cx, dir, config, &variant, &label, Some(incumbent))
+                .await?
+                .0,
+        )
     };
     Ok(Some(TestReport {
         split: config.test_split.clone(),
         initial: initial_score,
         final_: final_score,
         direct,
+        chosen_layers,
+        power: Some(power),
     }))
 }
 
-/// One harness (or Direct) on the held-out tasks.
+/// One harness (or Direct) on the held-out tasks, and its per-task results.
 async fn test_score(
     cx: &TrainContext,
     dir: &TrainDir,
@@ -813,7 +944,7 @@ async fn test_score(
     base: &RunConfig,
     label: &str,
     hash: Option<&ComponentHash>,
-) -> Result<TestScore, TrainError> {
+) -> Result<(TestScore, Vec<ecdysis_runner::eval::metrics::TaskResult>), TrainError> {
     let (summary, _) = cx
         .evaluate_with(
             dir,
@@ -827,10 +958,10 @@ async fn test_score(
         .await?;
     let path = match hash {
         Some(h) => dir.eval_dir(h, label),
-        None => dir.root().join("evals").join(format!("direct-{label}")),
+        None => dir.layout().direct_eval(label).root().to_path_buf(),
     };
     let m = &summary.metrics;
-    Ok(TestScore {
+    let score = TestScore {
         harness: hash
             .map(|h| h.to_string())
             .unwrap_or_else(|| "direct".into()),
@@ -847,7 +978,8 @@ async fn test_score(
             .unwrap_or(&path)
             .to_string_lossy()
             .into_owned(),
-    })
+    };
+    Ok((score, summary.metrics.per_task))
 }
 
 /// Bootstrap resamples of the held-out intervals.
@@ -878,7 +1010,7 @@ fn initial_harness(
     // The user's own source: built with network, which also fills the
     // registry cache the candidates' offline builds use.
     let m = cx.build(&staging, None, Trust::Own)?;
-    staging::fresh_copy(&staging, &dir.candidate(&m.hash).join("source"))?;
+    staging::fresh_copy(&staging, &dir.candidate(&m.hash).source())?;
     dir.set_initial(&m.hash)?;
     Ok(m.hash)
 }
@@ -899,7 +1031,7 @@ async fn training_tasks(
         });
     };
     let label = format!("train-{}-{}", sel.strategy.as_str(), sel.budget);
-    if let Some(selection) = dir.read::<Selection>("selection.json")? {
+    if let Some(selection) = dir.read::<Selection>(TrainLayout::SELECTION)? {
         return Ok(TrainTasks {
             tasks: selection.tasks.clone(),
             label,
@@ -931,7 +1063,7 @@ async fn training_tasks(
         config.lambda,
         sel.seed,
     );
-    dir.write("selection.json", &selection)?;
+    dir.write(TrainLayout::SELECTION, &selection)?;
     cx.say(format!(
         "selected {} of {} training tasks ({}): {}",
         selection.tasks.len(),

@@ -182,6 +182,13 @@ pub struct TestReport {
     /// No harness at all, when asked (`--test-direct`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direct: Option<TestScore>,
+    /// The final incumbent with only the layers layer selection chose
+    /// (`--select-layers`, when it dropped any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen_layers: Option<TestScore>,
+    /// What the held-out comparison with the starting harness can detect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<crate::power::PowerStatement>,
 }
 
 /// Seconds spent per phase.
@@ -254,6 +261,14 @@ pub struct TrainSummary {
     /// The training tasks, when a budget selected them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<Selection>,
+    /// The final incumbent's layer ablation (`--select-layers`): the
+    /// variants, their paired differences and the chosen layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer_selection: Option<crate::ablate::Ablation>,
+    /// What the training tasks and trials let the gate detect, from the
+    /// starting harness's evaluation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<crate::power::PowerStatement>,
     /// Tokens, calls, cache hits and dollars per role and model, over the
     /// whole run (also in `ledger.json`).
     #[serde(default)]
@@ -311,6 +326,13 @@ impl TrainSummary {
                 r.decision
             );
         }
+        if let Some(p) = &s.power {
+            out += &p.render();
+        }
+        if let Some(a) = &s.layer_selection {
+            out += "layer ablation of the final incumbent on the training tasks:\n";
+            out += &a.render();
+        }
         if let Some(t) = &s.test {
             out += &format!(
                 "held-out {}{}:\n  initial  {}\n  final    {}\n",
@@ -325,6 +347,12 @@ impl TrainSummary {
             );
             if let Some(d) = &t.direct {
                 out += &format!("  direct   {}\n", d.render());
+            }
+            if let (Some(c), Some(a)) = (&t.chosen_layers, &s.layer_selection) {
+                out += &format!("  chosen   {} (layers {})\n", c.render(), a.chosen);
+            }
+            if let Some(p) = &t.power {
+                out += &format!("  held-out {}", p.render());
             }
         }
         if !s.stopped.is_empty() {

@@ -216,10 +216,7 @@ impl<'a> Round<'a> {
             self.config.diagnoser
         ));
         let staging = self.dir.staging();
-        staging::fresh_copy(
-            &self.dir.candidate(&self.incumbent).join("source"),
-            &staging,
-        )?;
+        staging::fresh_copy(&self.dir.candidate(&self.incumbent).source(), &staging)?;
         let mut merged: Option<ChangeSpec> = None;
         let mut skipped: Vec<String> = vec![];
         for unit in &units {
@@ -255,7 +252,7 @@ impl<'a> Round<'a> {
             }
         }
         write_json(
-            &self.dir.round(self.record.round).join("transcript.json"),
+            &self.dir.layout().round_transcript(self.record.round),
             &self.transcript,
         )?;
         self.record.spec = merged.clone();
@@ -509,7 +506,7 @@ impl<'a> Round<'a> {
     /// crate, is rejected with the reason and never built.
     fn build_candidate(&mut self, spec: &ChangeSpec) -> Phase<Manifest> {
         let clock = Instant::now();
-        let reference = self.dir.candidate(&self.incumbent).join("source");
+        let reference = self.dir.candidate(&self.incumbent).source();
         let staging = self.dir.staging();
         let built = match candidate_trust(&reference, &staging, &self.cx.containment)? {
             Err(why) => {
@@ -538,24 +535,24 @@ impl<'a> Round<'a> {
             ));
         }
         let cdir = self.dir.candidate(&manifest.hash);
-        if cdir.join("manifest.json").exists() {
+        if cdir.manifest().exists() {
             return Ok(ControlFlow::Break(format!(
                 "no change: the edit builds to the bytes of candidate {}, already judged (see its files)",
                 manifest.hash.short()
             )));
         }
         self.record.candidate = Some(manifest.hash.to_string());
-        staging::fresh_copy(&staging, &cdir.join("source"))?;
-        write_json(&cdir.join("manifest.json"), &manifest)?;
-        write_json(&cdir.join("spec.json"), spec)?;
-        write_json(&cdir.join("transcript.json"), &self.transcript)?;
+        staging::fresh_copy(&staging, &cdir.source())?;
+        write_json(&cdir.manifest(), &manifest)?;
+        write_json(&cdir.spec(), spec)?;
+        write_json(&cdir.transcript(), &self.transcript)?;
         // The diff of every file under src/ the crate walker sees (hidden
         // ones too: they are built, so they are recorded).
         let (diff, _) = src_diff(
             &Snapshot::take(&reference)?,
-            &Snapshot::take(&cdir.join("source"))?,
+            &Snapshot::take(&cdir.source())?,
         );
-        let patch = cdir.join("diff.patch");
+        let patch = cdir.diff();
         ecdysis_sys::fsutil::atomic_write(&patch, diff.as_bytes())
             .map_err(|e| PathError::new("write", &patch, e))?;
         Ok(ControlFlow::Continue(manifest))
@@ -624,10 +621,7 @@ impl<'a> Round<'a> {
             )
             .await?;
         self.record.candidate_measure = Some(measure);
-        write_json(
-            &self.dir.candidate(cand).join("train_summary.json"),
-            &summary,
-        )?;
+        write_json(&self.dir.candidate(cand).train_summary(), &summary)?;
         self.times.gate = clock.elapsed().as_secs_f64();
         let verdict = accept::decide(self.config.accept, incumbent_records, &records);
         self.record.candidate_score = Some(summary.metrics.accuracy);

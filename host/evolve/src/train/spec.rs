@@ -64,6 +64,10 @@ pub struct TrainSpec {
     pub test_tasks: Vec<String>,
     /// Also evaluate Direct on the held-out split.
     pub test_direct: bool,
+    /// Ablate the final incumbent's layers and keep the favoured subset.
+    pub select_layers: bool,
+    /// What the power lines are stated for.
+    pub power: crate::power::PowerAsk,
     /// Build candidates and run an external coder without a jail where
     /// bubblewrap cannot make one (recorded in `config.json`).
     pub allow_unjailed_builds: bool,
@@ -104,6 +108,8 @@ impl Default for TrainSpec {
             test_trials: 3,
             test_tasks: vec![],
             test_direct: false,
+            select_layers: false,
+            power: Default::default(),
             allow_unjailed_builds: false,
             workers: None,
         }
@@ -250,6 +256,7 @@ pub async fn run(
         select: spec.select,
         test_trials: spec.test_trials,
         test_direct: spec.test_direct,
+        select_layers: spec.select_layers,
         gate_measure,
         roles: roles_config,
         allow_unjailed_builds: spec.allow_unjailed_builds,
@@ -273,6 +280,7 @@ pub async fn run(
         sandbox: sandbox.clone(),
         concurrency: spec.concurrency,
         quiet,
+        power: spec.power,
         cargo_target: target,
         diagnoser,
         coder,

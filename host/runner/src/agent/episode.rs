@@ -21,8 +21,8 @@ use ecdysis_model::{
     self as model, ChatMessage, ChatModel, ChatRequest, FunctionTool, ModelError, SamplingArgs,
 };
 use ecdysis_sandbox::sandbox::{
-    self, ActionDecision, AgentAction, ContractInput, EpisodeInfo, FailurePolicy, LoadedHarness,
-    Regulation, StepKind, StepReport,
+    self, ActionDecision, AgentAction, ContractInput, EpisodeInfo, FailurePolicy, LayerSet,
+    LoadedHarness, Regulation, StepKind, StepReport,
 };
 
 use super::boundary::{env_call, model_call, wit_call, wit_tools};
@@ -57,6 +57,8 @@ pub struct EpisodeSetup {
     pub harness: Option<LoadedHarness>,
     /// What a failing hook does to the episode.
     pub policy: FailurePolicy,
+    /// The harness's layers that run (the others answer neutrally).
+    pub layers: LayerSet,
     /// Cap on steps (message hops); reaching it ends the episode as
     /// [`EndReason::MaxSteps`].
     pub max_steps: u32,
@@ -170,6 +172,7 @@ pub async fn run_episode_to_state(setup: EpisodeSetup) -> (EpisodeRecord, Option
                 wit_tools(&*setup.domain),
                 Box::new(view),
                 setup.policy,
+                setup.layers,
                 place,
             )
             .await;

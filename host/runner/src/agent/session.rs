@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use ecdysis_sandbox::sandbox::{
     ActionDecision, AgentAction, ContractInput, ContractOutput, EpisodeInfo, FailurePolicy,
-    Guidance, HarnessEpisode, Hooked, LoadedHarness, ReadOnlyEnv, Regulation, SandboxError,
-    StepReport, TaskView, ToolSpec,
+    Guidance, HarnessEpisode, Hooked, Layer, LayerSet, LoadedHarness, ReadOnlyEnv, Regulation,
+    SandboxError, StepReport, TaskView, ToolSpec,
 };
 
 /// One hook call as the trajectory records it.
@@ -71,6 +71,7 @@ pub enum HookOutcome<T> {
 pub struct HarnessSession {
     episode: Option<HarnessEpisode>,
     policy: FailurePolicy,
+    layers: LayerSet,
     records: Vec<HookRecord>,
     active: bool,
     place: CallPlace,
@@ -149,20 +150,23 @@ impl HarnessSession {
         HarnessSession {
             episode: None,
             policy: FailurePolicy::FailClosed,
+            layers: LayerSet::NONE,
             records: Vec::new(),
             active: false,
             place: CallPlace::BlockingPool,
         }
     }
 
-    /// Instantiate `harness` for an episode. A constructor failure follows
-    /// the policy like any hook: fail-open continues without a harness.
+    /// Instantiate `harness` for an episode, with only `layers`' hooks
+    /// called. A constructor failure follows the policy like any hook:
+    /// fail-open continues without a harness.
     pub async fn start(
         harness: &LoadedHarness,
         info: EpisodeInfo,
         tools: Vec<ToolSpec>,
         env: Box<dyn ReadOnlyEnv>,
         policy: FailurePolicy,
+        layers: LayerSet,
         place: CallPlace,
     ) -> (Self, HookOutcome<()>) {
         let harness = harness.clone();
@@ -177,6 +181,7 @@ impl HarnessSession {
         let mut session = HarnessSession {
             episode: None,
             policy,
+            layers,
             records: Vec::new(),
             active: true,
             place,
@@ -270,7 +275,8 @@ impl HarnessSession {
     }
 
     /// Run one hook where the session's [`CallPlace`] says, then apply the
-    /// policy and record it.
+    /// policy and record it. A switched-off layer's hook is not called and
+    /// leaves no record: its neutral answer is used.
     async fn run<T, F>(
         &mut self,
         step: u32,
@@ -283,6 +289,9 @@ impl HarnessSession {
         T: Serialize + Send + 'static,
         F: FnOnce(&mut HarnessEpisode) -> Result<Hooked<T>, SandboxError> + Send + 'static,
     {
+        if Layer::of_hook(hook).is_some_and(|l| !self.layers.contains(l)) {
+            return HookOutcome::Use(neutral);
+        }
         let Some(mut ep) = self.episode.take() else {
             if !self.active {
                 return HookOutcome::Use(neutral);

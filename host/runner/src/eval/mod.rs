@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::{EndReason, EpisodeRecord, EpisodeSetup, run_episode_to_state};
 use ecdysis_env::{Domain, EnvError, Trajectory};
 use ecdysis_model::{LedgerSummary, SamplingArgs, UsageLedger};
-use ecdysis_sandbox::sandbox::{FailurePolicy, Limits, LoadedHarness};
+use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet, Limits, LoadedHarness};
 
 pub use metrics::Metrics;
 pub use participants::{Participants, ParticipantsError};
@@ -63,6 +63,12 @@ pub struct RunConfig {
     pub max_request_tokens: Option<u64>,
     /// What a failing hook does.
     pub policy: FailurePolicy,
+    /// The harness's layers that run (absent: all four).
+    #[serde(
+        default,
+        skip_serializing_if = "ecdysis_sandbox::sandbox::layers::is_all"
+    )]
+    pub layers: LayerSet,
     /// Sandbox limits of every hook call.
     pub limits: Limits,
     /// The agent's sampling parameters.
@@ -482,6 +488,7 @@ async fn one_episode(
         user,
         harness,
         policy: config.policy,
+        layers: config.layers,
         max_steps: config.max_steps,
         max_errors: config.max_errors,
         max_request_tokens: config.max_request_tokens,

@@ -19,13 +19,14 @@ use serde::de::DeserializeOwned;
 
 use crate::agent::EpisodeRecord;
 use ecdysis_sys::fsutil::{PathError, atomic_write};
+pub use ecdysis_sys::layout::{CandidateLayout, RunLayout, TrainLayout};
 
-/// The run's configuration; a resume with a different one is refused.
-pub const CONFIG_FILE: &str = "config.json";
-/// One finished, scored episode per line, appended as each ends.
-pub const TRAJECTORIES_FILE: &str = "trajectories.jsonl";
-/// The run's metrics, written at the end of every invocation.
-pub const SUMMARY_FILE: &str = "summary.json";
+/// The run's configuration (see [`RunLayout`]).
+pub const CONFIG_FILE: &str = RunLayout::CONFIG;
+/// One finished, scored episode per line (see [`RunLayout`]).
+pub const TRAJECTORIES_FILE: &str = RunLayout::TRAJECTORIES;
+/// The run's metrics (see [`RunLayout`]).
+pub const SUMMARY_FILE: &str = RunLayout::SUMMARY;
 
 /// What can go wrong with a result directory.
 #[derive(Debug, thiserror::Error)]

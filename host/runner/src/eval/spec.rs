@@ -18,7 +18,7 @@ use ecdysis_model::{
     CachePolicy, ModelError, ModelFlags, ModelHub, PriceTable, PriceTableError, ResponseCache,
     SamplingArgs, SimProfile, UsageLedger,
 };
-use ecdysis_sandbox::sandbox::{FailurePolicy, Limits, LimitsError, WORLD_VERSION};
+use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet, Limits, LimitsError, WORLD_VERSION};
 
 use super::RunConfig;
 use super::participants::{AgentSide, StandardParticipants, UserSide};
@@ -119,6 +119,8 @@ pub struct RunSpec {
     pub limits: Limits,
     /// What a failing hook does.
     pub policy: FailurePolicy,
+    /// The harness's layers that run (`--layers`; all by default).
+    pub layers: LayerSet,
     /// Step cap per episode (message hops).
     pub max_steps: u32,
     /// Tool-error cap per episode.
@@ -154,6 +156,7 @@ impl Default for RunSpec {
             sim_latency: Duration::ZERO,
             limits: Limits::default(),
             policy: FailurePolicy::FailClosed,
+            layers: LayerSet::ALL,
             max_steps: DEFAULT_MAX_STEPS,
             max_errors: DEFAULT_MAX_ERRORS,
             max_request_tokens: None,
@@ -258,6 +261,7 @@ impl RunSpec {
             max_errors: self.max_errors,
             max_request_tokens: self.max_request_tokens,
             policy: self.policy,
+            layers: self.layers,
             limits: self.limits.clone(),
             sampling: self.sampling.clone(),
         }

@@ -9,9 +9,9 @@ use std::time::Duration;
 use ecdysis_runner::agent::{HarnessSession, HookOutcome};
 use ecdysis_sandbox::doctor;
 use ecdysis_sandbox::sandbox::{
-    ActionDecision, AgentAction, Allocation, ContractInput, EpisodeInfo, FailurePolicy, Limits,
-    LoadedHarness, Sandbox, SandboxError, StaticEnv, StepKind, StepReport, TaskView, ToolCall,
-    Violation,
+    ActionDecision, AgentAction, Allocation, ContractInput, EpisodeInfo, FailurePolicy, LayerSet,
+    Limits, LoadedHarness, Sandbox, SandboxError, StaticEnv, StepKind, StepReport, TaskView,
+    ToolCall, Violation,
 };
 
 fn info() -> EpisodeInfo {
@@ -383,6 +383,7 @@ fn failure_policy_decides_between_neutral_and_ending() {
                         doctor::sample_tools(),
                         Box::new(env()),
                         policy,
+                        LayerSet::ALL,
                         place,
                     )
                     .await;
@@ -479,6 +480,7 @@ fn a_full_pool_is_a_capacity_error_not_a_harness_error() {
         doctor::sample_tools(),
         Box::new(env()),
         FailurePolicy::FailClosed,
+        LayerSet::ALL,
         ecdysis_runner::agent::CallPlace::BlockingPool,
     ));
     assert!(

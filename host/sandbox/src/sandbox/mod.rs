@@ -17,6 +17,7 @@ mod error;
 #[cfg(test)]
 mod fuzz;
 mod host_state;
+pub mod layers;
 mod limits;
 pub mod recorder;
 mod sync_io;
@@ -32,5 +33,6 @@ pub use env_view::{ReadOnlyEnv, StaticEnv, ViewOutput};
 pub use episode::{HarnessEpisode, Hooked};
 pub use error::{SandboxError, Violation};
 pub use host_state::LogLine;
+pub use layers::{Layer, LayerSet, UnknownLayer};
 pub use limits::{FailurePolicy, Limits, LimitsError, MAX_TOOL_ARGUMENT_BYTES};
 pub use recorder::{HookRecorder, RecordedHook, RecordedViewCall};

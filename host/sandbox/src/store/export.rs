@@ -30,8 +30,9 @@ use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
 use super::{ComponentHash, ComponentStore, Manifest, StoreError};
-use crate::sandbox::{FailurePolicy, Limits, Sandbox};
+use crate::sandbox::{FailurePolicy, LayerSet, Limits, Sandbox};
 use ecdysis_sys::fsutil::{PathError, atomic_write};
+use ecdysis_sys::layout::{RunLayout, TrainLayout};
 
 /// Version of the `harness.json` format.
 pub const EXPORT_FORMAT: &str = "ecdysis-harness-export/1";
@@ -182,6 +183,11 @@ pub struct HarnessExport {
     pub limits: ExportedLimits,
     /// What a failing hook does.
     pub failure_policy: FailurePolicy,
+    /// The layers whose hooks a runtime calls (the others answer
+    /// neutrally): all four unless layer selection chose fewer. Files
+    /// written before layers existed mean all four.
+    #[serde(default)]
+    pub layers: LayerSet,
     /// What the training run says about it (`None` without `--train-run`).
     pub training: Option<TrainingFacts>,
     /// `ecdysis-host <version>`.
@@ -214,28 +220,43 @@ pub struct ExportOptions {
     pub limits: Limits,
     /// The failure policy written to `harness.json`.
     pub policy: FailurePolicy,
+    /// The layers written to `harness.json`.
+    pub layers: LayerSet,
     /// Training facts to include (from [`read_training_run`]).
     pub training: Option<TrainingFacts>,
+}
+
+/// What a training run says about one of its harnesses: the facts for
+/// `harness.json` and what the harness ran under.
+#[derive(Debug, Clone)]
+pub struct TrainedUnder {
+    /// Role, scores and run of the harness.
+    pub facts: TrainingFacts,
+    /// The sandbox limits of the run.
+    pub limits: Limits,
+    /// The run's failure policy.
+    pub policy: FailurePolicy,
+    /// The layers layer selection chose for the final incumbent; all four
+    /// for any other harness, or when the run selected none.
+    pub layers: LayerSet,
 }
 
 /// The training facts and the limits of a training run directory
 /// (`config.json` and `summary.json` of `ecdysis-host train`) for `hash`.
 /// Read as plain JSON so the export does not depend on the trainer's
 /// internal types.
-pub fn read_training_run(
-    dir: &Path,
-    hash: &ComponentHash,
-) -> Result<(TrainingFacts, Limits, FailurePolicy), ExportError> {
+pub fn read_training_run(dir: &Path, hash: &ComponentHash) -> Result<TrainedUnder, ExportError> {
     let bad = |reason: String| ExportError::TrainRun {
         path: dir.to_path_buf(),
         reason,
     };
+    let layout = TrainLayout::new(dir);
     let read = |name: &str| -> Result<serde_json::Value, ExportError> {
         let path = dir.join(name);
         let bytes = std::fs::read(&path).map_err(|e| PathError::new("read", &path, e))?;
         serde_json::from_slice(&bytes).map_err(|e| bad(format!("{name}: {e}")))
     };
-    let config = read("config.json")?;
+    let config = read(RunLayout::CONFIG)?;
     let train = config
         .get("train")
         .ok_or_else(|| bad("config.json has no `train` runner config".into()))?;
@@ -252,7 +273,7 @@ pub fn read_training_run(
     let agent_model = text(train, "agent_model").unwrap_or_default();
     // The summary exists once the run finished; before that only the
     // rounds so far say anything about scores.
-    let summary = match read("summary.json") {
+    let summary = match read(RunLayout::SUMMARY) {
         Ok(s) => Some(s),
         Err(ExportError::Io(e)) if e.source.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e),
@@ -261,7 +282,7 @@ pub fn read_training_run(
         .as_ref()
         .and_then(|s| text(s, "incumbent"))
         .or_else(|| {
-            std::fs::read_to_string(dir.join("incumbent"))
+            std::fs::read_to_string(layout.incumbent())
                 .ok()
                 .map(|s| s.trim().to_string())
         });
@@ -269,7 +290,7 @@ pub fn read_training_run(
         .as_ref()
         .and_then(|s| text(s, "initial"))
         .or_else(|| {
-            std::fs::read_to_string(dir.join("initial"))
+            std::fs::read_to_string(layout.initial())
                 .ok()
                 .map(|s| s.trim().to_string())
         });
@@ -299,6 +320,16 @@ pub fn read_training_run(
         .and_then(|t| t.as_array())
         .map(Vec::len)
         .unwrap_or(0);
+    // `summary.json`'s `layer_selection.chosen` (train --select-layers).
+    let layers = match summary
+        .as_ref()
+        .and_then(|s| s.get("layer_selection"))
+        .and_then(|l| l.get("chosen"))
+    {
+        Some(chosen) if role == "incumbent" => serde_json::from_value(chosen.clone())
+            .map_err(|e| bad(format!("summary.json layer_selection.chosen: {e}")))?,
+        _ => LayerSet::ALL,
+    };
     let facts = TrainingFacts {
         run: dir.display().to_string(),
         method: text(&config, "method").unwrap_or_default(),
@@ -312,13 +343,18 @@ pub fn read_training_run(
         test_score,
         test_tasks,
     };
-    Ok((facts, limits, policy))
+    Ok(TrainedUnder {
+        facts,
+        limits,
+        policy,
+        layers,
+    })
 }
 
 /// The training score the run's `rounds.jsonl` recorded for `hash` (as the
 /// round's incumbent or candidate), the latest one.
 fn last_round_score(dir: &Path, hash: &ComponentHash) -> Option<f64> {
-    let text = std::fs::read_to_string(dir.join("rounds.jsonl")).ok()?;
+    let text = std::fs::read_to_string(TrainLayout::new(dir).rounds()).ok()?;
     let mut found = None;
     for line in text.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
@@ -381,6 +417,7 @@ impl ComponentStore {
             lineage_truncated_at: truncated,
             limits: ExportedLimits::from(&opts.limits),
             failure_policy: opts.policy,
+            layers: opts.layers,
             training: opts.training.clone(),
             exported_by: format!("ecdysis-host {}", env!("CARGO_PKG_VERSION")),
         };

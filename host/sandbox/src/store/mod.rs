@@ -39,7 +39,7 @@ pub use build::{
 };
 pub use export::{
     EXPORT_FORMAT, ExportError, ExportOptions, ExportOutcome, ExportedLimits, HarnessExport,
-    LineageEntry, TrainingFacts, oci_digest, read_training_run,
+    LineageEntry, TrainedUnder, TrainingFacts, oci_digest, read_training_run,
 };
 pub use fncache::{CacheCounts, FunctionCache};
 pub use inspect::Inspection;

@@ -30,6 +30,7 @@ from .errors import (
     VectorMismatch,
 )
 from .runtime import (
+    LAYERS,
     SUPPORTED_WORLDS,
     WORLD_VERSION,
     Episode,

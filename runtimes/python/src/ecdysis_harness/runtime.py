@@ -68,6 +68,23 @@ HOST_LOG_IMPORT = "ecdysis:harness/host-log@0.1.0"
 #: sockets) is refused before it is linked, naming the import.
 GRANTED_IMPORTS = ("wasi:io/", "wasi:cli/", "ecdysis:harness/types@0.1.0", ENV_VIEW_IMPORT, HOST_LOG_IMPORT)
 
+#: The four layers, named by their hooks, in lifecycle order. A harness runs
+#: the ones its harness.json `layers` lists (all four when absent); a
+#: switched-off layer's hook is not called and answers neutrally.
+LAYERS = ("contract", "skills", "realize", "regulate")
+
+
+def parse_layers(value: Any, source: str) -> frozenset:
+    """The layer set of a harness.json `layers` entry (or a caller's list),
+    refusing anything that is not a list of layer names."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise LoadError(f"{source}: layers must be a list of layer names, not {value!r}")
+    unknown = [v for v in value if v not in LAYERS]
+    if unknown:
+        raise LoadError(f"{source}: unknown layer {unknown[0]!r} (the layers are {', '.join(LAYERS)})")
+    return frozenset(value)
+
+
 _EPOCH_TICK_S = 0.002
 _MAX_LOG_BYTES = 4096
 
@@ -177,6 +194,7 @@ class Harness:
         manifest: Optional[dict] = None,
         limits: Optional[Limits] = None,
         policy: Union[FailurePolicy, str, None] = None,
+        layers: Optional[Sequence[str]] = None,
         source: str = "<bytes>",
     ):
         self.source = source
@@ -199,6 +217,10 @@ class Harness:
         if policy is None:
             policy = (manifest or {}).get("failure_policy", FailurePolicy.FAIL_CLOSED)
         self.policy = FailurePolicy(policy)
+        if layers is None:
+            layers = (manifest or {}).get("layers", LAYERS)
+        #: The layers whose hooks are called (harness.json `layers`).
+        self.layers: frozenset = parse_layers(layers, source)
 
         config = wasmtime.Config()
         config.consume_fuel = True
@@ -222,6 +244,7 @@ class Harness:
         *,
         limits: Optional[Limits] = None,
         policy: Union[FailurePolicy, str, None] = None,
+        layers: Optional[Sequence[str]] = None,
     ) -> "Harness":
         """Load an exported harness: a directory with harness.wasm and
         harness.json (`ecdysis-host export`), or a .wasm file (its sibling
@@ -238,6 +261,7 @@ class Harness:
             manifest=_read_manifest(wasm_path),
             limits=limits,
             policy=policy,
+            layers=layers,
             source=str(path),
         )
 
@@ -577,6 +601,12 @@ class Episode:
         return answer
 
     def _hook(self, hook: str, argument: Any) -> Any:
+        if hook not in self.harness.layers:
+            # Switched off: not called, not recorded; the episode's tools
+            # are still learned from the contract's input.
+            if hook == "contract" and self._tools is None:
+                self._tools = {t.name: bool(t.mutates) for t in argument.tools}
+            return neutral_answer(hook, argument)
         try:
             answer = self.invoke(hook, to_canonical(argument))
         except HookError as e:
