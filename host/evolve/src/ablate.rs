@@ -186,7 +186,7 @@ impl Ablation {
                 c.score.layers.to_string(),
                 acc(&c.score.accuracy),
                 format!("{:+.3} [{:+.3}, {:+.3}]", d.estimate, d.low, d.high),
-                format!("{:.3}", c.vs_full.p_two_sided()),
+                crate::accept::p_cell(Some(c.vs_full.p_two_sided())),
             )
         };
         for e in &self.layers {

@@ -276,6 +276,16 @@ fn by_episode(records: &[EpisodeRecord]) -> BTreeMap<(&str, u32), f64> {
     out
 }
 
+/// A p-value cell of a table: three decimals, `<0.001` below, `-` when
+/// absent.
+pub fn p_cell(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p < 0.001 => "<0.001".into(),
+        Some(p) => format!("{p:.3}"),
+        None => "-".into(),
+    }
+}
+
 /// Short, readable p: four decimals without trailing zeros, scientific once
 /// that would print as zero.
 fn fmt_p(p: f64) -> String {

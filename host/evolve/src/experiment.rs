@@ -491,15 +491,6 @@ fn test_cell(detail: Option<&TestScore>, accuracy: Option<f64>) -> String {
     }
 }
 
-/// A p-value cell: three decimals, `<0.001` below, `-` when absent.
-fn p_cell(p: Option<f64>) -> String {
-    match p {
-        Some(p) if p < 0.001 => "<0.001".into(),
-        Some(p) => format!("{p:.3}"),
-        None => "-".into(),
-    }
-}
-
 /// The held-out episodes of one test evaluation (`score.dir` is relative
 /// to the run directory `run`); none when they cannot be read.
 fn held_out_episodes(run: &Path, score: &TestScore) -> Vec<EpisodeRecord> {
@@ -617,7 +608,7 @@ impl ExperimentReport {
                 "-",
                 b.train,
                 test_cell(b.test.as_ref(), b.test_accuracy()),
-                p_cell(b.test_p_vs_human),
+                accept::p_cell(b.test_p_vs_human),
                 "-",
                 "-"
             );
@@ -632,7 +623,7 @@ impl ExperimentReport {
                 r.initial_train,
                 r.final_train,
                 test_cell(r.test_detail.as_ref(), r.test),
-                p_cell(r.test_p_vs_human),
+                accept::p_cell(r.test_p_vs_human),
                 r.edits,
                 r.accommodation_percent()
                     .map(|p| format!("{p:.0}%"))

@@ -707,8 +707,8 @@ impl EpisodeDb {
 
 impl Drop for EpisodeDb {
     fn drop(&mut self) {
-        self.service.release_name(&self.schema);
         if !self.owned {
+            self.service.release_name(&self.schema);
             return;
         }
         let conn = self.conn.lock().ok().and_then(|mut c| c.take());
@@ -734,6 +734,10 @@ impl Drop for EpisodeDb {
             };
             let _ = tokio::time::timeout(Duration::from_secs(10), work).await;
         });
+        // Only now: another episode of the same task (a concurrent trial)
+        // may take the name as soon as it is free, and its CREATE USER
+        // fails while this episode's user still exists.
+        self.service.release_name(&self.schema);
     }
 }
 

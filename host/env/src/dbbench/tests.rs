@@ -293,6 +293,31 @@ fn the_protocol_answers_as_the_original() {
     assert!(!env.state_hash().is_empty());
 }
 
+/// Trials of one task run at once (`--trials 3 --concurrency 4`) take and
+/// give back the same schema names: a name is free again only once its
+/// database and user are dropped, or the next trial's CREATE USER fails.
+#[test]
+fn concurrent_trials_of_one_task_reuse_names_without_a_clash() {
+    let Some(d) = domain() else { return };
+    // Not the first task: another test holds its names meanwhile.
+    let task = d.all_tasks()[2].clone();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    for _ in 0..8 {
+                        let db = d.episode_db(&task).expect("a schema for the trial");
+                        assert!(!db.execute("SELECT 1").error);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().expect("no trial failed");
+        }
+    });
+}
+
 /// The schema's name (which some error texts show) is the same for the
 /// same task in every run, and still unique among the episodes open at
 /// once.
