@@ -53,6 +53,7 @@ pub(crate) fn section(
         );
     }
     headline(page, t);
+    power_and_layers(page, prefix, t, sub);
     scores(page, prefix, t, sub)?;
     rounds_table(page, prefix, t, sub);
     lineage(page, prefix, t, sub);
@@ -194,6 +195,63 @@ fn meta(page: &mut Page, t: &TrainData) {
     page.body += &kv(&rows);
 }
 
+/// The power lines and, after `--select-layers`, each layer's effect with
+/// its interval and the chosen set.
+fn power_and_layers(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
+    let Some(s) = &t.summary else { return };
+    let lines: Vec<String> = s
+        .power
+        .iter()
+        .map(|p| format!("training {}", p.render()))
+        .chain(
+            s.test
+                .as_ref()
+                .and_then(|t| t.power.as_ref())
+                .map(|p| format!("held-out {}", p.render())),
+        )
+        .collect();
+    if !lines.is_empty() {
+        page.body += &format!("<pre class=\"power\">{}</pre>", esc(&lines.concat()));
+    }
+    let Some(a) = &s.layer_selection else { return };
+    page.heading(
+        level,
+        &format!("{prefix}-layers"),
+        "Layers of the final incumbent",
+    );
+    let interval = |i: &ecdysis_runner::eval::intervals::Interval| {
+        format!("{:.3} [{:.3}, {:.3}]", i.estimate, i.low, i.high)
+    };
+    let mut rows = format!(
+        "<tr><td>full</td><td>{}</td><td>{}</td><td></td><td></td></tr>",
+        esc(&a.full.layers.to_string()),
+        interval(&a.full.accuracy)
+    );
+    let mut row = |name: String, c: &ecdysis_evolve::ablate::Compared| {
+        let d = &c.vs_full.delta;
+        rows += &format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:+.3} [{:+.3}, {:+.3}]</td><td>{}</td></tr>",
+            esc(&name),
+            esc(&c.score.layers.to_string()),
+            interval(&c.score.accuracy),
+            d.estimate,
+            d.low,
+            d.high,
+            ecdysis_evolve::accept::p_cell(Some(c.vs_full.p_two_sided())),
+        );
+    };
+    for e in &a.layers {
+        row(format!("without {}", e.layer), &e.without);
+    }
+    if let Some(c) = &a.chosen_vs_full {
+        row("chosen".into(), c);
+    }
+    page.body += &format!(
+        "<table><thead><tr><th>variant</th><th>layers</th><th>training accuracy [95% CI]</th><th>vs full [95% CI]</th><th>p (two-sided, paired)</th></tr></thead><tbody>{rows}</tbody></table><p>Chosen: <b>{}</b>. A layer is dropped when the harness scored strictly higher without it; the held-out test evaluates the chosen set beside the full harness.</p>",
+        esc(&a.chosen.to_string())
+    );
+}
+
 fn headline(page: &mut Page, t: &TrainData) {
     let mut out = String::from("<div class=\"cards\">");
     match &t.summary {
@@ -225,6 +283,13 @@ fn headline(page: &mut Page, t: &TrainData) {
                     );
                     if let Some(d) = &t.direct {
                         out += &card(&a(d), "held-out accuracy, Direct", "no harness");
+                    }
+                    if let (Some(c), Some(l)) = (&t.chosen_layers, &s.layer_selection) {
+                        out += &card(
+                            &a(c),
+                            "held-out accuracy, chosen layers",
+                            &format!("layers {}", l.chosen),
+                        );
                     }
                 }
                 None => {

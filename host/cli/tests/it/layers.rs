@@ -208,6 +208,25 @@ fn train_select_layers_records_the_choice_tests_it_and_exports_it() {
         a["full"]["accuracy"]["estimate"].as_f64().unwrap(),
         s["final_train_score"].as_f64().unwrap()
     );
+    // The report's training page shows each layer's effect and the choice.
+    let page = tmp.path().join("report.html");
+    let o = host(&store)
+        .arg("report")
+        .arg(&out)
+        .arg("--out")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(&page).unwrap();
+    for want in [
+        "Layers of the final incumbent",
+        "without regulate",
+        "held-out accuracy, chosen layers",
+        "power: 8 tasks x 1 trial(s)",
+    ] {
+        assert!(html.contains(want), "{want} missing from the report");
+    }
     let export = tmp.path().join("export");
     let o = host(&store)
         .args(["export", "--train-run"])
