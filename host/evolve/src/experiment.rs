@@ -95,6 +95,73 @@ pub struct MethodRow {
     /// Seconds spent in coder calls (real, or the simulated latency).
     #[serde(default)]
     pub coder_seconds: f64,
+    /// Accepted changes classified from measurements (transfer to the
+    /// other agent models on the training tasks), with the agreement with
+    /// the testbed's ground truth on simulated agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_accommodation: Option<MeasuredAccommodation>,
+}
+
+/// One accepted candidate judged by measurement: it counts as
+/// accommodation when it raised the training agent's score but not, on
+/// average, the other agents' on the same tasks (an edit that helps one
+/// model only answers that model's habits).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredChange {
+    /// The round that accepted it.
+    pub round: u32,
+    /// The candidate.
+    pub candidate: String,
+    /// Its gain over its parent for the training agent (the gate's scores).
+    pub train_gain: f64,
+    /// Its gain over its parent for each other agent model, on the
+    /// training tasks.
+    pub other_gains: Vec<(String, f64)>,
+    /// The measured label.
+    pub accommodation: bool,
+    /// The testbed's label (most of its edits answer model-specific
+    /// quirks), on simulated agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ground_truth: Option<bool>,
+}
+
+/// The measured accommodation of a method's accepted changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredAccommodation {
+    /// The other agent models measured.
+    pub models: Vec<String>,
+    /// Every accepted candidate.
+    pub changes: Vec<MeasuredChange>,
+}
+
+impl MeasuredAccommodation {
+    /// Measured accommodation rate over accepted candidates (`None`
+    /// without any).
+    pub fn rate(&self) -> Option<f64> {
+        (!self.changes.is_empty()).then(|| {
+            self.changes.iter().filter(|c| c.accommodation).count() as f64
+                / self.changes.len() as f64
+        })
+    }
+
+    /// `[[both, measured only], [truth only, neither]]` over candidates
+    /// with a ground truth.
+    pub fn confusion(&self) -> [[u32; 2]; 2] {
+        let mut m = [[0; 2]; 2];
+        for c in &self.changes {
+            if let Some(t) = c.ground_truth {
+                m[usize::from(!t)][usize::from(!c.accommodation)] += 1;
+            }
+        }
+        m
+    }
+
+    /// Share of candidates with a ground truth whose labels agree.
+    pub fn agreement(&self) -> Option<f64> {
+        let m = self.confusion();
+        let n = m[0][0] + m[0][1] + m[1][0] + m[1][1];
+        (n > 0).then(|| f64::from(m[0][0] + m[1][1]) / f64::from(n))
+    }
 }
 
 impl MethodRow {
@@ -122,6 +189,7 @@ impl MethodRow {
             same_as: vec![],
             diagnoser: String::new(),
             coder_seconds: s.seconds.coder,
+            measured_accommodation: None,
         }
     }
 
@@ -234,9 +302,21 @@ pub struct ExperimentReport {
 /// model-specific quirks (the accommodation rate's numerator), judged from
 /// the testbed's ground truth in the evidence episodes.
 pub fn accommodation(run: &Path, s: &TrainSummary) -> (u32, u32) {
+    s.rounds
+        .iter()
+        .filter(|r| r.accepted)
+        .map(|r| round_accommodation(run, r))
+        .fold((0, 0), |(e, a), (re, ra)| (e + re, a + ra))
+}
+
+/// One accepted round's edits and how many only answer model-specific
+/// quirks, from the testbed's ground truth.
+fn round_accommodation(run: &Path, r: &train::RoundRecord) -> (u32, u32) {
     let (mut edits, mut accommodating) = (0, 0);
-    for r in s.rounds.iter().filter(|r| r.accepted) {
-        let Some(spec) = &r.spec else { continue };
+    {
+        let Some(spec) = &r.spec else {
+            return (0, 0);
+        };
         let evals = TrainLayout::new(run).eval(&r.incumbent, "train");
         let records = read_trajectories(&evals.trajectories(), false).unwrap_or_default();
         for change in &spec.proposed_changes {
@@ -323,6 +403,7 @@ pub async fn run(
             row.same_as = vec![Method::EcdysisNofdcr];
         }
         row.diagnoser = read_config(&dir).map(|c| c.diagnoser).unwrap_or_default();
+        row.measured_accommodation = measure_accommodation(spec, &shared, &dir, &s).await?;
         if method == Method::Ecdysis {
             ecdysis = Some(s.clone());
         }
@@ -523,6 +604,19 @@ async fn transfer_score(
         split: spec.train.test_split.clone(),
         tasks: spec.train.test_tasks.clone(),
         trials: spec.train.test_trials,
+        ..with_agent(spec, model)
+    };
+    let hash = ComponentHash::parse(hash).ok_or_else(|| train::TrainError::Corrupt {
+        path: spec.out.clone(),
+        message: format!("`{hash}` is not a component hash"),
+    })?;
+    harness_score(spec, shared, &run_spec, Some(&hash), out, true).await
+}
+
+/// The training evaluation's spec with another agent model (served at the
+/// agent's endpoint unless it names its own).
+fn with_agent(spec: &ExperimentSpec, model: &ModelFlags) -> RunSpec {
+    RunSpec {
         agent: ModelFlags {
             model: model.model.clone(),
             base_url: model
@@ -532,12 +626,71 @@ async fn transfer_score(
             ..spec.train.eval.agent.clone()
         },
         ..spec.train.eval.clone()
-    };
-    let hash = ComponentHash::parse(hash).ok_or_else(|| train::TrainError::Corrupt {
-        path: spec.out.clone(),
-        message: format!("`{hash}` is not a component hash"),
-    })?;
-    harness_score(spec, shared, &run_spec, Some(&hash), out, true).await
+    }
+}
+
+/// Every accepted candidate of a method's run (in `dir`) and its parent,
+/// evaluated on the run's training tasks with each transfer model, and
+/// classified ([`MeasuredChange`]); `None` without transfer models.
+async fn measure_accommodation(
+    spec: &ExperimentSpec,
+    shared: &Shared<'_>,
+    dir: &Path,
+    s: &TrainSummary,
+) -> Result<Option<MeasuredAccommodation>, TrainSpecError> {
+    if spec.transfer.is_empty() {
+        return Ok(None);
+    }
+    let tasks = s
+        .selection
+        .as_ref()
+        .map(|sel| sel.tasks.clone())
+        .unwrap_or_else(|| spec.train.eval.tasks.clone());
+    let models: Vec<String> = spec
+        .transfer
+        .iter()
+        .map(|m| m.model.clone().unwrap_or_default())
+        .collect();
+    let mut changes = Vec::new();
+    for r in s.rounds.iter().filter(|r| r.accepted) {
+        let (Some(candidate), Some(candidate_score)) = (&r.candidate, r.candidate_score) else {
+            continue;
+        };
+        let mut other_gains = Vec::new();
+        for (model, name) in spec.transfer.iter().zip(&models) {
+            let run_spec = RunSpec {
+                tasks: tasks.clone(),
+                ..with_agent(spec, model)
+            };
+            let mut score = [0.0; 2];
+            for (i, hash) in [&r.incumbent, candidate].into_iter().enumerate() {
+                let h = ComponentHash::parse(hash).ok_or_else(|| train::TrainError::Corrupt {
+                    path: dir.to_path_buf(),
+                    message: format!("round {}: `{hash}` is not a component hash", r.round),
+                })?;
+                let out = dir.join("accommodation").join(format!(
+                    "{}-{}",
+                    h.short(),
+                    name.replace([':', '/'], "-")
+                ));
+                score[i] = harness_score(spec, shared, &run_spec, Some(&h), out, false).await?;
+            }
+            other_gains.push((name.clone(), score[1] - score[0]));
+        }
+        let train_gain = candidate_score - r.incumbent_score;
+        let mean_other =
+            other_gains.iter().map(|(_, g)| g).sum::<f64>() / other_gains.len().max(1) as f64;
+        let (edits, accommodating) = round_accommodation(dir, r);
+        changes.push(MeasuredChange {
+            round: r.round,
+            candidate: candidate.clone(),
+            train_gain,
+            other_gains,
+            accommodation: train_gain > 0.0 && mean_other <= 0.0,
+            ground_truth: (s.simulated && edits > 0).then_some(2 * accommodating > edits),
+        });
+    }
+    Ok(Some(MeasuredAccommodation { models, changes }))
 }
 
 /// The accuracy of `hash` (Direct when `None`) under `run_spec`, written to
@@ -662,6 +815,36 @@ impl ExperimentReport {
                 "transfer to {}:  initial {:.3}  trained {:.3}   (test split)\n",
                 t.agent_model, t.initial, t.trained
             );
+        }
+        for r in &self.methods {
+            let Some(m) = &r.measured_accommodation else {
+                continue;
+            };
+            let accommodating = m.changes.iter().filter(|c| c.accommodation).count();
+            out += &format!(
+                "measured accommodation of {} (transfer to {} on the training tasks): {accommodating}/{} accepted candidates{}",
+                r.name(),
+                m.models.join(", "),
+                m.changes.len(),
+                m.rate()
+                    .map(|x| format!(" ({:.1}%)", x * 100.0))
+                    .unwrap_or_default()
+            );
+            if let Some(a) = m.agreement() {
+                let c = m.confusion();
+                out += &format!(
+                    "; testbed ground truth {}; agreement {:.0}% (both {}, measured only {}, truth only {}, neither {})",
+                    r.accommodation_percent()
+                        .map(|p| format!("{p:.1}% of edits"))
+                        .unwrap_or_else(|| "-".into()),
+                    a * 100.0,
+                    c[0][0],
+                    c[0][1],
+                    c[1][0],
+                    c[1][1]
+                );
+            }
+            out.push('\n');
         }
         if let Some(p) = &self.power {
             out += &format!("training {}", p.render());

@@ -500,6 +500,88 @@ fn experiment(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Accommodation measured without the testbed's labels: every accepted
+/// candidate of every method and its parent are evaluated with the other
+/// agent models on the training tasks; the label follows from the gains
+/// (recomputed here from the evaluations' own summaries), and is set
+/// beside the testbed's ground truth with the agreement.
+#[test]
+fn experiment_measures_accommodation_by_transfer_and_compares_it_with_the_ground_truth() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("exp");
+    let o = std::process::Command::new(support::host_bin())
+        .current_dir(support::repo_root())
+        .args(["--store"])
+        .arg(tmp.path().join("store"))
+        .arg("experiment")
+        .args(["--cargo-target-dir"])
+        .arg(support::repo_root().join("target/evolve-candidates"))
+        .args([
+            "--rounds",
+            "2",
+            "--tasks",
+            "0,1,3,4,6,7,8,10",
+            "--test-tasks",
+            "5,9",
+            "--test-trials",
+            "1",
+            "--transfer",
+            "sim:mixed,sim:texter",
+            "--coder-latency-ms",
+            "0",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let file = json(&out.join("experiment.json"));
+    let mut judged = 0;
+    for m in file["methods"].as_array().unwrap() {
+        let dir = out.join(m["method"].as_str().unwrap());
+        let acc = &m["measured_accommodation"];
+        assert_eq!(
+            acc["models"],
+            serde_json::json!(["sim:mixed", "sim:texter"]),
+            "{m}"
+        );
+        let changes = acc["changes"].as_array().unwrap();
+        assert_eq!(changes.len() as u64, m["accepted"].as_u64().unwrap(), "{m}");
+        for c in changes {
+            let gains = c["other_gains"].as_array().unwrap();
+            assert_eq!(gains.len(), 2);
+            let round = c["round"].as_u64().unwrap() as usize;
+            let rec = &json(&dir.join("summary.json"))["rounds"][round - 1];
+            let parent = rec["incumbent"].as_str().unwrap();
+            let child = c["candidate"].as_str().unwrap();
+            let mut mean = 0.0;
+            for g in gains {
+                let model = g[0].as_str().unwrap().replace(':', "-");
+                let score = |h: &str| {
+                    let s =
+                        json(&dir.join(format!("accommodation/{}-{model}/summary.json", &h[..12])));
+                    s["metrics"]["accuracy"].as_f64().unwrap()
+                };
+                let gain = score(child) - score(parent);
+                assert!((g[1].as_f64().unwrap() - gain).abs() < 1e-12, "{c}");
+                mean += gain / 2.0;
+            }
+            let train_gain = c["train_gain"].as_f64().unwrap();
+            assert!(train_gain > 0.0, "an accepted candidate gained: {c}");
+            assert_eq!(c["accommodation"], train_gain > 0.0 && mean <= 0.0, "{c}");
+            assert!(
+                c["ground_truth"].is_boolean(),
+                "simulated: a ground truth {c}"
+            );
+            judged += 1;
+        }
+    }
+    assert!(judged > 0, "no accepted candidate to judge: {stdout}");
+    assert!(stdout.contains("measured accommodation of"), "{stdout}");
+    assert!(stdout.contains("agreement"), "{stdout}");
+}
+
 /// `experiment` labels its simulated numbers, printed and stored; offline
 /// it shows Ecdysis and Ecdysis-without-FDCR as one row (they run the same
 /// heuristic code) and puts the simulated coder latency beside the ratio;
