@@ -65,15 +65,24 @@ test("switched-off layers are not called", async () => {
   } finally {
     await ep.close();
   }
-  // Positive control right after: the full export still rescues; a
-  // caller's override wins over the manifest.
-  const only = await Harness.load(join(JS, "template-two-layers"), { layers: ["realize"] });
-  const ep2 = await only.episode("tau2/retail", 200, 10);
+  // A caller's override wins over the manifest (the template learns the
+  // episode's tools in its contract hook, so realize needs it on).
+  const override = await Harness.load(join(JS, "template-two-layers"), { layers: ["contract", "realize"] });
+  const ep2 = await override.episode("tau2/retail", 200, 10);
   try {
-    assert.deepEqual(await ep2.contract(input), { systemPrompt: "You are a retail agent.", toolDescriptions: [] });
+    await ep2.contract(input);
+    assert.deepEqual(await ep2.skills({ domain: "tau2/retail", firstUserMessage: "Cancel order #W1." }), []);
     assert.equal((await ep2.realize(rescue)).tag, "realize");
+    assert.deepEqual(ep2.records.map((r) => r.hook), ["constructor", "contract", "realize"]);
   } finally {
     await ep2.close();
+  }
+  const none = await Harness.load(join(JS, "template-two-layers"), { layers: [] });
+  const ep3 = await none.episode("tau2/retail", 200, 10);
+  try {
+    assert.deepEqual(await ep3.contract(input), { systemPrompt: "You are a retail agent.", toolDescriptions: [] });
+  } finally {
+    await ep3.close();
   }
   const tmp = mkdtempSync(join(tmpdir(), "ecdysis-js-"));
   cpSync(join(JS, "template-two-layers"), join(tmp, "b"), { recursive: true });

@@ -78,11 +78,18 @@ def test_switched_off_layers_are_not_called(fixtures, tmp_path):
     with Harness.load(fixtures / "template").episode("tau2/retail", 200, 10) as ep:
         ep.contract(contract_input())
         assert isinstance(ep.realize(rescue), Realize)
-    # A caller's override wins over the manifest; bad names are refused.
-    only_realize = Harness.load(fixtures / "template-two-layers", layers=["realize"])
-    with only_realize.episode("tau2/retail", 200, 10) as ep:
-        assert ep.contract(contract_input()) == ContractOutput("You are a retail agent.", [])
+    # A caller's override wins over the manifest (the template learns the
+    # episode's tools in its contract hook, so realize needs it on); bad
+    # names are refused.
+    override = Harness.load(fixtures / "template-two-layers", layers=["contract", "realize"])
+    with override.episode("tau2/retail", 200, 10) as ep:
+        ep.contract(contract_input())
+        assert ep.skills(TaskView("tau2/retail", "I want to cancel order #W1.")) == []
         assert isinstance(ep.realize(rescue), Realize)
+        assert [r.hook for r in ep.records] == ["constructor", "contract", "realize"]
+    none = Harness.load(fixtures / "template-two-layers", layers=[])
+    with none.episode("tau2/retail", 200, 10) as ep:
+        assert ep.contract(contract_input()) == ContractOutput("You are a retail agent.", [])
     bad = tmp_path / "bad"
     shutil.copytree(fixtures / "template-two-layers", bad)
     manifest = json.loads((bad / "harness.json").read_text())
