@@ -78,6 +78,16 @@ pub struct Ablation {
     pub chosen_vs_full: Option<Compared>,
 }
 
+/// A variant's name, for its result directory: `full`, `without-<layer>`,
+/// or `only-<layers>` when more than one layer is off.
+pub fn variant_name(layers: LayerSet) -> String {
+    match layers.off().collect::<Vec<_>>().as_slice() {
+        [] => "full".into(),
+        [one] => format!("without-{one}"),
+        _ => format!("only-{}", layers.names().join("-")),
+    }
+}
+
 /// Bootstrap resamples of the accuracy intervals.
 const BOOTSTRAP: usize = 2000;
 

@@ -312,16 +312,17 @@ pub fn accommodation(run: &Path, s: &TrainSummary) -> (u32, u32) {
 /// One accepted round's edits and how many only answer model-specific
 /// quirks, from the testbed's ground truth.
 fn round_accommodation(run: &Path, r: &train::RoundRecord) -> (u32, u32) {
-    let (mut edits, mut accommodating) = (0, 0);
-    {
-        let Some(spec) = &r.spec else {
-            return (0, 0);
-        };
-        let evals = TrainLayout::new(run).eval(&r.incumbent, "train");
-        let records = read_trajectories(&evals.trajectories(), false).unwrap_or_default();
-        for change in &spec.proposed_changes {
-            edits += 1;
-            let systematic = records
+    let Some(spec) = &r.spec else {
+        return (0, 0);
+    };
+    let evals = TrainLayout::new(run).eval(&r.incumbent, "train");
+    let records = read_trajectories(&evals.trajectories(), false).unwrap_or_default();
+    let accommodating = spec
+        .proposed_changes
+        .iter()
+        .filter(|change| {
+            // Model-specific only: no systematic quirk in its evidence.
+            !records
                 .iter()
                 .filter(|x| !x.success && change.evidence_tasks.contains(&x.task_id))
                 .flat_map(|rec| &rec.transcript)
@@ -330,11 +331,10 @@ fn round_accommodation(run: &Path, r: &train::RoundRecord) -> (u32, u32) {
                         testbed: Some(n), ..
                     } => n.quirks.iter().any(|q| q.kind == QuirkKind::Systematic),
                     _ => false,
-                });
-            accommodating += u32::from(!systematic);
-        }
-    }
-    (edits, accommodating)
+                })
+        })
+        .count() as u32;
+    (spec.proposed_changes.len() as u32, accommodating)
 }
 
 /// Run the experiment: train with each method, then test the Ecdysis

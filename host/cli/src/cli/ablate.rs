@@ -56,15 +56,6 @@ pub struct AblationFile {
     pub ablation: Ablation,
 }
 
-/// The directory name of a variant.
-fn variant_dir(layers: LayerSet) -> String {
-    match layers.off().collect::<Vec<_>>().as_slice() {
-        [] => "full".into(),
-        [one] => format!("without-{one}"),
-        _ => format!("only-{}", layers.names().join("-")),
-    }
-}
-
 /// Run the ablation, write `ablation.json`, return it.
 pub async fn ablate(
     args: AblateArgs,
@@ -119,9 +110,9 @@ pub async fn ablate(
     let services = args.eval.services()?;
     let hub = services.hub()?;
     let evaluate = async |layers: LayerSet| -> Result<Evaluated> {
-        let dir = out.join(variant_dir(layers));
+        let dir = out.join(ablate::variant_name(layers));
         if !quiet {
-            eprintln!("variant {} ({layers})", variant_dir(layers));
+            eprintln!("variant {} ({layers})", ablate::variant_name(layers));
         }
         let options = RunOptions {
             out: dir.clone(),

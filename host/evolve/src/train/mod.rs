@@ -867,12 +867,12 @@ async fn select_layers(
 
 /// The evaluation label of a layer variant: the plain label for the full
 /// harness (so its evaluation is the one the rounds made), else the label
-/// with the layers that ran.
+/// with the variant's name.
 fn variant_label(label: &str, layers: LayerSet) -> String {
     if layers.is_all() {
         label.to_string()
     } else {
-        format!("{label}-layers-{}", layers.names().join("-"))
+        format!("{label}-{}", crate::ablate::variant_name(layers))
     }
 }
 
