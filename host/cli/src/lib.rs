@@ -26,4 +26,4 @@ pub use ecdysis_report as report;
 pub use ecdysis_runner::{agent, bench, eval, isolate, vectors};
 pub use ecdysis_sandbox::{doctor, sandbox, store};
 pub use ecdysis_serve as serve;
-pub use ecdysis_sys::{egress, fsutil, jail, process, rlimit, rng};
+pub use ecdysis_sys::{egress, fsutil, jail, process, progress, rlimit, rng};

@@ -341,13 +341,7 @@ fn main() -> ExitCode {
         (false, 1) => "info",
         (false, _) => "debug",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ECDYSIS_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    cli::logging::init(cli.quiet, level);
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -16,9 +16,12 @@ use ecdysis_model::ModelFlags;
 use ecdysis_model::sim::QuirkKind;
 use ecdysis_runner::agent::{Entry, EpisodeRecord};
 use ecdysis_runner::eval::rundir::{RunLayout, TrainLayout, read_trajectories, write_json};
-use ecdysis_runner::eval::{self, ModelServices, RunOptions, RunSpec, SIMULATED_LABEL};
+use ecdysis_runner::eval::{
+    self, ModelServices, ProgressDisplay, RunOptions, RunSpec, SIMULATED_LABEL,
+};
 use ecdysis_sandbox::sandbox::Sandbox;
 use ecdysis_sandbox::store::{ComponentHash, ComponentStore};
+use ecdysis_sys::progress::PROGRESS;
 
 /// The methods of the comparison, in the order they run.
 pub const METHODS: [Method; 3] = [
@@ -104,8 +107,10 @@ pub struct MethodRow {
 
 /// One accepted candidate judged by measurement: it counts as
 /// accommodation when it raised the training agent's score but not, on
-/// average, the other agents' on the same tasks (an edit that helps one
-/// model only answers that model's habits).
+/// average, the score of the other agents that had room to gain (an edit
+/// that helps one model only answers that model's habits). An agent that
+/// already solved every evidence task under the parent cannot show a gain,
+/// so it does not vote; with no agent left the label is undetermined.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasuredChange {
     /// The round that accepted it.
@@ -117,12 +122,35 @@ pub struct MeasuredChange {
     /// Its gain over its parent for each other agent model, on the
     /// training tasks.
     pub other_gains: Vec<(String, f64)>,
-    /// The measured label.
-    pub accommodation: bool,
+    /// The other agents that solved every evidence task of the change
+    /// (the tasks its spec cites; all training tasks without a spec) under
+    /// the parent: left out of the label.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub no_headroom: Vec<String>,
+    /// The measured label; `None` when no other agent had headroom.
+    pub accommodation: Option<bool>,
     /// The testbed's label (most of its edits answer model-specific
     /// quirks), on simulated agents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ground_truth: Option<bool>,
+}
+
+impl MeasuredChange {
+    /// The label from the gains: `None` when every other agent is in
+    /// `no_headroom`.
+    pub fn label(
+        train_gain: f64,
+        other_gains: &[(String, f64)],
+        no_headroom: &[String],
+    ) -> Option<bool> {
+        let voting: Vec<f64> = other_gains
+            .iter()
+            .filter(|(m, _)| !no_headroom.contains(m))
+            .map(|(_, g)| *g)
+            .collect();
+        (!voting.is_empty())
+            .then(|| train_gain > 0.0 && voting.iter().sum::<f64>() / voting.len() as f64 <= 0.0)
+    }
 }
 
 /// The measured accommodation of a method's accepted changes.
@@ -135,22 +163,31 @@ pub struct MeasuredAccommodation {
 }
 
 impl MeasuredAccommodation {
-    /// Measured accommodation rate over accepted candidates (`None`
-    /// without any).
+    /// Measured accommodation rate over the accepted candidates with a
+    /// label (`None` without any).
     pub fn rate(&self) -> Option<f64> {
-        (!self.changes.is_empty()).then(|| {
-            self.changes.iter().filter(|c| c.accommodation).count() as f64
-                / self.changes.len() as f64
-        })
+        let labelled: Vec<bool> = self
+            .changes
+            .iter()
+            .filter_map(|c| c.accommodation)
+            .collect();
+        (!labelled.is_empty())
+            .then(|| labelled.iter().filter(|&&a| a).count() as f64 / labelled.len() as f64)
+    }
+
+    /// Accepted candidates labelled accommodation, and those labelled at all.
+    pub fn counts(&self) -> (usize, usize) {
+        let labelled = self.changes.iter().filter_map(|c| c.accommodation);
+        (labelled.clone().filter(|&a| a).count(), labelled.count())
     }
 
     /// `[[both, measured only], [truth only, neither]]` over candidates
-    /// with a ground truth.
+    /// with a ground truth and a measured label.
     pub fn confusion(&self) -> [[u32; 2]; 2] {
         let mut m = [[0; 2]; 2];
         for c in &self.changes {
-            if let Some(t) = c.ground_truth {
-                m[usize::from(!t)][usize::from(!c.accommodation)] += 1;
+            if let (Some(t), Some(a)) = (c.ground_truth, c.accommodation) {
+                m[usize::from(!t)][usize::from(!a)] += 1;
             }
         }
         m
@@ -359,10 +396,6 @@ pub async fn run(
     // Without role models Ecdysis diagnoses with the heuristic, exactly as
     // Ecdysis without FDCR does: one run, one row that says so.
     let fdcr = spec.train.roles.any_fdcr();
-    // A simulated experiment takes seconds per method and prints only the
-    // table; a real one takes hours, so each method's training prints its
-    // progress.
-    let quiet = spec.train.eval.is_simulated();
     // With real models each run takes hours, so the runs go in the order of
     // what the comparison needs most: Ecdysis first, the transfer test, and
     // the baselines last (Human-Augmented's episodes are every method's
@@ -373,7 +406,7 @@ pub async fn run(
             continue;
         }
         let dir = spec.out.join(method.as_str());
-        eprintln!("experiment: training with {} ...", method.as_str());
+        tracing::info!(target: PROGRESS, "experiment: training with {} ...", method.as_str());
         // Only Ecdysis deliberates; the others keep the coder.
         let roles = if method == Method::Ecdysis {
             spec.train.roles.clone()
@@ -385,16 +418,8 @@ pub async fn run(
             roles,
             ..spec.train.clone()
         };
-        let s = train::run_spec(
-            &train_spec,
-            store,
-            domain.clone(),
-            services,
-            &sandbox,
-            &dir,
-            quiet,
-        )
-        .await?;
+        let s =
+            train::run_spec(&train_spec, store, domain.clone(), services, &sandbox, &dir).await?;
         let (edits, accommodating) = accommodation(&dir, &s);
         let mut row = MethodRow::from_summary(&s, &dir);
         row.edits = edits;
@@ -430,7 +455,7 @@ pub async fn run(
             trained: scores[1],
         });
     }
-    eprintln!("experiment: evaluating the baselines (direct, human-augmented) ...");
+    tracing::info!(target: PROGRESS, "experiment: evaluating the baselines (direct, human-augmented) ...");
     let baselines = baselines(spec, &shared).await?;
     // Human-Augmented's held-out episodes: every method's final harness is
     // compared with them, pair by pair.
@@ -505,7 +530,6 @@ async fn baselines(
         shared.services,
         shared.sandbox,
         &dir,
-        spec.train.eval.is_simulated(),
     )
     .await?;
     let direct_train = harness_score(
@@ -656,7 +680,9 @@ async fn measure_accommodation(
         let (Some(candidate), Some(candidate_score)) = (&r.candidate, r.candidate_score) else {
             continue;
         };
+        let evidence = evidence_tasks(r, &tasks);
         let mut other_gains = Vec::new();
+        let mut no_headroom = Vec::new();
         for (model, name) in spec.transfer.iter().zip(&models) {
             let run_spec = RunSpec {
                 tasks: tasks.clone(),
@@ -673,24 +699,61 @@ async fn measure_accommodation(
                     h.short(),
                     name.replace([':', '/'], "-")
                 ));
-                score[i] = harness_score(spec, shared, &run_spec, Some(&h), out, false).await?;
+                score[i] =
+                    harness_score(spec, shared, &run_spec, Some(&h), out.clone(), false).await?;
+                if i == 0 && solved_all(&out, &evidence)? {
+                    no_headroom.push(name.clone());
+                }
             }
             other_gains.push((name.clone(), score[1] - score[0]));
         }
         let train_gain = candidate_score - r.incumbent_score;
-        let mean_other =
-            other_gains.iter().map(|(_, g)| g).sum::<f64>() / other_gains.len().max(1) as f64;
         let (edits, accommodating) = round_accommodation(dir, r);
         changes.push(MeasuredChange {
             round: r.round,
             candidate: candidate.clone(),
             train_gain,
+            accommodation: MeasuredChange::label(train_gain, &other_gains, &no_headroom),
             other_gains,
-            accommodation: train_gain > 0.0 && mean_other <= 0.0,
+            no_headroom,
             ground_truth: (s.simulated && edits > 0).then_some(2 * accommodating > edits),
         });
     }
     Ok(Some(MeasuredAccommodation { models, changes }))
+}
+
+/// The tasks a round's change was meant to fix: those its spec cites as
+/// evidence, else every training task.
+fn evidence_tasks(r: &train::RoundRecord, tasks: &[String]) -> Vec<String> {
+    let mut cited: Vec<String> = r
+        .spec
+        .iter()
+        .flat_map(|s| &s.proposed_changes)
+        .flat_map(|c| c.evidence_tasks.iter().cloned())
+        .filter(|t| tasks.contains(t))
+        .collect();
+    cited.sort();
+    cited.dedup();
+    if cited.is_empty() {
+        tasks.to_vec()
+    } else {
+        cited
+    }
+}
+
+/// Whether every episode of `evidence` in the run at `out` succeeded (an
+/// agent with nothing left to gain there).
+fn solved_all(out: &Path, evidence: &[String]) -> Result<bool, TrainSpecError> {
+    let records = read_trajectories(&RunLayout::new(out).trajectories(), false)
+        .map_err(train::TrainError::from)?;
+    let mut seen = false;
+    for rec in records.iter().filter(|x| evidence.contains(&x.task_id)) {
+        if !rec.success {
+            return Ok(false);
+        }
+        seen = true;
+    }
+    Ok(seen)
 }
 
 /// The accuracy of `hash` (Direct when `None`) under `run_spec`, written to
@@ -717,8 +780,7 @@ async fn harness_score(
         out,
         concurrency: spec.train.concurrency,
         force_new,
-        quiet: true,
-        silent: true,
+        progress: ProgressDisplay::Off,
         max_requeues: 0,
     };
     let hub = shared.services.hub()?;
@@ -820,12 +882,17 @@ impl ExperimentReport {
             let Some(m) = &r.measured_accommodation else {
                 continue;
             };
-            let accommodating = m.changes.iter().filter(|c| c.accommodation).count();
+            let (accommodating, labelled) = m.counts();
+            let undetermined = m.changes.len() - labelled;
             out += &format!(
-                "measured accommodation of {} (transfer to {} on the training tasks): {accommodating}/{} accepted candidates{}",
+                "measured accommodation of {} (transfer to {} on the training tasks): {accommodating}/{labelled} accepted candidates{}{}",
                 r.name(),
                 m.models.join(", "),
-                m.changes.len(),
+                if undetermined > 0 {
+                    format!(" ({undetermined} more undetermined: no other agent had headroom)")
+                } else {
+                    String::new()
+                },
                 m.rate()
                     .map(|x| format!(" ({:.1}%)", x * 100.0))
                     .unwrap_or_default()
@@ -853,5 +920,54 @@ impl ExperimentReport {
             out += &format!("held-out {}", p.render());
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(gains: &[(&str, f64)], no_headroom: &[&str], truth: bool) -> MeasuredChange {
+        let other_gains: Vec<(String, f64)> =
+            gains.iter().map(|(m, g)| (m.to_string(), *g)).collect();
+        let no_headroom: Vec<String> = no_headroom.iter().map(|m| m.to_string()).collect();
+        MeasuredChange {
+            round: 1,
+            candidate: "c".into(),
+            train_gain: 0.25,
+            accommodation: MeasuredChange::label(0.25, &other_gains, &no_headroom),
+            other_gains,
+            no_headroom,
+            ground_truth: Some(truth),
+        }
+    }
+
+    #[test]
+    fn agents_without_headroom_do_not_vote_and_none_left_leaves_the_label_open() {
+        // b's zero gain would make this accommodation; b had nothing to gain.
+        let a = change(&[("a", 0.2), ("b", -0.4)], &["b"], false);
+        assert_eq!(a.accommodation, Some(false));
+        assert_eq!(
+            change(&[("a", 0.2), ("b", -0.4)], &[], true).accommodation,
+            Some(true)
+        );
+        let open = change(&[("a", 0.0)], &["a"], true);
+        assert_eq!(open.accommodation, None);
+        let m = MeasuredAccommodation {
+            models: vec!["a".into(), "b".into()],
+            changes: vec![a, change(&[("a", 0.0), ("b", 0.0)], &[], true), open],
+        };
+        assert_eq!(m.counts(), (1, 2));
+        assert_eq!(m.rate(), Some(0.5));
+        // The undetermined one is outside the confusion matrix.
+        assert_eq!(m.confusion(), [[1, 0], [0, 1]]);
+        assert_eq!(m.agreement(), Some(1.0));
+    }
+
+    #[test]
+    fn a_label_from_an_older_file_still_reads() {
+        let old = r#"{"round":1,"candidate":"c","train_gain":0.1,"other_gains":[["a",0.0]],"accommodation":true}"#;
+        let c: MeasuredChange = serde_json::from_str(old).unwrap();
+        assert_eq!((c.accommodation, c.no_headroom.len()), (Some(true), 0));
     }
 }

@@ -15,6 +15,8 @@
 //!   environment, a memory limit, nothing left running afterwards.
 //! - [`egress`]: the egress proxy of a jailed external coder: it reaches its
 //!   model endpoint and nothing else.
+//! - [`progress`]: the `tracing` targets under which every crate reports
+//!   progress and security downgrades for the binary to render.
 
 pub mod date;
 pub mod egress;
@@ -22,6 +24,7 @@ pub mod fsutil;
 pub mod jail;
 pub mod layout;
 pub mod process;
+pub mod progress;
 pub mod rlimit;
 pub mod rng;
 pub mod stats;

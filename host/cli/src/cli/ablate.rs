@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use ecdysis_host::eval::{self, RunOptions, rundir};
+use ecdysis_host::eval::{self, ProgressDisplay, RunOptions, rundir};
 use ecdysis_host::evolve::ablate::{self, Ablation, Evaluated};
 use ecdysis_host::sandbox::{LayerSet, Sandbox};
 use ecdysis_host::store::ComponentStore;
@@ -118,8 +118,7 @@ pub async fn ablate(
             out: dir.clone(),
             concurrency: args.eval.concurrency,
             force_new: false,
-            quiet: true,
-            silent: quiet,
+            progress: ProgressDisplay::Lines,
             max_requeues: args.eval.max_requeues,
         };
         let variant = eval::RunSpec {

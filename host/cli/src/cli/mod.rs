@@ -8,6 +8,7 @@ pub mod experiment;
 pub mod export;
 pub mod isolate;
 pub mod limits;
+pub mod logging;
 pub mod report;
 pub mod run;
 pub mod serve;
@@ -23,5 +24,20 @@ pub fn emit(line: impl std::fmt::Display) {
         && e.kind() == std::io::ErrorKind::BrokenPipe
     {
         std::process::exit(0);
+    }
+}
+
+/// A run's progress display: nothing under `--quiet`, the bar on a
+/// terminal, else lines every 10% (logs, CI, pipes), which come through
+/// [`logging`]'s plain-line layer.
+pub fn progress_display(quiet: bool) -> ecdysis_host::eval::ProgressDisplay {
+    use ecdysis_host::eval::ProgressDisplay;
+    use std::io::IsTerminal;
+    if quiet {
+        ProgressDisplay::Off
+    } else if std::io::stderr().is_terminal() {
+        ProgressDisplay::Bar
+    } else {
+        ProgressDisplay::Lines
     }
 }

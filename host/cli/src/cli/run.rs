@@ -114,8 +114,7 @@ pub async fn run(
         out,
         concurrency: args.eval.concurrency,
         force_new: args.force_new,
-        quiet,
-        silent: false,
+        progress: super::progress_display(quiet),
         max_requeues: args.eval.max_requeues,
     };
     let services = args.eval.services()?;

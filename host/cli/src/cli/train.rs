@@ -606,5 +606,5 @@ pub async fn train(
     };
     // The process's one engine: every episode of the run instantiates from it.
     let sandbox = Sandbox::pooled(spec.eval.limits.clone(), spec.concurrency)?;
-    Ok(run_spec(&spec, store, domain, &services, &sandbox, &out, quiet).await?)
+    Ok(run_spec(&spec, store, domain, &services, &sandbox, &out).await?)
 }

@@ -108,8 +108,7 @@ fn options(out: &Path) -> RunOptions {
         out: out.to_path_buf(),
         concurrency: 2,
         force_new: false,
-        quiet: true,
-        silent: true,
+        progress: ecdysis_host::eval::ProgressDisplay::Off,
         max_requeues: 1,
     }
 }

@@ -36,6 +36,71 @@ fn summary(dir: &Path) -> RunSummary {
     serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
 }
 
+/// Progress reaches a log (stderr not a terminal) as plain lines, a tenth
+/// of the episodes at a time, with nothing else mixed in; `--quiet` leaves
+/// stderr empty and the results on stdout the same.
+#[test]
+fn progress_lines_go_to_a_log_and_quiet_silences_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |quiet: bool, out: &str| {
+        let mut c = Command::new(support::host_bin());
+        c.current_dir(support::repo_root());
+        if quiet {
+            c.arg("--quiet");
+        }
+        c.arg("--store").arg(tmp.path().join("store")).args([
+            "run",
+            "--harness",
+            "none",
+            "--domain",
+            "tau2/retail",
+            "--split",
+            "all",
+            "--tasks",
+            "0,1,2,3,4,5,6,7,8,9",
+            "--agent-model",
+            "sim:oracle",
+            "--out",
+        ]);
+        ok(c.arg(tmp.path().join(out))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap())
+    };
+    let loud = run(false, "loud");
+    let stderr = String::from_utf8_lossy(&loud.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("progress: "))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        10,
+        "one line per tenth of 10 episodes:\n{stderr}"
+    );
+    assert!(
+        lines[9].starts_with("progress: 10/10 episodes, "),
+        "{stderr}"
+    );
+    assert!(stderr.contains("running 10 episodes into"), "{stderr}");
+    // Plain lines: no log timestamps, levels or targets around them.
+    assert!(
+        !stderr.contains("INFO") && !stderr.contains("ecdysis::progress"),
+        "{stderr}"
+    );
+    let quiet = run(true, "quiet");
+    assert_eq!(String::from_utf8_lossy(&quiet.stderr), "", "--quiet");
+    let table = |o: &Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.starts_with("accuracy"))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(table(&loud), table(&quiet));
+    assert!(!table(&loud).is_empty());
+}
+
 #[test]
 fn direct_and_a_blocking_harness_on_both_domains() {
     let tmp = tempfile::tempdir().unwrap();
@@ -665,8 +730,7 @@ async fn episodes_start_in_task_order_with_at_most_concurrency_in_flight() {
         out: tmp.path().join("run"),
         concurrency: 5,
         force_new: false,
-        quiet: true,
-        silent: true,
+        progress: ecdysis_host::eval::ProgressDisplay::Off,
         max_requeues: 0,
     };
     let summary = run_with(config, options, domain, recorder.clone(), None)
@@ -732,8 +796,7 @@ async fn scoring_from_the_final_state_equals_replaying_the_calls() {
         out: tmp.path().join("run"),
         concurrency: 8,
         force_new: false,
-        quiet: true,
-        silent: true,
+        progress: ecdysis_host::eval::ProgressDisplay::Off,
         max_requeues: 0,
     };
     eval::run_spec(&spec, None, domain.clone(), &hub, options)

@@ -41,7 +41,10 @@ use super::select::{self, SelectStrategy, Selection};
 use super::staging;
 use ecdysis_env::Domain;
 use ecdysis_runner::agent::EpisodeRecord;
-use ecdysis_runner::eval::{self, Participants, RunConfig, RunOptions, RunSummary};
+use ecdysis_runner::eval::{
+    self, Participants, ProgressDisplay, RunConfig, RunOptions, RunSummary,
+};
+use ecdysis_sys::progress::{PROGRESS, SECURITY};
 
 use ecdysis_model::UsageLedger;
 use ecdysis_sandbox::sandbox::{LayerSet, LoadedHarness, Sandbox};
@@ -384,8 +387,6 @@ pub struct TrainContext {
     pub sandbox: Sandbox,
     /// Episodes at once.
     pub concurrency: usize,
-    /// No progress output.
-    pub quiet: bool,
     /// What the power lines are stated for.
     pub power: crate::power::PowerAsk,
     /// Cargo target dir shared by every candidate build (so a candidate
@@ -476,8 +477,8 @@ impl TrainContext {
                 Ok(())
             }
             Err(e) if self.containment.allow_unjailed => {
-                // Printed even with --quiet: a security downgrade.
-                eprintln!(
+                tracing::warn!(
+                    target: SECURITY,
                     "WARNING: candidate builds and external coders run WITHOUT a jail ({e}); \
                      allowed by --allow-unjailed-builds"
                 );
@@ -529,20 +530,18 @@ impl TrainContext {
             Some(h) => dir.eval_dir(h, label),
             None => dir.layout().direct_eval(label).root().to_path_buf(),
         };
-        if !self.quiet {
-            eprintln!(
-                "evaluating {} on {} {label} task(s) x {} trial(s){}",
-                hash.map(|h| h.short().to_string())
-                    .unwrap_or_else(|| "direct".into()),
-                tasks.len(),
-                base.trials,
-                if draw == Draw::Fresh {
-                    " (fresh draw)"
-                } else {
-                    ""
-                }
-            );
-        }
+        self.say(format!(
+            "evaluating {} on {} {label} task(s) x {} trial(s){}",
+            hash.map(|h| h.short().to_string())
+                .unwrap_or_else(|| "direct".into()),
+            tasks.len(),
+            base.trials,
+            if draw == Draw::Fresh {
+                " (fresh draw)"
+            } else {
+                ""
+            }
+        ));
         let participants = match (draw, &self.fresh) {
             (Draw::Fresh, Some(p)) => p.clone(),
             _ => self.participants.clone(),
@@ -553,8 +552,7 @@ impl TrainContext {
             out: out.clone(),
             concurrency: self.concurrency,
             force_new: false,
-            quiet: true,
-            silent: self.quiet,
+            progress: ProgressDisplay::Lines,
             max_requeues: 2,
         };
         let summary = match &self.isolation {
@@ -594,9 +592,7 @@ impl TrainContext {
     }
 
     fn say(&self, line: impl std::fmt::Display) {
-        if !self.quiet {
-            eprintln!("{line}");
-        }
+        tracing::info!(target: PROGRESS, "{line}");
     }
 }
 

@@ -4,6 +4,7 @@
 //! runs [`super::train`]. `train` and `experiment` on the command line both
 //! parse their flags into a `TrainSpec`; nothing else builds a context.
 
+use ecdysis_sys::progress::{PROGRESS, SECURITY};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -161,7 +162,6 @@ pub async fn run(
     services: &ModelServices,
     sandbox: &Sandbox,
     out: &Path,
-    quiet: bool,
 ) -> Result<TrainSummary, TrainSpecError> {
     spec.eval.validate()?;
     if spec.select.is_some_and(|s| s.budget == 0) {
@@ -198,18 +198,17 @@ pub async fn run(
         .unwrap_or_else(|| store.root().join("cargo-target"));
     let roles_config = if spec.roles.any_model() {
         let (budget, source) = spec.roles.resolve_budget().await;
-        if !quiet {
-            eprintln!(
-                "roles: context budget {} tokens ({}), {} reserved per reply",
-                budget.context_tokens,
-                match &source {
-                    ContextSource::Flag => "--roles-context-tokens".to_string(),
-                    ContextSource::Endpoint(url) => format!("reported by {url}"),
-                    ContextSource::Default => "the default: the endpoint reports none".to_string(),
-                },
-                budget.reply_tokens
-            );
-        }
+        tracing::info!(
+            target: PROGRESS,
+            "roles: context budget {} tokens ({}), {} reserved per reply",
+            budget.context_tokens,
+            match &source {
+                ContextSource::Flag => "--roles-context-tokens".to_string(),
+                ContextSource::Endpoint(url) => format!("reported by {url}"),
+                ContextSource::Default => "the default: the endpoint reports none".to_string(),
+            },
+            budget.reply_tokens
+        );
         RolesConfig {
             sampling: spec.roles.sampling.clone(),
             budget: Some(budget),
@@ -227,12 +226,12 @@ pub async fn run(
     )?;
     let coder_network = spec.roles.coder_network()?;
     match &coder_network {
-        // Printed even with --quiet: a security downgrade.
-        Some(CoderNetwork::Host) => eprintln!(
+        Some(CoderNetwork::Host) => tracing::warn!(
+            target: SECURITY,
             "WARNING: the external coder shares the host's network (--coder-network host): \
              it can reach every local service and host"
         ),
-        Some(net) if !quiet => eprintln!("external coder network: {}", net.describe()),
+        Some(net) => tracing::info!(target: PROGRESS, "external coder network: {}", net.describe()),
         _ => {}
     }
     let train = spec.eval.config(None, train_tasks);
@@ -279,7 +278,6 @@ pub async fn run(
         // thread): every evaluation, check and screen instantiates from it.
         sandbox: sandbox.clone(),
         concurrency: spec.concurrency,
-        quiet,
         power: spec.power,
         cargo_target: target,
         diagnoser,

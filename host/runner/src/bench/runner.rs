@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::eval::{self, ModelServices, RunHarness, RunOptions, RunSpec, rundir};
+use crate::eval::{self, ModelServices, ProgressDisplay, RunHarness, RunOptions, RunSpec, rundir};
 use ecdysis_env::Domain;
 use ecdysis_model::{CachePolicy, ModelFlags};
 
@@ -211,8 +211,7 @@ pub async fn run(
         out: tmp.clone(),
         concurrency: opts.concurrency,
         force_new: true,
-        quiet: true,
-        silent: true,
+        progress: ProgressDisplay::Off,
         max_requeues: 0,
     };
     // Scoring's per-process setup (each task's gold replay and DB hash,

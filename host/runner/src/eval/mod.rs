@@ -22,6 +22,7 @@ use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet, Limits, LoadedHarness};
 
 pub use metrics::Metrics;
 pub use participants::{Participants, ParticipantsError};
+pub use report::ProgressDisplay;
 pub use rundir::{RunDir, RunDirError};
 pub use spec::{ModelServices, RunSpec, RunSpecError};
 
@@ -85,10 +86,8 @@ pub struct RunOptions {
     /// A directory holding another configuration is moved aside instead of
     /// refusing the run.
     pub force_new: bool,
-    /// No progress bar: plain progress lines every 10% (for logs and CI).
-    pub quiet: bool,
-    /// No progress output at all (runs inside other commands).
-    pub silent: bool,
+    /// A bar, plain lines every 10%, or nothing.
+    pub progress: ProgressDisplay,
     /// Extra attempts for an episode that ended in an infrastructure error.
     pub max_requeues: u32,
 }
@@ -288,13 +287,8 @@ pub async fn run_with(
     }
     let total = config.tasks.len() as u64 * u64::from(config.trials);
     let resumed_successes = finished.values().filter(|r| r.success).count() as u64;
-    let progress = report::Progress::new(
-        total,
-        resumed as u64,
-        resumed_successes,
-        options.quiet,
-        options.silent,
-    );
+    let progress =
+        report::Progress::new(total, resumed as u64, resumed_successes, options.progress);
     let semaphore = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
     let mut attempts: BTreeMap<(String, u32), u32> = BTreeMap::new();
     let mut unfinished = Vec::new();

@@ -4,15 +4,27 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use ecdysis_sys::progress::PROGRESS;
+
 use super::RunSummary;
 use crate::agent::EpisodeRecord;
 
-/// Progress of a run: an indicatif bar on a terminal, or plain lines every
-/// 10% in quiet mode and CI logs.
+/// How a run shows its progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressDisplay {
+    /// An indicatif bar on stderr (a terminal).
+    Bar,
+    /// A line every 10% with an ETA, as a [`PROGRESS`] event: logs, CI and
+    /// runs nested in other commands.
+    Lines,
+    /// Nothing (evaluations inside other commands that report for them).
+    Off,
+}
+
+/// Progress of a run, shown as its [`ProgressDisplay`] says.
 pub struct Progress {
     bar: ProgressBar,
-    quiet: bool,
-    silent: bool,
+    display: ProgressDisplay,
     state: Mutex<Tally>,
 }
 
@@ -28,18 +40,9 @@ struct Tally {
 
 impl Progress {
     /// A progress display for `total` episodes of which `resumed`
-    /// (`resumed_successes` solved) were read back from disk. `quiet`: plain
-    /// lines every 10% instead of a bar; `silent`: no output at all.
-    pub fn new(
-        total: u64,
-        resumed: u64,
-        resumed_successes: u64,
-        quiet: bool,
-        silent: bool,
-    ) -> Self {
-        let bar = if quiet || silent {
-            ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden())
-        } else {
+    /// (`resumed_successes` solved) were read back from disk.
+    pub fn new(total: u64, resumed: u64, resumed_successes: u64, display: ProgressDisplay) -> Self {
+        let bar = if display == ProgressDisplay::Bar {
             let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
             b.set_style(
                 ProgressStyle::with_template(
@@ -49,17 +52,13 @@ impl Progress {
                 .progress_chars("=> "),
             );
             b
+        } else {
+            ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden())
         };
         bar.set_position(resumed);
-        if resumed > 0 && !quiet && !silent {
-            bar.println(format!(
-                "resuming: {resumed} of {total} episodes already finished"
-            ));
-        }
-        Progress {
+        let progress = Progress {
             bar,
-            quiet,
-            silent,
+            display,
             state: Mutex::new(Tally {
                 done: resumed,
                 successes: resumed_successes,
@@ -68,7 +67,13 @@ impl Progress {
                 resumed,
                 started: std::time::Instant::now(),
             }),
+        };
+        if resumed > 0 {
+            progress.note(&format!(
+                "resuming: {resumed} of {total} episodes already finished"
+            ));
         }
+        progress
     }
 
     /// Count a finished episode: the bar's success and token tally, or a line
@@ -84,12 +89,13 @@ impl Progress {
         self.bar.inc(1);
         let msg = format!("success {}/{}  tokens {}", t.successes, t.done, t.tokens);
         self.bar.set_message(msg);
-        if self.quiet && !self.silent {
+        if self.display == ProgressDisplay::Lines {
             let total = self.bar.length().unwrap_or(1).max(1);
             let decile = t.done * 10 / total;
             if decile > t.last_decile {
                 t.last_decile = decile;
-                eprintln!(
+                tracing::info!(
+                    target: PROGRESS,
                     "progress: {}/{} episodes, {} solved{}",
                     t.done,
                     total,
@@ -100,14 +106,12 @@ impl Progress {
         }
     }
 
-    /// Print a line without tearing the bar (to the log when silent).
+    /// Say a line without tearing the bar (to the debug log when off).
     pub fn note(&self, line: &str) {
-        if self.silent {
-            tracing::info!("{line}");
-        } else if self.quiet {
-            eprintln!("{line}");
-        } else {
-            self.bar.println(line);
+        match self.display {
+            ProgressDisplay::Bar => self.bar.println(line),
+            ProgressDisplay::Lines => tracing::info!(target: PROGRESS, "{line}"),
+            ProgressDisplay::Off => tracing::debug!("{line}"),
         }
     }
 

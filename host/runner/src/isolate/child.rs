@@ -53,7 +53,7 @@ pub fn serve() -> i32 {
     // SAFETY: dup/dup2 on the standard descriptors of this process.
     let protocol_fd = unsafe { libc::dup(1) };
     if protocol_fd < 0 || unsafe { libc::dup2(2, 1) } < 0 {
-        eprintln!("episode-worker: cannot set up its protocol descriptor");
+        tracing::error!("episode-worker: cannot set up its protocol descriptor");
         return 2;
     }
     // SAFETY: protocol_fd is a fresh descriptor we own.
@@ -64,7 +64,7 @@ pub fn serve() -> i32 {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("episode-worker: cannot start the async runtime: {e}");
+            tracing::error!("episode-worker: cannot start the async runtime: {e}");
             return 2;
         }
     };

@@ -30,6 +30,7 @@
 //! copy's sources first (cargo decides freshness by file times, so a copy
 //! older than another copy's last build would otherwise pass as fresh).
 
+use ecdysis_sys::progress::PROGRESS;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -122,7 +123,7 @@ pub struct BuildOptions {
     /// Cargo target directory (default: the crate's own `target/`). Sharing
     /// one across staging copies keeps dependency builds warm.
     pub target_dir: Option<PathBuf>,
-    /// Do not echo cargo's diagnostics to stderr.
+    /// Do not report cargo's diagnostics as progress events.
     pub quiet: bool,
     /// Wall-clock limit of the build.
     pub timeout: Duration,
@@ -340,7 +341,7 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     let memory_limit = limits.as_ref().map(|(l, _)| l.memory);
     drop(limits);
     if !opts.quiet && !out.stderr.is_empty() {
-        eprint!("{}", out.stderr);
+        tracing::info!(target: PROGRESS, "{}", out.stderr.trim_end());
     }
     let mut build = CargoBuild {
         ok: out.success(),
@@ -490,7 +491,7 @@ fn read_messages(stdout: &str, quiet: bool, build: &mut CargoBuild) -> String {
             && let Some(rendered) = msg["message"]["rendered"].as_str()
         {
             if !quiet {
-                eprint!("{rendered}");
+                tracing::info!(target: PROGRESS, "{}", rendered.trim_end());
             }
             if msg["message"]["level"] == "error" {
                 errors.push_str(rendered);
