@@ -224,7 +224,7 @@ fn table(prefix: &str, e: &ExperimentData, rows: &[(String, MethodRow)]) -> Stri
     // columns would be zeros, and the note below says so instead.
     let spent = rows.iter().any(|(_, r)| r.tokens > 0 || r.usd > 0.0);
     let mut out = format!(
-        "<div class=\"scroll\"><table><thead><tr><th>method</th><th class=\"n\">train wall time</th><th class=\"n\">coder calls</th><th class=\"n\">accepted / rounds</th><th class=\"n\">train initial → final</th><th class=\"n\">test</th><th class=\"n\">{}</th><th class=\"n\">edits</th><th class=\"n\">accommodation</th>{}</tr></thead><tbody>",
+        "<div class=\"scroll\"><table><thead><tr><th>method</th><th class=\"n\">train wall time</th><th class=\"n\">coder calls</th><th class=\"n\">accepted / rounds</th><th class=\"n\">train initial → final</th><th class=\"n\">test</th><th class=\"n\">{}</th><th class=\"n\">edits</th><th class=\"n\">accommodation</th><th class=\"n\">measured accommodation</th>{}</tr></thead><tbody>",
         esc(&pass_k_header(&ks.into_iter().collect::<Vec<_>>())),
         if spent {
             "<th class=\"n\">tokens</th><th class=\"n\">USD</th>"
@@ -234,7 +234,7 @@ fn table(prefix: &str, e: &ExperimentData, rows: &[(String, MethodRow)]) -> Stri
     );
     for (b, pk) in baselines(e).iter().zip(&base_pk) {
         out += &format!(
-            "<tr class=\"baseline\"><td class=\"nw\"><strong>{}</strong><br><span class=\"muted\">baseline, not trained</span></td><td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n nw\">{:.3}</td><td class=\"n\">{}</td><td class=\"n nw\">{}</td><td class=\"n\">—</td><td class=\"n\">—</td>{}</tr>",
+            "<tr class=\"baseline\"><td class=\"nw\"><strong>{}</strong><br><span class=\"muted\">baseline, not trained</span></td><td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n nw\">{:.3}</td><td class=\"n\">{}</td><td class=\"n nw\">{}</td><td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n\">—</td>{}</tr>",
             esc(&b.name),
             b.train,
             num(b.test_accuracy(), 3),
@@ -248,7 +248,7 @@ fn table(prefix: &str, e: &ExperimentData, rows: &[(String, MethodRow)]) -> Stri
     }
     for ((name, r), pk) in rows.iter().zip(&method_pk) {
         out += &format!(
-            "<tr><td class=\"nw\"><a href=\"#{prefix}-m-{}\"><strong>{}</strong></a></td><td class=\"n nw\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td class=\"n nw\">{:.3} → {:.3}</td><td class=\"n\">{}</td><td class=\"n nw\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}</tr>",
+            "<tr><td class=\"nw\"><a href=\"#{prefix}-m-{}\"><strong>{}</strong></a></td><td class=\"n nw\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td class=\"n nw\">{:.3} → {:.3}</td><td class=\"n\">{}</td><td class=\"n nw\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}{}</tr>",
             esc(&super::html::slug(name)),
             if r.same_as.is_empty() {
                 esc(&r.name()).to_string()
@@ -272,6 +272,7 @@ fn table(prefix: &str, e: &ExperimentData, rows: &[(String, MethodRow)]) -> Stri
                 (Some(p), Some(a)) => format!("{p:.0}% ({a}/{})", r.edits),
                 _ => "—".into(),
             },
+            measured_cell(r),
             if spent {
                 format!(
                     "<td class=\"n\">{}</td><td class=\"n\">${:.4}</td>",
@@ -286,8 +287,36 @@ fn table(prefix: &str, e: &ExperimentData, rows: &[(String, MethodRow)]) -> Stri
     if !spent {
         out += "No model tokens were paid (rule coder, heuristic diagnoser): tokens and USD are not shown. ";
     }
-    out += "Direct runs the agent with no harness; Human-Augmented is the source harness as written, untrained. Accommodation: accepted edits whose evidence episodes show only model-specific quirks (judged from the testbed's ground truth), i.e. edits that fit the harness to this agent rather than to the task interface.</p>";
+    out += "Direct runs the agent with no harness; Human-Augmented is the source harness as written, untrained. Accommodation: accepted edits whose evidence episodes show only model-specific quirks (judged from the testbed's ground truth), i.e. edits that fit the harness to this agent rather than to the task interface. Measured accommodation: accepted candidates that raised the training agent's score but not, on average, the transfer agents' with room to gain, out of the candidates with a label (undetermined: no transfer agent had headroom), measured on any agent, real or simulated.</p>";
     out
+}
+
+/// The measured-accommodation cell of a method: `accommodating/labelled`
+/// with the rate, the undetermined count and the agreement with the
+/// testbed's ground truth where there is one; `data-measured` carries the
+/// three counts.
+fn measured_cell(r: &MethodRow) -> String {
+    let Some(m) = &r.measured_accommodation else {
+        return "<td class=\"n\">—</td>".into();
+    };
+    let (accommodating, labelled) = m.counts();
+    let undetermined = m.changes.len() - labelled;
+    let mut text = format!("{accommodating}/{labelled}");
+    if let Some(rate) = m.rate() {
+        text += &format!(" ({:.0}%)", rate * 100.0);
+    }
+    if undetermined > 0 {
+        text += &format!(", {undetermined} undetermined");
+    }
+    if let Some(a) = m.agreement() {
+        text += &format!(
+            "<br><span class=\"muted\">agrees with the ground truth: {:.0}%</span>",
+            a * 100.0
+        );
+    }
+    format!(
+        "<td class=\"n nw\" data-measured=\"{accommodating}/{labelled}/{undetermined}\">{text}</td>"
+    )
 }
 
 /// The baselines of `experiment.json` (none in files from before they

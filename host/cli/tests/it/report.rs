@@ -388,6 +388,20 @@ fn training_and_experiment_reports_show_lineage_methods_and_charts() {
     let methods = file["methods"].as_array().unwrap();
     assert_eq!(methods.len(), 2, "{file}");
     assert_eq!(methods[1]["same_as"], serde_json::json!(["ecdysis-nofdcr"]));
+    // Measured accommodation (transfer to sim:mixed) in every method's row,
+    // counted from the file: accommodating / labelled / undetermined.
+    assert!(page.dom.contains("measured accommodation"));
+    for m in methods {
+        let changes = m["measured_accommodation"]["changes"].as_array().unwrap();
+        let label = |c: &&serde_json::Value| c["accommodation"].as_bool();
+        let labelled = changes.iter().filter_map(|c| label(&c)).count();
+        let yes = changes.iter().filter(|c| label(c) == Some(true)).count();
+        let cell = format!(
+            "data-measured=\"{yes}/{labelled}/{}\"",
+            changes.len() - labelled
+        );
+        assert!(page.dom.contains(&cell), "{cell} for {}", m["method"]);
+    }
 }
 
 #[test]
