@@ -166,13 +166,8 @@ impl MeasuredAccommodation {
     /// Measured accommodation rate over the accepted candidates with a
     /// label (`None` without any).
     pub fn rate(&self) -> Option<f64> {
-        let labelled: Vec<bool> = self
-            .changes
-            .iter()
-            .filter_map(|c| c.accommodation)
-            .collect();
-        (!labelled.is_empty())
-            .then(|| labelled.iter().filter(|&&a| a).count() as f64 / labelled.len() as f64)
+        let (accommodating, labelled) = self.counts();
+        (labelled > 0).then(|| accommodating as f64 / labelled as f64)
     }
 
     /// Accepted candidates labelled accommodation, and those labelled at all.
