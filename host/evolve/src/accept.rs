@@ -55,25 +55,32 @@ impl Default for AcceptRule {
     }
 }
 
+/// A `--accept` rule or alpha that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AcceptRuleError {
+    /// Neither `strict` nor `paired`.
+    #[error("unknown acceptance rule {0:?}: expected \"strict\" or \"paired\"")]
+    Unknown(String),
+    /// The paired rule's alpha is not in (0, 1).
+    #[error("alpha {0} is not a significance level: it must lie strictly between 0 and 1")]
+    Alpha(f64),
+}
+
 impl AcceptRule {
     /// From the command line: `strict` or `paired`. `alpha` is only used,
     /// and so only checked, by `paired`: a default alpha passed alongside
     /// `strict` must not make the paper's rule fail to parse.
-    pub fn parse(rule: &str, alpha: f64) -> Result<Self, String> {
+    pub fn parse(rule: &str, alpha: f64) -> Result<Self, AcceptRuleError> {
         match rule {
             "strict" => Ok(AcceptRule::Strict),
             "paired" => {
                 // Written as a negated range test so NaN is rejected too.
                 if !(alpha > 0.0 && alpha < 1.0) {
-                    return Err(format!(
-                        "alpha {alpha} is not a significance level: it must lie strictly between 0 and 1"
-                    ));
+                    return Err(AcceptRuleError::Alpha(alpha));
                 }
                 Ok(AcceptRule::Paired { alpha })
             }
-            other => Err(format!(
-                "unknown acceptance rule {other:?}: expected \"strict\" or \"paired\""
-            )),
+            other => Err(AcceptRuleError::Unknown(other.to_string())),
         }
     }
 
@@ -611,14 +618,16 @@ mod tests {
             Ok(AcceptRule::Paired { alpha: 0.05 })
         );
         let e = AcceptRule::parse("lenient", 0.05).unwrap_err();
-        assert!(e.contains("\"lenient\""), "{e}");
+        assert_eq!(e, AcceptRuleError::Unknown("lenient".into()));
+        assert!(e.to_string().contains("\"lenient\""), "{e}");
         for bad in [0.0, 1.0, 1.5, -0.1] {
             let e = AcceptRule::parse("paired", bad).unwrap_err();
-            assert!(e.contains(&format!("alpha {bad}")), "{e}");
+            assert!(e.to_string().contains(&format!("alpha {bad}")), "{e}");
         }
         assert!(
             AcceptRule::parse("paired", f64::NAN)
                 .unwrap_err()
+                .to_string()
                 .contains("NaN")
         );
     }

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::accept;
-use super::train::{self, Method, TestScore, TrainSpec, TrainSpecError, TrainSummary};
+use super::train::{self, Method, TestScore, TrainPlan, TrainSpec, TrainSpecError, TrainSummary};
 use ecdysis_env::Domain;
-use ecdysis_model::ModelFlags;
 use ecdysis_model::sim::QuirkKind;
+use ecdysis_model::{ModelFlags, ModelId};
 use ecdysis_runner::agent::{Entry, EpisodeRecord};
 use ecdysis_runner::eval::rundir::{RunLayout, TrainLayout, read_trajectories, write_json};
 use ecdysis_runner::eval::{
@@ -121,12 +121,12 @@ pub struct MeasuredChange {
     pub train_gain: f64,
     /// Its gain over its parent for each other agent model, on the
     /// training tasks.
-    pub other_gains: Vec<(String, f64)>,
+    pub other_gains: Vec<(ModelId, f64)>,
     /// The other agents that solved every evidence task of the change
     /// (the tasks its spec cites; all training tasks without a spec) under
     /// the parent: left out of the label.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub no_headroom: Vec<String>,
+    pub no_headroom: Vec<ModelId>,
     /// The measured label; `None` when no other agent had headroom.
     pub accommodation: Option<bool>,
     /// The testbed's label (most of its edits answer model-specific
@@ -140,8 +140,8 @@ impl MeasuredChange {
     /// `no_headroom`.
     pub fn label(
         train_gain: f64,
-        other_gains: &[(String, f64)],
-        no_headroom: &[String],
+        other_gains: &[(ModelId, f64)],
+        no_headroom: &[ModelId],
     ) -> Option<bool> {
         let voting: Vec<f64> = other_gains
             .iter()
@@ -157,7 +157,7 @@ impl MeasuredChange {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasuredAccommodation {
     /// The other agent models measured.
-    pub models: Vec<String>,
+    pub models: Vec<ModelId>,
     /// Every accepted candidate.
     pub changes: Vec<MeasuredChange>,
 }
@@ -254,7 +254,7 @@ impl MethodRow {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TransferRow {
     /// The agent model.
-    pub agent_model: String,
+    pub agent_model: ModelId,
     /// The initial harness's test score.
     pub initial: f64,
     /// The trained harness's test score.
@@ -305,7 +305,7 @@ pub struct ExperimentReport {
     /// The domain.
     pub domain: String,
     /// The agent trained on.
-    pub agent_model: String,
+    pub agent_model: ModelId,
     /// Whether it is a `sim:` testbed agent (then nothing here is a
     /// benchmark result).
     pub simulated: bool,
@@ -409,7 +409,10 @@ pub async fn run(
             spec.train.roles.without_fdcr()
         };
         let train_spec = TrainSpec {
-            method,
+            plan: TrainPlan {
+                method,
+                ..spec.train.plan.clone()
+            },
             roles,
             ..spec.train.clone()
         };
@@ -432,16 +435,19 @@ pub async fn run(
     let eco = ecdysis.expect("Ecdysis is one of the methods");
     let mut transfer = Vec::new();
     for model in &spec.transfer {
-        let name = model.model.clone().unwrap_or_default();
+        let name = ModelId::new(model.model.clone().unwrap_or_default());
         let mut scores = [0.0; 2];
         for (i, (label, hash)) in [("initial", &eco.initial), ("trained", &eco.incumbent)]
             .into_iter()
             .enumerate()
         {
-            let out = spec.out.join(format!(
-                "transfer-{}-{label}",
-                name.replace([':', '/'], "-")
-            ));
+            let out = spec
+                .out
+                .join(format!("transfer-{}-{label}", name.file_stem()));
+            tracing::info!(
+                target: PROGRESS,
+                "experiment: transfer: the {label} harness with {name} on the held-out tasks ..."
+            );
             scores[i] = transfer_score(spec, &shared, model, hash, out).await?;
         }
         transfer.push(TransferRow {
@@ -479,9 +485,9 @@ pub async fn run(
             .map(|c| c.coder)
             .unwrap_or_default(),
         domain: spec.train.eval.domain.clone(),
-        agent_model: spec.train.eval.agent_model().to_string(),
+        agent_model: spec.train.eval.agent_model(),
         simulated,
-        coder_latency_ms: spec.train.coder_latency_ms,
+        coder_latency_ms: spec.train.plan.coder_latency_ms,
         diagnoser: if spec.train.roles.any_fdcr() {
             "fdcr".into()
         } else {
@@ -510,11 +516,14 @@ async fn baselines(
     // Zero rounds: nobody diagnoses or edits.
     let roles = spec.train.roles.without_fdcr();
     let zero = TrainSpec {
-        method: Method::SelfEvolution,
-        rounds: 0,
-        plateau: 0,
-        start_blank: false,
-        test_direct: true,
+        plan: TrainPlan {
+            method: Method::SelfEvolution,
+            rounds: 0,
+            plateau: 0,
+            start_blank: false,
+            test_direct: true,
+            ..spec.train.plan.clone()
+        },
         roles,
         ..spec.train.clone()
     };
@@ -620,9 +629,9 @@ async fn transfer_score(
     out: PathBuf,
 ) -> Result<f64, TrainSpecError> {
     let run_spec = RunSpec {
-        split: spec.train.test_split.clone(),
+        split: spec.train.plan.test_split.clone(),
         tasks: spec.train.test_tasks.clone(),
-        trials: spec.train.test_trials,
+        trials: spec.train.plan.test_trials,
         ..with_agent(spec, model)
     };
     let hash = ComponentHash::parse(hash).ok_or_else(|| train::TrainError::Corrupt {
@@ -665,10 +674,10 @@ async fn measure_accommodation(
         .as_ref()
         .map(|sel| sel.tasks.clone())
         .unwrap_or_else(|| spec.train.eval.tasks.clone());
-    let models: Vec<String> = spec
+    let models: Vec<ModelId> = spec
         .transfer
         .iter()
-        .map(|m| m.model.clone().unwrap_or_default())
+        .map(|m| ModelId::new(m.model.clone().unwrap_or_default()))
         .collect();
     let mut changes = Vec::new();
     for r in s.rounds.iter().filter(|r| r.accepted) {
@@ -689,11 +698,17 @@ async fn measure_accommodation(
                     path: dir.to_path_buf(),
                     message: format!("round {}: `{hash}` is not a component hash", r.round),
                 })?;
-                let out = dir.join("accommodation").join(format!(
-                    "{}-{}",
+                let out =
+                    dir.join("accommodation")
+                        .join(format!("{}-{}", h.short(), name.file_stem()));
+                tracing::info!(
+                    target: PROGRESS,
+                    "accommodation: round {} {} {} with {name} on {} training task(s)",
+                    r.round,
+                    if i == 0 { "parent" } else { "candidate" },
                     h.short(),
-                    name.replace([':', '/'], "-")
-                ));
+                    tasks.len()
+                );
                 score[i] =
                     harness_score(spec, shared, &run_spec, Some(&h), out.clone(), false).await?;
                 if i == 0 && solved_all(&out, &evidence)? {
@@ -771,11 +786,18 @@ async fn harness_score(
         }
         None => None,
     };
+    // A simulated evaluation takes seconds; a real one can take an hour, so
+    // it reports its episodes as it goes.
+    let progress = if run_spec.is_simulated() {
+        ProgressDisplay::Off
+    } else {
+        ProgressDisplay::Lines
+    };
     let options = RunOptions {
         out,
         concurrency: spec.train.concurrency,
         force_new,
-        progress: ProgressDisplay::Off,
+        progress,
         max_requeues: 0,
     };
     let hub = shared.services.hub()?;
@@ -882,7 +904,11 @@ impl ExperimentReport {
             out += &format!(
                 "measured accommodation of {} (transfer to {} on the training tasks): {accommodating}/{labelled} accepted candidates{}{}",
                 r.name(),
-                m.models.join(", "),
+                m.models
+                    .iter()
+                    .map(ModelId::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 if undetermined > 0 {
                     format!(" ({undetermined} more undetermined: no other agent had headroom)")
                 } else {
@@ -923,9 +949,9 @@ mod tests {
     use super::*;
 
     fn change(gains: &[(&str, f64)], no_headroom: &[&str], truth: bool) -> MeasuredChange {
-        let other_gains: Vec<(String, f64)> =
-            gains.iter().map(|(m, g)| (m.to_string(), *g)).collect();
-        let no_headroom: Vec<String> = no_headroom.iter().map(|m| m.to_string()).collect();
+        let other_gains: Vec<(ModelId, f64)> =
+            gains.iter().map(|(m, g)| (ModelId::new(*m), *g)).collect();
+        let no_headroom: Vec<ModelId> = no_headroom.iter().map(|m| ModelId::new(*m)).collect();
         MeasuredChange {
             round: 1,
             candidate: "c".into(),

@@ -13,7 +13,7 @@ use super::coder::network::{self, CoderNetwork, EndpointSources, NetworkChoice};
 use super::coder::{Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig, TableCoder};
 use super::fdcr::{FdcrConfig, Roles};
 use super::train::{CoderChoice, Diagnoser, Method};
-use ecdysis_model::{ChatModel, ModelFlags, ModelHub, SamplingArgs};
+use ecdysis_model::{ChatModel, ModelFlags, ModelHub, ModelRole, SamplingArgs};
 use ecdysis_sandbox::store::Containment;
 
 /// The coder of a training run.
@@ -124,12 +124,12 @@ pub enum RoleError {
     FdcrWithoutCoder,
     /// An FDCR role (named) has neither its own model nor the shared one.
     #[error("no model for the {0}: give it its own model or an FDCR model for all roles")]
-    MissingRole(&'static str),
+    MissingRole(ModelRole),
     /// A role's model settings do not resolve or its client cannot be built.
     #[error("the {role} model `{model}`: {reason}")]
     Model {
-        /// `analyst`, `critic`, `engineer`, `moderator` or `coder`.
-        role: &'static str,
+        /// An FDCR role or the coder.
+        role: ModelRole,
         /// The model name given for the role.
         model: String,
         /// What is wrong.
@@ -243,12 +243,12 @@ impl RoleSpec {
         }
     }
 
-    fn per_role(&self) -> [(&'static str, &Option<String>); 4] {
+    fn per_role(&self) -> [(ModelRole, &Option<String>); 4] {
         [
-            ("analyst", &self.analyst_model),
-            ("critic", &self.critic_model),
-            ("engineer", &self.engineer_model),
-            ("moderator", &self.moderator_model),
+            (ModelRole::Analyst, &self.analyst_model),
+            (ModelRole::Critic, &self.critic_model),
+            (ModelRole::Engineer, &self.engineer_model),
+            (ModelRole::Moderator, &self.moderator_model),
         ]
     }
 
@@ -293,12 +293,12 @@ impl RoleSpec {
             ..Containment::default()
         };
         self.validate(method)?;
-        let model = |role: &'static str, name: &str| -> Result<Arc<dyn ChatModel>, RoleError> {
+        let model = |role: ModelRole, name: &str| -> Result<Arc<dyn ChatModel>, RoleError> {
             let mut flags = ModelFlags {
                 model: Some(name.to_string()),
                 ..self.endpoint.clone()
             };
-            if role == "coder" {
+            if role == ModelRole::Coder {
                 flags = self.coder_endpoint.clone().or(&flags);
                 flags.model = Some(name.to_string());
             }
@@ -325,9 +325,10 @@ impl RoleSpec {
                     containment: containment.clone(),
                     ..EditorConfig::default()
                 };
-                CoderChoice::Agent(
-                    Arc::new(EditorCoder::new(model("coder", name)?, config)) as Arc<dyn Coder>
-                )
+                CoderChoice::Agent(Arc::new(EditorCoder::new(
+                    model(ModelRole::Coder, name)?,
+                    config,
+                )) as Arc<dyn Coder>)
             }
             CoderSpec::Tables {
                 model: name,
@@ -343,7 +344,8 @@ impl RoleSpec {
                     ..EditorConfig::default()
                 };
                 CoderChoice::Agent(
-                    Arc::new(TableCoder::new(model("coder", name)?, config)) as Arc<dyn Coder>
+                    Arc::new(TableCoder::new(model(ModelRole::Coder, name)?, config))
+                        as Arc<dyn Coder>,
                 )
             }
             CoderSpec::External {

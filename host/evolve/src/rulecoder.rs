@@ -149,7 +149,11 @@ fn table_body(text: &str, name: &str) -> Option<(usize, usize)> {
 
 /// Apply one edit to the text of `tables.rs` for `domain` (the short name,
 /// e.g. `retail`); `Ok(false)` when an entry with the same key was there.
-pub fn apply_to_text(text: &mut String, edit: &RuleEdit, domain: &str) -> Result<bool, String> {
+pub fn apply_to_text(
+    text: &mut String,
+    edit: &RuleEdit,
+    domain: &str,
+) -> Result<bool, TablesShape> {
     let (table, key, entry) = render(edit, domain);
     let field = match edit {
         RuleEdit::RepeatThreshold { .. } => Some("repeat_annotate"),
@@ -162,8 +166,7 @@ pub fn apply_to_text(text: &mut String, edit: &RuleEdit, domain: &str) -> Result
     if let RuleEdit::ErrorAdvice { .. } = edit {
         return put_error_advice(text, &key, &entry);
     }
-    let (start, end) =
-        table_body(text, table).ok_or_else(|| format!("{TABLES_FILE} has no table {table}"))?;
+    let (start, end) = table_body(text, table).ok_or(TablesShape::NoTable(table))?;
     if let RuleEdit::Skill { .. } = edit {
         // A skill with the same title (in this domain) is edited in place.
         let mut from = start;
@@ -203,20 +206,20 @@ pub fn apply_to_text(text: &mut String, edit: &RuleEdit, domain: &str) -> Result
 }
 
 /// Replace the value of `field` in `REGULATION` with `value`.
-fn set_regulation(text: &mut String, field: &str, value: &str) -> Result<bool, String> {
+fn set_regulation(text: &mut String, field: &str, value: &str) -> Result<bool, TablesShape> {
     let decl = text
         .find("pub static REGULATION:")
-        .ok_or_else(|| format!("{TABLES_FILE} has no REGULATION"))?;
+        .ok_or(TablesShape::NoTable("REGULATION"))?;
     let name = format!("{field}:");
     let at = decl
         + text[decl..]
             .find(&name)
-            .ok_or_else(|| format!("REGULATION has no {field}"))?;
+            .ok_or_else(|| TablesShape::NoField(field.to_string()))?;
     let value_start = at + name.len();
     let value_end = value_start
         + text[value_start..]
             .find(',')
-            .ok_or_else(|| format!("{field} has no value"))?;
+            .ok_or_else(|| TablesShape::NoValue(field.to_string()))?;
     let new = format!(" {value}");
     if text[value_start..value_end] == new {
         return Ok(false);
@@ -227,9 +230,9 @@ fn set_regulation(text: &mut String, field: &str, value: &str) -> Result<bool, S
 
 /// Error advice is matched first to last: a new entry goes first, so it
 /// wins over the general advice; an entry for the same text is replaced.
-fn put_error_advice(text: &mut String, key: &str, entry: &str) -> Result<bool, String> {
-    let (start, end) = table_body(text, "ERROR_ADVICE")
-        .ok_or_else(|| format!("{TABLES_FILE} has no table ERROR_ADVICE"))?;
+fn put_error_advice(text: &mut String, key: &str, entry: &str) -> Result<bool, TablesShape> {
+    let (start, end) =
+        table_body(text, "ERROR_ADVICE").ok_or(TablesShape::NoTable("ERROR_ADVICE"))?;
     let new = entry.trim_start().to_string();
     if let Some((a, b)) = entry_around(text, start, end, key, "ErrorAdvice") {
         if text[a..b].split_whitespace().eq(new.split_whitespace()) {
@@ -425,13 +428,27 @@ fn struct_fields(body: &str) -> Vec<(String, String)> {
 
 /// The rule tables the rule coder writes to, emptied: the template's rule
 /// engine with no rules, a starting point for evolution experiments.
-pub fn blank_tables(text: &mut String) -> Result<(), String> {
+pub fn blank_tables(text: &mut String) -> Result<(), TablesShape> {
     for table in ["TOOL_HINTS", "TOOL_ALIASES", "ID_PREFIXES", "NUMERIC_ARGS"] {
-        let (start, end) =
-            table_body(text, table).ok_or_else(|| format!("{TABLES_FILE} has no table {table}"))?;
+        let (start, end) = table_body(text, table).ok_or(TablesShape::NoTable(table))?;
         text.replace_range(start..end, "");
     }
     Ok(())
+}
+
+/// What `tables.rs` lacks for an edit: the harness source was changed by
+/// hand (or by an earlier coder) into a shape the rule coder cannot edit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TablesShape {
+    /// No `pub static NAME: ... = &[...]` (or no `REGULATION`).
+    #[error("{TABLES_FILE} has no table {0}")]
+    NoTable(&'static str),
+    /// `REGULATION` has no such field.
+    #[error("REGULATION has no {0}")]
+    NoField(String),
+    /// The field is not followed by a value and a comma.
+    #[error("{0} has no value")]
+    NoValue(String),
 }
 
 /// A rule coder failure.
@@ -440,9 +457,9 @@ pub enum RuleCoderError {
     /// `tables.rs` could not be read or written.
     #[error(transparent)]
     Io(#[from] PathError),
-    /// `tables.rs` lacks a table or field an edit needs (named in the message).
-    #[error("{0}")]
-    Table(String),
+    /// `tables.rs` lacks a table or field an edit needs.
+    #[error(transparent)]
+    Table(#[from] TablesShape),
 }
 
 impl From<RuleCoderError> for super::train::TrainError {
@@ -494,8 +511,7 @@ pub fn apply_rules(
     let mut text = std::fs::read_to_string(&path).map_err(|e| PathError::new("read", &path, e))?;
     let mut changed = 0;
     for rule in rules {
-        changed +=
-            usize::from(apply_to_text(&mut text, rule, domain).map_err(RuleCoderError::Table)?);
+        changed += usize::from(apply_to_text(&mut text, rule, domain)?);
     }
     atomic_write(&path, text.as_bytes()).map_err(|e| PathError::new("write", &path, e))?;
     Ok(changed)
@@ -692,7 +708,10 @@ pub static REGULATION: Regulation = Regulation {
             field: RegulationField::LowErrorsLeft,
             value: 1,
         };
-        assert!(apply_to_text(&mut t, &missing, "dbbench").is_err());
+        assert_eq!(
+            apply_to_text(&mut t, &missing, "dbbench"),
+            Err(TablesShape::NoField("low_errors_left".into()))
+        );
     }
 
     #[test]

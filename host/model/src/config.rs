@@ -151,7 +151,7 @@ impl ModelConfig {
 
     /// `sim:<profile>` names a simulated model, not an endpoint.
     pub fn is_simulated(&self) -> bool {
-        self.model.starts_with("sim:")
+        ecdysis_sys::ids::ModelId::names_simulated(&self.model)
     }
 
     /// Checks what can be checked without a network call.

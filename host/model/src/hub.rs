@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::cache::ResponseCache;
 use crate::client::{EndpointLimiter, HttpChatModel};
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, ModelRole};
 use crate::error::ModelError;
 use crate::ledger::UsageLedger;
 use crate::metered::MeteredModel;
@@ -62,7 +62,7 @@ impl ModelHub {
     /// (`ModelRole::as_str()` for the standard roles).
     pub fn http_model(
         &self,
-        role: &str,
+        role: ModelRole,
         config: ModelConfig,
     ) -> Result<Arc<dyn ChatModel>, ModelError> {
         let http = HttpChatModel::new(config, &self.limiter)?;
@@ -74,7 +74,7 @@ impl ModelHub {
     /// models, which would only fill the disk).
     pub fn metered(
         &self,
-        role: &str,
+        role: ModelRole,
         inner: Arc<dyn ChatModel>,
         use_cache: bool,
     ) -> Arc<dyn ChatModel> {

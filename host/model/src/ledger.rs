@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::config::ModelRole;
 use crate::error::{ErrorClass, ModelError};
 use crate::types::{ChatResponse, Usage};
 
@@ -161,8 +162,8 @@ pub enum CallOutcome {
 pub struct CallRecord {
     /// Order in which calls finished, from 0.
     pub seq: u64,
-    /// The role the call was made for (`agent`, `user`, `coder`, ...).
-    pub role: String,
+    /// The role the call was made for.
+    pub role: ModelRole,
     /// The configured model name (the price-table key).
     pub model: String,
     /// Fresh, cache hit or failed.
@@ -273,7 +274,7 @@ pub struct LedgerSummary {
     /// Totals over every call of the run.
     pub total: UsageTotals,
     /// Per role (`agent`, `user`, ...).
-    pub by_role: BTreeMap<String, UsageTotals>,
+    pub by_role: BTreeMap<ModelRole, UsageTotals>,
     /// Per configured model name.
     pub by_model: BTreeMap<String, UsageTotals>,
     /// Models that made fresh calls but have no price.
@@ -389,7 +390,7 @@ impl UsageLedger {
     /// Records a response; `response.cached` decides fresh call vs hit.
     pub fn record_response(
         &self,
-        role: &str,
+        role: ModelRole,
         model: &str,
         response: &ChatResponse,
         latency: Duration,
@@ -397,7 +398,7 @@ impl UsageLedger {
         let usage = response.usage.unwrap_or_default();
         self.push(CallRecord {
             seq: 0,
-            role: role.to_owned(),
+            role,
             model: model.to_owned(),
             outcome: if response.cached {
                 CallOutcome::CacheHit
@@ -416,7 +417,7 @@ impl UsageLedger {
     /// Records a failed call (its class, attempts and message).
     pub fn record_failure(
         &self,
-        role: &str,
+        role: ModelRole,
         model: &str,
         error: &ModelError,
         latency: Duration,
@@ -427,7 +428,7 @@ impl UsageLedger {
         };
         self.push(CallRecord {
             seq: 0,
-            role: role.to_owned(),
+            role,
             model: model.to_owned(),
             outcome: CallOutcome::Failed(error.class()),
             usage: Usage::default(),
@@ -492,11 +493,7 @@ impl UsageLedger {
         let mut summary = LedgerSummary::default();
         for record in calls.iter() {
             summary.total.add(record);
-            summary
-                .by_role
-                .entry(record.role.clone())
-                .or_default()
-                .add(record);
+            summary.by_role.entry(record.role).or_default().add(record);
             summary
                 .by_model
                 .entry(record.model.clone())
@@ -543,7 +540,12 @@ mod tests {
         assert!(ledger.reserve(1e9).is_ok());
         ledger.set_spend_limit(Some(10.0));
         // $3 spent (3 tokens at $1 each).
-        ledger.record_response("agent", "m", &response(2, 1, 0, false), Duration::ZERO);
+        ledger.record_response(
+            ModelRole::Agent,
+            "m",
+            &response(2, 1, 0, false),
+            Duration::ZERO,
+        );
         let a = ledger.reserve(4.0).expect("3 + 4 <= 10");
         // In flight counts: 3 + 4 + 4 > 10.
         let refused = ledger.reserve(4.0).unwrap_err();
@@ -560,7 +562,12 @@ mod tests {
         let b = ledger.reserve(7.0).expect("released: 3 + 7 <= 10");
         drop(b);
         // Cache hits cost nothing and do not count.
-        ledger.record_response("agent", "m", &response(5, 5, 0, true), Duration::ZERO);
+        ledger.record_response(
+            ModelRole::Agent,
+            "m",
+            &response(5, 5, 0, true),
+            Duration::ZERO,
+        );
         assert!(ledger.reserve(7.0).is_ok());
         assert!(ledger.reserve(7.1).is_err());
         ledger.set_spend_limit(None);
@@ -625,9 +632,9 @@ mod tests {
         .unwrap();
         let ledger = UsageLedger::new(table);
         let ms = Duration::from_millis(5);
-        ledger.record_response("agent", "m", &response(100, 10, 0, false), ms);
-        ledger.record_response("agent", "m", &response(100, 10, 0, true), ms);
-        ledger.record_response("user", "free", &response(7, 3, 0, false), ms);
+        ledger.record_response(ModelRole::Agent, "m", &response(100, 10, 0, false), ms);
+        ledger.record_response(ModelRole::Agent, "m", &response(100, 10, 0, true), ms);
+        ledger.record_response(ModelRole::User, "free", &response(7, 3, 0, false), ms);
         let error = ModelError::RetriesExhausted {
             endpoint: "e".into(),
             attempts: 3,
@@ -636,16 +643,16 @@ mod tests {
                 message: "t".into(),
             }),
         };
-        ledger.record_failure("user", "free", &error, ms);
+        ledger.record_failure(ModelRole::User, "free", &error, ms);
         let s = ledger.summary();
-        let agent = &s.by_role["agent"];
+        let agent = &s.by_role[&ModelRole::Agent];
         assert_eq!((agent.fresh_calls, agent.cache_hits), (1, 1));
         assert_eq!(agent.cache_hit_rate, 0.5);
         assert_eq!(agent.fresh_tokens.prompt_tokens, 100);
         assert_eq!(agent.cache_hit_tokens.prompt_tokens, 100);
         assert!((agent.usd - 110e-6).abs() < 1e-12);
         assert!((agent.usd_saved_by_cache - 110e-6).abs() < 1e-12);
-        let user = &s.by_role["user"];
+        let user = &s.by_role[&ModelRole::User];
         assert_eq!((user.fresh_calls, user.failed_calls), (1, 1));
         assert_eq!(user.infrastructure_failures, 1);
         assert_eq!(user.unpriced_fresh_calls, 1);
@@ -673,17 +680,14 @@ mod tests {
         .unwrap();
         let ms = Duration::from_millis(1);
         let before = UsageLedger::new(table.clone());
-        before.record_response("coder", "m", &response(1000, 0, 0, false), ms);
+        before.record_response(ModelRole::Coder, "m", &response(1000, 0, 0, false), ms);
         let now = UsageLedger::new(table);
-        now.record_response("analyst", "m", &response(500, 0, 0, false), ms);
+        now.record_response(ModelRole::Analyst, "m", &response(500, 0, 0, false), ms);
         now.import(before.calls());
         let calls = now.calls();
         assert_eq!(
-            calls
-                .iter()
-                .map(|c| (c.seq, c.role.as_str()))
-                .collect::<Vec<_>>(),
-            vec![(0, "coder"), (1, "analyst")]
+            calls.iter().map(|c| (c.seq, c.role)).collect::<Vec<_>>(),
+            vec![(0, ModelRole::Coder), (1, ModelRole::Analyst)]
         );
         assert!((now.summary().total.usd - 1500e-6).abs() < 1e-12);
     }

@@ -41,6 +41,7 @@ pub use client::{EndpointLimiter, HttpChatModel};
 pub use config::{
     BASE_URL_ENV, DEFAULT_API_KEY_ENV, DEFAULT_BASE_URL, ModelConfig, ModelFlags, ModelRole,
 };
+pub use ecdysis_sys::ids::{ModelId, ModelKind};
 pub use error::{ErrorClass, ModelError};
 pub use hub::ModelHub;
 pub use ledger::{

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use tracing::warn;
 
 use crate::cache::{CacheKey, ResponseCache};
+use crate::config::ModelRole;
 use crate::error::ModelError;
 use crate::ledger::UsageLedger;
 use crate::types::{ChatModel, ChatRequest, ChatResponse, ModelFuture};
@@ -21,21 +22,17 @@ use crate::types::{ChatModel, ChatRequest, ChatResponse, ModelFuture};
 /// each layer would record the call.
 pub struct MeteredModel {
     inner: Arc<dyn ChatModel>,
-    role: String,
+    role: ModelRole,
     ledger: Arc<UsageLedger>,
     cache: Option<Arc<ResponseCache>>,
 }
 
 impl MeteredModel {
     /// Records into `ledger` under `role`; no cache.
-    pub fn new(
-        inner: Arc<dyn ChatModel>,
-        role: impl Into<String>,
-        ledger: Arc<UsageLedger>,
-    ) -> Self {
+    pub fn new(inner: Arc<dyn ChatModel>, role: ModelRole, ledger: Arc<UsageLedger>) -> Self {
         Self {
             inner,
-            role: role.into(),
+            role,
             ledger,
             cache: None,
         }
@@ -48,8 +45,8 @@ impl MeteredModel {
     }
 
     /// The role the calls are recorded under.
-    pub fn role(&self) -> &str {
-        &self.role
+    pub fn role(&self) -> ModelRole {
+        self.role
     }
 
     /// The wrapped model.
@@ -81,7 +78,7 @@ impl MeteredModel {
             && let Some(response) = cache.get(key).await
         {
             self.ledger
-                .record_response(&self.role, model, &response, start.elapsed());
+                .record_response(self.role, model, &response, start.elapsed());
             return Ok(response);
         }
         // Spend is checked before the call is sent, not only after: the
@@ -98,7 +95,7 @@ impl MeteredModel {
                     limit: refused.limit,
                 };
                 self.ledger
-                    .record_failure(&self.role, model, &error, start.elapsed());
+                    .record_failure(self.role, model, &error, start.elapsed());
                 return Err(error);
             }
         };
@@ -107,7 +104,7 @@ impl MeteredModel {
                 // A fresh answer even if an inner layer set the flag.
                 response.cached = false;
                 self.ledger
-                    .record_response(&self.role, model, &response, start.elapsed());
+                    .record_response(self.role, model, &response, start.elapsed());
                 if let Some((cache, key, material)) = &keyed
                     && let Err(error) = cache.put(key, material, &response).await
                 {
@@ -117,7 +114,7 @@ impl MeteredModel {
             }
             Err(error) => {
                 self.ledger
-                    .record_failure(&self.role, model, &error, start.elapsed());
+                    .record_failure(self.role, model, &error, start.elapsed());
                 Err(error)
             }
         }
@@ -202,7 +199,7 @@ mod tests {
         let ledger = Arc::new(UsageLedger::new(prices));
         ledger.set_spend_limit(Some(3.0));
         let inner = Arc::new(Priced(AtomicU32::new(0)));
-        let model = MeteredModel::new(inner.clone(), "agent", ledger.clone());
+        let model = MeteredModel::new(inner.clone(), ModelRole::Agent, ledger.clone());
         let request =
             ChatRequest::new(vec![ChatMessage::user("hello")]).with_sampling(SamplingArgs {
                 max_tokens: Some(10),

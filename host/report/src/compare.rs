@@ -61,7 +61,7 @@ pub(crate) fn section(page: &mut Page, loaded: &[Loaded]) -> Result<(), ReportEr
                 per_task.push((n.clone(), task_rewards(r)));
                 out += &format!(
                     "<tr><td>{link}</td><td>run</td><td><code>{}</code></td><td>{}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:.3}–{:.3}</td><td>{}</td><td class=\"n\">—</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-                    esc(&r.config.agent_model),
+                    esc(r.config.agent_model.as_str()),
                     r.config
                         .harness
                         .as_deref()
@@ -94,8 +94,8 @@ pub(crate) fn section(page: &mut Page, loaded: &[Loaded]) -> Result<(), ReportEr
                 }
                 out += &format!(
                     "<tr><td>{link}</td><td>training</td><td><code>{}</code></td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">—</td><td></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
-                    esc(&t.config.train.agent_model),
-                    esc(t.config.method.as_str()),
+                    esc(t.config.train.agent_model.as_str()),
+                    esc(t.config.plan.method.as_str()),
                     s.map(|s| format!("{:.3} → {:.3}", s.initial_train_score, s.final_train_score))
                         .unwrap_or_else(|| "in progress".into()),
                     num(s.and_then(|s| s.test_score), 3),
@@ -111,7 +111,7 @@ pub(crate) fn section(page: &mut Page, loaded: &[Loaded]) -> Result<(), ReportEr
                     esc(&e
                         .file
                         .as_ref()
-                        .map(|f| f.agent_model.clone())
+                        .map(|f| f.agent_model.to_string())
                         .unwrap_or_default()),
                     e.methods.len()
                 );

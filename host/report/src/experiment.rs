@@ -67,9 +67,10 @@ pub(crate) fn section(
         let models = e
             .methods
             .iter()
-            .map(|m| m.1.config.train.agent_model.clone())
-            .chain(e.file.iter().map(|f| f.agent_model.clone()))
-            .filter(|m| m.starts_with("sim:"))
+            .map(|m| &m.1.config.train.agent_model)
+            .chain(e.file.iter().map(|f| &f.agent_model))
+            .filter(|m| m.is_simulated())
+            .map(ToString::to_string)
             .collect();
         page.body += &super::sim_banner(&models);
     }
@@ -126,7 +127,7 @@ fn header(page: &mut Page, e: &ExperimentData) {
         ("domain", esc(&f.domain).to_string()),
         (
             "agent trained on",
-            format!("<code>{}</code>", esc(&f.agent_model)),
+            format!("<code>{}</code>", esc(f.agent_model.as_str())),
         ),
         ("diagnoser", esc(&f.diagnoser).to_string()),
         (
@@ -135,7 +136,7 @@ fn header(page: &mut Page, e: &ExperimentData) {
                 .map(|c| {
                     format!(
                         "at most {} rounds, {} trial(s) per task",
-                        c.rounds, c.train.trials
+                        c.plan.rounds, c.train.trials
                     )
                 })
                 .unwrap_or_else(|| "—".into()),
@@ -445,7 +446,7 @@ fn transfer(page: &mut Page, prefix: &str, e: &ExperimentData) -> Result<(), Rep
     for r in &rows {
         out += &format!(
             "<tr><td><code>{}</code></td><td class=\"n\">{:.3}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:+.3}</td></tr>",
-            esc(&r.agent_model),
+            esc(r.agent_model.as_str()),
             r.initial,
             r.trained,
             r.trained - r.initial
@@ -455,7 +456,7 @@ fn transfer(page: &mut Page, prefix: &str, e: &ExperimentData) -> Result<(), Rep
     page.body += &out;
     let mut b = Bars::new(
         "Ecdysis's trained harness with other agents",
-        rows.iter().map(|r| r.agent_model.clone()).collect(),
+        rows.iter().map(|r| r.agent_model.to_string()).collect(),
     )
     .series(
         "initial harness",

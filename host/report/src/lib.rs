@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 pub use load::{DirKind, EXPERIMENT_FILE, detect};
 
+use ecdysis_model::ModelId;
 use html::esc;
 use load::{ExperimentData, RunData, TrainData};
 
@@ -125,8 +126,8 @@ impl Loaded {
     /// The `sim:` agent models behind this directory's numbers.
     fn simulated_models(&self) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
-        let mut add = |m: &str| {
-            if m.starts_with("sim:") {
+        let mut add = |m: &ModelId| {
+            if m.is_simulated() {
                 out.insert(m.to_string());
             }
         };

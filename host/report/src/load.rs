@@ -213,7 +213,7 @@ impl RunData {
 
     /// Whether the agent was a `sim:` testbed model (every page then says so).
     pub fn simulated(&self) -> bool {
-        self.config.agent_model.starts_with("sim:")
+        self.config.agent_model.is_simulated()
     }
 }
 
@@ -337,13 +337,13 @@ impl TrainData {
 
     /// Whether the agent was a `sim:` testbed model.
     pub fn simulated(&self) -> bool {
-        self.config.train.agent_model.starts_with("sim:")
+        self.config.train.agent_model.is_simulated()
     }
 
     /// The label of training evaluations (`train`, or with a task budget
     /// `train-<strategy>-<n>`), as the trainer names its `evals/` folders.
     pub fn train_label(&self) -> String {
-        match &self.config.select {
+        match &self.config.plan.select {
             None => "train".into(),
             Some(s) => format!("train-{}-{}", s.strategy.as_str(), s.budget),
         }

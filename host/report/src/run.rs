@@ -9,6 +9,7 @@ use super::html::{duration, esc, hash, num, pct};
 use super::load::RunData;
 use super::stats::{self, log_bins};
 use super::{Page, ReportError, trajectory};
+use ecdysis_model::ModelRole;
 use ecdysis_runner::agent::EpisodeRecord;
 
 /// The variant name of a hook decision (`execute`, `annotate`...).
@@ -59,7 +60,10 @@ fn meta(run: &RunData) -> String {
             "tasks × trials",
             format!("{} × {}", c.tasks.len(), c.trials),
         ),
-        ("agent", format!("<code>{}</code>", esc(&c.agent_model))),
+        (
+            "agent",
+            format!("<code>{}</code>", esc(c.agent_model.as_str())),
+        ),
         (
             "user simulator",
             format!("<code>{}</code>", esc(&c.user_model)),
@@ -120,7 +124,8 @@ pub(crate) fn section(page: &mut Page, prefix: &str, run: &RunData) -> Result<()
     let title = format!("Run {}", dir_title(run));
     page.heading(2, &format!("{prefix}-run"), &title);
     if run.simulated() && page.multi {
-        page.body += &super::sim_banner(&[run.config.agent_model.clone()].into_iter().collect());
+        page.body +=
+            &super::sim_banner(&[run.config.agent_model.to_string()].into_iter().collect());
     }
     page.body += &meta(run);
     let total = run.config.tasks.len() as u64 * u64::from(run.config.trials);
@@ -490,9 +495,9 @@ fn usage(page: &mut Page, prefix: &str, run: &RunData, m: &ecdysis_runner::eval:
         "<table><thead><tr><th>role</th><th class=\"n\">calls</th><th class=\"n\">cache hits</th><th class=\"n\">prompt tokens</th><th class=\"n\">completion tokens</th><th class=\"n\">USD</th></tr></thead><tbody>",
     );
     let ledger = run.summary.as_ref().and_then(|s| s.ledger.as_ref());
-    let usd = |role: &str| {
+    let usd = |role: ModelRole| {
         ledger
-            .and_then(|l| l.by_role.get(role))
+            .and_then(|l| l.by_role.get(&role))
             .map(|u| format!("${:.4}", u.usd))
             .unwrap_or_else(|| "—".into())
     };
@@ -502,14 +507,14 @@ fn usage(page: &mut Page, prefix: &str, run: &RunData, m: &ecdysis_runner::eval:
         m.agent_cache_hits,
         m.agent_prompt_tokens,
         m.agent_completion_tokens,
-        usd("agent")
+        usd(ModelRole::Agent)
     );
     t += &format!(
         "<tr><td>user simulator</td><td class=\"n\">{}</td><td class=\"n\">—</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
         m.user_calls,
         m.user_prompt_tokens,
         m.user_completion_tokens,
-        usd("user")
+        usd(ModelRole::User)
     );
     if let Some(l) = ledger {
         t += &format!(

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use ecdysis_evolve::spec::{ChangeSpec, FailurePattern, Layer, ProposedChange};
-use ecdysis_evolve::train::{Method, PhaseTimes, RoundRecord, TrainConfig};
+use ecdysis_evolve::train::{Method, PhaseTimes, RoundRecord, TrainConfig, TrainPlan};
 use ecdysis_model::{SamplingArgs, ToolCall};
 use ecdysis_runner::agent::{CallSource, EndReason, Entry, EpisodeRecord, HookRecord};
 use ecdysis_runner::eval::{RunConfig, RunSummary};
@@ -215,28 +215,19 @@ fn hostile_training_content_renders_as_text() {
     let dir = tmp.path().join("train");
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = TrainConfig {
-        method: Method::Ecdysis,
-        rounds: 1,
-        lambda: 1.0,
+        plan: TrainPlan {
+            method: Method::Ecdysis,
+            rounds: 1,
+            test_split: None,
+            test_trials: 1,
+            ..TrainPlan::default()
+        },
         train: config(&["1", "2"], "sim:clumsy"),
         test_tasks: vec![],
-        test_split: None,
-        max_coder_calls: None,
-        max_episodes: None,
-        plateau: 2,
-        start_blank: false,
-        coder_latency_ms: 0,
         diagnoser: XSS.into(),
         coder: XSS.into(),
-        accept: Default::default(),
-        max_usd: None,
-        select: None,
-        test_trials: 1,
-        test_direct: false,
-        select_layers: false,
         gate_measure: Default::default(),
         roles: Default::default(),
-        allow_unjailed_builds: false,
         coder_network: None,
     };
     std::fs::write(dir.join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
@@ -432,28 +423,19 @@ fn an_empty_diff_patch_is_recomputed_from_the_stored_sources() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("train");
     let cfg = TrainConfig {
-        method: Method::EcdysisNofdcr,
-        rounds: 2,
-        lambda: 1.0,
+        plan: TrainPlan {
+            method: Method::EcdysisNofdcr,
+            rounds: 2,
+            test_split: None,
+            test_trials: 1,
+            ..TrainPlan::default()
+        },
         train: config(&["1"], "sim:clumsy"),
         test_tasks: vec![],
-        test_split: None,
-        max_coder_calls: None,
-        max_episodes: None,
-        plateau: 2,
-        start_blank: false,
-        coder_latency_ms: 0,
         diagnoser: "heuristic".into(),
         coder: "rules".into(),
-        accept: Default::default(),
-        max_usd: None,
-        select: None,
-        test_trials: 1,
-        test_direct: false,
-        select_layers: false,
         gate_measure: Default::default(),
         roles: Default::default(),
-        allow_unjailed_builds: false,
         coder_network: None,
     };
     std::fs::create_dir_all(&dir).unwrap();

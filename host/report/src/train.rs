@@ -33,11 +33,14 @@ pub(crate) fn section(
     page.heading(
         level,
         &format!("{prefix}-train"),
-        &format!("Training {} ({})", title(t), t.config.method.as_str()),
+        &format!("Training {} ({})", title(t), t.config.plan.method.as_str()),
     );
     if t.simulated() && level == 2 && page.multi {
-        page.body +=
-            &super::sim_banner(&[t.config.train.agent_model.clone()].into_iter().collect());
+        page.body += &super::sim_banner(
+            &[t.config.train.agent_model.to_string()]
+                .into_iter()
+                .collect(),
+        );
     }
     meta(page, t);
     if t.summary.is_none() {
@@ -66,16 +69,16 @@ pub(crate) fn section(
 fn meta(page: &mut Page, t: &TrainData) {
     let c = &t.config;
     let mut budgets = Vec::new();
-    if let Some(m) = c.max_coder_calls {
+    if let Some(m) = c.plan.max_coder_calls {
         budgets.push(format!("{m} coder calls"));
     }
-    if let Some(m) = c.max_episodes {
+    if let Some(m) = c.plan.max_episodes {
         budgets.push(format!("{m} episodes"));
     }
-    if let Some(m) = c.max_usd {
+    if let Some(m) = c.plan.max_usd {
         budgets.push(format!("${m:.2}"));
     }
-    let accept = match c.accept {
+    let accept = match c.plan.accept {
         ecdysis_evolve::accept::AcceptRule::Strict => {
             "strict (candidate must beat the incumbent)".to_string()
         }
@@ -88,7 +91,7 @@ fn meta(page: &mut Page, t: &TrainData) {
             "directory",
             format!("<code>{}</code>", esc(&t.dir.display().to_string())),
         ),
-        ("method", esc(c.method.as_str()).to_string()),
+        ("method", esc(c.plan.method.as_str()).to_string()),
         (
             "diagnoser / coder",
             format!("{} / {}", esc(&c.diagnoser), esc(&c.coder)),
@@ -98,7 +101,7 @@ fn meta(page: &mut Page, t: &TrainData) {
             "agent / user",
             format!(
                 "<code>{}</code> / <code>{}</code>",
-                esc(&c.train.agent_model),
+                esc(c.train.agent_model.as_str()),
                 esc(&c.train.user_model)
             ),
         ),
@@ -110,7 +113,7 @@ fn meta(page: &mut Page, t: &TrainData) {
                 esc(&c.train.domain),
                 c.train.trials,
                 if c.train.trials == 1 { "" } else { "s" },
-                match &c.select {
+                match &c.plan.select {
                     Some(s) => format!(
                         ", {} of them chosen {} (budget)",
                         s.budget,
@@ -128,10 +131,14 @@ fn meta(page: &mut Page, t: &TrainData) {
                 format!(
                     "{} tasks ({}) × {} trial{}: the initial and the final harness{}",
                     c.test_tasks.len(),
-                    esc(c.test_split.as_deref().unwrap_or("?")),
-                    c.test_trials,
-                    if c.test_trials == 1 { "" } else { "s" },
-                    if c.test_direct { ", and Direct" } else { "" }
+                    esc(c.plan.test_split.as_deref().unwrap_or("?")),
+                    c.plan.test_trials,
+                    if c.plan.test_trials == 1 { "" } else { "s" },
+                    if c.plan.test_direct {
+                        ", and Direct"
+                    } else {
+                        ""
+                    }
                 )
             },
         ),
@@ -181,9 +188,9 @@ fn meta(page: &mut Page, t: &TrainData) {
             "rounds",
             format!(
                 "at most {}, plateau {}, failures below reward {}{}",
-                c.rounds,
-                c.plateau,
-                c.lambda,
+                c.plan.rounds,
+                c.plan.plateau,
+                c.plan.lambda,
                 if budgets.is_empty() {
                     String::new()
                 } else {
@@ -690,7 +697,7 @@ fn round_details(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
         // component hash, and aggregation is deterministic).
         match t.eval(&r.incumbent, &label) {
             Some(run) => {
-                let failures = records::failures(&run.records, t.config.lambda);
+                let failures = records::failures(&run.records, t.config.plan.lambda);
                 let groups = aggregate::aggregate(&failures);
                 out += &format!(
                     "<h4>Failure groups of incumbent {}</h4><table><thead><tr><th>signature</th><th>kind</th><th>evidence tasks</th><th class=\"n\">episodes</th></tr></thead><tbody>",
@@ -891,7 +898,7 @@ fn costs(page: &mut Page, prefix: &str, t: &TrainData, level: u8) -> Result<(), 
     if let Some(u) = &usage
         && u.total.usd > 0.0
     {
-        let roles: Vec<String> = u.by_role.keys().cloned().collect();
+        let roles: Vec<String> = u.by_role.keys().map(ToString::to_string).collect();
         let mut b = Bars::new("Dollars per role", roles.clone()).series(
             "USD",
             charts::color(4),
@@ -923,11 +930,8 @@ fn costs(page: &mut Page, prefix: &str, t: &TrainData, level: u8) -> Result<(), 
         let mut out = String::from(
             "<table><thead><tr><th>role</th><th class=\"n\">fresh calls</th><th class=\"n\">cache hits</th><th class=\"n\">failed</th><th class=\"n\">prompt tokens</th><th class=\"n\">completion tokens</th><th class=\"n\">USD</th></tr></thead><tbody>",
         );
-        for (role, r) in u
-            .by_role
-            .iter()
-            .chain(std::iter::once((&"total".to_string(), &u.total)))
-        {
+        let rows = u.by_role.iter().map(|(role, r)| (role.as_str(), r));
+        for (role, r) in rows.chain(std::iter::once(("total", &u.total))) {
             out += &format!(
                 "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
                 esc(role),

@@ -263,15 +263,15 @@ pub async fn record(
     mut progress: impl FnMut(&str),
 ) -> Result<VectorsReport, VectorsError> {
     let config = &run.config;
-    let profile = if config.agent_model.starts_with("sim:") {
-        SimProfile::parse(&config.agent_model).map_err(|_| VectorsError::NotReplayable {
+    let profile = if config.agent_model.is_simulated() {
+        SimProfile::parse(config.agent_model.as_str()).map_err(|_| VectorsError::NotReplayable {
             role: "agent",
-            model: config.agent_model.clone(),
+            model: config.agent_model.to_string(),
         })?
     } else {
         return Err(VectorsError::NotReplayable {
             role: "agent",
-            model: config.agent_model.clone(),
+            model: config.agent_model.to_string(),
         });
     };
     if config.user_model != "scripted" {

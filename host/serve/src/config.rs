@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::quota::Quotas;
+use super::quota::{QuotaError, Quotas};
 
 /// A configuration that cannot work, naming the offending field.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +55,10 @@ pub enum ConfigError {
     #[error("serve.toml: {0}")]
     /// A value that cannot work, with the field's name.
     Invalid(String),
+    #[error("serve.toml: {0}")]
+    /// A `[quotas]` value that cannot work. Not a `#[source]`: the text is
+    /// already in the message.
+    Quota(QuotaError),
 }
 
 /// The whole file.
@@ -361,7 +365,7 @@ impl ServeConfig {
                 "worker.max_attempts must be at least 1".into(),
             ));
         }
-        self.quotas.validate().map_err(ConfigError::Invalid)?;
+        self.quotas.validate().map_err(ConfigError::Quota)?;
         Ok(())
     }
 

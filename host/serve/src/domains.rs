@@ -5,7 +5,23 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use ecdysis_env::{Domain, EnvError};
+use ecdysis_runner::eval::RunError;
 use ecdysis_runner::isolate::DomainSource;
+
+/// Why the do-nothing floor of some tasks could not be worked out.
+#[derive(Debug, thiserror::Error)]
+pub enum FloorError {
+    /// The domain could not be opened.
+    #[error(transparent)]
+    Domain(#[from] EnvError),
+    /// A task's gold replay failed (an unknown task, or its evaluator
+    /// failed).
+    #[error(transparent)]
+    Replay(#[from] RunError),
+    /// The blocking task that replays them panicked or was cancelled.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
 
 /// Domains opened once per process, shared by every evaluation.
 pub struct Domains {
@@ -56,7 +72,7 @@ impl Domains {
     /// How many of `tasks` (each counted once) doing nothing solves: a
     /// run summary's floor ([`ecdysis_runner::eval::do_nothing_solved`]), from this
     /// process's memo where it has them.
-    pub async fn floor_solved(&self, name: &str, tasks: &[String]) -> Result<u64, String> {
+    pub async fn floor_solved(&self, name: &str, tasks: &[String]) -> Result<u64, FloorError> {
         let unique: BTreeSet<&String> = tasks.iter().collect();
         let missing: Vec<String> = {
             let memo = self.idle_solves.lock().unwrap_or_else(|p| p.into_inner());
@@ -67,16 +83,14 @@ impl Domains {
                 .collect()
         };
         if !missing.is_empty() {
-            let domain = self.get(name).await.map_err(|e| e.to_string())?;
+            let domain = self.get(name).await?;
             let found = tokio::task::spawn_blocking(move || {
                 missing
                     .into_iter()
                     .map(|t| ecdysis_runner::eval::idle_solves(&*domain, &t).map(|s| (t, s)))
                     .collect::<Result<Vec<_>, _>>()
             })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+            .await??;
             let mut memo = self.idle_solves.lock().unwrap_or_else(|p| p.into_inner());
             for (t, s) in found {
                 memo.insert((name.to_string(), t), s);

@@ -709,7 +709,7 @@ pub async fn status(
         note: r
             .config
             .agent_model
-            .starts_with("sim:")
+            .is_simulated()
             .then_some(SIMULATED_LABEL),
     }))
 }
@@ -852,7 +852,7 @@ pub async fn materialize(svc: &Service, tenant: i64, id: &str) -> Result<RunSumm
         .domains
         .floor_solved(&r.config.domain, &r.config.tasks)
         .await
-        .map_err(CreateError::Internal)?;
+        .map_err(|e| CreateError::Internal(e.to_string()))?;
     let summary = RunSummary {
         config: r.config.clone(),
         metrics: eval::metrics::compute(&records),

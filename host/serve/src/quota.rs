@@ -58,14 +58,39 @@ pub const QUOTA_NAMES: &[&str] = &[
     "requests_per_second",
 ];
 
+/// A quota value, or a `name=value` override, that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QuotaError {
+    /// `usd_per_day` is negative or not a number.
+    #[error("quota usd_per_day must be a finite number ≥ 0")]
+    UsdPerDay,
+    /// `requests_per_second` is not positive.
+    #[error("quota requests_per_second must be a positive number")]
+    RequestsPerSecond,
+    /// An override without `=` (the item as given).
+    #[error("`{0}`: expected name=value")]
+    NotNameValue(String),
+    /// An override of a quota that does not exist (the name given).
+    #[error("unknown quota `{0}` (known: {known})", known = QUOTA_NAMES.join(", "))]
+    Unknown(String),
+    /// An override whose value is not an amount of that quota.
+    #[error("quota {name}: `{value}` is not a valid amount")]
+    BadAmount {
+        /// The quota.
+        name: String,
+        /// The value given.
+        value: String,
+    },
+}
+
 impl Quotas {
     /// Refuse values that cannot work.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), QuotaError> {
         if !(self.usd_per_day.is_finite() && self.usd_per_day >= 0.0) {
-            return Err("quota usd_per_day must be a finite number ≥ 0".into());
+            return Err(QuotaError::UsdPerDay);
         }
         if !(self.requests_per_second.is_finite() && self.requests_per_second > 0.0) {
-            return Err("quota requests_per_second must be a positive number".into());
+            return Err(QuotaError::RequestsPerSecond);
         }
         Ok(())
     }
@@ -86,16 +111,13 @@ impl Quotas {
 
 /// Parse `name=value` into an override object entry, checking the name
 /// and the value's type.
-pub fn parse_override(item: &str) -> Result<(String, serde_json::Value), String> {
+pub fn parse_override(item: &str) -> Result<(String, serde_json::Value), QuotaError> {
     let (name, value) = item
         .split_once('=')
-        .ok_or_else(|| format!("`{item}`: expected name=value"))?;
+        .ok_or_else(|| QuotaError::NotNameValue(item.to_string()))?;
     let name = name.trim();
     if !QUOTA_NAMES.contains(&name) {
-        return Err(format!(
-            "unknown quota `{name}` (known: {})",
-            QUOTA_NAMES.join(", ")
-        ));
+        return Err(QuotaError::Unknown(name.to_string()));
     }
     let value = value.trim();
     let parsed = if matches!(name, "usd_per_day" | "requests_per_second") {
@@ -107,7 +129,10 @@ pub fn parse_override(item: &str) -> Result<(String, serde_json::Value), String>
     } else {
         value.parse::<u64>().ok().map(serde_json::Value::from)
     };
-    let parsed = parsed.ok_or_else(|| format!("quota {name}: `{value}` is not a valid amount"))?;
+    let parsed = parsed.ok_or_else(|| QuotaError::BadAmount {
+        name: name.to_string(),
+        value: value.to_string(),
+    })?;
     Ok((name.to_string(), parsed))
 }
 

@@ -9,7 +9,7 @@ use sqlx::Row;
 use super::audit::{self, kind};
 use super::config::valid_name;
 use super::db::{Db, DbError, SqlContext, now_ms, random_hex, rfc3339};
-use super::quota::Quotas;
+use super::quota::{QuotaError, Quotas};
 
 /// A tenant operation that cannot be done.
 #[derive(Debug, thiserror::Error)]
@@ -26,9 +26,9 @@ pub enum TenantError {
     #[error("no tenant `{0}`")]
     /// No such tenant.
     Unknown(String),
-    #[error("{0}")]
+    #[error(transparent)]
     /// A quota override that cannot be parsed.
-    BadQuota(String),
+    BadQuota(#[from] QuotaError),
 }
 
 /// An authenticated tenant.
@@ -141,7 +141,7 @@ pub async fn set_quota(
         serde_json::from_str(&current).unwrap_or_default();
     let mut changed = serde_json::Map::new();
     for item in items {
-        let (k, v) = super::quota::parse_override(item).map_err(TenantError::BadQuota)?;
+        let (k, v) = super::quota::parse_override(item)?;
         overrides.insert(k.clone(), v.clone());
         changed.insert(k, v);
     }

@@ -8,16 +8,49 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::audit::{self, kind};
-use super::db::Db;
+use super::db::{Db, DbError};
 use super::domains::Domains;
-use super::evaluations::ensure_local;
+use super::evaluations::{CreateError, ensure_local};
 use super::quota::Quotas;
 use super::scheduler::{self, Beat, Claim, Completion, Settle};
+use ecdysis_env::EnvError;
 use ecdysis_runner::agent::EndReason;
+use ecdysis_runner::eval::RunError;
 use ecdysis_runner::isolate::{
     DomainSource, EpisodeJob, Outcome, Reply, Request, WorkerPool, death_end, lost_episode,
 };
 use ecdysis_sandbox::store::{ComponentHash, ComponentStore};
+
+/// Why a claimed episode was not run to a result (logged; its lease puts
+/// it back in the queue).
+#[derive(Debug, thiserror::Error)]
+enum EpisodeError {
+    /// The claim's job is not a readable [`EpisodeJob`].
+    #[error(transparent)]
+    Job(#[from] serde_json::Error),
+    /// The component store's path could not be made absolute.
+    #[error(transparent)]
+    StorePath(std::io::Error),
+    /// The job's harness is not a component hash.
+    #[error("bad harness hash")]
+    HarnessHash,
+    /// The harness could not be fetched into this machine's store.
+    #[error(transparent)]
+    Fetch(#[from] CreateError),
+    /// The worker process answered with something other than an episode
+    /// or an error.
+    #[error("unexpected worker reply {0:?}")]
+    UnexpectedReply(Box<Reply>),
+    /// The database failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The domain that scores a dead worker's episode could not be opened.
+    #[error(transparent)]
+    Domain(#[from] EnvError),
+    /// Scoring a dead worker's episode failed.
+    #[error(transparent)]
+    Score(#[from] RunError),
+}
 
 /// What a worker loop needs.
 pub struct WorkerLoop {
@@ -213,15 +246,13 @@ impl WorkerLoop {
         }
     }
 
-    async fn try_serve(&self, claim: &Claim) -> Result<Settle, String> {
-        let mut job: EpisodeJob = serde_json::from_str(&claim.job).map_err(|e| e.to_string())?;
-        job.store = std::path::absolute(self.store.root()).map_err(|e| e.to_string())?;
+    async fn try_serve(&self, claim: &Claim) -> Result<Settle, EpisodeError> {
+        let mut job: EpisodeJob = serde_json::from_str(&claim.job)?;
+        job.store = std::path::absolute(self.store.root()).map_err(EpisodeError::StorePath)?;
         job.source = self.source.clone();
         if let Some(h) = &job.harness {
-            let hash = ComponentHash::parse(h).ok_or("bad harness hash")?;
-            ensure_local(&self.db, &self.store, &hash)
-                .await
-                .map_err(|e| e.to_string())?;
+            let hash = ComponentHash::parse(h).ok_or(EpisodeError::HarnessHash)?;
+            ensure_local(&self.db, &self.store, &hash).await?;
         }
         let cancel = Arc::new(AtomicBool::new(false));
         let beat_stop = Arc::new(tokio::sync::Notify::new());
@@ -261,7 +292,6 @@ impl WorkerLoop {
         beat_stop.notify_one();
         let _ = heart.await;
         let db = &self.db;
-        let e = |e: super::db::DbError| e.to_string();
         let requeue = |record: ecdysis_runner::agent::EpisodeRecord| Settle::Requeue {
             record: Box::new(record),
             max_attempts: self.max_attempts,
@@ -284,7 +314,7 @@ impl WorkerLoop {
                 message,
                 0,
             )),
-            Outcome::Reply(other) => return Err(format!("unexpected worker reply {other:?}")),
+            Outcome::Reply(other) => return Err(EpisodeError::UnexpectedReply(Box::new(other))),
             Outcome::Died(_) if cancel.load(Ordering::SeqCst) => Settle::Stopped,
             Outcome::Died(death) => {
                 let end = death_end(&job, &death);
@@ -299,8 +329,7 @@ impl WorkerLoop {
                         "peak_rss_kib": death.exit.map(|x| x.peak_rss_kib),
                     }),
                 )
-                .await
-                .map_err(e)?;
+                .await?;
                 let mut record = lost_episode(
                     &job,
                     &claim.task_id,
@@ -312,13 +341,8 @@ impl WorkerLoop {
                 if end == EndReason::InfrastructureError {
                     requeue(record)
                 } else {
-                    let domain = self
-                        .domains
-                        .get(&job.spec.domain)
-                        .await
-                        .map_err(|x| x.to_string())?;
-                    ecdysis_runner::eval::score(&*domain, &mut record)
-                        .map_err(|x| x.to_string())?;
+                    let domain = self.domains.get(&job.spec.domain).await?;
+                    ecdysis_runner::eval::score(&*domain, &mut record)?;
                     Settle::Done {
                         record: Box::new(record),
                         usd: 0.0,

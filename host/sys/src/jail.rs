@@ -98,7 +98,50 @@ pub enum JailError {
     /// The number of processes in a jail cannot be limited: running as
     /// root without a writable `pids` cgroup (the reason).
     #[error("the processes of a jail cannot be counted and limited on this machine: {0}")]
-    NoProcessLimit(String),
+    NoProcessLimit(ProcessLimitError),
+}
+
+/// Why the tasks of a jail cannot be limited (see
+/// [`JailError::NoProcessLimit`]). The I/O errors are kept as their text,
+/// so that [`JailError`] stays comparable and can be cached.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProcessLimitError {
+    /// The mount table could not be read (the I/O error).
+    #[error("cannot read /proc/self/mounts: {0}")]
+    Mounts(String),
+    /// Running as root, and no cgroup hierarchy has the `pids` controller.
+    #[error(
+        "running as root (RLIMIT_NPROC does not hold for root) and no `pids` cgroup is mounted"
+    )]
+    NoPidsCgroup,
+    /// Running as root, and no `pids` cgroup could be written to (each
+    /// path tried, with its error).
+    #[error(
+        "running as root (RLIMIT_NPROC does not hold for root) and no writable `pids` cgroup: {}",
+        tried.join("; ")
+    )]
+    NotWritable {
+        /// `path: error` of every place tried.
+        tried: Vec<String>,
+    },
+    /// A jail's own cgroup could not be made or limited.
+    #[error("{action} {}: {error}", path.display())]
+    Cgroup {
+        /// `create` or `write`.
+        action: &'static str,
+        /// The directory or file.
+        path: PathBuf,
+        /// The I/O error.
+        error: String,
+    },
+    /// The path of a jail cgroup's `cgroup.procs` has a NUL byte.
+    #[error("{}: {error}", path.display())]
+    ProcsPath {
+        /// The path.
+        path: PathBuf,
+        /// Where the NUL byte is.
+        error: String,
+    },
 }
 
 /// Resource limits of one jail (each process of it, or all of them).
@@ -360,9 +403,16 @@ pub fn apply_limits(
     let cgroup = processes.cgroup(limits.processes)?;
     let join = cgroup
         .as_ref()
-        .map(|c| std::ffi::CString::new(c.procs_file().as_os_str().as_encoded_bytes()))
-        .transpose()
-        .map_err(|e| JailError::NoProcessLimit(e.to_string()))?;
+        .map(|c| {
+            let path = c.procs_file();
+            std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| {
+                JailError::NoProcessLimit(ProcessLimitError::ProcsPath {
+                    path,
+                    error: e.to_string(),
+                })
+            })
+        })
+        .transpose()?;
     let nproc = matches!(processes, ProcessLimiter::Rlimit).then_some(limits.processes);
     // (resource, soft, hard). The CPU limit's hard limit is a little
     // higher: at the soft one the kernel sends SIGXCPU (what says which
@@ -451,8 +501,12 @@ impl ProcessLimiter {
         let ProcessLimiter::Cgroup(base) = self else {
             return Ok(None);
         };
-        let fail = |what: &str, p: &Path, e: std::io::Error| {
-            JailError::NoProcessLimit(format!("{what} {}: {e}", p.display()))
+        let fail = |action: &'static str, p: &Path, e: std::io::Error| {
+            JailError::NoProcessLimit(ProcessLimitError::Cgroup {
+                action,
+                path: p.to_path_buf(),
+                error: e.to_string(),
+            })
         };
         let seq = CGROUP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = base.join(format!("{}-{seq}", std::process::id()));
@@ -468,9 +522,9 @@ impl ProcessLimiter {
 /// The `pids` cgroup directory jails are made in: `ecdysis-jails` inside
 /// this process's own cgroup of the v1 `pids` hierarchy, else inside the
 /// cgroup v2 root (where the controller can be enabled for children).
-fn pids_cgroup_base() -> Result<PathBuf, String> {
+fn pids_cgroup_base() -> Result<PathBuf, ProcessLimitError> {
     let mounts = std::fs::read_to_string("/proc/self/mounts")
-        .map_err(|e| format!("cannot read /proc/self/mounts: {e}"))?;
+        .map_err(|e| ProcessLimitError::Mounts(e.to_string()))?;
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     let mut tried = Vec::new();
     for line in mounts.lines() {
@@ -516,13 +570,9 @@ fn pids_cgroup_base() -> Result<PathBuf, String> {
         }
     }
     Err(if tried.is_empty() {
-        "running as root (RLIMIT_NPROC does not hold for root) and no `pids` cgroup is mounted"
-            .to_string()
+        ProcessLimitError::NoPidsCgroup
     } else {
-        format!(
-            "running as root (RLIMIT_NPROC does not hold for root) and no writable `pids` cgroup: {}",
-            tried.join("; ")
-        )
+        ProcessLimitError::NotWritable { tried }
     })
 }
 

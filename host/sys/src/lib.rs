@@ -15,12 +15,14 @@
 //!   environment, a memory limit, nothing left running afterwards.
 //! - [`egress`]: the egress proxy of a jailed external coder: it reaches its
 //!   model endpoint and nothing else.
+//! - [`ids`]: the identities results files record (the agent model).
 //! - [`progress`]: the `tracing` targets under which every crate reports
 //!   progress and security downgrades for the binary to render.
 
 pub mod date;
 pub mod egress;
 pub mod fsutil;
+pub mod ids;
 pub mod jail;
 pub mod layout;
 pub mod process;

@@ -8,9 +8,10 @@
 //! ran out (so an unexpected extra request fails loudly). Every request is
 //! recorded, and the server tracks how many it was serving at once.
 //!
-//! Each connection carries one request and is closed after the reply
-//! (`Connection: close`): simple, and it keeps a delayed reply from blocking
-//! a pooled connection another request wants.
+//! HTTP is the service's own stack (axum on hyper). Each connection carries
+//! one request and is closed after the reply (`Connection: close`), which
+//! keeps a delayed reply from blocking a pooled connection another request
+//! wants.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -19,15 +20,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use ecdysis_model::{ToolCall, Usage};
 
-/// Largest request head / body the mock accepts.
-const MAX_HEAD: usize = 64 * 1024;
+/// Largest request body the mock accepts.
 const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// One scripted reply.
@@ -234,7 +233,7 @@ impl MockState {
     }
 }
 
-/// Decrements the in-flight count however the connection ends.
+/// Decrements the in-flight count however the request ends.
 struct InFlight<'a>(&'a AtomicUsize);
 
 impl Drop for InFlight<'_> {
@@ -251,6 +250,13 @@ pub struct MockServer {
     task: JoinHandle<()>,
 }
 
+/// What every request handler shares.
+#[derive(Clone)]
+struct Shared {
+    state: Arc<MockState>,
+    stop: watch::Receiver<bool>,
+}
+
 impl MockServer {
     /// Binds `127.0.0.1:0` and serves on the current tokio runtime.
     pub async fn start() -> std::io::Result<Self> {
@@ -258,7 +264,24 @@ impl MockServer {
         let addr = listener.local_addr()?;
         let state = Arc::new(MockState::default());
         let (shutdown, stop) = watch::channel(false);
-        let task = tokio::spawn(accept_loop(listener, Arc::clone(&state), stop));
+        // The HTTP stack of `serve` (axum on hyper): the mock parses and
+        // writes HTTP exactly as the service does, and any path answers.
+        let app = axum::Router::new()
+            .fallback(handle)
+            .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+            .with_state(Shared {
+                state: Arc::clone(&state),
+                stop: stop.clone(),
+            });
+        let mut stopped = stop;
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            });
+            if let Err(error) = serve.await {
+                tracing::debug!(%error, "mock server stopped");
+            }
+        });
         Ok(Self {
             addr,
             state,
@@ -315,152 +338,66 @@ impl Drop for MockServer {
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    state: Arc<MockState>,
-    mut stop: watch::Receiver<bool>,
-) {
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    tokio::spawn(serve_connection(stream, Arc::clone(&state), stop.clone()));
-                }
-                Err(error) => tracing::debug!(%error, "mock server accept failed"),
-            },
-            _ = stop.changed() => return,
-        }
-    }
-}
-
-async fn serve_connection(
-    mut stream: TcpStream,
-    state: Arc<MockState>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let request = match read_request(&mut stream).await {
-        Ok(Some(request)) => request,
-        Ok(None) => return,
-        Err(message) => {
-            let reply = MockReply::error(400, &message);
-            let _ = write_reply(&mut stream, &reply).await;
-            return;
-        }
+async fn handle(
+    axum::extract::State(shared): axum::extract::State<Shared>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    let request = MockRequest {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+        headers: headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: body.to_vec(),
+        received_at: Instant::now(),
     };
+    let state = &shared.state;
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     let guard = InFlight(&state.in_flight);
     state.max_in_flight.fetch_max(now, Ordering::SeqCst);
     let reply = state.reply_for(&request);
     lock(&state.requests).push(request);
     if !reply.delay.is_zero() {
+        let mut stop = shared.stop.clone();
         tokio::select! {
             _ = tokio::time::sleep(reply.delay) => {}
-            _ = stop.changed() => return,
+            _ = stop.wait_for(|s| *s) => {}
         }
     }
     // A request stops counting as in flight before its reply is written:
     // the client can act on a reply (and send its next request) before this
     // task gets to run again, which would otherwise be counted as overlap.
     drop(guard);
-    // The client may have given up (timeout); that is not the mock's error.
-    let _ = write_reply(&mut stream, &reply).await;
+    response(&reply)
 }
 
-/// Reads one HTTP/1.1 request with a `Content-Length` body. `Ok(None)`: the
-/// peer closed without sending one.
-async fn read_request(stream: &mut TcpStream) -> Result<Option<MockRequest>, String> {
-    let mut buffer = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(pos) = find(&buffer, b"\r\n\r\n") {
-            break pos;
-        }
-        if buffer.len() > MAX_HEAD {
-            return Err("request head too large".into());
-        }
-        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
-        if n == 0 {
-            return if buffer.is_empty() {
-                Ok(None)
-            } else {
-                Err("connection closed inside the request head".into())
-            };
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut start = lines.next().unwrap_or_default().split_whitespace();
-    let method = start.next().unwrap_or_default().to_owned();
-    let path = start.next().unwrap_or_default().to_owned();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let length = headers
-        .iter()
-        .find(|(n, _)| n == "content-length")
-        .map(|(_, v)| {
-            v.parse::<usize>()
-                .map_err(|_| "bad content-length".to_owned())
-        })
-        .transpose()?
-        .unwrap_or(0);
-    if length > MAX_BODY {
-        return Err("request body too large".into());
-    }
-    let mut body = buffer[head_end + 4..].to_vec();
-    while body.len() < length {
-        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
-        if n == 0 {
-            return Err("connection closed inside the body".into());
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    body.truncate(length);
-    Ok(Some(MockRequest {
-        method,
-        path,
-        headers,
-        body,
-        received_at: Instant::now(),
-    }))
-}
-
-async fn write_reply(stream: &mut TcpStream, reply: &MockReply) -> std::io::Result<()> {
-    let body = reply.body_bytes();
-    let mut head = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        reply.status,
-        reason(reply.status),
-        body.len()
-    );
+/// The reply as an HTTP response. `Connection: close`: one request per
+/// connection, so a delayed reply never holds a connection another request
+/// of the client's pool wants.
+fn response(reply: &MockReply) -> axum::response::Response {
+    let status = axum::http::StatusCode::from_u16(reply.status)
+        .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+    let mut builder = axum::http::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .header("connection", "close");
     for (name, value) in &reply.headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
+        builder = builder.header(name.as_str(), value.as_str());
     }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(&body).await?;
-    stream.flush().await?;
-    stream.shutdown().await
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        408 => "Request Timeout",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        _ => "Status",
-    }
+    builder
+        .body(axum::body::Body::from(reply.body_bytes()))
+        .unwrap_or_else(|e| {
+            let mut r = axum::response::Response::new(axum::body::Body::from(e.to_string()));
+            *r.status_mut() = axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+            r
+        })
 }

@@ -8,6 +8,7 @@ use clap::Args;
 
 use ecdysis_host::eval::{self, ProgressDisplay, RunOptions, rundir};
 use ecdysis_host::evolve::ablate::{self, Ablation, Evaluated};
+use ecdysis_host::model::ModelId;
 use ecdysis_host::sandbox::{LayerSet, Sandbox};
 use ecdysis_host::store::ComponentStore;
 
@@ -44,7 +45,7 @@ pub struct AblationFile {
     /// The split (`all` for every task).
     pub split: String,
     /// The agent model.
-    pub agent_model: String,
+    pub agent_model: ModelId,
     /// Tasks × trials of every variant.
     pub tasks: usize,
     /// Trials per task.
@@ -89,7 +90,7 @@ pub async fn ablate(
             &spec.domain,
             spec.split_label(),
             Some(&hash),
-            spec.agent_model(),
+            &spec.agent_model(),
         );
         let name = run.file_name().map(|n| n.to_string_lossy().into_owned());
         PathBuf::from("runs").join(format!("ablate-{}", name.unwrap_or_default()))
@@ -150,7 +151,7 @@ pub async fn ablate(
         harness: hash,
         domain: spec.domain.clone(),
         split: spec.split_label().to_string(),
-        agent_model: spec.agent_model().to_string(),
+        agent_model: spec.agent_model(),
         tasks,
         trials: spec.trials,
         label: spec

@@ -264,7 +264,7 @@ async fn record(
         ecdysis_host::model::tokens::endpoint_context(&config.base_url, Some(model), None)
             .await
             .unwrap_or((8192, String::new()));
-    let live = hub.http_model("coder", config)?;
+    let live = hub.http_model(ecdysis_host::model::ModelRole::Coder, config)?;
     let context = match &args.record_domain {
         Some(d) => {
             let domain = data.open(d)?;

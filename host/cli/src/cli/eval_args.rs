@@ -8,7 +8,7 @@ use anyhow::{Result, anyhow};
 use clap::Args;
 
 use ecdysis_host::eval::{ModelServices, RunSpec};
-use ecdysis_host::model::{CachePolicy, ModelFlags, SamplingArgs};
+use ecdysis_host::model::{CachePolicy, ModelFlags, ModelId, SamplingArgs};
 use ecdysis_host::sandbox::{FailurePolicy, LayerSet};
 
 use super::limits::LimitArgs;
@@ -125,7 +125,7 @@ impl EvalArgs {
         let simulated = self
             .agent_model
             .as_deref()
-            .is_none_or(|m| m.starts_with("sim:"));
+            .is_none_or(ModelId::names_simulated);
         !simulated || self.sim_latency_ms > 0 || self.user_model != "scripted"
     }
 

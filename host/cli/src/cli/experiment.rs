@@ -8,7 +8,7 @@ use clap::Args;
 
 use ecdysis_host::evolve::experiment::{self, ExperimentSpec};
 use ecdysis_host::evolve::train::Method;
-use ecdysis_host::model::ModelFlags;
+use ecdysis_host::model::{ModelFlags, ModelId};
 use ecdysis_host::store::ComponentStore;
 
 use super::env::DataArgs;
@@ -59,7 +59,7 @@ pub async fn experiment(
         .eval
         .agent_model
         .as_deref()
-        .is_none_or(|m| m.starts_with("sim:"));
+        .is_none_or(ModelId::names_simulated);
     let mut train = args.knobs.spec(Method::Ecdysis, defaults(simulated))?;
     train.eval = args.knobs.eval.with_endpoint_cap(train.eval).await;
     let services = args.knobs.eval.services()?;

@@ -10,7 +10,7 @@ use ecdysis_host::agent::{Entry, EpisodeRecord};
 use ecdysis_host::env::Domain;
 use ecdysis_host::eval::{self, RunOptions, RunSpec, RunSummary, report, rundir};
 use ecdysis_host::isolate::{EpisodeJob, ProcessExecutor};
-use ecdysis_host::model::ModelHub;
+use ecdysis_host::model::{ModelHub, ModelId};
 use ecdysis_host::sandbox::{LoadedHarness, Sandbox};
 use ecdysis_host::store::ComponentStore;
 
@@ -54,7 +54,7 @@ fn slug(s: &str) -> String {
 }
 
 /// The default result directory: runs/<domain>-<split>-<harness>-<agent>.
-pub fn default_out(domain: &str, split: &str, harness: Option<&str>, agent: &str) -> PathBuf {
+pub fn default_out(domain: &str, split: &str, harness: Option<&str>, agent: &ModelId) -> PathBuf {
     let h = harness.map(|h| &h[..12.min(h.len())]).unwrap_or("direct");
     PathBuf::from("runs").join(slug(&format!("{domain}-{split}-{h}-{agent}")))
 }
@@ -97,7 +97,7 @@ pub async fn run(
             &spec.domain,
             spec.split_label(),
             harness.as_ref().map(|(h, _)| h.as_str()),
-            spec.agent_model(),
+            &spec.agent_model(),
         )
     });
     if !quiet {

@@ -1,6 +1,7 @@
 //! `train`: evolve a harness on the training split.
 
 use std::path::PathBuf;
+use std::str::FromStr;
 
 use anyhow::{Result, bail};
 use clap::Args;
@@ -10,7 +11,9 @@ use ecdysis_host::evolve::accept::AcceptRule;
 use ecdysis_host::evolve::coder::NetworkChoice;
 use ecdysis_host::evolve::roles::{CoderSpec, RoleError, RoleSpec};
 use ecdysis_host::evolve::select::SelectStrategy;
-use ecdysis_host::evolve::train::{Method, SelectConfig, TrainSpec, TrainSummary, run_spec};
+use ecdysis_host::evolve::train::{
+    Method, SelectConfig, TrainPlan, TrainSpec, TrainSummary, run_spec,
+};
 use ecdysis_host::model::{ModelFlags, SamplingArgs};
 use ecdysis_host::sandbox::Sandbox;
 use ecdysis_host::store::ComponentStore;
@@ -211,7 +214,7 @@ pub struct RoleArgs {
         long,
         value_name = "auto|none|endpoint|host",
         default_value = "auto",
-        value_parser = parse_network_choice,
+        value_parser = NetworkChoice::from_str,
         help_heading = "Evolution roles"
     )]
     pub coder_network: NetworkChoice,
@@ -391,20 +394,26 @@ impl TrainKnobs {
             bail!("--max-usd must be a positive number of dollars, got {m}");
         }
         Ok(TrainSpec {
-            method,
+            plan: TrainPlan {
+                method,
+                rounds: self.rounds,
+                lambda: self.lambda,
+                plateau: self.plateau.or(defaults.plateau).unwrap_or(self.rounds),
+                max_coder_calls: self.max_coder_calls,
+                max_episodes: self.max_episodes,
+                max_usd: self.gate.max_usd,
+                test_split: (self.test_split != "none").then(|| self.test_split.clone()),
+                start_blank: self.start_blank.unwrap_or(defaults.start_blank),
+                coder_latency_ms: self.coder_latency_ms.unwrap_or(defaults.coder_latency_ms),
+                accept,
+                select,
+                test_trials: self.test_trials,
+                test_direct: self.test_direct,
+                select_layers: self.select_layers,
+                allow_unjailed_builds: self.allow_unjailed_builds,
+            },
             source: self.source.clone(),
-            rounds: self.rounds,
-            lambda: self.lambda,
-            plateau: self.plateau.or(defaults.plateau).unwrap_or(self.rounds),
-            max_coder_calls: self.max_coder_calls,
-            max_episodes: self.max_episodes,
-            max_usd: self.gate.max_usd,
             eval,
-            test_split: (self.test_split != "none").then(|| self.test_split.clone()),
-            start_blank: self.start_blank.unwrap_or(defaults.start_blank),
-            coder_latency_ms: self.coder_latency_ms.unwrap_or(defaults.coder_latency_ms),
-            accept,
-            select,
             roles: {
                 let roles = self.roles.spec(
                     self.eval.agent_base_url.clone(),
@@ -415,15 +424,11 @@ impl TrainKnobs {
             },
             cargo_target: self.cargo_target_dir.clone(),
             concurrency: self.eval.concurrency,
-            test_trials: self.test_trials,
             test_tasks: self.test_tasks.clone(),
-            test_direct: self.test_direct,
-            select_layers: self.select_layers,
             power: ecdysis_host::evolve::power::PowerAsk {
                 power: self.power,
                 target_effect: self.target_effect,
             },
-            allow_unjailed_builds: self.allow_unjailed_builds,
             workers: None,
         })
     }
@@ -534,11 +539,6 @@ impl RoleArgs {
     }
 }
 
-fn parse_network_choice(s: &str) -> Result<NetworkChoice, String> {
-    s.parse()
-        .map_err(|e: ecdysis_host::evolve::coder::NetworkError| e.to_string())
-}
-
 /// `--coder-env` values: `NAME` from this process's environment (which
 /// must have it), `NAME=VALUE` as given.
 fn coder_env(items: &[String]) -> Result<std::collections::BTreeMap<String, String>> {
@@ -565,9 +565,9 @@ fn coder_env(items: &[String]) -> Result<std::collections::BTreeMap<String, Stri
 pub fn default_out(spec: &TrainSpec) -> PathBuf {
     PathBuf::from("runs").join(format!(
         "train-{}-{}-{}",
-        spec.method.as_str(),
+        spec.plan.method.as_str(),
         spec.eval.domain.replace('/', "-"),
-        spec.eval.agent_model().replace(':', "-")
+        spec.eval.agent_model().file_stem()
     ))
 }
 
@@ -583,7 +583,11 @@ pub async fn train(
     let domain = data.open(&spec.eval.domain)?;
     let out = args.out.clone().unwrap_or_else(|| default_out(&spec));
     if !quiet {
-        eprintln!("training ({}) into {}", spec.method.as_str(), out.display());
+        eprintln!(
+            "training ({}) into {}",
+            spec.plan.method.as_str(),
+            out.display()
+        );
         if spec.eval.is_simulated() {
             eprintln!("{SIMULATED_LABEL}");
         }

@@ -570,7 +570,7 @@ async fn an_http_agent_gets_the_sampling_flags_and_its_text_call_is_rescued_only
         );
         // $1000 per million tokens: 15 tokens a call cost $0.015.
         let ledger = s.ledger.as_ref().expect("a ledger in the summary");
-        let agent = &ledger.by_role["agent"];
+        let agent = &ledger.by_role[&ecdysis_host::model::ModelRole::Agent];
         assert!(
             (agent.usd - 0.015 * agent.fresh_calls as f64).abs() < 1e-9,
             "{agent:?}"

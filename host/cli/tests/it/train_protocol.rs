@@ -535,7 +535,8 @@ fn experiment_measures_accommodation_by_transfer_and_compares_it_with_the_ground
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
     let file = json(&out.join("experiment.json"));
     let mut judged = 0;
     for m in file["methods"].as_array().unwrap() {
@@ -585,6 +586,15 @@ fn experiment_measures_accommodation_by_transfer_and_compares_it_with_the_ground
                 };
                 let gain = score(child) - score(parent);
                 assert!((g[1].as_f64().unwrap() - gain).abs() < 1e-12, "{c}");
+                // Each of these evaluations is announced on stderr (a real
+                // model's take an hour).
+                for (role, h) in [("parent", parent), ("candidate", child)] {
+                    let line = format!(
+                        "accommodation: round {round} {role} {} with {name} on 8 training task(s)",
+                        &h[..12]
+                    );
+                    assert!(stderr.contains(&line), "no `{line}` in {stderr}");
+                }
                 let on_evidence: Vec<bool> =
                     read_trajectories(&run(parent).join("trajectories.jsonl"), false)
                         .unwrap()

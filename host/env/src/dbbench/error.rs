@@ -1,7 +1,7 @@
 //! Errors of the DBBench database layer.
 
 /// Why the database could not be set up or used.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum DbError {
     /// The MariaDB server binaries are not installed.
     #[error(

@@ -137,7 +137,7 @@ struct Shared {
     splits: BTreeMap<String, Vec<String>>,
     specs: Vec<ToolSpec>,
     options: Options,
-    service: OnceLock<Result<Arc<SqlService>, String>>,
+    service: OnceLock<Result<Arc<SqlService>, DbError>>,
 }
 
 /// The loaded domain. Cloning is cheap.
@@ -182,23 +182,22 @@ impl DbbenchDomain {
 
     /// The SQL service, started (or connected) on first use.
     pub fn service(&self) -> Result<Arc<SqlService>, EnvError> {
+        Ok(self.sql_service()?)
+    }
+
+    /// [`Self::service`], failing as the database layer does.
+    fn sql_service(&self) -> Result<Arc<SqlService>, DbError> {
         let o = &self.shared.options;
         self.shared
             .service
-            .get_or_init(|| {
-                let r = match &o.mysql_url {
-                    Some(url) => {
-                        SqlService::start(Target::Url(url.clone()), o.limits).map(Arc::new)
-                    }
-                    None => {
-                        let root = o.server_root.clone().unwrap_or_else(default_server_root);
-                        SqlService::private(&root, o.limits)
-                    }
-                };
-                r.map_err(|e| e.to_string())
+            .get_or_init(|| match &o.mysql_url {
+                Some(url) => SqlService::start(Target::Url(url.clone()), o.limits).map(Arc::new),
+                None => {
+                    let root = o.server_root.clone().unwrap_or_else(default_server_root);
+                    SqlService::private(&root, o.limits)
+                }
             })
             .clone()
-            .map_err(EnvError::Database)
     }
 
     fn find(&self, id: &str) -> Result<&Arc<Task>, EnvError> {
@@ -230,13 +229,17 @@ impl DbbenchDomain {
 
     /// A fresh schema for `task`.
     pub fn episode_db(&self, task: &Task) -> Result<EpisodeDb, EnvError> {
+        Ok(self.open_episode_db(task)?)
+    }
+
+    /// [`Self::episode_db`], failing as the database layer does.
+    fn open_episode_db(&self, task: &Task) -> Result<EpisodeDb, DbError> {
         EpisodeDb::open(
-            self.service()?,
+            self.sql_service()?,
             &task.id,
             &task.tables,
             self.shared.options.limits,
         )
-        .map_err(|e| EnvError::Database(e.to_string()))
     }
 
     fn view(&self, t: &Task) -> VisibleTask {
@@ -262,19 +265,29 @@ impl DbbenchDomain {
     }
 }
 
+/// Why a call's arguments have no first value, in the original's words
+/// (the agent reads them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum ArgumentError {
+    /// An empty object: `list(...)[0]` raises `IndexError`.
+    #[error("list index out of range")]
+    Empty,
+    /// Arguments that were not JSON (the agent loop passes them as a
+    /// string).
+    #[error("{BAD_ARGUMENTS}")]
+    NotJson,
+    /// A JSON value other than an object (its Python type name).
+    #[error("'{0}' object has no attribute 'values'")]
+    NotAnObject(&'static str),
+}
+
 /// The first argument value, as `list(arguments.values())[0]` reads it.
-fn first_argument(arguments: &Value) -> Result<&Value, String> {
+fn first_argument(arguments: &Value) -> Result<&Value, ArgumentError> {
     match arguments {
-        Value::Object(m) => m
-            .values()
-            .next()
-            .ok_or_else(|| "list index out of range".to_string()),
+        Value::Object(m) => m.values().next().ok_or(ArgumentError::Empty),
         // The agent loop passes arguments that are not JSON as a string.
-        Value::String(_) => Err(BAD_ARGUMENTS.into()),
-        other => Err(format!(
-            "'{}' object has no attribute 'values'",
-            py_type(other)
-        )),
+        Value::String(_) => Err(ArgumentError::NotJson),
+        other => Err(ArgumentError::NotAnObject(py_type(other))),
     }
 }
 
@@ -380,9 +393,9 @@ impl Domain for DbbenchDomain {
             // ends before the agent acts): every call says so, and the
             // evaluation scores 0.
             Err(e @ DbError::TaskSetup(_)) => {
-                let _ = cell.set(Err(e.to_string()));
+                let _ = cell.set(Err(e));
             }
-            Err(e) => return Err(EnvError::Database(e.to_string())),
+            Err(e) => return Err(EnvError::Database(e)),
         }
         Ok(Box::new(DbbenchEnv {
             domain: self.clone(),
@@ -498,11 +511,11 @@ pub(crate) fn testbed_steps(t: &Task) -> Vec<(String, serde_json::Map<String, Va
 pub struct DbbenchEnv {
     domain: DbbenchDomain,
     task: Option<Arc<Task>>,
-    db: OnceLock<Result<EpisodeDb, String>>,
+    db: OnceLock<Result<EpisodeDb, DbError>>,
 }
 
 impl DbbenchEnv {
-    fn db(&self) -> Result<&EpisodeDb, String> {
+    fn db(&self) -> Result<&EpisodeDb, &DbError> {
         self.db
             .get_or_init(|| {
                 let empty = Task {
@@ -517,10 +530,9 @@ impl DbbenchEnv {
                     source: String::new(),
                 };
                 let t = self.task.as_deref().unwrap_or(&empty);
-                self.domain.episode_db(t).map_err(|e| e.to_string())
+                self.domain.open_episode_db(t)
             })
             .as_ref()
-            .map_err(Clone::clone)
     }
 }
 
@@ -545,7 +557,7 @@ impl Environment for DbbenchEnv {
             EXECUTE_SQL => {
                 let query = match first_argument(arguments) {
                     Ok(q) => q,
-                    Err(e) if e == BAD_ARGUMENTS => return output(e, true),
+                    Err(ArgumentError::NotJson) => return output(BAD_ARGUMENTS, true),
                     Err(e) => return output(format!("Error executing query: {e}"), true),
                 };
                 let sql = match query {
@@ -571,7 +583,7 @@ impl Environment for DbbenchEnv {
             }
             COMMIT => match first_argument(arguments) {
                 Ok(_) => output("Final answer committed.", false),
-                Err(e) if e == BAD_ARGUMENTS => output(e, true),
+                Err(ArgumentError::NotJson) => output(BAD_ARGUMENTS, true),
                 Err(e) => output(format!("Error: {e}"), true),
             },
             _ => output(INVALID_FUNCTION, true),

@@ -39,15 +39,19 @@ impl SqlMode {
     }
 }
 
+/// A `sql_mode` name that is neither `mysql8` nor `lenient` (the name
+/// given).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown sql mode `{0}` (expected mysql8 or lenient)")]
+pub struct UnknownSqlMode(pub String);
+
 impl std::str::FromStr for SqlMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownSqlMode;
+    fn from_str(s: &str) -> Result<Self, UnknownSqlMode> {
         match s {
             "mysql8" => Ok(SqlMode::Mysql8),
             "lenient" => Ok(SqlMode::Lenient),
-            other => Err(format!(
-                "unknown sql mode `{other}` (expected mysql8 or lenient)"
-            )),
+            other => Err(UnknownSqlMode(other.to_string())),
         }
     }
 }

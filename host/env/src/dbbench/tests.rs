@@ -256,6 +256,7 @@ fn lenient_sql_mode_reproduces_the_strict_mode_labels() {
         "strict"
             .parse::<mysql8::SqlMode>()
             .unwrap_err()
+            .to_string()
             .contains("`strict`")
     );
 }

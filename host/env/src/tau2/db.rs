@@ -5,8 +5,14 @@ use std::sync::{Arc, OnceLock};
 
 use sha2::{Digest, Sha256};
 
-use ecdysis_pyemu::pydantic::{self, Model};
+use ecdysis_pyemu::pydantic::{self, Model, ValidationError};
 use ecdysis_pyemu::{Dict, PyErr, PyResult, Val, json};
+
+/// `db.json` does not validate against the domain's root model; shown as
+/// pydantic shows the `ValidationError` (`str(exc)`).
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{}", .0.text())]
+pub struct InvalidDb(pub ValidationError);
 
 /// The state of one domain's database.
 ///
@@ -26,9 +32,9 @@ impl Db {
     /// `DB.load` does (`Model.model_validate`): coercions such as `100` →
     /// `100.0` for float fields, defaults for absent optional fields and
     /// `model_dump()` field order.
-    pub fn load(model: &'static Model, json: &serde_json::Value) -> Result<Self, String> {
+    pub fn load(model: &'static Model, json: &serde_json::Value) -> Result<Self, InvalidDb> {
         let raw = Val::from_json(json);
-        let root = pydantic::validate_model(model, &raw).map_err(|e| e.text())?;
+        let root = pydantic::validate_model(model, &raw).map_err(InvalidDb)?;
         let checkpoints = super::hash::build(&root).map(Arc::new);
         Ok(Self {
             root,

@@ -15,6 +15,43 @@
 
 use super::pysource::{cleandoc, py_space};
 
+/// Why a docstring is refused: the reference could read it differently
+/// from the Google-style rules below.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DocstringError {
+    /// A line starting with `:` or `@` (the line, cleaned).
+    #[error(
+        "line `{0}` looks like ReST/Epydoc markup, which could change how the reference reads this docstring"
+    )]
+    Markup(String),
+    /// A line of dashes.
+    #[error(
+        "a `---` underline (Numpydoc section) could change how the reference reads this docstring"
+    )]
+    Underline,
+    /// A section (its title) whose first line is blank or missing.
+    #[error("section `{0}:` is empty or starts with a blank line")]
+    EmptySection(&'static str),
+    /// An entry of a section without the `:` that ends its name.
+    #[error("section `{section}:` entry `{entry}` has no colon")]
+    NoColon {
+        /// The section's title.
+        section: &'static str,
+        /// The entry as written.
+        entry: String,
+    },
+    /// A parameter entry `name (type): ...`.
+    #[error(
+        "section `{section}:` entry `{entry}` declares a type, which this reader does not handle"
+    )]
+    TypedEntry {
+        /// The section's title.
+        section: &'static str,
+        /// The entry's text before its colon.
+        entry: String,
+    },
+}
+
 /// What a docstring contributes to a tool spec.
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct Docstring {
@@ -84,19 +121,14 @@ fn title_of(line: &str) -> Option<(&'static str, Section)> {
 }
 
 /// Reads a docstring's raw value (`__doc__`).
-pub(crate) fn parse(raw: &str) -> Result<Docstring, String> {
+pub(crate) fn parse(raw: &str) -> Result<Docstring, DocstringError> {
     let text = cleandoc(raw);
     for line in text.split('\n') {
         if line.starts_with(':') || line.starts_with('@') {
-            return Err(format!(
-                "line `{line}` looks like ReST/Epydoc markup, which could change how the reference reads this docstring"
-            ));
+            return Err(DocstringError::Markup(line.to_string()));
         }
         if line.len() >= 3 && line.chars().all(|c| c == '-') {
-            return Err(
-                "a `---` underline (Numpydoc section) could change how the reference reads this docstring"
-                    .into(),
-            );
+            return Err(DocstringError::Underline);
         }
     }
     // Byte offsets of (title line start, title line end, section).
@@ -143,15 +175,19 @@ pub(crate) fn parse(raw: &str) -> Result<Docstring, String> {
         if section == Section::Block {
             continue;
         }
-        for entry in entries(chunk).map_err(|e| format!("section `{name}:` {e}"))? {
+        for entry in entries(name, chunk)? {
             let (before, after) = entry
                 .split_once(':')
-                .ok_or_else(|| format!("section `{name}:` entry `{entry}` has no colon"))?;
+                .ok_or_else(|| DocstringError::NoColon {
+                    section: name,
+                    entry: entry.to_string(),
+                })?;
             if section == Section::Params {
                 if before.contains('(') {
-                    return Err(format!(
-                        "section `{name}:` entry `{before}` declares a type, which this reader does not handle"
-                    ));
+                    return Err(DocstringError::TypedEntry {
+                        section: name,
+                        entry: before.to_string(),
+                    });
                 }
                 doc.params.push((before.to_string(), entry_text(after)));
             }
@@ -160,14 +196,14 @@ pub(crate) fn parse(raw: &str) -> Result<Docstring, String> {
     Ok(doc)
 }
 
-/// Splits a section into entries: each starts on a line indented exactly
-/// like the section's first line; deeper lines continue the entry.
-fn entries(chunk: &str) -> Result<Vec<&str>, String> {
+/// Splits section `name` into entries: each starts on a line indented
+/// exactly like the section's first line; deeper lines continue the entry.
+fn entries<'c>(name: &'static str, chunk: &'c str) -> Result<Vec<&'c str>, DocstringError> {
     let first = chunk.split('\n').next().unwrap_or("");
     let indent_len = first.len() - first.trim_start_matches(py_space).len();
     let indent = &first[..indent_len];
     if first.trim_matches(py_space).is_empty() {
-        return Err("is empty or starts with a blank line".into());
+        return Err(DocstringError::EmptySection(name));
     }
     let mut starts = Vec::new();
     let mut at = 0;
@@ -254,7 +290,12 @@ mod tests {
 
     #[test]
     fn docstrings_the_reference_would_read_differently_are_refused() {
-        assert!(parse("S.\n\nArgs:\n    a has no colon").is_err());
+        assert_eq!(
+            parse("S.\n\nArgs:\n    a has no colon")
+                .unwrap_err()
+                .to_string(),
+            "section `Args:` entry `a has no colon` has no colon"
+        );
         assert!(parse("S.\n\nRaises:\n    ValueError").is_err());
         assert!(parse("S.\n\nArgs:\n    a (int): typed").is_err());
         assert!(parse("S.\n\n:param a: rest style").is_err());

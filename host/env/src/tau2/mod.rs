@@ -11,7 +11,9 @@ mod schema;
 pub(crate) mod task;
 pub mod tools;
 
-pub use pysource::{SpecProblem, ToolSourceError};
+pub use docstring::DocstringError;
+pub use pysource::{ExprError, SpecProblem, ToolSourceError};
+pub use schema::SchemaError;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

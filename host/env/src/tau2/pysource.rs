@@ -14,6 +14,9 @@
 
 use std::borrow::Cow;
 
+use super::docstring::DocstringError;
+use super::schema::SchemaError;
+
 /// Why the tool specs could not be derived from the package's Python
 /// sources.
 #[derive(Debug, thiserror::Error)]
@@ -41,20 +44,20 @@ pub enum SpecProblem {
     Expression {
         /// The expression as written.
         text: String,
-        /// Why it was refused.
-        reason: String,
+        /// Why it was refused (boxed: it nests).
+        reason: Box<SchemaError>,
     },
     /// A type annotation with no JSON-schema rule here.
     #[error("cannot derive a JSON schema for `{annotation}`: {reason}")]
     Annotation {
         /// The annotation as written.
         annotation: String,
-        /// Why it was refused.
-        reason: String,
+        /// Why it was refused (boxed: it nests).
+        reason: Box<SchemaError>,
     },
     /// A docstring the Google-style reading cannot handle like the reference.
     #[error("docstring: {0}")]
-    Docstring(String),
+    Docstring(DocstringError),
     /// A construct that would change the schema in ways not modelled here.
     #[error("unsupported: {0}")]
     Unsupported(String),
@@ -62,6 +65,70 @@ pub enum SpecProblem {
     /// or category), so the wheel is not the version the emulation follows.
     #[error("does not match the native toolkit: {0}")]
     Toolkit(String),
+}
+
+/// Why an expression kept as tokens (see [`Src`]) could not be read: the
+/// constructs outside the small expression language this reader knows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExprError {
+    /// A token where none was expected (after a complete expression, or an
+    /// operator that starts none).
+    #[error("unexpected `{0}`")]
+    Unexpected(String),
+    /// A required operator (`,`, `)`, ...) is missing.
+    #[error("expected `{op}`, found `{found}`")]
+    Expected {
+        /// The operator that was required.
+        op: String,
+        /// The token found instead.
+        found: String,
+    },
+    /// The tokens ended where an operator was required.
+    #[error("expected `{0}` at the end")]
+    ExpectedAtEnd(String),
+    /// The tokens ended where an expression was required.
+    #[error("expected an expression")]
+    MissingExpression,
+    /// `.` not followed by a name.
+    #[error("expected a name after `.`")]
+    MissingAttribute,
+    /// `.name` after something that is not a (dotted) name.
+    #[error("attribute of a non-name")]
+    AttributeOfNonName,
+    /// `f(a=1, b)`.
+    #[error("positional argument after a keyword argument")]
+    PositionalAfterKeyword,
+    /// An expression starting with a keyword (`lambda`, `not`, ...).
+    #[error("`{0}` expressions are not supported")]
+    Keyword(String),
+    /// `-` before something that is not an integer.
+    #[error("unary minus on a non-integer")]
+    UnaryMinus,
+    /// A number that is not a plain decimal integer (as written).
+    #[error("number `{0}` is not a plain decimal integer")]
+    Number(String),
+    /// A string token without quotes (as written).
+    #[error("not a string literal: {0}")]
+    StringToken(String),
+    /// A docstring statement whose value is not a string.
+    #[error("not a string literal")]
+    NotAString,
+    /// `b"..."`.
+    #[error("bytes literals are not supported")]
+    Bytes,
+    /// `f"..."`.
+    #[error("f-strings are not supported")]
+    FString,
+    /// A `\x`, `\u` or `\U` escape without its hex digits (the escape
+    /// letter and the digits found).
+    #[error("bad escape \\{0}")]
+    BadEscape(String),
+    /// An octal escape beyond the Unicode range.
+    #[error("bad octal escape")]
+    BadOctalEscape,
+    /// `\N{...}`.
+    #[error("\\N{{...}} escapes are not supported")]
+    NamedEscape,
 }
 
 impl ToolSourceError {
@@ -362,7 +429,7 @@ impl<'a> Src<'a> {
     }
 
     /// Parses the tokens as one expression.
-    pub(crate) fn expr(&self) -> Result<Expr, String> {
+    pub(crate) fn expr(&self) -> Result<Expr, ExprError> {
         let mut p = ExprParser {
             toks: &self.toks,
             i: 0,
@@ -370,16 +437,16 @@ impl<'a> Src<'a> {
         let e = p.union()?;
         match p.toks.get(p.i) {
             None => Ok(e),
-            Some(t) => Err(format!("unexpected `{}`", t.text)),
+            Some(t) => Err(ExprError::Unexpected(t.text.to_string())),
         }
     }
 
     /// The value of a string-literal statement (implicitly concatenated
     /// pieces joined), as `__doc__` holds it.
-    pub(crate) fn string(&self) -> Result<String, String> {
+    pub(crate) fn string(&self) -> Result<String, ExprError> {
         match self.expr()? {
             Expr::Str(s) => Ok(s),
-            _ => Err("not a string literal".into()),
+            _ => Err(ExprError::NotAString),
         }
     }
 }
@@ -797,19 +864,22 @@ impl ExprParser<'_, '_> {
         self.toks.get(self.i).is_some_and(|t| t.is_op(op))
     }
 
-    fn expect(&mut self, op: &str) -> Result<(), String> {
+    fn expect(&mut self, op: &str) -> Result<(), ExprError> {
         if self.peek_op(op) {
             self.i += 1;
             Ok(())
         } else {
             Err(match self.toks.get(self.i) {
-                Some(t) => format!("expected `{op}`, found `{}`", t.text),
-                None => format!("expected `{op}` at the end"),
+                Some(t) => ExprError::Expected {
+                    op: op.to_string(),
+                    found: t.text.to_string(),
+                },
+                None => ExprError::ExpectedAtEnd(op.to_string()),
             })
         }
     }
 
-    fn union(&mut self) -> Result<Expr, String> {
+    fn union(&mut self) -> Result<Expr, ExprError> {
         let mut e = self.postfix()?;
         while self.peek_op("|") {
             self.i += 1;
@@ -819,7 +889,7 @@ impl ExprParser<'_, '_> {
         Ok(e)
     }
 
-    fn postfix(&mut self) -> Result<Expr, String> {
+    fn postfix(&mut self) -> Result<Expr, ExprError> {
         let mut e = self.atom()?;
         loop {
             if self.peek_op(".") {
@@ -828,11 +898,11 @@ impl ExprParser<'_, '_> {
                     .toks
                     .get(self.i)
                     .filter(|t| t.kind == TokKind::Name)
-                    .ok_or("expected a name after `.`")?;
+                    .ok_or(ExprError::MissingAttribute)?;
                 self.i += 1;
                 e = match e {
                     Expr::Name(n) => Expr::Name(format!("{n}.{}", attr.text)),
-                    _ => return Err("attribute of a non-name".into()),
+                    _ => return Err(ExprError::AttributeOfNonName),
                 };
             } else if self.peek_op("[") {
                 self.i += 1;
@@ -861,7 +931,7 @@ impl ExprParser<'_, '_> {
                     } else if kwargs.is_empty() {
                         args.push(self.union()?);
                     } else {
-                        return Err("positional argument after a keyword argument".into());
+                        return Err(ExprError::PositionalAfterKeyword);
                     }
                     if !self.peek_op(")") {
                         self.expect(",")?;
@@ -875,15 +945,15 @@ impl ExprParser<'_, '_> {
         }
     }
 
-    fn atom(&mut self) -> Result<Expr, String> {
-        let t = *self.toks.get(self.i).ok_or("expected an expression")?;
+    fn atom(&mut self) -> Result<Expr, ExprError> {
+        let t = *self.toks.get(self.i).ok_or(ExprError::MissingExpression)?;
         self.i += 1;
         match t.kind {
             TokKind::Name => match t.text {
                 "None" => Ok(Expr::None),
                 "True" => Ok(Expr::Bool(true)),
                 "False" => Ok(Expr::Bool(false)),
-                k if KEYWORDS.contains(&k) => Err(format!("`{k}` expressions are not supported")),
+                k if KEYWORDS.contains(&k) => Err(ExprError::Keyword(k.to_string())),
                 n => Ok(Expr::Name(n.to_string())),
             },
             TokKind::Number => parse_int(t.text).map(Expr::Int),
@@ -899,40 +969,40 @@ impl ExprParser<'_, '_> {
                 "..." => Ok(Expr::Ellipsis),
                 "-" => match self.atom()? {
                     Expr::Int(n) => Ok(Expr::Int(-n)),
-                    _ => Err("unary minus on a non-integer".into()),
+                    _ => Err(ExprError::UnaryMinus),
                 },
                 "(" => {
                     let e = self.union()?;
                     self.expect(")")?;
                     Ok(e)
                 }
-                op => Err(format!("unexpected `{op}`")),
+                op => Err(ExprError::Unexpected(op.to_string())),
             },
         }
     }
 }
 
-fn parse_int(text: &str) -> Result<i64, String> {
+fn parse_int(text: &str) -> Result<i64, ExprError> {
     let digits: String = text.chars().filter(|&c| c != '_').collect();
     if digits.len() > 1 && digits.starts_with('0') {
-        return Err(format!("number `{text}` is not a plain decimal integer"));
+        return Err(ExprError::Number(text.to_string()));
     }
     digits
         .parse()
-        .map_err(|_| format!("number `{text}` is not a plain decimal integer"))
+        .map_err(|_| ExprError::Number(text.to_string()))
 }
 
 /// The value of a string literal token (prefix and quotes included).
-fn decode_string(lit: &str) -> Result<String, String> {
+fn decode_string(lit: &str) -> Result<String, ExprError> {
     let q = lit
         .find(['\'', '"'])
-        .ok_or_else(|| format!("not a string literal: {lit}"))?;
+        .ok_or_else(|| ExprError::StringToken(lit.to_string()))?;
     let prefix = lit[..q].to_ascii_lowercase();
     if prefix.contains('b') {
-        return Err("bytes literals are not supported".into());
+        return Err(ExprError::Bytes);
     }
     if prefix.contains('f') {
-        return Err("f-strings are not supported".into());
+        return Err(ExprError::FString);
     }
     let body = &lit[q..];
     let quote = &body[..1];
@@ -949,7 +1019,7 @@ fn decode_string(lit: &str) -> Result<String, String> {
     }
 }
 
-fn unescape(s: &str) -> Result<String, String> {
+fn unescape(s: &str) -> Result<String, ExprError> {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
@@ -961,13 +1031,13 @@ fn unescape(s: &str) -> Result<String, String> {
             out.push('\\');
             break;
         };
-        let mut hex = |n: usize| -> Result<char, String> {
+        let mut hex = |n: usize| -> Result<char, ExprError> {
             let digits: String = (0..n).filter_map(|_| chars.next()).collect();
             u32::from_str_radix(&digits, 16)
                 .ok()
                 .filter(|_| digits.len() == n)
                 .and_then(char::from_u32)
-                .ok_or_else(|| format!("bad escape \\{e}{digits}"))
+                .ok_or_else(|| ExprError::BadEscape(format!("{e}{digits}")))
         };
         match e {
             '\n' => {}
@@ -993,9 +1063,9 @@ fn unescape(s: &str) -> Result<String, String> {
                         None => break,
                     }
                 }
-                out.push(char::from_u32(v).ok_or("bad octal escape")?);
+                out.push(char::from_u32(v).ok_or(ExprError::BadOctalEscape)?);
             }
-            'N' => return Err("\\N{...} escapes are not supported".into()),
+            'N' => return Err(ExprError::NamedEscape),
             // Python keeps an unknown escape as written.
             other => {
                 out.push('\\');
@@ -1171,8 +1241,14 @@ class Kit(Base):  # trailing comment
             )
         );
         assert_eq!(m.assign("Y").unwrap().value.expr().unwrap(), Expr::Int(-3));
-        assert!(m.assign("Z").unwrap().value.expr().is_err());
-        assert!(m.assign("W").unwrap().value.expr().is_err());
+        assert_eq!(
+            m.assign("Z").unwrap().value.expr(),
+            Err(ExprError::Keyword("lambda".into()))
+        );
+        assert_eq!(
+            m.assign("W").unwrap().value.expr().unwrap_err().to_string(),
+            "f-strings are not supported"
+        );
     }
 
     #[test]

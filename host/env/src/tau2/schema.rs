@@ -34,8 +34,8 @@ use crate::ToolSpec;
 
 use super::docstring::{self, Docstring};
 use super::pysource::{
-    Class, Expr, FieldDecl, Method, Module, Param, SpecProblem, Src, ToolSourceError, cleandoc,
-    normalize_newlines, py_space,
+    Class, Expr, ExprError, FieldDecl, Method, Module, Param, SpecProblem, Src, ToolSourceError,
+    cleandoc, normalize_newlines, py_space,
 };
 use super::tools::{Kind, Toolkit};
 
@@ -44,6 +44,105 @@ use super::tools::{Kind, Toolkit};
 pub(crate) struct Source<'s> {
     pub(crate) file: &'s str,
     pub(crate) text: &'s str,
+}
+
+/// Why an annotation, a default or a decorator gets no schema here: the
+/// pydantic conventions this module reproduces stop short of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// The expression itself could not be read.
+    #[error(transparent)]
+    Expr(#[from] ExprError),
+    /// A decorator named `is_tool` that is not `is_tool(ToolType.X)`.
+    #[error("expected `is_tool(ToolType.READ|WRITE|THINK|GENERIC)`")]
+    IsToolArguments,
+    /// Aliases referring to aliases more than 16 deep.
+    #[error("type aliases nest too deeply (a cycle?)")]
+    AliasDepth,
+    /// `Optional`, `Union`, `Literal` or `Annotated` (as written) without
+    /// `[...]`.
+    #[error("`{0}` without its arguments")]
+    BareGeneric(String),
+    /// `x[...]` where `x` is not a name.
+    #[error("subscript of a non-name")]
+    SubscriptOfNonName,
+    /// `List`, `Dict` or `Optional` with the wrong number of arguments.
+    #[error("`{base}[...]` takes {want} argument(s), found {found}")]
+    Arity {
+        /// The generic, as written.
+        base: String,
+        /// The arguments it takes.
+        want: usize,
+        /// The arguments given.
+        found: usize,
+    },
+    /// `Literal[...]` of something other than strings and integers.
+    #[error("Literal values other than strings and integers are not supported")]
+    LiteralValue,
+    /// A generic with no rule here (its name).
+    #[error("`{0}[...]` has no schema rule here")]
+    NoRule(String),
+    /// `"Model"` as an annotation.
+    #[error("string (forward-reference) annotations are not supported")]
+    ForwardReference,
+    /// An expression that is no type (a call, a number, ...).
+    #[error("not a type")]
+    NotAType,
+    /// A name neither built in nor defined by the modules.
+    #[error("unknown type `{0}`")]
+    UnknownType(String),
+    /// What is wrong with a module-level alias the annotation refers to.
+    #[error("alias `{name}` ({file}:{line}): {reason}")]
+    InAlias {
+        /// The alias.
+        name: String,
+        /// The module defining it.
+        file: String,
+        /// Its line there.
+        line: usize,
+        /// What is wrong with its value.
+        reason: Box<SchemaError>,
+    },
+    /// A type whose schema is not an object (cannot take a title).
+    #[error("no object schema")]
+    NoObjectSchema,
+    /// A parameter or field annotated with a model itself.
+    #[error("a parameter or field typed directly as a model is not supported")]
+    DirectModel,
+    /// `Dict[K, V]` with `K` other than `str`.
+    #[error("dict keys other than `str` are not supported")]
+    DictKey,
+    /// `Dict[str, Any]`.
+    #[error("dict values typed `Any` are not supported")]
+    DictAny,
+    /// `Any` as a member of a union.
+    #[error("`Any` inside a union is not supported")]
+    AnyInUnion,
+    /// A one-value or mixed `Literal`.
+    #[error("only a Literal of two or more strings (or integers) is supported")]
+    LiteralShape,
+    /// A model name with no class behind it.
+    #[error("unknown model `{0}`")]
+    UnknownModel(String),
+    /// A field of a model (both named) whose annotation or value is refused.
+    #[error("model `{model}`, field `{field}`: {reason}")]
+    InField {
+        /// The model.
+        model: String,
+        /// The field.
+        field: String,
+        /// What is wrong with it.
+        reason: Box<SchemaError>,
+    },
+    /// `Field(a, b, ...)`.
+    #[error("`Field` with more than one positional argument")]
+    FieldPositional,
+    /// A `Field` keyword other than `description` and `default` (its name).
+    #[error("`Field` argument `{0}` is not supported")]
+    FieldArgument(String),
+    /// A default other than `None`, a string, an integer or a boolean.
+    #[error("only None, string, integer and boolean defaults are supported")]
+    Default,
 }
 
 /// τ²'s `ToolType`.
@@ -158,7 +257,7 @@ fn tool_type(tm: &Module, method: &Method) -> Result<Option<ToolType>, ToolSourc
             Err(reason) => {
                 return fail(SpecProblem::Expression {
                     text: format!("@{}", d.text()),
-                    reason,
+                    reason: Box::new(reason.into()),
                 });
             }
         };
@@ -177,7 +276,7 @@ fn tool_type(tm: &Module, method: &Method) -> Result<Option<ToolType>, ToolSourc
                 let Some(kind) = kind else {
                     return fail(SpecProblem::Expression {
                         text: format!("@{}", d.text()),
-                        reason: "expected `is_tool(ToolType.READ|WRITE|THINK|GENERIC)`".into(),
+                        reason: Box::new(SchemaError::IsToolArguments),
                     });
                 };
                 if found.replace(kind).is_some() {
@@ -288,7 +387,7 @@ fn build(
                     src.line,
                     SpecProblem::Expression {
                         text: src.text(),
-                        reason,
+                        reason: Box::new(reason.into()),
                     },
                 )
             })?;
@@ -339,7 +438,7 @@ enum Lit {
 /// the annotation it was resolving, or an error already located elsewhere
 /// (a model's field).
 enum Fail {
-    Here(String),
+    Here(SchemaError),
     Located(ToolSourceError),
 }
 
@@ -357,7 +456,7 @@ impl Fail {
                 src.line,
                 SpecProblem::Annotation {
                     annotation: src.text(),
-                    reason,
+                    reason: Box::new(reason),
                 },
             ),
             Fail::Located(e) => e,
@@ -390,20 +489,25 @@ impl SchemaGen<'_, '_> {
             };
             let ty = ann
                 .expr()
+                .map_err(SchemaError::from)
                 .and_then(|e| self.resolve(&e, true, 0))
                 .map_err(|r| Fail::Here(r).at(&file, ann))?;
             let default = match &p.default {
                 None => None,
-                Some(d) => d.expr().and_then(|e| default_value(&e)).map_err(|reason| {
-                    ToolSourceError::new(
-                        &file,
-                        d.line,
-                        SpecProblem::Expression {
-                            text: d.text(),
-                            reason,
-                        },
-                    )
-                })?,
+                Some(d) => d
+                    .expr()
+                    .map_err(SchemaError::from)
+                    .and_then(|e| default_value(&e))
+                    .map_err(|reason| {
+                        ToolSourceError::new(
+                            &file,
+                            d.line,
+                            SpecProblem::Expression {
+                                text: d.text(),
+                                reason: Box::new(reason),
+                            },
+                        )
+                    })?,
             };
             let schema = self
                 .field(p.name, &ty, doc.param(p.name), default.clone())
@@ -437,15 +541,13 @@ impl SchemaGen<'_, '_> {
     ) -> Result<Value, Fail> {
         let mut schema = self.schema(ty)?;
         let Some(obj) = schema.as_object_mut() else {
-            return Err(Fail::Here("no object schema".into()));
+            return Err(Fail::Here(SchemaError::NoObjectSchema));
         };
         if obj.contains_key("$ref") {
             // pydantic gives such a field no title and has changed how it
             // attaches a description next to a `$ref`; none of the tools
             // has one, so it is not reproduced.
-            return Err(Fail::Here(
-                "a parameter or field typed directly as a model is not supported".into(),
-            ));
+            return Err(Fail::Here(SchemaError::DirectModel));
         }
         obj.insert("title".into(), title(name).into());
         if let Some(d) = description {
@@ -468,14 +570,10 @@ impl SchemaGen<'_, '_> {
             Ty::Dict(None) => json!({"additionalProperties": true, "type": "object"}),
             Ty::Dict(Some(kv)) => {
                 if kv.0 != Ty::Str {
-                    return Err(Fail::Here(
-                        "dict keys other than `str` are not supported".into(),
-                    ));
+                    return Err(Fail::Here(SchemaError::DictKey));
                 }
                 if kv.1 == Ty::Any {
-                    return Err(Fail::Here(
-                        "dict values typed `Any` are not supported".into(),
-                    ));
+                    return Err(Fail::Here(SchemaError::DictAny));
                 }
                 json!({"additionalProperties": self.schema(&kv.1)?, "type": "object"})
             }
@@ -483,7 +581,7 @@ impl SchemaGen<'_, '_> {
             Ty::List(Some(t)) => json!({"items": self.schema(t)?, "type": "array"}),
             Ty::Union(members) => {
                 if members.contains(&Ty::Any) {
-                    return Err(Fail::Here("`Any` inside a union is not supported".into()));
+                    return Err(Fail::Here(SchemaError::AnyInUnion));
                 }
                 let any_of = members
                     .iter()
@@ -497,9 +595,7 @@ impl SchemaGen<'_, '_> {
                 if values.len() < 2 || !(all_str || all_int) {
                     // pydantic writes a one-value Literal as `const` (and
                     // mixed ones without `type`); no tool uses either.
-                    return Err(Fail::Here(
-                        "only a Literal of two or more strings (or integers) is supported".into(),
-                    ));
+                    return Err(Fail::Here(SchemaError::LiteralShape));
                 }
                 let values: Vec<Value> = values
                     .iter()
@@ -519,9 +615,9 @@ impl SchemaGen<'_, '_> {
 
     /// Resolves an annotation; `in_tools` says which module's names are in
     /// scope (the tools module sees its own and the data model's).
-    fn resolve(&self, e: &Expr, in_tools: bool, depth: usize) -> Result<Ty, String> {
+    fn resolve(&self, e: &Expr, in_tools: bool, depth: usize) -> Result<Ty, SchemaError> {
         if depth > 16 {
-            return Err("type aliases nest too deeply (a cycle?)".into());
+            return Err(SchemaError::AliasDepth);
         }
         match e {
             Expr::None => Ok(Ty::Null),
@@ -534,7 +630,7 @@ impl SchemaGen<'_, '_> {
                 "list" | "List" => Ok(Ty::List(None)),
                 "Any" => Ok(Ty::Any),
                 "Optional" | "Union" | "Literal" | "Annotated" => {
-                    Err(format!("`{n}` without its arguments"))
+                    Err(SchemaError::BareGeneric(n.clone()))
                 }
                 _ => self.named(n, in_tools, depth),
             },
@@ -544,17 +640,18 @@ impl SchemaGen<'_, '_> {
             ])),
             Expr::Subscript(base, args) => {
                 let Expr::Name(b) = base.as_ref() else {
-                    return Err("subscript of a non-name".into());
+                    return Err(SchemaError::SubscriptOfNonName);
                 };
                 let arg = |k: usize| self.resolve(&args[k], in_tools, depth);
                 let arity = |n: usize| {
                     if args.len() == n {
                         Ok(())
                     } else {
-                        Err(format!(
-                            "`{b}[...]` takes {n} argument(s), found {}",
-                            args.len()
-                        ))
+                        Err(SchemaError::Arity {
+                            base: b.clone(),
+                            want: n,
+                            found: args.len(),
+                        })
                     }
                 };
                 match b.strip_prefix("typing.").unwrap_or(b) {
@@ -579,7 +676,7 @@ impl SchemaGen<'_, '_> {
                             let v = match a {
                                 Expr::Str(s) => Lit::Str(s.clone()),
                                 Expr::Int(n) => Lit::Int(*n),
-                                _ => return Err("Literal values other than strings and integers are not supported".into()),
+                                _ => return Err(SchemaError::LiteralValue),
                             };
                             // `Literal` drops repeated values.
                             if !values.contains(&v) {
@@ -588,17 +685,17 @@ impl SchemaGen<'_, '_> {
                         }
                         Ok(Ty::Literal(values))
                     }
-                    other => Err(format!("`{other}[...]` has no schema rule here")),
+                    other => Err(SchemaError::NoRule(other.to_string())),
                 }
             }
-            Expr::Str(_) => Err("string (forward-reference) annotations are not supported".into()),
-            _ => Err("not a type".into()),
+            Expr::Str(_) => Err(SchemaError::ForwardReference),
+            _ => Err(SchemaError::NotAType),
         }
     }
 
     /// A name defined by a module: a model class, or an alias resolved in
     /// its own module's scope.
-    fn named(&self, name: &str, in_tools: bool, depth: usize) -> Result<Ty, String> {
+    fn named(&self, name: &str, in_tools: bool, depth: usize) -> Result<Ty, SchemaError> {
         let scopes: &[(&Module, bool)] = if in_tools {
             &[(self.tools, true), (self.models, false)]
         } else {
@@ -609,15 +706,20 @@ impl SchemaGen<'_, '_> {
                 return Ok(Ty::Model(name.to_string(), is_tools));
             }
             if let Some(alias) = module.assign(name) {
-                let where_ = format!("alias `{name}` ({}:{})", module.file, alias.value.line);
                 return alias
                     .value
                     .expr()
+                    .map_err(SchemaError::from)
                     .and_then(|e| self.resolve(&e, is_tools, depth + 1))
-                    .map_err(|r| format!("{where_}: {r}"));
+                    .map_err(|r| SchemaError::InAlias {
+                        name: name.to_string(),
+                        file: module.file.clone(),
+                        line: alias.value.line,
+                        reason: Box::new(r),
+                    });
             }
         }
-        Err(format!("unknown type `{name}`"))
+        Err(SchemaError::UnknownType(name.to_string()))
     }
 
     /// Adds model `name` to `$defs`.
@@ -628,25 +730,30 @@ impl SchemaGen<'_, '_> {
         let module = if in_tools { self.tools } else { self.models };
         let class = module
             .class(name)
-            .ok_or_else(|| Fail::Here(format!("unknown model `{name}`")))?;
+            .ok_or_else(|| Fail::Here(SchemaError::UnknownModel(name.to_string())))?;
         self.building.push(name.to_string());
         let fields = model_fields(module, class, 0).map_err(Fail::Located)?;
         let mut props = Map::new();
         let mut required = Vec::new();
         for f in fields {
-            let located = |reason: String| {
+            let located = |reason: SchemaError| {
                 ToolSourceError::new(
                     &module.file,
                     f.line,
                     SpecProblem::Annotation {
                         annotation: f.annotation.text(),
-                        reason: format!("model `{name}`, field `{}`: {reason}", f.name),
+                        reason: Box::new(SchemaError::InField {
+                            model: name.to_string(),
+                            field: f.name.to_string(),
+                            reason: Box::new(reason),
+                        }),
                     },
                 )
             };
             let ty = f
                 .annotation
                 .expr()
+                .map_err(SchemaError::from)
                 .and_then(|e| self.resolve(&e, in_tools, 0))
                 .map_err(located)?;
             let (default, description) = field_value(f.value.as_ref()).map_err(located)?;
@@ -668,7 +775,7 @@ impl SchemaGen<'_, '_> {
                     doc.line,
                     SpecProblem::Expression {
                         text: doc.text(),
-                        reason,
+                        reason: Box::new(reason.into()),
                     },
                 ))
             })?;
@@ -758,7 +865,7 @@ fn model_fields<'m, 'a>(
 /// A field's `= value`: `Field(default, description=..., default=...)` or a
 /// plain default. Returns the default (`None` when required) and the
 /// description.
-fn field_value(value: Option<&Src>) -> Result<(Option<Value>, Option<String>), String> {
+fn field_value(value: Option<&Src>) -> Result<(Option<Value>, Option<String>), SchemaError> {
     let Some(src) = value else {
         return Ok((None, None));
     };
@@ -766,7 +873,7 @@ fn field_value(value: Option<&Src>) -> Result<(Option<Value>, Option<String>), S
         Expr::Call(f, args, kwargs) if matches!(f.as_ref(), Expr::Name(n) if n == "Field" || n == "pydantic.Field") =>
         {
             if args.len() > 1 {
-                return Err("`Field` with more than one positional argument".into());
+                return Err(SchemaError::FieldPositional);
             }
             let mut default = match args.first() {
                 Some(a) => default_value(a)?,
@@ -778,7 +885,7 @@ fn field_value(value: Option<&Src>) -> Result<(Option<Value>, Option<String>), S
                     ("description", Expr::Str(s)) => description = Some(s.clone()),
                     ("default", v) => default = default_value(v)?,
                     (other, _) => {
-                        return Err(format!("`Field` argument `{other}` is not supported"));
+                        return Err(SchemaError::FieldArgument(other.to_string()));
                     }
                 }
             }
@@ -789,14 +896,14 @@ fn field_value(value: Option<&Src>) -> Result<(Option<Value>, Option<String>), S
 }
 
 /// A default as JSON; `None` for `...` (pydantic's "required").
-fn default_value(e: &Expr) -> Result<Option<Value>, String> {
+fn default_value(e: &Expr) -> Result<Option<Value>, SchemaError> {
     match e {
         Expr::Ellipsis => Ok(None),
         Expr::None => Ok(Some(Value::Null)),
         Expr::Str(s) => Ok(Some(Value::from(s.as_str()))),
         Expr::Int(n) => Ok(Some(Value::from(*n))),
         Expr::Bool(b) => Ok(Some(Value::from(*b))),
-        _ => Err("only None, string, integer and boolean defaults are supported".into()),
+        _ => Err(SchemaError::Default),
     }
 }
 

@@ -206,33 +206,23 @@ fn read_hash(path: &Path) -> Result<Option<ComponentHash>, TrainError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::{Method, PhaseTimes};
+    use crate::train::{Method, PhaseTimes, TrainPlan};
     use ecdysis_runner::eval::RunSpec;
 
     fn config() -> TrainConfig {
         TrainConfig {
-            method: Method::Ecdysis,
-            rounds: 3,
-            lambda: 1.0,
+            plan: TrainPlan {
+                method: Method::Ecdysis,
+                test_split: None,
+                test_trials: 1,
+                ..TrainPlan::default()
+            },
             train: RunSpec::default().config(None, vec!["1".into()]),
             test_tasks: vec![],
-            test_split: None,
-            max_coder_calls: None,
-            max_episodes: None,
-            plateau: 2,
-            start_blank: false,
-            coder_latency_ms: 0,
             diagnoser: "heuristic".into(),
             coder: "rules".into(),
-            accept: Default::default(),
-            max_usd: None,
-            select: None,
-            test_trials: 1,
-            test_direct: false,
-            select_layers: false,
             gate_measure: Default::default(),
             roles: Default::default(),
-            allow_unjailed_builds: false,
             coder_network: None,
         }
     }
@@ -318,10 +308,8 @@ mod tests {
         let err = dir.initial().unwrap_err().to_string();
         assert!(err.contains("initial"), "{err}");
         // Another configuration is refused with a diff.
-        let other = TrainConfig {
-            rounds: 9,
-            ..config()
-        };
+        let mut other = config();
+        other.plan.rounds = 9;
         let err = TrainDir::open(tmp.path(), &other)
             .err()
             .unwrap()

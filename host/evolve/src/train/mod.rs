@@ -87,22 +87,18 @@ impl Method {
     }
 }
 
-/// Everything that determines a training run (`config.json`; a resume with
-/// another one is refused).
+/// What a training run does, as the user asked for it: the part that
+/// [`TrainSpec`] (the request) and [`TrainConfig`] (the record) share,
+/// written once. Flattened into `config.json`, so the file keeps its shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrainConfig {
+pub struct TrainPlan {
     /// The evolution method.
     pub method: Method,
     /// Rounds at most.
     pub rounds: u32,
     /// Episodes with reward below this are failures.
     pub lambda: f64,
-    /// The runner config for training evaluations; its `harness` is
-    /// replaced per candidate, its `tasks` are the training tasks.
-    pub train: RunConfig,
-    /// Held-out tasks, evaluated once at the end, never used for selection.
-    pub test_tasks: Vec<String>,
-    /// Their split.
+    /// The held-out split, evaluated at the end (`None`: no test).
     pub test_split: Option<String>,
     /// Budget: coder calls in all.
     pub max_coder_calls: Option<u32>,
@@ -117,13 +113,6 @@ pub struct TrainConfig {
     /// model an LLM coder's cost offline).
     #[serde(default)]
     pub coder_latency_ms: u64,
-    /// Who diagnoses (`heuristic`, or `fdcr` with the role models), for the
-    /// record: a resume with other roles is refused.
-    #[serde(default = "default_diagnoser")]
-    pub diagnoser: String,
-    /// Who edits (`rules`, `editor:<model>`, `external:<program>`).
-    #[serde(default = "default_coder")]
-    pub coder: String,
     /// The acceptance rule.
     #[serde(default)]
     pub accept: AcceptRule,
@@ -145,17 +134,63 @@ pub struct TrainConfig {
     /// the subset the data favours ([`crate::ablate`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub select_layers: bool,
+    /// The operator allowed candidate builds and the external coder to run
+    /// without a jail where bubblewrap cannot make one
+    /// (`--allow-unjailed-builds`).
+    #[serde(default)]
+    pub allow_unjailed_builds: bool,
+}
+
+impl Default for TrainPlan {
+    /// `train`'s defaults: three rounds of Ecdysis, failures below reward
+    /// 1, a plateau of two, the strict gate, three trials per held-out task.
+    fn default() -> Self {
+        TrainPlan {
+            method: Method::Ecdysis,
+            rounds: 3,
+            lambda: 1.0,
+            test_split: Some("test".into()),
+            max_coder_calls: None,
+            max_episodes: None,
+            plateau: 2,
+            start_blank: false,
+            coder_latency_ms: 0,
+            accept: AcceptRule::default(),
+            max_usd: None,
+            select: None,
+            test_trials: 3,
+            test_direct: false,
+            select_layers: false,
+            allow_unjailed_builds: false,
+        }
+    }
+}
+
+/// Everything that determines a training run (`config.json`; a resume with
+/// another one is refused).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// What the run does.
+    #[serde(flatten)]
+    pub plan: TrainPlan,
+    /// The runner config for training evaluations; its `harness` is
+    /// replaced per candidate, its `tasks` are the training tasks.
+    pub train: RunConfig,
+    /// Held-out tasks, evaluated once at the end, never used for selection.
+    pub test_tasks: Vec<String>,
+    /// Who diagnoses (`heuristic`, or `fdcr` with the role models), for the
+    /// record: a resume with other roles is refused.
+    #[serde(default = "default_diagnoser")]
+    pub diagnoser: String,
+    /// Who edits (`rules`, `editor:<model>`, `external:<program>`).
+    #[serde(default = "default_coder")]
+    pub coder: String,
     /// Whether the gate re-measures the incumbent every round, and why.
     #[serde(default)]
     pub gate_measure: GateMeasure,
     /// The FDCR roles' and coder's sampling and context budget.
     #[serde(default)]
     pub roles: RolesConfig,
-    /// The operator allowed candidate builds and the external coder to run
-    /// without a jail where bubblewrap cannot make one
-    /// (`--allow-unjailed-builds`).
-    #[serde(default)]
-    pub allow_unjailed_builds: bool,
     /// The external coder's network: `none`, `endpoint HOST:PORT[,…]` or
     /// `host` (absent for coders that run no process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -184,7 +219,7 @@ impl GateMeasure {
     /// served from the response cache. Otherwise a stored score is one
     /// draw, and the winner of an earlier gate would be a lucky bar.
     pub fn for_run(train: &RunConfig, cache_reads: bool, user_temperature: Option<f64>) -> Self {
-        let sim = train.agent_model.starts_with("sim:");
+        let sim = train.agent_model.is_simulated();
         let scripted = train.user_model == ecdysis_runner::eval::spec::SCRIPTED_USER;
         let zero = |t: Option<f64>| t == Some(0.0);
         let (remeasure, reason) = if sim && scripted {
@@ -613,16 +648,16 @@ fn budget_exhausted(
     usd: f64,
     call_refused: bool,
 ) -> Option<String> {
-    if let Some(m) = config.max_coder_calls.filter(|m| coder_calls >= *m) {
+    if let Some(m) = config.plan.max_coder_calls.filter(|m| coder_calls >= *m) {
         return Some(format!("coder-call budget ({m}) used"));
     }
-    if let Some(m) = config.max_episodes.filter(|m| episodes >= *m) {
+    if let Some(m) = config.plan.max_episodes.filter(|m| episodes >= *m) {
         return Some(format!("episode budget ({m}) used"));
     }
-    if let Some(m) = config.max_usd.filter(|m| usd >= *m) {
+    if let Some(m) = config.plan.max_usd.filter(|m| usd >= *m) {
         return Some(format!("dollar budget (${m:.2}) used: ${usd:.4} spent"));
     }
-    if let Some(m) = config.max_usd.filter(|_| call_refused) {
+    if let Some(m) = config.plan.max_usd.filter(|_| call_refused) {
         return Some(format!(
             "dollar budget (${m:.2}) used: ${usd:.4} spent, and the next call would have crossed it"
         ));
@@ -643,7 +678,7 @@ fn stop_before_round(
         tracing::info!("stop file found: ending training");
         return Some("stop file".into());
     }
-    let plateau = config.plateau as usize;
+    let plateau = config.plan.plateau as usize;
     if plateau > 0 && done.len() >= plateau && done.iter().rev().take(plateau).all(|r| !r.accepted)
     {
         return Some("plateau".into());
@@ -667,7 +702,7 @@ pub async fn train(
     // Spending of earlier processes of this run counts toward the budget,
     // and every model call is checked against it before it is sent.
     dir.import_ledger(&cx.ledger)?;
-    cx.ledger.set_spend_limit(config.max_usd);
+    cx.ledger.set_spend_limit(config.plan.max_usd);
     // The WIT package sits beside the staging crate, where `../wit` finds it.
     staging::fresh_copy(&source.join("../wit"), &out.join("wit"))?;
     let initial = initial_harness(&cx, &dir, &config, source)?;
@@ -694,7 +729,7 @@ pub async fn train(
 
     let mut coder_calls: u32 = done.iter().map(|r| r.coder_calls).sum();
     let mut stopped = "rounds".to_string();
-    for n in done.len() as u32 + 1..=config.rounds {
+    for n in done.len() as u32 + 1..=config.plan.rounds {
         if let Some(why) = stop_before_round(
             &config,
             &dir,
@@ -738,7 +773,7 @@ pub async fn train(
     for r in &done {
         seconds.add(&r.seconds);
     }
-    let layer_selection = if config.select_layers {
+    let layer_selection = if config.plan.select_layers {
         Some(select_layers(&cx, &dir, &config, &tasks, &incumbent).await?)
     } else {
         None
@@ -751,9 +786,9 @@ pub async fn train(
     let test = test_report(&cx, &dir, &config, (&initial, &incumbent), chosen).await?;
     seconds.test_eval += clock.elapsed().as_secs_f64();
     dir.save_ledger(&cx.ledger)?;
-    let simulated = config.train.agent_model.starts_with("sim:");
+    let simulated = config.train.agent_model.is_simulated();
     let summary = TrainSummary {
-        method: config.method,
+        method: config.plan.method,
         initial: initial.to_string(),
         incumbent: incumbent.to_string(),
         accepted: done.iter().filter(|r| r.accepted).count() as u32,
@@ -800,7 +835,7 @@ fn power_line(
     per_task: &[ecdysis_runner::eval::metrics::TaskResult],
     trials: u32,
 ) -> crate::power::PowerStatement {
-    let alpha = match config.accept {
+    let alpha = match config.plan.accept {
         AcceptRule::Paired { alpha } => alpha,
         AcceptRule::Strict => crate::power::STRICT_GATE_ALPHA,
     };
@@ -887,7 +922,7 @@ async fn test_report(
         return Ok(None);
     }
     let base = RunConfig {
-        trials: config.test_trials.max(1),
+        trials: config.plan.test_trials.max(1),
         ..config.train.clone()
     };
     let label = format!("test-k{}", base.trials);
@@ -903,7 +938,7 @@ async fn test_report(
             .await?
             .0
     };
-    let direct = if config.test_direct {
+    let direct = if config.plan.test_direct {
         Some(test_score(cx, dir, config, &base, &label, None).await?.0)
     } else {
         None
@@ -923,7 +958,7 @@ async fn test_report(
         )
     };
     Ok(Some(TestReport {
-        split: config.test_split.clone(),
+        split: config.plan.test_split.clone(),
         initial: initial_score,
         final_: final_score,
         direct,
@@ -947,7 +982,7 @@ async fn test_score(
             base,
             hash,
             &config.test_tasks,
-            config.test_split.clone(),
+            config.plan.test_split.clone(),
             label,
             Draw::Cached,
         )
@@ -994,7 +1029,7 @@ fn initial_harness(
     }
     let staging = dir.staging();
     staging::fresh_copy(source, &staging)?;
-    if config.start_blank {
+    if config.plan.start_blank {
         let path = staging.join(heuristic::TABLES_FILE);
         let mut text =
             std::fs::read_to_string(&path).map_err(|e| PathError::new("read", &path, e))?;
@@ -1019,7 +1054,7 @@ async fn training_tasks(
     config: &TrainConfig,
     initial: &ComponentHash,
 ) -> Result<TrainTasks, TrainError> {
-    let Some(sel) = config.select else {
+    let Some(sel) = config.plan.select else {
         return Ok(TrainTasks {
             tasks: config.train.tasks.clone(),
             label: "train".into(),
@@ -1056,7 +1091,7 @@ async fn training_tasks(
         sel.budget,
         &config.train.tasks,
         &records,
-        config.lambda,
+        config.plan.lambda,
         sel.seed,
     );
     dir.write(TrainLayout::SELECTION, &selection)?;

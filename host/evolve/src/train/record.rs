@@ -381,7 +381,8 @@ pub fn render_usage(u: &LedgerSummary) -> String {
         "{:<10} {:>7} {:>7} {:>12} {:>12} {:>10}\n",
         "role", "calls", "hits", "prompt tok", "compl tok", "USD"
     );
-    for (role, t) in u.by_role.iter().chain([(&"total".to_string(), &u.total)]) {
+    let rows = u.by_role.iter().map(|(r, t)| (r.as_str(), t));
+    for (role, t) in rows.chain([("total", &u.total)]) {
         out += &format!(
             "{:<10} {:>7} {:>7} {:>12} {:>12} {:>10.4}\n",
             role,

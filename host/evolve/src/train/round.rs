@@ -117,7 +117,7 @@ impl<'a> Round<'a> {
             // No diagnosis and no coder call: there is nothing to learn from.
             return Ok(format!(
                 "nothing to fix: no episode below λ = {}",
-                self.config.lambda
+                self.config.plan.lambda
             ));
         }
         let spec = match self.diagnose_and_code(&evaluated, coder_calls).await? {
@@ -154,7 +154,7 @@ impl<'a> Round<'a> {
         self.record.incumbent_measure = Some(measure);
 
         let clock = Instant::now();
-        let lambda = self.config.lambda;
+        let lambda = self.config.plan.lambda;
         let failures = records::failures(&records, lambda);
         let successes = records
             .iter()
@@ -198,7 +198,7 @@ impl<'a> Round<'a> {
         ev: &Evaluated,
         coder_calls: &mut u32,
     ) -> Phase<ChangeSpec> {
-        let units: Vec<Vec<FailureGroup>> = match self.config.method {
+        let units: Vec<Vec<FailureGroup>> = match self.config.plan.method {
             Method::SelfEvolution => ev
                 .failures
                 .iter()
@@ -218,7 +218,7 @@ impl<'a> Round<'a> {
         let staging = self.dir.staging();
         staging::fresh_copy(&self.dir.candidate(&self.incumbent).source(), &staging)?;
         let mut merged: Option<ChangeSpec> = None;
-        let mut skipped: Vec<String> = vec![];
+        let mut skipped: Vec<UnitSkipped> = vec![];
         for unit in &units {
             let spent = self.cx.ledger.summary().total.usd;
             if let Some(why) = super::budget_exhausted(
@@ -228,7 +228,7 @@ impl<'a> Round<'a> {
                 spent,
                 self.cx.ledger.spend_refused(),
             ) {
-                skipped.push(format!("budget: {why}"));
+                skipped.push(UnitSkipped::Budget(why));
                 break;
             }
             let clock = Instant::now();
@@ -261,7 +261,14 @@ impl<'a> Round<'a> {
             None if skipped.is_empty() => ControlFlow::Break(
                 "no change proposed: no failure with a visible interface cause".into(),
             ),
-            None => ControlFlow::Break(format!("no change made: {}", skipped.join("; "))),
+            None => ControlFlow::Break(format!(
+                "no change made: {}",
+                skipped
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )),
         })
     }
 
@@ -272,10 +279,10 @@ impl<'a> Round<'a> {
         unit: &[FailureGroup],
         successes: &[FailureRecord],
         staging: &Path,
-    ) -> Result<Result<ChangeSpec, String>, TrainError> {
+    ) -> Result<Result<ChangeSpec, UnitSkipped>, TrainError> {
         let failing = failing_tasks(unit);
         if let (Diagnoser::Fdcr { roles, config: fc }, Method::Ecdysis) =
-            (&self.cx.diagnoser, self.config.method)
+            (&self.cx.diagnoser, self.config.plan.method)
         {
             let focus = HarnessFocus::of_failures(unit.iter().flat_map(|g| g.records.iter()));
             let input = FdcrInput {
@@ -290,10 +297,7 @@ impl<'a> Round<'a> {
             let error = outcome.error.clone();
             self.transcript.discussions.push(outcome);
             return Ok(spec.ok_or_else(|| {
-                format!(
-                    "FDCR produced no spec: {}",
-                    error.unwrap_or_else(|| "no reason given".into())
-                )
+                UnitSkipped::NoFdcrSpec(error.unwrap_or_else(|| "no reason given".into()))
             }));
         }
         self.transcript.evidence.push(fdcr::render_evidence(
@@ -318,15 +322,11 @@ impl<'a> Round<'a> {
             }
         });
         let Some(mut spec) = spec else {
-            return Ok(Err(
-                "no failure with a visible interface cause for the rule coder".into(),
-            ));
+            return Ok(Err(UnitSkipped::NoInterfaceCause));
         };
         // Flag single-task changes (the heuristic's evidence is the failures').
         if let Err(e) = spec.check_evidence(&failing) {
-            return Ok(Err(format!(
-                "the diagnosis cites no failure of this round: {e}"
-            )));
+            return Ok(Err(UnitSkipped::UncitedEvidence(e)));
         }
         Ok(Ok(spec))
     }
@@ -338,15 +338,15 @@ impl<'a> Round<'a> {
         spec: &ChangeSpec,
         unit: &[FailureGroup],
         staging: &Path,
-    ) -> Result<Result<(), String>, TrainError> {
+    ) -> Result<Result<(), UnitSkipped>, TrainError> {
         // Rule tables key entries by the short domain name (`retail`).
         let domain = &self.config.train.domain;
         let short = domain.rsplit('/').next().unwrap_or(domain).to_string();
         let run = match &self.cx.coder {
             CoderChoice::Rules => {
-                if self.config.coder_latency_ms > 0 {
+                if self.config.plan.coder_latency_ms > 0 {
                     tokio::time::sleep(std::time::Duration::from_millis(
-                        self.config.coder_latency_ms,
+                        self.config.plan.coder_latency_ms,
                     ))
                     .await;
                 }
@@ -434,7 +434,7 @@ impl<'a> Round<'a> {
         let failed = run.error.clone();
         self.transcript.coder_runs.push(run);
         Ok(match failed {
-            Some(e) => Err(format!("coder failed: {e}")),
+            Some(e) => Err(UnitSkipped::CoderFailed(e)),
             None => Ok(()),
         })
     }
@@ -451,7 +451,7 @@ impl<'a> Round<'a> {
         skills: Option<&Result<usize, rulecoder::RuleCoderError>>,
     ) -> String {
         let fdcr = matches!(self.cx.diagnoser, Diagnoser::Fdcr { .. })
-            && self.config.method == Method::Ecdysis;
+            && self.config.plan.method == Method::Ecdysis;
         let (what, excerpts) = if fdcr {
             let cited: BTreeSet<String> = spec
                 .failure_patterns
@@ -468,7 +468,7 @@ impl<'a> Round<'a> {
                 "The failures the spec cites as evidence",
                 fdcr::failure_excerpts(unit, Some(&cited)),
             )
-        } else if self.config.method == Method::SelfEvolution {
+        } else if self.config.plan.method == Method::SelfEvolution {
             ("The failure to fix", fdcr::failure_excerpts(unit, None))
         } else {
             (
@@ -511,7 +511,7 @@ impl<'a> Round<'a> {
         let built = match candidate_trust(&reference, &staging, &self.cx.containment)? {
             Err(why) => {
                 self.times.build = clock.elapsed().as_secs_f64();
-                return Ok(ControlFlow::Break(why));
+                return Ok(ControlFlow::Break(why.to_string()));
             }
             Ok(trust) => self.cx.build(&staging, Some(self.incumbent.clone()), trust),
         };
@@ -623,7 +623,7 @@ impl<'a> Round<'a> {
         self.record.candidate_measure = Some(measure);
         write_json(&self.dir.candidate(cand).train_summary(), &summary)?;
         self.times.gate = clock.elapsed().as_secs_f64();
-        let verdict = accept::decide(self.config.accept, incumbent_records, &records);
+        let verdict = accept::decide(self.config.plan.accept, incumbent_records, &records);
         self.record.candidate_score = Some(summary.metrics.accuracy);
         self.record.p_value = verdict.p_value;
         self.record.accepted = verdict.accepted;
@@ -655,6 +655,33 @@ impl<'a> Round<'a> {
     }
 }
 
+/// Why one diagnosis unit yields no change (recorded in the round's
+/// outcome; the round goes on with the next unit).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum UnitSkipped {
+    /// The spend or call budget ran out before this unit.
+    #[error("budget: {0}")]
+    Budget(String),
+    /// The FDCR deliberation ended without a valid spec (its reason).
+    #[error("FDCR produced no spec: {0}")]
+    NoFdcrSpec(String),
+    /// The heuristic found nothing the rule coder can fix.
+    #[error("no failure with a visible interface cause for the rule coder")]
+    NoInterfaceCause,
+    /// The spec's evidence names none of this round's failures.
+    #[error("the diagnosis cites no failure of this round: {0}")]
+    UncitedEvidence(crate::spec::ChangeSpecError),
+    /// The coder made no usable edit (its error).
+    #[error("coder failed: {0}")]
+    CoderFailed(String),
+}
+
+/// A candidate whose files outside `src/` differ from the incumbent's:
+/// rejected unbuilt.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("rejected: files outside src/ differ from the incumbent's: {}", .0.join(", "))]
+struct OutsideSrc(Vec<String>);
+
 /// The tasks of a unit's failures.
 fn failing_tasks(unit: &[FailureGroup]) -> BTreeSet<String> {
     unit.iter().flat_map(|g| g.tasks.iter().cloned()).collect()
@@ -669,7 +696,7 @@ fn candidate_trust(
     reference: &Path,
     staging: &Path,
     containment: &Containment,
-) -> Result<Result<Trust, String>, TrainError> {
+) -> Result<Result<Trust, OutsideSrc>, TrainError> {
     let before = Snapshot::take(reference)?;
     let outside: Vec<String> = before
         .changes(&Snapshot::take(staging)?)
@@ -677,10 +704,7 @@ fn candidate_trust(
         .filter(|p| !p.starts_with("src/"))
         .collect();
     if !outside.is_empty() {
-        return Ok(Err(format!(
-            "rejected: files outside src/ differ from the incumbent's: {}",
-            outside.join(", ")
-        )));
+        return Ok(Err(OutsideSrc(outside)));
     }
     Ok(Ok(Trust::Untrusted {
         containment: containment.clone(),
@@ -737,8 +761,9 @@ mod tests {
         let why = candidate_trust(&reference, &staging, &containment)
             .unwrap()
             .unwrap_err();
+        assert_eq!(why.0, ["Cargo.toml", "build.rs"]);
         assert_eq!(
-            why,
+            why.to_string(),
             "rejected: files outside src/ differ from the incumbent's: Cargo.toml, build.rs"
         );
     }

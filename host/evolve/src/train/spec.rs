@@ -9,13 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::{
-    GateMeasure, RolesConfig, SelectConfig, TrainConfig, TrainContext, TrainError, TrainSummary,
+    GateMeasure, RolesConfig, TrainConfig, TrainContext, TrainError, TrainPlan, TrainSummary,
 };
-use crate::accept::AcceptRule;
 use crate::budget::ContextSource;
 use crate::coder::CoderNetwork;
 use crate::roles::{RoleError, RoleSpec};
-use crate::train::Method;
 use ecdysis_env::Domain;
 use ecdysis_runner::eval::{ModelServices, RunSpec, RunSpecError};
 use ecdysis_sandbox::sandbox::Sandbox;
@@ -24,34 +22,12 @@ use ecdysis_sandbox::store::{ComponentStore, Containment};
 /// A training run's specification.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrainSpec {
-    /// The evolution method.
-    pub method: Method,
+    /// What the run does (shared with the run's [`TrainConfig`] record).
+    pub plan: TrainPlan,
     /// The harness source crate to start from (copied, never edited).
     pub source: PathBuf,
-    /// Rounds at most.
-    pub rounds: u32,
-    /// Episodes with reward below this are failures.
-    pub lambda: f64,
-    /// Stop after this many rounds in a row without an accepted candidate.
-    pub plateau: u32,
-    /// Budget: coder calls in all.
-    pub max_coder_calls: Option<u32>,
-    /// Budget: episodes in all.
-    pub max_episodes: Option<u64>,
-    /// Budget: dollars over every role.
-    pub max_usd: Option<f64>,
     /// The training evaluations (its `split` is the training split).
     pub eval: RunSpec,
-    /// The held-out split, evaluated at the end (`None`: no test).
-    pub test_split: Option<String>,
-    /// Start from the source's rule engine with its rule tables emptied.
-    pub start_blank: bool,
-    /// Simulated latency per coder call, in milliseconds.
-    pub coder_latency_ms: u64,
-    /// The acceptance rule.
-    pub accept: AcceptRule,
-    /// Train on a budget of selected tasks.
-    pub select: Option<SelectConfig>,
     /// Who diagnoses and who edits.
     pub roles: RoleSpec,
     /// Cargo target dir shared by candidate builds (default
@@ -59,19 +35,10 @@ pub struct TrainSpec {
     pub cargo_target: Option<PathBuf>,
     /// Episodes at once.
     pub concurrency: usize,
-    /// Trials per held-out task at the end.
-    pub test_trials: u32,
     /// Only these held-out task ids (empty: the whole held-out split).
     pub test_tasks: Vec<String>,
-    /// Also evaluate Direct on the held-out split.
-    pub test_direct: bool,
-    /// Ablate the final incumbent's layers and keep the favoured subset.
-    pub select_layers: bool,
     /// What the power lines are stated for.
     pub power: crate::power::PowerAsk,
-    /// Build candidates and run an external coder without a jail where
-    /// bubblewrap cannot make one (recorded in `config.json`).
-    pub allow_unjailed_builds: bool,
     /// Run every evaluation's episodes in these worker processes
     /// (`--isolate process`); `None`: in this process.
     pub workers: Option<ecdysis_runner::isolate::Workers>,
@@ -82,14 +49,8 @@ impl Default for TrainSpec {
     /// τ² retail's training split with the `sim:clumsy` testbed agent.
     fn default() -> Self {
         TrainSpec {
-            method: Method::Ecdysis,
+            plan: TrainPlan::default(),
             source: PathBuf::from("harness-template"),
-            rounds: 3,
-            lambda: 1.0,
-            plateau: 2,
-            max_coder_calls: None,
-            max_episodes: None,
-            max_usd: None,
             eval: RunSpec {
                 split: Some("train".into()),
                 agent: ecdysis_model::ModelFlags {
@@ -98,20 +59,11 @@ impl Default for TrainSpec {
                 },
                 ..RunSpec::default()
             },
-            test_split: Some("test".into()),
-            start_blank: false,
-            coder_latency_ms: 0,
-            accept: AcceptRule::default(),
-            select: None,
             roles: RoleSpec::default(),
             cargo_target: None,
             concurrency: 8,
-            test_trials: 3,
             test_tasks: vec![],
-            test_direct: false,
-            select_layers: false,
             power: Default::default(),
-            allow_unjailed_builds: false,
             workers: None,
         }
     }
@@ -164,19 +116,19 @@ pub async fn run(
     out: &Path,
 ) -> Result<TrainSummary, TrainSpecError> {
     spec.eval.validate()?;
-    if spec.select.is_some_and(|s| s.budget == 0) {
+    if spec.plan.select.is_some_and(|s| s.budget == 0) {
         return Err(TrainSpecError::NoBudget);
     }
-    if spec.test_trials == 0 {
+    if spec.plan.test_trials == 0 {
         return Err(TrainSpecError::NoTestTrials);
     }
-    if let Some(m) = spec.max_usd
+    if let Some(m) = spec.plan.max_usd
         && !(m.is_finite() && m > 0.0)
     {
         return Err(TrainSpecError::BadUsd(m));
     }
     let train_tasks = spec.eval.task_ids(&*domain)?;
-    let test_tasks = match &spec.test_split {
+    let test_tasks = match &spec.plan.test_split {
         Some(s) => {
             let held_out = RunSpec {
                 split: Some(s.clone()),
@@ -218,11 +170,11 @@ pub async fn run(
         RolesConfig::default()
     };
     let (diagnoser, coder) = spec.roles.build(
-        spec.method,
+        spec.plan.method,
         &hub,
         &target,
         roles_config.budget.unwrap_or_default(),
-        spec.allow_unjailed_builds,
+        spec.plan.allow_unjailed_builds,
     )?;
     let coder_network = spec.roles.coder_network()?;
     match &coder_network {
@@ -237,28 +189,13 @@ pub async fn run(
     let train = spec.eval.config(None, train_tasks);
     let gate_measure = GateMeasure::for_run(&train, services.cache.reads(), None);
     let config = TrainConfig {
-        method: spec.method,
-        rounds: spec.rounds,
-        lambda: spec.lambda,
+        plan: spec.plan.clone(),
         train,
         test_tasks,
-        test_split: spec.test_split.clone(),
-        max_coder_calls: spec.max_coder_calls,
-        max_episodes: spec.max_episodes,
-        plateau: spec.plateau,
-        start_blank: spec.start_blank,
-        coder_latency_ms: spec.coder_latency_ms,
         diagnoser: diagnoser.describe(),
         coder: coder.describe(),
-        accept: spec.accept,
-        max_usd: spec.max_usd,
-        select: spec.select,
-        test_trials: spec.test_trials,
-        test_direct: spec.test_direct,
-        select_layers: spec.select_layers,
         gate_measure,
         roles: roles_config,
-        allow_unjailed_builds: spec.allow_unjailed_builds,
         coder_network: coder_network.as_ref().map(|n| n.describe()),
     };
     // Fresh draws for a gate that re-measures: the same models, the
@@ -286,7 +223,7 @@ pub async fn run(
         loaded: Mutex::new(Default::default()),
         fresh,
         containment: Containment {
-            allow_unjailed: spec.allow_unjailed_builds,
+            allow_unjailed: spec.plan.allow_unjailed_builds,
             ..Containment::default()
         },
         isolation: spec.workers.as_ref().map(|w| {

@@ -199,8 +199,7 @@ pub struct SimProfile {
     pub correction_probability: f64,
 }
 
-/// Prefix of simulated model names.
-pub const SIM_PREFIX: &str = "sim:";
+pub use ecdysis_sys::ids::SIM_PREFIX;
 
 impl SimProfile {
     /// A profile with the given rates.

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use ecdysis_model::{
     CachePolicy, ChatMessage, ChatModel, ChatRequest, EndpointLimiter, ErrorClass, FunctionTool,
-    HttpChatModel, ModelConfig, ModelError, ModelHub, PriceTable, ResponseCache, RetryPolicy,
-    SamplingArgs, ToolCall, ToolChoice, Usage, UsageLedger,
+    HttpChatModel, ModelConfig, ModelError, ModelHub, ModelRole, PriceTable, ResponseCache,
+    RetryPolicy, SamplingArgs, ToolCall, ToolChoice, Usage, UsageLedger,
 };
 use ecdysis_testkit::mock::{MockReply, MockServer};
 use serde_json::json;
@@ -212,7 +212,9 @@ async fn server_error_then_success_is_one_fresh_call() {
     server.push(MockReply::error(503, "still booting"));
     server.push(MockReply::text("ok"));
     let hub = hub(ResponseCache::disabled());
-    let model = hub.http_model("agent", config(&server, "m")).unwrap();
+    let model = hub
+        .http_model(ModelRole::Agent, config(&server, "m"))
+        .unwrap();
     let response = model.chat(&request("hi")).await.unwrap();
     assert_eq!(response.text(), "ok");
     assert_eq!(response.attempts, 3);
@@ -231,7 +233,7 @@ async fn timeouts_exhaust_retries_into_an_infrastructure_error() {
     config.request_timeout = Duration::from_millis(200);
     config.retry.max_retries = 2;
     let hub = hub(ResponseCache::disabled());
-    let model = hub.http_model("user", config).unwrap();
+    let model = hub.http_model(ModelRole::User, config).unwrap();
     let start = Instant::now();
     let error = model.chat(&request("hi")).await.unwrap_err();
     assert!(
@@ -249,8 +251,8 @@ async fn timeouts_exhaust_retries_into_an_infrastructure_error() {
     assert!(error.is_infrastructure());
     assert_eq!(server.request_count(), 3);
     let summary = hub.ledger().summary();
-    assert_eq!(summary.by_role["user"].infrastructure_failures, 1);
-    assert_eq!(summary.by_role["user"].fresh_calls, 0);
+    assert_eq!(summary.by_role[&ModelRole::User].infrastructure_failures, 1);
+    assert_eq!(summary.by_role[&ModelRole::User].fresh_calls, 0);
 }
 
 #[tokio::test]
@@ -349,7 +351,9 @@ async fn second_identical_request_is_a_cache_hit() {
     });
     let dir = TempDir::new("cache-hit");
     let hub = hub(ResponseCache::new(dir.path(), CachePolicy::ReadWrite));
-    let model = hub.http_model("agent", config(&server, "m")).unwrap();
+    let model = hub
+        .http_model(ModelRole::Agent, config(&server, "m"))
+        .unwrap();
 
     let first = model.chat(&request("hi")).await.unwrap();
     let second = model.chat(&request("hi")).await.unwrap();
@@ -365,7 +369,7 @@ async fn second_identical_request_is_a_cache_hit() {
         "the hit never reached the server"
     );
 
-    let agent = &hub.ledger().summary().by_role["agent"];
+    let agent = &hub.ledger().summary().by_role[&ModelRole::Agent];
     assert_eq!((agent.fresh_calls, agent.cache_hits), (1, 1));
     assert_eq!(agent.cache_hit_rate, 0.5);
     assert_eq!(agent.fresh_tokens.prompt_tokens, 100);
@@ -416,7 +420,9 @@ async fn read_only_cache_never_writes_and_off_never_reads() {
     let dir = TempDir::new("cache-ro");
 
     let read_only = hub(ResponseCache::new(dir.path(), CachePolicy::ReadOnly));
-    let model = read_only.http_model("agent", config(&server, "m")).unwrap();
+    let model = read_only
+        .http_model(ModelRole::Agent, config(&server, "m"))
+        .unwrap();
     assert!(!model.chat(&request("hi")).await.unwrap().cached);
     assert!(!model.chat(&request("hi")).await.unwrap().cached);
     assert_eq!(server.request_count(), 2);
@@ -429,7 +435,7 @@ async fn read_only_cache_never_writes_and_off_never_reads() {
     // Fill the cache once, then read-only replays it.
     let writer = hub(ResponseCache::new(dir.path(), CachePolicy::ReadWrite));
     writer
-        .http_model("agent", config(&server, "m"))
+        .http_model(ModelRole::Agent, config(&server, "m"))
         .unwrap()
         .chat(&request("hi"))
         .await
@@ -440,7 +446,9 @@ async fn read_only_cache_never_writes_and_off_never_reads() {
     assert_eq!(files_under(dir.path()).len(), 1);
 
     let off = hub(ResponseCache::new(dir.path(), CachePolicy::Off));
-    let model = off.http_model("agent", config(&server, "m")).unwrap();
+    let model = off
+        .http_model(ModelRole::Agent, config(&server, "m"))
+        .unwrap();
     assert!(!model.chat(&request("hi")).await.unwrap().cached);
     assert!(!model.chat(&request("other")).await.unwrap().cached);
     assert_eq!(server.request_count(), 5);
@@ -453,7 +461,9 @@ async fn corrupt_cache_entry_is_a_miss_and_is_repaired() {
     server.set_handler(|_| MockReply::text("ok"));
     let dir = TempDir::new("cache-corrupt");
     let hub = hub(ResponseCache::new(dir.path(), CachePolicy::ReadWrite));
-    let model = hub.http_model("agent", config(&server, "m")).unwrap();
+    let model = hub
+        .http_model(ModelRole::Agent, config(&server, "m"))
+        .unwrap();
     model.chat(&request("hi")).await.unwrap();
     let files = files_under(dir.path());
     std::fs::write(&files[0], b"{ truncated").unwrap();
@@ -480,10 +490,10 @@ async fn usage_and_cost_come_from_the_price_table_file() {
         Arc::new(ResponseCache::disabled()),
     );
     let agent = hub
-        .http_model("agent", config(&server, "priced-model"))
+        .http_model(ModelRole::Agent, config(&server, "priced-model"))
         .unwrap();
     let user = hub
-        .http_model("user", config(&server, "free-model"))
+        .http_model(ModelRole::User, config(&server, "free-model"))
         .unwrap();
 
     server.push(MockReply::text("a").with_usage(Usage {
@@ -508,13 +518,13 @@ async fn usage_and_cost_come_from_the_price_table_file() {
     // (600 * 1 + 400 * 0.5 + 500 * 2) / 1e6 + (2000 * 1 + 100 * 2) / 1e6
     let want = 0.0018 + 0.0022;
     let summary = hub.ledger().summary();
-    let a = &summary.by_role["agent"];
+    let a = &summary.by_role[&ModelRole::Agent];
     assert_eq!(a.fresh_calls, 2);
     assert_eq!(a.fresh_tokens.prompt_tokens, 3000);
     assert_eq!(a.fresh_tokens.completion_tokens, 600);
     assert_eq!(a.fresh_tokens.cached_prompt_tokens, 400);
     assert!((a.usd - want).abs() < 1e-12, "{}", a.usd);
-    let u = &summary.by_role["user"];
+    let u = &summary.by_role[&ModelRole::User];
     assert_eq!(u.unpriced_fresh_calls, 1);
     assert_eq!(u.usd, 0.0);
     assert!((summary.total.usd - want).abs() < 1e-12);
@@ -522,7 +532,7 @@ async fn usage_and_cost_come_from_the_price_table_file() {
 
     let calls = hub.ledger().calls();
     assert_eq!(calls.len(), 3);
-    assert_eq!(calls[0].role, "agent");
+    assert_eq!(calls[0].role, ModelRole::Agent);
     assert!((calls[0].usd.unwrap() - 0.0018).abs() < 1e-12);
     assert_eq!(calls[2].usd, None);
 
@@ -542,10 +552,10 @@ async fn concurrency_limit_is_shared_per_endpoint() {
     let mut limited = config(&server, "m");
     limited.max_concurrency = 2;
     // Two roles, two models, one endpoint: one shared limit.
-    let agent = hub.http_model("agent", limited.clone()).unwrap();
+    let agent = hub.http_model(ModelRole::Agent, limited.clone()).unwrap();
     let mut other = limited;
     other.model = "m2".into();
-    let user = hub.http_model("user", other).unwrap();
+    let user = hub.http_model(ModelRole::User, other).unwrap();
 
     let start = Instant::now();
     let mut tasks = Vec::new();

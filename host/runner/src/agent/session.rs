@@ -100,19 +100,17 @@ impl CallPlace {
         }
     }
 
-    /// Runs `f` here; `Err` names a task that panicked or was cancelled on
+    /// Runs `f` here; `Err` is a task that panicked or was cancelled on
     /// the blocking pool (an inline call's panic propagates, as any other
     /// code of the loop's).
-    pub async fn run<R, F>(self, f: F) -> Result<R, String>
+    pub async fn run<R, F>(self, f: F) -> Result<R, tokio::task::JoinError>
     where
         R: Send + 'static,
         F: FnOnce() -> R + Send + 'static,
     {
         match self {
             CallPlace::Inline => Ok(f()),
-            CallPlace::BlockingPool => tokio::task::spawn_blocking(f)
-                .await
-                .map_err(|e| e.to_string()),
+            CallPlace::BlockingPool => tokio::task::spawn_blocking(f).await,
         }
     }
 }

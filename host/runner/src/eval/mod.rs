@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::{EndReason, EpisodeRecord, EpisodeSetup, run_episode_to_state};
 use ecdysis_env::{Domain, EnvError, Trajectory};
-use ecdysis_model::{LedgerSummary, SamplingArgs, UsageLedger};
+use ecdysis_model::{LedgerSummary, ModelId, SamplingArgs, UsageLedger};
 use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet, Limits, LoadedHarness};
 
 pub use metrics::Metrics;
@@ -44,7 +44,7 @@ pub struct RunConfig {
     /// Trials per task.
     pub trials: u32,
     /// The agent model: `sim:<profile>` or an endpoint's model name.
-    pub agent_model: String,
+    pub agent_model: ModelId,
     /// The agent's `--agent-base-url`, if given (`None`: `OPENAI_BASE_URL` or
     /// the default endpoint; unused by a `sim:` agent).
     pub agent_base_url: Option<String>,

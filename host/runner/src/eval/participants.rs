@@ -132,7 +132,7 @@ impl Participants for StandardParticipants {
                 match &self.hub {
                     // Simulated turns are never cached: they are free and
                     // the cache would hide the seed's effect.
-                    Some(hub) => hub.metered("agent", sim, false),
+                    Some(hub) => hub.metered(ecdysis_model::ModelRole::Agent, sim, false),
                     None => sim,
                 }
             }

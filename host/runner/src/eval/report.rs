@@ -167,7 +167,7 @@ pub fn render(s: &RunSummary) -> String {
         s.config.tasks.len(),
         s.config.trials
     );
-    if s.config.agent_model.starts_with("sim:") {
+    if s.config.agent_model.is_simulated() {
         out += &format!(
             "note: {} (the agent is a sim: testbed model following the gold plan with injected quirks)\n",
             super::SIMULATED_LABEL

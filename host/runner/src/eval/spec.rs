@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use ecdysis_env::{DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS, Domain, EnvError};
 use ecdysis_model::{
-    CachePolicy, ModelError, ModelFlags, ModelHub, PriceTable, PriceTableError, ResponseCache,
-    SamplingArgs, SimProfile, UsageLedger,
+    CachePolicy, ModelError, ModelFlags, ModelHub, ModelId, ModelRole, PriceTable, PriceTableError,
+    ResponseCache, SamplingArgs, SimProfile, UsageLedger,
 };
 use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet, Limits, LimitsError, WORLD_VERSION};
 
@@ -167,8 +167,8 @@ impl Default for RunSpec {
 
 impl RunSpec {
     /// The agent's model name (`sim:<profile>` for a testbed agent).
-    pub fn agent_model(&self) -> &str {
-        self.agent.model.as_deref().unwrap_or_default()
+    pub fn agent_model(&self) -> ModelId {
+        ModelId::new(self.agent.model.as_deref().unwrap_or_default())
     }
 
     /// The user simulator's model name.
@@ -179,7 +179,7 @@ impl RunSpec {
     /// Whether the agent is a simulated testbed model: its numbers are
     /// never benchmark results and every output must say so.
     pub fn is_simulated(&self) -> bool {
-        self.agent_model().starts_with("sim:")
+        self.agent_model().is_simulated()
     }
 
     /// The split's name for messages (`all` for every task).
@@ -197,15 +197,15 @@ impl RunSpec {
         }
         self.limits.validate()?;
         let model = self.agent_model();
-        if model.is_empty() {
+        if model.as_str().is_empty() {
             return Err(RunSpecError::Agent {
-                model: model.into(),
+                model: model.to_string(),
                 reason: "no agent model given".into(),
             });
         }
-        if model.starts_with("sim:") {
-            SimProfile::parse(model).map_err(|e| RunSpecError::Agent {
-                model: model.into(),
+        if model.is_simulated() {
+            SimProfile::parse(model.as_str()).map_err(|e| RunSpecError::Agent {
+                model: model.to_string(),
                 reason: format!("{e}\n{}", SimProfile::help_text()),
             })?;
         }
@@ -252,7 +252,7 @@ impl RunSpec {
             split: self.split.clone(),
             tasks,
             trials: self.trials,
-            agent_model: self.agent_model().to_string(),
+            agent_model: self.agent_model(),
             agent_base_url: self.agent.base_url.clone(),
             user_model: self.user_model().to_string(),
             user_base_url: self.user.base_url.clone(),
@@ -276,14 +276,16 @@ impl RunSpec {
     ) -> Result<Arc<StandardParticipants>, RunSpecError> {
         self.validate()?;
         let model = self.agent_model();
-        let agent = if model.starts_with("sim:") {
-            AgentSide::Sim(SimProfile::parse(model).map_err(|e| RunSpecError::Agent {
-                model: model.into(),
-                reason: e.to_string(),
-            })?)
+        let agent = if model.is_simulated() {
+            AgentSide::Sim(
+                SimProfile::parse(model.as_str()).map_err(|e| RunSpecError::Agent {
+                    model: model.to_string(),
+                    reason: e.to_string(),
+                })?,
+            )
         } else {
             let config = self.agent.clone().resolve(None)?;
-            AgentSide::Model(hub.http_model("agent", config)?)
+            AgentSide::Model(hub.http_model(ModelRole::Agent, config)?)
         };
         let user = if self.user_model() == SCRIPTED_USER {
             UserSide::Scripted
@@ -297,7 +299,7 @@ impl RunSpec {
                     model: self.user_model().into(),
                     reason: e.to_string(),
                 })?;
-            UserSide::Model(hub.http_model("user", config)?)
+            UserSide::Model(hub.http_model(ModelRole::User, config)?)
         };
         Ok(Arc::new(StandardParticipants {
             agent,

@@ -13,16 +13,50 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::protocol::{CheckReply, EpisodeJob, Reply, Request, TestFault};
-use crate::eval::{self, RunConfig, participants::StandardParticipants};
-use ecdysis_env::Domain;
-use ecdysis_model::{ModelHub, PriceTable, UsageLedger};
-use ecdysis_sandbox::sandbox::{Limits, LoadedHarness, Sandbox};
-use ecdysis_sandbox::store::{ComponentHash, ComponentStore};
+use crate::eval::{self, RunConfig, RunSpecError, participants::StandardParticipants};
+use ecdysis_env::{Domain, EnvError};
+use ecdysis_model::{ModelHub, PriceTable, PriceTableError, UsageLedger};
+use ecdysis_sandbox::sandbox::{Limits, LoadedHarness, Sandbox, SandboxError};
+use ecdysis_sandbox::store::{ComponentHash, ComponentStore, StoreError};
 use ecdysis_sys::rlimit;
 
 /// Jobs kept prepared at once (a service worker serves many evaluations;
 /// the oldest is dropped first).
 const PREPARED_JOBS: usize = 8;
+
+/// Why a job could not be prepared; the worker answers the episode with
+/// its text, as an infrastructure error.
+#[derive(Debug, thiserror::Error)]
+enum PrepareError {
+    /// The job's domain could not be opened.
+    #[error("opening {domain}: {source}")]
+    Domain {
+        /// The domain's name.
+        domain: String,
+        /// Why (boxed: an environment error is large).
+        source: Box<EnvError>,
+    },
+    /// The job's harness is not a component hash (as given).
+    #[error("`{0}` is not a component hash")]
+    HarnessHash(String),
+    /// No sandbox for the job's limits, or the harness cannot take them.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The harness could not be loaded from the store.
+    #[error("loading harness {hash}: {source}")]
+    Harness {
+        /// The harness's short hash.
+        hash: String,
+        /// Why.
+        source: StoreError,
+    },
+    /// The job's price table (a file or inline) could not be read.
+    #[error(transparent)]
+    Prices(#[from] PriceTableError),
+    /// The job's participants could not be built.
+    #[error(transparent)]
+    Participants(#[from] RunSpecError),
+}
 
 /// A job ready to run episodes.
 struct Prepared {
@@ -178,9 +212,9 @@ impl Worker {
                 }
                 let prepared = match self.prepare(&job) {
                     Ok(p) => p,
-                    Err(message) => {
+                    Err(e) => {
                         return Reply::Error {
-                            message,
+                            message: e.to_string(),
                             infrastructure: true,
                         };
                     }
@@ -235,7 +269,7 @@ impl Worker {
     }
 
     /// The prepared job, from the cache or made now.
-    fn prepare(&mut self, job: &EpisodeJob) -> Result<Arc<Prepared>, String> {
+    fn prepare(&mut self, job: &EpisodeJob) -> Result<Arc<Prepared>, PrepareError> {
         let key = job.key();
         if let Some(p) = self.prepared.get(&key) {
             return Ok(p.clone());
@@ -244,10 +278,13 @@ impl Worker {
         let domain = match self.domains.get(&domain_key) {
             Some(d) => d.clone(),
             None => {
-                let d = job
-                    .source
-                    .open(&job.spec.domain)
-                    .map_err(|e| format!("opening {}: {e}", job.spec.domain))?;
+                let d =
+                    job.source
+                        .open(&job.spec.domain)
+                        .map_err(|source| PrepareError::Domain {
+                            domain: job.spec.domain.clone(),
+                            source: Box::new(source),
+                        })?;
                 self.domains.insert(domain_key, d.clone());
                 d
             }
@@ -256,23 +293,26 @@ impl Worker {
         let harness = match &job.harness {
             None => None,
             Some(h) => {
-                let hash = ComponentHash::parse(h)
-                    .ok_or_else(|| format!("`{h}` is not a component hash"))?;
+                let hash =
+                    ComponentHash::parse(h).ok_or_else(|| PrepareError::HarnessHash(h.clone()))?;
                 let sandbox = self.sandbox(&limits)?;
                 let store = ComponentStore::open(&job.store);
-                let (loaded, _) = store
-                    .load(&sandbox, &hash)
-                    .map_err(|e| format!("loading harness {}: {e}", hash.short()))?;
-                Some(loaded.with_limits(limits).map_err(|e| e.to_string())?)
+                let (loaded, _) =
+                    store
+                        .load(&sandbox, &hash)
+                        .map_err(|source| PrepareError::Harness {
+                            hash: hash.short().to_string(),
+                            source,
+                        })?;
+                Some(loaded.with_limits(limits)?)
             }
         };
         let mut prices = PriceTable::embedded_default();
         if let Some(p) = &job.services.prices {
-            prices = prices.merged(PriceTable::load(p).map_err(|e| e.to_string())?);
+            prices = prices.merged(PriceTable::load(p)?);
         }
         if let Some(v) = &job.prices {
-            prices = prices
-                .merged(PriceTable::from_json_str(&v.to_string()).map_err(|e| e.to_string())?);
+            prices = prices.merged(PriceTable::from_json_str(&v.to_string())?);
         }
         let ledger = Arc::new(UsageLedger::new(prices));
         let cache = Arc::new(ecdysis_model::ResponseCache::new(
@@ -280,10 +320,7 @@ impl Worker {
             job.services.cache,
         ));
         let hub = ModelHub::new(ledger.clone(), cache);
-        let participants = job
-            .spec
-            .participants(&hub, &*domain)
-            .map_err(|e| e.to_string())?;
+        let participants = job.spec.participants(&hub, &*domain)?;
         let prepared = Arc::new(Prepared {
             config: job.spec.config(job.harness.clone(), Vec::new()),
             domain,
@@ -302,7 +339,7 @@ impl Worker {
 
     /// The process's sandbox for these engine-level limits (the wasm stack
     /// and the pool's slot size cannot change per harness).
-    fn sandbox(&mut self, limits: &Limits) -> Result<Sandbox, String> {
+    fn sandbox(&mut self, limits: &Limits) -> Result<Sandbox, SandboxError> {
         let key = (limits.max_wasm_stack, limits.memory_bytes);
         if let Some(s) = self.sandboxes.get(&key) {
             return Ok(s.clone());
@@ -311,7 +348,7 @@ impl Worker {
         // maps a pool of a thousand 2 MiB fiber stacks up front, writable
         // memory that counts against the worker's RLIMIT_DATA; on-demand
         // allocation maps an episode's memory when it starts.
-        let s = Sandbox::new(limits.clone()).map_err(|e| e.to_string())?;
+        let s = Sandbox::new(limits.clone())?;
         self.sandboxes.insert(key, s.clone());
         Ok(s)
     }

@@ -117,7 +117,41 @@ pub enum DeathCause {
     /// Its reply was not a protocol message.
     BadReply(String),
     /// No worker could be started (or it never became ready).
-    Spawn(String),
+    Spawn(SpawnError),
+}
+
+/// Why no worker process could serve a request (see [`DeathCause::Spawn`]).
+/// The I/O error is kept as its text, so that a [`DeathCause`] stays
+/// comparable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpawnError {
+    /// The program could not be started.
+    #[error("{}: {error}", program.display())]
+    Exec {
+        /// The worker program.
+        program: PathBuf,
+        /// The I/O error.
+        error: String,
+    },
+    /// A standard stream of the child was not piped (`stdin`, `stdout`
+    /// or `stderr`).
+    #[error("no {0} pipe")]
+    NoPipe(&'static str),
+    /// The worker did not answer `ready` within the start-up timeout.
+    #[error("it did not become ready in time")]
+    NotReadyInTime,
+    /// Its first line was not `ready` (the start of that line).
+    #[error("it said `{0}` instead of ready")]
+    NotReady(String),
+    /// It exited before its `ready` line.
+    #[error("it exited before becoming ready")]
+    ExitedBeforeReady,
+    /// Two fresh workers in a row died before taking the request.
+    #[error("workers die before taking a request")]
+    DieBeforeRequest,
+    /// The pool has stopped.
+    #[error("the worker pool is stopped")]
+    Stopped,
 }
 
 /// A worker that died while serving a request.
@@ -429,7 +463,7 @@ impl WorkerPool {
         });
         let stopped = || {
             Outcome::Died(Box::new(Death {
-                cause: DeathCause::Spawn("the worker pool is stopped".into()),
+                cause: DeathCause::Spawn(SpawnError::Stopped),
                 exit: None,
                 stderr_tail: String::new(),
                 elapsed: Duration::ZERO,
@@ -543,7 +577,7 @@ fn slot_main(index: usize, queue: &Queue, shared: &Shared, config: &PoolConfig) 
     }
 }
 
-fn spawn(config: &PoolConfig) -> Result<Live, String> {
+fn spawn(config: &PoolConfig) -> Result<Live, SpawnError> {
     let mut cmd = Command::new(&config.program);
     if config.clear_env {
         cmd.env_clear();
@@ -560,13 +594,14 @@ fn spawn(config: &PoolConfig) -> Result<Live, String> {
     unsafe {
         cmd.pre_exec(move || rlimit::apply_in_child(memory, STARTUP_TIMEOUT));
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("{}: {e}", config.program.display()))?;
+    let mut child = cmd.spawn().map_err(|e| SpawnError::Exec {
+        program: config.program.clone(),
+        error: e.to_string(),
+    })?;
     let pid = child.id() as i32;
-    let stdin = child.stdin.take().ok_or("no stdin pipe")?;
-    let stdout = BufReader::new(child.stdout.take().ok_or("no stdout pipe")?);
-    let stderr_pipe = child.stderr.take().ok_or("no stderr pipe")?;
+    let stdin = child.stdin.take().ok_or(SpawnError::NoPipe("stdin"))?;
+    let stdout = BufReader::new(child.stdout.take().ok_or(SpawnError::NoPipe("stdout"))?);
+    let stderr_pipe = child.stderr.take().ok_or(SpawnError::NoPipe("stderr"))?;
     let stderr = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
     let sink = stderr.clone();
     let _ = std::thread::Builder::new()
@@ -685,7 +720,7 @@ fn serve(
         rlimit::reap(dead.pid, Duration::from_millis(200));
         if attempt == 1 {
             return died(
-                DeathCause::Spawn("workers die before taking a request".into()),
+                DeathCause::Spawn(SpawnError::DieBeforeRequest),
                 None,
                 dead.stderr_tail(),
             );
@@ -759,12 +794,13 @@ fn start_ready(index: usize, shared: &Shared, config: &PoolConfig) -> Result<Liv
             let exit = rlimit::reap(worker.pid, Duration::from_secs(2));
             std::thread::sleep(Duration::from_millis(20));
             let why = match (killed, other) {
-                (Some(_), _) => "it did not become ready in time".to_string(),
-                (None, Ok(Some(bytes))) => format!(
-                    "it said `{}` instead of ready",
-                    String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).trim()
+                (Some(_), _) => SpawnError::NotReadyInTime,
+                (None, Ok(Some(bytes))) => SpawnError::NotReady(
+                    String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+                        .trim()
+                        .to_string(),
                 ),
-                _ => "it exited before becoming ready".to_string(),
+                _ => SpawnError::ExitedBeforeReady,
             };
             Err(death(
                 DeathCause::Spawn(why),

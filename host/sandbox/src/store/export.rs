@@ -32,6 +32,7 @@ use sha2::Digest;
 use super::{ComponentHash, ComponentStore, Manifest, StoreError};
 use crate::sandbox::{FailurePolicy, LayerSet, Limits, Sandbox};
 use ecdysis_sys::fsutil::{PathError, atomic_write};
+use ecdysis_sys::ids::ModelId;
 use ecdysis_sys::layout::{RunLayout, TrainLayout};
 
 /// Version of the `harness.json` format.
@@ -144,7 +145,7 @@ pub struct TrainingFacts {
     pub domain: String,
     /// The agent model it was trained with (`sim:<profile>` for a testbed
     /// agent).
-    pub agent_model: String,
+    pub agent_model: ModelId,
     /// `incumbent`, `initial` or `candidate`: the harness's place in the run.
     pub role: String,
     /// Training score of this harness, when the run recorded one.
@@ -270,7 +271,7 @@ pub fn read_training_run(dir: &Path, hash: &ComponentHash) -> Result<TrainedUnde
         .map_err(|e| bad(format!("config.json train.policy: {e}")))?
         .unwrap_or_default();
     let text = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(String::from);
-    let agent_model = text(train, "agent_model").unwrap_or_default();
+    let agent_model = ModelId::new(text(train, "agent_model").unwrap_or_default());
     // The summary exists once the run finished; before that only the
     // rounds so far say anything about scores.
     let summary = match read(RunLayout::SUMMARY) {
@@ -335,7 +336,7 @@ pub fn read_training_run(dir: &Path, hash: &ComponentHash) -> Result<TrainedUnde
         method: text(&config, "method").unwrap_or_default(),
         domain: text(train, "domain").unwrap_or_default(),
         note: agent_model
-            .starts_with("sim:")
+            .is_simulated()
             .then(|| "simulated agent — not a benchmark result".to_string()),
         agent_model,
         role: role.to_string(),
