@@ -82,6 +82,14 @@ save() {
             n="$(basename "$(dirname "$t")")"
             cp "$t" "$DOCS/$m-round$n-transcript.json"
         done
+        # Measured accommodation: each accepted change and its parent with
+        # the transfer model on the training tasks.
+        for a in "$OUT/$m"/accommodation/*/; do
+            [[ -f "$a/summary.json" ]] || continue
+            n="$(basename "$a")"
+            cp "$a/summary.json" "$DOCS/$m-accommodation-$n-summary.json"
+            gzip -c "$a/trajectories.jsonl" > "$DOCS/$m-accommodation-$n-trajectories.jsonl.gz"
+        done
         for c in "$OUT/$m"/candidates/*/; do
             [[ -f "$c/diff.patch" ]] || continue
             short="$(basename "$c" | cut -c1-12)"
