@@ -424,7 +424,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 cli::run::default_out(
                     &c.domain,
                     c.split.as_deref().unwrap_or("all"),
-                    c.harness.as_deref(),
+                    c.harness.as_ref(),
                     &c.agent_model,
                 )
             });

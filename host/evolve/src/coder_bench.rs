@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::coder::{Coder, CoderContext, CoderTask, EditorCoder, EditorConfig, TableCoder};
 use crate::spec::ChangeSpec;
+use crate::train::CoderId;
 use ecdysis_model::{ChatModel, ChatRequest, ChatResponse, ErrorClass, ModelError, ModelFuture};
 use ecdysis_sandbox::store::Containment;
 use ecdysis_sys::fsutil::{PathError, copy_crate};
@@ -413,13 +414,11 @@ pub fn cases_from_transcript(path: &Path) -> Result<Vec<CoderCase>, CoderBenchEr
         .and_then(|s| serde_json::from_value(s.clone()).ok());
     let mut out = Vec::new();
     for (i, run) in t["coder_runs"].as_array().into_iter().flatten().enumerate() {
-        let coder = run["coder"].as_str().unwrap_or_default();
-        let format = if coder.starts_with("tables:") {
-            CaseFormat::Tables
-        } else if coder.starts_with("editor:") {
-            CaseFormat::Editor
-        } else {
-            continue;
+        let coder = CoderId::from(run["coder"].as_str().unwrap_or_default());
+        let format = match coder {
+            CoderId::Tables(_) => CaseFormat::Tables,
+            CoderId::Editor(_) => CaseFormat::Editor,
+            _ => continue,
         };
         let task: Option<CoderTask> = run
             .get("task")

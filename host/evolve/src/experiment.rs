@@ -10,7 +10,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::accept;
-use super::train::{self, Method, TestScore, TrainPlan, TrainSpec, TrainSpecError, TrainSummary};
+use super::train::{
+    self, CoderId, DiagnoserId, Method, TestScore, TrainPlan, TrainSpec, TrainSpecError,
+    TrainSummary,
+};
 use ecdysis_env::Domain;
 use ecdysis_model::sim::QuirkKind;
 use ecdysis_model::{ModelFlags, ModelId};
@@ -94,7 +97,7 @@ pub struct MethodRow {
     pub same_as: Vec<Method>,
     /// Who diagnosed in this method's run (`config.json`'s `diagnoser`).
     #[serde(default)]
-    pub diagnoser: String,
+    pub diagnoser: DiagnoserId,
     /// Seconds spent in coder calls (real, or the simulated latency).
     #[serde(default)]
     pub coder_seconds: f64,
@@ -116,7 +119,7 @@ pub struct MeasuredChange {
     /// The round that accepted it.
     pub round: u32,
     /// The candidate.
-    pub candidate: String,
+    pub candidate: ComponentHash,
     /// Its gain over its parent for the training agent (the gate's scores).
     pub train_gain: f64,
     /// Its gain over its parent for each other agent model, on the
@@ -219,7 +222,7 @@ impl MethodRow {
             usd: s.usage.total.usd,
             dir: dir.to_path_buf(),
             same_as: vec![],
-            diagnoser: String::new(),
+            diagnoser: DiagnoserId::default(),
             coder_seconds: s.seconds.coder,
             measured_accommodation: None,
         }
@@ -299,9 +302,9 @@ pub struct ExperimentReport {
     /// `sim:` model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
-    /// Who edits (`rules`, `editor:<model>`, `external:<program>`).
+    /// Who edits.
     #[serde(default)]
-    pub coder: String,
+    pub coder: CoderId,
     /// The domain.
     pub domain: String,
     /// The agent trained on.
@@ -311,8 +314,8 @@ pub struct ExperimentReport {
     pub simulated: bool,
     /// Simulated latency per coder call, in milliseconds.
     pub coder_latency_ms: u64,
-    /// Who diagnosed (`heuristic` offline).
-    pub diagnoser: String,
+    /// Who diagnosed (`heuristic` offline, else `fdcr`).
+    pub diagnoser: DiagnoserId,
     /// Direct and Human-Augmented, the untrained baselines (absent in
     /// files written before they were measured).
     #[serde(default)]
@@ -347,7 +350,7 @@ fn round_accommodation(run: &Path, r: &train::RoundRecord) -> (u32, u32) {
     let Some(spec) = &r.spec else {
         return (0, 0);
     };
-    let evals = TrainLayout::new(run).eval(&r.incumbent, "train");
+    let evals = TrainLayout::new(run).eval(r.incumbent.as_str(), "train");
     let records = read_trajectories(&evals.trajectories(), false).unwrap_or_default();
     let accommodating = spec
         .proposed_changes
@@ -489,9 +492,9 @@ pub async fn run(
         simulated,
         coder_latency_ms: spec.train.plan.coder_latency_ms,
         diagnoser: if spec.train.roles.any_fdcr() {
-            "fdcr".into()
+            DiagnoserId::Fdcr("fdcr".into())
         } else {
-            "heuristic".into()
+            DiagnoserId::Heuristic
         },
         baselines,
         methods,
@@ -566,7 +569,7 @@ async fn baselines(
         },
         BaselineRow {
             name: "human-augmented".into(),
-            harness: s.initial.clone(),
+            harness: s.initial.to_string(),
             train: s.initial_train_score,
             test: test.map(|t| t.initial.clone()),
             test_p_vs_human: None,
@@ -625,7 +628,7 @@ async fn transfer_score(
     spec: &ExperimentSpec,
     shared: &Shared<'_>,
     model: &ModelFlags,
-    hash: &str,
+    hash: &ComponentHash,
     out: PathBuf,
 ) -> Result<f64, TrainSpecError> {
     let run_spec = RunSpec {
@@ -634,11 +637,7 @@ async fn transfer_score(
         trials: spec.train.plan.test_trials,
         ..with_agent(spec, model)
     };
-    let hash = ComponentHash::parse(hash).ok_or_else(|| train::TrainError::Corrupt {
-        path: spec.out.clone(),
-        message: format!("`{hash}` is not a component hash"),
-    })?;
-    harness_score(spec, shared, &run_spec, Some(&hash), out, true).await
+    harness_score(spec, shared, &run_spec, Some(hash), out, true).await
 }
 
 /// The training evaluation's spec with another agent model (served at the
@@ -693,11 +692,7 @@ async fn measure_accommodation(
                 ..with_agent(spec, model)
             };
             let mut score = [0.0; 2];
-            for (i, hash) in [&r.incumbent, candidate].into_iter().enumerate() {
-                let h = ComponentHash::parse(hash).ok_or_else(|| train::TrainError::Corrupt {
-                    path: dir.to_path_buf(),
-                    message: format!("round {}: `{hash}` is not a component hash", r.round),
-                })?;
+            for (i, h) in [&r.incumbent, candidate].into_iter().enumerate() {
                 let out =
                     dir.join("accommodation")
                         .join(format!("{}-{}", h.short(), name.file_stem()));
@@ -710,7 +705,7 @@ async fn measure_accommodation(
                     tasks.len()
                 );
                 score[i] =
-                    harness_score(spec, shared, &run_spec, Some(&h), out.clone(), false).await?;
+                    harness_score(spec, shared, &run_spec, Some(h), out.clone(), false).await?;
                 if i == 0 && solved_all(&out, &evidence)? {
                     no_headroom.push(name.clone());
                 }
@@ -782,7 +777,7 @@ async fn harness_score(
                 .store
                 .load(shared.sandbox, hash)
                 .map_err(train::TrainError::from)?;
-            Some((hash.to_string(), loaded))
+            Some((hash.clone(), loaded))
         }
         None => None,
     };
@@ -872,7 +867,7 @@ impl ExperimentReport {
         };
         if let (Some(se), Some(eco)) = (row(Method::SelfEvolution), row(Method::Ecdysis)) {
             let calls = se.coder_calls + eco.coder_calls;
-            let latency = if self.coder == "rules" {
+            let latency = if !self.coder.is_real() {
                 format!(
                     "with a simulated coder latency of {} ms per coder call, which this ratio depends on",
                     self.coder_latency_ms
@@ -954,7 +949,7 @@ mod tests {
         let no_headroom: Vec<ModelId> = no_headroom.iter().map(|m| ModelId::new(*m)).collect();
         MeasuredChange {
             round: 1,
-            candidate: "c".into(),
+            candidate: ComponentHash::of(b"c"),
             train_gain: 0.25,
             accommodation: MeasuredChange::label(0.25, &other_gains, &no_headroom),
             other_gains,
@@ -987,8 +982,11 @@ mod tests {
 
     #[test]
     fn a_label_from_an_older_file_still_reads() {
-        let old = r#"{"round":1,"candidate":"c","train_gain":0.1,"other_gains":[["a",0.0]],"accommodation":true}"#;
-        let c: MeasuredChange = serde_json::from_str(old).unwrap();
+        let hash = ComponentHash::of(b"c");
+        let old = format!(
+            r#"{{"round":1,"candidate":"{hash}","train_gain":0.1,"other_gains":[["a",0.0]],"accommodation":true}}"#
+        );
+        let c: MeasuredChange = serde_json::from_str(&old).unwrap();
         assert_eq!((c.accommodation, c.no_headroom.len()), (Some(true), 0));
     }
 }

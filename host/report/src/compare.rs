@@ -8,6 +8,7 @@ use super::experiment::task_rewards;
 use super::html::{duration, esc, num};
 use super::stats;
 use super::{Loaded, Page, ReportError};
+use ecdysis_sandbox::store::ComponentHash;
 
 fn name(l: &Loaded) -> String {
     l.dir()
@@ -64,7 +65,8 @@ pub(crate) fn section(page: &mut Page, loaded: &[Loaded]) -> Result<(), ReportEr
                     esc(r.config.agent_model.as_str()),
                     r.config
                         .harness
-                        .as_deref()
+                        .as_ref()
+                        .map(ComponentHash::as_str)
                         .map(super::html::hash)
                         .unwrap_or_else(|| "Direct".into()),
                     m.accuracy,

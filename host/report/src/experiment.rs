@@ -98,7 +98,7 @@ pub(crate) fn section(
                     s.initial_train_score,
                     s.final_train_score,
                     s.accepted,
-                    hash(&s.incumbent)
+                    hash(s.incumbent.as_str())
                 )
             })
             .unwrap_or_else(|| "in progress".into());
@@ -129,7 +129,7 @@ fn header(page: &mut Page, e: &ExperimentData) {
             "agent trained on",
             format!("<code>{}</code>", esc(f.agent_model.as_str())),
         ),
-        ("diagnoser", esc(&f.diagnoser).to_string()),
+        ("diagnoser", esc(&f.diagnoser.to_string()).to_string()),
         (
             "rounds × trials",
             first
@@ -143,13 +143,13 @@ fn header(page: &mut Page, e: &ExperimentData) {
         ),
         (
             "coder latency",
-            if f.coder.is_empty() || f.coder == "rules" {
+            if !f.coder.is_real() {
                 format!(
                     "{} ms per coder call (simulated; the wall-time ratio depends on it)",
                     f.coder_latency_ms
                 )
             } else {
-                format!("real calls of <code>{}</code>", esc(&f.coder))
+                format!("real calls of <code>{}</code>", esc(&f.coder.to_string()))
             },
         ),
     ]);

@@ -389,8 +389,11 @@ pub fn parent_of(hash: &str, c: Option<&Candidate>, rounds: &[RoundRecord]) -> O
         .or_else(|| {
             rounds
                 .iter()
-                .find(|r| r.candidate.as_deref() == Some(hash) && r.incumbent != hash)
-                .map(|r| r.incumbent.clone())
+                .find(|r| {
+                    r.candidate.as_ref().is_some_and(|c| c.as_str() == hash)
+                        && r.incumbent.as_str() != hash
+                })
+                .map(|r| r.incumbent.to_string())
         })
 }
 

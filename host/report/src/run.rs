@@ -11,6 +11,7 @@ use super::stats::{self, log_bins};
 use super::{Page, ReportError, trajectory};
 use ecdysis_model::ModelRole;
 use ecdysis_runner::agent::EpisodeRecord;
+use ecdysis_sandbox::store::ComponentHash;
 
 /// The variant name of a hook decision (`execute`, `annotate`...).
 pub(crate) fn decision_kind(d: &serde_json::Value) -> String {
@@ -44,7 +45,8 @@ fn meta(run: &RunData) -> String {
         (
             "harness",
             c.harness
-                .as_deref()
+                .as_ref()
+                .map(ComponentHash::as_str)
                 .map(hash)
                 .unwrap_or_else(|| "none (Direct baseline)".into()),
         ),

@@ -11,14 +11,19 @@ use ecdysis_model::{SamplingArgs, ToolCall};
 use ecdysis_runner::agent::{CallSource, EndReason, Entry, EpisodeRecord, HookRecord};
 use ecdysis_runner::eval::{RunConfig, RunSummary};
 use ecdysis_sandbox::sandbox::{FailurePolicy, Limits};
+use ecdysis_sandbox::store::ComponentHash;
 
 /// Markup a hostile model or harness might write into a trajectory.
 const XSS: &str = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>\"'><b>";
 
+fn hash(digits: &str) -> ComponentHash {
+    ComponentHash::parse(digits).expect("64 hex digits")
+}
+
 fn config(tasks: &[&str], agent: &str) -> RunConfig {
     RunConfig {
         world: "ecdysis:harness@0.1.0".into(),
-        harness: Some("ab".repeat(32)),
+        harness: ComponentHash::parse(&"ab".repeat(32)),
         domain: "tau2/retail".into(),
         split: Some("test".into()),
         tasks: tasks.iter().map(|t| t.to_string()).collect(),
@@ -252,9 +257,9 @@ fn hostile_training_content_renders_as_text() {
     };
     let round = RoundRecord {
         round: 1,
-        incumbent: inc.clone(),
+        incumbent: hash(&inc),
         incumbent_score: 0.5,
-        candidate: Some(cand.clone()),
+        candidate: Some(hash(&cand)),
         candidate_score: Some(0.75),
         accepted: true,
         decision: format!("accepted {XSS}"),
@@ -444,9 +449,9 @@ fn an_empty_diff_patch_is_recomputed_from_the_stored_sources() {
     // Round 2 rebuilt the accepted candidate itself: its diff.patch is empty.
     let round = |n, incumbent: &str, accepted| RoundRecord {
         round: n,
-        incumbent: incumbent.to_string(),
+        incumbent: hash(incumbent),
         incumbent_score: 0.5,
-        candidate: Some(cand.clone()),
+        candidate: Some(hash(&cand)),
         candidate_score: Some(0.75),
         accepted,
         decision: String::new(),

@@ -13,6 +13,7 @@ use ecdysis_evolve::aggregate;
 use ecdysis_evolve::records;
 use ecdysis_evolve::spec::ChangeSpec;
 use ecdysis_evolve::train::{PhaseTimes, RoundRecord, RoundTranscript};
+use ecdysis_sandbox::store::ComponentHash;
 
 fn title(t: &TrainData) -> String {
     t.dir
@@ -94,7 +95,11 @@ fn meta(page: &mut Page, t: &TrainData) {
         ("method", esc(c.plan.method.as_str()).to_string()),
         (
             "diagnoser / coder",
-            format!("{} / {}", esc(&c.diagnoser), esc(&c.coder)),
+            format!(
+                "{} / {}",
+                esc(&c.diagnoser.to_string()),
+                esc(&c.coder.to_string())
+            ),
         ),
         ("acceptance", esc(&accept).to_string()),
         (
@@ -417,7 +422,7 @@ fn short(h: &str) -> String {
 }
 
 fn decision_badge(r: &RoundRecord) -> String {
-    if r.candidate.as_deref() == Some(r.incumbent.as_str()) {
+    if r.candidate.as_ref() == Some(&r.incumbent) {
         "<span class=\"badge\">same build as the incumbent</span>".into()
     } else if r.accepted {
         "<span class=\"badge ok\">accepted</span>".into()
@@ -444,11 +449,11 @@ fn rounds_table(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
             "<tr><td><a href=\"#{prefix}-round-{}\">{}</a></td><td>{}</td><td class=\"n\">{:.3}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{} {}</td><td class=\"n\">{}</td><td class=\"n\">{} / {} / {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">${:.4}</td></tr>",
             r.round,
             r.round,
-            hash(&r.incumbent),
+            hash(r.incumbent.as_str()),
             r.incumbent_score,
             r.candidate
-                .as_deref()
-                .map(hash)
+                .as_ref()
+                .map(|c| hash(c.as_str()))
                 .unwrap_or_else(|| "—".into()),
             num(r.candidate_score, 3),
             match (r.incumbent_measure, r.candidate_measure) {
@@ -488,16 +493,16 @@ fn lineage(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
     // edit again): a node lists every round it was a candidate in.
     let mut round_of: BTreeMap<&str, Vec<&RoundRecord>> = BTreeMap::new();
     for r in &t.rounds {
-        if let Some(c) = r.candidate.as_deref() {
+        if let Some(c) = r.candidate.as_ref().map(ComponentHash::as_str) {
             round_of.entry(c).or_default().push(r);
         }
     }
     let mut children: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut nodes: BTreeSet<String> = t.candidates.keys().cloned().collect();
     for r in &t.rounds {
-        nodes.insert(r.incumbent.clone());
+        nodes.insert(r.incumbent.to_string());
         if let Some(c) = &r.candidate {
-            nodes.insert(c.clone());
+            nodes.insert(c.to_string());
         }
     }
     let mut parent_of: BTreeMap<String, String> = BTreeMap::new();
@@ -695,13 +700,13 @@ fn round_details(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
         // The groups, recomputed from the incumbent's stored evaluation
         // exactly as the round computed them (evaluations are cached per
         // component hash, and aggregation is deterministic).
-        match t.eval(&r.incumbent, &label) {
+        match t.eval(r.incumbent.as_str(), &label) {
             Some(run) => {
                 let failures = records::failures(&run.records, t.config.plan.lambda);
                 let groups = aggregate::aggregate(&failures);
                 out += &format!(
                     "<h4>Failure groups of incumbent {}</h4><table><thead><tr><th>signature</th><th>kind</th><th>evidence tasks</th><th class=\"n\">episodes</th></tr></thead><tbody>",
-                    hash(&r.incumbent)
+                    hash(r.incumbent.as_str())
                 );
                 let row = |g: &aggregate::FailureGroup| {
                     format!(
@@ -759,7 +764,7 @@ fn round_details(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
 }
 
 fn transcript_html(tr: &RoundTranscript) -> String {
-    let mut out = format!("<h4>Diagnosis ({})</h4>", esc(&tr.diagnoser));
+    let mut out = format!("<h4>Diagnosis ({})</h4>", esc(&tr.diagnoser.to_string()));
     if !tr.evidence.is_empty() {
         out += &format!(
             "<details><summary>The scrubbed evidence the diagnosis was shown ({} unit{})</summary>",
@@ -822,7 +827,7 @@ fn transcript_html(tr: &RoundTranscript) -> String {
         for c in &tr.coder_runs {
             out += &format!(
                 "<tr><td><code>{}</code></td><td>{}{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&c.coder),
+                esc(&c.coder.to_string()),
                 if c.ok {
                     "<span class=\"badge ok\">ok</span>"
                 } else {

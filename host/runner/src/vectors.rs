@@ -47,6 +47,7 @@ use crate::eval::{RunConfig, episode_seed, rundir};
 use ecdysis_env::Domain;
 use ecdysis_model::{SamplingArgs, SimProfile};
 use ecdysis_sandbox::sandbox::{HookRecorder, LoadedHarness, RecordedHook, WORLD_VERSION};
+use ecdysis_sandbox::store::ComponentHash;
 use ecdysis_sys::fsutil::{PathError, atomic_write};
 
 /// The `format` of the header line; bumped when the file format changes.
@@ -257,7 +258,7 @@ pub async fn record(
     run: &RecordedRun,
     domain: Arc<dyn Domain>,
     harness: &LoadedHarness,
-    harness_hash: &str,
+    harness_hash: &ComponentHash,
     tasks: &[String],
     out: &Path,
     mut progress: impl FnMut(&str),
@@ -292,7 +293,7 @@ pub async fn record(
         sim_latency: std::time::Duration::ZERO,
         base_prompt: domain.system_prompt(),
     };
-    let compared = config.harness.as_deref() == Some(harness_hash);
+    let compared = config.harness.as_ref() == Some(harness_hash);
     let recorded: BTreeMap<(String, u32), &EpisodeRecord> = run
         .episodes
         .iter()
@@ -374,7 +375,7 @@ pub async fn record(
     let header = obj(vec![
         ("format", Value::from(VECTORS_FORMAT)),
         ("world", Value::from(WORLD_VERSION)),
-        ("harness", Value::from(harness_hash)),
+        ("harness", Value::from(harness_hash.as_str())),
         ("domain", Value::from(config.domain.as_str())),
         ("run", Value::from(run.dir.display().to_string())),
         ("agent_model", Value::from(config.agent_model.as_str())),

@@ -31,6 +31,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use ecdysis_sys::ids::ModelId;
+
 use super::quota::{QuotaError, Quotas};
 
 /// A configuration that cannot work, naming the offending field.
@@ -99,7 +101,7 @@ impl Default for ServeConfig {
             models.insert(
                 format!("sim-{profile}"),
                 ModelAlias {
-                    model: format!("sim:{profile}"),
+                    model: ModelId::new(format!("sim:{profile}")),
                     ..ModelAlias::default()
                 },
             );
@@ -127,7 +129,7 @@ impl Default for ServeConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ModelAlias {
     /// `sim:<profile>` or the endpoint's model name.
-    pub model: String,
+    pub model: ModelId,
     /// The OpenAI-compatible endpoint (required unless `sim:`).
     pub base_url: Option<String>,
     /// The environment variable holding the key (read by the workers; the
@@ -156,7 +158,7 @@ pub struct ModelAlias {
 impl ModelAlias {
     /// Whether this is a simulated testbed agent.
     pub fn is_simulated(&self) -> bool {
-        self.model.starts_with("sim:")
+        self.model.is_simulated()
     }
 }
 
@@ -327,7 +329,7 @@ impl ServeConfig {
                 )));
             }
             if alias.is_simulated() {
-                ecdysis_model::SimProfile::parse(&alias.model)
+                ecdysis_model::SimProfile::parse(alias.model.as_str())
                     .map_err(|e| ConfigError::Invalid(format!("model alias `{name}`: {e}")))?;
             } else if alias.base_url.is_none() {
                 return Err(ConfigError::Invalid(format!(
@@ -393,7 +395,7 @@ impl ServeConfig {
                 if let Some(cached) = alias.cached_prompt_per_mtok {
                     price["cached_prompt_per_mtok"] = cached.into();
                 }
-                models.insert(alias.model.clone(), price);
+                models.insert(alias.model.to_string(), price);
             }
         }
         serde_json::json!({ "models": models })
@@ -423,7 +425,7 @@ mod tests {
         c.validate().unwrap();
         assert_eq!(c.listen, "0.0.0.0:9000");
         assert_eq!(c.quotas.concurrent_episodes, 2);
-        assert_eq!(c.models["a"].model, "sim:oracle");
+        assert_eq!(c.models["a"].model.as_str(), "sim:oracle");
     }
 
     #[test]

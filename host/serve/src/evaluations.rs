@@ -170,7 +170,7 @@ pub mod state {
 
 fn flags(alias: &ModelAlias) -> ModelFlags {
     ModelFlags {
-        model: Some(alias.model.clone()),
+        model: Some(alias.model.to_string()),
         base_url: alias.base_url.clone(),
         // No implicit OPENAI_API_KEY: an alias without a key sends none.
         api_key_env: Some(alias.api_key_env.clone().unwrap_or_default()),
@@ -396,7 +396,7 @@ pub async fn create(
                 return Err(CreateError::NotFound("harness"));
             }
             ensure_local(&svc.db, &svc.store, &hash).await?;
-            Some(hash.to_string())
+            Some(hash)
         }
     };
     let domain = svc
@@ -450,7 +450,7 @@ pub async fn create(
     )
     .bind(&id)
     .bind(tenant.id)
-    .bind(harness.clone())
+    .bind(harness.as_ref().map(ComponentHash::to_string))
     .bind(serde_json::to_string(&req).expect("request serializes"))
     .bind(serde_json::to_string(&job).expect("job serializes"))
     .bind(serde_json::to_string(&config).expect("config serializes"))

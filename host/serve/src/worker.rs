@@ -19,7 +19,7 @@ use ecdysis_runner::eval::RunError;
 use ecdysis_runner::isolate::{
     DomainSource, EpisodeJob, Outcome, Reply, Request, WorkerPool, death_end, lost_episode,
 };
-use ecdysis_sandbox::store::{ComponentHash, ComponentStore};
+use ecdysis_sandbox::store::ComponentStore;
 
 /// Why a claimed episode was not run to a result (logged; its lease puts
 /// it back in the queue).
@@ -31,9 +31,6 @@ enum EpisodeError {
     /// The component store's path could not be made absolute.
     #[error(transparent)]
     StorePath(std::io::Error),
-    /// The job's harness is not a component hash.
-    #[error("bad harness hash")]
-    HarnessHash,
     /// The harness could not be fetched into this machine's store.
     #[error(transparent)]
     Fetch(#[from] CreateError),
@@ -250,9 +247,8 @@ impl WorkerLoop {
         let mut job: EpisodeJob = serde_json::from_str(&claim.job)?;
         job.store = std::path::absolute(self.store.root()).map_err(EpisodeError::StorePath)?;
         job.source = self.source.clone();
-        if let Some(h) = &job.harness {
-            let hash = ComponentHash::parse(h).ok_or(EpisodeError::HarnessHash)?;
-            ensure_local(&self.db, &self.store, &hash).await?;
+        if let Some(hash) = &job.harness {
+            ensure_local(&self.db, &self.store, hash).await?;
         }
         let cancel = Arc::new(AtomicBool::new(false));
         let beat_stop = Arc::new(tokio::sync::Notify::new());

@@ -10,10 +10,11 @@ use ecdysis_host::eval::{self, ProgressDisplay, RunOptions, rundir};
 use ecdysis_host::evolve::ablate::{self, Ablation, Evaluated};
 use ecdysis_host::model::ModelId;
 use ecdysis_host::sandbox::{LayerSet, Sandbox};
-use ecdysis_host::store::ComponentStore;
+use ecdysis_host::store::{ComponentHash, ComponentStore};
 
 use super::env::DataArgs;
 use super::eval_args::EvalArgs;
+use super::harness_arg::HarnessArg;
 
 /// Flags of `ablate`.
 #[derive(Args)]
@@ -21,7 +22,7 @@ pub struct AblateArgs {
     /// The harness: a guest crate directory (built now), a .wasm file, a
     /// stored hash or an exported harness directory.
     #[arg(long, default_value = "harness-template")]
-    pub harness: String,
+    pub harness: HarnessArg,
     /// Task split: layers are chosen on training tasks and judged on
     /// held-out ones (`all` for every task).
     #[arg(long, default_value = "train")]
@@ -39,7 +40,7 @@ pub struct AblateArgs {
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct AblationFile {
     /// The harness's component hash.
-    pub harness: String,
+    pub harness: ComponentHash,
     /// Benchmark domain.
     pub domain: String,
     /// The split (`all` for every task).
@@ -67,23 +68,23 @@ pub async fn ablate(
     if args.eval.layers.is_some() {
         bail!("--layers does not apply to `ablate`: it switches the layers off itself");
     }
-    if args.harness == "none" {
+    let Some(named) = args.harness.component() else {
         bail!("`ablate` needs a harness: Direct has no layers to switch off");
-    }
+    };
     let split = (args.split != "all").then(|| args.split.clone());
     let spec = args.eval.spec(split, super::train::DEFAULT_AGENT)?;
     let spec = args.eval.with_endpoint_cap(spec).await;
     let domain = data.open(&spec.domain)?;
-    let source = match super::export::exported(&args.harness)? {
+    let source = match super::export::exported(named)? {
         Some((wasm, _)) => wasm.to_string_lossy().into_owned(),
-        None => args.harness.clone(),
+        None => named.to_string(),
     };
     let manifest = store
         .obtain(&source, quiet)
         .with_context(|| format!("loading harness `{}`", args.harness))?;
     let sandbox = Sandbox::pooled(spec.limits.clone(), args.eval.concurrency)?;
     let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
-    let hash = manifest.hash.to_string();
+    let hash = manifest.hash.clone();
     let tasks = spec.task_ids(&*domain)?.len();
     let out = args.out.clone().unwrap_or_else(|| {
         let run = super::run::default_out(
@@ -172,7 +173,7 @@ impl AblationFile {
         }
         out += &format!(
             "layer ablation of {} on {} {} ({} tasks x {} trial(s)), agent {}\n",
-            &self.harness[..12.min(self.harness.len())],
+            self.harness.short(),
             self.domain,
             self.split,
             self.tasks,

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::Args;
 
 use ecdysis_host::bench;
@@ -15,13 +15,15 @@ use ecdysis_host::sandbox::{Limits, Sandbox};
 use ecdysis_host::store::ComponentStore;
 
 use super::env::DataArgs;
+use super::harness_arg::HarnessArg;
 
 /// Flags of `bench`.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// A pass-through harness to measure (default: the guests/direct crate).
+    /// A pass-through harness to measure (default: the guests/direct crate);
+    /// with `--runner`, `none` measures the Direct baseline.
     #[arg(long, default_value = "guests/direct")]
-    pub harness: String,
+    pub harness: HarnessArg,
     /// Instead of the sandbox, measure the runner: a full split through
     /// the agent loop with a simulated agent of fixed latency, printing
     /// the host's own share of wall time (harness + env + bookkeeping).
@@ -335,23 +337,27 @@ fn runner(
         ..Default::default()
     };
     let domain = data.open(&opts.domain)?;
-    let loaded = if args.harness == "none" {
-        None
-    } else {
-        let manifest = store.obtain(&args.harness, true)?;
-        let sandbox = Sandbox::pooled(Limits::default(), args.concurrency)?;
-        let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
-        Some((manifest.hash.to_string(), loaded))
+    let loaded = match args.harness.component() {
+        None => None,
+        Some(named) => {
+            let manifest = store.obtain(named, true)?;
+            let sandbox = Sandbox::pooled(Limits::default(), args.concurrency)?;
+            let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
+            Some((manifest.hash, loaded))
+        }
     };
     let report = runtime.block_on(bench::runner::run(&opts, loaded, domain))?;
-    print!("{}", report.render(&opts, &args.harness));
+    print!("{}", report.render(&opts, &args.harness.to_string()));
     Ok(())
 }
 
 /// The default: hook calls, instantiation and loading of a pass-through
 /// harness against native baselines.
 fn sandbox(args: &BenchArgs, store: &ComponentStore, quiet: bool) -> Result<()> {
-    let manifest = store.obtain(&args.harness, quiet)?;
+    let Some(named) = args.harness.component() else {
+        bail!("the sandbox bench measures a harness: `--harness none` applies to `--runner` only");
+    };
+    let manifest = store.obtain(named, quiet)?;
     let bytes = store.read_component(&manifest.hash)?;
     if !quiet {
         eprintln!(

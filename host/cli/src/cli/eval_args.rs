@@ -102,7 +102,7 @@ pub struct EvalArgs {
     pub limits: LimitArgs,
     /// Response cache policy: read-write, read-only or off.
     #[arg(long, default_value = "read-write")]
-    pub cache: String,
+    pub cache: CachePolicy,
     /// Response cache directory.
     #[arg(long, default_value = ".ecdysis/cache")]
     pub cache_dir: PathBuf,
@@ -204,9 +204,8 @@ impl EvalArgs {
 
     /// The cache and price table every model of the command shares.
     pub fn services(&self) -> Result<ModelServices> {
-        let cache: CachePolicy = self.cache.parse().map_err(|e| anyhow!("--cache: {e}"))?;
         Ok(ModelServices {
-            cache,
+            cache: self.cache,
             cache_dir: self.cache_dir.clone(),
             prices: self.prices.clone(),
         })

@@ -8,14 +8,15 @@ use clap::Args;
 
 use ecdysis_host::agent::{Entry, EpisodeRecord};
 use ecdysis_host::env::Domain;
-use ecdysis_host::eval::{self, RunOptions, RunSpec, RunSummary, report, rundir};
+use ecdysis_host::eval::{self, RunHarness, RunOptions, RunSpec, RunSummary, report, rundir};
 use ecdysis_host::isolate::{EpisodeJob, ProcessExecutor};
 use ecdysis_host::model::{ModelHub, ModelId};
-use ecdysis_host::sandbox::{LoadedHarness, Sandbox};
-use ecdysis_host::store::ComponentStore;
+use ecdysis_host::sandbox::Sandbox;
+use ecdysis_host::store::{ComponentHash, ComponentStore};
 
 use super::env::DataArgs;
 use super::eval_args::EvalArgs;
+use super::harness_arg::HarnessArg;
 
 /// Flags of `run`.
 #[derive(Args)]
@@ -23,7 +24,7 @@ pub struct RunArgs {
     /// The harness: a guest crate directory (built now), a .wasm file, a
     /// stored hash, or `none` for the Direct baseline (same loop, no hooks).
     #[arg(long, default_value = "harness-template")]
-    pub harness: String,
+    pub harness: HarnessArg,
     /// Task split: train, test or base (`all` for every task).
     #[arg(long, default_value = "test")]
     pub split: String,
@@ -54,8 +55,13 @@ fn slug(s: &str) -> String {
 }
 
 /// The default result directory: runs/<domain>-<split>-<harness>-<agent>.
-pub fn default_out(domain: &str, split: &str, harness: Option<&str>, agent: &ModelId) -> PathBuf {
-    let h = harness.map(|h| &h[..12.min(h.len())]).unwrap_or("direct");
+pub fn default_out(
+    domain: &str,
+    split: &str,
+    harness: Option<&ComponentHash>,
+    agent: &ModelId,
+) -> PathBuf {
+    let h = harness.map(ComponentHash::short).unwrap_or("direct");
     PathBuf::from("runs").join(slug(&format!("{domain}-{split}-{h}-{agent}")))
 }
 
@@ -70,33 +76,36 @@ pub async fn run(
     let split = (args.split != "all").then(|| args.split.clone());
     let mut spec = args.eval.spec(split, DEFAULT_AGENT)?;
     // An exported harness brings the layers it was exported with.
-    let exported = super::export::exported(&args.harness)?;
-    let source = match &exported {
-        Some((wasm, manifest)) => {
-            if args.eval.layers.is_none() {
-                spec.layers = manifest.layers;
+    let source = match args.harness.component() {
+        Some(named) => Some(match super::export::exported(named)? {
+            Some((wasm, manifest)) => {
+                if args.eval.layers.is_none() {
+                    spec.layers = manifest.layers;
+                }
+                wasm.to_string_lossy().into_owned()
             }
-            wasm.to_string_lossy().into_owned()
-        }
-        None => args.harness.clone(),
+            None => named.to_string(),
+        }),
+        None => None,
     };
     let spec = args.eval.with_endpoint_cap(spec).await;
     let domain = data.open(&spec.domain)?;
-    let harness = if args.harness == "none" {
-        None
-    } else {
-        let manifest = store
-            .obtain(&source, quiet)
-            .with_context(|| format!("loading harness `{}`", args.harness))?;
-        let sandbox = Sandbox::pooled(spec.limits.clone(), args.eval.concurrency)?;
-        let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
-        Some((manifest.hash.to_string(), loaded))
+    let harness = match source {
+        None => None,
+        Some(source) => {
+            let manifest = store
+                .obtain(&source, quiet)
+                .with_context(|| format!("loading harness `{}`", args.harness))?;
+            let sandbox = Sandbox::pooled(spec.limits.clone(), args.eval.concurrency)?;
+            let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
+            Some((manifest.hash, loaded))
+        }
     };
     let out = args.out.clone().unwrap_or_else(|| {
         default_out(
             &spec.domain,
             spec.split_label(),
-            harness.as_ref().map(|(h, _)| h.as_str()),
+            harness.as_ref().map(|(h, _)| h),
             &spec.agent_model(),
         )
     });
@@ -138,7 +147,7 @@ pub async fn run(
 pub async fn execute(
     eval_args: &EvalArgs,
     spec: &RunSpec,
-    harness: Option<(String, LoadedHarness)>,
+    harness: Option<RunHarness>,
     domain: Arc<dyn Domain>,
     (store, data): (&ComponentStore, &DataArgs),
     hub: &ModelHub,

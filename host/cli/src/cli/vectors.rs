@@ -6,10 +6,11 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use ecdysis_host::sandbox::Sandbox;
-use ecdysis_host::store::ComponentStore;
+use ecdysis_host::store::{ComponentHash, ComponentStore};
 use ecdysis_host::vectors::{self, RecordedRun};
 
 use super::env::DataArgs;
+use super::harness_arg::HarnessArg;
 
 /// Flags of `vectors`.
 #[derive(Args)]
@@ -46,7 +47,7 @@ pub async fn vectors(
         .with_context(|| format!("reading run directory {}", args.run.display()))?;
     let spec = match (&args.harness, &run.config.harness) {
         (Some(h), _) => h.clone(),
-        (None, Some(h)) => h.clone(),
+        (None, Some(h)) => h.to_string(),
         (None, None) => bail!(
             "{} is a Direct run (no harness): pass --harness to record one on its tasks",
             args.run.display()
@@ -62,7 +63,7 @@ pub async fn vectors(
         &run,
         domain,
         &harness,
-        manifest.hash.as_str(),
+        &manifest.hash,
         &args.tasks,
         &args.out,
         |line| {
@@ -84,7 +85,10 @@ pub async fn vectors(
         eprintln!(
             "note: harness {} is not the run's own ({}), so the re-run was not compared with the recorded trajectories",
             manifest.hash.short(),
-            run.config.harness.as_deref().unwrap_or("none")
+            run.config
+                .harness
+                .as_ref()
+                .map_or(HarnessArg::DIRECT, ComponentHash::as_str)
         );
     } else if report.diverged.is_empty() {
         if !quiet {

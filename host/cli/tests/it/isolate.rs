@@ -20,10 +20,10 @@ use ecdysis_host::isolate::{
     TEST_FAULT_ENV, WORKER_SUBCOMMAND, WorkerLimits, WorkerPool,
 };
 use ecdysis_host::model::CachePolicy;
-use ecdysis_host::store::ManifestFacts;
+use ecdysis_host::store::{ComponentHash, ManifestFacts};
 
 /// The pass-through harness, stored; its hash.
-fn direct_hash() -> String {
+fn direct_hash() -> ComponentHash {
     let bytes = support::guest("guests/direct", None);
     support::shared_store()
         .put(
@@ -35,7 +35,6 @@ fn direct_hash() -> String {
         )
         .expect("stored")
         .hash
-        .to_string()
 }
 
 fn spec(tasks: &[&str]) -> RunSpec {
@@ -47,7 +46,7 @@ fn spec(tasks: &[&str]) -> RunSpec {
     }
 }
 
-fn job(tmp: &Path, harness: Option<String>, tasks: &[&str]) -> EpisodeJob {
+fn job(tmp: &Path, harness: Option<ComponentHash>, tasks: &[&str]) -> EpisodeJob {
     EpisodeJob {
         spec: spec(tasks),
         harness,
@@ -116,7 +115,7 @@ fn options(out: &Path) -> RunOptions {
 /// Run `tasks` in worker processes (with `fault` armed) and in process.
 fn isolated_and_in_process(
     tmp: &Path,
-    harness: Option<String>,
+    harness: Option<ComponentHash>,
     tasks: &[&str],
     fault: Option<&str>,
 ) -> (RunSummary, Vec<EpisodeRecord>, Vec<EpisodeRecord>) {
@@ -127,8 +126,7 @@ fn isolated_and_in_process(
     let hub = services.hub().unwrap();
     let loaded = harness.as_ref().map(|h| {
         let sandbox = ecdysis_host::sandbox::Sandbox::pooled(spec.limits.clone(), 2).unwrap();
-        let hash = ecdysis_host::store::ComponentHash::parse(h).unwrap();
-        let (loaded, _) = support::shared_store().load(&sandbox, &hash).unwrap();
+        let (loaded, _) = support::shared_store().load(&sandbox, h).unwrap();
         (h.clone(), loaded)
     });
     let solo = tmp.join("in-process");

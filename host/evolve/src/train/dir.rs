@@ -84,16 +84,10 @@ impl TrainDir {
         done: &[RoundRecord],
     ) -> Result<ComponentHash, TrainError> {
         let from_log = match done.iter().rev().find(|r| r.accepted) {
-            Some(r) => {
-                let cand = r.candidate.as_deref().unwrap_or_default();
-                ComponentHash::parse(cand).ok_or_else(|| TrainError::Corrupt {
-                    path: self.layout.rounds(),
-                    message: format!(
-                        "round {} is accepted but its candidate `{cand}` is not a component hash",
-                        r.round
-                    ),
-                })?
-            }
+            Some(r) => r.candidate.clone().ok_or_else(|| TrainError::Corrupt {
+                path: self.layout.rounds(),
+                message: format!("round {} is accepted but names no candidate", r.round),
+            })?,
             None => initial.clone(),
         };
         let path = self.layout.incumbent();
@@ -206,7 +200,7 @@ fn read_hash(path: &Path) -> Result<Option<ComponentHash>, TrainError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::{Method, PhaseTimes, TrainPlan};
+    use crate::train::{CoderId, DiagnoserId, Method, PhaseTimes, TrainPlan};
     use ecdysis_runner::eval::RunSpec;
 
     fn config() -> TrainConfig {
@@ -219,8 +213,8 @@ mod tests {
             },
             train: RunSpec::default().config(None, vec!["1".into()]),
             test_tasks: vec![],
-            diagnoser: "heuristic".into(),
-            coder: "rules".into(),
+            diagnoser: DiagnoserId::Heuristic,
+            coder: CoderId::Rules,
             gate_measure: Default::default(),
             roles: Default::default(),
             coder_network: None,
@@ -230,9 +224,9 @@ mod tests {
     fn round(n: u32, candidate: &ComponentHash, accepted: bool) -> RoundRecord {
         RoundRecord {
             round: n,
-            incumbent: "i".into(),
+            incumbent: ComponentHash::of(b"i"),
             incumbent_score: 0.5,
-            candidate: Some(candidate.to_string()),
+            candidate: Some(candidate.clone()),
             candidate_score: Some(0.6),
             accepted,
             decision: "x".into(),

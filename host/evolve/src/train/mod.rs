@@ -21,6 +21,7 @@
 //! endpoints, the FDCR roles and an LLM editor or an external coding agent.
 
 mod dir;
+mod ids;
 mod record;
 mod round;
 mod spec;
@@ -55,6 +56,7 @@ use ecdysis_sys::fsutil::PathError;
 use ecdysis_sys::layout::{RunLayout, TrainLayout};
 
 pub use dir::TrainDir;
+pub use ids::{CoderId, DiagnoserId};
 pub use record::{
     CoderRun, LedgerFile, Measure, PhaseTimes, RoundRecord, RoundTranscript, TestReport, TestScore,
     TrainSummary,
@@ -180,11 +182,11 @@ pub struct TrainConfig {
     pub test_tasks: Vec<String>,
     /// Who diagnoses (`heuristic`, or `fdcr` with the role models), for the
     /// record: a resume with other roles is refused.
-    #[serde(default = "default_diagnoser")]
-    pub diagnoser: String,
+    #[serde(default)]
+    pub diagnoser: DiagnoserId,
     /// Who edits (`rules`, `editor:<model>`, `external:<program>`).
-    #[serde(default = "default_coder")]
-    pub coder: String,
+    #[serde(default)]
+    pub coder: CoderId,
     /// Whether the gate re-measures the incumbent every round, and why.
     #[serde(default)]
     pub gate_measure: GateMeasure,
@@ -273,14 +275,6 @@ pub struct RolesConfig {
     pub context_source: Option<super::budget::ContextSource>,
 }
 
-fn default_diagnoser() -> String {
-    "heuristic".into()
-}
-
-fn default_coder() -> String {
-    "rules".into()
-}
-
 /// `--select-train <strategy> --budget-tasks <n>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SelectConfig {
@@ -310,17 +304,17 @@ pub enum Diagnoser {
 
 impl Diagnoser {
     /// The diagnoser as `config.json` records it.
-    pub fn describe(&self) -> String {
+    pub fn describe(&self) -> DiagnoserId {
         match self {
-            Diagnoser::Heuristic => "heuristic".into(),
-            Diagnoser::Fdcr { roles, config } => format!(
+            Diagnoser::Heuristic => DiagnoserId::Heuristic,
+            Diagnoser::Fdcr { roles, config } => DiagnoserId::Fdcr(format!(
                 "fdcr(k={}): analyst {}, critic {}, engineer {}, moderator {}",
                 config.rounds,
                 roles.analyst.name(),
                 roles.critic.name(),
                 roles.engineer.name(),
                 roles.moderator.name()
-            ),
+            )),
         }
     }
 }
@@ -336,10 +330,10 @@ pub enum CoderChoice {
 
 impl CoderChoice {
     /// The coder as `config.json` records it.
-    pub fn describe(&self) -> String {
+    pub fn describe(&self) -> CoderId {
         match self {
-            CoderChoice::Rules => "rules".into(),
-            CoderChoice::Agent(c) => c.name().to_string(),
+            CoderChoice::Rules => CoderId::Rules,
+            CoderChoice::Agent(c) => CoderId::from(c.name()),
         }
     }
 }
@@ -556,7 +550,7 @@ impl TrainContext {
             None => None,
         };
         let config = RunConfig {
-            harness: hash.map(|h| h.to_string()),
+            harness: hash.cloned(),
             tasks: tasks.to_vec(),
             split,
             ..base.clone()
@@ -611,7 +605,7 @@ impl TrainContext {
                 let executor = Arc::new(ecdysis_runner::isolate::ProcessExecutor {
                     pool: pool.clone(),
                     job: Arc::new(ecdysis_runner::isolate::EpisodeJob {
-                        harness: hash.map(|h| h.to_string()),
+                        harness: hash.cloned(),
                         services,
                         ..job.clone()
                     }),
@@ -744,9 +738,9 @@ pub async fn train(
         let round = round::Round::new(&cx, &config, &dir, &tasks, n, incumbent.clone());
         let record = round.run(&mut coder_calls).await?;
         if record.accepted
-            && let Some(c) = record.candidate.as_deref().and_then(ComponentHash::parse)
+            && let Some(c) = &record.candidate
         {
-            incumbent = c;
+            incumbent = c.clone();
         }
         done.push(record);
     }
@@ -789,8 +783,8 @@ pub async fn train(
     let simulated = config.train.agent_model.is_simulated();
     let summary = TrainSummary {
         method: config.plan.method,
-        initial: initial.to_string(),
-        incumbent: incumbent.to_string(),
+        initial: initial.clone(),
+        incumbent: incumbent.clone(),
         accepted: done.iter().filter(|r| r.accepted).count() as u32,
         rounds: done,
         initial_train_score: init_summary.metrics.accuracy,
@@ -816,9 +810,9 @@ pub async fn train(
 /// The incumbent's score in its latest measurement of the rounds.
 fn latest_score(done: &[RoundRecord], incumbent: &ComponentHash) -> Option<f64> {
     done.iter().rev().find_map(|r| {
-        if r.accepted && r.candidate.as_deref() == Some(incumbent.as_str()) {
+        if r.accepted && r.candidate.as_ref() == Some(incumbent) {
             r.candidate_score
-        } else if r.incumbent == incumbent.as_str() {
+        } else if r.incumbent == *incumbent {
             Some(r.incumbent_score)
         } else {
             None

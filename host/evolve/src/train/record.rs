@@ -4,18 +4,19 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Method;
+use super::{CoderId, DiagnoserId, Method};
 use crate::fdcr::FdcrOutcome;
 use crate::select::Selection;
 use crate::spec::ChangeSpec;
 use ecdysis_model::{CallRecord, LedgerSummary};
 use ecdysis_runner::eval::intervals::TaskIntervals;
+use ecdysis_sandbox::store::ComponentHash;
 
 /// One coder invocation, as `transcript.json` records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CoderRun {
-    /// `rules`, `editor:<model>` or `external:<program>`.
-    pub coder: String,
+    /// Who edited.
+    pub coder: CoderId,
     /// Whether the coder finished without an error.
     pub ok: bool,
     /// Model calls or command runs inside this invocation.
@@ -41,7 +42,7 @@ pub struct RoundTranscript {
     /// The round number.
     pub round: u32,
     /// Who diagnosed.
-    pub diagnoser: String,
+    pub diagnoser: DiagnoserId,
     /// The scrubbed evidence each diagnosed unit was shown (failure
     /// excerpts by group, and successes on the same tools).
     #[serde(default)]
@@ -68,11 +69,11 @@ pub struct RoundRecord {
     /// The round number (from 1).
     pub round: u32,
     /// The incumbent the round started from.
-    pub incumbent: String,
+    pub incumbent: ComponentHash,
     /// Its training score.
     pub incumbent_score: f64,
     /// The candidate built this round, if one was.
-    pub candidate: Option<String>,
+    pub candidate: Option<ComponentHash>,
     /// Its training score, if it reached the gate's evaluation.
     pub candidate_score: Option<f64>,
     /// Whether the candidate became the incumbent.
@@ -229,9 +230,9 @@ pub struct TrainSummary {
     /// The evolution method.
     pub method: Method,
     /// The starting harness.
-    pub initial: String,
+    pub initial: ComponentHash,
     /// The final incumbent.
-    pub incumbent: String,
+    pub incumbent: ComponentHash,
     /// Every round's record.
     pub rounds: Vec<RoundRecord>,
     /// The starting harness's training score.

@@ -17,7 +17,8 @@ use std::collections::BTreeSet;
 use super::dir::{TrainDir, write_json};
 use super::record::{CoderRun, Measure, PhaseTimes, RoundRecord, RoundTranscript};
 use super::{
-    CoderChoice, Diagnoser, Draw, Method, TrainConfig, TrainContext, TrainError, TrainTasks,
+    CoderChoice, CoderId, Diagnoser, Draw, Method, TrainConfig, TrainContext, TrainError,
+    TrainTasks,
 };
 use crate::accept;
 use crate::aggregate::{self, FailureGroup};
@@ -71,7 +72,7 @@ impl<'a> Round<'a> {
             tasks,
             record: RoundRecord {
                 round: n,
-                incumbent: incumbent.to_string(),
+                incumbent: incumbent.clone(),
                 incumbent_score: 0.0,
                 candidate: None,
                 candidate_score: None,
@@ -352,7 +353,7 @@ impl<'a> Round<'a> {
                 }
                 let n = rulecoder::apply(staging, spec, &short)?;
                 CoderRun {
-                    coder: "rules".into(),
+                    coder: CoderId::Rules,
                     ok: n > 0,
                     attempts: 1,
                     changed_files: if n > 0 {
@@ -390,7 +391,7 @@ impl<'a> Round<'a> {
                     .with_context(short.clone(), tools);
                 match coder.implement(&task, staging).await {
                     Ok(o) => CoderRun {
-                        coder: coder.name().to_string(),
+                        coder: CoderId::from(coder.name()),
                         ok: true,
                         attempts: o.attempts,
                         changed_files: o.changed_files,
@@ -402,7 +403,7 @@ impl<'a> Round<'a> {
                     // The skills alone are a change.
                     Err(crate::coder::CoderError::NoChange { attempts, log }) if matches!(skills, Some(Ok(n)) if n > 0) => {
                         CoderRun {
-                            coder: coder.name().to_string(),
+                            coder: CoderId::from(coder.name()),
                             ok: true,
                             attempts,
                             changed_files: vec![heuristic::TABLES_FILE.into()],
@@ -418,7 +419,7 @@ impl<'a> Round<'a> {
                         self.cx
                             .say(format!("round {}: coder failed: {e}", self.record.round));
                         CoderRun {
-                            coder: coder.name().to_string(),
+                            coder: CoderId::from(coder.name()),
                             ok: false,
                             attempts: e.attempts(),
                             changed_files: vec![],
@@ -541,7 +542,7 @@ impl<'a> Round<'a> {
                 manifest.hash.short()
             )));
         }
-        self.record.candidate = Some(manifest.hash.to_string());
+        self.record.candidate = Some(manifest.hash.clone());
         staging::fresh_copy(&staging, &cdir.source())?;
         write_json(&cdir.manifest(), &manifest)?;
         write_json(&cdir.spec(), spec)?;
@@ -638,13 +639,9 @@ impl<'a> Round<'a> {
         self.record.usd = self.cx.ledger.summary().total.usd - self.usd_before;
         self.dir.append_round(&self.record)?;
         if self.record.accepted
-            && let Some(c) = self
-                .record
-                .candidate
-                .as_deref()
-                .and_then(ComponentHash::parse)
+            && let Some(c) = &self.record.candidate
         {
-            self.dir.set_incumbent(&c)?;
+            self.dir.set_incumbent(c)?;
         }
         self.dir.save_ledger(&self.cx.ledger)?;
         self.cx.say(format!(

@@ -19,6 +19,7 @@ use crate::agent::{EndReason, EpisodeRecord, EpisodeSetup, run_episode_to_state}
 use ecdysis_env::{Domain, EnvError, Trajectory};
 use ecdysis_model::{LedgerSummary, ModelId, SamplingArgs, UsageLedger};
 use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet, Limits, LoadedHarness};
+use ecdysis_sandbox::store::ComponentHash;
 
 pub use metrics::Metrics;
 pub use participants::{Participants, ParticipantsError};
@@ -34,7 +35,7 @@ pub struct RunConfig {
     /// The WIT world the host implements.
     pub world: String,
     /// blake3 hash of the harness component, or `None` for Direct.
-    pub harness: Option<String>,
+    pub harness: Option<ComponentHash>,
     /// Benchmark domain, e.g. `tau2/retail`.
     pub domain: String,
     /// Task split the tasks were chosen from (`None`: every task).
@@ -389,7 +390,7 @@ pub async fn run_with(
 pub const SIMULATED_LABEL: &str = "simulated agent — not a benchmark result";
 
 /// The harness of a run: its component hash and the loaded component.
-pub type RunHarness = (String, LoadedHarness);
+pub type RunHarness = (ComponentHash, LoadedHarness);
 
 /// Run (or resume) `spec` with `harness` (`None`: Direct) into
 /// `options.out`, with the participants metered through `hub`: the library's
@@ -425,7 +426,7 @@ pub async fn run_spec(
 /// of this process; `harness` is the component hash the executor loads.
 pub async fn run_spec_with(
     spec: &RunSpec,
-    harness: Option<String>,
+    harness: Option<ComponentHash>,
     domain: Arc<dyn Domain>,
     executor: Arc<dyn EpisodeExecutor>,
     ledger: Option<Arc<UsageLedger>>,

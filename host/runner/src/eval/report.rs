@@ -154,9 +154,8 @@ pub fn render(s: &RunSummary) -> String {
     let harness = s
         .config
         .harness
-        .as_deref()
-        .map(|h| &h[..12.min(h.len())])
-        .unwrap_or("none (Direct)");
+        .as_ref()
+        .map_or("none (Direct)", |h| h.short());
     out += &format!(
         "run: {} {} | harness {} | agent {} | user {} | {} tasks x {} trials\n",
         s.config.domain,

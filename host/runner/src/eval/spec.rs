@@ -19,6 +19,7 @@ use ecdysis_model::{
     ResponseCache, SamplingArgs, SimProfile, UsageLedger,
 };
 use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet, Limits, LimitsError, WORLD_VERSION};
+use ecdysis_sandbox::store::ComponentHash;
 
 use super::RunConfig;
 use super::participants::{AgentSide, StandardParticipants, UserSide};
@@ -244,7 +245,7 @@ impl RunSpec {
 
     /// The stored configuration of a run of `harness` (a component hash, or
     /// `None` for Direct) on `tasks`.
-    pub fn config(&self, harness: Option<String>, tasks: Vec<String>) -> RunConfig {
+    pub fn config(&self, harness: Option<ComponentHash>, tasks: Vec<String>) -> RunConfig {
         RunConfig {
             world: WORLD_VERSION.to_string(),
             harness,
@@ -391,12 +392,13 @@ mod tests {
             seed: 7,
             ..RunSpec::default()
         };
-        let c = spec.config(Some("ab".into()), vec!["1".into()]);
+        let hash = ComponentHash::of(b"a harness");
+        let c = spec.config(Some(hash.clone()), vec!["1".into()]);
         assert_eq!(
             (c.agent_model.as_str(), c.user_model.as_str(), c.seed),
             ("sim:mixed", SCRIPTED_USER, 7)
         );
-        assert_eq!(c.harness.as_deref(), Some("ab"));
+        assert_eq!(c.harness, Some(hash));
         assert!(spec.is_simulated());
     }
 }

@@ -36,9 +36,6 @@ enum PrepareError {
         /// Why (boxed: an environment error is large).
         source: Box<EnvError>,
     },
-    /// The job's harness is not a component hash (as given).
-    #[error("`{0}` is not a component hash")]
-    HarnessHash(String),
     /// No sandbox for the job's limits, or the harness cannot take them.
     #[error(transparent)]
     Sandbox(#[from] SandboxError),
@@ -292,14 +289,12 @@ impl Worker {
         let limits = job.spec.limits.clone();
         let harness = match &job.harness {
             None => None,
-            Some(h) => {
-                let hash =
-                    ComponentHash::parse(h).ok_or_else(|| PrepareError::HarnessHash(h.clone()))?;
+            Some(hash) => {
                 let sandbox = self.sandbox(&limits)?;
                 let store = ComponentStore::open(&job.store);
                 let (loaded, _) =
                     store
-                        .load(&sandbox, &hash)
+                        .load(&sandbox, hash)
                         .map_err(|source| PrepareError::Harness {
                             hash: hash.short().to_string(),
                             source,

@@ -11,6 +11,7 @@ use crate::eval::{ModelServices, RunSpec};
 use ecdysis_env::{Domain, EnvError};
 use ecdysis_model::CallRecord;
 use ecdysis_sandbox::sandbox::Limits;
+use ecdysis_sandbox::store::ComponentHash;
 
 /// Where a worker finds a domain's data: the same as the parent's `--data`
 /// and `--mysql-url` (the worker inherits the parent's working directory
@@ -47,7 +48,7 @@ pub struct EpisodeJob {
     /// The run's specification (domain, models, limits, seed).
     pub spec: RunSpec,
     /// A component hash in `store`, or `None` for Direct.
-    pub harness: Option<String>,
+    pub harness: Option<ComponentHash>,
     /// The component store the harness is loaded from (its precompiled
     /// artifacts are shared with the parent).
     pub store: PathBuf,

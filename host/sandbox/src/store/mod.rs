@@ -45,9 +45,37 @@ pub use fncache::{CacheCounts, FunctionCache};
 pub use inspect::Inspection;
 
 /// A component's blake3 hash, 64 lowercase hex digits.
+///
+/// Deserialising checks the digits, so a hash read back from a run's
+/// `config.json` or a round record is one this type could have made.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
+#[serde(into = "String", try_from = "String")]
 pub struct ComponentHash(String);
+
+/// A string that is not a full component hash.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a component hash (64 hex digits)")]
+pub struct NotAHash(pub String);
+
+impl TryFrom<String> for ComponentHash {
+    type Error = NotAHash;
+    fn try_from(s: String) -> Result<Self, NotAHash> {
+        ComponentHash::parse(&s).ok_or(NotAHash(s))
+    }
+}
+
+impl std::str::FromStr for ComponentHash {
+    type Err = NotAHash;
+    fn from_str(s: &str) -> Result<Self, NotAHash> {
+        ComponentHash::parse(s).ok_or_else(|| NotAHash(s.to_string()))
+    }
+}
+
+impl From<ComponentHash> for String {
+    fn from(h: ComponentHash) -> String {
+        h.0
+    }
+}
 
 impl ComponentHash {
     /// The hash of a component's bytes.
@@ -738,6 +766,21 @@ mod tests {
         assert_eq!(ComponentHash::parse(h.as_str()), Some(h.clone()));
         assert_eq!(h.short().len(), 12);
         assert_eq!(ComponentHash::parse("xyz"), None);
+    }
+
+    #[test]
+    fn a_hash_read_from_a_file_is_checked_and_written_back_unchanged() {
+        let h = ComponentHash::of(b"abc");
+        let json = serde_json::to_string(&h).unwrap();
+        assert_eq!(json, format!("\"{h}\""));
+        assert_eq!(serde_json::from_str::<ComponentHash>(&json).unwrap(), h);
+        // Upper-case digits are the same hash.
+        let upper = format!("\"{}\"", h.as_str().to_ascii_uppercase());
+        assert_eq!(serde_json::from_str::<ComponentHash>(&upper).unwrap(), h);
+        for bad in ["\"direct\"", "\"\"", &format!("\"{}\"", &h.as_str()[..63])] {
+            let err = serde_json::from_str::<ComponentHash>(bad).unwrap_err();
+            assert!(err.to_string().contains("is not a component hash"), "{bad}: {err}");
+        }
     }
 
     #[test]
