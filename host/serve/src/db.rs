@@ -434,12 +434,10 @@ pub fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
     let mut filled = 0;
     while filled < bytes {
-        // SAFETY: getrandom writes at most `len` bytes into our buffer.
-        let n = unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), bytes - filled, 0) };
-        if n > 0 {
-            filled += n as usize;
-        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            panic!("the kernel's random source failed");
+        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => panic!("the kernel's random source failed: {e}"),
         }
     }
     buf.iter().map(|b| format!("{b:02x}")).collect()

@@ -53,6 +53,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use crate::rlimit::Resource;
+
 /// `HOME` inside a jail (on its private tmpfs `/tmp`).
 pub const JAIL_HOME: &str = "/tmp/home";
 
@@ -418,9 +420,9 @@ pub fn apply_limits(
     // higher: at the soft one the kernel sends SIGXCPU (what says which
     // limit stopped it), at the hard one SIGKILL.
     let set = [
-        (libc::RLIMIT_AS, limits.memory, limits.memory),
-        (libc::RLIMIT_CPU, limits.cpu_secs, limits.cpu_secs + 5),
-        (libc::RLIMIT_FSIZE, limits.file_size, limits.file_size),
+        (Resource::As, limits.memory, limits.memory),
+        (Resource::Cpu, limits.cpu_secs, limits.cpu_secs + 5),
+        (Resource::Fsize, limits.file_size, limits.file_size),
     ];
     // SAFETY: between fork and exec the closure only makes system calls
     // (setrlimit, open, write, close, getpid) on memory prepared before the
@@ -431,7 +433,7 @@ pub fn apply_limits(
                 crate::rlimit::set(resource, soft, hard)?;
             }
             if let Some(n) = nproc {
-                crate::rlimit::set(libc::RLIMIT_NPROC, u64::from(n), u64::from(n))?;
+                crate::rlimit::set(Resource::Nproc, u64::from(n), u64::from(n))?;
             }
             if let Some(path) = &join {
                 // Join the jail's pids cgroup before anything forks.
@@ -484,8 +486,7 @@ impl ProcessLimiter {
     /// What works here: `RLIMIT_NPROC` for a user other than root, else a
     /// writable `pids` cgroup; neither is [`JailError::NoProcessLimit`].
     pub fn probe() -> Result<ProcessLimiter, JailError> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !rustix::process::geteuid().is_root() {
             return Ok(ProcessLimiter::Rlimit);
         }
         let base = pids_cgroup_base().map_err(JailError::NoProcessLimit)?;
@@ -616,9 +617,9 @@ impl Drop for PidsCgroup {
         // (allowed by the operator) may have left tasks: kill them.
         for _ in 0..50 {
             let procs = std::fs::read_to_string(self.procs_file()).unwrap_or_default();
-            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                // SAFETY: kill has no memory effects.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+            let pids = procs.lines().filter_map(|l| l.trim().parse::<i32>().ok());
+            for pid in pids.filter_map(rustix::process::Pid::from_raw) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
             }
             if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
                 return;

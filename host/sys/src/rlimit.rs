@@ -13,17 +13,18 @@
 
 use std::time::Duration;
 
-/// Set an `rlimit` pair (also the jails' limits, `crate::jail`).
-pub fn set(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
-    let limit = libc::rlimit {
-        rlim_cur: soft as libc::rlim_t,
-        rlim_max: hard as libc::rlim_t,
+pub use rustix::process::Resource;
+
+/// Set an `rlimit` pair (also the jails' limits, `crate::jail`);
+/// `u64::MAX` is no limit. A bare system call that allocates nothing, so it
+/// may run between fork and exec.
+pub fn set(resource: Resource, soft: u64, hard: u64) -> std::io::Result<()> {
+    let value = |v: u64| (v != u64::MAX).then_some(v);
+    let limit = rustix::process::Rlimit {
+        current: value(soft),
+        maximum: value(hard),
     };
-    // SAFETY: setrlimit reads a valid struct; it is async-signal-safe, so it
-    // may run between fork and exec.
-    if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    rustix::process::setrlimit(resource, limit)?;
     Ok(())
 }
 
@@ -33,17 +34,10 @@ pub fn set(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io
 /// otherwise write one per crash), and SIGKILL when the parent thread that
 /// spawned it ends.
 pub fn apply_in_child(memory_bytes: u64, startup_cpu: Duration) -> std::io::Result<()> {
-    set(libc::RLIMIT_DATA, memory_bytes, memory_bytes)?;
-    set(libc::RLIMIT_CORE, 0, 0)?;
-    set(
-        libc::RLIMIT_CPU,
-        startup_cpu.as_secs().max(1),
-        libc::RLIM_INFINITY,
-    )?;
-    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    set(Resource::Data, memory_bytes, memory_bytes)?;
+    set(Resource::Core, 0, 0)?;
+    set(Resource::Cpu, startup_cpu.as_secs().max(1), u64::MAX)?;
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
     Ok(())
 }
 
@@ -64,7 +58,7 @@ pub fn allow_cpu(budget: Duration) -> std::io::Result<()> {
     let until = own_cpu() + budget;
     // Whole seconds, rounded up: the kernel checks at second granularity.
     let secs = until.as_secs() + u64::from(until.subsec_nanos() > 0);
-    set(libc::RLIMIT_CPU, secs, libc::RLIM_INFINITY)
+    set(Resource::Cpu, secs, u64::MAX)
 }
 
 /// How a worker process ended, as `wait4` reports it.
@@ -122,10 +116,11 @@ pub fn reap(pid: i32, grace: Duration) -> Exit {
 /// SIGKILL a worker's whole process group (it leads its own group, so
 /// anything it started goes too).
 pub fn kill(pid: i32) {
-    // SAFETY: kill with a negative pid signals the group; harmless if gone.
-    unsafe {
-        libc::kill(-pid, libc::SIGKILL);
-        libc::kill(pid, libc::SIGKILL);
+    use rustix::process::{Pid, Signal, kill_process, kill_process_group};
+    // Either may already be gone: nothing to do then.
+    if let Some(pid) = Pid::from_raw(pid) {
+        let _ = kill_process_group(pid, Signal::KILL);
+        let _ = kill_process(pid, Signal::KILL);
     }
 }
 

@@ -126,8 +126,7 @@ fn plant_every_attack(crate_dir: &Path, outside: &Outside) {
 
 // Peak RSS bounds: a child that builds only in the jail stays small (the
 // jail's processes are bounded by its own limit and not counted); one that
-// also builds the user's own crate unjailed counts that rustc too
-// (measured: ~35 MiB and ~225 MiB).
+// also builds the user's own crate unjailed counts that rustc too.
 
 /// Candidate builds share the train tests' warm target directory.
 fn target() -> PathBuf {

@@ -253,7 +253,7 @@ fn unbounded_allocation_stops_at_the_memory_limit() {
     // has from the start: the bound is the limit plus that baseline. The
     // limit also counts address space the allocator has reserved but not yet
     // touched (mimalloc maps its arenas ahead), so the allocation stops
-    // before resident memory reaches it: at about 500 MiB of the 768 here.
+    // before resident memory reaches it: the lower bound is half the limit.
     let peak_mib = exit.peak_rss_kib / 1024;
     let binary_mib = std::fs::metadata(support::host_bin()).unwrap().len() >> 20;
     assert!(

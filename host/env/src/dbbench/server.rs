@@ -94,8 +94,7 @@ fn tail(text: &str, lines: usize) -> String {
 }
 
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 /// Removes server directories left by processes that no longer exist.
@@ -175,13 +174,13 @@ impl PrivateServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(early);
-        // SAFETY: prctl is async-signal-safe; the closure touches nothing
-        // else between fork and exec.
+        // SAFETY: one bare system call (prctl) between fork and exec; the
+        // closure allocates nothing.
         unsafe {
             cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::TERM,
+                ))?;
                 Ok(())
             });
         }
@@ -250,10 +249,9 @@ fn version_of(bin: &Path) -> String {
 impl Drop for PrivateServer {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            // SAFETY: kill() on our own child's pid.
-            unsafe {
-                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-            }
+            let pid = rustix::process::Pid::from_child(&child);
+            // Already gone is fine: the wait below returns at once.
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
             let deadline = Instant::now() + Duration::from_secs(20);
             loop {
                 match child.try_wait() {

@@ -203,7 +203,7 @@ impl ExternalCoder {
     pub fn new(config: ExternalConfig) -> Result<Self, CoderError> {
         let argv = split_command(&config.command).map_err(CoderError::Template)?;
         let endpoints = parse_endpoints(config.network_endpoints())?;
-        if endpoints.iter().any(|e| e.port < 1024) && unsafe { libc::geteuid() } != 0 {
+        if endpoints.iter().any(|e| e.port < 1024) && !rustix::process::geteuid().is_root() {
             return Err(CoderError::Endpoint(
                 "a port below 1024 can be forwarded only when running as root".into(),
             ));

@@ -9,15 +9,7 @@ static SIMULATED_NANOS: AtomicU64 = AtomicU64::new(0);
 
 /// This thread's CPU time, in nanoseconds (Linux `CLOCK_THREAD_CPUTIME_ID`).
 fn thread_cpu_nanos() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `clock_gettime` writes one `timespec` through a valid pointer.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

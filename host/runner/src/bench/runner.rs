@@ -312,13 +312,8 @@ pub async fn waiting_floor(
 /// `CLOCK_PROCESS_CPUTIME_ID` has nanosecond resolution; `/proc/self/stat`
 /// counts 10 ms ticks, which is ±3% of a whole bench run's host CPU.
 pub fn process_cpu_seconds() -> Option<f64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `clock_gettime` writes one `timespec` through a valid pointer.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Some(ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
 }
 
 #[cfg(test)]

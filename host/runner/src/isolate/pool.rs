@@ -4,8 +4,8 @@
 //!
 //! Why a pool of long-lived workers rather than one process per episode:
 //! a fresh worker pays for a wasmtime engine, the domain's data (τ² retail
-//! parses a 2 MB database) and the harness before its first episode, tens
-//! to hundreds of milliseconds, against episodes of seconds: per-episode
+//! parses its whole database) and the harness before its first episode,
+//! a large share of an episode's own time: per-episode
 //! processes would spend the service's overhead budget on start-up alone.
 //! Why one request at a time per worker: a crash then costs exactly the
 //! episode in flight, never a neighbour's (and never another tenant's).

@@ -24,6 +24,7 @@ use super::fncache::{CacheCounts, FunctionCache};
 use crate::sandbox::{Limits, Sandbox, SandboxError};
 use ecdysis_sys::fsutil::PathError;
 use ecdysis_sys::process::run_with_timeout;
+use ecdysis_sys::rlimit::{self, Resource};
 
 /// Largest component the store accepts by default (the starting harness is
 /// under 1 MiB).
@@ -159,22 +160,11 @@ fn compile_in_child(
             .arg(&c.key_file);
     }
     let cpu_secs = timeout.as_secs().max(1);
-    // SAFETY: only async-signal-safe calls (setrlimit) run between fork and
-    // exec.
+    // SAFETY: only bare system calls (setrlimit) run between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
-            let set = |resource, value: u64| {
-                let lim = libc::rlimit {
-                    rlim_cur: value,
-                    rlim_max: value,
-                };
-                if libc::setrlimit(resource, &lim) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            };
-            set(libc::RLIMIT_AS, memory_bytes)?;
-            set(libc::RLIMIT_CPU, cpu_secs)?;
+            rlimit::set(Resource::As, memory_bytes, memory_bytes)?;
+            rlimit::set(Resource::Cpu, cpu_secs, cpu_secs)?;
             Ok(())
         });
     }

@@ -779,7 +779,10 @@ mod tests {
         assert_eq!(serde_json::from_str::<ComponentHash>(&upper).unwrap(), h);
         for bad in ["\"direct\"", "\"\"", &format!("\"{}\"", &h.as_str()[..63])] {
             let err = serde_json::from_str::<ComponentHash>(bad).unwrap_err();
-            assert!(err.to_string().contains("is not a component hash"), "{bad}: {err}");
+            assert!(
+                err.to_string().contains("is not a component hash"),
+                "{bad}: {err}"
+            );
         }
     }
 
