@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 pub use editor::{EditBlock, EditorCoder, EditorConfig, parse_edits};
 pub use external::{ExternalCoder, ExternalConfig, split_command};
 pub use network::{CoderNetwork, NetworkChoice, NetworkError};
-pub use tables::TableCoder;
+pub use tables::{RESAMPLE_TEMPERATURE, TableCoder};
 
 use crate::budget::{self, Section};
 use crate::spec::ChangeSpec;

@@ -12,7 +12,10 @@
 //! is constrained to the schema, tool names included; without it the first
 //! JSON object of the reply is read and checked the same way. Replies that
 //! do not parse, name unknown tools or change nothing go back to the model
-//! as a follow-up turn, like the editor's.
+//! as a follow-up turn, like the editor's. A reply that repeats an earlier
+//! one of the conversation shows the feedback did not move the model: at a
+//! low temperature the next call would be the same request again, so the
+//! calls after it sample at [`RESAMPLE_TEMPERATURE`].
 
 use std::path::Path;
 use std::sync::Arc;
@@ -36,6 +39,9 @@ const TASK: &str = include_str!("../prompts/tables_task.md");
 
 /// Most edits one reply may carry.
 pub const MAX_EDITS: usize = 3;
+
+/// The least temperature of the calls that follow a repeated reply.
+pub const RESAMPLE_TEMPERATURE: f64 = 0.7;
 
 /// Longest text of one edit (a skill's text may be twice as long).
 pub const MAX_TEXT_CHARS: usize = 400;
@@ -248,9 +254,11 @@ impl TableCoder {
         let mut messages = opening.clone();
         let mut log = String::new();
         let mut last = String::new();
+        let mut replies: Vec<String> = Vec::new();
+        let mut resample = false;
         let max_calls = 1 + self.config.max_feedback;
         for attempt in 1..=max_calls {
-            let text = match self.ask(&messages, schema.as_ref()).await {
+            let text = match self.ask(&messages, schema.as_ref(), resample).await {
                 Ok(t) => t,
                 Err(source) => {
                     log += &format!("call {attempt}: model error: {source}\n");
@@ -267,6 +275,14 @@ impl TableCoder {
                 text.len(),
                 clip_chars(&text, super::LOGGED_REPLY_CHARS)
             );
+            if !resample && let Some(earlier) = replies.iter().position(|r| *r == text) {
+                resample = true;
+                log += &format!(
+                    "call {attempt}: the same reply as call {}; the next calls sample at temperature {RESAMPLE_TEMPERATURE} or more\n",
+                    earlier + 1
+                );
+            }
+            replies.push(text.clone());
             let feedback = match parse_reply(&text, &tools) {
                 Err(problem) => {
                     log += &format!("call {attempt}: not usable: {problem}\n");
@@ -403,12 +419,22 @@ impl TableCoder {
         ])
     }
 
+    /// One call; `resample` raises the temperature to at least
+    /// [`RESAMPLE_TEMPERATURE`].
     async fn ask(
         &self,
         messages: &[ChatMessage],
         format: Option<&(String, Value)>,
+        resample: bool,
     ) -> Result<String, ecdysis_model::ModelError> {
         let mut sampling = self.config.sampling.clone();
+        if resample {
+            let t = sampling
+                .temperature
+                .unwrap_or(0.0)
+                .max(RESAMPLE_TEMPERATURE);
+            sampling.temperature = Some(t);
+        }
         if sampling.max_tokens.is_none() {
             sampling.max_tokens = Some(self.config.budget.reply_tokens as u32);
         }

@@ -823,6 +823,60 @@ async fn the_table_coder_gives_up_on_edits_that_change_nothing_and_restores() {
     assert_eq!(s.read("src/tables.rs"), before);
     let first = server.requests()[0].json().unwrap();
     assert!(first.get("response_format").is_none());
+    // The second reply repeated the first: the calls after it sample.
+    let temperatures: Vec<Value> = server
+        .requests()
+        .iter()
+        .map(|r| r.json().unwrap()["temperature"].clone())
+        .collect();
+    let resampled = serde_json::json!(ecdysis_evolve::coder::RESAMPLE_TEMPERATURE);
+    assert_eq!(
+        temperatures,
+        [Value::Null, Value::Null, resampled.clone(), resampled]
+    );
+}
+
+/// At temperature 0 a model that repeats its reply would repeat it on every
+/// follow-up (the same request): after the repeat the coder samples, and
+/// the sampled reply's new edit is built into a candidate.
+#[tokio::test]
+async fn a_repeated_reply_is_followed_by_a_sampled_call_whose_new_edit_builds() {
+    let s = staging();
+    let server = MockServer::start().await.unwrap();
+    let existing = r#"{"reason": "r", "edits": [{"kind": "tool_alias", "alias": "run_sql", "tool": "execute_sql"}]}"#;
+    server.push(MockReply::text(existing));
+    server.push(MockReply::text(existing));
+    server.push(MockReply::text(
+        r#"{"reason": "quote TEXT values", "edits": [{"kind": "prompt_rule", "text": "Compare TEXT columns with quoted values, e.g. WHERE `No` = '7'."}]}"#,
+    ));
+    let coder = ecdysis_evolve::coder::TableCoder::new(
+        model(&server, "m-tables"),
+        EditorConfig {
+            target_dir: Some(guest_target()),
+            sampling: ecdysis_model::SamplingArgs {
+                temperature: Some(0.0),
+                ..Default::default()
+            },
+            ..EditorConfig::default()
+        },
+    );
+    let out = coder
+        .implement(&dbbench_task(), &s.crate_dir)
+        .await
+        .expect("the sampled edit");
+    assert!(out.build_ok, "{}", out.log);
+    assert_eq!(out.attempts, 3, "{}", out.log);
+    assert!(out.log.contains("the same reply as call 1"), "{}", out.log);
+    assert!(s.read("src/tables.rs").contains("Compare TEXT columns"));
+    let temperatures: Vec<f64> = server
+        .requests()
+        .iter()
+        .map(|r| r.json().unwrap()["temperature"].as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        temperatures,
+        [0.0, 0.0, ecdysis_evolve::coder::RESAMPLE_TEMPERATURE]
+    );
 }
 
 /// With structured output the Moderator's request carries the spec's JSON
