@@ -438,7 +438,7 @@ pub async fn run(
     let eco = ecdysis.expect("Ecdysis is one of the methods");
     let mut transfer = Vec::new();
     for model in &spec.transfer {
-        let name = ModelId::new(model.model.clone().unwrap_or_default());
+        let name = transfer_id(model);
         let mut scores = [0.0; 2];
         for (i, (label, hash)) in [("initial", &eco.initial), ("trained", &eco.incumbent)]
             .into_iter()
@@ -640,6 +640,11 @@ async fn transfer_score(
     harness_score(spec, shared, &run_spec, Some(hash), out, true).await
 }
 
+/// The name a transfer model's results are filed and shown under.
+fn transfer_id(model: &ModelFlags) -> ModelId {
+    ModelId::new(model.model.clone().unwrap_or_default())
+}
+
 /// The training evaluation's spec with another agent model (served at the
 /// agent's endpoint unless it names its own).
 fn with_agent(spec: &ExperimentSpec, model: &ModelFlags) -> RunSpec {
@@ -673,11 +678,7 @@ async fn measure_accommodation(
         .as_ref()
         .map(|sel| sel.tasks.clone())
         .unwrap_or_else(|| spec.train.eval.tasks.clone());
-    let models: Vec<ModelId> = spec
-        .transfer
-        .iter()
-        .map(|m| ModelId::new(m.model.clone().unwrap_or_default()))
-        .collect();
+    let models: Vec<ModelId> = spec.transfer.iter().map(transfer_id).collect();
     let mut changes = Vec::new();
     for r in s.rounds.iter().filter(|r| r.accepted) {
         let (Some(candidate), Some(candidate_score)) = (&r.candidate, r.candidate_score) else {
