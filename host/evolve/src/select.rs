@@ -23,15 +23,25 @@ pub enum SelectStrategy {
     /// One task per failure signature, then per execution path, then the
     /// most failing tasks.
     FailureAware,
+    /// Like `failure-aware`, but a signature that recurs on several tasks
+    /// keeps two of them, so that the training tasks show it recurring:
+    /// cross-task aggregation (and the FDCR roles after it) only sees a
+    /// pattern that recurs among the tasks it is given.
+    Recurring,
     /// A seeded uniform draw.
     Random,
 }
 
+/// Tasks `recurring` keeps of a signature that recurs (its doc says two).
+pub const PER_RECURRING_SIGNATURE: usize = 2;
+
 impl SelectStrategy {
-    /// The name `--select-train` takes: `failure-aware` or `random`.
+    /// The name `--select-train` takes: `failure-aware`, `recurring` or
+    /// `random`.
     pub fn as_str(self) -> &'static str {
         match self {
             SelectStrategy::FailureAware => "failure-aware",
+            SelectStrategy::Recurring => "recurring",
             SelectStrategy::Random => "random",
         }
     }
@@ -93,7 +103,10 @@ pub fn select(
     } else {
         match strategy {
             SelectStrategy::Random => random(&tasks, budget, seed),
-            SelectStrategy::FailureAware => failure_aware(&tasks, budget, records, lambda),
+            SelectStrategy::FailureAware => failure_aware(&tasks, budget, records, lambda, 1),
+            SelectStrategy::Recurring => {
+                failure_aware(&tasks, budget, records, lambda, PER_RECURRING_SIGNATURE)
+            }
         }
     };
     let chosen: HashSet<&str> = picked.iter().map(|p| p.task.as_str()).collect();
@@ -155,11 +168,14 @@ impl Picker {
     }
 }
 
+/// `per_recurring`: tasks kept of a signature seen on several tasks (a
+/// signature of one task keeps its one).
 fn failure_aware(
     tasks: &[&str],
     budget: usize,
     records: &[EpisodeRecord],
     lambda: f64,
+    per_recurring: usize,
 ) -> Vec<Picked> {
     let index: HashMap<&str, usize> = tasks.iter().enumerate().map(|(i, t)| (*t, i)).collect();
     let mut pick = Picker {
@@ -168,10 +184,11 @@ fn failure_aware(
         picked: Vec::new(),
     };
 
-    // (a) One task per failure signature, groups in aggregate's order
-    // (recurring first, larger first), so the budget goes to the failures
-    // most worth fixing when it cannot cover them all. Failures of tasks
-    // outside the split must not form groups we cannot pick from.
+    // (a) One task per failure signature (`per_recurring` of a recurring
+    // one), groups in aggregate's order (recurring first, larger first), so
+    // the budget goes to the failures most worth fixing when it cannot
+    // cover them all. Failures of tasks outside the split must not form
+    // groups we cannot pick from.
     let failures: Vec<_> = records::failures(records, lambda)
         .into_iter()
         .filter(|f| index.contains_key(f.task_id.as_str()))
@@ -181,13 +198,24 @@ fn failure_aware(
             break;
         }
         // A task picked for an earlier signature may also show this one
-        // (on another trial): the signature is then already covered.
-        if group.tasks.iter().any(|t| pick.has(t)) {
-            continue;
-        }
+        // (on another trial): it counts towards this one's share.
+        let want = if group.tasks.len() > 1 {
+            per_recurring
+        } else {
+            1
+        };
+        let mut have = group.tasks.iter().filter(|t| pick.has(t)).count();
         // group.tasks is sorted by name; the split's order decides.
-        if let Some(t) = group.tasks.iter().min_by_key(|t| index[t.as_str()]) {
-            pick.take(t, format!("failure signature {}", group.key));
+        let mut in_split_order: Vec<&String> = group.tasks.iter().collect();
+        in_split_order.sort_by_key(|t| index[t.as_str()]);
+        for t in in_split_order {
+            if have >= want {
+                break;
+            }
+            if !pick.has(t) {
+                pick.take(t, format!("failure signature {}", group.key));
+                have += 1;
+            }
         }
     }
 
@@ -437,6 +465,38 @@ mod tests {
                 .reason
                 .starts_with("failure signature too_many_errors")
         );
+    }
+
+    #[test]
+    fn recurring_keeps_two_tasks_of_each_recurring_signature() {
+        let split = names(&SPLIT);
+        let s = select(SelectStrategy::Recurring, 4, &split, &evidence(), 1.0, 0);
+        // B and A recur on two tasks each: both of each, in split order
+        // within a signature, before the single C.
+        assert_eq!(picked_tasks(&s), ["mid-b", "beta-b", "zeta-a", "alpha-a"]);
+        let b = "failure signature agent_stop | first failure get_order: order <n> not found";
+        assert_eq!(
+            (s.picked[0].reason.as_str(), s.picked[1].reason.as_str()),
+            (b, b)
+        );
+        // The chosen tasks show every picked signature on two tasks: the
+        // aggregation of their failures finds both recurring.
+        let chosen: Vec<EpisodeRecord> = evidence()
+            .into_iter()
+            .filter(|r| s.tasks.contains(&r.task_id))
+            .collect();
+        let groups = aggregate::aggregate(&records::failures(&chosen, 1.0));
+        assert_eq!(groups.len(), 2);
+        assert!(groups.iter().all(|g| g.tasks.len() == 2), "{groups:?}");
+        // With room, the single signature follows, then paths as before.
+        let s = select(SelectStrategy::Recurring, 6, &split, &evidence(), 1.0, 0);
+        assert_eq!(
+            picked_tasks(&s),
+            ["mid-b", "beta-b", "zeta-a", "alpha-a", "gamma-c", "pass-1"]
+        );
+        // failure-aware on the same budget keeps one of each.
+        let one = select(SelectStrategy::FailureAware, 4, &split, &evidence(), 1.0, 0);
+        assert_eq!(picked_tasks(&one)[..3], ["mid-b", "zeta-a", "gamma-c"]);
     }
 
     #[test]

@@ -1066,7 +1066,7 @@ async fn training_tasks(
     // Failure-aware selection needs to see how the starting harness does
     // on every training task; random selection does not.
     let records = match sel.strategy {
-        SelectStrategy::FailureAware => {
+        SelectStrategy::FailureAware | SelectStrategy::Recurring => {
             cx.evaluate(
                 dir,
                 &config.train,
