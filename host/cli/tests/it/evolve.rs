@@ -390,3 +390,75 @@ fn train_runs_on_dbbench_unchanged() {
         "training tasks come from DBBench's train split: {picked:?}"
     );
 }
+
+/// `--select-train recurring` on τ² retail's whole training split with
+/// `sim:clumsy` (no round): a signature that recurs in the pool keeps two
+/// tasks, where `failure-aware` keeps one of each, so the chosen tasks'
+/// failures recur across tasks for aggregation to find.
+#[test]
+fn recurring_selection_keeps_recurring_signatures_recurring() {
+    let dir = tempfile::tempdir().unwrap();
+    let select = |strategy: &str| -> Vec<(String, String)> {
+        let out = std::process::Command::new(support::host_bin())
+            .current_dir(support::repo_root())
+            .args(["--quiet", "--store"])
+            .arg(dir.path().join("store"))
+            .args([
+                "train",
+                "--rounds",
+                "0",
+                "--agent-model",
+                "sim:clumsy",
+                "--select-train",
+                strategy,
+                "--budget-tasks",
+                "6",
+                "--test-split",
+                "none",
+                "--cargo-target-dir",
+            ])
+            .arg(support::repo_root().join("target/evolve-candidates"))
+            .arg("--out")
+            .arg(dir.path().join(strategy))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let file = dir.path().join(strategy).join("selection.json");
+        let s: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        assert_eq!(s["strategy"], strategy);
+        s["picked"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                let field = |k: &str| p[k].as_str().unwrap().to_string();
+                (field("task"), field("reason"))
+            })
+            .collect()
+    };
+    let signatures = |picked: &[(String, String)]| -> Vec<String> {
+        picked
+            .iter()
+            .filter(|(_, r)| r.starts_with("failure signature"))
+            .map(|(_, r)| r.clone())
+            .collect()
+    };
+    let recurring = select("recurring");
+    let one_each = select("failure-aware");
+    assert_eq!(recurring.len(), 6);
+    // failure-aware: every signature once.
+    let once = signatures(&one_each);
+    let distinct: std::collections::BTreeSet<&String> = once.iter().collect();
+    assert_eq!(distinct.len(), once.len(), "{one_each:?}");
+    // recurring: the pool's recurring signatures come first, two tasks each.
+    let twice = signatures(&recurring);
+    assert!(twice.len() >= 4, "{recurring:?}");
+    assert_eq!(twice[0], twice[1], "{recurring:?}");
+    assert_eq!(twice[2], twice[3], "{recurring:?}");
+    assert_ne!(recurring[0].0, recurring[1].0);
+    assert_eq!(once[0], twice[0], "the same first signature, kept once");
+}
