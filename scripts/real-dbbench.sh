@@ -36,7 +36,10 @@
 #   CTX            server context, split over PARALLEL slots (default 24576)
 #   THREADS        server threads (default 2); PARALLEL requests at once (2)
 #   POOL           training tasks to select from (36 tasks of `train`)
-#   BUDGET         training tasks kept by failure-aware selection (12)
+#   BUDGET         training tasks kept by the selection (12)
+#   SELECT         how they are selected: failure-aware (the recorded run's),
+#                  or recurring (two tasks of each recurring failure
+#                  signature; a new run needs its own OUT)
 #   TEST_TASKS     held-out tasks (40 tasks of `test`)
 #   ROUNDS         rounds per method (3)
 #   TRANSFER       1 to test on the 0.5B model too (default 1)
@@ -56,6 +59,7 @@ OUT="${OUT:-runs/real-dbbench}"
 PORT_05B="${PORT_05B:-8081}"
 ROUNDS="${ROUNDS:-3}"
 BUDGET="${BUDGET:-12}"
+SELECT="${SELECT:-failure-aware}"
 TRANSFER="${TRANSFER:-1}"
 # Both lists were drawn once, stratified by task type (SELECT kinds,
 # INSERT, UPDATE) with a seeded shuffle, and are fixed here so that every
@@ -140,7 +144,7 @@ run_logged "$LOG" "$HOST" experiment \
     --temperature 0 --max-tokens 384 --agent-timeout-secs 1800 \
     --max-request-tokens "${MAX_REQUEST_TOKENS:-0}" \
     --concurrency "$PARALLEL" \
-    --tasks "$POOL" --select-train failure-aware --budget-tasks "$BUDGET" \
+    --tasks "$POOL" --select-train "$SELECT" --budget-tasks "$BUDGET" \
     --rounds "$ROUNDS" --trials 1 \
     --test-tasks "$TEST_TASKS" --test-trials 1 \
     --fdcr-model "$MODEL" --fdcr-rounds 1 \
