@@ -422,8 +422,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let c = &summary.config;
             let out = out.unwrap_or_else(|| {
                 cli::run::default_out(
-                    &c.domain,
-                    c.split.as_deref().unwrap_or("all"),
+                    &c.settings.domain,
+                    c.settings.split.as_deref().unwrap_or("all"),
                     c.harness.as_ref(),
                     &c.agent_model,
                 )

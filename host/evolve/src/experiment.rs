@@ -381,8 +381,11 @@ pub async fn run(
     services: &ModelServices,
 ) -> Result<ExperimentReport, TrainSpecError> {
     // The process's one engine, shared by every training and transfer run.
-    let sandbox = Sandbox::pooled(spec.train.eval.limits.clone(), spec.train.concurrency)
-        .map_err(train::TrainError::from)?;
+    let sandbox = Sandbox::pooled(
+        spec.train.eval.settings.limits.clone(),
+        spec.train.concurrency,
+    )
+    .map_err(train::TrainError::from)?;
     let shared = Shared {
         store,
         domain: domain.clone(),
@@ -487,7 +490,7 @@ pub async fn run(
             .and_then(|m| read_config(&m.dir))
             .map(|c| c.coder)
             .unwrap_or_default(),
-        domain: spec.train.eval.domain.clone(),
+        domain: spec.train.eval.settings.domain.clone(),
         agent_model: spec.train.eval.agent_model(),
         simulated,
         coder_latency_ms: spec.train.plan.coder_latency_ms,
@@ -631,12 +634,12 @@ async fn transfer_score(
     hash: &ComponentHash,
     out: PathBuf,
 ) -> Result<f64, TrainSpecError> {
-    let run_spec = RunSpec {
-        split: spec.train.plan.test_split.clone(),
+    let mut run_spec = RunSpec {
         tasks: spec.train.test_tasks.clone(),
-        trials: spec.train.plan.test_trials,
         ..with_agent(spec, model)
     };
+    run_spec.settings.split = spec.train.plan.test_split.clone();
+    run_spec.settings.trials = spec.train.plan.test_trials;
     harness_score(spec, shared, &run_spec, Some(hash), out, true).await
 }
 

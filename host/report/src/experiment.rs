@@ -136,7 +136,7 @@ fn header(page: &mut Page, e: &ExperimentData) {
                 .map(|c| {
                     format!(
                         "at most {} rounds, {} trial(s) per task",
-                        c.plan.rounds, c.train.trials
+                        c.plan.rounds, c.train.settings.trials
                     )
                 })
                 .unwrap_or_else(|| "—".into()),

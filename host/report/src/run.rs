@@ -54,13 +54,13 @@ fn meta(run: &RunData) -> String {
             "domain / split",
             format!(
                 "{} / {}",
-                esc(&c.domain),
-                esc(c.split.as_deref().unwrap_or("all"))
+                esc(&c.settings.domain),
+                esc(c.settings.split.as_deref().unwrap_or("all"))
             ),
         ),
         (
             "tasks × trials",
-            format!("{} × {}", c.tasks.len(), c.trials),
+            format!("{} × {}", c.tasks.len(), c.settings.trials),
         ),
         (
             "agent",
@@ -74,10 +74,10 @@ fn meta(run: &RunData) -> String {
             "seed / limits",
             format!(
                 "seed {}, at most {} steps and {} tool errors, policy {}",
-                c.seed,
-                c.max_steps,
-                c.max_errors,
-                esc(&serde_json::to_value(c.policy)
+                c.settings.seed,
+                c.settings.max_steps,
+                c.settings.max_errors,
+                esc(&serde_json::to_value(c.settings.policy)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default())
@@ -130,7 +130,7 @@ pub(crate) fn section(page: &mut Page, prefix: &str, run: &RunData) -> Result<()
             &super::sim_banner(&[run.config.agent_model.to_string()].into_iter().collect());
     }
     page.body += &meta(run);
-    let total = run.config.tasks.len() as u64 * u64::from(run.config.trials);
+    let total = run.config.tasks.len() as u64 * u64::from(run.config.settings.trials);
     if run.summary.is_none() {
         page.body += &format!(
             "<p class=\"note\">In progress: no <code>summary.json</code> yet. {} of {} episodes are finished; the numbers below are over those only.</p>",
@@ -236,7 +236,7 @@ fn grid(page: &mut Page, prefix: &str, run: &RunData) {
         .iter()
         .map(|r| ((r.task_id.as_str(), r.trial), r))
         .collect();
-    let trials = run.config.trials;
+    let trials = run.config.settings.trials;
     let mut out = String::from(
         "<p class=\"legend\"><span class=\"r1\">success</span><span class=\"rp\">partial reward</span><span class=\"r0\">failed</span><span class=\"rn\">not run</span> One block per task, one cell per trial; each cell links to its trajectory.</p><div class=\"tgrid\">",
     );

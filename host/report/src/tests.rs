@@ -9,7 +9,7 @@ use ecdysis_evolve::spec::{ChangeSpec, FailurePattern, Layer, ProposedChange};
 use ecdysis_evolve::train::{Method, PhaseTimes, RoundRecord, TrainConfig, TrainPlan};
 use ecdysis_model::{SamplingArgs, ToolCall};
 use ecdysis_runner::agent::{CallSource, EndReason, Entry, EpisodeRecord, HookRecord};
-use ecdysis_runner::eval::{RunConfig, RunSummary};
+use ecdysis_runner::eval::{RunConfig, RunSettings, RunSummary};
 use ecdysis_sandbox::sandbox::{FailurePolicy, Limits};
 use ecdysis_sandbox::store::ComponentHash;
 
@@ -24,22 +24,24 @@ fn config(tasks: &[&str], agent: &str) -> RunConfig {
     RunConfig {
         world: "ecdysis:harness@0.1.0".into(),
         harness: ComponentHash::parse(&"ab".repeat(32)),
-        domain: "tau2/retail".into(),
-        split: Some("test".into()),
+        settings: RunSettings {
+            domain: "tau2/retail".into(),
+            split: Some("test".into()),
+            trials: 2,
+            seed: 0,
+            max_steps: 200,
+            max_errors: 10,
+            max_request_tokens: None,
+            policy: FailurePolicy::FailClosed,
+            layers: Default::default(),
+            limits: Limits::default(),
+            sampling: SamplingArgs::default(),
+        },
         tasks: tasks.iter().map(|t| t.to_string()).collect(),
-        trials: 2,
         agent_model: agent.into(),
         agent_base_url: None,
         user_model: "scripted".into(),
         user_base_url: None,
-        seed: 0,
-        max_steps: 200,
-        max_errors: 10,
-        max_request_tokens: None,
-        policy: FailurePolicy::FailClosed,
-        layers: Default::default(),
-        limits: Limits::default(),
-        sampling: SamplingArgs::default(),
     }
 }
 

@@ -115,9 +115,13 @@ fn meta(page: &mut Page, t: &TrainData) {
             format!(
                 "{} on {} × {} trial{}{}",
                 c.train.tasks.len(),
-                esc(&c.train.domain),
-                c.train.trials,
-                if c.train.trials == 1 { "" } else { "s" },
+                esc(&c.train.settings.domain),
+                c.train.settings.trials,
+                if c.train.settings.trials == 1 {
+                    ""
+                } else {
+                    "s"
+                },
                 match &c.plan.select {
                     Some(s) => format!(
                         ", {} of them chosen {} (budget)",

@@ -310,9 +310,9 @@ pub async fn record(
         .filter(|t| tasks.is_empty() || tasks.contains(t))
         .collect();
     for task_id in selected {
-        for trial in 0..config.trials {
+        for trial in 0..config.settings.trials {
             let (view, oracle) = domain.task(task_id)?;
-            let seed = episode_seed(config.seed, task_id, trial);
+            let seed = episode_seed(config.settings.seed, task_id, trial);
             let (agent, user) = participants.build(&view, &oracle, trial, seed)?;
             drop(oracle);
             let tape = Arc::new(Tape::default());
@@ -324,14 +324,14 @@ pub async fn record(
                 agent,
                 user,
                 harness: Some(harness.with_recorder(tape.clone())),
-                policy: config.policy,
-                layers: config.layers,
-                max_steps: config.max_steps,
-                max_errors: config.max_errors,
-                max_request_tokens: config.max_request_tokens,
+                policy: config.settings.policy,
+                layers: config.settings.layers,
+                max_steps: config.settings.max_steps,
+                max_errors: config.settings.max_errors,
+                max_request_tokens: config.settings.max_request_tokens,
                 sampling: SamplingArgs {
-                    seed: config.sampling.seed.or(Some(seed)),
-                    ..config.sampling.clone()
+                    seed: config.settings.sampling.seed.or(Some(seed)),
+                    ..config.settings.sampling.clone()
                 },
             };
             let rerun = run_episode(setup).await;
@@ -376,11 +376,11 @@ pub async fn record(
         ("format", Value::from(VECTORS_FORMAT)),
         ("world", Value::from(WORLD_VERSION)),
         ("harness", Value::from(harness_hash.as_str())),
-        ("domain", Value::from(config.domain.as_str())),
+        ("domain", Value::from(config.settings.domain.as_str())),
         ("run", Value::from(run.dir.display().to_string())),
         ("agent_model", Value::from(config.agent_model.as_str())),
         ("user_model", Value::from(config.user_model.as_str())),
-        ("seed", Value::from(config.seed)),
+        ("seed", Value::from(config.settings.seed)),
         ("episodes", Value::from(report.episodes)),
         ("records", Value::from(report.records)),
         (

@@ -18,7 +18,9 @@ use super::quota::{QuotaExceeded, Quotas, until_midnight_utc};
 use super::tenants::Tenant;
 use ecdysis_model::{CachePolicy, ModelFlags, SamplingArgs};
 use ecdysis_runner::agent::EpisodeRecord;
-use ecdysis_runner::eval::{self, ModelServices, RunConfig, RunSpec, RunSummary, SIMULATED_LABEL};
+use ecdysis_runner::eval::{
+    self, ModelServices, RunConfig, RunSettings, RunSpec, RunSummary, SIMULATED_LABEL,
+};
 use ecdysis_runner::isolate::{DomainSource, EpisodeJob};
 use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet, Limits};
 use ecdysis_sandbox::store::{ComponentHash, ManifestFacts};
@@ -255,21 +257,23 @@ pub fn spec_of(svc: &Service, req: &EvaluationRequest) -> Result<RunSpec, Create
         ..Limits::default()
     };
     let spec = RunSpec {
-        domain: req.domain.clone(),
-        split: req.split.clone(),
+        settings: RunSettings {
+            domain: req.domain.clone(),
+            split: req.split.clone(),
+            trials: capped("trials", req.trials, d.trials, m.trials)?,
+            seed: req.seed,
+            max_steps: capped("max_steps", l.max_steps, d.max_steps, m.max_steps)?,
+            max_errors: capped("max_errors", l.max_errors, d.max_errors, m.max_errors)?,
+            max_request_tokens: agent.max_request_tokens,
+            policy: req.policy.unwrap_or_default(),
+            layers: req.layers.unwrap_or_default(),
+            limits,
+            sampling: SamplingArgs::default(),
+        },
         tasks: req.tasks.clone(),
-        trials: capped("trials", req.trials, d.trials, m.trials)?,
         agent: flags(agent),
-        sampling: SamplingArgs::default(),
         user,
         sim_latency: Duration::from_millis(agent.sim_latency_ms),
-        limits,
-        policy: req.policy.unwrap_or_default(),
-        layers: req.layers.unwrap_or_default(),
-        max_steps: capped("max_steps", l.max_steps, d.max_steps, m.max_steps)?,
-        max_errors: capped("max_errors", l.max_errors, d.max_errors, m.max_errors)?,
-        max_request_tokens: agent.max_request_tokens,
-        seed: req.seed,
     };
     spec.validate()
         .map_err(|e| CreateError::Invalid(e.to_string()))?;
@@ -401,13 +405,13 @@ pub async fn create(
     };
     let domain = svc
         .domains
-        .get(&spec.domain)
+        .get(&spec.settings.domain)
         .await
-        .map_err(|e| CreateError::Internal(format!("opening {}: {e}", spec.domain)))?;
+        .map_err(|e| CreateError::Internal(format!("opening {}: {e}", spec.settings.domain)))?;
     let tasks = spec
         .task_ids(&*domain)
         .map_err(|e| CreateError::Invalid(e.to_string()))?;
-    let total = tasks.len() as i64 * i64::from(spec.trials);
+    let total = tasks.len() as i64 * i64::from(spec.settings.trials);
     let cap = svc.config.http.max_episodes_per_evaluation as i64;
     if total > cap {
         return Err(CreateError::Quota(QuotaExceeded {
@@ -459,20 +463,20 @@ pub async fn create(
     .execute(w.conn())
     .await
     .ctx("create evaluation")?;
-    insert_episodes(&mut w, &id, tenant.id, &tasks, spec.trials).await?;
+    insert_episodes(&mut w, &id, tenant.id, &tasks, spec.settings.trials).await?;
     add_use(&mut w, tenant.id, total, 0, 0.0).await?;
     audit::append(
         &mut w,
         kind::EVALUATION_STARTED,
         Some(&tenant.name),
-        serde_json::json!({"evaluation": id, "harness": harness, "domain": spec.domain, "episodes": total, "agent": req.agent}),
+        serde_json::json!({"evaluation": id, "harness": harness, "domain": spec.settings.domain, "episodes": total, "agent": req.agent}),
     )
     .await?;
     w.commit().await?;
     svc.work.notify_waiters();
     // The summary's floor, worked out while the episodes run rather than
     // after the last one, where it would add to the evaluation's wall time.
-    let (domains, name) = (svc.domains.clone(), spec.domain.clone());
+    let (domains, name) = (svc.domains.clone(), spec.settings.domain.clone());
     tokio::spawn(async move {
         if let Err(e) = domains.floor_solved(&name, &tasks).await {
             tracing::warn!("working out the floor of {name}'s tasks: {e}");
@@ -692,7 +696,7 @@ pub async fn status(
         id: id.to_string(),
         state: r.state,
         harness: r.harness,
-        domain: r.config.domain.clone(),
+        domain: r.config.settings.domain.clone(),
         agent: r.request.agent.clone(),
         user: r
             .request
@@ -850,7 +854,7 @@ pub async fn materialize(svc: &Service, tenant: i64, id: &str) -> Result<RunSumm
         .collect::<Result<Vec<(String, u32)>, DbError>>()?;
     let floor = svc
         .domains
-        .floor_solved(&r.config.domain, &r.config.tasks)
+        .floor_solved(&r.config.settings.domain, &r.config.tasks)
         .await
         .map_err(|e| CreateError::Internal(e.to_string()))?;
     let summary = RunSummary {

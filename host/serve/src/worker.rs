@@ -337,7 +337,7 @@ impl WorkerLoop {
                 if end == EndReason::InfrastructureError {
                     requeue(record)
                 } else {
-                    let domain = self.domains.get(&job.spec.domain).await?;
+                    let domain = self.domains.get(&job.spec.settings.domain).await?;
                     ecdysis_runner::eval::score(&*domain, &mut record)?;
                     Settle::Done {
                         record: Box::new(record),

@@ -88,6 +88,13 @@ impl std::str::FromStr for Endpoint {
     }
 }
 
+/// `HOST:PORT`, the form `from_str` reads back.
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
 /// The host side of the egress proxy: one Unix socket per endpoint, forwarded while
 /// the proxy lives.
 pub struct EgressProxy {

@@ -74,7 +74,7 @@ pub async fn ablate(
     let split = (args.split != "all").then(|| args.split.clone());
     let spec = args.eval.spec(split, super::train::DEFAULT_AGENT)?;
     let spec = args.eval.with_endpoint_cap(spec).await;
-    let domain = data.open(&spec.domain)?;
+    let domain = data.open(&spec.settings.domain)?;
     let source = match super::export::exported(named)? {
         Some((wasm, _)) => wasm.to_string_lossy().into_owned(),
         None => named.to_string(),
@@ -82,13 +82,13 @@ pub async fn ablate(
     let manifest = store
         .obtain(&source, quiet)
         .with_context(|| format!("loading harness `{}`", args.harness))?;
-    let sandbox = Sandbox::pooled(spec.limits.clone(), args.eval.concurrency)?;
+    let sandbox = Sandbox::pooled(spec.settings.limits.clone(), args.eval.concurrency)?;
     let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
     let hash = manifest.hash.clone();
     let tasks = spec.task_ids(&*domain)?.len();
     let out = args.out.clone().unwrap_or_else(|| {
         let run = super::run::default_out(
-            &spec.domain,
+            &spec.settings.domain,
             spec.split_label(),
             Some(&hash),
             &spec.agent_model(),
@@ -100,9 +100,9 @@ pub async fn ablate(
         eprintln!(
             "ablating {} on {} {} ({tasks} tasks x {} trial(s)): the full harness, each layer off, then the chosen subset, into {}",
             manifest.hash.short(),
-            spec.domain,
+            spec.settings.domain,
             spec.split_label(),
-            spec.trials,
+            spec.settings.trials,
             out.display()
         );
         if spec.is_simulated() {
@@ -123,10 +123,8 @@ pub async fn ablate(
             progress: ProgressDisplay::Lines,
             max_requeues: args.eval.max_requeues,
         };
-        let variant = eval::RunSpec {
-            layers,
-            ..spec.clone()
-        };
+        let mut variant = spec.clone();
+        variant.settings.layers = layers;
         let harness = Some((hash.clone(), loaded.clone()));
         let summary = super::run::execute(
             &args.eval,
@@ -145,16 +143,16 @@ pub async fn ablate(
             dir,
         })
     };
-    let ablation = ablate::ablate(evaluate, spec.seed)
+    let ablation = ablate::ablate(evaluate, spec.settings.seed)
         .await
         .map_err(|e| anyhow::anyhow!("{e:#}"))?;
     let file = AblationFile {
         harness: hash,
-        domain: spec.domain.clone(),
+        domain: spec.settings.domain.clone(),
         split: spec.split_label().to_string(),
         agent_model: spec.agent_model(),
         tasks,
-        trials: spec.trials,
+        trials: spec.settings.trials,
         label: spec
             .is_simulated()
             .then(|| eval::SIMULATED_LABEL.to_string()),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 use clap::Args;
 
-use ecdysis_host::eval::{ModelServices, RunSpec};
+use ecdysis_host::eval::{ModelServices, RunSettings, RunSpec};
 use ecdysis_host::model::{CachePolicy, ModelFlags, ModelId, SamplingArgs};
 use ecdysis_host::sandbox::{FailurePolicy, LayerSet};
 
@@ -136,10 +136,25 @@ impl EvalArgs {
             return Err(anyhow!("--concurrency must be at least 1"));
         }
         let spec = RunSpec {
-            domain: self.domain.clone(),
-            split,
+            settings: RunSettings {
+                domain: self.domain.clone(),
+                split,
+                trials: self.trials,
+                seed: self.seed,
+                max_steps: self.max_steps,
+                max_errors: self.max_errors,
+                max_request_tokens: self.max_request_tokens.filter(|n| *n > 0),
+                policy: self.policy,
+                layers: self.layers.unwrap_or_default(),
+                limits: self.limits.limits()?,
+                sampling: SamplingArgs {
+                    temperature: self.temperature,
+                    top_p: self.top_p,
+                    max_tokens: self.max_tokens,
+                    ..SamplingArgs::default()
+                },
+            },
             tasks: self.tasks.clone(),
-            trials: self.trials,
             agent: ModelFlags {
                 model: Some(
                     self.agent_model
@@ -152,25 +167,12 @@ impl EvalArgs {
                 request_timeout_secs: self.agent_timeout_secs,
                 ..ModelFlags::default()
             },
-            sampling: SamplingArgs {
-                temperature: self.temperature,
-                top_p: self.top_p,
-                max_tokens: self.max_tokens,
-                ..SamplingArgs::default()
-            },
             user: ModelFlags {
                 model: Some(self.user_model.clone()),
                 base_url: self.user_base_url.clone(),
                 ..ModelFlags::default()
             },
             sim_latency: Duration::from_millis(self.sim_latency_ms),
-            limits: self.limits.limits()?,
-            policy: self.policy,
-            layers: self.layers.unwrap_or_default(),
-            max_steps: self.max_steps,
-            max_errors: self.max_errors,
-            max_request_tokens: self.max_request_tokens.filter(|n| *n > 0),
-            seed: self.seed,
         };
         spec.validate().map_err(|e| anyhow!("{e}"))?;
         Ok(spec)
@@ -197,7 +199,7 @@ impl EvalArgs {
         )
         .await
         {
-            spec.max_request_tokens = Some(n as u64);
+            spec.settings.max_request_tokens = Some(n as u64);
         }
         spec
     }

@@ -74,7 +74,7 @@ pub async fn experiment(
         transfer,
         out: args.out,
     };
-    let domain = data.open(&spec.train.eval.domain)?;
+    let domain = data.open(&spec.train.eval.settings.domain)?;
     let report = experiment::run(&spec, store, domain, &services).await?;
     print!("{}", report.render());
     Ok(())

@@ -80,7 +80,7 @@ pub async fn run(
         Some(named) => Some(match super::export::exported(named)? {
             Some((wasm, manifest)) => {
                 if args.eval.layers.is_none() {
-                    spec.layers = manifest.layers;
+                    spec.settings.layers = manifest.layers;
                 }
                 wasm.to_string_lossy().into_owned()
             }
@@ -89,31 +89,34 @@ pub async fn run(
         None => None,
     };
     let spec = args.eval.with_endpoint_cap(spec).await;
-    let domain = data.open(&spec.domain)?;
+    let domain = data.open(&spec.settings.domain)?;
     let harness = match source {
         None => None,
         Some(source) => {
             let manifest = store
                 .obtain(&source, quiet)
                 .with_context(|| format!("loading harness `{}`", args.harness))?;
-            let sandbox = Sandbox::pooled(spec.limits.clone(), args.eval.concurrency)?;
+            let sandbox = Sandbox::pooled(spec.settings.limits.clone(), args.eval.concurrency)?;
             let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
             Some((manifest.hash, loaded))
         }
     };
     let out = args.out.clone().unwrap_or_else(|| {
         default_out(
-            &spec.domain,
+            &spec.settings.domain,
             spec.split_label(),
             harness.as_ref().map(|(h, _)| h),
             &spec.agent_model(),
         )
     });
     if !quiet {
-        let episodes = spec.task_ids(&*domain)?.len() as u64 * u64::from(spec.trials);
+        let episodes = spec.task_ids(&*domain)?.len() as u64 * u64::from(spec.settings.trials);
         eprintln!("running {episodes} episodes into {}", out.display());
-        if harness.is_some() && !spec.layers.is_all() {
-            eprintln!("layers: {} (the others are switched off)", spec.layers);
+        if harness.is_some() && !spec.settings.layers.is_all() {
+            eprintln!(
+                "layers: {} (the others are switched off)",
+                spec.settings.layers
+            );
         }
         if spec.is_simulated() {
             eprintln!("{}", eval::SIMULATED_LABEL);

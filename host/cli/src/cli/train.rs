@@ -356,7 +356,7 @@ impl TrainKnobs {
             .spec(Some(self.train_split.clone()), DEFAULT_AGENT)?;
         // The training evaluations resume from their own directories; only
         // the held-out split differs.
-        eval.split = Some(self.train_split.clone());
+        eval.settings.split = Some(self.train_split.clone());
         if self.test_trials == 0 {
             bail!("--test-trials must be at least 1");
         }
@@ -566,7 +566,7 @@ pub fn default_out(spec: &TrainSpec) -> PathBuf {
     PathBuf::from("runs").join(format!(
         "train-{}-{}-{}",
         spec.plan.method.as_str(),
-        spec.eval.domain.replace('/', "-"),
+        spec.eval.settings.domain.replace('/', "-"),
         spec.eval.agent_model().file_stem()
     ))
 }
@@ -580,7 +580,7 @@ pub async fn train(
 ) -> Result<TrainSummary> {
     let mut spec = args.spec()?;
     spec.eval = args.knobs.eval.with_endpoint_cap(spec.eval).await;
-    let domain = data.open(&spec.eval.domain)?;
+    let domain = data.open(&spec.eval.settings.domain)?;
     let out = args.out.clone().unwrap_or_else(|| default_out(&spec));
     if !quiet {
         eprintln!(
@@ -609,6 +609,6 @@ pub async fn train(
         ..spec
     };
     // The process's one engine: every episode of the run instantiates from it.
-    let sandbox = Sandbox::pooled(spec.eval.limits.clone(), spec.concurrency)?;
+    let sandbox = Sandbox::pooled(spec.eval.settings.limits.clone(), spec.concurrency)?;
     Ok(run_spec(&spec, store, domain, &services, &sandbox, &out).await?)
 }

@@ -56,9 +56,9 @@ pub async fn vectors(
     let manifest = store
         .obtain(&spec, quiet)
         .with_context(|| format!("loading harness `{spec}`"))?;
-    let sandbox = Sandbox::new(run.config.limits.clone())?;
+    let sandbox = Sandbox::new(run.config.settings.limits.clone())?;
     let (harness, _) = store.load(&sandbox, &manifest.hash)?;
-    let domain = data.open(&run.config.domain)?;
+    let domain = data.open(&run.config.settings.domain)?;
     let report = vectors::record(
         &run,
         domain,

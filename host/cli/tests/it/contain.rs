@@ -1001,12 +1001,10 @@ async fn a_gated_coder_reaches_its_endpoint_and_nothing_else() {
     // Gated: the endpoint (named by host name, as its URL does) answers;
     // the other local service and the outside are unreachable.
     let started = std::time::Instant::now();
-    let out = coder(CoderNetwork::Endpoints(vec![format!(
-        "http://localhost:{endpoint}/v1"
-    )]))
-    .implement(&CoderTask::new(spec.clone()), &crate_dir)
-    .await
-    .expect("the gated coder's edit is collected");
+    let out = coder(CoderNetwork::endpoints([format!("http://localhost:{endpoint}/v1")]).unwrap())
+        .implement(&CoderTask::new(spec.clone()), &crate_dir)
+        .await
+        .expect("the gated coder's edit is collected");
     assert!(started.elapsed() < Duration::from_secs(120));
     assert!(
         out.diff
@@ -1040,9 +1038,7 @@ async fn a_gated_coder_reaches_its_endpoint_and_nothing_else() {
     );
 
     // Bad endpoints are refused by name before anything runs.
-    let mut config = ExternalConfig::new("/usr/bin/true");
-    config.network = CoderNetwork::Endpoints(vec!["not an endpoint".into()]);
-    let Err(err) = ExternalCoder::new(config) else {
+    let Err(err) = CoderNetwork::endpoints(["not an endpoint"]) else {
         panic!("a bad endpoint must be refused");
     };
     assert!(err.to_string().contains("`not an endpoint`"), "{err}");
@@ -1106,7 +1102,7 @@ async fn an_external_coder_gets_no_network_by_default_and_its_endpoint_when_know
     // Positive control: gated to its endpoint it reaches that (only), and
     // its good edit is built (jailed) right after.
     let mut gated = config();
-    gated.network = CoderNetwork::Endpoints(vec![format!("http://127.0.0.1:{endpoint}/v1")]);
+    gated.network = CoderNetwork::endpoints([format!("http://127.0.0.1:{endpoint}/v1")]).unwrap();
     let crate_dir = stage(tmp.path(), "gated");
     let out = ExternalCoder::new(gated)
         .unwrap()

@@ -38,12 +38,13 @@ fn direct_hash() -> ComponentHash {
 }
 
 fn spec(tasks: &[&str]) -> RunSpec {
-    RunSpec {
-        split: None,
+    let mut spec = RunSpec {
         tasks: tasks.iter().map(|t| t.to_string()).collect(),
-        trials: 2,
         ..RunSpec::default()
-    }
+    };
+    spec.settings.split = None;
+    spec.settings.trials = 2;
+    spec
 }
 
 fn job(tmp: &Path, harness: Option<ComponentHash>, tasks: &[&str]) -> EpisodeJob {
@@ -125,7 +126,8 @@ fn isolated_and_in_process(
     let services = job(tmp, None, tasks).services;
     let hub = services.hub().unwrap();
     let loaded = harness.as_ref().map(|h| {
-        let sandbox = ecdysis_host::sandbox::Sandbox::pooled(spec.limits.clone(), 2).unwrap();
+        let sandbox =
+            ecdysis_host::sandbox::Sandbox::pooled(spec.settings.limits.clone(), 2).unwrap();
         let (loaded, _) = support::shared_store().load(&sandbox, h).unwrap();
         (h.clone(), loaded)
     });

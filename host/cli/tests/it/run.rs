@@ -712,12 +712,8 @@ async fn episodes_start_in_task_order_with_at_most_concurrency_in_flight() {
     }
     let data = ecdysis_host::env::locate(None).unwrap_or_else(|e| panic!("{e}"));
     let domain = ecdysis_host::env::open("tau2/retail", &data).unwrap();
-    let spec = RunSpec {
-        domain: "tau2/retail".into(),
-        split: Some("test".into()),
-        trials: 3,
-        ..RunSpec::default()
-    };
+    let mut spec = RunSpec::default();
+    spec.settings.trials = 3;
     let tasks = spec.task_ids(&*domain).unwrap();
     let config = spec.config(None, tasks.clone());
     let tmp = tempfile::tempdir().unwrap();
@@ -775,16 +771,14 @@ async fn scoring_from_the_final_state_equals_replaying_the_calls() {
     let data = ecdysis_host::env::locate(None).unwrap_or_else(|e| panic!("{e}"));
     let domain = ecdysis_host::env::open("tau2/retail", &data).unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let spec = RunSpec {
-        domain: "tau2/retail".into(),
-        split: Some("test".into()),
-        trials: 3,
+    let mut spec = RunSpec {
         agent: ModelFlags {
             model: Some("sim:mixed".into()),
             ..ModelFlags::default()
         },
         ..RunSpec::default()
     };
+    spec.settings.trials = 3;
     let hub = ModelServices {
         cache: CachePolicy::Off,
         cache_dir: tmp.path().join("cache"),

@@ -174,7 +174,7 @@ impl ExternalConfig {
     }
 
     /// The endpoints of [`CoderNetwork::Endpoints`] (else none).
-    pub fn network_endpoints(&self) -> &[String] {
+    pub fn network_endpoints(&self) -> &[Endpoint] {
         match &self.network {
             CoderNetwork::Endpoints(list) => list,
             _ => &[],
@@ -202,8 +202,9 @@ impl ExternalCoder {
     /// Checks the template splits into a command.
     pub fn new(config: ExternalConfig) -> Result<Self, CoderError> {
         let argv = split_command(&config.command).map_err(CoderError::Template)?;
-        let endpoints = parse_endpoints(config.network_endpoints())?;
-        if endpoints.iter().any(|e| e.port < 1024) && !rustix::process::geteuid().is_root() {
+        if config.network_endpoints().iter().any(|e| e.port < 1024)
+            && !rustix::process::geteuid().is_root()
+        {
             return Err(CoderError::Endpoint(
                 "a port below 1024 can be forwarded only when running as root".into(),
             ));
@@ -451,7 +452,7 @@ impl ExternalCoder {
                 let run = program
                     .as_deref()
                     .map_or(OsStr::new(&argv[0]), Path::as_os_str);
-                let endpoints = parse_endpoints(self.config.network_endpoints())?;
+                let endpoints = self.config.network_endpoints();
                 if endpoints.is_empty() {
                     let (mut cmd, guard) = jail.command(&spec, run).map_err(CoderError::NoJail)?;
                     cmd.args(&argv[1..]);
@@ -459,7 +460,7 @@ impl ExternalCoder {
                 }
                 // Its own network; the proxy's forwarder (this executable,
                 // read-only) runs the agent as its child.
-                let proxy = EgressProxy::start(&endpoints).map_err(|e| {
+                let proxy = EgressProxy::start(endpoints).map_err(|e| {
                     CoderError::Endpoint(format!("cannot start the egress proxy: {e}"))
                 })?;
                 let forwarder = match &self.config.forwarder_program {
@@ -573,16 +574,6 @@ fn tree_bytes(path: &Path, stop: u64) -> u64 {
 }
 
 /// The configured endpoints, parsed.
-fn parse_endpoints(texts: &[String]) -> Result<Vec<Endpoint>, CoderError> {
-    texts
-        .iter()
-        .map(|t| {
-            t.parse::<Endpoint>()
-                .map_err(|e| CoderError::Endpoint(e.to_string()))
-        })
-        .collect()
-}
-
 /// What of a program's installation a jail must see: the prefix of a
 /// program in a `bin/` directory outside the system's (a virtualenv, a
 /// pipx or npm prefix: its libraries sit beside `bin/`), else its directory.

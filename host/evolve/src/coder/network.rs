@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use ecdysis_sys::egress::Endpoint;
+use ecdysis_sys::egress::{BadEndpoint, Endpoint};
 
 /// What the operator asked for (`--coder-network`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -59,38 +59,86 @@ impl std::str::FromStr for NetworkChoice {
     }
 }
 
-/// The network a coder's jail gets.
+/// The network a coder's jail gets. Recorded in `config.json` as text:
+/// `none`, `endpoint HOST:PORT[,…]` or `host`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(into = "String", try_from = "String")]
 pub enum CoderNetwork {
     /// A loopback of its own, nothing else.
     #[default]
     None,
-    /// A network of its own reaching these endpoints (`HOST:PORT` or URLs)
-    /// only, through the egress proxy.
-    Endpoints(Vec<String>),
+    /// A network of its own reaching these endpoints only, through the
+    /// egress proxy.
+    Endpoints(Vec<Endpoint>),
     /// The host's network (the operator's explicit `--coder-network host`).
     Host,
 }
 
 impl CoderNetwork {
-    /// How `config.json` records it: `none`, `endpoint HOST:PORT[,…]`,
-    /// `host`.
-    pub fn describe(&self) -> String {
+    /// A network reaching these endpoints (`HOST:PORT` or `http(s)://`
+    /// URLs), refusing the first that is neither.
+    pub fn endpoints<S: AsRef<str>>(
+        texts: impl IntoIterator<Item = S>,
+    ) -> Result<Self, BadEndpoint> {
+        let list = texts
+            .into_iter()
+            .map(|t| t.as_ref().parse())
+            .collect::<Result<_, _>>()?;
+        Ok(CoderNetwork::Endpoints(list))
+    }
+}
+
+impl std::fmt::Display for CoderNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CoderNetwork::None => "none".into(),
-            CoderNetwork::Host => "host".into(),
+            CoderNetwork::None => f.write_str("none"),
+            CoderNetwork::Host => f.write_str("host"),
             CoderNetwork::Endpoints(list) => {
-                let parsed: Vec<String> = list
-                    .iter()
-                    .map(|t| match t.parse::<Endpoint>() {
-                        Ok(e) => format!("{}:{}", e.host, e.port),
-                        Err(_) => t.clone(),
-                    })
-                    .collect();
-                format!("endpoint {}", parsed.join(","))
+                f.write_str("endpoint ")?;
+                for (i, e) in list.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{e}")?;
+                }
+                Ok(())
             }
         }
+    }
+}
+
+/// A recorded network text that is none of the three forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("coder network `{0}`: expected `none`, `host` or `endpoint HOST:PORT[,...]`")]
+pub struct BadCoderNetwork(pub String);
+
+impl std::str::FromStr for CoderNetwork {
+    type Err = BadCoderNetwork;
+
+    fn from_str(text: &str) -> Result<Self, BadCoderNetwork> {
+        let bad = || BadCoderNetwork(text.to_string());
+        match text {
+            "none" => Ok(CoderNetwork::None),
+            "host" => Ok(CoderNetwork::Host),
+            _ => {
+                let list = text.strip_prefix("endpoint ").ok_or_else(bad)?;
+                CoderNetwork::endpoints(list.split(',')).map_err(|_| bad())
+            }
+        }
+    }
+}
+
+impl From<CoderNetwork> for String {
+    fn from(network: CoderNetwork) -> String {
+        network.to_string()
+    }
+}
+
+impl TryFrom<String> for CoderNetwork {
+    type Error = BadCoderNetwork;
+
+    fn try_from(text: String) -> Result<Self, BadCoderNetwork> {
+        text.parse()
     }
 }
 
@@ -125,7 +173,7 @@ pub enum NetworkError {
         /// Where it came from (a flag or a variable).
         flag: String,
         /// Why it is not an endpoint.
-        source: ecdysis_sys::egress::BadEndpoint,
+        source: BadEndpoint,
     },
 }
 
@@ -145,10 +193,9 @@ pub struct EndpointSources<'a> {
 impl EndpointSources<'_> {
     /// The endpoints these sources name (and where they came from), the
     /// first source that names any.
-    fn known(&self) -> Result<Vec<String>, NetworkError> {
-        let check = |flag: String, text: &str| -> Result<String, NetworkError> {
+    fn known(&self) -> Result<Vec<Endpoint>, NetworkError> {
+        let check = |flag: String, text: &str| -> Result<Endpoint, NetworkError> {
             text.parse::<Endpoint>()
-                .map(|_| text.to_string())
                 .map_err(|source| NetworkError::Bad { flag, source })
         };
         if !self.explicit.is_empty() {
@@ -161,7 +208,7 @@ impl EndpointSources<'_> {
         if let Some(url) = self.coder_base_url {
             return Ok(vec![check("--coder-base-url".into(), url)?]);
         }
-        let from_env: Vec<String> = self
+        let from_env: Vec<Endpoint> = self
             .coder_env
             .iter()
             .filter(|(k, v)| {
@@ -227,7 +274,7 @@ mod tests {
             ..EndpointSources::default()
         };
         let net = resolve(NetworkChoice::Auto, &roles).unwrap();
-        assert_eq!(net.describe(), "endpoint 127.0.0.1:8080");
+        assert_eq!(net.to_string(), "endpoint 127.0.0.1:8080");
         // The coder's own URL wins over the roles'; its variables too.
         let env = EndpointSources {
             coder_env: vec![
@@ -237,7 +284,7 @@ mod tests {
             ..roles.clone()
         };
         assert_eq!(
-            resolve(NetworkChoice::Auto, &env).unwrap().describe(),
+            resolve(NetworkChoice::Auto, &env).unwrap().to_string(),
             "endpoint api.example.com:443"
         );
         let coder = EndpointSources {
@@ -245,7 +292,9 @@ mod tests {
             ..env.clone()
         };
         assert_eq!(
-            resolve(NetworkChoice::Endpoint, &coder).unwrap().describe(),
+            resolve(NetworkChoice::Endpoint, &coder)
+                .unwrap()
+                .to_string(),
             "endpoint model.lan:9000"
         );
         // Host only on request.
@@ -287,5 +336,23 @@ mod tests {
             "{err}"
         );
         assert!("wide".parse::<NetworkChoice>().is_err());
+    }
+
+    #[test]
+    fn the_recorded_text_reads_back_as_the_same_network() {
+        let net = CoderNetwork::endpoints(["http://model.lan:9000/v1", "localhost:8080"]).unwrap();
+        let json = serde_json::to_string(&net).unwrap();
+        assert_eq!(json, r#""endpoint model.lan:9000,localhost:8080""#);
+        assert_eq!(serde_json::from_str::<CoderNetwork>(&json).unwrap(), net);
+        for net in [CoderNetwork::None, CoderNetwork::Host] {
+            let json = serde_json::to_string(&net).unwrap();
+            assert_eq!(serde_json::from_str::<CoderNetwork>(&json).unwrap(), net);
+        }
+        for bad in ["", "wide", "endpoint ", "endpoint ftp://x", "endpoints a:1"] {
+            let err = serde_json::from_str::<CoderNetwork>(&format!("{bad:?}")).unwrap_err();
+            assert!(err.to_string().contains(&format!("`{bad}`")), "{err}");
+        }
+        let err = CoderNetwork::endpoints(["a:1", "not an endpoint"]).unwrap_err();
+        assert!(err.to_string().contains("`not an endpoint`"), "{err}");
     }
 }

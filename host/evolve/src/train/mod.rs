@@ -43,7 +43,7 @@ use super::staging;
 use ecdysis_env::Domain;
 use ecdysis_runner::agent::EpisodeRecord;
 use ecdysis_runner::eval::{
-    self, Participants, ProgressDisplay, RunConfig, RunOptions, RunSummary,
+    self, Participants, ProgressDisplay, RunConfig, RunOptions, RunSettings, RunSummary,
 };
 use ecdysis_sys::progress::{PROGRESS, SECURITY};
 
@@ -193,10 +193,10 @@ pub struct TrainConfig {
     /// The FDCR roles' and coder's sampling and context budget.
     #[serde(default)]
     pub roles: RolesConfig,
-    /// The external coder's network: `none`, `endpoint HOST:PORT[,…]` or
-    /// `host` (absent for coders that run no process).
+    /// The external coder's network (absent for coders that run no
+    /// process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coder_network: Option<String>,
+    pub coder_network: Option<crate::coder::CoderNetwork>,
 }
 
 fn one_trial() -> u32 {
@@ -234,12 +234,13 @@ impl GateMeasure {
                 true,
                 "model responses are not served from the response cache".to_string(),
             )
-        } else if !sim && !zero(train.sampling.temperature) {
+        } else if !sim && !zero(train.settings.sampling.temperature) {
             (
                 true,
                 format!(
                     "the agent samples at temperature {}",
                     train
+                        .settings
                         .sampling
                         .temperature
                         .map(|t| t.to_string())
@@ -552,7 +553,10 @@ impl TrainContext {
         let config = RunConfig {
             harness: hash.cloned(),
             tasks: tasks.to_vec(),
-            split,
+            settings: RunSettings {
+                split,
+                ..base.settings.clone()
+            },
             ..base.clone()
         };
         let out = match hash {
@@ -564,7 +568,7 @@ impl TrainContext {
             hash.map(|h| h.short().to_string())
                 .unwrap_or_else(|| "direct".into()),
             tasks.len(),
-            base.trials,
+            base.settings.trials,
             if draw == Draw::Fresh {
                 " (fresh draw)"
             } else {
@@ -708,7 +712,7 @@ pub async fn train(
             &config.train,
             &initial,
             &tasks.tasks,
-            config.train.split.clone(),
+            config.train.settings.split.clone(),
             &tasks.label,
         )
         .await?;
@@ -717,7 +721,7 @@ pub async fn train(
         &cx,
         &config,
         &init_summary.metrics.per_task,
-        config.train.trials,
+        config.train.settings.trials,
     );
     cx.say(power.render().trim_end());
 
@@ -755,7 +759,7 @@ pub async fn train(
             &config.train,
             &incumbent,
             &tasks.tasks,
-            config.train.split.clone(),
+            config.train.settings.split.clone(),
             &tasks.label,
         )
         .await?
@@ -838,7 +842,7 @@ fn power_line(
         alpha,
         cx.power.power,
         cx.power.target_effect,
-        config.train.seed,
+        config.train.settings.seed,
     );
     crate::power::statement(&rates, trials, &spec)
 }
@@ -858,7 +862,10 @@ async fn select_layers(
     ));
     let evaluate = async |layers: LayerSet| -> Result<crate::ablate::Evaluated, TrainError> {
         let base = RunConfig {
-            layers,
+            settings: RunSettings {
+                layers,
+                ..config.train.settings.clone()
+            },
             ..config.train.clone()
         };
         let label = variant_label(&tasks.label, layers);
@@ -868,7 +875,7 @@ async fn select_layers(
                 &base,
                 Some(incumbent),
                 &tasks.tasks,
-                config.train.split.clone(),
+                config.train.settings.split.clone(),
                 &label,
                 Draw::Cached,
             )
@@ -879,7 +886,7 @@ async fn select_layers(
             dir: dir.eval_dir(incumbent, &label),
         })
     };
-    crate::ablate::ablate(evaluate, config.train.seed)
+    crate::ablate::ablate(evaluate, config.train.settings.seed)
         .await
         .map_err(|e| match e {
             crate::ablate::AblationError::Evaluate(e) => e,
@@ -916,14 +923,17 @@ async fn test_report(
         return Ok(None);
     }
     let base = RunConfig {
-        trials: config.plan.test_trials.max(1),
+        settings: RunSettings {
+            trials: config.plan.test_trials.max(1),
+            ..config.train.settings.clone()
+        },
         ..config.train.clone()
     };
-    let label = format!("test-k{}", base.trials);
+    let label = format!("test-k{}", base.settings.trials);
     let (initial_score, initial_tasks) =
         test_score(cx, dir, config, &base, &label, Some(initial)).await?;
     // What the held-out comparison with the starting harness can detect.
-    let power = power_line(cx, config, &initial_tasks, base.trials);
+    let power = power_line(cx, config, &initial_tasks, base.settings.trials);
     cx.say(format!("held-out {}", power.render().trim_end()));
     let final_score = if incumbent == initial {
         initial_score.clone()
@@ -941,7 +951,10 @@ async fn test_report(
         None
     } else {
         let variant = RunConfig {
-            layers: chosen,
+            settings: RunSettings {
+                layers: chosen,
+                ..base.settings.clone()
+            },
             ..base.clone()
         };
         let label = variant_label(&label, chosen);
@@ -991,12 +1004,12 @@ async fn test_score(
             .map(|h| h.to_string())
             .unwrap_or_else(|| "direct".into()),
         tasks: m.tasks,
-        trials: base.trials,
+        trials: base.settings.trials,
         episodes: m.episodes,
         intervals: ecdysis_runner::eval::intervals::task_intervals(
             &m.per_task,
             TEST_BOOTSTRAP,
-            config.train.seed,
+            config.train.settings.seed,
         ),
         dir: path
             .strip_prefix(dir.root())
@@ -1072,7 +1085,7 @@ async fn training_tasks(
                 &config.train,
                 initial,
                 &config.train.tasks,
-                config.train.split.clone(),
+                config.train.settings.split.clone(),
                 "train-all",
             )
             .await?

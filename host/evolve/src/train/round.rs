@@ -145,7 +145,7 @@ impl<'a> Round<'a> {
                 &self.config.train,
                 Some(&self.incumbent),
                 &self.tasks.tasks,
-                self.config.train.split.clone(),
+                self.config.train.settings.split.clone(),
                 &label,
                 draw,
             )
@@ -341,7 +341,7 @@ impl<'a> Round<'a> {
         staging: &Path,
     ) -> Result<Result<(), UnitSkipped>, TrainError> {
         // Rule tables key entries by the short domain name (`retail`).
-        let domain = &self.config.train.domain;
+        let domain = &self.config.train.settings.domain;
         let short = domain.rsplit('/').next().unwrap_or(domain).to_string();
         let run = match &self.cx.coder {
             CoderChoice::Rules => {
@@ -616,7 +616,7 @@ impl<'a> Round<'a> {
                 &self.config.train,
                 Some(cand),
                 &self.tasks.tasks,
-                self.config.train.split.clone(),
+                self.config.train.settings.split.clone(),
                 &label,
                 draw,
             )

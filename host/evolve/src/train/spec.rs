@@ -15,7 +15,7 @@ use crate::budget::ContextSource;
 use crate::coder::CoderNetwork;
 use crate::roles::{RoleError, RoleSpec};
 use ecdysis_env::Domain;
-use ecdysis_runner::eval::{ModelServices, RunSpec, RunSpecError};
+use ecdysis_runner::eval::{ModelServices, RunSettings, RunSpec, RunSpecError};
 use ecdysis_sandbox::sandbox::Sandbox;
 use ecdysis_sandbox::store::{ComponentStore, Containment};
 
@@ -52,7 +52,10 @@ impl Default for TrainSpec {
             plan: TrainPlan::default(),
             source: PathBuf::from("harness-template"),
             eval: RunSpec {
-                split: Some("train".into()),
+                settings: RunSettings {
+                    split: Some("train".into()),
+                    ..RunSpec::default().settings
+                },
                 agent: ecdysis_model::ModelFlags {
                     model: Some("sim:clumsy".into()),
                     ..Default::default()
@@ -131,7 +134,10 @@ pub async fn run(
     let test_tasks = match &spec.plan.test_split {
         Some(s) => {
             let held_out = RunSpec {
-                split: Some(s.clone()),
+                settings: RunSettings {
+                    split: Some(s.clone()),
+                    ..spec.eval.settings.clone()
+                },
                 tasks: spec.test_tasks.clone(),
                 ..spec.eval.clone()
             };
@@ -183,7 +189,7 @@ pub async fn run(
             "WARNING: the external coder shares the host's network (--coder-network host): \
              it can reach every local service and host"
         ),
-        Some(net) => tracing::info!(target: PROGRESS, "external coder network: {}", net.describe()),
+        Some(net) => tracing::info!(target: PROGRESS, "external coder network: {net}"),
         _ => {}
     }
     let train = spec.eval.config(None, train_tasks);
@@ -196,7 +202,7 @@ pub async fn run(
         coder: coder.describe(),
         gate_measure,
         roles: roles_config,
-        coder_network: coder_network.as_ref().map(|n| n.describe()),
+        coder_network,
     };
     // Fresh draws for a gate that re-measures: the same models, the
     // response cache bypassed (with the cache off, the run's own serve).

@@ -190,10 +190,7 @@ pub async fn run(
     domain: Arc<dyn Domain>,
 ) -> Result<RunnerBenchReport, eval::RunError> {
     let tmp = std::env::temp_dir().join(format!("ecdysis-bench-run-{}", std::process::id()));
-    let spec = RunSpec {
-        domain: opts.domain.clone(),
-        split: Some(opts.split.clone()),
-        trials: opts.trials,
+    let mut spec = RunSpec {
         agent: ModelFlags {
             model: Some("sim:mixed".into()),
             ..ModelFlags::default()
@@ -201,6 +198,9 @@ pub async fn run(
         sim_latency: opts.latency,
         ..RunSpec::default()
     };
+    spec.settings.domain = opts.domain.clone();
+    spec.settings.split = Some(opts.split.clone());
+    spec.settings.trials = opts.trials;
     let hub = ModelServices {
         cache: CachePolicy::Off,
         cache_dir: tmp.join("cache"),
@@ -245,7 +245,7 @@ pub async fn run(
         .config
         .tasks
         .iter()
-        .flat_map(|t| (0..summary.config.trials).map(move |trial| (t.as_str(), trial)))
+        .flat_map(|t| (0..summary.config.settings.trials).map(move |trial| (t.as_str(), trial)))
         .filter_map(|pair| by_pair.get(&pair).copied())
         .collect();
     let wall_sum: f64 = records.iter().map(|r| r.wall_ms as f64).sum();

@@ -27,6 +27,44 @@ pub use report::ProgressDisplay;
 pub use rundir::{RunDir, RunDirError};
 pub use spec::{ModelServices, RunSpec, RunSpecError};
 
+/// What a run's specification and its stored configuration share: the
+/// benchmark, the trials, the seed, and the rules every episode runs under.
+/// Both flatten it, so `config.json` and a worker's job keep flat fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// Benchmark domain, e.g. `tau2/retail`.
+    pub domain: String,
+    /// Task split (`None`: every task).
+    pub split: Option<String>,
+    /// Trials per task.
+    pub trials: u32,
+    /// Run seed; every episode's seed derives from it, the task and the
+    /// trial ([`episode_seed`]).
+    pub seed: u64,
+    /// Step cap per episode (message hops).
+    pub max_steps: u32,
+    /// Tool-error cap per episode.
+    pub max_errors: u32,
+    /// Largest agent request, in estimated prompt tokens: a request over it
+    /// is not sent and the episode ends as `request_too_large` (`None`: no
+    /// cap; the CLI defaults it to the endpoint's context when it reports
+    /// one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_request_tokens: Option<u64>,
+    /// What a failing hook does.
+    pub policy: FailurePolicy,
+    /// The harness's layers that run (`--layers`; absent: all four).
+    #[serde(
+        default,
+        skip_serializing_if = "ecdysis_sandbox::sandbox::layers::is_all"
+    )]
+    pub layers: LayerSet,
+    /// Sandbox limits of every hook call.
+    pub limits: Limits,
+    /// The agent's sampling parameters.
+    pub sampling: SamplingArgs,
+}
+
 /// Everything that determines a run's results. Stored as `config.json`; a
 /// resume with a different config is refused. (Concurrency is not in it:
 /// it changes speed, never results.)
@@ -36,14 +74,11 @@ pub struct RunConfig {
     pub world: String,
     /// blake3 hash of the harness component, or `None` for Direct.
     pub harness: Option<ComponentHash>,
-    /// Benchmark domain, e.g. `tau2/retail`.
-    pub domain: String,
-    /// Task split the tasks were chosen from (`None`: every task).
-    pub split: Option<String>,
+    /// Domain, split, trials, seed, caps, limits, policy, layers, sampling.
+    #[serde(flatten)]
+    pub settings: RunSettings,
     /// The task ids, in order.
     pub tasks: Vec<String>,
-    /// Trials per task.
-    pub trials: u32,
     /// The agent model: `sim:<profile>` or an endpoint's model name.
     pub agent_model: ModelId,
     /// The agent's `--agent-base-url`, if given (`None`: `OPENAI_BASE_URL` or
@@ -54,27 +89,6 @@ pub struct RunConfig {
     /// The user simulator's `--user-base-url`, if given (`None`: the agent's
     /// endpoint).
     pub user_base_url: Option<String>,
-    /// Run seed; every episode's seed derives from it ([`episode_seed`]).
-    pub seed: u64,
-    /// Step cap per episode (message hops).
-    pub max_steps: u32,
-    /// Tool-error cap per episode.
-    pub max_errors: u32,
-    /// Largest agent request sent, in estimated prompt tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_request_tokens: Option<u64>,
-    /// What a failing hook does.
-    pub policy: FailurePolicy,
-    /// The harness's layers that run (absent: all four).
-    #[serde(
-        default,
-        skip_serializing_if = "ecdysis_sandbox::sandbox::layers::is_all"
-    )]
-    pub layers: LayerSet,
-    /// Sandbox limits of every hook call.
-    pub limits: Limits,
-    /// The agent's sampling parameters.
-    pub sampling: SamplingArgs,
 }
 
 /// How to run (not what: that is the config).
@@ -280,13 +294,13 @@ pub async fn run_with(
     let resumed = finished.len();
     let mut todo: Vec<(String, u32)> = Vec::new();
     for t in &config.tasks {
-        for trial in 0..config.trials {
+        for trial in 0..config.settings.trials {
             if !finished.contains_key(&(t.clone(), trial)) {
                 todo.push((t.clone(), trial));
             }
         }
     }
-    let total = config.tasks.len() as u64 * u64::from(config.trials);
+    let total = config.tasks.len() as u64 * u64::from(config.settings.trials);
     let resumed_successes = finished.values().filter(|r| r.success).count() as u64;
     let progress =
         report::Progress::new(total, resumed as u64, resumed_successes, options.progress);
@@ -469,7 +483,7 @@ async fn one_episode(
     trial: u32,
 ) -> Result<(EpisodeRecord, Option<ecdysis_env::FinalState>), RunError> {
     let (view, oracle) = domain.task(task_id)?;
-    let seed = episode_seed(config.seed, task_id, trial);
+    let seed = episode_seed(config.settings.seed, task_id, trial);
     // The oracle goes to the participants (user simulator, testbed agent)
     // and nowhere else; the loop below never sees it.
     let (agent, user) = participants.build(&view, &oracle, trial, seed)?;
@@ -482,14 +496,14 @@ async fn one_episode(
         agent,
         user,
         harness,
-        policy: config.policy,
-        layers: config.layers,
-        max_steps: config.max_steps,
-        max_errors: config.max_errors,
-        max_request_tokens: config.max_request_tokens,
+        policy: config.settings.policy,
+        layers: config.settings.layers,
+        max_steps: config.settings.max_steps,
+        max_errors: config.settings.max_errors,
+        max_request_tokens: config.settings.max_request_tokens,
         sampling: SamplingArgs {
-            seed: config.sampling.seed.or(Some(seed)),
-            ..config.sampling.clone()
+            seed: config.settings.sampling.seed.or(Some(seed)),
+            ..config.settings.sampling.clone()
         },
     };
     Ok(run_episode_to_state(setup).await)

@@ -158,13 +158,13 @@ pub fn render(s: &RunSummary) -> String {
         .map_or("none (Direct)", |h| h.short());
     out += &format!(
         "run: {} {} | harness {} | agent {} | user {} | {} tasks x {} trials\n",
-        s.config.domain,
-        s.config.split.as_deref().unwrap_or("all"),
+        s.config.settings.domain,
+        s.config.settings.split.as_deref().unwrap_or("all"),
         harness,
         s.config.agent_model,
         s.config.user_model,
         s.config.tasks.len(),
-        s.config.trials
+        s.config.settings.trials
     );
     if s.config.agent_model.is_simulated() {
         out += &format!(

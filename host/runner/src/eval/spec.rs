@@ -21,8 +21,8 @@ use ecdysis_model::{
 use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet, Limits, LimitsError, WORLD_VERSION};
 use ecdysis_sandbox::store::ComponentHash;
 
-use super::RunConfig;
 use super::participants::{AgentSide, StandardParticipants, UserSide};
+use super::{RunConfig, RunSettings};
 
 /// The user-simulator model name of the offline, deterministic user.
 pub const SCRIPTED_USER: &str = "scripted";
@@ -98,42 +98,19 @@ pub enum RunSpecError {
 /// service) receives it as JSON and builds the same participants.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunSpec {
-    /// Benchmark domain, e.g. `tau2/retail`.
-    pub domain: String,
-    /// Task split (`None`: every task).
-    pub split: Option<String>,
+    /// Domain, split, trials, seed, caps, limits, policy, layers, sampling.
+    #[serde(flatten)]
+    pub settings: RunSettings,
     /// Only these task ids, in this order (empty: the split's tasks).
     pub tasks: Vec<String>,
-    /// Trials per task.
-    pub trials: u32,
     /// The agent: `model` is an endpoint's model name or `sim:<profile>`.
     pub agent: ModelFlags,
-    /// The agent's sampling parameters.
-    pub sampling: SamplingArgs,
     /// The user simulator: `model` is [`SCRIPTED_USER`] or an endpoint's
     /// model name; endpoint fields left unset are the agent's.
     pub user: ModelFlags,
     /// Added latency per call of a `sim:` agent (models an endpoint
     /// offline; never part of the results).
     pub sim_latency: Duration,
-    /// Sandbox limits of every hook call.
-    pub limits: Limits,
-    /// What a failing hook does.
-    pub policy: FailurePolicy,
-    /// The harness's layers that run (`--layers`; all by default).
-    pub layers: LayerSet,
-    /// Step cap per episode (message hops).
-    pub max_steps: u32,
-    /// Tool-error cap per episode.
-    pub max_errors: u32,
-    /// Largest agent request, in estimated prompt tokens: a request over it
-    /// is not sent and the episode ends as `request_too_large` (`None`: no
-    /// cap; the CLI defaults it to the endpoint's context when it reports
-    /// one).
-    pub max_request_tokens: Option<u64>,
-    /// Run seed; every episode's seed derives from it, the task and the
-    /// trial.
-    pub seed: u64,
 }
 
 impl Default for RunSpec {
@@ -141,27 +118,29 @@ impl Default for RunSpec {
     /// the `sim:mixed` testbed agent and the scripted user.
     fn default() -> Self {
         RunSpec {
-            domain: "tau2/retail".into(),
-            split: Some("test".into()),
+            settings: RunSettings {
+                domain: "tau2/retail".into(),
+                split: Some("test".into()),
+                trials: 1,
+                seed: 0,
+                max_steps: DEFAULT_MAX_STEPS,
+                max_errors: DEFAULT_MAX_ERRORS,
+                max_request_tokens: None,
+                policy: FailurePolicy::FailClosed,
+                layers: LayerSet::ALL,
+                limits: Limits::default(),
+                sampling: SamplingArgs::default(),
+            },
             tasks: vec![],
-            trials: 1,
             agent: ModelFlags {
                 model: Some("sim:mixed".into()),
                 ..ModelFlags::default()
             },
-            sampling: SamplingArgs::default(),
             user: ModelFlags {
                 model: Some(SCRIPTED_USER.into()),
                 ..ModelFlags::default()
             },
             sim_latency: Duration::ZERO,
-            limits: Limits::default(),
-            policy: FailurePolicy::FailClosed,
-            layers: LayerSet::ALL,
-            max_steps: DEFAULT_MAX_STEPS,
-            max_errors: DEFAULT_MAX_ERRORS,
-            max_request_tokens: None,
-            seed: 0,
         }
     }
 }
@@ -185,18 +164,18 @@ impl RunSpec {
 
     /// The split's name for messages (`all` for every task).
     pub fn split_label(&self) -> &str {
-        self.split.as_deref().unwrap_or("all")
+        self.settings.split.as_deref().unwrap_or("all")
     }
 
     /// Checks that need no domain: trials, steps, limits, the agent model.
     pub fn validate(&self) -> Result<(), RunSpecError> {
-        if self.trials == 0 {
+        if self.settings.trials == 0 {
             return Err(RunSpecError::NoTrials);
         }
-        if self.max_steps == 0 {
+        if self.settings.max_steps == 0 {
             return Err(RunSpecError::NoSteps);
         }
-        self.limits.validate()?;
+        self.settings.limits.validate()?;
         let model = self.agent_model();
         if model.as_str().is_empty() {
             return Err(RunSpecError::Agent {
@@ -216,11 +195,11 @@ impl RunSpec {
     /// The task ids to run: the given ones (each checked against the split,
     /// duplicates dropped, order kept) or every task of the split.
     pub fn task_ids(&self, domain: &dyn Domain) -> Result<Vec<String>, RunSpecError> {
-        let visible = domain.tasks(self.split.as_deref())?;
+        let visible = domain.tasks(self.settings.split.as_deref())?;
         if self.tasks.is_empty() {
             if visible.is_empty() {
                 return Err(RunSpecError::NoTasks {
-                    domain: self.domain.clone(),
+                    domain: self.settings.domain.clone(),
                     split: self.split_label().into(),
                 });
             }
@@ -232,7 +211,7 @@ impl RunSpec {
             if !visible.iter().any(|v| &v.id == t) {
                 return Err(RunSpecError::UnknownTask {
                     task: t.clone(),
-                    domain: self.domain.clone(),
+                    domain: self.settings.domain.clone(),
                     split: self.split_label().into(),
                 });
             }
@@ -249,22 +228,12 @@ impl RunSpec {
         RunConfig {
             world: WORLD_VERSION.to_string(),
             harness,
-            domain: self.domain.clone(),
-            split: self.split.clone(),
+            settings: self.settings.clone(),
             tasks,
-            trials: self.trials,
             agent_model: self.agent_model(),
             agent_base_url: self.agent.base_url.clone(),
             user_model: self.user_model().to_string(),
             user_base_url: self.user.base_url.clone(),
-            seed: self.seed,
-            max_steps: self.max_steps,
-            max_errors: self.max_errors,
-            max_request_tokens: self.max_request_tokens,
-            policy: self.policy,
-            layers: self.layers,
-            limits: self.limits.clone(),
-            sampling: self.sampling.clone(),
         }
     }
 
@@ -359,10 +328,8 @@ mod tests {
     fn impossible_specs_are_refused_with_the_input_named() {
         let ok = RunSpec::default();
         assert!(ok.validate().is_ok());
-        let zero_trials = RunSpec {
-            trials: 0,
-            ..RunSpec::default()
-        };
+        let mut zero_trials = RunSpec::default();
+        zero_trials.settings.trials = 0;
         assert!(matches!(
             zero_trials.validate(),
             Err(RunSpecError::NoTrials)
@@ -376,29 +343,75 @@ mod tests {
         };
         let err = bad_profile.validate().unwrap_err().to_string();
         assert!(err.contains("sim:nonesuch"), "{err}");
-        let no_fuel = RunSpec {
-            limits: Limits {
-                fuel_per_hook: 0,
-                ..Limits::default()
-            },
-            ..RunSpec::default()
-        };
+        let mut no_fuel = RunSpec::default();
+        no_fuel.settings.limits.fuel_per_hook = 0;
         assert!(matches!(no_fuel.validate(), Err(RunSpecError::Limits(_))));
     }
 
     #[test]
     fn the_config_records_what_determines_results() {
-        let spec = RunSpec {
-            seed: 7,
-            ..RunSpec::default()
-        };
+        let mut spec = RunSpec::default();
+        spec.settings.seed = 7;
         let hash = ComponentHash::of(b"a harness");
         let c = spec.config(Some(hash.clone()), vec!["1".into()]);
         assert_eq!(
-            (c.agent_model.as_str(), c.user_model.as_str(), c.seed),
+            (
+                c.agent_model.as_str(),
+                c.user_model.as_str(),
+                c.settings.seed
+            ),
             ("sim:mixed", SCRIPTED_USER, 7)
         );
         assert_eq!(c.harness, Some(hash));
         assert!(spec.is_simulated());
+    }
+
+    #[test]
+    fn the_stored_config_keeps_flat_fields_and_reads_earlier_files() {
+        let mut spec = RunSpec::default();
+        spec.settings.seed = 3;
+        spec.settings.max_request_tokens = Some(4096);
+        let config = spec.config(None, vec!["5".into()]);
+        let json = serde_json::to_value(&config).unwrap();
+        let object = json.as_object().unwrap();
+        assert!(!object.contains_key("settings"), "{json}");
+        for key in [
+            "domain",
+            "split",
+            "trials",
+            "seed",
+            "max_steps",
+            "limits",
+            "sampling",
+        ] {
+            assert!(object.contains_key(key), "{key} missing from {json}");
+        }
+        assert_eq!(json["max_request_tokens"], 4096);
+        assert!(
+            !object.contains_key("layers"),
+            "all layers are left out: {json}"
+        );
+        assert_eq!(serde_json::from_value::<RunConfig>(json).unwrap(), config);
+        // A config.json written before the shared settings existed, in its
+        // field order, reads back as the same configuration.
+        let earlier = r#"{"world": "ecdysis:harness/harness@0.1.0", "harness": null,
+            "domain": "tau2/retail", "split": "test", "tasks": ["5"], "trials": 1,
+            "agent_model": "sim:mixed", "agent_base_url": null, "user_model": "scripted",
+            "user_base_url": null, "seed": 3, "max_steps": 200, "max_errors": 10,
+            "max_request_tokens": 4096, "policy": "fail-closed",
+            "limits": LIMITS, "sampling": SAMPLING}"#
+            .replace(
+                "LIMITS",
+                &serde_json::to_string(&Limits::default()).unwrap(),
+            )
+            .replace(
+                "SAMPLING",
+                &serde_json::to_string(&SamplingArgs::default()).unwrap(),
+            );
+        let read: RunConfig = serde_json::from_str(&earlier).unwrap();
+        assert_eq!(read, config);
+        let mut other = config.clone();
+        other.settings.max_steps = 7;
+        assert_ne!(read, other, "a changed setting must not compare equal");
     }
 }

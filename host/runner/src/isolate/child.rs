@@ -271,22 +271,22 @@ impl Worker {
         if let Some(p) = self.prepared.get(&key) {
             return Ok(p.clone());
         }
-        let domain_key = (job.spec.domain.clone(), job.source.clone());
+        let domain_key = (job.spec.settings.domain.clone(), job.source.clone());
         let domain = match self.domains.get(&domain_key) {
             Some(d) => d.clone(),
             None => {
-                let d =
-                    job.source
-                        .open(&job.spec.domain)
-                        .map_err(|source| PrepareError::Domain {
-                            domain: job.spec.domain.clone(),
-                            source: Box::new(source),
-                        })?;
+                let d = job
+                    .source
+                    .open(&job.spec.settings.domain)
+                    .map_err(|source| PrepareError::Domain {
+                        domain: job.spec.settings.domain.clone(),
+                        source: Box::new(source),
+                    })?;
                 self.domains.insert(domain_key, d.clone());
                 d
             }
         };
-        let limits = job.spec.limits.clone();
+        let limits = job.spec.settings.limits.clone();
         let harness = match &job.harness {
             None => None,
             Some(hash) => {

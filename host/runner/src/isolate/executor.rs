@@ -43,8 +43,8 @@ pub fn lost_episode(
     EpisodeRecord {
         task_id: task_id.to_string(),
         trial,
-        domain: job.spec.domain.clone(),
-        seed: eval::episode_seed(job.spec.seed, task_id, trial),
+        domain: job.spec.settings.domain.clone(),
+        seed: eval::episode_seed(job.spec.settings.seed, task_id, trial),
         end,
         end_detail: Some(detail),
         steps: 0,

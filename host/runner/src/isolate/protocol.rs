@@ -131,7 +131,9 @@ impl Request {
     /// process caches per task is keyed so); `None` for other requests.
     pub fn task_key(&self) -> Option<String> {
         match self {
-            Request::Episode { job, task_id, .. } => Some(format!("{}/{task_id}", job.spec.domain)),
+            Request::Episode { job, task_id, .. } => {
+                Some(format!("{}/{task_id}", job.spec.settings.domain))
+            }
             Request::Check { .. } => None,
         }
     }
