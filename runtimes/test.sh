@@ -21,7 +21,12 @@ STORE=$FIX/store
 VENV=${RUNTIMES_VENV:-$ROOT/target/runtimes-venv}
 
 echo "== runtimes: host binary"
-cargo build -q -p ecdysis-host
+# With the feature set the README's `cargo test --workspace` built the
+# binary with (the binary crate's dev-dependency turns on the runner's
+# `testing`), so after it this build is a no-op instead of a rebuild of every
+# crate above the runner. The fault hooks it compiles in stay inert: they
+# also need TEST_FAULT_ENV, which nothing here sets.
+cargo build -q -p ecdysis-host --features ecdysis-runner/testing
 HOST="$ROOT/target/debug/ecdysis-host"
 host() { "$HOST" --quiet --store "$STORE" "$@"; }
 

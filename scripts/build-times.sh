@@ -9,7 +9,9 @@
 #
 # BEFORE defaults to the last single-crate commit (777b60a^), AFTER to HEAD.
 # Each commit gets a detached worktree and its own target directory under
-# $WORK (default target/build-times); rerunning starts clean. Output: one
+# $WORK (default target/build-times); rerunning starts clean, unless
+# INCREMENTAL_ONLY=1: then the target directories are kept, both trees are
+# built untimed first, and only the incremental steps are timed. Output: one
 # line per step on stdout and $WORK/times.tsv (step, before s, after s,
 # after/before).
 set -euo pipefail
@@ -28,7 +30,9 @@ git worktree prune
 mkdir -p "$WORK"
 git worktree add --detach "$WORK/before" "$before_rev" >/dev/null
 git worktree add --detach "$WORK/after" "$after_rev" >/dev/null
-rm -rf "$WORK/target-before" "$WORK/target-after"
+if [ "${INCREMENTAL_ONLY:-0}" != 1 ]; then
+    rm -rf "$WORK/target-before" "$WORK/target-after"
+fi
 
 # The file of each area in either layout (single crate: host/src/<area>/,
 # workspace: host/<crate>/src/).
@@ -64,8 +68,16 @@ step() { # name command...
     printf '%s\t%.0f\t%.0f\t%.2f\n' "$name" "$b" "$a" "$(echo "$a / $b" | bc -l)" | tee -a "$WORK/times.tsv"
 }
 
-step "clean cargo build --release -p ecdysis-host" cargo build --release -p ecdysis-host
-step "clean cargo test --workspace --no-run" cargo test --workspace --no-run
+if [ "${INCREMENTAL_ONLY:-0}" = 1 ]; then
+    for side in before after; do
+        echo "warming $side (untimed)" >&2
+        timed "$side" cargo build --release -p ecdysis-host >/dev/null
+        timed "$side" cargo test --workspace --no-run >/dev/null
+    done
+else
+    step "clean cargo build --release -p ecdysis-host" cargo build --release -p ecdysis-host
+    step "clean cargo test --workspace --no-run" cargo test --workspace --no-run
+fi
 for area in service tau2 report; do
     touch "$WORK/before/$(file_of before $area)" "$WORK/after/$(file_of after $area)"
     step "touch $area file, cargo build --release -p ecdysis-host" cargo build --release -p ecdysis-host

@@ -310,7 +310,7 @@ pub async fn waiting_floor(
 
 /// CPU seconds (user + system, all threads) this process has used so far.
 /// `CLOCK_PROCESS_CPUTIME_ID` has nanosecond resolution; `/proc/self/stat`
-/// counts 10 ms ticks, which is ±3% of a whole bench run's host CPU.
+/// counts 10 ms ticks, too coarse for a bench run's host CPU.
 pub fn process_cpu_seconds() -> Option<f64> {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
     Some(ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)

@@ -183,9 +183,8 @@ struct LogShared {
 
 struct LogState {
     file: File,
-    /// A line buffer kept between appends: an episode's record is tens to
-    /// hundreds of KiB, and a fresh buffer per append cost a page fault
-    /// per 4 KiB (`bench --runner` under perf).
+    /// A line buffer kept between appends: an episode's record is large,
+    /// and a fresh buffer per append page-faults on every page of it.
     line: Vec<u8>,
     last_sync: Instant,
     /// Records written since the last sync began.
