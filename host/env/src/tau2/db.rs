@@ -43,6 +43,25 @@ impl Db {
         })
     }
 
+    /// The root model instance (for databases whose collections are lists
+    /// or nested models rather than dicts keyed by id).
+    pub fn root(&self) -> &Dict {
+        match &self.root {
+            Val::Dict(d) => d,
+            // `load` validated a model, which is a dict.
+            _ => unreachable!("a database root is a model"),
+        }
+    }
+
+    /// Mutable access to the root; invalidates the cached hash.
+    pub fn root_mut(&mut self) -> &mut Dict {
+        self.hash = OnceLock::new();
+        match self.root.as_dict_mut() {
+            Some(d) => d,
+            None => unreachable!("a database root is a model"),
+        }
+    }
+
     /// A top-level collection (`users`, `orders`...).
     pub fn coll(&self, name: &str) -> PyResult<&Dict> {
         self.root
@@ -286,6 +305,7 @@ mod tests {
 
     static ITEM: Model = Model {
         name: "Item",
+        extra_forbid: false,
         fields: &[
             Field::req("n", Ty::Float),
             Field::opt("s", Ty::Opt(&Ty::Str)),
@@ -293,6 +313,7 @@ mod tests {
     };
     static ROOT: Model = Model {
         name: "Root",
+        extra_forbid: false,
         fields: &[Field::req("items", Ty::Dict(&Ty::Model(&ITEM)))],
     };
 

@@ -1,4 +1,5 @@
-//! The τ²-bench airline and retail domains.
+//! The τ²-bench airline and retail domains, and telecom's state and
+//! toolkits ([`telecom`]).
 
 pub mod airline;
 pub mod db;
@@ -9,6 +10,7 @@ mod pysource;
 pub mod retail;
 mod schema;
 pub(crate) mod task;
+pub mod telecom;
 pub mod tools;
 
 pub use docstring::DocstringError;

@@ -12,6 +12,7 @@ use super::tools::{Kind, Out, ToolDef, Toolkit, calculate, s, transfer_to_human_
 
 static VARIANT: Model = Model {
     name: "Variant",
+    extra_forbid: false,
     fields: &[
         Field::req("item_id", Ty::Str),
         Field::req("options", Ty::Dict(&Ty::Str)),
@@ -21,6 +22,7 @@ static VARIANT: Model = Model {
 };
 static PRODUCT: Model = Model {
     name: "Product",
+    extra_forbid: false,
     fields: &[
         Field::req("name", Ty::Str),
         Field::req("product_id", Ty::Str),
@@ -29,6 +31,7 @@ static PRODUCT: Model = Model {
 };
 static USER_NAME: Model = Model {
     name: "UserName",
+    extra_forbid: false,
     fields: &[
         Field::req("first_name", Ty::Str),
         Field::req("last_name", Ty::Str),
@@ -37,6 +40,7 @@ static USER_NAME: Model = Model {
 /// `UserAddress`.
 pub static USER_ADDRESS: Model = Model {
     name: "UserAddress",
+    extra_forbid: false,
     fields: &[
         Field::req("address1", Ty::Str),
         Field::req("address2", Ty::Str),
@@ -48,6 +52,7 @@ pub static USER_ADDRESS: Model = Model {
 };
 static CREDIT_CARD: Model = Model {
     name: "CreditCard",
+    extra_forbid: false,
     fields: &[
         Field::req("source", Ty::Lit(&["credit_card"])),
         Field::req("id", Ty::Str),
@@ -57,6 +62,7 @@ static CREDIT_CARD: Model = Model {
 };
 static PAYPAL: Model = Model {
     name: "Paypal",
+    extra_forbid: false,
     fields: &[
         Field::req("source", Ty::Lit(&["paypal"])),
         Field::req("id", Ty::Str),
@@ -64,6 +70,7 @@ static PAYPAL: Model = Model {
 };
 static GIFT_CARD: Model = Model {
     name: "GiftCard",
+    extra_forbid: false,
     fields: &[
         Field::req("source", Ty::Lit(&["gift_card"])),
         Field::req("id", Ty::Str),
@@ -72,6 +79,7 @@ static GIFT_CARD: Model = Model {
 };
 static USER: Model = Model {
     name: "User",
+    extra_forbid: false,
     fields: &[
         Field::req("user_id", Ty::Str),
         Field::req("name", Ty::Model(&USER_NAME)),
@@ -86,6 +94,7 @@ static USER: Model = Model {
 };
 static FULFILMENT: Model = Model {
     name: "OrderFullfilment",
+    extra_forbid: false,
     fields: &[
         Field::req("tracking_id", Ty::List(&Ty::Str)),
         Field::req("item_ids", Ty::List(&Ty::Str)),
@@ -93,6 +102,7 @@ static FULFILMENT: Model = Model {
 };
 static ORDER_ITEM: Model = Model {
     name: "OrderItem",
+    extra_forbid: false,
     fields: &[
         Field::req("name", Ty::Str),
         Field::req("product_id", Ty::Str),
@@ -103,6 +113,7 @@ static ORDER_ITEM: Model = Model {
 };
 static ORDER_PAYMENT: Model = Model {
     name: "OrderPayment",
+    extra_forbid: false,
     fields: &[
         Field::req("transaction_type", Ty::Lit(&["payment", "refund"])),
         Field::req("amount", Ty::Float),
@@ -111,6 +122,7 @@ static ORDER_PAYMENT: Model = Model {
 };
 static ORDER: Model = Model {
     name: "Order",
+    extra_forbid: false,
     fields: &[
         Field::req("order_id", Ty::Str),
         Field::req("user_id", Ty::Str),
@@ -145,6 +157,7 @@ static ORDER: Model = Model {
 /// `RetailDB`, the root of `db.json`.
 pub static RETAIL_DB: Model = Model {
     name: "RetailDB",
+    extra_forbid: false,
     fields: &[
         Field::req("products", Ty::Dict(&Ty::Model(&PRODUCT))),
         Field::req("users", Ty::Dict(&Ty::Model(&USER))),

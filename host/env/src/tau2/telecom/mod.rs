@@ -1,0 +1,469 @@
+//! τ² telecom: the dual-control domain. The agent works on the carrier's
+//! database (`TelecomTools`), the user on their own phone
+//! (`TelecomUserTools`), and after every call the two are synchronised as
+//! τ²'s `TelecomEnvironment.sync_tools` does (a line's status and roaming
+//! reach the phone, a paid payment request reaches the bill).
+//!
+//! This module holds the state and the toolkits; outputs, errors and both
+//! DB hashes follow the reference byte for byte (checked against
+//! `tests/conformance/vectors/telecom_*`).
+
+pub mod agent;
+pub mod models;
+pub mod phone;
+
+use ecdysis_pyemu::call::{self, Signature};
+use ecdysis_pyemu::{Dict, PyErr, PyResult, Val, json, ops};
+
+use super::db::Db;
+use super::tools::Kind;
+use crate::data::DataSource;
+use crate::{EnvError, ToolOutput};
+
+/// Who makes a tool call (τ²'s `ToolCall.requestor`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Requestor {
+    /// The agent, on the carrier's systems.
+    Assistant,
+    /// The user, on their phone.
+    User,
+}
+
+/// A call of any toolkit method by name (τ²'s `EnvFunctionCall`, and an
+/// `EnvAssertion` with the value it must return).
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct EnvCall {
+    /// Which toolkit: the agent's (`assistant`) or the user's.
+    pub env_type: Requestor,
+    /// Method name.
+    pub func_name: String,
+    /// Keyword arguments.
+    #[serde(default)]
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+    /// For an assertion: the value the method must return.
+    #[serde(default)]
+    pub assert_value: Option<bool>,
+}
+
+/// A gold action of a task: a tool call and who makes it.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct GoldAction {
+    /// Who calls the tool.
+    pub requestor: Requestor,
+    /// Tool name.
+    pub name: String,
+    /// Arguments.
+    #[serde(default)]
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What of a telecom task the environment needs: its set-up and how it is
+/// judged.
+#[derive(Clone, Debug)]
+pub struct TelecomTask {
+    /// Task id.
+    pub id: String,
+    /// `initial_state.initialization_actions`, run in order on a fresh
+    /// state.
+    pub init: Vec<EnvCall>,
+    /// `evaluation_criteria.actions`.
+    pub actions: Vec<GoldAction>,
+    /// `evaluation_criteria.env_assertions`.
+    pub assertions: Vec<EnvCall>,
+    /// `evaluation_criteria.reward_basis` (`ENV_ASSERTION`, `ACTION`).
+    pub reward_basis: Vec<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawTask {
+    id: String,
+    #[serde(default)]
+    initial_state: Option<RawInitial>,
+    evaluation_criteria: RawCriteria,
+}
+
+#[derive(serde::Deserialize)]
+struct RawInitial {
+    #[serde(default)]
+    initialization_actions: Option<Vec<EnvCall>>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawCriteria {
+    #[serde(default)]
+    actions: Option<Vec<GoldAction>>,
+    #[serde(default)]
+    env_assertions: Option<Vec<EnvCall>>,
+    #[serde(default)]
+    reward_basis: Vec<String>,
+}
+
+/// Reads `tasks.json` (all 2,285 tasks, in file order).
+pub fn load_tasks(data: &DataSource) -> Result<Vec<TelecomTask>, EnvError> {
+    let rel = "domains/telecom/tasks.json";
+    let raw: Vec<RawTask> =
+        serde_json::from_slice(&data.read(rel)?).map_err(|e| EnvError::Format {
+            file: rel.to_string(),
+            reason: e.to_string(),
+        })?;
+    Ok(raw
+        .into_iter()
+        .map(|t| TelecomTask {
+            id: t.id,
+            init: t
+                .initial_state
+                .and_then(|i| i.initialization_actions)
+                .unwrap_or_default(),
+            actions: t.evaluation_criteria.actions.unwrap_or_default(),
+            assertions: t.evaluation_criteria.env_assertions.unwrap_or_default(),
+            reward_basis: t.evaluation_criteria.reward_basis,
+        })
+        .collect())
+}
+
+/// One episode's telecom state: the carrier's database and the user's.
+#[derive(Clone, Debug)]
+pub struct TelecomState {
+    /// The agent's side (`TelecomDB`).
+    pub db: Db,
+    /// The user's side (`TelecomUserDB`).
+    pub user: Db,
+    /// New draft bills made so far: the n-th gets an id derived from n
+    /// (τ² draws it from `uuid4`, so a rerun there is not reproducible).
+    pub(crate) bills_made: u32,
+    /// Whether the phone's VPN details are the toolkit's shared default
+    /// object (`default_vpn_details`, a class attribute in τ²)...
+    pub(crate) vpn_details_shared: bool,
+    /// ...and whether `break_vpn` has degraded that object, so every later
+    /// connection of the episode gets poor performance, as in τ².
+    pub(crate) vpn_default_poor: bool,
+}
+
+fn toml_to_json(file: &str, text: &str) -> Result<serde_json::Value, EnvError> {
+    let value: toml::Value = toml::from_str(text).map_err(|e| EnvError::Format {
+        file: file.to_string(),
+        reason: e.to_string(),
+    })?;
+    serde_json::to_value(value).map_err(|e| EnvError::Format {
+        file: file.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+fn load_db(
+    data: &DataSource,
+    file: &str,
+    model: &'static ecdysis_pyemu::pydantic::Model,
+) -> Result<Db, EnvError> {
+    let rel = format!("domains/telecom/{file}");
+    let json = toml_to_json(&rel, &data.read_text(&rel)?)?;
+    let db = Db::load(model, &json).map_err(|e| EnvError::Format {
+        file: rel.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok(db)
+}
+
+impl TelecomState {
+    /// The pristine state: `db.toml` and `user_db.toml` validated as
+    /// `TelecomDB.load` and `TelecomUserDB.load` do.
+    pub fn load(data: &DataSource) -> Result<Self, EnvError> {
+        Ok(TelecomState {
+            db: load_db(data, "db.toml", &models::TELECOM_DB)?,
+            user: load_db(data, "user_db.toml", &models::TELECOM_USER_DB)?,
+            bills_made: 0,
+            vpn_details_shared: false,
+            vpn_default_poor: false,
+        })
+    }
+
+    /// `get_db_hash()`: the agent side's hash.
+    pub fn db_hash(&self) -> String {
+        self.db.hash()
+    }
+
+    /// `get_user_db_hash()`: the user side's hash.
+    pub fn user_db_hash(&self) -> String {
+        self.user.hash()
+    }
+
+    /// `Environment.get_response`: runs a tool of `requestor`'s toolkit
+    /// and synchronises the two sides; any exception becomes the result
+    /// `Error: <str(exc)>`.
+    pub fn call(
+        &mut self,
+        requestor: Requestor,
+        name: &str,
+        arguments: &serde_json::Value,
+    ) -> ToolOutput {
+        let result = match requestor {
+            Requestor::Assistant => agent::TOOLKIT.call_tool(self, name, arguments),
+            Requestor::User => phone::TOOLKIT.call_tool(self, name, arguments),
+        }
+        .and_then(|out| {
+            self.sync()?;
+            Ok(out)
+        });
+        match result {
+            Ok(content) => ToolOutput {
+                content,
+                error: false,
+            },
+            Err(e) => {
+                if e.kind == "InternalError" {
+                    tracing::warn!(tool = name, "emulation limit: {}", e.msg);
+                }
+                ToolOutput {
+                    content: format!("Error: {}", e.msg),
+                    error: true,
+                }
+            }
+        }
+    }
+
+    /// `Environment.run_env_function_call`: any function of either
+    /// toolkit, tools or not (task set-up and assertions), then
+    /// synchronisation. Returns the function's Python value.
+    pub fn run_function(
+        &mut self,
+        env_type: Requestor,
+        name: &str,
+        arguments: &serde_json::Value,
+    ) -> PyResult<Val> {
+        let v = match env_type {
+            Requestor::Assistant => agent::TOOLKIT.call_function(self, name, arguments)?,
+            Requestor::User => phone::TOOLKIT.call_function(self, name, arguments)?,
+        };
+        self.sync()?;
+        Ok(v)
+    }
+
+    /// A task's starting state: the pristine one with the task's
+    /// initialization actions run (`Environment.set_state`).
+    pub fn for_task(pristine: &TelecomState, task: &TelecomTask) -> PyResult<Self> {
+        let mut st = pristine.clone();
+        for c in &task.init {
+            st.run_function(
+                c.env_type,
+                &c.func_name,
+                &serde_json::Value::Object(c.arguments.clone()),
+            )?;
+        }
+        st.sync()?;
+        Ok(st)
+    }
+
+    /// `Environment.run_env_assertion(..., raise_assertion_error=False)`:
+    /// whether the method returned the asserted value. A method that
+    /// raises, or returns something other than a bool, is an error.
+    pub fn check(&mut self, assertion: &EnvCall) -> PyResult<bool> {
+        let v = self.run_function(
+            assertion.env_type,
+            &assertion.func_name,
+            &serde_json::Value::Object(assertion.arguments.clone()),
+        )?;
+        match v {
+            Val::Bool(b) => Ok(b == assertion.assert_value.unwrap_or(true)),
+            other => Err(PyErr::value(format!(
+                "Function {} returned <class '{}'> instead of bool",
+                assertion.func_name,
+                other.type_name()
+            ))),
+        }
+    }
+
+    /// `getattr(toolkit, name)(**arguments)` alone, without the
+    /// synchronisation `run_function` adds (how a caller holding the
+    /// toolkit calls a method).
+    pub fn call_method(
+        &mut self,
+        env_type: Requestor,
+        name: &str,
+        arguments: &serde_json::Value,
+    ) -> PyResult<Val> {
+        match env_type {
+            Requestor::Assistant => agent::TOOLKIT.call_function(self, name, arguments),
+            Requestor::User => phone::TOOLKIT.call_function(self, name, arguments),
+        }
+    }
+
+    /// `TelecomEnvironment.sync_tools`.
+    pub fn sync(&mut self) -> PyResult<()> {
+        agent::sync_tools(self)
+    }
+}
+
+/// What a function returns, kept apart as τ²'s `Environment.to_json_str`
+/// tells results apart: a model is dumped as is, while a plain dict's
+/// values are processed (`int`, `float` and `bool` become their `str()`,
+/// a date its ISO text).
+#[derive(Clone, Debug)]
+pub enum Ret {
+    /// A `str`, shown as is.
+    Str(String),
+    /// A model instance.
+    Model(Val),
+    /// A list of model instances.
+    Models(Vec<Val>),
+    /// A plain dict, in insertion order.
+    Dict(Vec<(&'static str, Ret)>),
+    /// An `int`, `float` or `bool`.
+    Scalar(Val),
+    /// A `date` (held as its ISO text).
+    Date(String),
+    /// `None`.
+    None,
+}
+
+impl Ret {
+    /// A `str` result.
+    pub fn text(s: impl Into<String>) -> Self {
+        Ret::Str(s.into())
+    }
+
+    /// The value `json.dumps` receives from `_process`.
+    fn processed(&self) -> Val {
+        match self {
+            Ret::Str(s) | Ret::Date(s) => Val::str(s),
+            Ret::Model(v) => v.clone(),
+            Ret::Models(items) => Val::list(items.clone()),
+            Ret::Dict(entries) => Val::dict(Dict::from_pairs(
+                entries.iter().map(|(k, v)| (*k, v.processed())),
+            )),
+            Ret::Scalar(v) => Val::str(&ops::s(v)),
+            Ret::None => Val::None,
+        }
+    }
+
+    /// `Environment.to_json_str(resp)`: a `str` as is, anything else
+    /// `json.dumps(_process(resp), default=str)`.
+    pub fn render(&self) -> String {
+        match self {
+            Ret::Str(s) => s.clone(),
+            other => json::dumps(&other.processed()),
+        }
+    }
+
+    /// The Python value itself (what `run_env_function_call` returns).
+    pub fn value(&self) -> Val {
+        match self {
+            Ret::Str(s) | Ret::Date(s) => Val::str(s),
+            Ret::Model(v) | Ret::Scalar(v) => v.clone(),
+            Ret::Models(items) => Val::list(items.clone()),
+            Ret::Dict(entries) => Val::dict(Dict::from_pairs(
+                entries.iter().map(|(k, v)| (*k, v.value())),
+            )),
+            Ret::None => Val::None,
+        }
+    }
+}
+
+/// A default argument value.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg {
+    /// `None`.
+    None,
+    /// An `int`.
+    Int(i64),
+}
+
+/// A method of a toolkit: a tool (`@is_tool`) or a plain function the task
+/// set-up and assertions call through `run_env_function_call`.
+pub struct Func {
+    /// Method name.
+    pub name: &'static str,
+    /// Parameter names after `self`.
+    pub params: &'static [&'static str],
+    /// Defaults of the trailing parameters.
+    pub defaults: &'static [Arg],
+    /// `Some` for a tool (its τ² category), `None` for a plain method.
+    pub tool: Option<Kind>,
+    /// The body; arguments in parameter order.
+    pub run: fn(&mut TelecomState, &[Val]) -> PyResult<Ret>,
+}
+
+/// A toolkit class.
+pub struct Kit {
+    /// `TelecomTools` or `TelecomUserTools`.
+    pub class: &'static str,
+    /// Its methods; the tools in `ToolKitBase.tools` order.
+    pub funcs: &'static [Func],
+}
+
+impl Kit {
+    /// The tools, in the reference's order.
+    pub fn tools(&self) -> impl Iterator<Item = &Func> {
+        self.funcs.iter().filter(|f| f.tool.is_some())
+    }
+
+    fn bind(&self, f: &Func, kwargs: &[(&str, Val)]) -> PyResult<Vec<Val>> {
+        let defaults: Vec<Val> = f
+            .defaults
+            .iter()
+            .map(|d| match d {
+                Arg::None => Val::None,
+                Arg::Int(i) => Val::Int(i128::from(*i)),
+            })
+            .collect();
+        call::bind_with_defaults(
+            &Signature {
+                class: self.class,
+                name: f.name,
+                params: f.params,
+            },
+            &defaults,
+            kwargs,
+        )
+    }
+
+    /// `ToolKitBase.use_tool(name, **arguments)`, rendered.
+    pub fn call_tool(
+        &self,
+        st: &mut TelecomState,
+        name: &str,
+        arguments: &serde_json::Value,
+    ) -> PyResult<String> {
+        let Some(obj) = arguments.as_object() else {
+            return Err(PyErr::type_error(format!(
+                "tool arguments must be a JSON object, not {}",
+                Val::from_json(arguments).type_name()
+            )));
+        };
+        let kwargs: Vec<(&str, Val)> = obj
+            .iter()
+            .map(|(k, v)| (k.as_str(), Val::from_json(v)))
+            .collect();
+        call::check_dispatch(&kwargs)?;
+        let Some(f) = self.tools().find(|f| f.name == name) else {
+            return Err(PyErr::value(format!("Tool '{name}' not found.")));
+        };
+        let bound = self.bind(f, &kwargs)?;
+        Ok((f.run)(st, &bound)?.render())
+    }
+
+    /// `getattr(toolkit, name)(**arguments)` for any method.
+    pub fn call_function(
+        &self,
+        st: &mut TelecomState,
+        name: &str,
+        arguments: &serde_json::Value,
+    ) -> PyResult<Val> {
+        let Some(f) = self.funcs.iter().find(|f| f.name == name) else {
+            return Err(PyErr::other(
+                "AttributeError",
+                format!("'{}' object has no attribute '{name}'", self.class),
+            ));
+        };
+        let kwargs: Vec<(&str, Val)> = arguments
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .map(|(k, v)| (k.as_str(), Val::from_json(v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let bound = self.bind(f, &kwargs)?;
+        Ok((f.run)(st, &bound)?.value())
+    }
+}

