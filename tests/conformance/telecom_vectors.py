@@ -103,6 +103,8 @@ class Fuzzer:
 
     def __init__(self, rng, agent_tools, user_tools, db):
         self.rng = rng
+        # Ids that belong together, so that writes get past their lookups.
+        self.owned = [(c["customer_id"], c.get("line_ids", []), c.get("bill_ids", [])) for c in db["customers"]]
         self.tools = [("assistant", t) for t in agent_tools] + [("user", t) for t in user_tools]
         self.pools = {
             "customer_id": [c["customer_id"] for c in db["customers"]] + ["C0000", "c1001", ""],
@@ -161,6 +163,13 @@ class Fuzzer:
         fn = tool.openai_schema["function"]
         props = fn["parameters"].get("properties", {})
         args = {k: self.value(k, v) for k, v in props.items()}
+        if "customer_id" in args and self.rng.random() < 0.6:
+            customer, lines, bills = self.rng.choice(self.owned)
+            args["customer_id"] = customer
+            if "line_id" in args and lines:
+                args["line_id"] = self.rng.choice(lines)
+            if "bill_id" in args and bills:
+                args["bill_id"] = self.rng.choice(bills)
         r = self.rng.random()
         if args and r < 0.07:
             args.pop(self.rng.choice(sorted(args)))
