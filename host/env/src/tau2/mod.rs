@@ -39,6 +39,11 @@ provided below.\nIn each turn you can either:\n- Send a message to the user.\n- 
 both at the same time.\n\nTry to be helpful and always follow the policy. Always make sure you generate valid JSON \
 only.";
 
+/// τ²'s `LLMAgent.system_prompt` for a domain policy.
+pub fn agent_system_prompt(policy: &str) -> String {
+    format!("<instructions>\n{AGENT_INSTRUCTION}\n</instructions>\n<policy>\n{policy}\n</policy>")
+}
+
 /// Which τ² domain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Which {
@@ -226,10 +231,7 @@ impl Domain for Tau2Domain {
     }
 
     fn system_prompt(&self) -> String {
-        format!(
-            "<instructions>\n{AGENT_INSTRUCTION}\n</instructions>\n<policy>\n{}\n</policy>",
-            self.shared.policy
-        )
+        agent_system_prompt(&self.shared.policy)
     }
 
     fn tools(&self) -> &[ToolSpec] {

@@ -193,6 +193,39 @@ fn pristine_hashes_and_toolkits_match_the_reference() {
 }
 
 #[test]
+fn the_agents_prompt_and_the_task_sets_are_the_references() {
+    let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let policy = ecdysis_env::tau2::telecom::policy(&data).expect("policy");
+    let prompt = ecdysis_env::tau2::agent_system_prompt(&policy);
+    let hash: String = Sha256::digest(prompt.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        hash,
+        specs()["agent_prompt_sha256"],
+        "the agent's system prompt"
+    );
+    let splits = ecdysis_env::tau2::telecom::splits(&data).expect("splits");
+    let sizes: Vec<(&str, usize)> = splits.iter().map(|(k, v)| (k.as_str(), v.len())).collect();
+    assert_eq!(
+        sizes,
+        [
+            ("base", 114),
+            ("full", 2285),
+            ("small", 20),
+            ("test", 40),
+            ("train", 74)
+        ]
+    );
+    for ids in splits.values() {
+        for id in ids {
+            task(id);
+        }
+    }
+}
+
+#[test]
 fn every_task_set_up_and_gold_run_matches_the_reference() {
     let records = lines("telecom_gold.jsonl");
     assert_eq!(records.len(), world().tasks.len(), "one record per task");

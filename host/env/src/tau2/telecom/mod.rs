@@ -99,6 +99,29 @@ struct RawCriteria {
     reward_basis: Vec<String>,
 }
 
+/// The agent's policy as `get_environment()` builds it (the default
+/// "manual" variant, not solo): the main policy and the tech-support
+/// manual, each in its tag.
+pub fn policy(data: &DataSource) -> Result<String, EnvError> {
+    let main = data.read_text("domains/telecom/main_policy.md")?;
+    let manual = data.read_text("domains/telecom/tech_support_manual.md")?;
+    Ok(format!(
+        "<main_policy>\n{main}\n</main_policy>\n<tech_support_policy>\n{manual}\n</tech_support_policy>"
+    ))
+}
+
+/// `split_tasks.json`: the named task sets (`base`, `train`, `test`,
+/// `small`, `full`) as task ids.
+pub fn splits(
+    data: &DataSource,
+) -> Result<std::collections::BTreeMap<String, Vec<String>>, EnvError> {
+    let rel = "domains/telecom/split_tasks.json";
+    serde_json::from_slice(&data.read(rel)?).map_err(|e| EnvError::Format {
+        file: rel.to_string(),
+        reason: e.to_string(),
+    })
+}
+
 /// Reads `tasks.json` (all 2,285 tasks, in file order).
 pub fn load_tasks(data: &DataSource) -> Result<Vec<TelecomTask>, EnvError> {
     let rel = "domains/telecom/tasks.json";
