@@ -143,7 +143,7 @@ impl Tau2Domain {
                 file: &format!("tau2/{models_file}"),
                 text: &models_py,
             },
-            which.toolkit(),
+            &schema::NativeTools::from(which.toolkit()),
         )?;
         Ok(Self {
             shared: Arc::new(Shared {

@@ -39,6 +39,55 @@ use super::pysource::{
 };
 use super::tools::{Kind, Toolkit};
 
+/// What the sources are checked against: a native toolkit's class name and
+/// its tools (name, parameters, category), whichever toolkit type holds
+/// them.
+pub(crate) struct NativeTools<'a> {
+    class: &'a str,
+    tools: Vec<NativeTool<'a>>,
+}
+
+struct NativeTool<'a> {
+    name: &'a str,
+    params: &'a [&'a str],
+    kind: Kind,
+}
+
+impl<'a> From<&'a Toolkit> for NativeTools<'a> {
+    fn from(t: &'a Toolkit) -> Self {
+        NativeTools {
+            class: t.class,
+            tools: t
+                .tools
+                .iter()
+                .map(|d| NativeTool {
+                    name: d.name,
+                    params: d.params,
+                    kind: d.kind,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl<'a> From<&'a super::telecom::Kit> for NativeTools<'a> {
+    fn from(k: &'a super::telecom::Kit) -> Self {
+        NativeTools {
+            class: k.class,
+            tools: k
+                .tools()
+                .filter_map(|f| {
+                    f.tool.map(|kind| NativeTool {
+                        name: f.name,
+                        params: f.params,
+                        kind,
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
 /// A Python source file: its path in the wheel and its text.
 #[derive(Clone, Copy)]
 pub(crate) struct Source<'s> {
@@ -161,7 +210,7 @@ enum ToolType {
 pub(crate) fn tool_specs(
     tools: Source,
     models: Source,
-    toolkit: &Toolkit,
+    toolkit: &NativeTools,
 ) -> Result<Vec<ToolSpec>, ToolSourceError> {
     let tools_text = normalize_newlines(tools.text);
     let models_text = normalize_newlines(models.text);
@@ -205,7 +254,7 @@ pub(crate) fn tool_specs(
 /// toolkit's class and derive from nothing else (whose tools would merge in).
 fn toolkit_class<'m, 'a>(
     tm: &'m Module<'a>,
-    toolkit: &Toolkit,
+    toolkit: &NativeTools,
 ) -> Result<&'m Class<'a>, ToolSourceError> {
     let is_base = |s: &Src| matches!(s.expr(), Ok(Expr::Name(n)) if n == "ToolKitBase");
     let kits: Vec<&Class> = tm
@@ -324,7 +373,7 @@ fn build(
     mm: &Module,
     method: &Method,
     kind: ToolType,
-    toolkit: &Toolkit,
+    toolkit: &NativeTools,
 ) -> Result<ToolSpec, ToolSourceError> {
     let at = |line, problem| ToolSourceError::new(&tm.file, line, problem);
     let native = toolkit
@@ -1098,6 +1147,7 @@ class DemoTools(ToolKitBase):
     };
 
     fn specs(tools: &str, toolkit: &Toolkit) -> Result<Vec<ToolSpec>, ToolSourceError> {
+        let toolkit = &NativeTools::from(toolkit);
         tool_specs(
             Source {
                 file: "demo/tools.py",

@@ -122,6 +122,38 @@ pub fn splits(
     })
 }
 
+/// The tool specs of one party, derived from the package's own sources
+/// as for the other domains: the agent's from `tools.py` and
+/// `data_model.py`, the user's from `user_tools.py` and
+/// `user_data_model.py`.
+pub fn tool_specs(data: &DataSource, party: Requestor) -> Result<Vec<crate::ToolSpec>, EnvError> {
+    let (tools_file, models_file, kit) = match party {
+        Requestor::Assistant => (
+            "domains/telecom/tools.py",
+            "domains/telecom/data_model.py",
+            &agent::TOOLKIT,
+        ),
+        Requestor::User => (
+            "domains/telecom/user_tools.py",
+            "domains/telecom/user_data_model.py",
+            &phone::TOOLKIT,
+        ),
+    };
+    let tools_py = data.read_package_text(tools_file)?;
+    let models_py = data.read_package_text(models_file)?;
+    Ok(super::schema::tool_specs(
+        super::schema::Source {
+            file: &format!("tau2/{tools_file}"),
+            text: &tools_py,
+        },
+        super::schema::Source {
+            file: &format!("tau2/{models_file}"),
+            text: &models_py,
+        },
+        &super::schema::NativeTools::from(kit),
+    )?)
+}
+
 /// Reads `tasks.json` (all 2,285 tasks, in file order).
 pub fn load_tasks(data: &DataSource) -> Result<Vec<TelecomTask>, EnvError> {
     let rel = "domains/telecom/tasks.json";
