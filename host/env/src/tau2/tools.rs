@@ -78,16 +78,7 @@ impl Toolkit {
     fn try_call(&self, db: &mut Db, name: &str, arguments: &serde_json::Value) -> PyResult<Out> {
         // τ²'s ToolCall.arguments is a dict; anything else never reaches a
         // tool there. Here it is reported the way a tool error is.
-        let Some(obj) = arguments.as_object() else {
-            return Err(PyErr::type_error(format!(
-                "tool arguments must be a JSON object, not {}",
-                Val::from_json(arguments).type_name()
-            )));
-        };
-        let kwargs: Vec<(&str, Val)> = obj
-            .iter()
-            .map(|(k, v)| (k.as_str(), Val::from_json(v)))
-            .collect();
+        let kwargs = keyword_arguments(arguments)?;
         call::check_dispatch(&kwargs)?;
         let Some(tool) = self.tools.iter().find(|t| t.name == name) else {
             return Err(PyErr::value(format!("Tool '{name}' not found.")));
@@ -102,6 +93,22 @@ impl Toolkit {
         )?;
         (tool.run)(db, &bound)
     }
+}
+
+/// A tool call's arguments as Python keyword arguments. τ²'s
+/// `ToolCall.arguments` is a dict; anything else never reaches a tool
+/// there, and is reported here the way a tool error is.
+pub fn keyword_arguments(arguments: &serde_json::Value) -> PyResult<Vec<(&str, Val)>> {
+    let Some(obj) = arguments.as_object() else {
+        return Err(PyErr::type_error(format!(
+            "tool arguments must be a JSON object, not {}",
+            Val::from_json(arguments).type_name()
+        )));
+    };
+    Ok(obj
+        .iter()
+        .map(|(k, v)| (k.as_str(), Val::from_json(v)))
+        .collect())
 }
 
 /// A list argument the tools convert with

@@ -19,32 +19,32 @@ pub const TODAY: &str = "2025-02-25";
 pub static TOOLKIT: Kit = Kit {
     class: "TelecomTools",
     funcs: &[
-        tool(
+        Func::tool(
             "get_customer_by_phone",
             &["phone_number"],
             Kind::Read,
             get_customer_by_phone,
         ),
-        tool(
+        Func::tool(
             "get_customer_by_id",
             &["customer_id"],
             Kind::Read,
             get_customer_by_id,
         ),
-        tool(
+        Func::tool(
             "get_customer_by_name",
             &["full_name", "dob"],
             Kind::Read,
             get_customer_by_name,
         ),
-        tool("get_details_by_id", &["id"], Kind::Read, get_details_by_id),
-        tool(
+        Func::tool("get_details_by_id", &["id"], Kind::Read, get_details_by_id),
+        Func::tool(
             "suspend_line",
             &["customer_id", "line_id", "reason"],
             Kind::Write,
             suspend_line,
         ),
-        tool(
+        Func::tool(
             "resume_line",
             &["customer_id", "line_id"],
             Kind::Write,
@@ -57,104 +57,81 @@ pub static TOOLKIT: Kit = Kit {
             tool: Some(Kind::Read),
             run: get_bills_for_customer,
         },
-        tool(
+        Func::tool(
             "send_payment_request",
             &["customer_id", "bill_id"],
             Kind::Write,
             send_payment_request,
         ),
-        tool(
+        Func::tool(
             "get_data_usage",
             &["customer_id", "line_id"],
             Kind::Read,
             get_data_usage,
         ),
-        tool(
+        Func::tool(
             "enable_roaming",
             &["customer_id", "line_id"],
             Kind::Write,
             enable_roaming,
         ),
-        tool(
+        Func::tool(
             "disable_roaming",
             &["customer_id", "line_id"],
             Kind::Write,
             disable_roaming,
         ),
-        tool(
+        Func::tool(
             "transfer_to_human_agents",
             &["summary"],
             Kind::Generic,
             transfer_to_human_agents,
         ),
-        tool(
+        Func::tool(
             "refuel_data",
             &["customer_id", "line_id", "gb_amount"],
             Kind::Write,
             refuel_data,
         ),
         // Plain methods: task set-up and assertions.
-        func(
+        Func::method(
             "set_data_usage",
             &["customer_id", "line_id", "data_used_gb"],
+            &[],
             set_data_usage,
         ),
-        func(
+        Func::method(
             "suspend_line_for_overdue_bill",
             &["customer_id", "line_id", "new_bill_id", "contract_ended"],
+            &[],
             suspend_line_for_overdue_bill,
         ),
-        func(
+        Func::method(
             "assert_data_refueling_amount",
             &["customer_id", "line_id", "expected_amount"],
+            &[],
             assert_data_refueling_amount,
         ),
-        func(
+        Func::method(
             "assert_line_status",
             &["customer_id", "line_id", "expected_status"],
+            &[],
             assert_line_status,
         ),
-        func(
+        Func::method(
             "assert_overdue_bill_exists",
             &["customer_id", "overdue_bill_id"],
+            &[],
             assert_overdue_bill_exists,
         ),
-        func(
+        Func::method(
             "assert_no_overdue_bill",
             &["overdue_bill_id"],
+            &[],
             assert_no_overdue_bill,
         ),
     ],
 };
-
-const fn tool(
-    name: &'static str,
-    params: &'static [&'static str],
-    kind: Kind,
-    run: fn(&mut TelecomState, &[Val]) -> PyResult<Ret>,
-) -> Func {
-    Func {
-        name,
-        params,
-        defaults: &[],
-        tool: Some(kind),
-        run,
-    }
-}
-
-const fn func(
-    name: &'static str,
-    params: &'static [&'static str],
-    run: fn(&mut TelecomState, &[Val]) -> PyResult<Ret>,
-) -> Func {
-    Func {
-        name,
-        params,
-        defaults: &[],
-        tool: None,
-        run,
-    }
-}
 
 // ------------------------------------------------------------- lookups
 
@@ -195,10 +172,16 @@ fn s(v: &Val) -> String {
     ops::s(v)
 }
 
+/// The position of the entity of `coll` whose `field == id`, or the
+/// reference's `ValueError("<what> with ID <id> not found")`.
+fn by_id(st: &TelecomState, coll: &str, field: &str, what: &str, id: &Val) -> PyResult<usize> {
+    position(st, coll, field, id)?
+        .ok_or_else(|| PyErr::value(format!("{what} with ID {} not found", s(id))))
+}
+
 /// `_get_line_by_id`.
 fn line_by_id(st: &TelecomState, line_id: &Val) -> PyResult<usize> {
-    position(st, "lines", "line_id", line_id)?
-        .ok_or_else(|| PyErr::value(format!("Line with ID {} not found", s(line_id))))
+    by_id(st, "lines", "line_id", "Line", line_id)
 }
 
 /// `_get_line_by_phone`.
@@ -209,26 +192,22 @@ pub(super) fn line_by_phone(st: &TelecomState, phone: &Val) -> PyResult<usize> {
 
 /// `_get_plan_by_id`.
 fn plan_by_id(st: &TelecomState, plan_id: &Val) -> PyResult<usize> {
-    position(st, "plans", "plan_id", plan_id)?
-        .ok_or_else(|| PyErr::value(format!("Plan with ID {} not found", s(plan_id))))
+    by_id(st, "plans", "plan_id", "Plan", plan_id)
 }
 
 /// `_get_device_by_id`.
 fn device_by_id(st: &TelecomState, device_id: &Val) -> PyResult<usize> {
-    position(st, "devices", "device_id", device_id)?
-        .ok_or_else(|| PyErr::value(format!("Device with ID {} not found", s(device_id))))
+    by_id(st, "devices", "device_id", "Device", device_id)
 }
 
 /// `_get_bill_by_id`.
 fn bill_by_id(st: &TelecomState, bill_id: &Val) -> PyResult<usize> {
-    position(st, "bills", "bill_id", bill_id)?
-        .ok_or_else(|| PyErr::value(format!("Bill with ID {} not found", s(bill_id))))
+    by_id(st, "bills", "bill_id", "Bill", bill_id)
 }
 
 /// `get_customer_by_id`.
 fn customer_by_id(st: &TelecomState, customer_id: &Val) -> PyResult<usize> {
-    position(st, "customers", "customer_id", customer_id)?
-        .ok_or_else(|| PyErr::value(format!("Customer with ID {} not found", s(customer_id))))
+    by_id(st, "customers", "customer_id", "Customer", customer_id)
 }
 
 /// `get_customer_by_phone`.

@@ -438,6 +438,40 @@ pub struct Func {
     pub run: fn(&mut TelecomState, &[Val]) -> PyResult<Ret>,
 }
 
+impl Func {
+    /// A tool (`@is_tool(kind)`), all parameters required.
+    pub const fn tool(
+        name: &'static str,
+        params: &'static [&'static str],
+        kind: Kind,
+        run: fn(&mut TelecomState, &[Val]) -> PyResult<Ret>,
+    ) -> Func {
+        Func {
+            name,
+            params,
+            defaults: &[],
+            tool: Some(kind),
+            run,
+        }
+    }
+
+    /// A plain method, with defaults for its trailing parameters.
+    pub const fn method(
+        name: &'static str,
+        params: &'static [&'static str],
+        defaults: &'static [Arg],
+        run: fn(&mut TelecomState, &[Val]) -> PyResult<Ret>,
+    ) -> Func {
+        Func {
+            name,
+            params,
+            defaults,
+            tool: None,
+            run,
+        }
+    }
+}
+
 /// A toolkit class.
 pub struct Kit {
     /// `TelecomTools` or `TelecomUserTools`.
@@ -479,16 +513,7 @@ impl Kit {
         name: &str,
         arguments: &serde_json::Value,
     ) -> PyResult<String> {
-        let Some(obj) = arguments.as_object() else {
-            return Err(PyErr::type_error(format!(
-                "tool arguments must be a JSON object, not {}",
-                Val::from_json(arguments).type_name()
-            )));
-        };
-        let kwargs: Vec<(&str, Val)> = obj
-            .iter()
-            .map(|(k, v)| (k.as_str(), Val::from_json(v)))
-            .collect();
+        let kwargs = super::tools::keyword_arguments(arguments)?;
         call::check_dispatch(&kwargs)?;
         let Some(f) = self.tools().find(|f| f.name == name) else {
             return Err(PyErr::value(format!("Tool '{name}' not found.")));

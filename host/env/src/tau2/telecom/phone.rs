@@ -22,194 +22,194 @@ use super::{Arg, Func, Kit, Ret, TelecomState};
 pub static TOOLKIT: Kit = Kit {
     class: "TelecomUserTools",
     funcs: &[
-        tool("check_status_bar", &[], Kind::Read, check_status_bar),
-        tool(
+        Func::tool("check_status_bar", &[], Kind::Read, check_status_bar),
+        Func::tool(
             "check_network_status",
             &[],
             Kind::Read,
             check_network_status,
         ),
-        tool(
+        Func::tool(
             "check_network_mode_preference",
             &[],
             Kind::Read,
             check_network_mode_preference,
         ),
-        tool(
+        Func::tool(
             "set_network_mode_preference",
             &["mode"],
             Kind::Write,
             set_network_mode_preference,
         ),
-        tool("run_speed_test", &[], Kind::Read, run_speed_test),
-        tool(
+        Func::tool("run_speed_test", &[], Kind::Read, run_speed_test),
+        Func::tool(
             "toggle_airplane_mode",
             &[],
             Kind::Write,
             toggle_airplane_mode,
         ),
-        tool("check_sim_status", &[], Kind::Read, check_sim_status),
-        tool("reseat_sim_card", &[], Kind::Write, reseat_sim_card),
-        tool("toggle_data", &[], Kind::Write, toggle_data),
-        tool("toggle_roaming", &[], Kind::Write, toggle_roaming),
-        tool(
+        Func::tool("check_sim_status", &[], Kind::Read, check_sim_status),
+        Func::tool("reseat_sim_card", &[], Kind::Write, reseat_sim_card),
+        Func::tool("toggle_data", &[], Kind::Write, toggle_data),
+        Func::tool("toggle_roaming", &[], Kind::Write, toggle_roaming),
+        Func::tool(
             "check_data_restriction_status",
             &[],
             Kind::Read,
             check_data_restriction_status,
         ),
-        tool(
+        Func::tool(
             "toggle_data_saver_mode",
             &[],
             Kind::Write,
             toggle_data_saver_mode,
         ),
-        tool("check_apn_settings", &[], Kind::Read, check_apn_settings),
-        tool(
+        Func::tool("check_apn_settings", &[], Kind::Read, check_apn_settings),
+        Func::tool(
             "set_apn_settings",
             &["apn_settings"],
             Kind::Write,
             set_apn_settings,
         ),
-        tool("reset_apn_settings", &[], Kind::Write, reset_apn_settings),
-        tool("check_wifi_status", &[], Kind::Read, check_wifi_status),
-        tool("toggle_wifi", &[], Kind::Write, toggle_wifi),
-        tool(
+        Func::tool("reset_apn_settings", &[], Kind::Write, reset_apn_settings),
+        Func::tool("check_wifi_status", &[], Kind::Read, check_wifi_status),
+        Func::tool("toggle_wifi", &[], Kind::Write, toggle_wifi),
+        Func::tool(
             "check_wifi_calling_status",
             &[],
             Kind::Read,
             check_wifi_calling_status,
         ),
-        tool("toggle_wifi_calling", &[], Kind::Write, toggle_wifi_calling),
-        tool("check_vpn_status", &[], Kind::Read, check_vpn_status),
-        tool("connect_vpn", &[], Kind::Write, connect_vpn),
-        tool("disconnect_vpn", &[], Kind::Write, disconnect_vpn),
-        tool(
+        Func::tool("toggle_wifi_calling", &[], Kind::Write, toggle_wifi_calling),
+        Func::tool("check_vpn_status", &[], Kind::Read, check_vpn_status),
+        Func::tool("connect_vpn", &[], Kind::Write, connect_vpn),
+        Func::tool("disconnect_vpn", &[], Kind::Write, disconnect_vpn),
+        Func::tool(
             "check_installed_apps",
             &[],
             Kind::Read,
             check_installed_apps,
         ),
-        tool(
+        Func::tool(
             "check_app_status",
             &["app_name"],
             Kind::Read,
             check_app_status,
         ),
-        tool(
+        Func::tool(
             "check_app_permissions",
             &["app_name"],
             Kind::Read,
             check_app_permissions,
         ),
-        tool(
+        Func::tool(
             "grant_app_permission",
             &["app_name", "permission"],
             Kind::Write,
             grant_app_permission,
         ),
-        tool("can_send_mms", &[], Kind::Read, can_send_mms),
-        tool("reboot_device", &[], Kind::Write, reboot_device),
-        tool(
+        Func::tool("can_send_mms", &[], Kind::Read, can_send_mms),
+        Func::tool("reboot_device", &[], Kind::Write, reboot_device),
+        Func::tool(
             "check_payment_request",
             &[],
             Kind::Read,
             check_payment_request,
         ),
-        tool("make_payment", &[], Kind::Write, make_payment),
+        Func::tool("make_payment", &[], Kind::Write, make_payment),
         // Plain methods: task set-up and assertions.
-        func(
+        Func::method(
             "set_user_info",
             &["name", "phone_number"],
             &[],
             set_user_info,
         ),
-        func("set_user_location", &["abroad"], &[], set_user_location),
-        func("turn_airplane_mode_on", &[], &[], turn_airplane_mode_on),
-        func("turn_airplane_mode_off", &[], &[], turn_airplane_mode_off),
-        func("unseat_sim_card", &[], &[], unseat_sim_card),
-        func("lock_sim_card", &["mode"], &[], lock_sim_card),
-        func("turn_data_on", &[], &[], turn_data_on),
-        func("turn_data_off", &[], &[], turn_data_off),
-        func("turn_roaming_on", &[], &[], turn_roaming_on),
-        func("turn_roaming_off", &[], &[], turn_roaming_off),
-        func("turn_data_saver_mode_on", &[], &[], turn_data_saver_mode_on),
-        func(
+        Func::method("set_user_location", &["abroad"], &[], set_user_location),
+        Func::method("turn_airplane_mode_on", &[], &[], turn_airplane_mode_on),
+        Func::method("turn_airplane_mode_off", &[], &[], turn_airplane_mode_off),
+        Func::method("unseat_sim_card", &[], &[], unseat_sim_card),
+        Func::method("lock_sim_card", &["mode"], &[], lock_sim_card),
+        Func::method("turn_data_on", &[], &[], turn_data_on),
+        Func::method("turn_data_off", &[], &[], turn_data_off),
+        Func::method("turn_roaming_on", &[], &[], turn_roaming_on),
+        Func::method("turn_roaming_off", &[], &[], turn_roaming_off),
+        Func::method("turn_data_saver_mode_on", &[], &[], turn_data_saver_mode_on),
+        Func::method(
             "turn_data_saver_mode_off",
             &[],
             &[],
             turn_data_saver_mode_off,
         ),
-        func("break_apn_settings", &[], &[], break_apn_settings),
-        func("break_apn_mms_setting", &[], &[], break_apn_mms_setting),
-        func(
+        Func::method("break_apn_settings", &[], &[], break_apn_settings),
+        Func::method("break_apn_mms_setting", &[], &[], break_apn_mms_setting),
+        Func::method(
             "set_wifi_calling",
             &["enabled", "mms_over_wifi"],
             &[Arg::None],
             set_wifi_calling,
         ),
-        func("break_vpn", &[], &[], break_vpn),
-        func(
+        Func::method("break_vpn", &[], &[], break_vpn),
+        Func::method(
             "remove_app_permission",
             &["app_name", "permission"],
             &[],
             remove_app_permission,
         ),
-        func(
+        Func::method(
             "simulate_network_search",
             &[],
             &[],
             simulate_network_search_fn,
         ),
-        func(
+        Func::method(
             "assert_airplane_mode_status",
             &["expected_status"],
             &[],
             assert_airplane_mode_status,
         ),
-        func(
+        Func::method(
             "assert_service_status",
             &["expected_status"],
             &[],
             assert_service_status,
         ),
-        func(
+        Func::method(
             "assert_mobile_data_status",
             &["expected_status"],
             &[],
             assert_mobile_data_status,
         ),
-        func(
+        Func::method(
             "assert_mobile_roaming_status",
             &["expected_status"],
             &[],
             assert_mobile_roaming_status,
         ),
-        func(
+        Func::method(
             "assert_mobile_data_saver_mode_status",
             &["expected_status"],
             &[],
             assert_mobile_data_saver_mode_status,
         ),
-        func(
+        Func::method(
             "assert_internet_speed",
             &["expected_speed", "expected_desc"],
             &[Arg::None],
             assert_internet_speed,
         ),
-        func(
+        Func::method(
             "assert_internet_not_excellent",
             &[],
             &[],
             assert_internet_not_excellent,
         ),
-        func(
+        Func::method(
             "assert_can_send_mms",
             &["expected_status"],
             &[],
             assert_can_send_mms,
         ),
-        func(
+        Func::method(
             "assert_mobile_data_usage_exceeded",
             &["expected_status"],
             &[],
@@ -217,36 +217,6 @@ pub static TOOLKIT: Kit = Kit {
         ),
     ],
 };
-
-const fn tool(
-    name: &'static str,
-    params: &'static [&'static str],
-    kind: Kind,
-    run: fn(&mut TelecomState, &[Val]) -> PyResult<Ret>,
-) -> Func {
-    Func {
-        name,
-        params,
-        defaults: &[],
-        tool: Some(kind),
-        run,
-    }
-}
-
-const fn func(
-    name: &'static str,
-    params: &'static [&'static str],
-    defaults: &'static [Arg],
-    run: fn(&mut TelecomState, &[Val]) -> PyResult<Ret>,
-) -> Func {
-    Func {
-        name,
-        params,
-        defaults,
-        tool: None,
-        run,
-    }
-}
 
 // ------------------------------------------------------------- state
 
