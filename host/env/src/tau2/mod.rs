@@ -143,6 +143,7 @@ impl Tau2Domain {
                 file: &format!("tau2/{models_file}"),
                 text: &models_py,
             },
+            &[],
             &schema::NativeTools::from(which.toolkit()),
         )?;
         Ok(Self {

@@ -547,6 +547,8 @@ pub(crate) struct Class<'a> {
     pub(crate) doc: Option<Src<'a>>,
     pub(crate) fields: Vec<FieldDecl<'a>>,
     pub(crate) methods: Vec<Method<'a>>,
+    /// `NAME = value` statements: enum members, `model_config`.
+    pub(crate) assigns: Vec<Assign<'a>>,
     pub(crate) others: Vec<(usize, String)>,
 }
 
@@ -716,6 +718,7 @@ fn parse_class<'a>(full: &'a str, node: &Node<'a>) -> Result<Class<'a>, (usize, 
         doc: None,
         fields: Vec::new(),
         methods: Vec::new(),
+        assigns: Vec::new(),
         others: Vec::new(),
     };
     let mut decorators: Vec<Src> = Vec::new();
@@ -770,6 +773,13 @@ fn parse_class<'a>(full: &'a str, node: &Node<'a>) -> Result<Class<'a>, (usize, 
                 line: sline,
                 annotation: Src::new(full, sline, &s[2..ann_end]),
                 value: eq.map(|e| Src::new(full, sline, &s[e + 1..])),
+            });
+            continue;
+        }
+        if s[0].kind == TokKind::Name && s.len() > 2 && s[1].is_op("=") {
+            class.assigns.push(Assign {
+                name: s[0].text,
+                value: Src::new(full, sline, &s[2..]),
             });
             continue;
         }
@@ -1224,7 +1234,7 @@ class Kit(Base):  # trailing comment
         );
         assert_eq!(m.assign("B").unwrap().value.text(), "int | None");
         let e = m.class("E").unwrap();
-        assert!(e.fields.is_empty() && e.others.is_empty());
+        assert!(e.fields.is_empty() && e.others.is_empty() && e.assigns.is_empty());
     }
 
     #[test]

@@ -19,9 +19,16 @@
 //!   `Optional`/`Union`/`|` → `anyOf`; `Literal` of several strings (or
 //!   ints) → `enum` plus `type`;
 //! * a model (a `BaseModel` subclass of the data-model module, bases
-//!   followed within it) → `$ref` into `$defs`, whose entry lists its
-//!   fields (`Field(description=..., default=...)`) and its cleaned
-//!   docstring as `description`;
+//!   followed within it or into a support module such as
+//!   `utils/pydantic_utils.py`) → `$ref` into `$defs`, whose entry lists its
+//!   fields (`Field(description=..., default=...)`), its cleaned docstring
+//!   as `description`, and `additionalProperties: false` when its config is
+//!   `ConfigDict(extra="forbid")`;
+//! * a `(str, Enum)` class → `$ref` to an entry with its values as `enum`
+//!   and `type: string`; a default written as a member is its value;
+//! * a field typed as a model or enum keeps the `$ref` with its
+//!   `description` and `default` beside it and no `title` (pydantic ≥ 2.9,
+//!   the versions the wheel's vectors record);
 //! * keys sorted at every level except inside `properties` (definition
 //!   order), as pydantic's `GenerateJsonSchema.sort` leaves them: the bytes
 //!   the model sees then match the reference's, not just the values.
@@ -155,9 +162,10 @@ pub enum SchemaError {
     /// A type whose schema is not an object (cannot take a title).
     #[error("no object schema")]
     NoObjectSchema,
-    /// A parameter or field annotated with a model itself.
-    #[error("a parameter or field typed directly as a model is not supported")]
-    DirectModel,
+    /// A default written as `Class.MEMBER` that names no member of a
+    /// `(str, Enum)` class in scope.
+    #[error("default `{0}` is not a member of an enum in scope")]
+    UnknownMember(String),
     /// `Dict[K, V]` with `K` other than `str`.
     #[error("dict keys other than `str` are not supported")]
     DictKey,
@@ -189,8 +197,9 @@ pub enum SchemaError {
     /// A `Field` keyword other than `description` and `default` (its name).
     #[error("`Field` argument `{0}` is not supported")]
     FieldArgument(String),
-    /// A default other than `None`, a string, an integer or a boolean.
-    #[error("only None, string, integer and boolean defaults are supported")]
+    /// A default other than `None`, a string, an integer, a boolean or an
+    /// enum member.
+    #[error("only None, string, integer, boolean and enum-member defaults are supported")]
     Default,
 }
 
@@ -207,15 +216,28 @@ enum ToolType {
 /// in the class's order (the reference's `ToolKitBase.tools` order),
 /// checked against the native `toolkit`: same tools, same parameters, same
 /// category. `mutates` is the decorator's `ToolType.WRITE`.
+///
+/// `support` holds modules a model's base class may come from (imported
+/// by the data model, e.g. τ²'s `BaseModelNoExtra`); their classes are
+/// bases only, never field types.
 pub(crate) fn tool_specs(
     tools: Source,
     models: Source,
+    support: &[Source],
     toolkit: &NativeTools,
 ) -> Result<Vec<ToolSpec>, ToolSourceError> {
     let tools_text = normalize_newlines(tools.text);
     let models_text = normalize_newlines(models.text);
+    let support_texts: Vec<(&str, std::borrow::Cow<str>)> = support
+        .iter()
+        .map(|s| (s.file, normalize_newlines(s.text)))
+        .collect();
     let tm = Module::parse(tools.file, &tools_text)?;
     let mm = Module::parse(models.file, &models_text)?;
+    let sm = support_texts
+        .iter()
+        .map(|(file, text)| Module::parse(file, text))
+        .collect::<Result<Vec<_>, _>>()?;
     let kit = toolkit_class(&tm, toolkit)?;
     let mut specs: Vec<ToolSpec> = Vec::new();
     for (k, method) in kit.methods.iter().enumerate() {
@@ -230,7 +252,12 @@ pub(crate) fn tool_specs(
         let Some(kind) = tool_type(&tm, method)? else {
             continue; // a helper, not a tool
         };
-        let spec = build(&tm, &mm, method, kind, toolkit).map_err(|e| e.in_tool(method.name))?;
+        let modules = Modules {
+            tools: &tm,
+            models: &mm,
+            support: &sm,
+        };
+        let spec = build(modules, method, kind, toolkit).map_err(|e| e.in_tool(method.name))?;
         specs.push(spec);
     }
     if let Some(missing) = toolkit
@@ -368,13 +395,21 @@ fn category(e: &Expr) -> Option<ToolType> {
     }
 }
 
+/// The modules one derivation reads.
+#[derive(Clone, Copy)]
+struct Modules<'m, 'a> {
+    tools: &'m Module<'a>,
+    models: &'m Module<'a>,
+    support: &'m [Module<'a>],
+}
+
 fn build(
-    tm: &Module,
-    mm: &Module,
+    modules: Modules,
     method: &Method,
     kind: ToolType,
     toolkit: &NativeTools,
 ) -> Result<ToolSpec, ToolSourceError> {
+    let tm = modules.tools;
     let at = |line, problem| ToolSourceError::new(&tm.file, line, problem);
     let native = toolkit
         .tools
@@ -445,7 +480,8 @@ fn build(
     };
     let mut schema = SchemaGen {
         tools: tm,
-        models: mm,
+        models: modules.models,
+        support: modules.support,
         defs: BTreeMap::new(),
         building: Vec::new(),
     };
@@ -475,6 +511,8 @@ enum Ty {
     /// A model class: its name and whether it lives in the tools module
     /// (else the data-model module).
     Model(String, bool),
+    /// A `(str, Enum)` class, named and placed as a model is.
+    Enum(String, bool),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -518,6 +556,7 @@ impl Fail {
 struct SchemaGen<'m, 'a> {
     tools: &'m Module<'a>,
     models: &'m Module<'a>,
+    support: &'m [Module<'a>],
     defs: BTreeMap<String, Value>,
     /// Models being defined, so a recursive one refers to itself.
     building: Vec<String>,
@@ -546,7 +585,7 @@ impl SchemaGen<'_, '_> {
                 Some(d) => d
                     .expr()
                     .map_err(SchemaError::from)
-                    .and_then(|e| default_value(&e))
+                    .and_then(|e| self.default_value(&e, true))
                     .map_err(|reason| {
                         ToolSourceError::new(
                             &file,
@@ -592,13 +631,10 @@ impl SchemaGen<'_, '_> {
         let Some(obj) = schema.as_object_mut() else {
             return Err(Fail::Here(SchemaError::NoObjectSchema));
         };
-        if obj.contains_key("$ref") {
-            // pydantic gives such a field no title and has changed how it
-            // attaches a description next to a `$ref`; none of the tools
-            // has one, so it is not reproduced.
-            return Err(Fail::Here(SchemaError::DirectModel));
+        // A `$ref` field gets no title: the definition has one.
+        if !obj.contains_key("$ref") {
+            obj.insert("title".into(), title(name).into());
         }
-        obj.insert("title".into(), title(name).into());
         if let Some(d) = description {
             obj.insert("description".into(), d.into());
         }
@@ -659,7 +695,75 @@ impl SchemaGen<'_, '_> {
                 self.define(name, *in_tools)?;
                 json!({ "$ref": format!("#/$defs/{name}") })
             }
+            Ty::Enum(name, in_tools) => {
+                self.define_enum(name, *in_tools)?;
+                json!({ "$ref": format!("#/$defs/{name}") })
+            }
         })
+    }
+
+    /// A default as JSON; `None` for `...` (pydantic's "required"). An
+    /// enum member (`Class.MEMBER`) stands for its value, as pydantic
+    /// writes it.
+    fn default_value(&self, e: &Expr, in_tools: bool) -> Result<Option<Value>, SchemaError> {
+        match e {
+            Expr::Ellipsis => Ok(None),
+            Expr::None => Ok(Some(Value::Null)),
+            Expr::Str(s) => Ok(Some(Value::from(s.as_str()))),
+            Expr::Int(n) => Ok(Some(Value::from(*n))),
+            Expr::Bool(b) => Ok(Some(Value::from(*b))),
+            Expr::Name(n) if n.contains('.') => {
+                let unknown = || SchemaError::UnknownMember(n.clone());
+                let (class, member) = n.rsplit_once('.').ok_or_else(unknown)?;
+                let Ok(Ty::Enum(class, enum_in_tools)) = self.named(class, in_tools, 0) else {
+                    return Err(unknown());
+                };
+                let module = if enum_in_tools {
+                    self.tools
+                } else {
+                    self.models
+                };
+                let members = module
+                    .class(&class)
+                    .ok_or_else(unknown)
+                    .and_then(|c| enum_members(c).map_err(|_| unknown()))?;
+                members
+                    .into_iter()
+                    .find(|(m, _)| *m == member)
+                    .map(|(_, v)| Some(Value::from(v)))
+                    .ok_or_else(unknown)
+            }
+            _ => Err(SchemaError::Default),
+        }
+    }
+
+    /// Adds enum `name` to `$defs`: its values in definition order, an
+    /// alias's repeated value included (pydantic lists `__members__`).
+    fn define_enum(&mut self, name: &str, in_tools: bool) -> Result<(), Fail> {
+        if self.defs.contains_key(name) {
+            return Ok(());
+        }
+        let module = if in_tools { self.tools } else { self.models };
+        let class = module
+            .class(name)
+            .ok_or_else(|| Fail::Here(SchemaError::UnknownModel(name.to_string())))?;
+        let members = enum_members(class).map_err(|(line, what)| {
+            Fail::Located(ToolSourceError::new(
+                &module.file,
+                line,
+                SpecProblem::Unsupported(format!("enum `{name}`: {what}")),
+            ))
+        })?;
+        let values: Vec<Value> = members.into_iter().map(|(_, v)| Value::from(v)).collect();
+        let mut def = Map::new();
+        if let Some(doc) = class_doc(module, class)? {
+            def.insert("description".into(), doc.into());
+        }
+        def.insert("enum".into(), Value::Array(values));
+        def.insert("title".into(), name.into());
+        def.insert("type".into(), "string".into());
+        self.defs.insert(name.to_string(), Value::Object(def));
+        Ok(())
     }
 
     /// Resolves an annotation; `in_tools` says which module's names are in
@@ -751,8 +855,12 @@ impl SchemaGen<'_, '_> {
             &[(self.models, false)]
         };
         for &(module, is_tools) in scopes {
-            if module.class(name).is_some() {
-                return Ok(Ty::Model(name.to_string(), is_tools));
+            if let Some(class) = module.class(name) {
+                return Ok(if is_enum(class) {
+                    Ty::Enum(name.to_string(), is_tools)
+                } else {
+                    Ty::Model(name.to_string(), is_tools)
+                });
             }
             if let Some(alias) = module.assign(name) {
                 return alias
@@ -781,7 +889,8 @@ impl SchemaGen<'_, '_> {
             .class(name)
             .ok_or_else(|| Fail::Here(SchemaError::UnknownModel(name.to_string())))?;
         self.building.push(name.to_string());
-        let fields = model_fields(module, class, 0).map_err(Fail::Located)?;
+        let (fields, forbid_extra) =
+            model_fields(module, class, self.support, 0).map_err(Fail::Located)?;
         let mut props = Map::new();
         let mut required = Vec::new();
         for f in fields {
@@ -805,7 +914,9 @@ impl SchemaGen<'_, '_> {
                 .map_err(SchemaError::from)
                 .and_then(|e| self.resolve(&e, in_tools, 0))
                 .map_err(located)?;
-            let (default, description) = field_value(f.value.as_ref()).map_err(located)?;
+            let (default, description) = self
+                .field_value(f.value.as_ref(), in_tools)
+                .map_err(located)?;
             let schema = match self.field(f.name, &ty, description.as_deref(), default.clone()) {
                 Ok(s) => s,
                 Err(Fail::Here(r)) => return Err(Fail::Located(located(r))),
@@ -817,18 +928,11 @@ impl SchemaGen<'_, '_> {
             props.insert(f.name.to_string(), schema);
         }
         let mut def = Map::new();
-        if let Some(doc) = &class.doc {
-            let raw = doc.string().map_err(|reason| {
-                Fail::Located(ToolSourceError::new(
-                    &module.file,
-                    doc.line,
-                    SpecProblem::Expression {
-                        text: doc.text(),
-                        reason: Box::new(reason.into()),
-                    },
-                ))
-            })?;
-            def.insert("description".into(), cleandoc(&raw).into());
+        if let Some(doc) = class_doc(module, class)? {
+            def.insert("description".into(), doc.into());
+        }
+        if forbid_extra {
+            def.insert("additionalProperties".into(), false.into());
         }
         def.insert("properties".into(), Value::Object(props));
         if !required.is_empty() {
@@ -842,15 +946,20 @@ impl SchemaGen<'_, '_> {
     }
 }
 
-/// A model's fields, inherited ones first; a redefined field keeps its
-/// inherited position (class namespaces merge like dicts). Anything in the
-/// class that could change its schema (config, validators, class keywords,
-/// other bases) is refused.
+/// A model's fields, inherited ones first, and whether it forbids extra
+/// keys; a redefined field keeps its inherited position (class namespaces
+/// merge like dicts). A base is `BaseModel`, a model of the same module, or
+/// a class of a `support` module that adds no fields (its annotations would
+/// resolve in another scope). The one config understood is
+/// `model_config = ConfigDict(extra="forbid")`, inherited as pydantic
+/// merges configs; anything else that could change the schema (other
+/// config, validators, class keywords, other bases) is refused.
 fn model_fields<'m, 'a>(
     module: &'m Module<'a>,
     class: &'m Class<'a>,
+    support: &'m [Module<'a>],
     depth: usize,
-) -> Result<Vec<&'m FieldDecl<'a>>, ToolSourceError> {
+) -> Result<(Vec<&'m FieldDecl<'a>>, bool), ToolSourceError> {
     let unsupported = |line, what: String| {
         ToolSourceError::new(
             &module.file,
@@ -876,13 +985,31 @@ fn model_fields<'m, 'a>(
             format!("decorated method `{}` may change its schema", m.name),
         ));
     }
+    let mut forbid_extra = false;
     let mut fields: Vec<&FieldDecl> = Vec::new();
     match class.bases.as_slice() {
         [base] => match base.expr() {
             Ok(Expr::Name(n)) if n == "BaseModel" || n == "pydantic.BaseModel" => {}
             Ok(Expr::Name(n)) if module.class(&n).is_some() => {
                 let parent = module.class(&n).unwrap_or(class);
-                fields = model_fields(module, parent, depth + 1)?;
+                (fields, forbid_extra) = model_fields(module, parent, support, depth + 1)?;
+            }
+            Ok(Expr::Name(n)) if support.iter().any(|m| m.class(&n).is_some()) => {
+                let (home, parent) = support
+                    .iter()
+                    .find_map(|m| m.class(&n).map(|c| (m, c)))
+                    .unwrap_or((module, class));
+                let (inherited, forbid) = model_fields(home, parent, &[], depth + 1)?;
+                if !inherited.is_empty() {
+                    return Err(unsupported(
+                        base.line,
+                        format!(
+                            "base `{n}` ({}) has fields, which are not followed across modules",
+                            home.file
+                        ),
+                    ));
+                }
+                forbid_extra = forbid;
             }
             _ => {
                 return Err(unsupported(
@@ -902,58 +1029,135 @@ fn model_fields<'m, 'a>(
             ));
         }
     }
+    for a in &class.assigns {
+        let forbid = matches!(
+            a.value.expr(),
+            Ok(Expr::Call(f, args, kwargs))
+                if matches!(f.as_ref(), Expr::Name(n) if n == "ConfigDict" || n == "pydantic.ConfigDict")
+                    && args.is_empty()
+                    && matches!(kwargs.as_slice(), [(k, Expr::Str(v))] if k == "extra" && v == "forbid")
+        );
+        if a.name == "model_config" && forbid {
+            forbid_extra = true;
+        } else {
+            return Err(unsupported(
+                a.value.line,
+                format!(
+                    "`{} = {}` may change its schema (only `model_config = ConfigDict(extra=\"forbid\")` is understood)",
+                    a.name,
+                    a.value.text()
+                ),
+            ));
+        }
+    }
     for f in &class.fields {
         match fields.iter_mut().find(|g| g.name == f.name) {
             Some(slot) => *slot = f,
             None => fields.push(f),
         }
     }
-    Ok(fields)
+    Ok((fields, forbid_extra))
 }
 
-/// A field's `= value`: `Field(default, description=..., default=...)` or a
-/// plain default. Returns the default (`None` when required) and the
-/// description.
-fn field_value(value: Option<&Src>) -> Result<(Option<Value>, Option<String>), SchemaError> {
-    let Some(src) = value else {
-        return Ok((None, None));
-    };
-    match src.expr()? {
-        Expr::Call(f, args, kwargs) if matches!(f.as_ref(), Expr::Name(n) if n == "Field" || n == "pydantic.Field") =>
-        {
-            if args.len() > 1 {
-                return Err(SchemaError::FieldPositional);
-            }
-            let mut default = match args.first() {
-                Some(a) => default_value(a)?,
-                None => None,
-            };
-            let mut description = None;
-            for (key, v) in &kwargs {
-                match (key.as_str(), v) {
-                    ("description", Expr::Str(s)) => description = Some(s.clone()),
-                    ("default", v) => default = default_value(v)?,
-                    (other, _) => {
-                        return Err(SchemaError::FieldArgument(other.to_string()));
+impl SchemaGen<'_, '_> {
+    /// A field's `= value`: `Field(default, description=..., default=...)`
+    /// or a plain default. Returns the default (`None` when required) and
+    /// the description.
+    fn field_value(
+        &self,
+        value: Option<&Src>,
+        in_tools: bool,
+    ) -> Result<(Option<Value>, Option<String>), SchemaError> {
+        let Some(src) = value else {
+            return Ok((None, None));
+        };
+        match src.expr()? {
+            Expr::Call(f, args, kwargs) if matches!(f.as_ref(), Expr::Name(n) if n == "Field" || n == "pydantic.Field") =>
+            {
+                if args.len() > 1 {
+                    return Err(SchemaError::FieldPositional);
+                }
+                let mut default = match args.first() {
+                    Some(a) => self.default_value(a, in_tools)?,
+                    None => None,
+                };
+                let mut description = None;
+                for (key, v) in &kwargs {
+                    match (key.as_str(), v) {
+                        ("description", Expr::Str(s)) => description = Some(s.clone()),
+                        ("default", v) => default = self.default_value(v, in_tools)?,
+                        (other, _) => {
+                            return Err(SchemaError::FieldArgument(other.to_string()));
+                        }
                     }
                 }
+                Ok((default, description))
             }
-            Ok((default, description))
+            e => Ok((self.default_value(&e, in_tools)?, None)),
         }
-        e => Ok((default_value(&e)?, None)),
     }
 }
 
-/// A default as JSON; `None` for `...` (pydantic's "required").
-fn default_value(e: &Expr) -> Result<Option<Value>, SchemaError> {
-    match e {
-        Expr::Ellipsis => Ok(None),
-        Expr::None => Ok(Some(Value::Null)),
-        Expr::Str(s) => Ok(Some(Value::from(s.as_str()))),
-        Expr::Int(n) => Ok(Some(Value::from(*n))),
-        Expr::Bool(b) => Ok(Some(Value::from(*b))),
-        _ => Err(SchemaError::Default),
+/// A class's cleaned docstring, if it has one.
+fn class_doc(module: &Module, class: &Class) -> Result<Option<String>, Fail> {
+    let Some(doc) = &class.doc else {
+        return Ok(None);
+    };
+    let raw = doc.string().map_err(|reason| {
+        Fail::Located(ToolSourceError::new(
+            &module.file,
+            doc.line,
+            SpecProblem::Expression {
+                text: doc.text(),
+                reason: Box::new(reason.into()),
+            },
+        ))
+    })?;
+    Ok(Some(cleandoc(&raw)))
+}
+
+/// Whether `class` is declared `(str, Enum)` (or with `enum.Enum`).
+fn is_enum(class: &Class) -> bool {
+    let names: Vec<Option<String>> = class
+        .bases
+        .iter()
+        .map(|b| match b.expr() {
+            Ok(Expr::Name(n)) => Some(n),
+            _ => None,
+        })
+        .collect();
+    matches!(names.as_slice(), [Some(s), Some(e)] if s == "str" && (e == "Enum" || e == "enum.Enum"))
+}
+
+/// The members of a `(str, Enum)` class as (name, value), in definition
+/// order; anything else in its body that could add or change members is
+/// refused, located at its line.
+fn enum_members<'c>(class: &'c Class) -> Result<Vec<(&'c str, String)>, (usize, String)> {
+    if let Some((line, what)) = class.others.first() {
+        return Err((*line, format!("{what} in the class body")));
     }
+    if let Some(f) = class.fields.first() {
+        return Err((f.line, format!("annotated attribute `{}`", f.name)));
+    }
+    if let Some(m) = class.methods.iter().find(|m| !m.decorators.is_empty()) {
+        return Err((m.line, format!("decorated method `{}`", m.name)));
+    }
+    class
+        .assigns
+        .iter()
+        .map(|a| {
+            if a.name.starts_with('_') {
+                return Err((a.value.line, format!("`{}` is not a plain member", a.name)));
+            }
+            match a.value.expr() {
+                Ok(Expr::Str(v)) => Ok((a.name, v)),
+                _ => Err((
+                    a.value.line,
+                    format!("member `{}` is not a string literal", a.name),
+                )),
+            }
+        })
+        .collect()
 }
 
 /// `Union[...]` as typing builds it: nested unions flattened, repeats
@@ -1059,8 +1263,38 @@ class Tagged(Spot):
 
 
 class Configured(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(frozen=True)
     a: int
+
+
+class Level(str, Enum):
+    """How high."""
+
+    LOW = "low"
+    HIGH = "high"
+    TOP = "high"
+
+
+class Setting(Strict):
+    level: Level = Field(Level.LOW, description="The level.")
+    note: Optional[str] = None
+
+
+class Loose(Padded):
+    b: int
+
+
+class Numbered(str, Enum):
+    ONE = 1
+"#;
+
+    const BASE: &str = r#"
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Padded(BaseModel):
+    pad: int = 0
 "#;
 
     const TOOLS: &str = r#"
@@ -1157,6 +1391,10 @@ class DemoTools(ToolKitBase):
                 file: "demo/data_model.py",
                 text: MODELS,
             },
+            &[Source {
+                file: "demo/base.py",
+                text: BASE,
+            }],
             toolkit,
         )
     }
@@ -1234,6 +1472,63 @@ class DemoTools(ToolKitBase):
                 "type": "object"
             })
         );
+    }
+
+    /// One tool `t(self, <params>)` of toolkit `K`, with its specs derived.
+    fn one_tool(
+        params: &'static [&'static str],
+        signature: &str,
+    ) -> Result<ToolSpec, ToolSourceError> {
+        let tools = format!(
+            "class K(ToolKitBase):\n    @is_tool(ToolType.WRITE)\n    def t(self, {signature}) -> str:\n        \"\"\"T.\"\"\"\n"
+        );
+        let toolkit = Toolkit {
+            class: "K",
+            tools: Box::leak(Box::new([def("t", params, Kind::Write)])),
+        };
+        specs(&tools, &toolkit).map(|mut s| s.remove(0))
+    }
+
+    #[test]
+    fn enums_defaults_by_member_and_forbidding_bases_are_pydantics() {
+        // The expected bytes are pydantic 2.14.4's `model_json_schema()` of
+        // the same declarations.
+        let got = one_tool(
+            &["setting", "level", "floor"],
+            "setting: Union[Setting, dict], level: Union[Level, str], floor: Level = Level.HIGH",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let want = r##"{"$defs":{"Level":{"description":"How high.","enum":["low","high","high"],"title":"Level","type":"string"},"Setting":{"additionalProperties":false,"properties":{"level":{"$ref":"#/$defs/Level","default":"low","description":"The level."},"note":{"anyOf":[{"type":"string"},{"type":"null"}],"default":null,"title":"Note"}},"title":"Setting","type":"object"}},"properties":{"setting":{"anyOf":[{"$ref":"#/$defs/Setting"},{"additionalProperties":true,"type":"object"}],"title":"Setting"},"level":{"anyOf":[{"$ref":"#/$defs/Level"},{"type":"string"}],"title":"Level"},"floor":{"$ref":"#/$defs/Level","default":"high"}},"required":["setting","level"],"title":"parameters","type":"object"}"##;
+        assert_eq!(serde_json::to_string(&got.parameters).unwrap(), want);
+    }
+
+    #[test]
+    fn what_enums_and_bases_cannot_express_is_refused_where_it_is_written() {
+        let cases: [(&[&str], &str, &str, &str); 3] = [
+            (
+                &["x"],
+                "x: Level = Level.MIDDLE",
+                "demo/tools.py",
+                "Level.MIDDLE",
+            ),
+            (
+                &["x"],
+                "x: Numbered",
+                "demo/data_model.py",
+                "not a string literal",
+            ),
+            (
+                &["x"],
+                "x: Loose",
+                "demo/data_model.py",
+                "not followed across modules",
+            ),
+        ];
+        for (params, signature, file, needle) in cases {
+            let err = one_tool(params, signature).expect_err(signature);
+            assert_eq!(err.file, file, "{signature}: {err}");
+            assert!(err.to_string().contains(needle), "{signature}: {err}");
+        }
     }
 
     #[test]

@@ -193,13 +193,13 @@ fn pristine_hashes_and_toolkits_match_the_reference() {
 }
 
 #[test]
-fn the_agents_tool_schemas_derived_from_the_sources_are_the_references() {
+fn both_parties_tool_schemas_derived_from_the_sources_are_the_references() {
     let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
     let specs = specs();
-    // The user's side needs `(str, Enum)` classes and model fields with
-    // defaults and descriptions in the schema derivation (#31, next).
-    {
-        let (party, key) = (Requestor::Assistant, "tools");
+    for (party, key) in [
+        (Requestor::Assistant, "tools"),
+        (Requestor::User, "user_tools"),
+    ] {
         let got = ecdysis_env::tau2::telecom::tool_specs(&data, party)
             .unwrap_or_else(|e| panic!("{key}: {e}"));
         let want = specs[key].as_array().expect("tools");

@@ -141,6 +141,9 @@ pub fn tool_specs(data: &DataSource, party: Requestor) -> Result<Vec<crate::Tool
     };
     let tools_py = data.read_package_text(tools_file)?;
     let models_py = data.read_package_text(models_file)?;
+    // Telecom's models derive from `BaseModelNoExtra`, defined there.
+    let support_file = "utils/pydantic_utils.py";
+    let support_py = data.read_package_text(support_file)?;
     Ok(super::schema::tool_specs(
         super::schema::Source {
             file: &format!("tau2/{tools_file}"),
@@ -150,6 +153,10 @@ pub fn tool_specs(data: &DataSource, party: Requestor) -> Result<Vec<crate::Tool
             file: &format!("tau2/{models_file}"),
             text: &models_py,
         },
+        &[super::schema::Source {
+            file: &format!("tau2/{support_file}"),
+            text: &support_py,
+        }],
         &super::schema::NativeTools::from(kit),
     )?)
 }
