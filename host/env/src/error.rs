@@ -85,6 +85,16 @@ pub enum EnvError {
         /// The requested task id.
         task: String,
     },
+    /// A task's set-up actions raised (a changed data set).
+    #[error("domain {domain}: setting up task {task} failed: {reason}")]
+    TaskSetup {
+        /// The domain.
+        domain: String,
+        /// The task.
+        task: String,
+        /// The set-up action's exception.
+        reason: String,
+    },
     /// A tool-call list (the input of `env call`) is malformed.
     #[error("tool call #{index}: {reason}")]
     BadCall {

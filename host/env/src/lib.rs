@@ -100,7 +100,26 @@ impl ToolSpec {
     }
 }
 
-/// A tool call: a name and a JSON arguments object.
+/// Who makes a tool call (τ²'s `ToolCall.requestor`): the agent, or, in a
+/// dual-control domain (τ² telecom), the user on their own device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Requestor {
+    /// The agent under test.
+    #[default]
+    Assistant,
+    /// The user (simulator), through the domain's user tools.
+    User,
+}
+
+impl Requestor {
+    /// Whether this is the agent (the default, left out of records).
+    pub fn is_assistant(&self) -> bool {
+        *self == Requestor::Assistant
+    }
+}
+
+/// A tool call: a name, a JSON arguments object, and who made it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// Tool name.
@@ -108,6 +127,20 @@ pub struct ToolCall {
     /// Arguments (a JSON object; anything else is an error result).
     #[serde(default = "empty_object")]
     pub arguments: serde_json::Value,
+    /// Who called: the agent unless the record says `user`.
+    #[serde(default, skip_serializing_if = "Requestor::is_assistant")]
+    pub requestor: Requestor,
+}
+
+impl ToolCall {
+    /// A call by the agent.
+    pub fn agent(name: impl Into<String>, arguments: serde_json::Value) -> Self {
+        ToolCall {
+            name: name.into(),
+            arguments,
+            requestor: Requestor::Assistant,
+        }
+    }
 }
 
 fn empty_object() -> serde_json::Value {
@@ -134,6 +167,36 @@ pub trait Environment: Send + Sync {
     /// Runs a tool call and returns what the model would see. Never
     /// panics: unknown tools and bad arguments are error results.
     fn call(&mut self, name: &str, arguments: &serde_json::Value) -> ToolOutput;
+
+    /// The user's tools in a dual-control domain (τ² telecom's phone);
+    /// empty elsewhere. Only the user simulator calls them: the agent's
+    /// tool list and a harness's view never include them.
+    fn user_tools(&self) -> &[ToolSpec] {
+        &[]
+    }
+
+    /// Runs a tool call made by the user (simulator) on their side of the
+    /// state. The default, for domains without user tools, is an error
+    /// result naming the tool.
+    fn call_user(&mut self, name: &str, arguments: &serde_json::Value) -> ToolOutput {
+        let _ = arguments;
+        ToolOutput {
+            content: format!(
+                "Error: {} has no user tools (`{name}` was called by the user)",
+                self.domain()
+            ),
+            error: true,
+        }
+    }
+
+    /// Runs a call as its requestor says: [`Environment::call`] for the
+    /// agent, [`Environment::call_user`] for the user.
+    fn call_as(&mut self, call: &ToolCall) -> ToolOutput {
+        match call.requestor {
+            Requestor::Assistant => self.call(&call.name, &call.arguments),
+            Requestor::User => self.call_user(&call.name, &call.arguments),
+        }
+    }
 
     /// Hex digest of the current state, comparable with the reference's
     /// (`sha256` of `json.dumps(db.model_dump(), sort_keys=True)` for τ²).
@@ -214,6 +277,7 @@ pub struct Oracle {
 #[derive(Clone)]
 enum OracleInner {
     Tau2(Arc<tau2::task::Criteria>),
+    Telecom(Arc<tau2::telecom::TelecomTask>),
     Dbbench(Arc<dbbench::Task>),
 }
 
@@ -253,7 +317,7 @@ impl Oracle {
                 .as_ref()
                 .and_then(|e| e.nl_assertions.clone())
                 .unwrap_or_default(),
-            OracleInner::Dbbench(_) => Vec::new(),
+            OracleInner::Telecom(_) | OracleInner::Dbbench(_) => Vec::new(),
         }
     }
 
@@ -262,6 +326,7 @@ impl Oracle {
     pub fn user_scenario(&self) -> String {
         match &self.inner {
             OracleInner::Tau2(c) => c.user_scenario.to_string(),
+            OracleInner::Telecom(t) => t.user_scenario.to_string(),
             OracleInner::Dbbench(_) => String::new(),
         }
     }
@@ -269,29 +334,39 @@ impl Oracle {
     /// The task's structured user instructions, for the offline scripted
     /// user.
     pub fn user_script(&self) -> UserScript {
-        match &self.inner {
-            OracleInner::Tau2(c) => {
-                let mut script = UserScript {
-                    task_id: self.task_id.clone(),
-                    ..Default::default()
-                };
-                match &c.user_scenario.instructions {
-                    tau2::task::Instructions::Structured {
-                        reason_for_call,
-                        known_info,
-                        unknown_info,
-                        task_instructions,
-                        ..
-                    } => {
-                        script.reason_for_call = reason_for_call.clone();
-                        script.known_info = known_info.clone();
-                        script.unknown_info = unknown_info.clone();
-                        script.task_instructions = task_instructions.clone();
-                    }
-                    tau2::task::Instructions::Text(t) => script.reason_for_call = t.clone(),
+        let from_scenario = |scenario: &tau2::task::UserScenario| {
+            let mut script = UserScript {
+                task_id: self.task_id.clone(),
+                ..Default::default()
+            };
+            match &scenario.instructions {
+                tau2::task::Instructions::Structured {
+                    reason_for_call,
+                    known_info,
+                    unknown_info,
+                    task_instructions,
+                    ..
+                } => {
+                    script.reason_for_call = reason_for_call.clone();
+                    script.known_info = known_info.clone();
+                    script.unknown_info = unknown_info.clone();
+                    script.task_instructions = task_instructions.clone();
                 }
-                script
+                tau2::task::Instructions::Text(t) => script.reason_for_call = t.clone(),
             }
+            script
+        };
+        match &self.inner {
+            OracleInner::Tau2(c) => from_scenario(&c.user_scenario),
+            OracleInner::Telecom(t) => UserScript {
+                device_actions: t
+                    .actions
+                    .iter()
+                    .filter(|a| a.requestor == Requestor::User)
+                    .map(|a| a.call())
+                    .collect(),
+                ..from_scenario(&t.user_scenario)
+            },
             // No user in the loop.
             OracleInner::Dbbench(_) => UserScript {
                 task_id: self.task_id.clone(),
@@ -316,9 +391,11 @@ impl Oracle {
                             actions
                                 .iter()
                                 .filter(|a| a.requestor == "assistant")
-                                .map(|a| ToolCall {
-                                    name: a.name.clone(),
-                                    arguments: serde_json::Value::Object(a.arguments.clone()),
+                                .map(|a| {
+                                    ToolCall::agent(
+                                        a.name.clone(),
+                                        serde_json::Value::Object(a.arguments.clone()),
+                                    )
                                 })
                                 .collect()
                         })
@@ -328,14 +405,21 @@ impl Oracle {
                         .unwrap_or_default(),
                 }
             }
+            OracleInner::Telecom(t) => GoldPlan {
+                task_id: self.task_id.clone(),
+                domain: self.domain.clone(),
+                // Both parties' actions, in order: a testbed agent asks the
+                // user for theirs.
+                actions: t.actions.iter().map(|a| a.call()).collect(),
+                communicate: t.communicate_info.clone(),
+            },
             OracleInner::Dbbench(t) => GoldPlan {
                 task_id: self.task_id.clone(),
                 domain: self.domain.clone(),
                 actions: dbbench::testbed_steps(t)
                     .into_iter()
-                    .map(|(name, arguments)| ToolCall {
-                        name,
-                        arguments: serde_json::Value::Object(arguments),
+                    .map(|(name, arguments)| {
+                        ToolCall::agent(name, serde_json::Value::Object(arguments))
                     })
                     .collect(),
                 communicate: Vec::new(),
@@ -448,6 +532,33 @@ pub struct Evaluation {
     pub action_checks: Vec<ActionCheck>,
     /// The task's reward basis, e.g. `["DB", "COMMUNICATE"]`.
     pub reward_basis: Vec<String>,
+    /// ENV_ASSERTION check (τ² telecom): every assertion met.
+    #[serde(skip_serializing_if = "is_true")]
+    pub env_assertion_ok: bool,
+    /// Per-assertion results, in the task's order (empty for domains
+    /// without env assertions).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env_assertion_checks: Vec<AssertionCheck>,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// An `env_assertions` check: a function of the agent's or the user's
+/// toolkit run on the final state, and whether it returned the asserted
+/// value.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AssertionCheck {
+    /// Whose toolkit: `assistant` or `user`.
+    pub env_type: Requestor,
+    /// The function.
+    pub func_name: String,
+    /// Whether it returned the asserted value.
+    pub met: bool,
+    /// Why it could not be evaluated (the function raised), if so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Most entities an [`Evaluation::db_diff`] lists.
@@ -499,6 +610,12 @@ pub trait Domain: Send + Sync {
 
     /// Tool specs, in the reference's order.
     fn tools(&self) -> &[ToolSpec];
+
+    /// The user's tool specs in a dual-control domain (τ² telecom), in the
+    /// reference's order; empty elsewhere. For the user simulator only.
+    fn user_tools(&self) -> &[ToolSpec] {
+        &[]
+    }
 
     /// Split names (e.g. `base`, `train`, `test`).
     fn splits(&self) -> Vec<String>;
@@ -556,6 +673,7 @@ pub fn open(name: &str, data: &DataSource) -> Result<Arc<dyn Domain>, EnvError> 
             data,
         )?)),
         "tau2/retail" => Ok(Arc::new(tau2::Tau2Domain::load(tau2::Which::Retail, data)?)),
+        tau2::telecom::NAME => Ok(Arc::new(tau2::telecom::TelecomDomain::load(data)?)),
         // Its data ships in this repository, not in the τ² wheel.
         dbbench::NAME => Ok(Arc::new(dbbench::open(dbbench::Options::default())?)),
         _ => Err(EnvError::UnknownDomain {
@@ -577,10 +695,7 @@ pub struct CallsReport {
 /// `env call`: runs `calls` in order on a fresh environment.
 pub fn run_calls(domain: &dyn Domain, calls: &[ToolCall]) -> CallsReport {
     let mut env = domain.new_env();
-    let outputs = calls
-        .iter()
-        .map(|c| env.call(&c.name, &c.arguments))
-        .collect();
+    let outputs = calls.iter().map(|c| env.call_as(c)).collect();
     CallsReport {
         outputs,
         final_db_hash: env.state_hash(),
@@ -609,9 +724,17 @@ pub fn parse_calls(text: &str) -> Result<Vec<ToolCall>, EnvError> {
                     index,
                     reason: "missing string field `name`".into(),
                 })?;
+            let requestor = match item.get("requestor") {
+                None => Requestor::Assistant,
+                Some(r) => serde_json::from_value(r.clone()).map_err(|_| EnvError::BadCall {
+                    index,
+                    reason: format!("`requestor` must be \"assistant\" or \"user\", not {r}"),
+                })?,
+            };
             Ok(ToolCall {
                 name: name.to_string(),
                 arguments: item.get("arguments").cloned().unwrap_or_else(empty_object),
+                requestor,
             })
         })
         .collect()

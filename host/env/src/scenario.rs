@@ -27,6 +27,11 @@ pub struct UserScript {
     /// How the user should behave during the conversation.
     #[serde(default)]
     pub task_instructions: String,
+    /// In a dual-control domain (τ² telecom): the task's gold actions the
+    /// user performs on their own device, in order (`requestor: user`).
+    /// The scripted user carries them out when the agent asks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_actions: Vec<ToolCall>,
 }
 
 /// **Testbed-only, oracle-derived.** A task's gold actions and the strings
@@ -38,7 +43,8 @@ pub struct GoldPlan {
     pub task_id: String,
     /// Domain name, e.g. `tau2/retail`.
     pub domain: String,
-    /// The gold actions the agent takes, in order.
+    /// The gold actions, in order: the agent's, and in a dual-control
+    /// domain the user's (`requestor: user`), which the agent asks for.
     pub actions: Vec<ToolCall>,
     /// Strings the agent's messages must contain.
     pub communicate: Vec<String>,

@@ -443,7 +443,9 @@ fn entry(prefix: &str, r: &EpisodeRecord, e: &Entry, variant: usize) -> String {
             source,
             ..
         } => {
-            let acted = *blocked || proposed.is_some() || *source != CallSource::Model;
+            let acted = *blocked
+                || proposed.is_some()
+                || !matches!(source, CallSource::Model | CallSource::User);
             let mut badges = String::new();
             match source {
                 CallSource::Model => {}
@@ -455,6 +457,9 @@ fn entry(prefix: &str, r: &EpisodeRecord, e: &Entry, variant: usize) -> String {
                 }
                 CallSource::Forced => {
                     badges += "<span class=\"badge h\">forced by regulate</span> "
+                }
+                CallSource::User => {
+                    badges += "<span class=\"badge\">the user, on their device</span> "
                 }
             }
             if *blocked {

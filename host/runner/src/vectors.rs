@@ -292,6 +292,7 @@ pub async fn record(
         hub: None,
         sim_latency: std::time::Duration::ZERO,
         base_prompt: domain.system_prompt(),
+        device_tools: crate::eval::participants::device_tools(&*domain),
     };
     let compared = config.harness.as_ref() == Some(harness_hash);
     let recorded: BTreeMap<(String, u32), &EpisodeRecord> = run

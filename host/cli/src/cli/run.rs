@@ -318,8 +318,11 @@ pub fn render_episode(r: &EpisodeRecord) -> String {
             } => {
                 let mark = if *blocked
                     || proposed.is_some()
-                    || !matches!(source, ecdysis_host::agent::CallSource::Model)
-                {
+                    || !matches!(
+                        source,
+                        ecdysis_host::agent::CallSource::Model
+                            | ecdysis_host::agent::CallSource::User
+                    ) {
                     ">>"
                 } else {
                     "  "

@@ -430,6 +430,8 @@ impl Domain for DbbenchDomain {
                 }
                 .into(),
             ],
+            env_assertion_ok: true,
+            env_assertion_checks: Vec::new(),
         };
         // The original scores only at the commit; a commit whose arguments
         // have no value is a task error (0).
@@ -474,15 +476,9 @@ impl Domain for DbbenchDomain {
         let t = self.task_of(oracle)?;
         let mut calls = Vec::new();
         if let Some(sql) = &t.gold_sql {
-            calls.push(ToolCall {
-                name: EXECUTE_SQL.into(),
-                arguments: json!({"query": sql}),
-            });
+            calls.push(ToolCall::agent(EXECUTE_SQL, json!({"query": sql})));
         }
-        calls.push(ToolCall {
-            name: COMMIT.into(),
-            arguments: json!({"answers": t.label}),
-        });
+        calls.push(ToolCall::agent(COMMIT, json!({"answers": t.label})));
         Ok(Trajectory {
             tool_calls: calls,
             assistant_texts: Vec::new(),

@@ -31,21 +31,41 @@ pub fn gold_calls(actions: &[Action]) -> Vec<ToolCall> {
     actions
         .iter()
         .filter(|a| a.requestor == "assistant")
-        .map(|a| ToolCall {
-            name: a.name.clone(),
-            arguments: serde_json::Value::Object(a.arguments.clone()),
+        .map(|a| {
+            ToolCall::agent(
+                a.name.clone(),
+                serde_json::Value::Object(a.arguments.clone()),
+            )
         })
         .collect()
 }
 
 /// `Action.compare_with_tool_call`.
 fn action_matches(action: &Action, call: &ToolCall) -> bool {
-    if action.name != call.name {
+    call_matches(
+        &action.name,
+        &action.arguments,
+        action.compare_args.as_deref(),
+        call,
+    )
+}
+
+/// `Action.compare_with_tool_call` for a gold action given by its parts:
+/// the same name, and equal values (Python equality) for `compare_args`,
+/// or for every argument of the call when `None`. Who made the call is not
+/// compared, as in τ².
+pub(crate) fn call_matches(
+    name: &str,
+    arguments: &serde_json::Map<String, serde_json::Value>,
+    compare_args: Option<&[String]>,
+    call: &ToolCall,
+) -> bool {
+    if name != call.name {
         return false;
     }
     let empty = serde_json::Map::new();
     let call_args = call.arguments.as_object().unwrap_or(&empty);
-    let keys: Vec<&str> = match &action.compare_args {
+    let keys: Vec<&str> = match compare_args {
         None => call_args.keys().map(String::as_str).collect(),
         Some(k) => k.iter().map(String::as_str).collect(),
     };
@@ -60,7 +80,17 @@ fn action_matches(action: &Action, call: &ToolCall) -> bool {
         );
         Val::dict(d)
     };
-    ops::eq(&pick(call_args), &pick(&action.arguments))
+    ops::eq(&pick(call_args), &pick(arguments))
+}
+
+/// The COMMUNICATE check of one string: some non-empty assistant message
+/// contains it, case-insensitively, once its commas are dropped.
+pub(crate) fn communicated(info: &str, assistant_texts: &[String]) -> bool {
+    let needle = info.to_lowercase();
+    assistant_texts
+        .iter()
+        .filter(|t| !t.trim().is_empty())
+        .any(|t| t.to_lowercase().replace(',', "").contains(&needle))
 }
 
 /// A task's gold outcome: the database after its gold actions, and that
@@ -113,6 +143,8 @@ pub fn evaluate(
             action_ok: true,
             action_checks: Vec::new(),
             reward_basis: Vec::new(),
+            env_assertion_ok: true,
+            env_assertion_checks: Vec::new(),
         };
     };
     let actions = ev.actions.as_deref().unwrap_or(&[]);
@@ -120,7 +152,11 @@ pub fn evaluate(
         replay(
             toolkit,
             pristine,
-            run.tool_calls.iter().filter(|c| writes(&c.name)),
+            // A user's call has no tools to reach in these domains (τ²
+            // raises, and the replay ignores it).
+            run.tool_calls
+                .iter()
+                .filter(|c| c.requestor.is_assistant() && writes(&c.name)),
         )
     });
     let db_diff = predicted.diff(&gold.db, DB_DIFF_LIMIT);
@@ -132,17 +168,9 @@ pub fn evaluate(
         .as_deref()
         .unwrap_or(&[])
         .iter()
-        .map(|info| {
-            let needle = info.to_lowercase();
-            let met = run
-                .assistant_texts
-                .iter()
-                .filter(|t| !t.trim().is_empty())
-                .any(|t| t.to_lowercase().replace(',', "").contains(&needle));
-            CommunicateCheck {
-                info: info.clone(),
-                met,
-            }
+        .map(|info| CommunicateCheck {
+            info: info.clone(),
+            met: communicated(info, &run.assistant_texts),
         })
         .collect();
     let communicate_ok = communicate_checks.iter().all(|c| c.met);
@@ -194,17 +222,10 @@ pub fn evaluate(
         reward_basis: ev
             .reward_basis
             .iter()
-            .map(|b| {
-                match b {
-                    RewardType::Db => "DB",
-                    RewardType::Action => "ACTION",
-                    RewardType::Communicate => "COMMUNICATE",
-                    RewardType::EnvAssertion => "ENV_ASSERTION",
-                    RewardType::NlAssertion => "NL_ASSERTION",
-                }
-                .to_string()
-            })
+            .map(|b| b.as_str().to_string())
             .collect(),
+        env_assertion_ok: true,
+        env_assertion_checks: Vec::new(),
     }
 }
 
@@ -223,10 +244,7 @@ mod tests {
     }
 
     fn call(args: serde_json::Value) -> ToolCall {
-        ToolCall {
-            name: "t".into(),
-            arguments: args,
-        }
+        ToolCall::agent("t", args)
     }
 
     #[test]
@@ -256,10 +274,7 @@ mod tests {
         assert!(!action_matches(&b, &call(serde_json::json!({"x": 1}))));
         assert!(!action_matches(
             &a,
-            &ToolCall {
-                name: "u".into(),
-                arguments: serde_json::json!({})
-            }
+            &ToolCall::agent("u", serde_json::json!({}))
         ));
     }
 }

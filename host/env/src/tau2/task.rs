@@ -141,6 +141,19 @@ pub enum RewardType {
     NlAssertion,
 }
 
+impl RewardType {
+    /// The name τ² writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RewardType::Db => "DB",
+            RewardType::Action => "ACTION",
+            RewardType::Communicate => "COMMUNICATE",
+            RewardType::EnvAssertion => "ENV_ASSERTION",
+            RewardType::NlAssertion => "NL_ASSERTION",
+        }
+    }
+}
+
 fn default_basis() -> Vec<RewardType> {
     vec![RewardType::Db, RewardType::Communicate]
 }

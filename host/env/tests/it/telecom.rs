@@ -328,3 +328,151 @@ fn fuzzed_call_sequences_of_both_parties_match_the_reference() {
     }
     report(&bad, records.len(), "fuzzed sequences");
 }
+
+fn telecom_domain() -> &'static std::sync::Arc<dyn ecdysis_env::Domain> {
+    static D: OnceLock<std::sync::Arc<dyn ecdysis_env::Domain>> = OnceLock::new();
+    D.get_or_init(|| {
+        let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
+        ecdysis_env::open("tau2/telecom", &data).unwrap_or_else(|e| panic!("{e}"))
+    })
+}
+
+/// The parts of an evaluation the vectors record.
+fn scored(ev: &ecdysis_env::Evaluation) -> Value {
+    serde_json::json!({
+        "reward": ev.reward,
+        "db_match": ev.db_match,
+        "env_assertions": ev.env_assertion_checks.iter().map(|c| c.met).collect::<Vec<_>>(),
+        "actions": ev.action_checks.iter().map(|c| c.matched).collect::<Vec<_>>(),
+    })
+}
+
+#[test]
+fn the_domain_scores_gold_and_empty_episodes_as_the_reference_does() {
+    use ecdysis_env::{Termination, Trajectory};
+    let d = telecom_domain();
+    let records = lines("telecom_gold.jsonl");
+    let mut bad = Vec::new();
+    for rec in &records {
+        let id = rec["task_id"].as_str().expect("task_id");
+        let (view, oracle) = d.task(id).expect("task");
+        let env = d.new_env_for(&view).expect("set-up");
+        let want_start = format!(
+            "{}:{}",
+            rec["after_init"]["db"].as_str().expect("db"),
+            rec["after_init"]["user_db"].as_str().expect("user_db")
+        );
+        if env.state_hash() != want_start {
+            bad.push(format!("{id}: the episode's starting state differs"));
+            continue;
+        }
+        let gold = d.gold_trajectory(&oracle).expect("gold");
+        let calls: Vec<Value> = gold
+            .tool_calls
+            .iter()
+            .map(|c| serde_json::json!({"requestor": c.requestor, "name": c.name, "arguments": c.arguments}))
+            .collect();
+        if calls != *rec["calls"].as_array().expect("calls") {
+            bad.push(format!("{id}: gold calls {calls:?}"));
+            continue;
+        }
+        let ev = d.evaluate(&oracle, &gold).expect("evaluate");
+        let mut want = rec["gold"].clone();
+        want["reward"] = serde_json::json!(want["reward"].as_f64().expect("reward"));
+        if scored(&ev) != want {
+            bad.push(format!("{id}: gold scored {} != {want}", scored(&ev)));
+        }
+        // The state the episode ends in scores as the replay does.
+        let mut env = env;
+        for c in &gold.tool_calls {
+            env.call_as(c);
+        }
+        let from_state = d
+            .evaluate_final(&oracle, &gold, env.into_final_state())
+            .expect("evaluate_final");
+        if from_state != ev {
+            bad.push(format!(
+                "{id}: scoring the final state differs from the replay"
+            ));
+        }
+        let nothing = Trajectory {
+            tool_calls: vec![],
+            assistant_texts: vec![],
+            termination: Termination::AgentStop,
+        };
+        let mut want = rec["nothing"].clone();
+        want["reward"] = serde_json::json!(want["reward"].as_f64().expect("reward"));
+        let got = scored(&d.evaluate(&oracle, &nothing).expect("evaluate"));
+        if got != want {
+            bad.push(format!("{id}: doing nothing scored {got} != {want}"));
+        }
+    }
+    report(&bad, records.len(), "gold and empty episodes");
+}
+
+#[test]
+fn a_premature_end_scores_zero_and_still_reports_its_checks() {
+    use ecdysis_env::Termination;
+    let d = telecom_domain();
+    let id = world().tasks[0].id.clone();
+    let (_, oracle) = d.task(&id).expect("task");
+    let mut gold = d.gold_trajectory(&oracle).expect("gold");
+    let finished = d.evaluate(&oracle, &gold).expect("evaluate");
+    assert_eq!(finished.reward, 1.0, "the gold episode of {id} passes");
+    gold.termination = Termination::MaxSteps;
+    let cut = d.evaluate(&oracle, &gold).expect("evaluate");
+    assert_eq!(cut.reward, 0.0);
+    assert!(cut.premature && !cut.success);
+    assert!(cut.env_assertion_ok, "the checks are still computed");
+}
+
+#[test]
+fn user_simulator_prompts_are_the_references_and_hidden_from_the_agent() {
+    let d = telecom_domain();
+    let want = specs()["user_prompt_sha256"].clone();
+    let want = want.as_object().expect("prompts");
+    let mut bad = Vec::new();
+    for (id, sha) in want {
+        let (view, oracle) = d.task(id).expect("task");
+        let got: String = Sha256::digest(oracle.user_system_prompt().as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if got != *sha {
+            bad.push(format!("{id}: user prompt sha256 {got}"));
+        }
+        assert!(view.first_user_message.is_none());
+    }
+    report(&bad, want.len(), "user prompts");
+    // The agent's tools are the carrier's; the phone's tools are the
+    // user's alone, and the agent side cannot call them.
+    let agent: Vec<&str> = d.tools().iter().map(|t| t.name.as_str()).collect();
+    let user: Vec<&str> = d.user_tools().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!((agent.len(), user.len()), (13, 30));
+    assert!(agent.iter().all(|a| !user.contains(a)));
+    let (view, _) = d.task(&world().tasks[0].id).expect("task");
+    let mut env = d.new_env_for(&view).expect("env");
+    let before = env.state_hash();
+    let out = env.call("toggle_airplane_mode", &serde_json::json!({}));
+    assert!(out.error, "{out:?}");
+    assert_eq!(out.content, "Error: Tool 'toggle_airplane_mode' not found.");
+    assert_eq!(env.state_hash(), before, "nothing changed");
+    // Positive control: the user reaches it.
+    let out = env.call_user("toggle_airplane_mode", &serde_json::json!({}));
+    assert!(!out.error, "{out:?}");
+    assert_ne!(env.state_hash(), before);
+}
+
+#[test]
+fn an_oracle_of_another_domain_is_refused() {
+    let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let retail = ecdysis_env::open("tau2/retail", &data).expect("retail");
+    let id = retail.tasks(None).expect("tasks")[0].id.clone();
+    let (_, oracle) = retail.task(&id).expect("task");
+    let run = retail.gold_trajectory(&oracle).expect("gold");
+    let err = telecom_domain().evaluate(&oracle, &run).unwrap_err();
+    assert!(
+        matches!(err, ecdysis_env::EnvError::OracleMismatch { .. }),
+        "{err}"
+    );
+}

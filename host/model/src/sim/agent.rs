@@ -236,6 +236,10 @@ impl SimAgent {
                 response.tool_calls = vec![call];
                 response.finish_reason = Some("tool_calls".into());
             }
+            Intent::AskUser { step } => {
+                response.content = Some(self.plan.steps[step].request_to_user());
+                response.finish_reason = Some("stop".into());
+            }
             Intent::Final => {
                 response.content = Some(self.final_text());
                 response.finish_reason = Some("stop".into());
@@ -438,8 +442,19 @@ impl SimAgent {
                     note,
                 };
             }
+            if steps[p].by_user {
+                // The user's step: asked for in a message, never quirky
+                // (the quirks are the agent's own calls).
+                note.action = SimAction::AskUser;
+                note.step_index = Some(p);
+                return Decision {
+                    intent: Intent::AskUser { step: p },
+                    note,
+                };
+            }
             if state.skip_decided.insert(p)
                 && p + 1 < steps.len()
+                && !steps[p + 1].by_user
                 && steps[p].is_read_only()
                 && !steps[p + 1].is_read_only()
                 && self.fires(Quirk::SkipPrecondition, p)
@@ -716,6 +731,9 @@ impl State {
                     self.failed = Some(*step);
                 }
             }
+            // The agent cannot see the device: a step it asked for is done
+            // once the user has answered.
+            Intent::AskUser { step } => self.step = (step + 1).min(plan_len),
             Intent::Final => self.finished = true,
             Intent::Goodbye => {}
         }
@@ -729,6 +747,10 @@ enum Intent {
         gold_name: String,
         as_text: bool,
         call: ToolCall,
+    },
+    /// Ask the user to do plan step `step` on their device.
+    AskUser {
+        step: usize,
     },
     Final,
     Goodbye,
@@ -808,6 +830,8 @@ fn match_turn(intent: &Intent, messages: &[ChatMessage], i: usize) -> Option<(bo
             }
             Some((false, i + 1))
         }
-        Intent::Final | Intent::Goodbye => tool_calls.is_empty().then_some((true, i + 1)),
+        Intent::AskUser { .. } | Intent::Final | Intent::Goodbye => {
+            tool_calls.is_empty().then_some((true, i + 1))
+        }
     }
 }

@@ -36,6 +36,9 @@ pub enum SimAction {
     /// A (possibly quirky) attempt at a plan step.
     #[default]
     Call,
+    /// A message asking the user to do a plan step on their own device (a
+    /// dual-control domain's user action).
+    AskUser,
     /// The message with the communicate strings and the closing question.
     Final,
     /// A goodbye after the final message.

@@ -28,6 +28,14 @@ pub struct PlannedCall {
     /// Its gold arguments.
     #[serde(default)]
     pub arguments: Map<String, Value>,
+    /// A step the user does on their own device (τ² telecom's
+    /// `requestor: user`): the agent asks for it instead of calling it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub by_user: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl PlannedCall {
@@ -39,6 +47,21 @@ impl PlannedCall {
                 Value::Object(map) => map,
                 _ => Map::new(),
             },
+            by_user: false,
+        }
+    }
+
+    /// The message asking the user to do this step on their device: it
+    /// names the tool (underscores as spaces) and its arguments.
+    pub fn request_to_user(&self) -> String {
+        let what = self.name.replace('_', " ");
+        if self.arguments.is_empty() {
+            format!("Please {what} on your phone, and tell me what you see.")
+        } else {
+            format!(
+                "Please {what} on your phone with {}, and tell me what you see.",
+                Value::Object(self.arguments.clone())
+            )
         }
     }
 
@@ -58,7 +81,10 @@ impl From<ecdysis_env::GoldPlan> for TestbedPlan {
             steps: plan
                 .actions
                 .into_iter()
-                .map(|a| PlannedCall::new(a.name, a.arguments))
+                .map(|a| PlannedCall {
+                    by_user: a.requestor == ecdysis_env::Requestor::User,
+                    ..PlannedCall::new(a.name, a.arguments)
+                })
                 .collect(),
             communicate: plan.communicate,
         }

@@ -775,6 +775,7 @@ fn end_to_end_with_the_scripted_user() {
         known_info: Some("Your email is a@b.c.".into()),
         unknown_info: None,
         task_instructions: String::new(),
+        device_actions: Vec::new(),
     });
     let mut messages = vec![ChatMessage::system("policy")];
     let mut view = vec![Utterance::agent("Hi! How can I help you today?")];

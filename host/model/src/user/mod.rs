@@ -6,6 +6,13 @@
 //! with a [`UserTurn`]; the conversation ends when the text holds
 //! `###STOP###`, `###TRANSFER###` or `###OUT-OF-SCOPE###` ([`UserStop`]).
 //!
+//! In a dual-control domain (τ² telecom) the user also has tools, acting on
+//! their own device: a turn may be device calls instead of a message
+//! ([`UserTurn::calls`]); the loop runs them on the user's side of the
+//! environment and hands the results back as [`Speaker::Device`]
+//! utterances, and the user speaks to the agent when it is ready. The agent
+//! sees only what the user says.
+//!
 //! * [`LlmUser`]: an LLM plays the customer, with our own simulation
 //!   guidelines ([`USER_GUIDELINES`]) and the task's scenario.
 //! * [`ScriptedUser`]: deterministic and offline, driven by the task's
@@ -22,8 +29,12 @@ use thiserror::Error;
 
 use crate::error::{ErrorClass, ModelError};
 
-pub use llm::{LlmUser, USER_GUIDELINES, scenario_from_prompt};
-pub use scripted::{CONFIRM_LINE, NEUTRAL_LINE, NEUTRAL_QUESTION_LINE, ScriptedUser, UserScript};
+pub use llm::{DEVICE_GUIDELINES, LlmUser, USER_GUIDELINES, scenario_from_prompt};
+pub use scripted::{
+    CONFIRM_LINE, NEUTRAL_LINE, NEUTRAL_QUESTION_LINE, ScriptedUser, UserScript, device_report,
+};
+
+use crate::types::ToolCall;
 
 /// Token: the user is done.
 pub const STOP_TOKEN: &str = "###STOP###";
@@ -40,6 +51,8 @@ pub enum Speaker {
     Agent,
     /// The user (simulator).
     User,
+    /// The user's own device, answering a device call.
+    Device,
 }
 
 /// One message of the conversation as the user sees it.
@@ -47,25 +60,57 @@ pub enum Speaker {
 pub struct Utterance {
     /// Who spoke.
     pub speaker: Speaker,
-    /// What was said.
+    /// What was said (a device's result text; empty for a turn of device
+    /// calls).
     pub text: String,
+    /// A user turn that acted on the device: its calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<ToolCall>,
+    /// A device result: the id of the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
 }
 
 impl Utterance {
+    fn said(speaker: Speaker, text: String) -> Self {
+        Self {
+            speaker,
+            text,
+            calls: Vec::new(),
+            call_id: None,
+        }
+    }
+
     /// Something the agent said.
     pub fn agent(text: impl Into<String>) -> Self {
-        Self {
-            speaker: Speaker::Agent,
-            text: text.into(),
-        }
+        Self::said(Speaker::Agent, text.into())
     }
 
     /// Something the user said.
     pub fn user(text: impl Into<String>) -> Self {
+        Self::said(Speaker::User, text.into())
+    }
+
+    /// A user turn of device calls.
+    pub fn device_calls(calls: Vec<ToolCall>) -> Self {
         Self {
-            speaker: Speaker::User,
-            text: text.into(),
+            calls,
+            ..Self::said(Speaker::User, String::new())
         }
+    }
+
+    /// The device's answer to call `call_id`.
+    pub fn device(call_id: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            call_id: Some(call_id.into()),
+            ..Self::said(Speaker::Device, text.into())
+        }
+    }
+
+    /// Whether this is a message the user sent to the agent (not device
+    /// calls).
+    pub fn is_user_message(&self) -> bool {
+        self.speaker == Speaker::User && self.calls.is_empty()
     }
 }
 
@@ -107,6 +152,11 @@ pub struct UserTurn {
     pub text: String,
     /// Set when the text holds a stop token: the conversation ends.
     pub stop: Option<UserStop>,
+    /// Device calls: when any, the turn acts on the user's device instead
+    /// of speaking to the agent (its text is not sent), and the user is
+    /// asked again once their results are in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<ToolCall>,
 }
 
 impl UserTurn {
@@ -114,7 +164,20 @@ impl UserTurn {
     pub fn from_text(text: impl Into<String>) -> Self {
         let text = text.into();
         let stop = detect_stop(&text);
-        Self { text, stop }
+        Self {
+            text,
+            stop,
+            calls: Vec::new(),
+        }
+    }
+
+    /// A turn of device calls.
+    pub fn device(calls: Vec<ToolCall>) -> Self {
+        Self {
+            text: String::new(),
+            stop: None,
+            calls,
+        }
     }
 }
 

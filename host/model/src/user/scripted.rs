@@ -1,6 +1,7 @@
 //! [`ScriptedUser`]: a deterministic, offline user driven by a task's
 //! structured instructions.
 
+use crate::types::ToolCall;
 use crate::user::{
     STOP_TOKEN, Speaker, TRANSFER_TOKEN, UserFuture, UserSimulator, UserTurn, Utterance,
 };
@@ -21,18 +22,23 @@ pub const NEUTRAL_LINE: &str = "Okay.";
 /// 1. No user message yet: open with the reason for the call and the known
 ///    identity facts, turned into the first person ("I received my order…
 ///    I am Yusuf Rossi in zip code 19122.").
-/// 2. The agent says it is transferring ("transferring", "transfer you",
+/// 2. In a dual-control domain, the device's answer to the user's own call
+///    came in: report it to the agent ([`device_report`]); and when the
+///    agent's message names the next of the script's device actions (by its
+///    tool name, with or without underscores, e.g. "toggle roaming"), carry
+///    it out on the device with the task's arguments, in the script's order.
+/// 3. The agent says it is transferring ("transferring", "transfer you",
 ///    "transferred", "human agent"): `###TRANSFER###`.
-/// 3. The agent signals completion ("anything else", "goodbye", "have a
+/// 4. The agent signals completion ("anything else", "goodbye", "have a
 ///    great/nice day"): a thank-you with `###STOP###`.
-/// 4. The agent asks for identity ("user id", "email", "zip", "name",
+/// 5. The agent asks for identity ("user id", "email", "zip", "name",
 ///    "identify", "verify", "authenticate", in a question or a request):
 ///    the unknown-info line if it concerns what is asked (e.g. a forgotten
 ///    email), else the known info.
-/// 5. The agent asks for confirmation ("confirm", "proceed", "yes/no",
+/// 6. The agent asks for confirmation ("confirm", "proceed", "yes/no",
 ///    "would you like", "shall i", "should i", "do you want", "go ahead"):
 ///    [`CONFIRM_LINE`].
-/// 6. Anything else: [`NEUTRAL_QUESTION_LINE`] for a question,
+/// 7. Anything else: [`NEUTRAL_QUESTION_LINE`] for a question,
 ///    [`NEUTRAL_LINE`] otherwise.
 ///
 /// Neutral answers, and answers to an agent message identical to an earlier
@@ -97,20 +103,26 @@ impl ScriptedUser {
 
     /// The next message for `conversation` (deterministic, synchronous).
     pub fn reply(&self, conversation: &[Utterance]) -> UserTurn {
+        if !conversation.iter().any(Utterance::is_user_message) {
+            return UserTurn::from_text(self.opening());
+        }
         let user_turns = conversation
             .iter()
             .filter(|u| u.speaker == Speaker::User)
             .count();
-        if user_turns == 0 {
-            return UserTurn::from_text(self.opening());
-        }
         if user_turns >= self.max_turns {
             return UserTurn::from_text(format!("I have to go now, thanks. {STOP_TOKEN}"));
+        }
+        if let Some(last) = conversation.last().filter(|u| u.speaker == Speaker::Device) {
+            return UserTurn::from_text(device_report(&last.text));
         }
         let Some(last) = conversation.last().filter(|u| u.speaker == Speaker::Agent) else {
             // Nothing new from the agent: wait politely.
             return UserTurn::from_text(NEUTRAL_LINE);
         };
+        if let Some(call) = self.requested_device_action(conversation, &last.text) {
+            return UserTurn::device(vec![call]);
+        }
         let reply = classify(&last.text);
         match reply {
             Reply::Transfer => return UserTurn::from_text(TRANSFER_TOKEN),
@@ -147,10 +159,49 @@ impl ScriptedUser {
             .collect();
         let idle = |k: usize| {
             let text = agent[k];
-            matches!(classify(text), Reply::Neutral | Reply::NeutralQuestion)
+            (matches!(classify(text), Reply::Neutral | Reply::NeutralQuestion)
+                && !self.names_a_device_action(text))
                 || agent[..k].contains(&text)
         };
         (0..agent.len()).rev().take_while(|k| idle(*k)).count()
+    }
+
+    /// The script's next device action not yet carried out (its calls are
+    /// matched by name, in order, against the user's earlier device calls),
+    /// as a call, if `agent_text` names it.
+    fn requested_device_action(
+        &self,
+        conversation: &[Utterance],
+        agent_text: &str,
+    ) -> Option<ToolCall> {
+        let made: Vec<&ToolCall> = conversation.iter().flat_map(|u| &u.calls).collect();
+        let mut next = 0;
+        for call in &made {
+            if self
+                .script
+                .device_actions
+                .get(next)
+                .is_some_and(|a| a.name == call.name)
+            {
+                next += 1;
+            }
+        }
+        let action = self.script.device_actions.get(next)?;
+        names_action(&agent_text.to_lowercase(), &action.name).then(|| {
+            ToolCall::new(
+                format!("device_{}", made.len()),
+                action.name.clone(),
+                action.arguments.to_string(),
+            )
+        })
+    }
+
+    fn names_a_device_action(&self, agent_text: &str) -> bool {
+        let t = agent_text.to_lowercase();
+        self.script
+            .device_actions
+            .iter()
+            .any(|a| names_action(&t, &a.name))
     }
 
     fn identity_answer(&self, question: &str) -> String {
@@ -180,6 +231,20 @@ impl UserSimulator for ScriptedUser {
         let turn = crate::sim::cpu::metered(|| self.reply(conversation));
         Box::pin(async move { Ok(turn) })
     }
+}
+
+/// Whether lower-cased `text` names tool `name`, as written or with its
+/// underscores as spaces.
+fn names_action(text: &str, name: &str) -> bool {
+    text.contains(name) || text.contains(&name.replace('_', " "))
+}
+
+/// What the scripted user tells the agent after acting on the device: the
+/// device's answer, on one line, cut at 400 characters.
+pub fn device_report(result: &str) -> String {
+    let flat: String = result.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut: String = flat.chars().take(400).collect();
+    format!("I did that. My phone shows: {cut}")
 }
 
 fn classify(agent_text: &str) -> Reply {

@@ -12,6 +12,7 @@ fn script() -> UserScript {
         known_info: Some("You are Yusuf Rossi in zip code 19122.".into()),
         unknown_info: Some("You do not remember your email address.".into()),
         task_instructions: "You are detail-oriented.".into(),
+        device_actions: Vec::new(),
     }
 }
 

@@ -49,9 +49,9 @@ pub fn wit_tools(domain: &dyn env::Domain) -> Vec<sandbox::ToolSpec> {
 /// (text that is not JSON stays a string, which the environment answers
 /// with an error result, as it would any malformed call).
 pub fn env_call(name: &str, arguments: &str) -> env::ToolCall {
-    env::ToolCall {
-        name: name.to_string(),
-        arguments: serde_json::from_str(arguments)
+    env::ToolCall::agent(
+        name,
+        serde_json::from_str(arguments)
             .unwrap_or_else(|_| serde_json::Value::String(arguments.to_string())),
-    }
+    )
 }

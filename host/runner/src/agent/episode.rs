@@ -543,28 +543,82 @@ impl Episode {
         }
     }
 
+    /// The user's next message to the agent. In a dual-control domain the
+    /// user may first act on their device, any number of times: each turn
+    /// of device calls is a step, and so is the batch of their results,
+    /// both under the step cap, and the results go to the user alone.
     async fn user_turn(&mut self) -> Result<UserTurn, End> {
-        self.step += 1;
-        // Token counts of an LLM user land in the run's ledger (its model
-        // is metered); here we count the turns.
-        self.user_usage.add(None, false);
-        let waited = Instant::now();
-        let result = self.user.respond(&self.user_view).await;
-        self.model_wait += waited.elapsed();
-        match result {
-            Ok(reply) => {
+        loop {
+            self.step += 1;
+            // Token counts of an LLM user land in the run's ledger (its
+            // model is metered); here we count the turns.
+            self.user_usage.add(None, false);
+            let waited = Instant::now();
+            let result = self.user.respond(&self.user_view).await;
+            self.model_wait += waited.elapsed();
+            let reply = match result {
+                Ok(reply) => reply,
+                Err(UserSimError::Model(e)) => return Err(model_end(&e)),
+                Err(e) => {
+                    return Err(End(
+                        EndReason::ModelError,
+                        Some(format!("user simulator: {e}")),
+                    ));
+                }
+            };
+            if reply.calls.is_empty() {
                 self.transcript.push(Entry::User {
                     step: self.step,
                     text: reply.text.clone(),
                 });
                 self.user_view.push(Utterance::user(reply.text.clone()));
-                Ok(reply)
+                return Ok(reply);
             }
-            Err(UserSimError::Model(e)) => Err(model_end(&e)),
-            Err(e) => Err(End(
-                EndReason::ModelError,
-                Some(format!("user simulator: {e}")),
-            )),
+            self.user_view
+                .push(Utterance::device_calls(reply.calls.clone()));
+            self.check_limits()?;
+            self.run_device_calls(reply.calls).await;
+            self.check_limits()?;
+        }
+    }
+
+    /// Runs the user's device calls on the user's side of the environment
+    /// (one step), recording them for the evaluator and handing the
+    /// results to the user. The harness does not see them: it stands
+    /// between the agent and the environment, and the agent cannot see the
+    /// user's device.
+    async fn run_device_calls(&mut self, calls: Vec<model::ToolCall>) {
+        self.step += 1;
+        for call in calls {
+            let env_call = env_call(&call.name, &call.arguments);
+            let env = self.env.clone();
+            let out = self
+                .place
+                .run(move || {
+                    let mut env = env.lock().unwrap_or_else(|p| p.into_inner());
+                    env.call_user(&env_call.name, &env_call.arguments)
+                })
+                .await
+                .unwrap_or_else(|e| ecdysis_env::ToolOutput {
+                    content: format!("Error: the environment call failed: {e}"),
+                    error: true,
+                });
+            // τ² counts the user's failed calls toward the error cap too.
+            if out.error {
+                self.errors += 1;
+            }
+            self.transcript.push(Entry::Tool {
+                step: self.step,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                proposed: None,
+                content: out.content.clone(),
+                error: out.error,
+                blocked: false,
+                source: CallSource::User,
+            });
+            self.user_view.push(Utterance::device(call.id, out.content));
         }
     }
 

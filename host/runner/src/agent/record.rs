@@ -80,6 +80,10 @@ pub enum CallSource {
     Realized,
     /// Forced by the harness (`force-call`).
     Forced,
+    /// Made by the user (simulator) on their own device, in a dual-control
+    /// domain (τ² telecom). Neither the agent nor the harness saw it: its
+    /// result went to the user alone.
+    User,
 }
 
 /// Why an agent message's text never reached the user.
@@ -333,7 +337,8 @@ impl EpisodeRecord {
             .filter(|h| h.intervened || h.error.is_some())
     }
 
-    /// The tool calls that ran (not blocked), for evaluation.
+    /// The tool calls that ran (not blocked), the agent's and the user's in
+    /// order, for evaluation.
     pub fn executed_calls(&self) -> Vec<ecdysis_env::ToolCall> {
         self.transcript
             .iter()
@@ -342,8 +347,16 @@ impl EpisodeRecord {
                     name,
                     arguments,
                     blocked: false,
+                    source,
                     ..
-                } => Some(super::boundary::env_call(name, arguments)),
+                } => Some(ecdysis_env::ToolCall {
+                    requestor: if *source == CallSource::User {
+                        ecdysis_env::Requestor::User
+                    } else {
+                        ecdysis_env::Requestor::Assistant
+                    },
+                    ..super::boundary::env_call(name, arguments)
+                }),
                 _ => None,
             })
             .collect()

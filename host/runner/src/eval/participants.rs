@@ -76,6 +76,24 @@ pub struct StandardParticipants {
     pub sim_latency: std::time::Duration,
     /// The domain's unmodified system prompt.
     pub base_prompt: String,
+    /// The domain's user tools (τ² telecom's phone), offered to an LLM
+    /// user; empty where the user has none.
+    pub device_tools: Vec<ecdysis_model::FunctionTool>,
+}
+
+/// A domain's user tools as an LLM user is offered them.
+pub fn device_tools(domain: &dyn ecdysis_env::Domain) -> Vec<ecdysis_model::FunctionTool> {
+    domain
+        .user_tools()
+        .iter()
+        .map(|t| {
+            ecdysis_model::FunctionTool::new(
+                t.name.clone(),
+                t.description.clone(),
+                t.parameters.clone(),
+            )
+        })
+        .collect()
 }
 
 /// A model that answers after a fixed delay: a simulated endpoint latency.
@@ -144,6 +162,7 @@ impl Participants for StandardParticipants {
             })),
             UserSide::Model(m) => Box::new(
                 LlmUser::new(m.clone(), oracle.user_scenario())
+                    .with_device_tools(self.device_tools.clone())
                     .with_cache_salt(format!("{}/{trial}/{seed}", oracle.task_id())),
             ),
         };

@@ -277,6 +277,7 @@ impl RunSpec {
             hub: Some(hub.clone()),
             sim_latency: self.sim_latency,
             base_prompt: domain.system_prompt(),
+            device_tools: crate::eval::participants::device_tools(domain),
         }))
     }
 }

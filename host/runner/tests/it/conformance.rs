@@ -67,10 +67,7 @@ fn calls(v: &Value) -> Vec<ToolCall> {
     v.as_array()
         .expect("calls")
         .iter()
-        .map(|c| ToolCall {
-            name: c["name"].as_str().expect("name").to_string(),
-            arguments: c["arguments"].clone(),
-        })
+        .map(|c| ToolCall::agent(c["name"].as_str().expect("name"), c["arguments"].clone()))
         .collect()
 }
 

@@ -9,8 +9,11 @@
 //! `tests/conformance/vectors/telecom_*`).
 
 pub mod agent;
+mod domain;
 pub mod models;
 pub mod phone;
+
+pub use domain::{TelecomDomain, TelecomEnv};
 
 use ecdysis_pyemu::call::{self, Signature};
 use ecdysis_pyemu::{Dict, PyErr, PyResult, Val, json, ops};
@@ -20,15 +23,10 @@ use super::tools::Kind;
 use crate::data::DataSource;
 use crate::{EnvError, ToolOutput};
 
-/// Who makes a tool call (τ²'s `ToolCall.requestor`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Requestor {
-    /// The agent, on the carrier's systems.
-    Assistant,
-    /// The user, on their phone.
-    User,
-}
+pub use crate::Requestor;
+
+/// The domain's name.
+pub const NAME: &str = "tau2/telecom";
 
 /// A call of any toolkit method by name (τ²'s `EnvFunctionCall`, and an
 /// `EnvAssertion` with the value it must return).
@@ -49,6 +47,9 @@ pub struct EnvCall {
 /// A gold action of a task: a tool call and who makes it.
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct GoldAction {
+    /// `action_id`.
+    #[serde(default)]
+    pub action_id: String,
     /// Who calls the tool.
     pub requestor: Requestor,
     /// Tool name.
@@ -56,6 +57,20 @@ pub struct GoldAction {
     /// Arguments.
     #[serde(default)]
     pub arguments: serde_json::Map<String, serde_json::Value>,
+    /// Arguments the ACTION check compares (`None`: all of the call's).
+    #[serde(default)]
+    pub compare_args: Option<Vec<String>>,
+}
+
+impl GoldAction {
+    /// The action as the call that performs it.
+    pub fn call(&self) -> crate::ToolCall {
+        crate::ToolCall {
+            name: self.name.clone(),
+            arguments: serde_json::Value::Object(self.arguments.clone()),
+            requestor: self.requestor,
+        }
+    }
 }
 
 /// What of a telecom task the environment needs: its set-up and how it is
@@ -72,12 +87,17 @@ pub struct TelecomTask {
     /// `evaluation_criteria.env_assertions`.
     pub assertions: Vec<EnvCall>,
     /// `evaluation_criteria.reward_basis` (`ENV_ASSERTION`, `ACTION`).
-    pub reward_basis: Vec<String>,
+    pub reward_basis: Vec<super::task::RewardType>,
+    /// `evaluation_criteria.communicate_info` (no telecom task has any).
+    pub communicate_info: Vec<String>,
+    /// The user simulator's scenario.
+    pub user_scenario: super::task::UserScenario,
 }
 
 #[derive(serde::Deserialize)]
 struct RawTask {
     id: String,
+    user_scenario: super::task::UserScenario,
     #[serde(default)]
     initial_state: Option<RawInitial>,
     evaluation_criteria: RawCriteria,
@@ -96,7 +116,9 @@ struct RawCriteria {
     #[serde(default)]
     env_assertions: Option<Vec<EnvCall>>,
     #[serde(default)]
-    reward_basis: Vec<String>,
+    communicate_info: Option<Vec<String>>,
+    #[serde(default)]
+    reward_basis: Vec<super::task::RewardType>,
 }
 
 /// The agent's policy as `get_environment()` builds it (the default
@@ -180,6 +202,8 @@ pub fn load_tasks(data: &DataSource) -> Result<Vec<TelecomTask>, EnvError> {
             actions: t.evaluation_criteria.actions.unwrap_or_default(),
             assertions: t.evaluation_criteria.env_assertions.unwrap_or_default(),
             reward_basis: t.evaluation_criteria.reward_basis,
+            communicate_info: t.evaluation_criteria.communicate_info.unwrap_or_default(),
+            user_scenario: t.user_scenario,
         })
         .collect())
 }
