@@ -7,7 +7,8 @@
 //! append, delete or rewrite entries textually (one entry per line or per
 //! brace block, no computed values).
 //!
-//! Domains are matched by their short name (`"airline"`, `"retail"`: the
+//! Domains are matched by their short name (`"airline"`, `"retail"`,
+//! `"telecom"`, `"dbbench"`: the
 //! part after the last `/` of `tau2/airline`); `"*"` matches every domain.
 //!
 //! Message templates use `{name}` placeholders, filled by
@@ -65,6 +66,23 @@ pub static PROMPT_RULES: &[PromptRule] = &[
     PromptRule {
         domain: "airline",
         text: "Before changing a reservation, look up its current details with get_reservation_details first (and the user's profile with get_user_details for payment methods and membership).",
+    },
+    // ----- telecom (τ² telecom: the user acts on their own phone)
+    PromptRule {
+        domain: "telecom",
+        text: "You cannot see or operate the customer's phone. To check or change anything on it (status bar, airplane mode, mobile data, roaming, SIM, APN, VPN, apps), ask the user to do it and to tell you what they see; ask for one step at a time and wait for the answer.",
+    },
+    PromptRule {
+        domain: "telecom",
+        text: "Identify the line before changing it: get_customer_by_phone with the number the user gives (or get_customer_by_id / get_customer_by_name), then get_details_by_id for the line, its plan, roaming and data usage.",
+    },
+    PromptRule {
+        domain: "telecom",
+        text: "Pass numbers as JSON numbers, not as quoted strings (e.g. 2.0, not \"2.0\").",
+    },
+    PromptRule {
+        domain: "telecom",
+        text: "A fix is done only when the user confirms the symptom is gone (e.g. a speed test now says Excellent, or an MMS can be sent); until then, go on with the next check.",
     },
     // ----- dbbench (AgentBench DBBench: MySQL 8, every column TEXT)
     PromptRule {
@@ -207,6 +225,25 @@ pub static SKILLS: &[Skill] = &[
         title: "Change the table (INSERT / UPDATE / DELETE)",
         text: "1. Write the statement with backticks around names and every value quoted as a string (the columns are TEXT), e.g. INSERT INTO `T` (`A`, `B`) VALUES ('1', 'x') or UPDATE `T` SET `B` = 'y' WHERE `A` = '1'. 2. Run it once with execute_sql (an empty result [] means it worked). 3. Do not run it twice. 4. Then call commit_final_answer (the answer text does not matter).",
         keywords: "insert add added adding update modify change set record entry row new delete remove",
+    },
+    // ----- telecom (the user does every phone step; the agent asks)
+    Skill {
+        domain: "telecom",
+        title: "No service on the phone",
+        text: "Ask the user, one step at a time: 1. Check the status bar; if airplane mode is on, turn it off. 2. Check the SIM status: if missing, reseat the SIM card; if locked, transfer to technical support. 3. Check the APN settings: if incorrect, reset them and then reboot the phone. 4. Meanwhile look up the line (get_customer_by_phone, get_details_by_id): a suspended line has no service; resume it only if the policy allows (e.g. the overdue bill is paid), else transfer. 5. Have the user check the status bar again.",
+        keywords: "service signal bars no service emergency calls call sim network searching cannot call phone dead",
+    },
+    Skill {
+        domain: "telecom",
+        title: "Mobile data not working or slow",
+        text: "Ask the user, one step at a time, and re-run the speed test after each fix: 1. Run a speed test. 2. Airplane mode off and mobile data on (check the network status). 3. Abroad: data roaming on the phone, and the line roaming-enabled on your side (get_details_by_id, enable_roaming per the policy). 4. Data saver mode off. 5. A VPN that is connected with poor performance: disconnect it. 6. Network mode 2G or 3G: set it to 4g_5g_preferred. 7. Data used up (get_data_usage against the plan's limit): offer refuel_data or a plan change per the policy. Stop when the speed test says Excellent.",
+        keywords: "data internet mobile slow speed browse browsing web roaming abroad travel traveling vpn connection apps loading",
+    },
+    Skill {
+        domain: "telecom",
+        title: "Picture messages (MMS) fail",
+        text: "MMS needs service and mobile data first (fix those as for no service / no data). Then ask the user, one step at a time: 1. Network mode must not be 2G: set 4g_5g_preferred. 2. APN settings: if the MMSC URL is missing, reset the APN settings and reboot. 3. Wi-Fi calling on: turn it off. 4. The messaging app needs the storage and sms permissions: grant the missing ones. 5. Check whether an MMS can be sent now.",
+        keywords: "mms picture pictures photo photos image video message messages messaging text send sending multimedia",
     },
     // ----- retail
     Skill {
@@ -356,6 +393,14 @@ pub static TOOL_ALIASES: &[ToolAlias] = &[
     ToolAlias { domain: "airline", alias: "issue_certificate", tool: "send_certificate" },
     ToolAlias { domain: "airline", alias: "check_flight_status", tool: "get_flight_status" },
     ToolAlias { domain: "airline", alias: "list_airports", tool: "list_all_airports" },
+    // ----- telecom
+    ToolAlias { domain: "telecom", alias: "get_customer_by_phone_number", tool: "get_customer_by_phone" },
+    ToolAlias { domain: "telecom", alias: "get_line_details", tool: "get_details_by_id" },
+    ToolAlias { domain: "telecom", alias: "get_bills", tool: "get_bills_for_customer" },
+    ToolAlias { domain: "telecom", alias: "enable_data_roaming", tool: "enable_roaming" },
+    ToolAlias { domain: "telecom", alias: "disable_data_roaming", tool: "disable_roaming" },
+    ToolAlias { domain: "telecom", alias: "refuel", tool: "refuel_data" },
+    ToolAlias { domain: "telecom", alias: "add_data", tool: "refuel_data" },
     // ----- every domain
     ToolAlias { domain: "*", alias: "get_user_info", tool: "get_user_details" },
     ToolAlias { domain: "*", alias: "get_user", tool: "get_user_details" },

@@ -47,7 +47,12 @@ pub const DEFAULT_MAX_STEPS: u32 = 200;
 pub const DEFAULT_MAX_ERRORS: u32 = 10;
 
 /// Names of the domains [`open`] knows.
-pub const DOMAINS: &[&str] = &["tau2/airline", "tau2/retail", dbbench::NAME];
+pub const DOMAINS: &[&str] = &[
+    "tau2/airline",
+    "tau2/retail",
+    tau2::telecom::NAME,
+    dbbench::NAME,
+];
 
 /// A tool as the model sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

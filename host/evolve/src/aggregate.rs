@@ -40,6 +40,9 @@ impl Signature {
         if r.communicate_ok == Some(false) {
             failed.push("communicate".into());
         }
+        if r.env_ok == Some(false) {
+            failed.push("env_assertion".into());
+        }
         let first_failure = r
             .steps
             .iter()

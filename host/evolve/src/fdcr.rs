@@ -1256,7 +1256,9 @@ mod tests {
             success,
             db_ok: Some(success),
             communicate_ok: None,
+            env_ok: None,
             end: EndReason::AgentStop,
+            device_steps: vec![],
             steps: vec![ToolStep {
                 name: tool.into(),
                 arguments: "{\"order_id\":\"W1\"}".into(),

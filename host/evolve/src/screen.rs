@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use ecdysis_env::Domain;
-use ecdysis_runner::agent::{Entry, EpisodeRecord, SharedEnv, SharedEnvView};
+use ecdysis_runner::agent::{CallSource, Entry, EpisodeRecord, SharedEnv, SharedEnvView};
 use ecdysis_sandbox::sandbox::{
     ActionDecision, AgentAction, ContractInput, EpisodeInfo, LoadedHarness, ToolCall, ToolSpec,
 };
@@ -38,7 +38,16 @@ pub fn screen(
     let flags: Vec<(String, bool)> = tools.iter().map(|t| (t.name.clone(), t.mutates)).collect();
     let mut hits = Vec::new();
     for r in records {
-        let env: SharedEnv = Arc::new(Mutex::new(domain.new_env()));
+        // τ²'s tasks start from their own state (telecom's set-up breaks
+        // the phone), cheaply in memory; DBBench's would need a server
+        // schema per record, and its screening never needed one.
+        let start = domain
+            .protocol()
+            .user_simulator
+            .then(|| domain.task(&r.task_id).ok())
+            .flatten()
+            .and_then(|(view, _)| domain.new_env_for(&view).ok());
+        let env: SharedEnv = Arc::new(Mutex::new(start.unwrap_or_else(|| domain.new_env())));
         let info = EpisodeInfo {
             domain: domain.name().to_string(),
             max_steps: ecdysis_env::DEFAULT_MAX_STEPS,
@@ -77,12 +86,22 @@ pub fn screen(
                 arguments,
                 error,
                 blocked,
+                source,
                 ..
             } = e
             else {
                 continue;
             };
             if *blocked {
+                continue;
+            }
+            if *source == CallSource::User {
+                // The user's own device step: it never passes a harness,
+                // but the state moves as it did in the episode.
+                let args = serde_json::from_str(arguments).unwrap_or(serde_json::Value::Null);
+                env.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .call_user(name, &args);
                 continue;
             }
             let call = ToolCall {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::aggregate;
 use super::records;
-use ecdysis_runner::agent::{Entry, EpisodeRecord};
+use ecdysis_runner::agent::{CallSource, Entry, EpisodeRecord};
 
 /// How the training budget is filled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -295,7 +295,10 @@ fn first_trial_paths<'a>(
                 .transcript
                 .iter()
                 .filter_map(|e| match e {
-                    Entry::Tool { name, .. } => Some(name.clone()),
+                    // The agent's path: the user's device steps are not its.
+                    Entry::Tool { name, source, .. } if *source != CallSource::User => {
+                        Some(name.clone())
+                    }
                     _ => None,
                 })
                 .collect();

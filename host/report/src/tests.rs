@@ -96,6 +96,17 @@ fn hostile_episode(task: &str, trial: u32) -> EpisodeRecord {
             blocked: true,
             source: CallSource::Model,
         },
+        Entry::Tool {
+            step: 3,
+            call_id: "d1".into(),
+            name: format!("toggle{XSS}"),
+            arguments: "{}".into(),
+            proposed: None,
+            content: format!("device {XSS}"),
+            error: false,
+            blocked: false,
+            source: CallSource::User,
+        },
         Entry::Harness {
             step: 3,
             hook: "regulate".into(),
@@ -130,6 +141,7 @@ fn hostile_episode(task: &str, trial: u32) -> EpisodeRecord {
         "reward": 0.0, "db_match": false, "communicate_ok": true,
         "communicate_checks": [{"info": XSS, "met": false}],
         "action_checks": [{"action_id": XSS, "name": XSS, "matched": false}],
+        "env_assertion_checks": [{"env_type": "user", "func_name": XSS, "met": false, "error": XSS}],
         "reward_basis": [XSS]
     }));
     r

@@ -279,7 +279,12 @@ fn reward_breakdown(r: &EpisodeRecord) -> String {
         out += "</ul>";
     }
     out += &format!(
-        "</td></tr><tr><th>actions <span class=\"muted\">(diagnostic)</span></th><td>{}",
+        "</td></tr><tr><th>actions{}</th><td>{}",
+        if basis.iter().any(|b| b == "ACTION") {
+            ""
+        } else {
+            " <span class=\"muted\">(diagnostic)</span>"
+        },
         flag("action_ok")
     );
     if let Some(checks) = ev.get("action_checks").and_then(|v| v.as_array())
@@ -297,6 +302,22 @@ fn reward_breakdown(r: &EpisodeRecord) -> String {
         }
     }
     out += "</td></tr>";
+    // τ² telecom: checks run on the final state of both parties.
+    if let Some(checks) = ev.get("env_assertion_checks").and_then(|v| v.as_array())
+        && !checks.is_empty()
+    {
+        out += "<tr><th>env assertions</th><td>";
+        for c in checks {
+            let met = c.get("met").and_then(|v| v.as_bool()) == Some(true);
+            out += &format!(
+                "<span class=\"badge {}\" title=\"{}\">{}</span> ",
+                if met { "ok" } else { "bad" },
+                esc(&compact(c)),
+                esc(c.get("func_name").and_then(|v| v.as_str()).unwrap_or("?"))
+            );
+        }
+        out += "</td></tr>";
+    }
     if ev.get("premature").and_then(|v| v.as_bool()) == Some(true) {
         out += "<tr><th>note</th><td>ended prematurely: only stops earn reward</td></tr>";
     }

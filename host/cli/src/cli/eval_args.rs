@@ -16,7 +16,8 @@ use super::limits::LimitArgs;
 /// Who runs the episodes, under which limits, and how they are metered.
 #[derive(Args, Debug, Clone)]
 pub struct EvalArgs {
-    /// Benchmark domain: tau2/retail, tau2/airline or agentbench/dbbench.
+    /// Benchmark domain: tau2/retail, tau2/airline, tau2/telecom (the user
+    /// acts on their own phone) or agentbench/dbbench.
     #[arg(long, default_value = "tau2/retail")]
     pub domain: String,
     /// Only these task ids (comma-separated), in this order.

@@ -476,3 +476,46 @@ fn an_oracle_of_another_domain_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn failing_calls_change_nothing_and_a_missing_user_step_fails_the_task() {
+    use ecdysis_env::ToolCall;
+    let d = telecom_domain();
+    let id = world().tasks[0].id.clone();
+    let (_, oracle) = d.task(&id).expect("task");
+    let gold = d.gold_trajectory(&oracle).expect("gold");
+    assert!(
+        gold.tool_calls
+            .iter()
+            .any(|c| c.requestor == Requestor::User),
+        "{id}: the first task's fix is the user's"
+    );
+    // Calls that fail (the other party's tools, an unknown tool, missing
+    // arguments) leave the state as it was: the gold still passes.
+    let junk = [
+        ToolCall::agent("toggle_roaming", serde_json::json!({})),
+        ToolCall {
+            requestor: Requestor::User,
+            ..ToolCall::agent("enable_roaming", serde_json::json!({}))
+        },
+        ToolCall::agent("no_such_tool", serde_json::json!({"x": 1})),
+        ToolCall::agent("get_details_by_id", serde_json::json!({})),
+    ];
+    let mut mixed = gold.clone();
+    mixed.tool_calls = junk
+        .iter()
+        .cloned()
+        .chain(gold.tool_calls.clone())
+        .collect();
+    let ev = d.evaluate(&oracle, &mixed).expect("evaluate");
+    assert_eq!(ev.reward, 1.0, "{ev:?}");
+    // Without the user's step the assertions fail.
+    let mut agent_only = mixed.clone();
+    agent_only
+        .tool_calls
+        .retain(|c| c.requestor == Requestor::Assistant);
+    let ev = d.evaluate(&oracle, &agent_only).expect("evaluate");
+    assert_eq!(ev.reward, 0.0);
+    assert!(!ev.env_assertion_ok);
+    assert!(ev.env_assertion_checks.iter().any(|c| !c.met));
+}

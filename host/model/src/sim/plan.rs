@@ -52,14 +52,15 @@ impl PlannedCall {
     }
 
     /// The message asking the user to do this step on their device: it
-    /// names the tool (underscores as spaces) and its arguments.
+    /// names the tool (in words and as written) and its arguments.
     pub fn request_to_user(&self) -> String {
         let what = self.name.replace('_', " ");
+        let name = &self.name;
         if self.arguments.is_empty() {
-            format!("Please {what} on your phone, and tell me what you see.")
+            format!("Please {what} (`{name}`) on your phone, and tell me what you see.")
         } else {
             format!(
-                "Please {what} on your phone with {}, and tell me what you see.",
+                "Please {what} (`{name}`) on your phone with {}, and tell me what you see.",
                 Value::Object(self.arguments.clone())
             )
         }

@@ -24,9 +24,10 @@ pub const NEUTRAL_LINE: &str = "Okay.";
 ///    I am Yusuf Rossi in zip code 19122.").
 /// 2. In a dual-control domain, the device's answer to the user's own call
 ///    came in: report it to the agent ([`device_report`]); and when the
-///    agent's message names the next of the script's device actions (by its
-///    tool name, with or without underscores, e.g. "toggle roaming"), carry
-///    it out on the device with the task's arguments, in the script's order.
+///    agent's message names the next of the script's device actions (its
+///    tool name as a whole word, `toggle_roaming`, or in words, "toggle
+///    roaming", when the message names no tool in snake case), carry it out
+///    on the device with the task's arguments, in the script's order.
 /// 3. The agent says it is transferring ("transferring", "transfer you",
 ///    "transferred", "human agent"): `###TRANSFER###`.
 /// 4. The agent signals completion ("anything else", "goodbye", "have a
@@ -233,10 +234,21 @@ impl UserSimulator for ScriptedUser {
     }
 }
 
-/// Whether lower-cased `text` names tool `name`, as written or with its
-/// underscores as spaces.
+/// Whether lower-cased `text` names tool `name`: as written, as a whole
+/// word (`toggle_data` is not named by `toggle_data_saver_mode`), or, when
+/// the text names no tool in snake case at all, with its underscores as
+/// spaces ("toggle roaming").
 fn names_action(text: &str, name: &str) -> bool {
-    text.contains(name) || text.contains(&name.replace('_', " "))
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let whole = |needle: &str| {
+        text.match_indices(needle).any(|(at, _)| {
+            !text[..at].ends_with(word) && !text[at + needle.len()..].starts_with(word)
+        })
+    };
+    if text.split(|c: char| !word(c)).any(|w| w.contains('_')) {
+        return whole(name);
+    }
+    whole(&name.replace('_', " "))
 }
 
 /// What the scripted user tells the agent after acting on the device: the

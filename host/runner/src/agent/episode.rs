@@ -545,8 +545,9 @@ impl Episode {
 
     /// The user's next message to the agent. In a dual-control domain the
     /// user may first act on their device, any number of times: each turn
-    /// of device calls is a step, and so is the batch of their results,
-    /// both under the step cap, and the results go to the user alone.
+    /// of device calls is a step, and so is the batch of their results (the
+    /// step cap is checked after it), and the results go to the user
+    /// alone.
     async fn user_turn(&mut self) -> Result<UserTurn, End> {
         loop {
             self.step += 1;
@@ -576,7 +577,8 @@ impl Episode {
             }
             self.user_view
                 .push(Utterance::device_calls(reply.calls.clone()));
-            self.check_limits()?;
+            // As τ²: the caps are checked once the results are in, not
+            // between a message to the environment and its answer.
             self.run_device_calls(reply.calls).await;
             self.check_limits()?;
         }

@@ -138,17 +138,71 @@ impl UserSimulator for DeviceFirst {
     }
 }
 
+/// Every request the agent model receives, as text.
+struct Spy {
+    inner: Arc<dyn ChatModel>,
+    seen: std::sync::Mutex<Vec<String>>,
+}
+
+impl ChatModel for Spy {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn chat<'a>(
+        &'a self,
+        request: &'a ecdysis_model::ChatRequest,
+    ) -> ecdysis_model::ModelFuture<'a> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push(serde_json::to_string(request).expect("request JSON"));
+        self.inner.chat(request)
+    }
+}
+
 #[test]
 fn device_results_reach_the_user_alone_and_count_as_steps() {
     let domain = telecom();
     let id = domain.tasks(Some("small")).expect("small")[0].id.clone();
     let (_, oracle) = domain.task(&id).expect("task");
     let profile = SimProfile::builtins().remove(0);
-    let agent: Arc<dyn ChatModel> = Arc::new(SimAgent::new(profile, oracle.gold_plan().into(), 7));
+    let spy = Arc::new(Spy {
+        inner: Arc::new(SimAgent::new(profile, oracle.gold_plan().into(), 7)),
+        seen: Default::default(),
+    });
     let record = run(
         &domain,
-        setup(&domain, &id, agent, Box::new(DeviceFirst { turns: 0 })),
+        setup(
+            &domain,
+            &id,
+            spy.clone(),
+            Box::new(DeviceFirst { turns: 0 }),
+        ),
     );
+    let device_result = record
+        .transcript
+        .iter()
+        .find_map(|e| match e {
+            Entry::Tool {
+                source: CallSource::User,
+                content,
+                ..
+            } => Some(content.clone()),
+            _ => None,
+        })
+        .expect("the device call is recorded");
+    assert!(device_result.len() > 10, "{device_result}");
+    let escaped = serde_json::to_string(&device_result).expect("JSON");
+    let escaped = escaped.trim_matches('"');
+    let seen = spy.seen.lock().unwrap();
+    assert!(!seen.is_empty());
+    for request in seen.iter() {
+        assert!(
+            !request.contains(escaped),
+            "the device's answer reached the agent: {request:.400}"
+        );
+    }
     let device: Vec<&Entry> = record
         .transcript
         .iter()
@@ -226,9 +280,106 @@ fn a_user_that_never_stops_acting_on_the_device_ends_at_the_step_cap() {
     s.max_errors = 1000;
     let record = run(&domain, s);
     assert_eq!(record.end, EndReason::MaxSteps);
-    assert!(record.steps <= 30, "{}", record.steps);
+    // τ² checks the cap after the device's results: one step past it.
+    assert!(record.steps <= 31, "{}", record.steps);
     assert_eq!(record.reward, 0.0);
     // Positive control right after: the same task with the scripted user.
     let record = oracle_episode(&domain, &id);
     assert!(record.success, "{:?}", record.evaluation);
+}
+
+/// A harness's read-only view covers what the agent may read: the
+/// carrier's read tools. The user's device is not in it, even for a view
+/// that skips the sandbox's own check.
+#[test]
+fn a_harness_view_cannot_read_the_users_device() {
+    use ecdysis_runner::agent::{SharedEnv, SharedEnvView};
+    use ecdysis_sandbox::sandbox::ReadOnlyEnv;
+    let domain = telecom();
+    let id = domain.tasks(Some("small")).expect("small")[0].id.clone();
+    let (view, _) = domain.task(&id).expect("task");
+    let env: SharedEnv = Arc::new(std::sync::Mutex::new(
+        domain.new_env_for(&view).expect("env"),
+    ));
+    let mut harness_view = SharedEnvView::new(
+        env.clone(),
+        domain.tools().iter().map(|t| (t.name.clone(), t.mutates)),
+    );
+    for device_tool in domain.user_tools() {
+        assert_eq!(
+            harness_view.tool_mutates(&device_tool.name),
+            None,
+            "{} is not the agent's",
+            device_tool.name
+        );
+    }
+    let out = harness_view.call_read_only("check_status_bar", &serde_json::Map::new());
+    assert!(out.error, "{}", out.content);
+    assert_eq!(out.content, "Error: Tool 'check_status_bar' not found.");
+    // Positive control: the carrier's read tool answers.
+    let mut args = serde_json::Map::new();
+    args.insert("phone_number".into(), "555-123-2002".into());
+    let out = harness_view.call_read_only("get_customer_by_phone", &args);
+    assert!(!out.error, "{}", out.content);
+    assert!(out.content.contains("customer_id"), "{}", out.content);
+}
+
+/// Failed device calls count toward the error cap, as in τ².
+#[test]
+fn failed_device_calls_reach_the_error_cap() {
+    struct Fumbling;
+    impl UserSimulator for Fumbling {
+        fn name(&self) -> &str {
+            "fumbling"
+        }
+        fn respond<'a>(&'a mut self, _: &'a [Utterance]) -> UserFuture<'a> {
+            Box::pin(async move {
+                Ok(UserTurn::device(vec![ecdysis_model::ToolCall::new(
+                    "d",
+                    "no_such_phone_tool",
+                    "{}",
+                )]))
+            })
+        }
+    }
+    let domain = telecom();
+    let id = domain.tasks(Some("small")).expect("small")[0].id.clone();
+    let (_, oracle) = domain.task(&id).expect("task");
+    let agent: Arc<dyn ChatModel> = Arc::new(SimAgent::new(
+        SimProfile::builtins().remove(0),
+        oracle.gold_plan().into(),
+        7,
+    ));
+    let mut s = setup(&domain, &id, agent, Box::new(Fumbling));
+    s.max_errors = 3;
+    let record = run(&domain, s);
+    assert_eq!(record.end, EndReason::TooManyErrors);
+    assert_eq!(record.tool_errors, 3);
+}
+
+/// A stored record keeps who made each call: read back, the user's calls
+/// are the user's again (worker processes and rescoring rely on it).
+#[test]
+fn the_users_calls_survive_a_record_round_trip() {
+    let domain = telecom();
+    let id = domain
+        .tasks(Some("small"))
+        .expect("small")
+        .into_iter()
+        .map(|t| t.id)
+        .find(|id| {
+            let (_, oracle) = domain.task(id).expect("task");
+            !oracle.user_script().device_actions.is_empty()
+        })
+        .expect("a small task with device steps");
+    let record = oracle_episode(&domain, &id);
+    let text = serde_json::to_string(&record).expect("JSON");
+    assert!(text.contains("\"source\":\"user\""), "{text:.300}");
+    let back: EpisodeRecord = serde_json::from_str(&text).expect("read back");
+    assert_eq!(back.executed_calls(), record.executed_calls());
+    assert!(
+        back.executed_calls()
+            .iter()
+            .any(|c| c.requestor == Requestor::User)
+    );
 }

@@ -1,5 +1,7 @@
 //! The human-augmented starting harness (`harness-template/`) against the
-//! gold actions of every τ² airline and retail task: replayed one by one
+//! gold actions of every τ² airline, retail and telecom task (telecom's
+//! user steps run on the user's device, outside the harness, which then
+//! sees only the user's report): replayed one by one
 //! through its realization hook, with a real read-only view over a fresh
 //! environment that the test mutates as it runs each call, the harness must
 //! never block a gold call, and any rewrite it makes must leave the final
@@ -41,12 +43,12 @@ struct Findings {
 }
 
 fn replay_task(h: &LoadedHarness, domain: &dyn Domain, task_id: &str, out: &mut Findings) {
-    let (_, oracle) = domain.task(task_id).expect("task");
+    let (view, oracle) = domain.task(task_id).expect("task");
     let plan = ecdysis_model::TestbedPlan::from(oracle.gold_plan());
     let opening = ScriptedUser::new(oracle.user_script()).opening();
     let tools = wit_tools(domain);
-    let env: SharedEnv = Arc::new(Mutex::new(domain.new_env()));
-    let mut gold_env = domain.new_env();
+    let env: SharedEnv = Arc::new(Mutex::new(domain.new_env_for(&view).expect("env")));
+    let mut gold_env = domain.new_env_for(&view).expect("env");
     let view = SharedEnvView::new(
         env.clone(),
         tools.iter().map(|t| (t.name.clone(), t.mutates)),
@@ -72,6 +74,29 @@ fn replay_task(h: &LoadedHarness, domain: &dyn Domain, task_id: &str, out: &mut 
     .expect("skills");
     let mut step = 2;
     for (i, gold) in plan.steps.iter().enumerate() {
+        let gold_args = serde_json::Value::Object(gold.arguments.clone());
+        if gold.by_user {
+            // The user's own step (telecom): it never passes the harness,
+            // which sees only what the user then says.
+            let result = env.lock().unwrap().call_user(&gold.name, &gold_args);
+            gold_env.call_user(&gold.name, &gold_args);
+            step += 1;
+            let report = StepReport {
+                step,
+                steps_left: env::DEFAULT_MAX_STEPS.saturating_sub(step),
+                errors_left: env::DEFAULT_MAX_ERRORS,
+                kind: StepKind::UserMessage,
+                text: Some(ecdysis_model::user::device_report(&result.content)),
+                outcomes: vec![],
+            };
+            if let Regulation::Stop(reason) = ep.regulate(&report).expect("regulate").value {
+                out.stops.push(format!(
+                    "{} task {task_id} user step {i}: {reason}",
+                    domain.name()
+                ));
+            }
+            continue;
+        }
         out.calls += 1;
         let arguments = serde_json::Value::Object(gold.arguments.clone()).to_string();
         let call = ToolCall {
@@ -127,10 +152,7 @@ fn replay_task(h: &LoadedHarness, domain: &dyn Domain, task_id: &str, out: &mut 
         let ran_args: serde_json::Value =
             serde_json::from_str(&ran.arguments).expect("arguments are JSON");
         let result = env.lock().unwrap().call(&ran.name, &ran_args);
-        gold_env.call(
-            &gold.name,
-            &serde_json::Value::Object(gold.arguments.clone()),
-        );
+        gold_env.call(&gold.name, &gold_args);
         step += 1;
         let report = StepReport {
             step,
@@ -171,14 +193,18 @@ fn gold_actions_of_all_tasks_pass_realization_untouched() {
     let data = env::locate(None).unwrap_or_else(|e| panic!("{e}"));
     let mut findings = Findings::default();
     let mut tasks = 0;
-    for name in ["tau2/airline", "tau2/retail"] {
+    for name in ["tau2/airline", "tau2/retail", "tau2/telecom"] {
         let domain = env::open(name, &data).unwrap_or_else(|e| panic!("{e}"));
         for task in domain.tasks(None).expect("tasks") {
             tasks += 1;
             replay_task(&h, &*domain, &task.id, &mut findings);
         }
     }
-    assert_eq!(tasks, 164, "airline 50 + retail 114 tasks");
+    assert_eq!(
+        tasks,
+        164 + 2285,
+        "airline 50 + retail 114 + telecom 2,285 tasks"
+    );
     eprintln!(
         "{tasks} tasks, {} gold calls, {} rewrites",
         findings.calls, findings.rewrites
