@@ -25,10 +25,32 @@ pub const CARGO_LEAKS: [&str; 4] = [
     "CARGO_ENCODED_RUSTFLAGS",
 ];
 
-/// Remove the [`CARGO_LEAKS`] from a command's environment.
+/// Whether an inherited variable would change what a guest build makes:
+/// the [`CARGO_LEAKS`], and the settings that change the compiled bytes
+/// (`CARGO_INCREMENTAL`, any `CARGO_PROFILE_*` or `CARGO_BUILD_*`). A
+/// component is named by the hash of its bytes, so the same source must
+/// build to the same bytes whatever the operator's shell (or CI) exports.
+pub fn is_cargo_leak(name: &str) -> bool {
+    CARGO_LEAKS.contains(&name)
+        || name == "CARGO_INCREMENTAL"
+        || name.starts_with("CARGO_PROFILE_")
+        || name.starts_with("CARGO_BUILD_")
+}
+
+/// Remove every [`is_cargo_leak`] variable of this process from a
+/// command's environment.
 pub fn scrub_cargo_env(cmd: &mut Command) {
+    scrub_names(cmd, std::env::vars_os().map(|(k, _)| k));
+}
+
+fn scrub_names(cmd: &mut Command, names: impl IntoIterator<Item = std::ffi::OsString>) {
     for var in CARGO_LEAKS {
         cmd.env_remove(var);
+    }
+    for name in names {
+        if name.to_str().is_some_and(is_cargo_leak) {
+            cmd.env_remove(name);
+        }
     }
 }
 
@@ -194,6 +216,34 @@ fn has_exited(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_that_change_a_guests_bytes_are_scrubbed_and_others_kept() {
+        let mut cmd = Command::new("true");
+        let names = [
+            "CARGO_INCREMENTAL",
+            "CARGO_PROFILE_DEV_DEBUG",
+            "CARGO_PROFILE_RELEASE_LTO",
+            "CARGO_BUILD_JOBS",
+            "RUSTFLAGS",
+            "CARGO_HOME",
+            "PATH",
+        ];
+        scrub_names(&mut cmd, names.iter().map(std::ffi::OsString::from));
+        let removed: Vec<String> = cmd
+            .get_envs()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        for leak in &names[..5] {
+            assert!(
+                removed.iter().any(|r| r == leak),
+                "{leak} kept: {removed:?}"
+            );
+        }
+        // Where cargo and its registry live is not a build setting.
+        assert!(!removed.iter().any(|r| r == "CARGO_HOME" || r == "PATH"));
+    }
 
     #[test]
     fn processes_time_out_and_are_killed_with_their_children() {
