@@ -495,9 +495,12 @@ mod tests {
         log.shared.state.lock().unwrap().syncs
     }
 
-    fn wait_until_synced(log: &JsonlLog<serde_json::Value>) {
+    /// Waits until the log is clean and at least `want` syncs have ended
+    /// (the syncer clears `dirty` before its sync and counts it after, so
+    /// a clean log alone can be mid-sync).
+    fn wait_until_synced(log: &JsonlLog<serde_json::Value>, want: u64) {
         let deadline = Instant::now() + SYNC_EVERY * 20;
-        while dirty(log) && Instant::now() < deadline {
+        while (dirty(log) || syncs(log) < want) && Instant::now() < deadline {
             std::thread::sleep(SYNC_EVERY / 20);
         }
         assert!(!dirty(log), "the syncer syncs within the interval");
@@ -512,7 +515,7 @@ mod tests {
         log.append(&serde_json::json!({"n": 1})).unwrap();
         // The first record after a quiet spell is synced at once, by the
         // syncer: the append itself never waits for the disk.
-        wait_until_synced(&log);
+        wait_until_synced(&log, 1);
         assert_eq!(syncs(&log), 1);
         log.append(&serde_json::json!({"n": 2})).unwrap();
         log.append(&serde_json::json!({"n": 3})).unwrap();
@@ -523,7 +526,7 @@ mod tests {
         // Written before `append` returned: a killed process loses none.
         let read: Vec<serde_json::Value> = read_jsonl(&path, false).unwrap();
         assert_eq!(read.len(), 3);
-        wait_until_synced(&log);
+        wait_until_synced(&log, 2);
         assert_eq!(syncs(&log), 2, "the two close records share one sync");
         log.append(&serde_json::json!({"n": 4})).unwrap();
         drop(log);
