@@ -212,3 +212,82 @@ fn guidelines_state_the_rules() {
     assert_eq!(scenario_from_prompt(prompt), "Instructions: X");
     assert_eq!(scenario_from_prompt("just text"), "just text");
 }
+
+/// A model that answers with one device call, then with text.
+struct DeviceModel {
+    seen: Mutex<Vec<ChatRequest>>,
+}
+
+impl ChatModel for DeviceModel {
+    fn name(&self) -> &str {
+        "device-model"
+    }
+
+    fn chat<'a>(&'a self, request: &'a ChatRequest) -> ModelFuture<'a> {
+        let first = {
+            let mut seen = self.seen.lock().unwrap();
+            seen.push(request.clone());
+            seen.len() == 1
+        };
+        Box::pin(async move {
+            Ok(if first {
+                ChatResponse {
+                    tool_calls: vec![ToolCall::new("u1", "toggle_airplane_mode", "{}")],
+                    ..ChatResponse::default()
+                }
+            } else {
+                ChatResponse {
+                    content: Some("Airplane mode is off now.".into()),
+                    ..ChatResponse::default()
+                }
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn an_llm_user_with_device_tools_calls_them_and_reads_their_results() {
+    let model = Arc::new(DeviceModel {
+        seen: Mutex::new(Vec::new()),
+    });
+    let tool = crate::FunctionTool::new(
+        "toggle_airplane_mode",
+        "Toggles airplane mode.",
+        serde_json::json!({"type": "object", "properties": {}}),
+    );
+    let mut user = LlmUser::new(model.clone(), "Instructions: X").with_device_tools(vec![tool]);
+    let mut conversation = vec![Utterance::agent("Please turn off airplane mode.")];
+    let turn = user.respond(&conversation).await.unwrap();
+    assert_eq!(turn.calls.len(), 1, "{turn:?}");
+    assert_eq!(turn.calls[0].name, "toggle_airplane_mode");
+    conversation.push(Utterance::device_calls(turn.calls.clone()));
+    conversation.push(Utterance::device("u1", "Airplane Mode is now OFF."));
+    let turn = user.respond(&conversation).await.unwrap();
+    assert!(turn.calls.is_empty());
+    assert_eq!(turn.text, "Airplane mode is off now.");
+    let seen = model.seen.lock().unwrap().clone();
+    // The tools are offered, the device guidelines are in the prompt, and
+    // the call and its result come back as the model's call and a tool
+    // message answering it.
+    assert_eq!(seen[0].tools.len(), 1);
+    let ChatMessage::System { content } = &seen[1].messages[0] else {
+        panic!("system prompt first")
+    };
+    assert!(content.contains(DEVICE_GUIDELINES.trim_end()));
+    assert!(content.ends_with("<scenario>\nInstructions: X\n</scenario>"));
+    assert_eq!(
+        seen[1].messages[2],
+        ChatMessage::assistant_with_tool_calls(None, turn_calls())
+    );
+    assert_eq!(
+        seen[1].messages[3],
+        ChatMessage::tool("u1", "Airplane Mode is now OFF.")
+    );
+    // Without tools the user is as before: no tools offered.
+    let plain = LlmUser::new(model.clone(), "Instructions: X").with_device_tools(vec![]);
+    assert!(!plain.system_prompt().contains(DEVICE_GUIDELINES.trim_end()));
+}
+
+fn turn_calls() -> Vec<ToolCall> {
+    vec![ToolCall::new("u1", "toggle_airplane_mode", "{}")]
+}
