@@ -44,6 +44,31 @@ pub fn agent_system_prompt(policy: &str) -> String {
     format!("<instructions>\n{AGENT_INSTRUCTION}\n</instructions>\n<policy>\n{policy}\n</policy>")
 }
 
+/// τ²'s `UserSimulator.system_prompt`: the guidelines, then the scenario
+/// in its tags (the template is stripped, not the result).
+pub(crate) fn user_system_prompt(guidelines: &str, scenario: &task::UserScenario) -> String {
+    format!("{guidelines}\n\n<scenario>\n{scenario}\n</scenario>")
+}
+
+/// The tasks of `split` (all for `None`) among `all`, in task-file order,
+/// as τ²'s `get_tasks` filters them.
+pub(crate) fn tasks_of_split(
+    domain: &str,
+    all: impl Iterator<Item = VisibleTask>,
+    splits: &BTreeMap<String, Vec<String>>,
+    split: Option<&str>,
+) -> Result<Vec<VisibleTask>, EnvError> {
+    let Some(s) = split else {
+        return Ok(all.collect());
+    };
+    let ids = splits.get(s).ok_or_else(|| EnvError::UnknownSplit {
+        domain: domain.to_string(),
+        split: s.to_string(),
+        known: splits.keys().cloned().collect(),
+    })?;
+    Ok(all.filter(|t| ids.contains(&t.id)).collect())
+}
+
 /// Which τ² domain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Which {
@@ -244,35 +269,22 @@ impl Domain for Tau2Domain {
     }
 
     fn tasks(&self, split: Option<&str>) -> Result<Vec<VisibleTask>, EnvError> {
-        let all = self.shared.tasks.iter().map(|t| t.view.clone());
-        match split {
-            None => Ok(all.collect()),
-            Some(s) => {
-                let ids = self
-                    .shared
-                    .splits
-                    .get(s)
-                    .ok_or_else(|| EnvError::UnknownSplit {
-                        domain: self.name().to_string(),
-                        split: s.to_string(),
-                        known: self.splits(),
-                    })?;
-                // Task-file order, as τ²'s `get_tasks` filters it.
-                Ok(all.filter(|t| ids.contains(&t.id)).collect())
-            }
-        }
+        tasks_of_split(
+            self.name(),
+            self.shared.tasks.iter().map(|t| t.view.clone()),
+            &self.shared.splits,
+            split,
+        )
     }
 
     fn task(&self, id: &str) -> Result<(VisibleTask, Oracle), EnvError> {
         let t = self.find(id)?;
-        // τ²'s `UserSimulator.system_prompt` (the template is stripped, not
-        // the result).
         let user_system_prompt = t
             .user_prompt
             .get_or_init(|| {
-                Arc::from(format!(
-                    "{}\n\n<scenario>\n{}\n</scenario>",
-                    self.shared.guidelines, t.criteria.user_scenario
+                Arc::from(user_system_prompt(
+                    &self.shared.guidelines,
+                    &t.criteria.user_scenario,
                 ))
             })
             .clone();

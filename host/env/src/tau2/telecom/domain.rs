@@ -161,9 +161,9 @@ impl TelecomDomain {
     fn user_prompt(&self, e: &Entry) -> Arc<str> {
         e.user_prompt
             .get_or_init(|| {
-                Arc::from(format!(
-                    "{}\n\n<scenario>\n{}\n</scenario>",
-                    self.shared.guidelines, e.task.user_scenario
+                Arc::from(crate::tau2::user_system_prompt(
+                    &self.shared.guidelines,
+                    &e.task.user_scenario,
                 ))
             })
             .clone()
@@ -228,23 +228,12 @@ impl Domain for TelecomDomain {
     }
 
     fn tasks(&self, split: Option<&str>) -> Result<Vec<VisibleTask>, EnvError> {
-        let all = self.shared.tasks.iter().map(|e| e.view.clone());
-        match split {
-            None => Ok(all.collect()),
-            Some(s) => {
-                let ids = self
-                    .shared
-                    .splits
-                    .get(s)
-                    .ok_or_else(|| EnvError::UnknownSplit {
-                        domain: NAME.to_string(),
-                        split: s.to_string(),
-                        known: self.splits(),
-                    })?;
-                // Task-file order, as τ²'s `get_tasks` filters it.
-                Ok(all.filter(|t| ids.contains(&t.id)).collect())
-            }
-        }
+        crate::tau2::tasks_of_split(
+            NAME,
+            self.shared.tasks.iter().map(|e| e.view.clone()),
+            &self.shared.splits,
+            split,
+        )
     }
 
     fn task(&self, id: &str) -> Result<(VisibleTask, Oracle), EnvError> {
