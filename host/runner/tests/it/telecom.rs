@@ -245,9 +245,8 @@ fn device_results_reach_the_user_alone_and_count_as_steps() {
     assert_eq!(*step, 4);
 }
 
-/// A user that only ever acts on the device: the step cap ends the
-/// episode, in bounded time.
-struct DeviceForever;
+/// A user that only ever calls one device tool, never speaking.
+struct DeviceForever(&'static str);
 
 impl UserSimulator for DeviceForever {
     fn name(&self) -> &str {
@@ -255,27 +254,36 @@ impl UserSimulator for DeviceForever {
     }
 
     fn respond<'a>(&'a mut self, _: &'a [Utterance]) -> UserFuture<'a> {
+        let tool = self.0;
         Box::pin(async move {
             Ok(UserTurn::device(vec![ecdysis_model::ToolCall::new(
-                "d",
-                "toggle_airplane_mode",
-                "{}",
+                "d", tool, "{}",
             )]))
         })
     }
+}
+
+/// The `sim:oracle` testbed agent for a task.
+fn oracle_agent(domain: &Arc<dyn Domain>, task_id: &str) -> Arc<dyn ChatModel> {
+    let (_, oracle) = domain.task(task_id).expect("task");
+    Arc::new(SimAgent::new(
+        SimProfile::builtins().remove(0),
+        oracle.gold_plan().into(),
+        7,
+    ))
 }
 
 #[test]
 fn a_user_that_never_stops_acting_on_the_device_ends_at_the_step_cap() {
     let domain = telecom();
     let id = domain.tasks(Some("small")).expect("small")[0].id.clone();
-    let (_, oracle) = domain.task(&id).expect("task");
-    let agent: Arc<dyn ChatModel> = Arc::new(SimAgent::new(
-        SimProfile::builtins().remove(0),
-        oracle.gold_plan().into(),
-        7,
-    ));
-    let mut s = setup(&domain, &id, agent, Box::new(DeviceForever));
+    let agent = oracle_agent(&domain, &id);
+    let mut s = setup(
+        &domain,
+        &id,
+        agent,
+        Box::new(DeviceForever("toggle_airplane_mode")),
+    );
     s.max_steps = 30;
     s.max_errors = 1000;
     let record = run(&domain, s);
@@ -327,30 +335,15 @@ fn a_harness_view_cannot_read_the_users_device() {
 /// Failed device calls count toward the error cap, as in τ².
 #[test]
 fn failed_device_calls_reach_the_error_cap() {
-    struct Fumbling;
-    impl UserSimulator for Fumbling {
-        fn name(&self) -> &str {
-            "fumbling"
-        }
-        fn respond<'a>(&'a mut self, _: &'a [Utterance]) -> UserFuture<'a> {
-            Box::pin(async move {
-                Ok(UserTurn::device(vec![ecdysis_model::ToolCall::new(
-                    "d",
-                    "no_such_phone_tool",
-                    "{}",
-                )]))
-            })
-        }
-    }
     let domain = telecom();
     let id = domain.tasks(Some("small")).expect("small")[0].id.clone();
-    let (_, oracle) = domain.task(&id).expect("task");
-    let agent: Arc<dyn ChatModel> = Arc::new(SimAgent::new(
-        SimProfile::builtins().remove(0),
-        oracle.gold_plan().into(),
-        7,
-    ));
-    let mut s = setup(&domain, &id, agent, Box::new(Fumbling));
+    let agent = oracle_agent(&domain, &id);
+    let mut s = setup(
+        &domain,
+        &id,
+        agent,
+        Box::new(DeviceForever("no_such_phone_tool")),
+    );
     s.max_errors = 3;
     let record = run(&domain, s);
     assert_eq!(record.end, EndReason::TooManyErrors);
