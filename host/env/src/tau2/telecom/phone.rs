@@ -538,6 +538,15 @@ fn toggle_field(st: &mut TelecomState, field: &str, search: bool) -> PyResult<bo
     Ok(new)
 }
 
+/// τ²'s `turn_*_on/off` set-up helpers: toggle, and toggle back when the
+/// toggle went the wrong way (each toggle with its side effects, as there).
+fn toggle_to(st: &mut TelecomState, field: &str, search: bool, want: bool) -> PyResult<()> {
+    if toggle_field(st, field, search)? != want {
+        toggle_field(st, field, search)?;
+    }
+    Ok(())
+}
+
 /// `_disconnect_vpn`.
 fn vpn_disconnect(st: &mut TelecomState) -> PyResult<bool> {
     if !flag(st, "vpn_connected")? {
@@ -1102,37 +1111,27 @@ fn turn_data_on(st: &mut TelecomState, _: &[Val]) -> PyResult<Ret> {
 }
 
 fn turn_data_off(st: &mut TelecomState, _: &[Val]) -> PyResult<Ret> {
-    if toggle_field(st, "data_enabled", true)? {
-        toggle_field(st, "data_enabled", true)?;
-    }
+    toggle_to(st, "data_enabled", true, false)?;
     Ok(Ret::text("Data connection broken."))
 }
 
 fn turn_roaming_on(st: &mut TelecomState, _: &[Val]) -> PyResult<Ret> {
-    if !toggle_field(st, "roaming_enabled", true)? {
-        toggle_field(st, "roaming_enabled", true)?;
-    }
+    toggle_to(st, "roaming_enabled", true, true)?;
     Ok(Ret::text("Data Roaming is now ON."))
 }
 
 fn turn_roaming_off(st: &mut TelecomState, _: &[Val]) -> PyResult<Ret> {
-    if toggle_field(st, "roaming_enabled", true)? {
-        toggle_field(st, "roaming_enabled", true)?;
-    }
+    toggle_to(st, "roaming_enabled", true, false)?;
     Ok(Ret::text("Data Roaming is now OFF."))
 }
 
 fn turn_data_saver_mode_on(st: &mut TelecomState, _: &[Val]) -> PyResult<Ret> {
-    if !toggle_field(st, "data_saver_mode", false)? {
-        toggle_field(st, "data_saver_mode", false)?;
-    }
+    toggle_to(st, "data_saver_mode", false, true)?;
     Ok(Ret::text("Data Saver Mode is now ON."))
 }
 
 fn turn_data_saver_mode_off(st: &mut TelecomState, _: &[Val]) -> PyResult<Ret> {
-    if toggle_field(st, "data_saver_mode", false)? {
-        toggle_field(st, "data_saver_mode", false)?;
-    }
+    toggle_to(st, "data_saver_mode", false, false)?;
     Ok(Ret::text("Data Saver Mode is now OFF."))
 }
 
