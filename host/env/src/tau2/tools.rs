@@ -50,6 +50,19 @@ pub struct Toolkit {
     pub tools: &'static [ToolDef],
 }
 
+/// What the model reads when a tool raises: `Error: <str(exc)>`, as τ²'s
+/// `get_response` writes it. An emulation limit (`InternalError`, not an
+/// exception the reference would raise) is also logged.
+pub(crate) fn error_output(tool: &str, e: ecdysis_pyemu::PyErr) -> ToolOutput {
+    if e.kind == "InternalError" {
+        tracing::warn!(tool, "emulation limit: {}", e.msg);
+    }
+    ToolOutput {
+        content: format!("Error: {}", e.msg),
+        error: true,
+    }
+}
+
 impl Toolkit {
     /// Runs one tool call like `Environment.get_response`: any exception
     /// becomes the result `Error: <str(exc)>`.
@@ -63,15 +76,7 @@ impl Toolkit {
                 content: json::dumps(&v),
                 error: false,
             },
-            Err(e) => {
-                if e.kind == "InternalError" {
-                    tracing::warn!(tool = name, "emulation limit: {}", e.msg);
-                }
-                ToolOutput {
-                    content: format!("Error: {}", e.msg),
-                    error: true,
-                }
-            }
+            Err(e) => error_output(name, e),
         }
     }
 

@@ -296,15 +296,7 @@ impl TelecomState {
                 content,
                 error: false,
             },
-            Err(e) => {
-                if e.kind == "InternalError" {
-                    tracing::warn!(tool = name, "emulation limit: {}", e.msg);
-                }
-                ToolOutput {
-                    content: format!("Error: {}", e.msg),
-                    error: true,
-                }
-            }
+            Err(e) => super::tools::error_output(name, e),
         }
     }
 
