@@ -22,6 +22,7 @@
 //! [`do_nothing_floor`]; [`bench`](mod@bench) times a gold replay of every
 //! task.
 
+pub mod agentbench_os;
 pub mod bench;
 pub mod data;
 pub mod dbbench;

@@ -58,19 +58,14 @@ use crate::rlimit::Resource;
 /// `HOME` inside a jail (on its private tmpfs `/tmp`).
 pub const JAIL_HOME: &str = "/tmp/home";
 
-/// System paths every jail sees read-only (symlinks are recreated as
-/// symlinks, as on merged-/usr systems).
-const SYSTEM_PATHS: [&str; 8] = [
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/libx32",
-    // `cc` (build scripts of dependencies link with it) is an alternative.
-    "/etc/alternatives",
+/// The system's programs and libraries, which every jail sees read-only
+/// (symlinks are recreated as symlinks, as on merged-/usr systems).
+const SYSTEM_PATHS: [&str; 7] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
+
+/// `cc` (build scripts of dependencies link with it) is an alternative.
+const ALTERNATIVES: &str = "/etc/alternatives";
 
 /// Non-secret files of `/etc` every jail sees (user and group lookups).
 const USER_DB: [&str; 2] = ["/etc/passwd", "/etc/group"];
@@ -297,6 +292,11 @@ impl Jail {
         &self.version
     }
 
+    /// The bubblewrap program.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
     /// How the number of a jail's tasks is limited here.
     pub fn process_limiter(&self) -> &ProcessLimiter {
         &self.processes
@@ -327,9 +327,8 @@ impl Jail {
         if spec.network {
             cmd.arg("--share-net");
         }
-        for p in SYSTEM_PATHS {
-            bind_system(&mut cmd, Path::new(p));
-        }
+        bind_system_programs(&mut cmd);
+        bind_system(&mut cmd, Path::new(ALTERNATIVES));
         for cap in &spec.caps {
             cmd.arg("--cap-add").arg(cap);
         }
@@ -374,6 +373,15 @@ impl Jail {
         }
         cmd.arg("--chdir").arg(&spec.cwd).arg("--").arg(program);
         cmd
+    }
+}
+
+/// Add bubblewrap arguments that show the system's programs and libraries
+/// (`/usr`, `/bin`, `/lib*`, ...) read-only, for a sandbox built outside
+/// [`Jail::command`].
+pub fn bind_system_programs(cmd: &mut Command) {
+    for p in SYSTEM_PATHS {
+        bind_system(cmd, Path::new(p));
     }
 }
 

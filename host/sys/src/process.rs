@@ -26,8 +26,11 @@ pub const CARGO_LEAKS: [&str; 4] = [
 ];
 
 /// Whether an inherited variable would change what a guest build makes:
-/// the [`CARGO_LEAKS`], and the settings that change the compiled bytes
-/// (`CARGO_INCREMENTAL`, any `CARGO_PROFILE_*` or `CARGO_BUILD_*`). A
+/// the [`CARGO_LEAKS`], the settings that change the compiled bytes
+/// (`CARGO_INCREMENTAL`, any `CARGO_PROFILE_*` or `CARGO_BUILD_*`), and a
+/// compiler wrapper with its arguments (`RUSTC_WRAPPER`,
+/// `RUSTC_WORKSPACE_WRAPPER`, `CLIPPY_ARGS`: CI lints the host's own build
+/// through clippy-driver, which must not lint, or fail, a guest's). A
 /// component is named by the hash of its bytes, so the same source must
 /// build to the same bytes whatever the operator's shell (or CI) exports.
 pub fn is_cargo_leak(name: &str) -> bool {
@@ -35,6 +38,10 @@ pub fn is_cargo_leak(name: &str) -> bool {
         || name == "CARGO_INCREMENTAL"
         || name.starts_with("CARGO_PROFILE_")
         || name.starts_with("CARGO_BUILD_")
+        || matches!(
+            name,
+            "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER" | "CLIPPY_ARGS"
+        )
 }
 
 /// Remove every [`is_cargo_leak`] variable of this process from a
@@ -226,6 +233,8 @@ mod tests {
             "CARGO_PROFILE_RELEASE_LTO",
             "CARGO_BUILD_JOBS",
             "RUSTFLAGS",
+            "RUSTC_WORKSPACE_WRAPPER",
+            "CLIPPY_ARGS",
             "CARGO_HOME",
             "PATH",
         ];
@@ -235,7 +244,7 @@ mod tests {
             .filter(|(_, v)| v.is_none())
             .map(|(k, _)| k.to_string_lossy().into_owned())
             .collect();
-        for leak in &names[..5] {
+        for leak in &names[..7] {
             assert!(
                 removed.iter().any(|r| r == leak),
                 "{leak} kept: {removed:?}"

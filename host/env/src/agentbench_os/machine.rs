@@ -1,0 +1,912 @@
+//! One episode's Linux machine: a bubblewrap sandbox with a persistent
+//! login shell on a pseudo-terminal, where upstream uses a fresh Docker
+//! container per sample.
+//!
+//! What the machine is:
+//!
+//! - the host's programs and libraries read-only (`/usr`, `/bin`, `/lib*`);
+//! - its own writable `/etc` (a copy of the host's without its secrets:
+//!   `shadow`/`gshadow` are rewritten with locked passwords, SSH host keys
+//!   and private TLS keys are left out), `/root` (Debian's root dotfiles),
+//!   `/home` and `/var` (a skeleton), all in one per-episode directory on
+//!   the host that is removed when the machine is dropped, and a size-capped
+//!   tmpfs `/tmp`;
+//! - its own PID, IPC, UTS, mount and network namespaces (loopback only),
+//!   a fresh `/proc` and a minimal `/dev`;
+//! - the jail's limits ([`JailLimits`]): address space, CPU time and file
+//!   size per process, tasks alive at once (a pids cgroup as root), set as
+//!   hard limits, so `ulimit` inside cannot raise them;
+//! - as root on the host, the processes inside are root with Docker's
+//!   default capabilities minus raw sockets and device nodes (so `useradd`,
+//!   `chown`, `su` work as in upstream's container); as another user, the
+//!   machine is a user namespace mapping that user to root (files of other
+//!   users cannot be made there: the tasks that need them are listed in
+//!   the docs).
+//!
+//! Inside, a small supervisor (a bash script, the sandbox's first process)
+//! runs what the host asks for: a task's init, example and check scripts,
+//! each as its own `bash -c`/`python3 -c` process as root in `/root` with
+//! its stdout captured (upstream's `docker exec`), and the agent's login
+//! shell on a pseudo-terminal of the machine's own (util-linux `script`
+//! makes it and relays it through two FIFOs the host holds: a fresh pair,
+//! and a fresh terminal, for every shell). The host types each agent
+//! command into that shell followed by a marker command and reads until
+//! the marker comes back; a command that has not finished by the timeout
+//! is interrupted (Ctrl-C), and a shell that does not come back, exited or
+//! was killed is replaced by a fresh one. Killing bubblewrap kills every
+//! process of the machine with its PID namespace.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
+
+use ecdysis_sys::jail::{Jail, JailError, JailLimits, LimitGuard, apply_limits};
+
+use super::task::{Language, Script};
+
+/// Why a machine could not be made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    /// No usable bubblewrap (the machines need it, there is no fallback).
+    #[error("no sandbox for the OS machine: {0}")]
+    NoJail(#[from] JailError),
+    /// Preparing the machine's files failed.
+    #[error("preparing the machine's {what}: {source}")]
+    Prepare {
+        /// What was being prepared.
+        what: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The sandbox did not start or its supervisor stopped answering.
+    #[error("the OS machine's supervisor {0}")]
+    Supervisor(String),
+    /// A script did not finish in time (the machine is unusable after it).
+    #[error("a {what} script did not finish within {} s", .timeout.as_secs())]
+    ScriptTimeout {
+        /// `init`, `check`, ...
+        what: String,
+        /// The limit.
+        timeout: Duration,
+    },
+}
+
+/// Limits of one machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MachineLimits {
+    /// Per-process limits and the task count.
+    pub jail: JailLimits,
+    /// Wall time of one agent command before it is interrupted.
+    pub command_timeout: Duration,
+    /// Wall time of one init, example or check script.
+    pub script_timeout: Duration,
+    /// Most bytes of one command's output kept (the rest is read and
+    /// dropped; the model sees at most [`OUTPUT_LIMIT`] characters anyway).
+    pub output_bytes: usize,
+}
+
+impl Default for MachineLimits {
+    /// Upstream's 30 s per command; room for a shell, a few pipelines and
+    /// a Python checker, far below what would hurt the host.
+    fn default() -> Self {
+        MachineLimits {
+            jail: JailLimits {
+                memory: 1 << 30,
+                cpu_secs: 60,
+                file_size: 64 << 20,
+                processes: 128,
+                tmp_size: 256 << 20,
+            },
+            command_timeout: Duration::from_secs(30),
+            script_timeout: Duration::from_secs(60),
+            output_bytes: 64 << 10,
+        }
+    }
+}
+
+/// Upstream's cut: longer outputs keep their first [`OUTPUT_KEEP`]
+/// characters and get [`TRUNCATED`] appended.
+pub const OUTPUT_LIMIT: usize = 800;
+/// Characters kept of a cut output.
+pub const OUTPUT_KEEP: usize = 780;
+/// What follows a cut output.
+pub const TRUNCATED: &str = "\n[truncated because the output is too long]";
+
+/// What one script run printed and how it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptRun {
+    /// Exit status (128 + signal for a killed process).
+    pub status: i32,
+    /// Its standard output (lossy UTF-8, at most the output limit).
+    pub stdout: String,
+}
+
+/// What one agent command printed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandRun {
+    /// The cleaned output (escape sequences removed, not yet cut).
+    pub output: String,
+    /// The command was interrupted at the timeout.
+    pub timed_out: bool,
+    /// The shell was gone afterwards (killed, or exited) and a fresh one
+    /// replaced it.
+    pub shell_restarted: bool,
+}
+
+/// The capabilities processes keep inside as root: Docker's default set
+/// (what upstream's container has) without `NET_RAW` and `MKNOD`.
+const ROOT_CAPS: [&str; 11] = [
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+    "CAP_AUDIT_WRITE",
+];
+
+/// Files of the host's `/etc` a machine never gets (secrets).
+const ETC_SECRETS: [&str; 8] = [
+    "shadow",
+    "shadow-",
+    "gshadow",
+    "gshadow-",
+    "ssh",
+    "ssl/private",
+    "sudoers.d",
+    "security/opasswd",
+];
+
+/// The machine's host name (upstream: the container id).
+pub const HOSTNAME: &str = "ecdysis-os";
+
+/// `PATH` of the scripts and the shell (the Ubuntu image's).
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The supervisor, the sandbox's first process. Requests come on its stdin
+/// one per line, `<id> <kind>`; the job's code and NUL-separated arguments
+/// are files in the read-only jobs folder; it answers `<id> <value>` on
+/// its stdout (a script's exit status; for a shell, `exit <id>` when it
+/// ends). A shell reads `shell-<id>.in` and writes `shell-<id>.out`, FIFOs
+/// the host made.
+const SUPERVISOR: &str = r#"exec 2>/dev/null
+while IFS=' ' read -r id kind; do
+  job=/run/ecdysis/jobs/$id
+  case $kind in
+    bash|python)
+      args=()
+      [ -s "$job/args" ] && mapfile -d '' args < "$job/args"
+      code=$(cat "$job/code"; printf x); code=${code%x}
+      if [ "$kind" = bash ]; then
+        (cd /root && exec bash -c "$code" -- "${args[@]}") </dev/null >"/run/ecdysis/out/$id"
+      else
+        (cd /root && exec python3 -c "$code" "${args[@]}") </dev/null >"/run/ecdysis/out/$id"
+      fi
+      echo "$id $?";;
+    shell)
+      # Job control on for this launch only: without it an asynchronous
+      # command ignores SIGINT, and so would everything the shell runs.
+      set -m
+      # Output first: the host takes an open input as "the output has
+      # its writer".
+      (cd /root && script -qfe -c 'exec bash --login --noediting' /dev/null \
+        >"/run/ecdysis/out/shell-$id.out" 2>&1 <"/run/ecdysis/out/shell-$id.in"
+       echo "exit $id") &
+      set +m
+      echo "$id started";;
+    kill)
+      kill -9 $(cat "$job/code")
+      echo "$id $?";;
+  esac
+done
+"#;
+
+/// What the machine's readers hand the host.
+enum Event {
+    /// A line of the supervisor's answers.
+    Answer(String),
+    /// Bytes from a shell's terminal (the shell's job id).
+    Output(u64, Vec<u8>),
+}
+
+/// The agent's current shell.
+#[derive(Debug)]
+struct Shell {
+    /// The supervisor's job that started it (its `exit <job>` line says it
+    /// ended).
+    job: u64,
+    /// The shell's PID inside the machine.
+    pid: u32,
+    /// What is typed into its terminal.
+    input: std::fs::File,
+}
+
+/// One episode's machine. Dropping it kills everything in it and removes
+/// its files.
+pub struct Machine {
+    limits: MachineLimits,
+    /// The per-episode directory on the host (removed on drop).
+    dir: tempfile::TempDir,
+    bwrap: Child,
+    control: ChildStdin,
+    events: Receiver<Event>,
+    /// Terminal bytes that arrived between commands (late output of
+    /// background jobs: the next command's output starts with them).
+    pending: Vec<u8>,
+    /// Supervisor answers not yet asked for.
+    answers: Vec<String>,
+    /// Sends terminal bytes to [`Machine::events`] (one reader per shell).
+    events_tx: Sender<Event>,
+    _limit_guard: LimitGuard,
+    shell: Option<Shell>,
+    next_job: u64,
+    /// Distinguishes this machine's end-of-command marker.
+    marker: String,
+}
+
+impl std::fmt::Debug for Machine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Machine")
+            .field("dir", &self.dir.path())
+            .field("shell", &self.shell)
+            .finish_non_exhaustive()
+    }
+}
+
+fn prepare(what: &str) -> impl FnOnce(std::io::Error) -> MachineError + '_ {
+    move |source| MachineError::Prepare {
+        what: what.to_string(),
+        source,
+    }
+}
+
+/// Copies the host's `/etc` into `to`, without [`ETC_SECRETS`] and without
+/// what this process cannot read, then gives it fresh `shadow`/`gshadow`
+/// files (every account locked), a host name and a hosts file.
+fn make_etc(to: &Path) -> std::io::Result<()> {
+    copy_tree(Path::new("/etc"), to, &|rel| {
+        ETC_SECRETS.iter().any(|s| rel == Path::new(s))
+    })?;
+    let names = |file: &str| -> Vec<String> {
+        std::fs::read_to_string(to.join(file))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(':').next())
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let shadow: String = names("passwd")
+        .iter()
+        .map(|n| format!("{n}:*:20000:0:99999:7:::\n"))
+        .collect();
+    let gshadow: String = names("group")
+        .iter()
+        .map(|n| format!("{n}:*::\n"))
+        .collect();
+    write_mode(&to.join("shadow"), shadow.as_bytes(), 0o640)?;
+    write_mode(&to.join("gshadow"), gshadow.as_bytes(), 0o640)?;
+    write_mode(
+        &to.join("hostname"),
+        format!("{HOSTNAME}\n").as_bytes(),
+        0o644,
+    )?;
+    write_mode(
+        &to.join("hosts"),
+        format!("127.0.0.1\tlocalhost\n127.0.1.1\t{HOSTNAME}\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+            .as_bytes(),
+        0o644,
+    )?;
+    // The host's mtab is a link into its /proc; the machine's is its own.
+    let _ = std::fs::remove_file(to.join("mtab"));
+    std::os::unix::fs::symlink("/proc/self/mounts", to.join("mtab"))
+}
+
+fn write_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::remove_file(path);
+    std::fs::write(path, bytes)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// Copies a tree: directories, regular files (with their modes) and
+/// symlinks (as symlinks); skips what `skip` names (relative paths) and
+/// what cannot be read.
+fn copy_tree(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> std::io::Result<()> {
+    fn walk(
+        root: &Path,
+        dir: &Path,
+        to: &Path,
+        skip: &dyn Fn(&Path) -> bool,
+    ) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Ok(());
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            if skip(rel) {
+                continue;
+            }
+            let dest = to.join(rel);
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let ft = meta.file_type();
+            if ft.is_symlink() {
+                if let Ok(target) = std::fs::read_link(&path) {
+                    std::os::unix::fs::symlink(target, &dest)?;
+                }
+            } else if ft.is_dir() {
+                std::fs::create_dir(&dest)?;
+                walk(root, &path, to, skip)?;
+                std::fs::set_permissions(
+                    &dest,
+                    std::fs::Permissions::from_mode(meta.permissions().mode()),
+                )?;
+            } else if ft.is_file() && std::fs::copy(&path, &dest).is_err() {
+                // Unreadable to this process: not part of the machine.
+                let _ = std::fs::remove_file(&dest);
+            }
+        }
+        Ok(())
+    }
+    std::fs::create_dir_all(to)?;
+    walk(from, from, to, skip)
+}
+
+/// `/root` as Debian's base-files makes it (upstream's image: Ubuntu's,
+/// the same files), else the skeleton home.
+fn make_root_home(to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    let base = Path::new("/usr/share/base-files");
+    for (src, name) in [("dot.bashrc", ".bashrc"), ("dot.profile", ".profile")] {
+        let from = base.join(src);
+        let from = if from.is_file() {
+            from
+        } else {
+            Path::new("/etc/skel").join(name)
+        };
+        if from.is_file() {
+            std::fs::copy(&from, to.join(name))?;
+        }
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o700))
+}
+
+/// A `/var` skeleton (the directories programs expect).
+fn make_var(to: &Path) -> std::io::Result<()> {
+    for d in [
+        "log", "tmp", "lib", "cache", "mail", "spool", "backups", "local", "opt",
+    ] {
+        std::fs::create_dir_all(to.join(d))?;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(to.join("tmp"), std::fs::Permissions::from_mode(0o1777))?;
+    std::os::unix::fs::symlink("/run", to.join("run"))?;
+    std::os::unix::fs::symlink("/run/lock", to.join("lock"))
+}
+
+impl Machine {
+    /// Starts a fresh machine (its shell starts with the first command).
+    pub fn start(limits: MachineLimits) -> Result<Machine, MachineError> {
+        let jail = Jail::get()?;
+        let dir = tempfile::Builder::new()
+            .prefix("ecdysis-os-")
+            .tempdir()
+            .map_err(prepare("episode directory"))?;
+        let root = dir.path();
+        make_etc(&root.join("etc")).map_err(prepare("/etc"))?;
+        make_root_home(&root.join("root")).map_err(prepare("/root"))?;
+        std::fs::create_dir_all(root.join("home")).map_err(prepare("/home"))?;
+        make_var(&root.join("var")).map_err(prepare("/var"))?;
+        for d in ["jobs", "out"] {
+            std::fs::create_dir_all(root.join(d)).map_err(prepare("control folders"))?;
+        }
+        std::fs::write(root.join("supervisor"), SUPERVISOR).map_err(prepare("supervisor"))?;
+
+        let mut cmd = Command::new(jail.program());
+        cmd.args(["--die-with-parent", "--new-session", "--clearenv"]);
+        if rustix::process::geteuid().is_root() {
+            // Every namespace but the user one: a user namespace would map
+            // root alone, and `chown` to any other user would fail.
+            cmd.args([
+                "--unshare-ipc",
+                "--unshare-pid",
+                "--unshare-net",
+                "--unshare-uts",
+                "--unshare-cgroup-try",
+            ]);
+            for cap in ROOT_CAPS {
+                cmd.args(["--cap-add", cap]);
+            }
+        } else {
+            cmd.args(["--unshare-all", "--uid", "0", "--gid", "0"]);
+        }
+        ecdysis_sys::jail::bind_system_programs(&mut cmd);
+        for d in ["etc", "root", "home", "var"] {
+            cmd.arg("--bind").arg(root.join(d)).arg(format!("/{d}"));
+        }
+        cmd.args(["--proc", "/proc", "--dev", "/dev", "--size"])
+            .arg(limits.jail.tmp_size.max(1 << 20).to_string())
+            .args(["--tmpfs", "/tmp", "--tmpfs", "/run", "--dir", "/run/lock"])
+            .args([
+                "--dir", "/opt", "--dir", "/srv", "--dir", "/mnt", "--dir", "/media",
+            ])
+            .arg("--ro-bind")
+            .arg(root.join("jobs"))
+            .arg("/run/ecdysis/jobs")
+            .arg("--bind")
+            .arg(root.join("out"))
+            .arg("/run/ecdysis/out")
+            .arg("--ro-bind")
+            .arg(root.join("supervisor"))
+            .arg("/run/ecdysis/supervisor")
+            .args(["--hostname", HOSTNAME, "--chdir", "/root"]);
+        for (k, v) in [
+            ("PATH", PATH),
+            ("HOME", "/root"),
+            ("USER", "root"),
+            ("LOGNAME", "root"),
+            ("TERM", "xterm"),
+            ("LANG", "C.UTF-8"),
+            ("HOSTNAME", HOSTNAME),
+        ] {
+            cmd.args(["--setenv", k, v]);
+        }
+        cmd.args(["--", "/bin/bash", "/run/ecdysis/supervisor"]);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let guard = apply_limits(&mut cmd, &limits.jail, jail.process_limiter())?;
+        let mut bwrap = cmd
+            .spawn()
+            .map_err(|e| MachineError::Supervisor(format!("did not start: {e}")))?;
+        let control = bwrap.stdin.take().expect("piped stdin");
+        let stdout = bwrap.stdout.take().expect("piped stdout");
+        let (tx, events) = channel();
+        let answers_tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if answers_tx.send(Event::Answer(line)).is_err() {
+                    break;
+                }
+            }
+        });
+        let marker = format!(
+            "ECDYSIS-DONE-{}",
+            &blake3::hash(root.as_os_str().as_encoded_bytes()).to_hex()[..16]
+        );
+        Ok(Machine {
+            limits,
+            dir,
+            bwrap,
+            control,
+            events,
+            pending: Vec::new(),
+            answers: Vec::new(),
+            events_tx: tx,
+            _limit_guard: guard,
+            shell: None,
+            next_job: 0,
+            marker,
+        })
+    }
+
+    /// The machine's limits.
+    pub fn limits(&self) -> &MachineLimits {
+        &self.limits
+    }
+
+    /// Takes the next event, filing it: answers into `answers`, terminal
+    /// bytes into `pending`. `false` at the deadline or when the machine
+    /// is gone.
+    fn pump(&mut self, deadline: Instant) -> Result<bool, MachineError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.events.recv_timeout(left) {
+            Ok(Event::Answer(line)) => self.answers.push(line),
+            Ok(Event::Output(job, bytes)) => {
+                if self.shell.as_ref().is_none_or(|s| s.job != job) {
+                    // A replaced shell's last words.
+                    return Ok(true);
+                }
+                self.pending.extend_from_slice(&bytes);
+                // Keep the head and enough of the tail to find a marker.
+                let cap = self.limits.output_bytes + self.marker.len() + 4;
+                if self.pending.len() > 2 * cap {
+                    let tail = self.pending.split_off(self.pending.len() - cap);
+                    self.pending.truncate(self.limits.output_bytes);
+                    self.pending
+                        .extend_from_slice(b"\r\n[output cut by the host]\r\n");
+                    self.pending.extend_from_slice(&tail);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => return Ok(false),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(MachineError::Supervisor("has exited".into()));
+            }
+        }
+        Ok(true)
+    }
+
+    /// The answer line `<prefix> ...` if it has come, removed.
+    fn take_answer(&mut self, prefix: &str) -> Option<String> {
+        let at = self.answers.iter().position(|a| {
+            a.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
+        })?;
+        let line = self.answers.remove(at);
+        Some(line[prefix.len()..].trim().to_string())
+    }
+
+    fn request(
+        &mut self,
+        kind: &str,
+        code: &str,
+        args: &[String],
+        timeout: Duration,
+    ) -> Result<(u64, Option<String>), MachineError> {
+        let id = self.next_job;
+        self.next_job += 1;
+        let job = self.dir.path().join("jobs").join(id.to_string());
+        std::fs::create_dir(&job).map_err(prepare("job"))?;
+        std::fs::write(job.join("code"), code).map_err(prepare("job"))?;
+        let mut joined = Vec::new();
+        for a in args {
+            joined.extend_from_slice(a.as_bytes());
+            joined.push(0);
+        }
+        std::fs::write(job.join("args"), joined).map_err(prepare("job"))?;
+        writeln!(self.control, "{id} {kind}")
+            .and_then(|()| self.control.flush())
+            .map_err(|e| MachineError::Supervisor(format!("is gone ({e})")))?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(value) = self.take_answer(&id.to_string()) {
+                return Ok((id, Some(value)));
+            }
+            if !self.pump(deadline)? {
+                return Ok((id, None));
+            }
+        }
+    }
+
+    /// Runs a script as its own process (root, in `/root`, no terminal),
+    /// its parameters as upstream passes them (`$1…`, `argv[1…]`); `what`
+    /// names it in errors. A script that outlives its timeout leaves the
+    /// machine unusable (the supervisor is still waiting on it).
+    pub fn run_script(
+        &mut self,
+        what: &str,
+        script: &Script,
+        params: &[String],
+    ) -> Result<ScriptRun, MachineError> {
+        let kind = match script.language {
+            Language::Bash => "bash",
+            Language::Python => "python",
+        };
+        let timeout = self.limits.script_timeout;
+        let (id, answer) = self.request(kind, &script.code, params, timeout)?;
+        let Some(status) = answer else {
+            return Err(MachineError::ScriptTimeout {
+                what: what.to_string(),
+                timeout,
+            });
+        };
+        let out = self.dir.path().join("out").join(id.to_string());
+        let mut bytes = Vec::new();
+        if let Ok(f) = std::fs::File::open(&out) {
+            let _ = f
+                .take(self.limits.output_bytes as u64)
+                .read_to_end(&mut bytes);
+        }
+        let _ = std::fs::remove_file(&out);
+        Ok(ScriptRun {
+            status: status.parse().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&bytes).into_owned(),
+        })
+    }
+
+    fn start_shell(&mut self) -> Result<(), MachineError> {
+        let job = self.next_job;
+        let out_dir = self.dir.path().join("out");
+        let fifo_in = out_dir.join(format!("shell-{job}.in"));
+        let fifo_out = out_dir.join(format!("shell-{job}.out"));
+        for f in [&fifo_in, &fifo_out] {
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                f,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .map_err(|e| MachineError::Prepare {
+                what: "the shell's FIFOs".into(),
+                source: e.into(),
+            })?;
+        }
+        let (_, answer) = self.request("shell", "", &[], Duration::from_secs(10))?;
+        if answer.is_none() {
+            return Err(MachineError::Supervisor("did not start a shell".into()));
+        }
+        // The shell opens its output first, then its input: once the input
+        // can be opened, the output has its writer, and a read of it ends
+        // only when the shell is gone.
+        use std::os::unix::fs::OpenOptionsExt;
+        let output = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo_out)
+            .map_err(prepare("the shell's output"))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let input = loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&fifo_in)
+            {
+                Ok(f) => break f,
+                Err(e) if e.raw_os_error() == Some(libc::ENXIO) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) => return Err(prepare("the shell's input")(e)),
+            }
+        };
+        for f in [&output, &input] {
+            rustix::fs::fcntl_setfl(f, rustix::fs::OFlags::empty()).map_err(|e| {
+                MachineError::Prepare {
+                    what: "the shell's FIFOs".into(),
+                    source: e.into(),
+                }
+            })?;
+        }
+        let tx = self.events_tx.clone();
+        std::thread::spawn(move || {
+            let mut output = output;
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = output.read(&mut buf) {
+                if n == 0 || tx.send(Event::Output(job, buf[..n].to_vec())).is_err() {
+                    break;
+                }
+            }
+        });
+        self.shell = Some(Shell { job, pid: 0, input });
+        // No echo of what is typed, no prompts in the output, a terminal
+        // of upstream's size, the shell's PID for the host; then the first
+        // marker.
+        let setup = format!(
+            " stty -echo cols 80 rows 24; PS1=''; PS2=''; PROMPT_COMMAND=''; unset HISTFILE; echo $$ > /run/ecdysis/out/shell-{job}.pid\n printf '\\n%s\\n' '{}'\n",
+            self.marker
+        );
+        self.type_text(&setup)?;
+        let (said, end) = self.read_until_marker(job, Duration::from_secs(10))?;
+        let pid = std::fs::read_to_string(out_dir.join(format!("shell-{job}.pid")))
+            .ok()
+            .and_then(|p| p.trim().parse().ok());
+        match (end, pid) {
+            (End::Marker, Some(pid)) => {
+                self.pending.clear();
+                if let Some(shell) = &mut self.shell {
+                    shell.pid = pid;
+                }
+                Ok(())
+            }
+            _ => {
+                self.kill_shell();
+                Err(MachineError::Supervisor(format!(
+                    "started a shell that does not answer ({end:?}; it said {:?})",
+                    String::from_utf8_lossy(&said[..said.len().min(400)])
+                )))
+            }
+        }
+    }
+
+    fn type_text(&mut self, text: &str) -> Result<(), MachineError> {
+        let shell = self
+            .shell
+            .as_mut()
+            .ok_or_else(|| MachineError::Supervisor("has no shell".into()))?;
+        shell
+            .input
+            .write_all(text.as_bytes())
+            .and_then(|()| shell.input.flush())
+            .map_err(|e| MachineError::Supervisor(format!("lost the shell's terminal ({e})")))
+    }
+
+    /// Reads the terminal until the marker line, the shell's exit or the
+    /// timeout; returns what came before (at most about the output
+    /// limit) and which of the three ended the wait.
+    fn read_until_marker(
+        &mut self,
+        shell_job: u64,
+        timeout: Duration,
+    ) -> Result<(Vec<u8>, End), MachineError> {
+        let deadline = Instant::now() + timeout;
+        let needle = format!("{}\r\n", self.marker);
+        loop {
+            if let Some(at) = find(&self.pending, needle.as_bytes()) {
+                let rest = self.pending.split_off(at + needle.len());
+                let mut seen = std::mem::replace(&mut self.pending, rest);
+                seen.truncate(at);
+                // The marker is printed after a newline of its own.
+                if seen.ends_with(b"\r\n") {
+                    seen.truncate(seen.len() - 2);
+                }
+                return Ok((seen, End::Marker));
+            }
+            if self.take_answer(&format!("exit {shell_job}")).is_some() {
+                // What the shell printed before it went may still be in
+                // flight; a moment for it.
+                let soon = Instant::now() + Duration::from_millis(50);
+                while self.pump(soon)? {}
+                return Ok((std::mem::take(&mut self.pending), End::ShellExited));
+            }
+            if !self.pump(deadline)? {
+                return Ok((std::mem::take(&mut self.pending), End::Timeout));
+            }
+        }
+    }
+
+    /// Types an agent command into the shell and returns its output. The
+    /// shell keeps its state between commands (directory, variables,
+    /// user). Only a broken machine is an error; a command that times out
+    /// or ends its shell is reported in the [`CommandRun`], and the next
+    /// command gets a working shell.
+    pub fn shell(&mut self, command: &str) -> Result<CommandRun, MachineError> {
+        if self.shell.is_none() {
+            self.start_shell()?;
+        }
+        let job = self.shell.as_ref().map_or(0, |s| s.job);
+        // A leading space keeps the marker line out of the history.
+        let text = format!("{command}\n printf '\\n%s\\n' '{}'\n", self.marker);
+        self.type_text(&text)?;
+        let (out, end) = self.read_until_marker(job, self.limits.command_timeout)?;
+        let mut run = CommandRun {
+            output: clean(&out),
+            timed_out: false,
+            shell_restarted: false,
+        };
+        match end {
+            End::Marker => {}
+            End::ShellExited => {
+                self.shell = None;
+                run.shell_restarted = true;
+            }
+            End::Timeout => {
+                run.timed_out = true;
+                // Interrupt what runs (or a half-typed construct), then
+                // ask for the marker again; a shell that does not answer
+                // is replaced.
+                self.type_text(&format!("\x03\n printf '\\n%s\\n' '{}'\n", self.marker))?;
+                let (_, back) = self.read_until_marker(job, Duration::from_secs(2))?;
+                if back != End::Marker {
+                    self.kill_shell();
+                    run.shell_restarted = true;
+                }
+            }
+        }
+        self.pending.clear();
+        Ok(run)
+    }
+
+    fn kill_shell(&mut self) {
+        if let Some(shell) = self.shell.take() {
+            if shell.pid > 0 {
+                let _ = self.request("kill", &shell.pid.to_string(), &[], Duration::from_secs(5));
+            }
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while self.take_answer(&format!("exit {}", shell.job)).is_none() {
+                if !matches!(self.pump(deadline), Ok(true)) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Bytes the machine's writable directories hold on the host (its
+    /// `/tmp` is a capped tmpfs and not counted).
+    pub fn disk_usage(&self) -> u64 {
+        fn walk(p: &Path, total: &mut u64) {
+            let Ok(entries) = std::fs::read_dir(p) else {
+                return;
+            };
+            for e in entries.flatten() {
+                if let Ok(m) = e.metadata() {
+                    use std::os::unix::fs::MetadataExt;
+                    *total += m.blocks() * 512;
+                    if m.is_dir() {
+                        walk(&e.path(), total);
+                    }
+                }
+            }
+        }
+        let mut total = 0;
+        walk(self.dir.path(), &mut total);
+        total
+    }
+
+    /// The per-episode directory on the host.
+    pub fn host_dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+}
+
+/// What ended a wait for a command's output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    Marker,
+    ShellExited,
+    Timeout,
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        // The PID namespace dies with bubblewrap's child: every process of
+        // the machine with it.
+        let _ = self.bwrap.kill();
+        let _ = self.bwrap.wait();
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Upstream's cleaning of terminal output: escape sequences (colours,
+/// cursor moves, window titles, bracketed paste) and bells removed,
+/// decoded as UTF-8 (or upstream's message when it is not).
+pub fn clean(raw: &[u8]) -> String {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        match raw[i] {
+            0x1b if raw.get(i + 1) == Some(&b'[') => {
+                // CSI: parameters and intermediates, then a final byte.
+                i += 2;
+                while i < raw.len() && !(0x40..=0x7e).contains(&raw[i]) {
+                    i += 1;
+                }
+                i += 1;
+            }
+            0x1b if raw.get(i + 1) == Some(&b']') => {
+                // OSC: up to BEL or ST.
+                i += 2;
+                while i < raw.len() && raw[i] != 0x07 && raw[i] != 0x1b {
+                    i += 1;
+                }
+                i += if raw.get(i) == Some(&0x1b) { 2 } else { 1 };
+            }
+            0x1b => i += 2,
+            0x07 => i += 1,
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    match String::from_utf8(out) {
+        Ok(s) => s,
+        Err(_) => "OS Environment output cannot be decoded as UTF-8".to_string(),
+    }
+}
+
+/// Upstream's cut of what the agent reads: more than [`OUTPUT_LIMIT`]
+/// characters become the first [`OUTPUT_KEEP`] and [`TRUNCATED`].
+pub fn truncate(text: &str) -> String {
+    if text.chars().count() > OUTPUT_LIMIT {
+        let keep: String = text.chars().take(OUTPUT_KEEP).collect();
+        format!("{keep}{TRUNCATED}")
+    } else {
+        text.to_string()
+    }
+}
