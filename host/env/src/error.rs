@@ -106,6 +106,9 @@ pub enum EnvError {
     /// The domain's database server could not be reached or used.
     #[error(transparent)]
     Database(#[from] crate::dbbench::DbError),
+    /// An OS-interaction machine could not be made or used.
+    #[error(transparent)]
+    Machine(#[from] crate::agentbench_os::MachineError),
     /// An oracle was passed to a domain it does not belong to.
     #[error("the oracle of task {task} ({oracle_domain}) cannot be evaluated by domain {domain}")]
     OracleMismatch {

@@ -53,6 +53,7 @@ pub const DOMAINS: &[&str] = &[
     "tau2/retail",
     tau2::telecom::NAME,
     dbbench::NAME,
+    agentbench_os::NAME,
 ];
 
 /// A tool as the model sees it.
@@ -285,6 +286,7 @@ enum OracleInner {
     Tau2(Arc<tau2::task::Criteria>),
     Telecom(Arc<tau2::telecom::TelecomTask>),
     Dbbench(Arc<dbbench::Task>),
+    Os(Arc<agentbench_os::Task>),
 }
 
 impl std::fmt::Debug for Oracle {
@@ -323,7 +325,7 @@ impl Oracle {
                 .as_ref()
                 .and_then(|e| e.nl_assertions.clone())
                 .unwrap_or_default(),
-            OracleInner::Telecom(_) | OracleInner::Dbbench(_) => Vec::new(),
+            OracleInner::Telecom(_) | OracleInner::Dbbench(_) | OracleInner::Os(_) => Vec::new(),
         }
     }
 
@@ -333,7 +335,7 @@ impl Oracle {
         match &self.inner {
             OracleInner::Tau2(c) => c.user_scenario.to_string(),
             OracleInner::Telecom(t) => t.user_scenario.to_string(),
-            OracleInner::Dbbench(_) => String::new(),
+            OracleInner::Dbbench(_) | OracleInner::Os(_) => String::new(),
         }
     }
 
@@ -374,7 +376,7 @@ impl Oracle {
                 ..from_scenario(&t.user_scenario)
             },
             // No user in the loop.
-            OracleInner::Dbbench(_) => UserScript {
+            OracleInner::Dbbench(_) | OracleInner::Os(_) => UserScript {
                 task_id: self.task_id.clone(),
                 ..Default::default()
             },
@@ -428,6 +430,12 @@ impl Oracle {
                         ToolCall::agent(name, serde_json::Value::Object(arguments))
                     })
                     .collect(),
+                communicate: Vec::new(),
+            },
+            OracleInner::Os(t) => GoldPlan {
+                task_id: self.task_id.clone(),
+                domain: self.domain.clone(),
+                actions: agentbench_os::testbed_steps(t),
                 communicate: Vec::new(),
             },
         }
@@ -582,8 +590,8 @@ pub struct Protocol {
     /// The fixed reply to an agent message without tool calls when there
     /// is no user simulator.
     pub no_call_reply: Option<String>,
-    /// The tool whose executed call ends the episode (an agent stop).
-    pub final_tool: Option<String>,
+    /// The tools whose executed call ends the episode (an agent stop).
+    pub final_tools: Vec<String>,
     /// Cap on agent turns (model responses), besides the step cap.
     pub max_agent_turns: Option<u32>,
     /// Whether tool errors count toward the run's error cap.
@@ -595,7 +603,7 @@ impl Default for Protocol {
         Protocol {
             user_simulator: true,
             no_call_reply: None,
-            final_tool: None,
+            final_tools: Vec::new(),
             max_agent_turns: None,
             tool_errors_capped: true,
         }
@@ -682,6 +690,10 @@ pub fn open(name: &str, data: &DataSource) -> Result<Arc<dyn Domain>, EnvError> 
         tau2::telecom::NAME => Ok(Arc::new(tau2::telecom::TelecomDomain::load(data)?)),
         // Its data ships in this repository, not in the τ² wheel.
         dbbench::NAME => Ok(Arc::new(dbbench::open(dbbench::Options::default())?)),
+        // Its data ships in this repository too.
+        agentbench_os::NAME => Ok(Arc::new(agentbench_os::OsDomain::load(
+            agentbench_os::Options::default(),
+        )?)),
         _ => Err(EnvError::UnknownDomain {
             name: name.to_string(),
             known: DOMAINS.iter().map(|d| d.to_string()).collect(),

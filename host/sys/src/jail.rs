@@ -385,6 +385,15 @@ pub fn bind_system_programs(cmd: &mut Command) {
     }
 }
 
+/// [`bind_system_programs`] without `/usr` itself: `/bin`, `/sbin` and
+/// `/lib*` (links into `/usr` on merged-/usr systems), for a sandbox that
+/// makes its own `/usr`.
+pub fn bind_system_links(cmd: &mut Command) {
+    for p in SYSTEM_PATHS.iter().filter(|p| **p != "/usr") {
+        bind_system(cmd, Path::new(p));
+    }
+}
+
 /// Bind a system path read-only, or recreate it when it is a symlink.
 fn bind_system(cmd: &mut Command, path: &Path) {
     match std::fs::symlink_metadata(path) {
@@ -659,6 +668,18 @@ impl Tripwire {
     pub fn tripped(&self) -> Option<LimitHit> {
         let events = self.events.as_ref()?;
         events_show_max(events).then_some(LimitHit::Processes(self.processes))
+    }
+}
+
+impl Tripwire {
+    /// How many forks have failed at the process limit so far (a pids
+    /// cgroup's `max` events; `None` without one): a long-lived jail tells
+    /// a new hit from an old one by the count.
+    pub fn hits(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(self.events.as_ref()?).ok()?;
+        text.lines()
+            .filter_map(|l| l.strip_prefix("max "))
+            .find_map(|n| n.trim().parse().ok())
     }
 }
 

@@ -86,6 +86,9 @@ pub struct MachineLimits {
     /// Most bytes of one command's output kept (the rest is read and
     /// dropped; the model sees at most [`OUTPUT_LIMIT`] characters anyway).
     pub output_bytes: usize,
+    /// Most bytes the machine's writable directories may hold on the host
+    /// (`/tmp` is a tmpfs of its own size, [`JailLimits::tmp_size`]).
+    pub disk: u64,
 }
 
 impl Default for MachineLimits {
@@ -101,8 +104,9 @@ impl Default for MachineLimits {
                 tmp_size: 256 << 20,
             },
             command_timeout: Duration::from_secs(30),
-            script_timeout: Duration::from_secs(60),
+            script_timeout: Duration::from_secs(30),
             output_bytes: 64 << 10,
+            disk: 256 << 20,
         }
     }
 }
@@ -134,6 +138,9 @@ pub struct CommandRun {
     /// The shell was gone afterwards (killed, or exited) and a fresh one
     /// replaced it.
     pub shell_restarted: bool,
+    /// A limit of the machine the command hit; every process of the
+    /// machine was then stopped (files stay) and the shell replaced.
+    pub limit: Option<String>,
 }
 
 /// The capabilities processes keep inside as root: Docker's default set
@@ -204,6 +211,11 @@ while IFS=' ' read -r id kind; do
     kill)
       kill -9 $(cat "$job/code")
       echo "$id $?";;
+    reset)
+      # Every process but this one and the namespace's first (kill is a
+      # builtin: it needs no fork, whatever holds the process limit).
+      kill -9 -1
+      echo "$id 0";;
   esac
 done
 "#;
@@ -244,7 +256,9 @@ pub struct Machine {
     answers: Vec<String>,
     /// Sends terminal bytes to [`Machine::events`] (one reader per shell).
     events_tx: Sender<Event>,
-    _limit_guard: LimitGuard,
+    limit_guard: LimitGuard,
+    /// Forks failed at the process limit before the current command.
+    process_hits: u64,
     shell: Option<Shell>,
     next_job: u64,
     /// Distinguishes this machine's end-of-command marker.
@@ -307,6 +321,21 @@ fn make_etc(to: &Path) -> std::io::Result<()> {
     // The host's mtab is a link into its /proc; the machine's is its own.
     let _ = std::fs::remove_file(to.join("mtab"));
     std::os::unix::fs::symlink("/proc/self/mounts", to.join("mtab"))
+}
+
+/// Where the machines' directories go: `/dev/shm` where it is a writable
+/// directory (a machine is ~1,200 small files, and making them on a disk
+/// file system costs most of a machine's start), else the temp directory.
+fn machines_dir() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    let writable = std::fs::metadata(shm)
+        .map(|m| m.is_dir() && !m.permissions().readonly())
+        .unwrap_or(false);
+    if writable {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
 }
 
 fn write_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
@@ -402,13 +431,19 @@ impl Machine {
         let jail = Jail::get()?;
         let dir = tempfile::Builder::new()
             .prefix("ecdysis-os-")
-            .tempdir()
+            .tempdir_in(machines_dir())
             .map_err(prepare("episode directory"))?;
         let root = dir.path();
         make_etc(&root.join("etc")).map_err(prepare("/etc"))?;
         make_root_home(&root.join("root")).map_err(prepare("/root"))?;
         std::fs::create_dir_all(root.join("home")).map_err(prepare("/home"))?;
         make_var(&root.join("var")).map_err(prepare("/var"))?;
+        for d in [
+            "bin", "sbin", "lib", "include", "share", "etc", "src", "games",
+        ] {
+            std::fs::create_dir_all(root.join("usr/local").join(d))
+                .map_err(prepare("/usr/local"))?;
+        }
         for d in ["jobs", "out"] {
             std::fs::create_dir_all(root.join(d)).map_err(prepare("control folders"))?;
         }
@@ -416,7 +451,8 @@ impl Machine {
 
         let mut cmd = Command::new(jail.program());
         cmd.args(["--die-with-parent", "--new-session", "--clearenv"]);
-        if rustix::process::geteuid().is_root() {
+        let as_root = rustix::process::geteuid().is_root();
+        if as_root {
             // Every namespace but the user one: a user namespace would map
             // root alone, and `chown` to any other user would fail.
             cmd.args([
@@ -425,6 +461,10 @@ impl Machine {
                 "--unshare-net",
                 "--unshare-uts",
                 "--unshare-cgroup-try",
+                // bubblewrap run by root keeps root's capabilities unless
+                // told otherwise: none, then the container's set.
+                "--cap-drop",
+                "ALL",
             ]);
             for cap in ROOT_CAPS {
                 cmd.args(["--cap-add", cap]);
@@ -432,11 +472,34 @@ impl Machine {
         } else {
             cmd.args(["--unshare-all", "--uid", "0", "--gid", "0"]);
         }
-        ecdysis_sys::jail::bind_system_programs(&mut cmd);
+        // `/usr` itself is the machine's (tasks write files straight into
+        // it), its subdirectories the host's, read-only, except an empty
+        // `/usr/local` of its own.
+        cmd.arg("--bind").arg(root.join("usr")).arg("/usr");
+        for entry in std::fs::read_dir("/usr")
+            .map_err(prepare("/usr"))?
+            .flatten()
+        {
+            let name = entry.file_name();
+            if name != "local" {
+                let path = entry.path();
+                cmd.arg("--ro-bind").arg(&path).arg(&path);
+            }
+        }
+        ecdysis_sys::jail::bind_system_links(&mut cmd);
         for d in ["etc", "root", "home", "var"] {
             cmd.arg("--bind").arg(root.join(d)).arg(format!("/{d}"));
         }
-        cmd.args(["--proc", "/proc", "--dev", "/dev", "--size"])
+        cmd.args(["--proc", "/proc"]);
+        // Root of the host's user namespace could write the kernel's
+        // settings through a fresh /proc: its writable corners are covered
+        // with read-only binds (bubblewrap covers some, not all).
+        for p in ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"] {
+            if Path::new(p).exists() {
+                cmd.args(["--ro-bind", p, p]);
+            }
+        }
+        cmd.args(["--dev", "/dev", "--size"])
             .arg(limits.jail.tmp_size.max(1 << 20).to_string())
             .args(["--tmpfs", "/tmp", "--tmpfs", "/run", "--dir", "/run/lock"])
             .args([
@@ -463,10 +526,40 @@ impl Machine {
         ] {
             cmd.args(["--setenv", k, v]);
         }
-        cmd.args(["--", "/bin/bash", "/run/ecdysis/supervisor"]);
+        cmd.arg("--");
+        if as_root {
+            // bubblewrap leaves the bounding set whole: a binary with file
+            // capabilities (the host may have some) would get them back.
+            // The bounding set is cut to the container's set first.
+            let keep: Vec<String> = ROOT_CAPS
+                .iter()
+                .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+                .collect();
+            cmd.args(["/usr/bin/setpriv", "--bounding-set"])
+                .arg(format!("-all,{}", keep.join(",")))
+                .arg("--");
+        }
+        cmd.args(["/bin/bash", "/run/ecdysis/supervisor"]);
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
+        // Descriptors as in upstream's container (Docker's default of 2^20;
+        // a task writes to descriptor 123321) where the host lets the hard
+        // limit go that high (root with CAP_SYS_RESOURCE), else the host's
+        // hard limit.
+        let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .maximum
+            .unwrap_or(1 << 20);
+        // SAFETY: between fork and exec the closure only calls setrlimit;
+        // it allocates nothing.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(move || {
+                use ecdysis_sys::rlimit::set;
+                let nofile = rustix::process::Resource::Nofile;
+                set(nofile, 1 << 20, 1 << 20).or_else(|_| set(nofile, hard, hard))
+            });
+        }
         let guard = apply_limits(&mut cmd, &limits.jail, jail.process_limiter())?;
         let mut bwrap = cmd
             .spawn()
@@ -496,7 +589,8 @@ impl Machine {
             pending: Vec::new(),
             answers: Vec::new(),
             events_tx: tx,
-            _limit_guard: guard,
+            limit_guard: guard,
+            process_hits: 0,
             shell: None,
             next_job: 0,
             marker,
@@ -751,8 +845,15 @@ impl Machine {
                 while self.pump(soon)? {}
                 return Ok((std::mem::take(&mut self.pending), End::ShellExited));
             }
-            if !self.pump(deadline)? {
-                return Ok((std::mem::take(&mut self.pending), End::Timeout));
+            // Woken at least every 100 ms to look at the disk.
+            let slice = deadline.min(Instant::now() + Duration::from_millis(100));
+            if !self.pump(slice)? {
+                if self.disk_usage() > self.limits.disk {
+                    return Ok((std::mem::take(&mut self.pending), End::Limit));
+                }
+                if Instant::now() >= deadline {
+                    return Ok((std::mem::take(&mut self.pending), End::Timeout));
+                }
             }
         }
     }
@@ -775,9 +876,26 @@ impl Machine {
             output: clean(&out),
             timed_out: false,
             shell_restarted: false,
+            limit: None,
         };
+        let hits = self.limit_guard.tripwire().hits().unwrap_or(0);
+        if hits > self.process_hits {
+            self.process_hits = hits;
+            run.limit = Some(format!(
+                "the process limit ({} tasks at once)",
+                self.limits.jail.processes
+            ));
+        } else if end == End::Limit || self.disk_usage() > self.limits.disk {
+            run.limit = Some(format!("the disk quota ({} MiB)", self.limits.disk >> 20));
+        }
+        if run.limit.is_some() {
+            self.reset()?;
+            run.shell_restarted = true;
+            self.pending.clear();
+            return Ok(run);
+        }
         match end {
-            End::Marker => {}
+            End::Marker | End::Limit => {}
             End::ShellExited => {
                 self.shell = None;
                 run.shell_restarted = true;
@@ -797,6 +915,21 @@ impl Machine {
         }
         self.pending.clear();
         Ok(run)
+    }
+
+    /// Stops every process of the machine (its files stay); the next
+    /// command gets a fresh shell.
+    fn reset(&mut self) -> Result<(), MachineError> {
+        self.shell = None;
+        let (_, answer) = self.request("reset", "", &[], Duration::from_secs(10))?;
+        if answer.is_none() {
+            return Err(MachineError::Supervisor(
+                "could not stop the machine's processes".into(),
+            ));
+        }
+        // The killed shells' exit lines are of no interest.
+        self.answers.retain(|a| !a.starts_with("exit "));
+        Ok(())
     }
 
     fn kill_shell(&mut self) {
@@ -847,6 +980,8 @@ enum End {
     Marker,
     ShellExited,
     Timeout,
+    /// The disk quota (checked while the command runs).
+    Limit,
 }
 
 impl Drop for Machine {

@@ -235,3 +235,216 @@ fn a_shell_that_exits_or_is_killed_is_replaced() {
         assert_eq!(m.shell("echo back").unwrap().output, "back\r\n", "{how}");
     }
 }
+
+/// Tasks whose reference solution cannot score on this project's
+/// machines, with the reason (docs/src/guides/agentbench-os.md lists them
+/// too). They are replayed anyway; only the others must score.
+const REFERENCE_CANNOT_SCORE: &[(&str, &str)] = &[
+    (
+        "std-004-Q09-00000",
+        "its init writes to descriptor 123321: needs a descriptor limit above the host's hard limit (Docker's is 2^20)",
+    ),
+    (
+        "std-004-Q47-00000",
+        "the check wants the moved file's old path as the answer, which the reference prints only while it moves the file",
+    ),
+    (
+        "std-005-new-00001",
+        "the check counts files under /bin, /lib and /usr/include with a recursive bash function: on a full host /usr/lib it outlives the script timeout",
+    ),
+    (
+        "std-005-new-00005",
+        "`du -sh /usr` prints a decimal size (5.4G) that the size checker cannot parse: fails upstream too",
+    ),
+    (
+        "std-006-new-00003",
+        "its init sets the SUID bit of /usr/bin/find: the host's /usr/bin is read-only",
+    ),
+    ("std-006-new-00005", "needs apt and the network"),
+    ("std-006-new-00006", "needs apt and the network"),
+    ("std-006-new-00008", "needs apt and the network"),
+    (
+        "std-007-bootstrap-00067",
+        "sums the sizes of /var/log's files: the machine's /var/log is empty, the answer is no integer",
+    ),
+];
+
+/// Replays every standard task's reference solution as a testbed agent
+/// (the example typed into the shell, then the answer the check compares
+/// with, or a finish) on the task's machine and scores it: all but the
+/// listed tasks score 1.
+#[test]
+fn every_reference_solution_scores_except_the_listed_ones() {
+    let d = super::OsDomain::load(super::Options {
+        limits: MachineLimits {
+            script_timeout: Duration::from_secs(20),
+            ..MachineLimits::default()
+        },
+        ..super::Options::default()
+    })
+    .unwrap();
+    let tasks: Vec<_> = d
+        .all_tasks()
+        .iter()
+        .filter(|t| t.group != "dev")
+        .cloned()
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(Vec::new());
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(t) = tasks.get(i) else { break };
+                    let verdict = match d.replay_reference(t) {
+                        Ok(Some((true, _))) => Ok(()),
+                        Ok(Some((false, answer))) => Err(format!("answered {answer}")),
+                        Ok(None) => Err("its set-up failed".into()),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    results.lock().unwrap().push((t.id.clone(), verdict));
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap();
+    let scored = results.iter().filter(|(_, v)| v.is_ok()).count();
+    eprintln!(
+        "reference solutions: {scored} of {} score 1 ({:?})",
+        results.len(),
+        t0.elapsed()
+    );
+    let listed = |id: &str| REFERENCE_CANNOT_SCORE.iter().any(|(l, _)| *l == id);
+    let unexpected: Vec<_> = results
+        .iter()
+        .filter(|(id, v)| v.is_err() && !listed(id))
+        .collect();
+    assert!(unexpected.is_empty(), "{unexpected:?}");
+    assert_eq!(results.len(), 144);
+    assert!(scored >= 144 - REFERENCE_CANNOT_SCORE.len());
+}
+
+/// One hostile command, then the positive control in the same machine: a
+/// normal command answers, within bounds.
+fn hostile_then_normal(m: &mut Machine, attack: &str, bound: Duration) -> machine::CommandRun {
+    let t = Instant::now();
+    let run = m.shell(attack).unwrap();
+    assert!(t.elapsed() < bound, "{attack}: {:?}", t.elapsed());
+    let t = Instant::now();
+    let ok = m
+        .shell("echo fine; ls /root >/dev/null && echo forked")
+        .unwrap();
+    assert_eq!(ok.output, "fine\r\nforked\r\n", "after {attack}: {ok:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "after {attack}: {:?}",
+        t.elapsed()
+    );
+    run
+}
+
+#[test]
+fn hostile_commands_end_in_bounded_time_and_the_machine_still_works() {
+    let limits = MachineLimits {
+        command_timeout: Duration::from_secs(5),
+        ..MachineLimits::default()
+    };
+    let mut m = Machine::start(limits).unwrap();
+    let bound = Duration::from_secs(15);
+
+    // A fork bomb: stopped at the process limit (as root, a pids cgroup
+    // counts the machine's tasks), every process killed, a new shell.
+    if rustix::process::geteuid().is_root() {
+        let run = hostile_then_normal(&mut m, ":(){ :|:& };:; sleep 2", bound);
+        assert!(
+            run.limit
+                .as_deref()
+                .is_some_and(|l| l.contains("process limit")),
+            "{run:?}"
+        );
+    }
+
+    // One huge file: the file-size limit stops the writer.
+    let run = hostile_then_normal(&mut m, "yes > /root/big; echo status=$?", bound);
+    assert!(
+        run.output.contains("status=153") || run.output.contains("File size limit"),
+        "{run:?}"
+    );
+    // Many files: the disk quota stops every writer.
+    let run = hostile_then_normal(
+        &mut m,
+        "for i in $(seq 100); do head -c 60000000 /dev/zero > /var/f$i; done",
+        bound,
+    );
+    assert!(
+        run.limit
+            .as_deref()
+            .is_some_and(|l| l.contains("disk quota")),
+        "{run:?}"
+    );
+    m.shell("rm -f /root/big /var/f*").unwrap();
+    assert!(m.disk_usage() < 8 << 20, "{}", m.disk_usage());
+
+    // A sleep past the timeout is interrupted.
+    let run = hostile_then_normal(&mut m, "sleep 600", bound);
+    assert!(run.timed_out, "{run:?}");
+
+    // Raising a hard limit is refused (no CAP_SYS_RESOURCE inside).
+    let run = hostile_then_normal(
+        &mut m,
+        "ulimit -Hu unlimited; ulimit -Hf unlimited; ulimit -Hv unlimited; echo done",
+        bound,
+    );
+    assert!(
+        run.output.matches("Operation not permitted").count() >= 2,
+        "{run:?}"
+    );
+
+    // The host's files are not there, and /proc/sys is read-only.
+    let here = env!("CARGO_MANIFEST_DIR");
+    let run = hostile_then_normal(
+        &mut m,
+        &format!(
+            "ls {here} 2>&1; cat /etc/shadow | grep -v ':\\*:' | wc -l; echo 1 > /proc/sys/vm/drop_caches 2>&1; cat /proc/1/cmdline | tr '\\0' ' ' | cut -c1-12"
+        ),
+        bound,
+    );
+    assert!(run.output.contains("No such file or directory"), "{run:?}");
+    assert!(
+        run.output.contains("\r\n0\r\n"),
+        "a shadow entry with a password: {run:?}"
+    );
+    assert!(run.output.contains("Read-only file system"), "{run:?}");
+    // PID 1 is the machine's own (bubblewrap), not the host's init.
+    assert!(
+        run.output.contains("/usr/bin/bwr") || run.output.contains("bwrap"),
+        "{run:?}"
+    );
+
+    // No network beyond its own loopback.
+    let run = hostile_then_normal(
+        &mut m,
+        "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=3)\" 2>&1 | tail -1; ls /sys/class/net 2>/dev/null || cat /proc/net/dev | tail -n +3 | cut -d: -f1",
+        bound,
+    );
+    assert!(
+        run.output.contains("unreachable") || run.output.contains("Errno"),
+        "{run:?}"
+    );
+    assert!(!run.output.contains("eth0"), "{run:?}");
+
+    // Killing the shell: a new one.
+    let run = hostile_then_normal(&mut m, "kill -9 $$", bound);
+    assert!(run.shell_restarted, "{run:?}");
+}
+
+#[test]
+fn a_machine_starts_and_is_removed_without_a_trace() {
+    let m = machine();
+    let dir = m.host_dir();
+    assert!(dir.join("etc/passwd").is_file());
+    drop(m);
+    assert!(!dir.exists(), "{}", dir.display());
+}

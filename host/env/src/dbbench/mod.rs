@@ -363,7 +363,7 @@ impl Domain for DbbenchDomain {
         Protocol {
             user_simulator: false,
             no_call_reply: Some(NO_CALL_REPLY.into()),
-            final_tool: Some(COMMIT.into()),
+            final_tools: vec![COMMIT.into()],
             max_agent_turns: Some(MAX_ROUNDS),
             tool_errors_capped: false,
         }
