@@ -58,6 +58,13 @@ impl DataArgs {
             };
             return Ok(Arc::new(env::dbbench::open(options)?));
         }
+        // Its data ships in this repository too; its machines need only
+        // bubblewrap.
+        if domain == env::agentbench_os::NAME {
+            return Ok(Arc::new(env::agentbench_os::OsDomain::load(
+                env::agentbench_os::Options::default(),
+            )?));
+        }
         let data = env::locate(self.data.as_deref())?;
         Ok(env::open(domain, &data)?)
     }

@@ -291,7 +291,12 @@ impl OsDomain {
                     let Some(script) = step.as_ref().or(example.as_ref()) else {
                         return Ok(false);
                     };
-                    let run = machine.run_script("check", script, &params)?;
+                    // A check that does not finish in time did not pass
+                    // (upstream: a task error, also scored 0).
+                    let run = match machine.run_script("check", script, &params) {
+                        Err(MachineError::ScriptTimeout { .. }) => return Ok(false),
+                        other => other?,
+                    };
                     if run.status != 0 {
                         return Ok(false);
                     }
@@ -362,6 +367,17 @@ fn compares_with_example(t: &Task) -> bool {
 /// **Testbed only.** In a gold plan's answer: "what the last command
 /// printed, stripped" (the testbed agent substitutes it).
 pub const FROM_LAST_OUTPUT: &str = "$ECDYSIS_LAST_OUTPUT";
+
+/// What a command printed, read back from its [`observation`] (stripped);
+/// `None` for a text that is no observation.
+pub fn printed_in(observation: &str) -> Option<&str> {
+    if observation == "The output of the OS is empty." {
+        return Some("");
+    }
+    observation
+        .strip_prefix("The output of the OS:\n\n")
+        .map(str::trim)
+}
 
 /// The agent's reading of a command's output, as upstream words it.
 pub fn observation(output: &str) -> String {

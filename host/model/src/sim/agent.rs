@@ -217,7 +217,10 @@ impl SimAgent {
 
     /// The reply to `request` (what [`ChatModel::chat`] returns).
     pub fn respond(&self, request: &ChatRequest) -> ChatResponse {
-        let turn = self.replay(request);
+        let mut turn = self.replay(request);
+        if let Intent::Call { call, .. } = &mut turn.intent {
+            answer_from_last_output(call, request);
+        }
         let note = turn.note;
         let mut response = ChatResponse {
             model: Some(self.name.clone()),
@@ -618,6 +621,28 @@ fn corrected_note(quirk: Quirk, step: usize, source: CueSource, prevented: bool)
         source,
         prevented,
     }
+}
+
+/// An OS-interaction plan answers with what its last command printed
+/// (the plan cannot know it): the placeholder becomes the latest tool
+/// result's printed text.
+fn answer_from_last_output(call: &mut ToolCall, request: &ChatRequest) {
+    use ecdysis_env::agentbench_os::{FROM_LAST_OUTPUT, printed_in};
+    if !call.arguments.contains(FROM_LAST_OUTPUT) {
+        return;
+    }
+    let printed = request
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            ChatMessage::Tool { content, .. } => printed_in(content),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let quoted = serde_json::to_string(FROM_LAST_OUTPUT).unwrap_or_default();
+    let with = serde_json::to_string(printed).unwrap_or_default();
+    call.arguments = call.arguments.replace(&quoted, &with);
 }
 
 /// The call written as text, the way small local models do.

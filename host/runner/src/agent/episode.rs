@@ -694,7 +694,7 @@ impl Episode {
                             content: format!("Error: the environment call failed: {e}"),
                             error: true,
                         });
-                    finished = self.protocol.final_tools.iter().any(|t| *t == ran.name);
+                    finished = self.protocol.final_tools.contains(&ran.name);
                     (out.content, out.error, false)
                 }
             };

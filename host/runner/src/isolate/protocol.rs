@@ -35,6 +35,11 @@ impl DomainSource {
             };
             return Ok(Arc::new(ecdysis_env::dbbench::open(options)?));
         }
+        if name == ecdysis_env::agentbench_os::NAME {
+            return Ok(Arc::new(ecdysis_env::agentbench_os::OsDomain::load(
+                ecdysis_env::agentbench_os::Options::default(),
+            )?));
+        }
         let data = ecdysis_env::locate(self.data.as_deref())?;
         ecdysis_env::open(name, &data)
     }
