@@ -43,6 +43,11 @@ pub struct BenchArgs {
     /// without it the timing recorded in the conformance vectors is shown.
     #[arg(long, requires = "env")]
     pub reference_python: Option<std::path::PathBuf>,
+    /// Instead of the sandbox, time agentbench/os machines: start, first
+    /// and next command, teardown, next to a bare bubblewrap sandbox
+    /// running `true` (medians over --episodes machines, at most 200).
+    #[arg(long, conflicts_with_all = ["runner", "env"])]
+    pub os_machine: bool,
     /// Instead of the sandbox, time the `calculate` tool on the worst
     /// inputs an env-view call can carry, next to a normal expression.
     #[arg(long, conflicts_with_all = ["runner", "env"])]
@@ -112,7 +117,9 @@ pub fn bench_command(
     quiet: bool,
     runtime: impl FnOnce() -> Result<tokio::runtime::Runtime>,
 ) -> Result<ExitCode> {
-    if args.calc {
+    if args.os_machine {
+        os_machine(&args)?;
+    } else if args.calc {
         print!("{}", ecdysis_host::bench::calc::report(5));
     } else if !args.coder.is_empty() {
         coder(&args, store, data, runtime()?)?;
@@ -124,6 +131,50 @@ pub fn bench_command(
         sandbox(&args, store, quiet)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--os-machine`: an OS-interaction machine's life, next to a bare
+/// bubblewrap sandbox.
+fn os_machine(args: &BenchArgs) -> Result<()> {
+    let n = usize::try_from(args.episodes.min(200)).unwrap_or(200);
+    let r = ecdysis_host::env::agentbench_os::bench::run(n)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let ratio = |d: std::time::Duration| ms(d) / ms(r.bare_bwrap).max(1e-9);
+    println!(
+        "agentbench/os machines: medians over {} machines",
+        r.machines
+    );
+    println!(
+        "  bare bubblewrap `true`      {:8.1} ms   1.00x",
+        ms(r.bare_bwrap)
+    );
+    println!(
+        "  start                       {:8.1} ms  {:5.2}x",
+        ms(r.start),
+        ratio(r.start)
+    );
+    println!(
+        "  first command (shell start) {:8.1} ms  {:5.2}x",
+        ms(r.first_command),
+        ratio(r.first_command)
+    );
+    println!(
+        "  next command                {:8.1} ms  {:5.2}x",
+        ms(r.next_command),
+        ratio(r.next_command)
+    );
+    println!(
+        "  teardown                    {:8.1} ms  {:5.2}x",
+        ms(r.teardown),
+        ratio(r.teardown)
+    );
+    let life = r.start + r.first_command + r.teardown;
+    println!("  start + first command + teardown {:6.1} ms", ms(life));
+    Ok(())
 }
 
 /// `--env`: Rust's gold replay, with the reference beside it.

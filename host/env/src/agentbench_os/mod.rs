@@ -19,6 +19,7 @@
 //! (upstream runs the first); the machine is the host's Debian userland,
 //! not an Ubuntu image.
 
+pub mod bench;
 pub mod machine;
 pub mod task;
 
