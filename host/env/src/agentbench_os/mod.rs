@@ -207,7 +207,12 @@ impl OsDomain {
     pub fn machine_for(&self, t: &Task) -> Result<Result<Machine, String>, MachineError> {
         let mut m = Machine::start(self.shared.options.limits)?;
         for (i, script) in t.init.iter().enumerate() {
-            let run = m.run_script("init", script, &[])?;
+            let run = match m.run_script("init", script, &[]) {
+                Err(e @ MachineError::ScriptTimeout { .. }) => {
+                    return Ok(Err(format!("init script {} of {}: {e}", i + 1, t.id)));
+                }
+                other => other?,
+            };
             if run.status != 0 {
                 return Ok(Err(format!(
                     "init script {} of {} exited with {}",

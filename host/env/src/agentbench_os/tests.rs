@@ -448,3 +448,83 @@ fn a_machine_starts_and_is_removed_without_a_trace() {
     drop(m);
     assert!(!dir.exists(), "{}", dir.display());
 }
+
+#[test]
+fn an_init_that_fails_or_hangs_is_the_tasks_set_up_failure_and_scores_0() {
+    use crate::Domain;
+    let dir = tempfile::tempdir().unwrap();
+    for g in 1..=7 {
+        std::fs::create_dir_all(dir.path().join(format!("data/{g}"))).unwrap();
+        std::fs::create_dir_all(dir.path().join(format!("scripts/{g}"))).unwrap();
+    }
+    let task = |init: &str| {
+        format!(
+            "{{\"description\": \"d\", \"create\": {{\"init\": {}}}, \"evaluation\": {{\"match\": \"x\"}}}}",
+            serde_json::to_string(init).unwrap()
+        )
+    };
+    std::fs::write(
+        dir.path().join("data/1/t.json"),
+        format!(
+            "[{}, {}, {}]",
+            task("sleep 100"),
+            task("exit 3"),
+            task("echo ok > /root/f")
+        ),
+    )
+    .unwrap();
+    let d = super::OsDomain::load(super::Options {
+        data: Some(dir.path().to_path_buf()),
+        limits: MachineLimits {
+            script_timeout: Duration::from_secs(1),
+            ..MachineLimits::default()
+        },
+    })
+    .unwrap();
+    let tasks = d.all_tasks().to_vec();
+    for (t, why) in tasks
+        .iter()
+        .zip(["did not finish within 1 s", "exited with 3"])
+    {
+        let t0 = Instant::now();
+        let err = d.machine_for(t).unwrap().unwrap_err();
+        assert!(err.contains(why), "{err}");
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        // The episode's calls say so, and a right answer scores 0.
+        let (view, oracle) = d.task(&t.id).unwrap();
+        let mut env = d.new_env_for(&view).unwrap();
+        let out = env.call(super::BASH, &serde_json::json!({"script": "true"}));
+        assert!(out.error && out.content.contains(why), "{out:?}");
+        let run = crate::Trajectory {
+            tool_calls: vec![crate::ToolCall::agent(
+                super::ANSWER,
+                serde_json::json!({"answer": "x"}),
+            )],
+            assistant_texts: Vec::new(),
+            termination: crate::Termination::AgentStop,
+        };
+        assert!(
+            !d.evaluate_final(&oracle, &run, env.into_final_state())
+                .unwrap()
+                .success
+        );
+    }
+    // Positive control: a task whose init works.
+    let (view, oracle) = d.task(&tasks[2].id).unwrap();
+    let mut env = d.new_env_for(&view).unwrap();
+    let out = env.call(super::BASH, &serde_json::json!({"script": "cat /root/f"}));
+    assert_eq!(out.content, "The output of the OS:\n\nok\r\n");
+    let run = crate::Trajectory {
+        tool_calls: vec![crate::ToolCall::agent(
+            super::ANSWER,
+            serde_json::json!({"answer": " x\n"}),
+        )],
+        assistant_texts: Vec::new(),
+        termination: crate::Termination::AgentStop,
+    };
+    assert!(
+        d.evaluate_final(&oracle, &run, env.into_final_state())
+            .unwrap()
+            .success
+    );
+}
