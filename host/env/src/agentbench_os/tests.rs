@@ -528,3 +528,47 @@ fn an_init_that_fails_or_hangs_is_the_tasks_set_up_failure_and_scores_0() {
             .success
     );
 }
+
+/// The texts the agent reads are upstream's: compared with the vectors
+/// `tests/agentbench-os/gen_protocol_vectors.py` extracts from AgentBench's
+/// source at the data's commit.
+#[test]
+fn the_agent_reads_upstreams_texts_and_tools() {
+    use crate::Domain;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/agentbench-os/protocol_vectors.json");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("protocol vectors")).unwrap();
+    let text = |k: &str| v[k].as_str().unwrap_or_else(|| panic!("{k}")).to_string();
+    assert_eq!(super::SYSTEM_PROMPT, text("system_prompt"));
+    assert_eq!(super::TASK_PREFIX, text("task_prefix"));
+    assert_eq!(super::NO_CALL_REPLY, text("no_call_reply"));
+    assert_eq!(super::INVALID_FUNCTION, text("invalid_function"));
+    assert_eq!(machine::TRUNCATED, text("cut_suffix"));
+    assert_eq!(
+        machine::OUTPUT_LIMIT as u64,
+        v["cut_limit"].as_u64().unwrap()
+    );
+    assert_eq!(machine::OUTPUT_KEEP as u64, v["cut_keep"].as_u64().unwrap());
+    assert_eq!(
+        u64::from(super::MAX_ROUNDS),
+        v["round_limit"].as_u64().unwrap()
+    );
+    assert_eq!(
+        super::observation("x"),
+        format!("{}x", text("output_prefix"))
+    );
+    assert_eq!(super::observation(""), text("empty_output"));
+    // The tools, as the model receives them, in upstream's order.
+    let d = super::OsDomain::load(super::Options::default()).unwrap();
+    let ours: Vec<serde_json::Value> = d
+        .tools()
+        .iter()
+        .map(|t| {
+            serde_json::json!({"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": *t.parameters,
+            }})
+        })
+        .collect();
+    assert_eq!(serde_json::Value::Array(ours), v["tools"]);
+}
