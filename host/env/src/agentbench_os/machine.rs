@@ -39,7 +39,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
 use ecdysis_sys::jail::{Jail, JailError, JailLimits, LimitGuard, apply_limits};
@@ -171,6 +171,15 @@ const ETC_SECRETS: [&str; 8] = [
     "security/opasswd",
 ];
 
+/// Events (answer lines, terminal chunks) queued before their readers wait.
+const EVENTS_QUEUED: usize = 256;
+
+/// Longest supervisor answer line read.
+const ANSWER_BYTES: u64 = 256;
+
+/// Supervisor answers kept unclaimed (the rest are dropped, oldest first).
+const ANSWERS_KEPT: usize = 64;
+
 /// The machine's host name (upstream: the container id).
 pub const HOSTNAME: &str = "ecdysis-os";
 
@@ -255,14 +264,22 @@ pub struct Machine {
     /// Supervisor answers not yet asked for.
     answers: Vec<String>,
     /// Sends terminal bytes to [`Machine::events`] (one reader per shell).
-    events_tx: Sender<Event>,
+    events_tx: SyncSender<Event>,
     limit_guard: LimitGuard,
     /// Forks failed at the process limit before the current command.
     process_hits: u64,
     shell: Option<Shell>,
+    /// The next job's id once drawn (0: not yet).
     next_job: u64,
-    /// Distinguishes this machine's end-of-command marker.
+    /// Distinguishes this machine's end-of-command markers.
     marker: String,
+    /// Markers handed out (each command waits for its own: a late marker of
+    /// an interrupted command is not the next one's).
+    markers: u64,
+    /// Stops the disk watchdog when the machine goes.
+    watchdog_stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Set by the watchdog when it stopped the machine over its quota.
+    over_quota: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for Machine {
@@ -381,6 +398,10 @@ fn copy_tree(from: &Path, to: &Path, skip: &dyn Fn(&Path) -> bool) -> std::io::R
                     &dest,
                     std::fs::Permissions::from_mode(meta.permissions().mode()),
                 )?;
+            } else if ft.is_file() && meta.permissions().mode() & 0o004 == 0 {
+                // Not world-readable: a secret (a key, a credential), which
+                // the host may read only because it runs as root.
+                continue;
             } else if ft.is_file() && std::fs::copy(&path, &dest).is_err() {
                 // Unreadable to this process: not part of the machine.
                 let _ = std::fs::remove_file(&dest);
@@ -444,13 +465,17 @@ impl Machine {
             std::fs::create_dir_all(root.join("usr/local").join(d))
                 .map_err(prepare("/usr/local"))?;
         }
-        for d in ["jobs", "out"] {
+        for d in ["jobs", "out", "rootfs"] {
             std::fs::create_dir_all(root.join(d)).map_err(prepare("control folders"))?;
         }
         std::fs::write(root.join("supervisor"), SUPERVISOR).map_err(prepare("supervisor"))?;
 
         let mut cmd = Command::new(jail.program());
         cmd.args(["--die-with-parent", "--new-session", "--clearenv"]);
+        // The root first: tasks write straight into `/` (`mkdir /data`),
+        // as in upstream's container; here that lands in the episode
+        // directory, under the disk quota, not in bubblewrap's own tmpfs.
+        cmd.arg("--bind").arg(root.join("rootfs")).arg("/");
         let as_root = rustix::process::geteuid().is_root();
         if as_root {
             // Every namespace but the user one: a user namespace would map
@@ -499,9 +524,21 @@ impl Machine {
                 cmd.args(["--ro-bind", p, p]);
             }
         }
-        cmd.args(["--dev", "/dev", "--size"])
-            .arg(limits.jail.tmp_size.max(1 << 20).to_string())
-            .args(["--tmpfs", "/tmp", "--tmpfs", "/run", "--dir", "/run/lock"])
+        // Every writable file system is capped or counted: `--size` holds
+        // for the next tmpfs only; /dev is made read-only (writes there
+        // would land in memory no limit covers) with a small tmpfs for
+        // /dev/shm; the root is the episode directory's `rootfs`, which
+        // the disk quota counts.
+        let tmp = limits.jail.tmp_size.max(1 << 20).to_string();
+        cmd.args(["--dev", "/dev", "--size", &tmp, "--tmpfs", "/tmp"])
+            .args([
+                "--size",
+                "16777216",
+                "--tmpfs",
+                "/run",
+                "--dir",
+                "/run/lock",
+            ])
             .args([
                 "--dir", "/opt", "--dir", "/srv", "--dir", "/mnt", "--dir", "/media",
             ])
@@ -514,6 +551,8 @@ impl Machine {
             .arg("--ro-bind")
             .arg(root.join("supervisor"))
             .arg("/run/ecdysis/supervisor")
+            .args(["--remount-ro", "/dev"])
+            .args(["--size", "16777216", "--tmpfs", "/dev/shm"])
             .args(["--hostname", HOSTNAME, "--chdir", "/root"]);
         for (k, v) in [
             ("PATH", PATH),
@@ -566,12 +605,26 @@ impl Machine {
             .map_err(|e| MachineError::Supervisor(format!("did not start: {e}")))?;
         let control = bwrap.stdin.take().expect("piped stdin");
         let stdout = bwrap.stdout.take().expect("piped stdout");
-        let (tx, events) = channel();
+        // Bounded: a flood from inside (a background job printing between
+        // commands) blocks its writer instead of filling the host's memory.
+        let (tx, events) = sync_channel(EVENTS_QUEUED);
         let answers_tx = tx.clone();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if answers_tx.send(Event::Answer(line)).is_err() {
+            let mut reader = BufReader::new(stdout);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                // At most a line's worth: anything longer is no answer of
+                // the supervisor's (something inside wrote to its pipe).
+                match (&mut reader)
+                    .take(ANSWER_BYTES)
+                    .read_until(b'\n', &mut line)
+                {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let text = String::from_utf8_lossy(&line).trim_end().to_string();
+                if answers_tx.send(Event::Answer(text)).is_err() {
                     break;
                 }
             }
@@ -580,6 +633,32 @@ impl Machine {
             "ECDYSIS-DONE-{}",
             &blake3::hash(root.as_os_str().as_encoded_bytes()).to_hex()[..16]
         );
+        // Between commands nothing reads the machine, but a background job
+        // can still write: a watchdog looks at the disk every 50 ms and
+        // kills the whole machine (bubblewrap, and with it its PID
+        // namespace) past twice the quota.
+        let watchdog_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let over_quota = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        {
+            let (stop, over) = (watchdog_stop.clone(), over_quota.clone());
+            let dir = root.to_path_buf();
+            let pid = rustix::process::Pid::from_raw(bwrap.id() as i32);
+            let hard = limits.disk.saturating_mul(2);
+            std::thread::spawn(move || {
+                use std::sync::atomic::Ordering;
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(50));
+                    if !stop.load(Ordering::Relaxed) && usage_of(&dir) > hard {
+                        over.store(true, Ordering::Relaxed);
+                        if let Some(pid) = pid {
+                            let _ =
+                                rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                        }
+                        break;
+                    }
+                }
+            });
+        }
         Ok(Machine {
             limits,
             dir,
@@ -594,6 +673,9 @@ impl Machine {
             shell: None,
             next_job: 0,
             marker,
+            markers: 0,
+            watchdog_stop,
+            over_quota,
         })
     }
 
@@ -608,7 +690,16 @@ impl Machine {
     fn pump(&mut self, deadline: Instant) -> Result<bool, MachineError> {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.events.recv_timeout(left) {
-            Ok(Event::Answer(line)) => self.answers.push(line),
+            Ok(Event::Answer(line)) => {
+                // Only `<id> <value>` and `exit <id>` are answers.
+                let first = line.split(' ').next().unwrap_or_default();
+                if first == "exit" || first.parse::<u64>().is_ok() {
+                    self.answers.push(line);
+                    if self.answers.len() > ANSWERS_KEPT {
+                        self.answers.remove(0);
+                    }
+                }
+            }
             Ok(Event::Output(job, bytes)) => {
                 if self.shell.as_ref().is_none_or(|s| s.job != job) {
                     // A replaced shell's last words.
@@ -650,8 +741,7 @@ impl Machine {
         args: &[String],
         timeout: Duration,
     ) -> Result<(u64, Option<String>), MachineError> {
-        let id = self.next_job;
-        self.next_job += 1;
+        let id = self.take_job_id();
         let job = self.dir.path().join("jobs").join(id.to_string());
         std::fs::create_dir(&job).map_err(prepare("job"))?;
         std::fs::write(job.join("code"), code).map_err(prepare("job"))?;
@@ -685,6 +775,7 @@ impl Machine {
         script: &Script,
         params: &[String],
     ) -> Result<ScriptRun, MachineError> {
+        self.check_alive()?;
         let kind = match script.language {
             Language::Bash => "bash",
             Language::Python => "python",
@@ -699,7 +790,16 @@ impl Machine {
         };
         let out = self.dir.path().join("out").join(id.to_string());
         let mut bytes = Vec::new();
-        if let Ok(f) = std::fs::File::open(&out) {
+        // The folder is writable inside: a link or a FIFO planted there is
+        // not followed or waited on.
+        use std::os::unix::fs::OpenOptionsExt;
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&out);
+        if let Ok(f) = opened
+            && f.metadata().is_ok_and(|m| m.is_file())
+        {
             let _ = f
                 .take(self.limits.output_bytes as u64)
                 .read_to_end(&mut bytes);
@@ -712,11 +812,14 @@ impl Machine {
     }
 
     fn start_shell(&mut self) -> Result<(), MachineError> {
-        let job = self.next_job;
+        let job = self.peek_job_id();
         let out_dir = self.dir.path().join("out");
         let fifo_in = out_dir.join(format!("shell-{job}.in"));
         let fifo_out = out_dir.join(format!("shell-{job}.out"));
         for f in [&fifo_in, &fifo_out] {
+            // The folder is writable inside: whatever was planted under
+            // the name goes (remove_file does not follow links).
+            let _ = std::fs::remove_file(f);
             rustix::fs::mknodat(
                 rustix::fs::CWD,
                 f,
@@ -756,14 +859,15 @@ impl Machine {
                 Err(e) => return Err(prepare("the shell's input")(e)),
             }
         };
-        for f in [&output, &input] {
-            rustix::fs::fcntl_setfl(f, rustix::fs::OFlags::empty()).map_err(|e| {
-                MachineError::Prepare {
-                    what: "the shell's FIFOs".into(),
-                    source: e.into(),
-                }
-            })?;
-        }
+        // The output is read by a thread of its own (blocking); the input
+        // stays non-blocking, so typing into a shell that reads nothing
+        // waits only until a deadline.
+        rustix::fs::fcntl_setfl(&output, rustix::fs::OFlags::empty()).map_err(|e| {
+            MachineError::Prepare {
+                what: "the shell's FIFOs".into(),
+                source: e.into(),
+            }
+        })?;
         let tx = self.events_tx.clone();
         std::thread::spawn(move || {
             let mut output = output;
@@ -778,15 +882,17 @@ impl Machine {
         // No echo of what is typed, no prompts in the output, a terminal
         // of upstream's size, the shell's PID for the host; then the first
         // marker.
+        let marker = self.next_marker();
         let setup = format!(
-            " stty -echo cols 80 rows 24; PS1=''; PS2=''; PROMPT_COMMAND=''; unset HISTFILE; echo $$ > /run/ecdysis/out/shell-{job}.pid\n printf '\\n%s\\n' '{}'\n",
-            self.marker
+            " stty -echo cols 80 rows 24; PS1=''; PS2=''; PROMPT_COMMAND=''; unset HISTFILE; printf 'ECDYSIS-PID=%s\\n' $$\n printf '\\n%s\\n' '{marker}'\n",
         );
         self.type_text(&setup)?;
-        let (said, end) = self.read_until_marker(job, Duration::from_secs(10))?;
-        let pid = std::fs::read_to_string(out_dir.join(format!("shell-{job}.pid")))
-            .ok()
-            .and_then(|p| p.trim().parse().ok());
+        let (said, end) = self.read_until_marker(job, &marker, Duration::from_secs(10))?;
+        let pid = String::from_utf8_lossy(&said)
+            .rsplit("ECDYSIS-PID=")
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|p| p.parse().ok());
         match (end, pid) {
             (End::Marker, Some(pid)) => {
                 self.pending.clear();
@@ -805,16 +911,67 @@ impl Machine {
         }
     }
 
+    /// The next job's id: unpredictable from inside (a process there can
+    /// write into the supervisor's answers through /proc; a guessed id must
+    /// not answer a check), drawn ahead so a shell's FIFOs can carry it.
+    fn peek_job_id(&mut self) -> u64 {
+        if self.next_job == 0 {
+            let mut bytes = [0u8; 8];
+            let _ = rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty());
+            // Never 0 (the "not drawn" value); the high bit keeps it long.
+            self.next_job = u64::from_le_bytes(bytes) | (1 << 63);
+        }
+        self.next_job
+    }
+
+    fn take_job_id(&mut self) -> u64 {
+        let id = self.peek_job_id();
+        self.next_job = 0;
+        id
+    }
+
+    fn check_alive(&self) -> Result<(), MachineError> {
+        if self.stopped_over_quota() {
+            return Err(MachineError::Supervisor(format!(
+                "was stopped: something in it kept writing between commands, past twice its disk quota ({} MiB)",
+                self.limits.disk >> 20
+            )));
+        }
+        Ok(())
+    }
+
+    fn next_marker(&mut self) -> String {
+        self.markers += 1;
+        format!("{}-{}", self.marker, self.markers)
+    }
+
     fn type_text(&mut self, text: &str) -> Result<(), MachineError> {
         let shell = self
             .shell
             .as_mut()
             .ok_or_else(|| MachineError::Supervisor("has no shell".into()))?;
-        shell
-            .input
-            .write_all(text.as_bytes())
-            .and_then(|()| shell.input.flush())
-            .map_err(|e| MachineError::Supervisor(format!("lost the shell's terminal ({e})")))
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut rest = text.as_bytes();
+        while !rest.is_empty() {
+            match shell.input.write(rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        return Err(MachineError::Supervisor(
+                            "has a shell that takes no input".into(),
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(MachineError::Supervisor(format!(
+                        "lost the shell's terminal ({e})"
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Reads the terminal until the marker line, the shell's exit or the
@@ -823,10 +980,11 @@ impl Machine {
     fn read_until_marker(
         &mut self,
         shell_job: u64,
+        marker: &str,
         timeout: Duration,
     ) -> Result<(Vec<u8>, End), MachineError> {
         let deadline = Instant::now() + timeout;
-        let needle = format!("{}\r\n", self.marker);
+        let needle = format!("{marker}\r\n");
         loop {
             if let Some(at) = find(&self.pending, needle.as_bytes()) {
                 let rest = self.pending.split_off(at + needle.len());
@@ -864,14 +1022,26 @@ impl Machine {
     /// or ends its shell is reported in the [`CommandRun`], and the next
     /// command gets a working shell.
     pub fn shell(&mut self, command: &str) -> Result<CommandRun, MachineError> {
+        self.check_alive()?;
         if self.shell.is_none() {
             self.start_shell()?;
         }
         let job = self.shell.as_ref().map_or(0, |s| s.job);
         // A leading space keeps the marker line out of the history.
-        let text = format!("{command}\n printf '\\n%s\\n' '{}'\n", self.marker);
-        self.type_text(&text)?;
-        let (out, end) = self.read_until_marker(job, self.limits.command_timeout)?;
+        let marker = self.next_marker();
+        let text = format!("{command}\n printf '\\n%s\\n' '{marker}'\n");
+        if self.type_text(&text).is_err() {
+            // A shell that takes no more input (its terminal full behind a
+            // command that reads nothing): replaced.
+            self.kill_shell();
+            return Ok(CommandRun {
+                output: String::new(),
+                timed_out: true,
+                shell_restarted: true,
+                limit: None,
+            });
+        }
+        let (out, end) = self.read_until_marker(job, &marker, self.limits.command_timeout)?;
         let mut run = CommandRun {
             output: clean(&out),
             timed_out: false,
@@ -905,8 +1075,9 @@ impl Machine {
                 // Interrupt what runs (or a half-typed construct), then
                 // ask for the marker again; a shell that does not answer
                 // is replaced.
-                self.type_text(&format!("\x03\n printf '\\n%s\\n' '{}'\n", self.marker))?;
-                let (_, back) = self.read_until_marker(job, Duration::from_secs(2))?;
+                let marker = self.next_marker();
+                self.type_text(&format!("\x03\n printf '\\n%s\\n' '{marker}'\n"))?;
+                let (_, back) = self.read_until_marker(job, &marker, Duration::from_secs(2))?;
                 if back != End::Marker {
                     self.kill_shell();
                     run.shell_restarted = true;
@@ -949,23 +1120,13 @@ impl Machine {
     /// Bytes the machine's writable directories hold on the host (its
     /// `/tmp` is a capped tmpfs and not counted).
     pub fn disk_usage(&self) -> u64 {
-        fn walk(p: &Path, total: &mut u64) {
-            let Ok(entries) = std::fs::read_dir(p) else {
-                return;
-            };
-            for e in entries.flatten() {
-                if let Ok(m) = e.metadata() {
-                    use std::os::unix::fs::MetadataExt;
-                    *total += m.blocks() * 512;
-                    if m.is_dir() {
-                        walk(&e.path(), total);
-                    }
-                }
-            }
-        }
-        let mut total = 0;
-        walk(self.dir.path(), &mut total);
-        total
+        usage_of(self.dir.path())
+    }
+
+    /// Whether the watchdog stopped the machine for writing past twice its
+    /// disk quota between commands (every later command fails).
+    pub fn stopped_over_quota(&self) -> bool {
+        self.over_quota.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The per-episode directory on the host.
@@ -984,8 +1145,31 @@ enum End {
     Limit,
 }
 
+/// Bytes a directory tree holds (allocated blocks; links not followed).
+fn usage_of(p: &Path) -> u64 {
+    fn walk(p: &Path, total: &mut u64) {
+        let Ok(entries) = std::fs::read_dir(p) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if let Ok(m) = e.metadata() {
+                use std::os::unix::fs::MetadataExt;
+                *total += m.blocks() * 512;
+                if m.is_dir() {
+                    walk(&e.path(), total);
+                }
+            }
+        }
+    }
+    let mut total = 0;
+    walk(p, &mut total);
+    total
+}
+
 impl Drop for Machine {
     fn drop(&mut self) {
+        self.watchdog_stop
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         // The PID namespace dies with bubblewrap's child: every process of
         // the machine with it.
         let _ = self.bwrap.kill();

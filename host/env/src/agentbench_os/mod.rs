@@ -542,7 +542,15 @@ impl Domain for OsDomain {
         let Ok(mut machine) = machine else {
             return Ok(ev);
         };
-        let ok = self.judge(t, &mut machine, answer.as_ref())?;
+        // A machine the episode broke (its supervisor killed from inside,
+        // say) fails this episode's checks, not the run.
+        let ok = match self.judge(t, &mut machine, answer.as_ref()) {
+            Ok(ok) => ok,
+            Err(e) => {
+                tracing::warn!(task = %t.id, error = %e, "the checks could not run: scored 0");
+                false
+            }
+        };
         ev.db_match = ok;
         if ok {
             ev.reward = 1.0;

@@ -390,6 +390,10 @@ fn hostile_commands_end_in_bounded_time_and_the_machine_still_works() {
     // A sleep past the timeout is interrupted.
     let run = hostile_then_normal(&mut m, "sleep 600", bound);
     assert!(run.timed_out, "{run:?}");
+    // ... also with more typed behind it than the terminal holds.
+    let padded = format!("sleep 600\n{}", "echo pad\n".repeat(30_000));
+    let run = hostile_then_normal(&mut m, &padded, bound);
+    assert!(run.timed_out, "{:?}", run.limit);
 
     // Raising a hard limit is refused (no CAP_SYS_RESOURCE inside).
     let run = hostile_then_normal(
@@ -437,6 +441,37 @@ fn hostile_commands_end_in_bounded_time_and_the_machine_still_works() {
 
     // Killing the shell: a new one.
     let run = hostile_then_normal(&mut m, "kill -9 $$", bound);
+    assert!(run.shell_restarted, "{run:?}");
+
+    // Memory no quota would see: /run and /dev/shm are small tmpfs, /dev
+    // is read-only.
+    let run = hostile_then_normal(
+        &mut m,
+        "head -c 50000000 /dev/zero > /run/x; head -c 50000000 /dev/zero > /dev/shm/x; touch /dev/evil; rm -f /run/x /dev/shm/x",
+        bound,
+    );
+    assert_eq!(
+        run.output.matches("No space left on device").count(),
+        2,
+        "{run:?}"
+    );
+    assert!(run.output.contains("Read-only file system"), "{run:?}");
+
+    // Junk written into the supervisor's answers, and links planted where
+    // the host reads: neither is taken for an answer or followed.
+    let run = hostile_then_normal(
+        &mut m,
+        "S=$(for p in /proc/[0-9]*; do grep -qa run/ecdysis/supervisor $p/cmdline 2>/dev/null && echo ${p#/proc/}; done | head -1); \
+         (head -c 3000000 /dev/zero | tr '\\0' 'x' > /proc/$S/fd/1; for i in $(seq 50); do echo \"$i 0\"; done > /proc/$S/fd/1) ; \
+         for i in $(seq 0 200); do ln -sf /dev/zero /run/ecdysis/out/$i; ln -sf /dev/zero /run/ecdysis/out/shell-$i.in; done; echo planted",
+        bound,
+    );
+    assert!(run.output.contains("planted"), "{run:?}");
+    let check = m
+        .run_script("check", &bash("echo checked; exit 4"), &[])
+        .unwrap();
+    assert_eq!((check.status, check.stdout.as_str()), (4, "checked\n"));
+    let run = hostile_then_normal(&mut m, "exit", bound);
     assert!(run.shell_restarted, "{run:?}");
 }
 
@@ -571,4 +606,35 @@ fn the_agent_reads_upstreams_texts_and_tools() {
         })
         .collect();
     assert_eq!(serde_json::Value::Array(ours), v["tools"]);
+}
+
+/// A background job that keeps writing while no command runs (the model
+/// is thinking) is stopped by the watchdog with the whole machine; the
+/// disk it holds stays bounded.
+#[test]
+fn a_writer_between_commands_is_stopped_with_its_machine() {
+    let limits = MachineLimits {
+        disk: 64 << 20,
+        ..MachineLimits::default()
+    };
+    let mut m = Machine::start(limits).unwrap();
+    let run = m
+        .shell("nohup sh -c 'i=0; while :; do head -c 20000000 /dev/zero > /root/f$i; i=$((i+1)); done' >/dev/null 2>&1 & echo started")
+        .unwrap();
+    assert!(run.output.contains("started"), "{run:?}");
+    let t = Instant::now();
+    while !m.stopped_over_quota() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(m.stopped_over_quota(), "{} bytes", m.disk_usage());
+    std::thread::sleep(Duration::from_millis(500));
+    let held = m.disk_usage();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(m.disk_usage(), held, "still writing");
+    // Twice the quota, plus what a writer manages in one 50 ms look.
+    assert!(held < 2 * (64 << 20) + (200 << 20), "{held}");
+    assert!(m.shell("echo hi").is_err());
+    drop(m);
+    // Positive control: the next machine works.
+    assert_eq!(machine().shell("echo hi").unwrap().output, "hi\r\n");
 }
