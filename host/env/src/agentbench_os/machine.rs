@@ -1145,7 +1145,9 @@ enum End {
     Limit,
 }
 
-/// Bytes a directory tree holds (allocated blocks; links not followed).
+/// What a directory tree costs its host: allocated bytes plus
+/// [`ENTRY_BYTES`] per entry (an empty file still costs an inode; a million
+/// of them are memory no block count shows). Links are not followed.
 fn usage_of(p: &Path) -> u64 {
     fn walk(p: &Path, total: &mut u64) {
         let Ok(entries) = std::fs::read_dir(p) else {
@@ -1154,7 +1156,7 @@ fn usage_of(p: &Path) -> u64 {
         for e in entries.flatten() {
             if let Ok(m) = e.metadata() {
                 use std::os::unix::fs::MetadataExt;
-                *total += m.blocks() * 512;
+                *total += m.blocks() * 512 + ENTRY_BYTES;
                 if m.is_dir() {
                     walk(&e.path(), total);
                 }
@@ -1165,6 +1167,10 @@ fn usage_of(p: &Path) -> u64 {
     walk(p, &mut total);
     total
 }
+
+/// What one directory entry counts toward the disk quota (about an inode
+/// and a dentry of a tmpfs).
+const ENTRY_BYTES: u64 = 1024;
 
 impl Drop for Machine {
     fn drop(&mut self) {

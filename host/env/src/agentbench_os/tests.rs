@@ -386,6 +386,19 @@ fn hostile_commands_end_in_bounded_time_and_the_machine_still_works() {
     );
     m.shell("rm -f /root/big /var/f*").unwrap();
     assert!(m.disk_usage() < 8 << 20, "{}", m.disk_usage());
+    // Many empty files count too (each an inode of the host's memory).
+    let run = hostile_then_normal(
+        &mut m,
+        "mkdir /root/many && cd /root/many && for i in $(seq 400000); do : > $i; done",
+        Duration::from_secs(40),
+    );
+    assert!(
+        run.limit
+            .as_deref()
+            .is_some_and(|l| l.contains("disk quota")),
+        "{run:?}"
+    );
+    m.shell("rm -rf /root/many").unwrap();
 
     // A sleep past the timeout is interrupted.
     let run = hostile_then_normal(&mut m, "sleep 600", bound);
