@@ -679,6 +679,57 @@ pub trait Domain: Send + Sync {
     fn gold_trajectory(&self, oracle: &Oracle) -> Result<Trajectory, EnvError>;
 }
 
+/// A seeded train/test split: within each group, the ids are ordered by
+/// `blake3("<salt>/<seed>/<id>")` and the first half (rounded down) goes to
+/// `train`, the rest to `test`, so every group with two or more tasks is on
+/// both sides. `items` are `(group, id)` pairs.
+pub(crate) fn seeded_halves<'a>(
+    items: impl IntoIterator<Item = (&'a str, &'a str)>,
+    salt: &str,
+    seed: u64,
+) -> (Vec<String>, Vec<String>) {
+    let mut by_group: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for (group, id) in items {
+        by_group.entry(group).or_default().push(id);
+    }
+    let mut train = Vec::new();
+    let mut test = Vec::new();
+    for (_, mut ids) in by_group {
+        ids.sort_by_key(|id| *blake3::hash(format!("{salt}/{seed}/{id}").as_bytes()).as_bytes());
+        let half = ids.len() / 2;
+        for (i, id) in ids.iter().enumerate() {
+            if i < half { &mut train } else { &mut test }.push(id.to_string());
+        }
+    }
+    (train, test)
+}
+
+/// The visible tasks of `split` (all for `None`) from a domain's task list
+/// and its split table (DBBench, OS interaction); an unknown split names
+/// the known ones.
+pub(crate) fn tasks_in_split<T>(
+    domain: &str,
+    tasks: &[Arc<T>],
+    splits: &std::collections::BTreeMap<String, Vec<String>>,
+    split: Option<&str>,
+    id: impl Fn(&T) -> &str,
+    view: impl Fn(&T) -> VisibleTask,
+) -> Result<Vec<VisibleTask>, EnvError> {
+    let Some(s) = split else {
+        return Ok(tasks.iter().map(|t| view(t)).collect());
+    };
+    let ids = splits.get(s).ok_or_else(|| EnvError::UnknownSplit {
+        domain: domain.into(),
+        split: s.into(),
+        known: splits.keys().cloned().collect(),
+    })?;
+    Ok(tasks
+        .iter()
+        .filter(|t| ids.iter().any(|i| i == id(t)))
+        .map(|t| view(t))
+        .collect())
+}
+
 /// Opens a domain by name from a located data set.
 pub fn open(name: &str, data: &DataSource) -> Result<Arc<dyn Domain>, EnvError> {
     match name {

@@ -420,25 +420,15 @@ impl Domain for OsDomain {
     }
 
     fn tasks(&self, split: Option<&str>) -> Result<Vec<VisibleTask>, EnvError> {
-        let all = self.shared.tasks.iter();
-        match split {
-            None => Ok(all.map(|t| self.view(t)).collect()),
-            Some(s) => {
-                let ids = self
-                    .shared
-                    .splits
-                    .get(s)
-                    .ok_or_else(|| EnvError::UnknownSplit {
-                        domain: NAME.into(),
-                        split: s.into(),
-                        known: self.splits(),
-                    })?;
-                Ok(all
-                    .filter(|t| ids.contains(&t.id))
-                    .map(|t| self.view(t))
-                    .collect())
-            }
-        }
+        let s = &self.shared;
+        crate::tasks_in_split(
+            NAME,
+            &s.tasks,
+            &s.splits,
+            split,
+            |t| &t.id,
+            |t| self.view(t),
+        )
     }
 
     fn task(&self, id: &str) -> Result<(VisibleTask, Oracle), EnvError> {

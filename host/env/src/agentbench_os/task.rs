@@ -11,7 +11,6 @@
 //! the ones before it; all must exit 0. When both are given, `match` wins,
 //! as upstream's loader decides.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -376,20 +375,12 @@ pub fn load(dir: &Path) -> Result<Vec<Task>, EnvError> {
 /// tasks are ordered by `blake3("os-split/<seed>/<id>")` and the first half
 /// (rounded down) goes to `train`, the rest to `test`.
 pub fn split_standard(tasks: &[Task], seed: u64) -> (Vec<String>, Vec<String>) {
-    let mut by_group: BTreeMap<&str, Vec<&Task>> = BTreeMap::new();
-    for t in tasks.iter().filter(|t| t.group.starts_with("std-")) {
-        by_group.entry(&t.group).or_default().push(t);
-    }
-    let mut train = Vec::new();
-    let mut test = Vec::new();
-    for (_, mut group) in by_group {
-        group.sort_by_key(|t| {
-            *blake3::hash(format!("os-split/{seed}/{}", t.id).as_bytes()).as_bytes()
-        });
-        let half = group.len() / 2;
-        for (i, t) in group.iter().enumerate() {
-            if i < half { &mut train } else { &mut test }.push(t.id.clone());
-        }
-    }
-    (train, test)
+    crate::seeded_halves(
+        tasks
+            .iter()
+            .filter(|t| t.group.starts_with("std-"))
+            .map(|t| (t.group.as_str(), t.id.as_str())),
+        "os-split",
+        seed,
+    )
 }

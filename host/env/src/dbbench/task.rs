@@ -1,7 +1,6 @@
 //! DBBench tasks: read from `data/dbbench/{standard,dev}.jsonl`, split,
 //! and turned into the original's opening prompt.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -244,20 +243,12 @@ pub fn load(dir: &Path) -> Result<Vec<Task>, EnvError> {
 /// and the first half (rounded down) goes to `train`, the rest to `test`
 /// (150/150 for the 300 tasks, every type on both sides).
 pub fn split_standard(tasks: &[Task], seed: u64) -> (Vec<String>, Vec<String>) {
-    let mut by_kind: BTreeMap<&str, Vec<&Task>> = BTreeMap::new();
-    for t in tasks.iter().filter(|t| t.file == "standard") {
-        by_kind.entry(&t.kind).or_default().push(t);
-    }
-    let mut train = Vec::new();
-    let mut test = Vec::new();
-    for (_, mut group) in by_kind {
-        group.sort_by_key(|t| {
-            *blake3::hash(format!("dbbench-split/{seed}/{}", t.id).as_bytes()).as_bytes()
-        });
-        let half = group.len() / 2;
-        for (i, t) in group.iter().enumerate() {
-            if i < half { &mut train } else { &mut test }.push(t.id.clone());
-        }
-    }
-    (train, test)
+    crate::seeded_halves(
+        tasks
+            .iter()
+            .filter(|t| t.file == "standard")
+            .map(|t| (t.kind.as_str(), t.id.as_str())),
+        "dbbench-split",
+        seed,
+    )
 }
