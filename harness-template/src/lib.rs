@@ -24,6 +24,7 @@ pub mod contract;
 pub mod episode;
 pub mod realize;
 pub mod regulate;
+pub mod shell;
 pub mod skills;
 // Data tables keep their own layout (one entry per line where it fits), so
 // programs can append entries textually.

@@ -8,7 +8,7 @@
 //! brace block, no computed values).
 //!
 //! Domains are matched by their short name (`"airline"`, `"retail"`,
-//! `"telecom"`, `"dbbench"`: the
+//! `"telecom"`, `"dbbench"`, `"os"`: the
 //! part after the last `/` of `tau2/airline`); `"*"` matches every domain.
 //!
 //! Message templates use `{name}` placeholders, filled by
@@ -101,6 +101,23 @@ pub static PROMPT_RULES: &[PromptRule] = &[
         domain: "dbbench",
         text: "Finish with commit_final_answer: answers is a list of strings holding only the values (e.g. [\"12\"] or [\"Paris\", \"Rome\"]); after an INSERT/UPDATE/DELETE, commit once the change is made.",
     },
+    // ----- os (AgentBench OS interaction: a Linux shell, 8 turns in all)
+    PromptRule {
+        domain: "os",
+        text: "Run commands only through the bash_action tool (its `script` argument), one tool call per turn; a command written in your message is not run.",
+    },
+    PromptRule {
+        domain: "os",
+        text: "Commands must not wait for input: no editors (vi, nano), pagers (less, more, man) or screens (top without -b, watch); use cat, head, grep, sed -i, or echo with > and >> instead.",
+    },
+    PromptRule {
+        domain: "os",
+        text: "Output longer than 800 characters is cut: print only what you need (wc -l to count, grep to filter, head to sample).",
+    },
+    PromptRule {
+        domain: "os",
+        text: "You have 8 turns in all. To answer a question, call answer_action with only the value (e.g. 12, a path, a name), no sentence; after an operation (create, change, delete), check it once, then call finish_action.",
+    },
 ];
 
 /// Text appended to one tool's description (environment contract). Only
@@ -129,6 +146,22 @@ pub static TOOL_HINTS: &[ToolHint] = &[
         domain: "dbbench",
         tool: "commit_final_answer",
         hint: "ends the task at once: call it only when the answer is known (or the change is made). answers is a list of strings with the bare values, no sentence.",
+    },
+    // ----- os
+    ToolHint {
+        domain: "os",
+        tool: "bash_action",
+        hint: "one non-interactive bash script in `script`. The shell persists across calls (cd and variables carry over); the reply is the terminal output, cut at 800 characters; a command still running at the timeout is interrupted.",
+    },
+    ToolHint {
+        domain: "os",
+        tool: "answer_action",
+        hint: "ends the task at once: `answer` is only the value asked for, as a string (e.g. \"12\"), no sentence or unit.",
+    },
+    ToolHint {
+        domain: "os",
+        tool: "finish_action",
+        hint: "ends the task at once: call it when the requested operation is done and checked; a question is answered with answer_action instead.",
     },
     // ----- airline
     ToolHint {
@@ -225,6 +258,31 @@ pub static SKILLS: &[Skill] = &[
         title: "Change the table (INSERT / UPDATE / DELETE)",
         text: "1. Write the statement with backticks around names and every value quoted as a string (the columns are TEXT), e.g. INSERT INTO `T` (`A`, `B`) VALUES ('1', 'x') or UPDATE `T` SET `B` = 'y' WHERE `A` = '1'. 2. Run it once with execute_sql (an empty result [] means it worked). 3. Do not run it twice. 4. Then call commit_final_answer (the answer text does not matter).",
         keywords: "insert add added adding update modify change set record entry row new delete remove",
+    },
+    // ----- os
+    Skill {
+        domain: "os",
+        title: "Count files or directories",
+        text: "1. Count with find, not by reading a listing: find DIR -type f | wc -l (-maxdepth 1 for 'directly in', -name '*.txt' for one kind, -type d for directories). 2. Hidden files start with a dot: find and ls -A include them, plain ls does not. 3. Answer with answer_action and only the number.",
+        keywords: "how many files directories directory folders folder count number hidden subdirectories extension recursively inside under contain",
+    },
+    Skill {
+        domain: "os",
+        title: "Count lines, words or matches in files",
+        text: "1. Lines: wc -l < FILE; matching lines: grep -c PATTERN FILE; words: wc -w < FILE; distinct values: sort -u | wc -l. 2. A column: awk -F, '{print $2}' FILE; a sum: awk '{s+=$1} END {print s}'. 3. Answer with answer_action and only the value.",
+        keywords: "lines line words word occurrences appear appears content text string pattern sum total column csv log logs entries",
+    },
+    Skill {
+        domain: "os",
+        title: "Answer about users, groups or processes",
+        text: "1. Users: getent passwd | cut -d: -f1; groups: getent group; one user's groups: id -nG USER. 2. Processes: ps -eo pid,user,comm (filter with grep -v grep), count with wc -l. 3. Answer with answer_action and only the value.",
+        keywords: "user users group groups process processes running pid owner login account member members memory cpu",
+    },
+    Skill {
+        domain: "os",
+        title: "Change files, permissions or users",
+        text: "1. Do it with non-interactive commands: mkdir -p, touch, echo 'text' > FILE, chmod, chown, useradd -m, usermod -aG, ln -s. 2. Check it once (ls -l, stat, id USER, cat FILE). 3. Call finish_action; there is no answer to give.",
+        keywords: "create make set change permission permissions chmod chown owner write add executable readable writable link move copy rename delete remove",
     },
     // ----- telecom (the user does every phone step; the agent asks)
     Skill {
@@ -401,6 +459,18 @@ pub static TOOL_ALIASES: &[ToolAlias] = &[
     ToolAlias { domain: "telecom", alias: "disable_data_roaming", tool: "disable_roaming" },
     ToolAlias { domain: "telecom", alias: "refuel", tool: "refuel_data" },
     ToolAlias { domain: "telecom", alias: "add_data", tool: "refuel_data" },
+    // ----- os
+    ToolAlias { domain: "os", alias: "bash", tool: "bash_action" },
+    ToolAlias { domain: "os", alias: "execute_bash", tool: "bash_action" },
+    ToolAlias { domain: "os", alias: "run_bash", tool: "bash_action" },
+    ToolAlias { domain: "os", alias: "shell", tool: "bash_action" },
+    ToolAlias { domain: "os", alias: "run_command", tool: "bash_action" },
+    ToolAlias { domain: "os", alias: "execute_command", tool: "bash_action" },
+    ToolAlias { domain: "os", alias: "answer", tool: "answer_action" },
+    ToolAlias { domain: "os", alias: "submit_answer", tool: "answer_action" },
+    ToolAlias { domain: "os", alias: "final_answer", tool: "answer_action" },
+    ToolAlias { domain: "os", alias: "finish", tool: "finish_action" },
+    ToolAlias { domain: "os", alias: "done", tool: "finish_action" },
     // ----- every domain
     ToolAlias { domain: "*", alias: "get_user_info", tool: "get_user_details" },
     ToolAlias { domain: "*", alias: "get_user", tool: "get_user_details" },
@@ -445,6 +515,20 @@ pub static NUMERIC_ARGS: &[NumericArg] = &[
     NumericArg { domain: "airline", arg: "nonfree_baggages" },
 ];
 
+/// An argument that must be a JSON string: a number or boolean is sent as
+/// its text (`12` → `"12"`). Applies to top-level arguments only.
+pub struct StringArg {
+    /// Short domain name or `"*"`.
+    pub domain: &'static str,
+    /// Argument (object key) name.
+    pub arg: &'static str,
+}
+
+pub static STRING_ARGS: &[StringArg] = &[
+    StringArg { domain: "os", arg: "answer" },
+    StringArg { domain: "os", arg: "script" },
+];
+
 /// Keys that may hold a tool call's name / arguments in a call the model
 /// wrote as text (```json blocks, `<tool_call>` tags, bare objects).
 pub static TEXT_CALL_NAME_KEYS: &[&str] = &["name", "tool", "tool_name", "function", "function_name"];
@@ -453,25 +537,57 @@ pub static TEXT_CALL_ARGUMENT_KEYS: &[&str] =
 /// Tags around a call written as text, e.g. `<tool_call>{...}</tool_call>`.
 pub static TEXT_CALL_TAGS: &[&str] = &["tool_call", "function_call", "tool_use", "call"];
 
-/// SQL written in a message instead of a call (a fenced ```sql block, or a
-/// message that is one statement): run as `tool(argument = statement)`.
-pub struct SqlRescue {
+/// Code written in a message instead of a call (a fenced block in one of
+/// `fences`, or, for SQL, a message that is one statement): run as
+/// `tool(argument = code)`.
+pub struct CodeRescue {
     /// Short domain name.
     pub domain: &'static str,
-    /// The tool that runs SQL.
+    /// The tool that runs the code.
     pub tool: &'static str,
-    /// Its argument holding the statement.
+    /// Its argument holding the code.
     pub argument: &'static str,
-    /// Upper-case first words of a statement outside a fence.
+    /// Languages of a fenced block (lower case) that hold this code.
+    pub fences: &'static [&'static str],
+    /// Upper-case first words of a statement outside a fence (empty: only
+    /// fenced code is rescued).
     pub keywords: &'static [&'static str],
 }
 
-pub static SQL_RESCUE: &[SqlRescue] = &[SqlRescue {
-    domain: "dbbench",
-    tool: "execute_sql",
-    argument: "query",
-    keywords: &["SELECT", "INSERT", "UPDATE", "DELETE", "SHOW", "DESCRIBE", "DESC", "WITH"],
-}];
+pub static CODE_RESCUE: &[CodeRescue] = &[
+    CodeRescue {
+        domain: "dbbench",
+        tool: "execute_sql",
+        argument: "query",
+        fences: &["sql", "mysql"],
+        keywords: &["SELECT", "INSERT", "UPDATE", "DELETE", "SHOW", "DESCRIBE", "DESC", "WITH"],
+    },
+    CodeRescue {
+        domain: "os",
+        tool: "bash_action",
+        argument: "script",
+        fences: &["bash", "sh", "shell"],
+        keywords: &[],
+    },
+];
+
+/// An action written in AgentBench's text protocol (`Act: answer(12)`,
+/// `Act: finish`): the last `Act:` line naming `act` becomes
+/// `tool(argument = what is between the first '(' and the last ')')`, or
+/// the `Think:` line when there are no parentheses.
+pub struct ActRescue {
+    /// Short domain name.
+    pub domain: &'static str,
+    /// The word after `Act:` (lower case).
+    pub act: &'static str,
+    pub tool: &'static str,
+    pub argument: &'static str,
+}
+
+pub static ACT_RESCUE: &[ActRescue] = &[
+    ActRescue { domain: "os", act: "answer", tool: "answer_action", argument: "answer" },
+    ActRescue { domain: "os", act: "finish", tool: "finish_action", argument: "thought" },
+];
 
 // ---------------------------------------------------------------------------
 // Action realization: policy gates
@@ -497,6 +613,37 @@ pub static GATES: &[GateSwitch] = &[
     GateSwitch { gate: "retail_order_items", enabled: true },
     GateSwitch { gate: "retail_order_owner", enabled: true },
     GateSwitch { gate: "retail_payment_method", enabled: true },
+    GateSwitch { gate: "os_interactive_command", enabled: true },
+];
+
+/// A program that waits for the keyboard or runs until stopped: a command
+/// that starts one (at a command position of the script) is blocked,
+/// unless it carries `batch_flag`, the option that makes it print and exit.
+pub struct InteractiveProgram {
+    /// Short domain name or `"*"`.
+    pub domain: &'static str,
+    /// The command name (a path to it counts too).
+    pub program: &'static str,
+    /// An option that makes it non-interactive (`""`: none does).
+    pub batch_flag: &'static str,
+    /// Whether it is harmless when its output goes into a pipe (a pager
+    /// then just copies its input).
+    pub piped_ok: bool,
+    /// What to use instead (shown in the block message).
+    pub instead: &'static str,
+}
+
+pub static INTERACTIVE_PROGRAMS: &[InteractiveProgram] = &[
+    InteractiveProgram { domain: "os", program: "vi", batch_flag: "", piped_ok: false, instead: "sed -i, or echo/printf with > and >>" },
+    InteractiveProgram { domain: "os", program: "vim", batch_flag: "", piped_ok: false, instead: "sed -i, or echo/printf with > and >>" },
+    InteractiveProgram { domain: "os", program: "nano", batch_flag: "", piped_ok: false, instead: "sed -i, or echo/printf with > and >>" },
+    InteractiveProgram { domain: "os", program: "emacs", batch_flag: "--batch", piped_ok: false, instead: "sed -i, or echo/printf with > and >>" },
+    InteractiveProgram { domain: "os", program: "less", batch_flag: "", piped_ok: true, instead: "cat, head or tail" },
+    InteractiveProgram { domain: "os", program: "more", batch_flag: "", piped_ok: true, instead: "cat, head or tail" },
+    InteractiveProgram { domain: "os", program: "man", batch_flag: "", piped_ok: true, instead: "the program's --help" },
+    InteractiveProgram { domain: "os", program: "top", batch_flag: "-b", piped_ok: false, instead: "top -b -n 1, or ps" },
+    InteractiveProgram { domain: "os", program: "htop", batch_flag: "", piped_ok: false, instead: "ps -eo pid,user,%cpu,%mem,comm" },
+    InteractiveProgram { domain: "os", program: "watch", batch_flag: "", piped_ok: false, instead: "running the command once" },
 ];
 
 /// Free checked bags per passenger, by the booking user's membership and
@@ -713,6 +860,12 @@ pub static MESSAGES: &[Message] = &[
         text: "Gift card {payment_id} has a balance of {balance}, which does not cover {amount}. Ask the user for another payment method.",
     },
     // ----- regulate
+    // ----- gates: os
+    // {program} {instead}
+    Message {
+        key: "interactive_command",
+        text: "This command starts `{program}`, which waits for keyboard input or runs until stopped: it would hang until the timeout interrupts it, and the turn would be lost. It was not run. Use {instead} instead.",
+    },
     // {tool} {count} {advice}
     Message {
         key: "repeated_failure",
@@ -727,6 +880,11 @@ pub static MESSAGES: &[Message] = &[
     Message {
         key: "error_streak:dbbench",
         text: "`{tool}` has failed {count} times in a row. Check the exact table and column names (SHOW TABLES, DESCRIBE `table`), put them in backticks, quote compared values, and send a simpler statement before building on it.",
+    },
+    // {tool} {count}
+    Message {
+        key: "error_streak:os",
+        text: "`{tool}` has failed {count} times in a row. Send one short, non-interactive command that cannot run long (limit find to the directory in question, no loops without an end), and build on its output.",
     },
     // {tool} {count}
     Message {
@@ -746,6 +904,16 @@ pub static MESSAGES: &[Message] = &[
     Message {
         key: "low_budget",
         text: "Only {steps} steps remain in this conversation: finish the user's request now (complete the pending action or tell the user what remains).",
+    },
+    // {rounds}
+    Message {
+        key: "rounds_left",
+        text: "Only {rounds} turn(s) remain in this task: finish now with the tool that ends it.",
+    },
+    // {rounds}
+    Message {
+        key: "rounds_left:os",
+        text: "Only {rounds} turn(s) remain in this task. If the output above holds the answer, call answer_action with only the value now; if the operation is done, call finish_action.",
     },
     // {errors}
     Message {
@@ -788,6 +956,19 @@ pub static ERROR_ADVICE: &[ErrorAdvice] = &[
         contains: "sql execution timed out",
         advice: "the query ran too long: avoid joining the table with itself; filter with WHERE first.",
     },
+    // ----- shell (os)
+    ErrorAdvice {
+        contains: "did not finish within",
+        advice: "the command ran until the timeout: do not start programs that wait for input, and limit find or du to the directory in question instead of /.",
+    },
+    ErrorAdvice {
+        contains: "the process limit",
+        advice: "the command started too many processes at once; every process was stopped. Run the work in one process, without a fork loop.",
+    },
+    ErrorAdvice {
+        contains: "the disk quota",
+        advice: "the command wrote more than the machine's disk allows; every process was stopped. Write only the files the task needs.",
+    },
     ErrorAdvice {
         contains: "not found",
         advice: "the id does not exist. Check it against what the user said and what the lookups returned (order ids keep their leading '#'; item ids differ from product ids), or look it up first.",
@@ -826,6 +1007,17 @@ pub static AUTH_TOOLS: &[&str] = &["find_user_id_by_email", "find_user_id_by_nam
 /// Arguments naming the record a write tool changes; a successful write
 /// marks that record as changed in this episode (see the cancellation gate).
 pub static RECORD_ID_ARGS: &[&str] = &["reservation_id", "order_id"];
+
+/// A domain whose episode ends after a fixed number of agent turns (tool
+/// calls and messages alike): one note when `warn_left` turns remain.
+pub struct RoundLimit {
+    /// Short domain name.
+    pub domain: &'static str,
+    pub rounds: u32,
+    pub warn_left: u32,
+}
+
+pub static ROUND_LIMITS: &[RoundLimit] = &[RoundLimit { domain: "os", rounds: 8, warn_left: 2 }];
 
 /// Thresholds of the regulation layer.
 pub struct Regulation {

@@ -3,21 +3,25 @@
 //! For a call, in order: resolve the tool name ([`tool_alias`], else
 //! [`unknown_tool`] blocks with the tool list), repair the arguments
 //! ([`json_arguments`], [`id_prefix`], [`numeric_strings`],
-//! [`unknown_args`]), then run the
+//! [`text_arguments`], [`lone_argument`], [`unknown_args`]), then run the
 //! policy [`gates`]. A gate *blocks* a call the environment would accept
 //! although the policy forbids it; for a call the environment will reject
 //! anyway it only prepares an *explanation*, which regulation appends to
 //! the error (the environment's answer stays visible). For a message
 //! without calls, [`rescue_text`] turns a call written as text into a
-//! structured call, and [`rescue_sql`] SQL written as text into the
-//! domain's SQL call.
+//! structured call, [`rescue_act`] an action in AgentBench's text protocol
+//! (`Act: answer(12)`) into its call, and [`rescue_code`] SQL or shell code
+//! written as text into the domain's call that runs it.
 
 pub mod gates;
 pub mod id_prefix;
 pub mod json_arguments;
+pub mod lone_argument;
 pub mod numeric_strings;
-pub mod rescue_sql;
+pub mod rescue_act;
+pub mod rescue_code;
 pub mod rescue_text;
+pub mod text_arguments;
 pub mod tool_alias;
 pub mod unknown_args;
 pub mod unknown_tool;
@@ -40,7 +44,9 @@ pub fn realize(h: &mut Harness, view: &mut dyn EnvView, action: Action) -> Decis
             rescue_text::Rescue::UnknownTool(name) => {
                 Decision::Block(unknown_tool::text_feedback(&name, &h.tools))
             }
-            rescue_text::Rescue::Nothing => match rescue_sql::rescue(&h.domain, &h.tools, &text) {
+            rescue_text::Rescue::Nothing => match rescue_act::rescue(&h.domain, &h.tools, &text)
+                .or_else(|| rescue_code::rescue(&h.domain, &h.tools, &text))
+            {
                 Some(call) => Decision::Realize(vec![call]),
                 None => Decision::Proceed,
             },
@@ -64,12 +70,15 @@ fn realize_call(h: &mut Harness, view: &mut dyn EnvView, proposed: Call) -> Deci
     changed |= id_prefix::apply(&h.domain, &mut args);
     let schema = h.tools.schema(&call.name);
     changed |= numeric_strings::apply(&h.domain, schema, &mut args);
+    changed |= text_arguments::apply(&h.domain, &mut args);
+    changed |= lone_argument::apply(schema, &mut args);
     changed |= unknown_args::apply(schema, &mut args);
     if changed {
         call.arguments = Value::Object(args.clone()).to_string();
     }
     let verdict = {
         let mut cx = gates::Cx {
+            domain: &h.domain,
             reads: Reads::new(view, &h.tools),
             now: h.now_minutes,
             authenticated: &h.authenticated,

@@ -15,6 +15,7 @@
 //! - [`stall`]: no successful tool call for many turns, or the same message
 //!   twice.
 //! - [`budget`]: few steps or tool errors left.
+//! - [`round_limit`]: few turns left in a domain with a turn limit.
 //!
 //! Notes for a tool-results step are appended to its last result
 //! (`annotate`); otherwise they are shown before the model's next turn
@@ -27,6 +28,7 @@ pub mod error_streak;
 pub mod gate_explanations;
 pub mod repeated_failure;
 pub mod repeated_success;
+pub mod round_limit;
 pub mod stall;
 
 use crate::episode::Harness;
@@ -40,6 +42,7 @@ pub struct State {
     pub streak: error_streak::State,
     pub stall: stall::State,
     pub budget: budget::State,
+    pub rounds: round_limit::State,
 }
 
 pub fn regulate(h: &mut Harness, step: &Step) -> Regulation {
@@ -69,6 +72,11 @@ pub fn regulate(h: &mut Harness, step: &Step) -> Regulation {
         step,
         h.max_steps,
         h.max_errors,
+    ));
+    notes.extend(round_limit::check(
+        &mut h.regulation.rounds,
+        step,
+        &h.domain,
     ));
     if notes.is_empty() {
         return Regulation::Continue;

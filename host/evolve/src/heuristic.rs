@@ -182,12 +182,18 @@ impl Detector<'_> {
         out
     }
 
-    /// An unknown tool name: alias it to the closest real tool.
+    /// An unknown tool name: alias it to the closest real tool. The name
+    /// comes from τ²'s "Tool '…' not found" or, for environments whose
+    /// answer does not name it (AgentBench's "Invalid function call") and
+    /// for a call the harness blocked, from the failed call itself.
     fn unknown_tool(&self, step: &ToolStep) -> Option<(String, Finding)> {
-        if !error_class(&step.result).starts_with("tool <v> not found") {
+        let alias = if error_class(&step.result).starts_with("tool <v> not found") {
+            quoted_name(&step.result)?
+        } else if !self.facts.exists(&step.name) {
+            step.name.clone()
+        } else {
             return None;
-        }
-        let alias = quoted_name(&step.result)?;
+        };
         if self.facts.exists(&alias) {
             return None;
         }
@@ -426,4 +432,101 @@ pub fn spec_from_groups(groups: &[FailureGroup]) -> Option<ChangeSpec> {
                                general rule in src/tables.rs over task-specific code."
             .into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::aggregate;
+    use ecdysis_runner::agent::{CallSource, EndReason};
+
+    fn failed(task: &str, name: &str, result: &str, blocked: bool) -> FailureRecord {
+        FailureRecord {
+            task_id: task.into(),
+            trial: 0,
+            reward: 0.0,
+            success: false,
+            db_ok: None,
+            communicate_ok: None,
+            env_ok: None,
+            end: EndReason::AgentStop,
+            steps: vec![ToolStep {
+                name: name.into(),
+                arguments: r#"{"command":"ls"}"#.into(),
+                result: result.into(),
+                error: !blocked,
+                blocked,
+                source: CallSource::Model,
+            }],
+            device_steps: vec![],
+            agent_texts: vec![],
+            interventions: vec![],
+        }
+    }
+
+    fn os_facts() -> ToolFacts {
+        ToolFacts {
+            tools: ["bash_action", "answer_action", "finish_action"]
+                .iter()
+                .map(|n| (n.to_string(), true))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn an_unknown_tool_the_answer_does_not_name_is_aliased_from_the_call() {
+        // The environment's answer names no tool; the harness's block does
+        // not either in a form the τ² rule reads.
+        let failures = [
+            failed(
+                "std-001-00000",
+                "bash_command",
+                "Invalid function call. Please call a tool instead",
+                false,
+            ),
+            failed(
+                "std-002-00001",
+                "bash_command",
+                "[Blocked by the runtime harness] There is no tool named `bash_command`.",
+                true,
+            ),
+        ];
+        let spec = diagnose(&aggregate(&failures), &[], &os_facts()).expect("a spec");
+        let rules: Vec<_> = spec
+            .proposed_changes
+            .iter()
+            .filter_map(|c| c.rule.clone())
+            .collect();
+        assert!(
+            rules.contains(&RuleEdit::ToolAlias {
+                alias: "bash_command".into(),
+                tool: "bash_action".into()
+            }),
+            "{rules:?}"
+        );
+        // A real tool failing is no alias; one task alone is not enough when
+        // two failed.
+        let real = [
+            failed(
+                "a",
+                "bash_action",
+                "Error: the command did not finish",
+                false,
+            ),
+            failed(
+                "b",
+                "provide_answer",
+                "Invalid function call. Please call a tool instead",
+                false,
+            ),
+        ];
+        let spec = diagnose(&aggregate(&real), &[], &os_facts());
+        assert!(
+            spec.is_none_or(|s| s
+                .proposed_changes
+                .iter()
+                .all(|c| !matches!(c.rule, Some(RuleEdit::ToolAlias { .. })))),
+            "aliases need two tasks"
+        );
+    }
 }

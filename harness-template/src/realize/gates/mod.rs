@@ -20,6 +20,7 @@ pub mod airline_flight_bookable;
 pub mod airline_passenger_count;
 pub mod airline_update_payment;
 pub mod facts;
+pub mod os_interactive_command;
 pub mod retail_order_items;
 pub mod retail_order_owner;
 pub mod retail_order_status;
@@ -40,6 +41,8 @@ pub enum Verdict {
 
 /// What a gate may read.
 pub struct Cx<'a> {
+    /// The short domain name.
+    pub domain: &'a str,
     pub reads: Reads<'a>,
     /// "Now" from the policy, in minutes.
     pub now: Option<i64>,
@@ -102,6 +105,11 @@ pub static ALL: &[(&str, &str, GateFn)] = &[
         "retail_payment_method",
         "retail",
         retail_payment_method::check,
+    ),
+    (
+        "os_interactive_command",
+        "os",
+        os_interactive_command::check,
     ),
 ];
 
@@ -192,6 +200,7 @@ pub mod testing {
     ) -> Verdict {
         let tools = tools();
         let mut cx = Cx {
+            domain: "retail",
             reads: Reads::new(view, &tools),
             now,
             authenticated,

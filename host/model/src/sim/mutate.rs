@@ -39,6 +39,14 @@ const DBBENCH_ALIASES: &[(&str, &str)] = &[
     ("commit_final_answer", "submit_answer"),
 ];
 
+/// AgentBench OS: names that share a word with the real tool (so a
+/// diagnoser can tell which one is meant) but that no harness knows yet.
+const OS_ALIASES: &[(&str, &str)] = &[
+    ("bash_action", "bash_command"),
+    ("answer_action", "provide_answer"),
+    ("finish_action", "finish_task"),
+];
+
 /// For any other domain.
 const COMMON_ALIASES: &[(&str, &str)] = &[
     ("get_user_details", "get_user_info"),
@@ -52,6 +60,7 @@ pub(crate) fn alias_for(domain: &str, tool: &str) -> Option<&'static str> {
         "retail" => RETAIL_ALIASES,
         "airline" => AIRLINE_ALIASES,
         "dbbench" => DBBENCH_ALIASES,
+        "os" => OS_ALIASES,
         _ => COMMON_ALIASES,
     };
     table

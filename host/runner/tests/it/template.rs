@@ -496,3 +496,192 @@ fn dbbench_gold_plans_pass_the_template_untouched() {
     }
     assert_eq!(findings.rewrites, 0, "gold calls are never rewritten");
 }
+
+/// The call `text` realizes into, if exactly one.
+fn rescued(ep: &mut ecdysis_sandbox::sandbox::HarnessEpisode, text: &str) -> Option<ToolCall> {
+    match ep
+        .realize(&AgentAction::Text(text.to_string()))
+        .expect("realize text")
+        .value
+    {
+        ActionDecision::Realize(mut calls) if calls.len() == 1 => calls.pop(),
+        _ => None,
+    }
+}
+
+/// AgentBench OS: every task's reference solution (the `example` script
+/// as the agent's command, then the answer it prints, a match task's
+/// answer, or a finish) passes realization untouched: no interactive
+/// command is blocked, no argument rewritten. Each call written as fenced
+/// JSON, each script as a ```bash block and each answer as `Act:
+/// answer(...)` is rescued into that very call; regulation, fed the real
+/// output of each command in the task's machine, never stops. Skills are
+/// shown for most openings.
+#[test]
+fn os_reference_solutions_pass_the_template_untouched() {
+    use ecdysis_env::agentbench_os::{self, ANSWER, BASH, FROM_LAST_OUTPUT, OsDomain, printed_in};
+    let domain: Arc<dyn Domain> = Arc::new(
+        OsDomain::load(agentbench_os::Options::default()).unwrap_or_else(|e| panic!("{e}")),
+    );
+    let h = harness();
+    let tools = wit_tools(&*domain);
+    let info = EpisodeInfo {
+        domain: domain.name().to_string(),
+        max_steps: env::DEFAULT_MAX_STEPS,
+        max_errors: env::DEFAULT_MAX_ERRORS,
+    };
+    let mut findings = Findings::default();
+    let mut skills_shown = 0;
+    let tasks = domain.tasks(None).expect("tasks");
+    for task in &tasks {
+        let (view, oracle) = domain.task(&task.id).expect("task");
+        let plan = oracle.gold_plan();
+        let mut last_output = String::new();
+        let env: SharedEnv = Arc::new(Mutex::new(domain.new_env_for(&view).expect("env")));
+        let env_view = SharedEnvView::new(
+            env.clone(),
+            tools.iter().map(|t| (t.name.clone(), t.mutates)),
+        );
+        let mut ep = h
+            .start_episode(&info, &tools, Box::new(env_view))
+            .expect("episode");
+        let contract = ep
+            .contract(&ContractInput {
+                domain: domain.name().to_string(),
+                system_prompt: domain.system_prompt(),
+                tools: tools.clone(),
+            })
+            .expect("contract")
+            .value;
+        assert!(
+            contract
+                .system_prompt
+                .contains("answer_action with only the value"),
+            "{}",
+            contract.system_prompt
+        );
+        let guides = ep
+            .skills(&TaskView {
+                domain: domain.name().to_string(),
+                first_user_message: view.first_user_message.clone().unwrap_or_default(),
+            })
+            .expect("skills")
+            .value;
+        skills_shown += usize::from(!guides.is_empty());
+        for (i, gold) in plan.actions.iter().enumerate() {
+            findings.calls += 1;
+            // The answer is what the reference printed (as the testbed
+            // agent answers).
+            let args = if gold.arguments["answer"] == FROM_LAST_OUTPUT {
+                serde_json::json!({ "answer": last_output })
+            } else {
+                gold.arguments.clone()
+            };
+            let label = format!("{} call {i} {}({args})", task.id, gold.name);
+            let call = ToolCall {
+                id: format!("gold_{i}"),
+                name: gold.name.clone(),
+                arguments: args.to_string(),
+            };
+            let same = |got: Option<ToolCall>, trimmed: bool| {
+                got.is_some_and(|c| {
+                    let v: serde_json::Value = serde_json::from_str(&c.arguments).expect("JSON");
+                    let norm = |v: &serde_json::Value| match (v, trimmed) {
+                        (serde_json::Value::Object(m), true) => m
+                            .values()
+                            .next()
+                            .and_then(|x| x.as_str())
+                            .map(|s| s.trim().to_string()),
+                        _ => Some(v.to_string()),
+                    };
+                    c.name == gold.name && norm(&v) == norm(&args)
+                })
+            };
+            let json_text = format!(
+                "```json\n{}\n```",
+                serde_json::json!({"name": gold.name, "arguments": args})
+            );
+            if !same(rescued(&mut ep, &json_text), false) {
+                findings.rescue_misses.push(format!("{label} from JSON"));
+            }
+            let value = args
+                .as_object()
+                .and_then(|m| m.values().next())
+                .and_then(|v| v.as_str());
+            let text_form = match (gold.name.as_str(), value) {
+                (BASH, Some(script)) => Some(format!(
+                    "Think: run the commands.\n\nAct: bash\n\n```bash\n{script}\n```"
+                )),
+                // One line, as the text protocol writes an answer.
+                (ANSWER, Some(answer)) if !answer.contains('\n') && !answer.trim().is_empty() => {
+                    Some(format!("Think: I have it.\n\nAct: answer({answer})"))
+                }
+                _ => None,
+            };
+            if let Some(text) = text_form
+                && !same(rescued(&mut ep, &text), true)
+            {
+                findings
+                    .rescue_misses
+                    .push(format!("{label} from {text:?}"));
+            }
+            let ran = match ep
+                .realize(&AgentAction::Call(call.clone()))
+                .expect("realize")
+                .value
+            {
+                ActionDecision::Proceed => call.clone(),
+                ActionDecision::Execute(new) => {
+                    findings.rewrites += 1;
+                    findings
+                        .db_changes
+                        .push(format!("{label} rewritten to {new:?}"));
+                    new
+                }
+                ActionDecision::Block(text) => {
+                    findings.blocks.push(format!("{label}: {text}"));
+                    continue;
+                }
+                ActionDecision::Realize(_) => panic!("{label}: realize on a call"),
+            };
+            let ran_args: serde_json::Value = serde_json::from_str(&ran.arguments).expect("JSON");
+            let result = env.lock().unwrap().call(&ran.name, &ran_args);
+            last_output = printed_in(&result.content).unwrap_or_default().to_string();
+            let report = StepReport {
+                step: 2 + i as u32,
+                steps_left: 100,
+                errors_left: 10,
+                kind: StepKind::ToolResults,
+                text: None,
+                outcomes: vec![ToolOutcome {
+                    call: ran,
+                    content: result.content,
+                    error: result.error,
+                    blocked: false,
+                }],
+            };
+            if let Regulation::Stop(reason) = ep.regulate(&report).expect("regulate").value {
+                findings.stops.push(format!("{label}: {reason}"));
+            }
+        }
+    }
+    assert_eq!(tasks.len(), 144 + 26, "144 standard and 26 dev tasks");
+    eprintln!(
+        "agentbench/os: {} tasks, {} reference calls, skills shown on {skills_shown}",
+        tasks.len(),
+        findings.calls
+    );
+    assert!(
+        skills_shown * 10 >= tasks.len() * 8,
+        "skills for {skills_shown} of {} openings",
+        tasks.len()
+    );
+    for (what, list) in [
+        ("blocked reference calls", &findings.blocks),
+        ("rewritten reference calls", &findings.db_changes),
+        ("regulation stopped", &findings.stops),
+        ("text not rescued", &findings.rescue_misses),
+    ] {
+        assert!(list.is_empty(), "{what}:\n{}", list.join("\n"));
+    }
+}
