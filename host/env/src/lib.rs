@@ -596,6 +596,9 @@ pub struct Protocol {
     pub max_agent_turns: Option<u32>,
     /// Whether tool errors count toward the run's error cap.
     pub tool_errors_capped: bool,
+    /// Only the first tool call of a response runs (AgentBench OS); the
+    /// others are dropped from the conversation unanswered.
+    pub first_call_only: bool,
 }
 
 impl Default for Protocol {
@@ -606,6 +609,7 @@ impl Default for Protocol {
             final_tools: Vec::new(),
             max_agent_turns: None,
             tool_errors_capped: true,
+            first_call_only: false,
         }
     }
 }

@@ -451,6 +451,7 @@ impl Domain for OsDomain {
             final_tools: vec![ANSWER.into(), FINISH.into()],
             max_agent_turns: Some(MAX_ROUNDS),
             tool_errors_capped: false,
+            first_call_only: true,
         }
     }
 

@@ -356,6 +356,8 @@ impl Domain for DbbenchDomain {
             final_tools: vec![COMMIT.into()],
             max_agent_turns: Some(MAX_ROUNDS),
             tool_errors_capped: false,
+            // Upstream's DBBench runs every call of a response.
+            first_call_only: false,
         }
     }
 

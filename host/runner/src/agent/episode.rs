@@ -300,7 +300,7 @@ impl Episode {
             let response = self.agent_call().await?;
             self.step += 1;
             self.agent_turns += 1;
-            let calls = response.tool_calls.clone();
+            let mut calls = response.tool_calls.clone();
             let text = response.content.clone().filter(|t| !t.trim().is_empty());
             self.transcript.push(Entry::Agent {
                 step: self.step,
@@ -309,6 +309,7 @@ impl Episode {
                 testbed: response_testbed(&response),
                 withheld: None,
             });
+            self.keep_first_call(&mut calls);
             if !calls.is_empty() {
                 self.messages
                     .push(ChatMessage::assistant_with_tool_calls(text, calls.clone()));
@@ -337,13 +338,14 @@ impl Episode {
             }
             match decision {
                 ActionDecision::Realize(calls) => {
-                    let calls: Vec<model::ToolCall> = calls
+                    let mut calls: Vec<model::ToolCall> = calls
                         .iter()
                         .map(|c| {
                             let id = self.fresh_id("realized");
                             model_call(c, id)
                         })
                         .collect();
+                    self.keep_first_call(&mut calls);
                     // Record the message as the structured call it meant,
                     // so the conversation the model sees stays consistent.
                     self.messages
@@ -454,6 +456,16 @@ impl Episode {
             });
         }
         Ok(system_prompt)
+    }
+
+    /// Under a first-call-only protocol, the calls of one response after
+    /// the first are not run. They leave the conversation too: a call
+    /// without an answer makes the next request invalid for strict chat
+    /// APIs (upstream sends it unanswered).
+    fn keep_first_call(&self, calls: &mut Vec<model::ToolCall>) {
+        if self.protocol.first_call_only {
+            calls.truncate(1);
+        }
     }
 
     fn check_limits(&self) -> Result<(), End> {

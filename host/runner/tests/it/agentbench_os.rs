@@ -176,3 +176,85 @@ impl ChatModel for Chatter {
         })
     }
 }
+
+/// Sends two calls in every response: a command, then an answer.
+#[derive(Default)]
+struct TwoCalls {
+    /// The most tool calls of one assistant message in any request.
+    most_calls_seen: std::sync::Mutex<usize>,
+}
+
+impl ChatModel for TwoCalls {
+    fn name(&self) -> &str {
+        "two-calls"
+    }
+
+    fn chat<'a>(&'a self, req: &'a ecdysis_model::ChatRequest) -> ecdysis_model::ModelFuture<'a> {
+        let most = req
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                ecdysis_model::ChatMessage::Assistant { tool_calls, .. } => Some(tool_calls.len()),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let mut seen = self.most_calls_seen.lock().unwrap();
+        *seen = (*seen).max(most);
+        let n = req.messages.len();
+        let call = |i: usize, name: &str, args: serde_json::Value| ecdysis_model::ToolCall {
+            id: format!("c{n}_{i}"),
+            name: name.into(),
+            arguments: args.to_string(),
+        };
+        let calls = vec![
+            call(
+                0,
+                agentbench_os::BASH,
+                serde_json::json!({"script": "echo x >> /root/turns"}),
+            ),
+            call(1, agentbench_os::ANSWER, serde_json::json!({"answer": "3"})),
+        ];
+        Box::pin(async move {
+            Ok(ChatResponse {
+                tool_calls: calls,
+                finish_reason: Some("tool_calls".into()),
+                ..ChatResponse::default()
+            })
+        })
+    }
+}
+
+/// Upstream runs only the first tool call of a response: a model that
+/// always sends a command and then an answer never answers, and runs its
+/// command once per turn until the round limit; the conversation it is
+/// sent holds only the calls that ran.
+#[test]
+fn only_the_first_call_of_a_response_runs() {
+    let d = domain();
+    let model = Arc::new(TwoCalls::default());
+    let record = episode(&d, "std-004-Q19-00000", model.clone());
+    let ran: Vec<&str> = record
+        .transcript
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Tool { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ran,
+        vec![agentbench_os::BASH; agentbench_os::MAX_ROUNDS as usize],
+        "{:?}",
+        record.end
+    );
+    assert_eq!(record.reward, 0.0);
+    assert_eq!(*model.most_calls_seen.lock().unwrap(), 1);
+    // Each response still shows both calls in the transcript, as proposed.
+    assert!(
+        record
+            .transcript
+            .iter()
+            .any(|e| matches!(e, Entry::Agent { tool_calls, .. } if tool_calls.len() == 2))
+    );
+}
