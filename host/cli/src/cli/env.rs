@@ -1,4 +1,5 @@
-//! `env call`, `env gold`, `tasks`: the τ² environments from the command line.
+//! `env call`, `env gold`, `env os-dependence`, `tasks`: the environments
+//! from the command line.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -91,6 +92,18 @@ pub enum EnvCommand {
         #[arg(long)]
         domain: String,
     },
+    /// agentbench/os: which tasks' reference answers depend on the system
+    /// the machine is made from (the host's userland, not upstream's Ubuntu
+    /// image). Each reference solution runs on two plain machines and on a
+    /// variant system (one more user, group, command and config file);
+    /// prints one JSON line per task, `{"task_id", "class", "plain",
+    /// "variant"}`, then a summary. Three machines per task.
+    OsDependence {
+        /// Only the tasks of this split (`std`, `std-005`, `dev`, `test`, …);
+        /// default: every task.
+        #[arg(long)]
+        split: Option<String>,
+    },
 }
 
 fn read_input(path: &Path) -> Result<String> {
@@ -140,6 +153,48 @@ pub fn env_command(cmd: EnvCommand, data: &DataArgs) -> Result<()> {
                 }
             );
         }
+        EnvCommand::OsDependence { split } => os_dependence(split.as_deref())?,
+    }
+    Ok(())
+}
+
+fn os_dependence(split: Option<&str>) -> Result<()> {
+    use env::agentbench_os::{Options, OsDomain};
+    let domain = OsDomain::load(Options::default())?;
+    let ids: Vec<String> = domain.tasks(split)?.into_iter().map(|t| t.id).collect();
+    let mut counts: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let started = std::time::Instant::now();
+    for (i, task) in domain
+        .all_tasks()
+        .iter()
+        .filter(|t| ids.contains(&t.id))
+        .enumerate()
+    {
+        let measured = domain
+            .dependence(task)
+            .with_context(|| format!("measuring {}", task.id))?;
+        super::emit(serde_json::to_string(&measured)?);
+        let class = serde_json::to_value(measured.class)?;
+        counts
+            .entry(class.as_str().unwrap_or_default().to_string())
+            .or_default()
+            .push(measured.task_id);
+        if (i + 1) % 10 == 0 {
+            eprintln!(
+                "progress: {}/{} tasks, {:.0}s",
+                i + 1,
+                ids.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    for (class, tasks) in &counts {
+        let listed = if class == "stable" {
+            String::new()
+        } else {
+            format!(": {}", tasks.join(", "))
+        };
+        eprintln!("{class}: {}{listed}", tasks.len());
     }
     Ok(())
 }

@@ -345,3 +345,43 @@ fn help_lists_only_the_flags_a_command_uses() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("--threads"), "{}", text(&o.stderr));
 }
+
+/// `env os-dependence` prints one JSON line per task of the split with its
+/// class and a summary; the group count of `std-003` depends on the system.
+/// An unknown split is refused by name.
+#[test]
+fn env_os_dependence_classifies_the_tasks_of_a_split() {
+    let store = tempfile::tempdir().unwrap();
+    let o = host(
+        store.path(),
+        &["env", "os-dependence", "--split", "std-003"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let lines: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    let class = |id: &str| {
+        lines
+            .iter()
+            .find(|l| l["task_id"] == id)
+            .map(|l| l["class"].as_str().unwrap_or_default().to_string())
+    };
+    assert_eq!(
+        class("std-003-ac-00001").as_deref(),
+        Some("depends-on-system")
+    );
+    assert_eq!(class("std-003-ac-00002").as_deref(), Some("stable"));
+    assert!(
+        text(&o.stderr).contains("depends-on-system: 1: std-003-ac-00001"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = host(
+        store.path(),
+        &["env", "os-dependence", "--split", "std-009"],
+    );
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("std-009"), "{}", text(&o.stderr));
+}

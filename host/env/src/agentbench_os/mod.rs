@@ -15,11 +15,13 @@
 //! Deviations, each for the host's sake or for lack of Docker (the docs'
 //! OS-interaction guide lists them with what they change): a command that
 //! runs past its timeout is interrupted and reported as a tool error, where
-//! upstream ends the sample as a task error; all calls of a turn run
-//! (upstream runs the first); the machine is the host's Debian userland,
-//! not an Ubuntu image.
+//! upstream ends the sample as a task error; the calls of a response after
+//! the first are left out of the conversation (upstream leaves them
+//! unanswered); the machine is the host's Debian userland, not an Ubuntu
+//! image ([`dependence`] measures which reference answers that changes).
 
 pub mod bench;
+pub mod dependence;
 pub mod machine;
 pub mod task;
 
@@ -205,9 +207,30 @@ impl OsDomain {
     /// task's own set-up failed (upstream: the sample ends before the
     /// agent acts, scored 0).
     pub fn machine_for(&self, t: &Task) -> Result<Result<Machine, String>, MachineError> {
+        self.machine_prepared(t, None)
+    }
+
+    /// [`Self::machine_for`], with `prepare` run as root before the task's
+    /// init scripts (a variant of the system, see [`dependence`]).
+    pub fn machine_prepared(
+        &self,
+        t: &Task,
+        prepare: Option<&Script>,
+    ) -> Result<Result<Machine, String>, MachineError> {
         let mut m = Machine::start(self.shared.options.limits)?;
+        if let Some(p) = prepare {
+            let run = m.run_script("prepare", p, &[])?;
+            if run.status != 0 {
+                return Ok(Err(format!(
+                    "the system variant's preparation exited with {}: {}",
+                    run.status,
+                    run.stdout.trim()
+                )));
+            }
+        }
         for (i, script) in t.init.iter().enumerate() {
-            let run = match m.run_script("init", script, &[]) {
+            let seeded = seeded_init(t, script);
+            let run = match m.run_script("init", &seeded, &[]) {
                 Err(e @ MachineError::ScriptTimeout { .. }) => {
                     return Ok(Err(format!("init script {} of {}: {e}", i + 1, t.id)));
                 }
@@ -327,6 +350,31 @@ pub fn committed(calls: &[ToolCall]) -> Option<Value> {
             .and_then(|m| m.values().next().cloned())
             .unwrap_or(Value::Null),
     )
+}
+
+/// `script` with bash's `$RANDOM` seeded from the task id: the random data
+/// an init script makes (stock logs, log files with random errors, random
+/// trees) is the same on every machine of the task, so runs are
+/// reproducible. Upstream's is random per container; any draw is as valid,
+/// since the checks read the machine the data is on. Python scripts and
+/// `/dev/urandom` stay unseeded.
+fn seeded_init(t: &Task, script: &Script) -> Script {
+    match script.language {
+        Language::Bash => {
+            let hash = blake3::hash(t.id.as_bytes());
+            let seed = u32::from_le_bytes([
+                hash.as_bytes()[0],
+                hash.as_bytes()[1],
+                hash.as_bytes()[2],
+                hash.as_bytes()[3],
+            ]);
+            Script {
+                language: Language::Bash,
+                code: format!("RANDOM={seed}\n{}", script.code),
+            }
+        }
+        Language::Python => script.clone(),
+    }
 }
 
 /// A bash command that runs `script` (a Python reference solution through

@@ -661,3 +661,37 @@ fn many_empty_files_hit_the_disk_quota() {
         "{run:?}"
     );
 }
+
+/// The dependence measurement tells the three kinds apart: a group count
+/// changes on the variant system (one more group); random init data is
+/// seeded from the task, so two plain machines agree; a task without a
+/// reference solution is named as such. Positive control: a task that only
+/// reads what its init made is stable.
+#[test]
+fn dependence_on_the_system_is_measured_and_random_inits_are_reproducible() {
+    use super::dependence::Dependence;
+    let d = super::OsDomain::load(super::Options::default()).unwrap();
+    let task = |id: &str| {
+        d.all_tasks()
+            .iter()
+            .find(|t| t.id == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id}"))
+    };
+    let class = |id: &str| {
+        let m = d.dependence(&task(id)).unwrap();
+        (m.class, m.plain, m.variant)
+    };
+    // `getent group | wc -l`.
+    let (c, plain, variant) = class("std-003-ac-00001");
+    assert_eq!(c, Dependence::DependsOnSystem, "{plain:?} {variant:?}");
+    let (plain, variant) = (plain.unwrap(), variant.unwrap());
+    assert_eq!(
+        variant.parse::<u32>().unwrap(),
+        plain.parse::<u32>().unwrap() + 1
+    );
+    // 401 log lines drawn with $RANDOM: the same on every machine.
+    assert_eq!(class("std-001-stock-00000").0, Dependence::Stable);
+    assert_eq!(class("std-004-N41-00000").0, Dependence::NoReference);
+    assert_eq!(class("std-004-Q19-00000").0, Dependence::Stable);
+}
