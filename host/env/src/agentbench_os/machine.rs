@@ -984,6 +984,7 @@ impl Machine {
         timeout: Duration,
     ) -> Result<(Vec<u8>, End), MachineError> {
         let deadline = Instant::now() + timeout;
+        let ceiling = self.disk_ceiling();
         let needle = format!("{marker}\r\n");
         loop {
             if let Some(at) = find(&self.pending, needle.as_bytes()) {
@@ -1006,7 +1007,7 @@ impl Machine {
             // Woken at least every 100 ms to look at the disk.
             let slice = deadline.min(Instant::now() + Duration::from_millis(100));
             if !self.pump(slice)? {
-                if self.disk_usage() > self.limits.disk {
+                if self.disk_usage() > ceiling {
                     return Ok((std::mem::take(&mut self.pending), End::Limit));
                 }
                 if Instant::now() >= deadline {
@@ -1041,6 +1042,7 @@ impl Machine {
                 limit: None,
             });
         }
+        let ceiling = self.disk_ceiling();
         let (out, end) = self.read_until_marker(job, &marker, self.limits.command_timeout)?;
         let mut run = CommandRun {
             output: clean(&out),
@@ -1055,7 +1057,7 @@ impl Machine {
                 "the process limit ({} tasks at once)",
                 self.limits.jail.processes
             ));
-        } else if end == End::Limit || self.disk_usage() > self.limits.disk {
+        } else if end == End::Limit || self.disk_usage() > ceiling {
             run.limit = Some(format!("the disk quota ({} MiB)", self.limits.disk >> 20));
         }
         if run.limit.is_some() {
@@ -1115,6 +1117,14 @@ impl Machine {
                 }
             }
         }
+    }
+
+    /// What a command may fill the disk up to: the quota, or what is
+    /// already there when an earlier command left the disk past it (its
+    /// files are kept). Only writing more is stopped, so the agent can
+    /// still look around and delete, and a shell can start.
+    fn disk_ceiling(&self) -> u64 {
+        self.limits.disk.max(self.disk_usage())
     }
 
     /// Bytes the machine's writable directories hold on the host (its

@@ -641,17 +641,18 @@ fn a_writer_between_commands_is_stopped_with_its_machine() {
 
 /// Many empty files count toward the disk quota too (each is an inode of
 /// the host's memory). A small quota, so the loop reaches it in a moment
-/// whatever the machine's load.
+/// whatever the machine's load, with room before the watchdog's twice the
+/// quota for what the loop writes before it is stopped.
 #[test]
 fn many_empty_files_hit_the_disk_quota() {
     let limits = MachineLimits {
-        disk: 8 << 20,
+        disk: 32 << 20,
         ..MachineLimits::default()
     };
     let mut m = Machine::start(limits).unwrap();
     let run = hostile_then_normal(
         &mut m,
-        "mkdir /root/many && cd /root/many && for i in $(seq 100000); do : > $i; done",
+        "mkdir /root/many && cd /root/many && for i in $(seq 200000); do : > $i; done",
         Duration::from_secs(40),
     );
     assert!(
@@ -659,6 +660,26 @@ fn many_empty_files_hit_the_disk_quota() {
             .as_deref()
             .is_some_and(|l| l.contains("disk quota")),
         "{run:?}"
+    );
+    // The files are kept, and the disk may stay past the quota: looking
+    // around and deleting still work (only writing more is stopped), and
+    // after the delete the quota holds as before.
+    let ls = m.shell("ls /root/many | wc -l").unwrap();
+    assert!(ls.limit.is_none(), "{ls:?}");
+    let rm = m.shell("rm -rf /root/many && echo gone").unwrap();
+    assert_eq!(rm.output, "gone\r\n", "{rm:?}");
+    let write = m
+        .shell("echo data > /root/small && cat /root/small")
+        .unwrap();
+    assert_eq!(write.output, "data\r\n", "{write:?}");
+    let big = m
+        .shell("head -c 36000000 /dev/zero > /root/big; echo written")
+        .unwrap();
+    assert!(
+        big.limit
+            .as_deref()
+            .is_some_and(|l| l.contains("disk quota")),
+        "{big:?}"
     );
 }
 
