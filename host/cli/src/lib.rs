@@ -13,6 +13,7 @@
 //!   [`bench`](mod@bench);
 //! - `ecdysis-evolve`: [`evolve`], harness training;
 //! - `ecdysis-report`: [`report`], the HTML report;
+//! - `ecdysis-track`: [`track`], result directories mirrored into MLflow;
 //! - `ecdysis-serve`: [`serve`], the multi-tenant service.
 //!
 //! The binary (`main.rs`, `cli/`) parses flags into these crates' types and
@@ -27,3 +28,4 @@ pub use ecdysis_runner::{agent, bench, eval, isolate, vectors};
 pub use ecdysis_sandbox::{doctor, sandbox, store};
 pub use ecdysis_serve as serve;
 pub use ecdysis_sys::{egress, fsutil, jail, process, progress, rlimit, rng};
+pub use ecdysis_track as track;

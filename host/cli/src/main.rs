@@ -210,6 +210,13 @@ enum Command {
     /// discussion of training; methods side by side for an experiment.
     /// Several directories are compared side by side.
     Report(cli::report::ReportArgs),
+    /// Experiment tracking in MLflow: `mlflow sync DIR...` sends what the
+    /// server lacks of result directories (see --mlflow of run, train and
+    /// experiment).
+    Mlflow {
+        #[command(subcommand)]
+        command: cli::track::MlflowCommand,
+    },
     /// Export a harness for another runtime (Python, JavaScript): writes
     /// harness.wasm and harness.json (blake3 hash, world version, lineage,
     /// limits, training scores when --train-run is given), and optionally an
@@ -291,14 +298,34 @@ struct WithReport<T: Args> {
     /// would) into the result directory and print its path.
     #[arg(long)]
     report: bool,
+    #[command(flatten)]
+    track: cli::track::TrackArgs,
 }
 
-/// Write `<dir>/report.html` when asked and print its path.
-fn maybe_report(wanted: bool, dir: PathBuf) -> Result<()> {
-    if wanted {
-        let path = cli::report::write_report(&[dir], None, &Default::default())?;
+/// Write `<dir>/report.html` when asked (or when it goes to MLflow) and
+/// print its path; then send the directory to MLflow when asked.
+fn at_end(
+    rt: &tokio::runtime::Runtime,
+    wanted: bool,
+    track: &cli::track::TrackArgs,
+    dir: PathBuf,
+) -> Result<()> {
+    // The page goes to MLflow too: written unless it is newer than the
+    // summary (a run writes its own).
+    let stale = || {
+        let modified = |f: &str| {
+            std::fs::metadata(dir.join(f))
+                .and_then(|m| m.modified())
+                .ok()
+        };
+        modified("report.html") < modified("summary.json")
+    };
+    if wanted || (track.mlflow.is_some() && stale()) {
+        let path =
+            cli::report::write_report(std::slice::from_ref(&dir), None, &Default::default())?;
         println!("report: {}", path.display());
     }
+    rt.block_on(cli::track::track_at_end(track, &dir));
     Ok(())
 }
 
@@ -409,7 +436,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Run(cmd) => {
             let Episodes {
-                args: WithReport { args, report },
+                args:
+                    WithReport {
+                        args,
+                        report,
+                        track,
+                    },
                 components,
                 data,
                 runtime,
@@ -428,12 +460,17 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     &c.agent_model,
                 )
             });
-            maybe_report(report, out)?;
+            at_end(&rt, report, &track, out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Train(cmd) => {
             let Episodes {
-                args: WithReport { args, report },
+                args:
+                    WithReport {
+                        args,
+                        report,
+                        track,
+                    },
                 components,
                 data,
                 runtime,
@@ -446,12 +483,17 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let summary =
                 rt.block_on(cli::train::train(args, &store(&components)?, &data, quiet))?;
             print!("{}", summary.render());
-            maybe_report(report, out)?;
+            at_end(&rt, report, &track, out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Experiment(cmd) => {
             let Episodes {
-                args: WithReport { args, report },
+                args:
+                    WithReport {
+                        args,
+                        report,
+                        track,
+                    },
                 components,
                 data,
                 runtime,
@@ -463,12 +505,20 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 &store(&components)?,
                 &data,
             ))?;
-            maybe_report(report, out)?;
+            at_end(&rt, report, &track, out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Report(args) => {
             cli::report::report_command(args)?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Mlflow { command } => {
+            let rt = runtime_with(None, false)?;
+            Ok(if rt.block_on(cli::track::mlflow_command(command))? {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Export { args, components } => {
             cli::export::export(*args, &store(&components)?, quiet)?;

@@ -13,6 +13,7 @@ pub mod logging;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod track;
 pub mod train;
 pub mod vectors;
 

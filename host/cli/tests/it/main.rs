@@ -9,6 +9,7 @@ mod evolve;
 mod isolate;
 mod layers;
 mod local_llm;
+mod mlflow;
 mod report;
 mod run;
 mod runtimes;
