@@ -482,3 +482,55 @@ fn the_browser_check_catches_a_script_error() {
         "{errors:?}"
     );
 }
+
+/// What MLflow tracking would send of the same directories (the plan is a
+/// pure function of a directory): a run, a training with its rounds as
+/// steps, and an experiment as a parent run with one child per method.
+#[test]
+fn tracking_plans_the_runs_trainings_and_experiments_the_report_reads() {
+    use ecdysis_host::track::plan;
+    let f = fixture();
+    let run = plan(&f.dir("run")).unwrap();
+    assert_eq!(run.runs.len(), 1);
+    let r = &run.runs[0];
+    assert!(r.finished);
+    assert!(
+        r.metrics.iter().any(|(k, _, s)| k == "accuracy" && *s == 0),
+        "{:?}",
+        r.metrics
+    );
+    assert!(r.artifacts.iter().any(|(n, _)| n == "report.html"));
+    assert!(
+        r.tags.contains(&("ecdysis.note".into(), LABEL.into())),
+        "{:?}",
+        r.tags
+    );
+
+    let train = plan(&f.dir("train")).unwrap();
+    let t = &train.runs[0];
+    assert!(
+        t.metrics
+            .iter()
+            .any(|(k, _, s)| k == "round.incumbent_score" && *s == 1)
+    );
+    assert!(
+        t.metrics
+            .iter()
+            .any(|(k, _, s)| k == "final_train_score" && *s == 0)
+    );
+    assert!(t.tags.iter().any(|(k, _)| k == "ecdysis.lineage"));
+
+    let exp = plan(&f.dir("experiment")).unwrap();
+    assert_eq!(exp.runs[0].key, "experiment");
+    let children: Vec<&str> = exp.runs[1..].iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(children.len(), 2, "{children:?}");
+    for c in &exp.runs[1..] {
+        assert_eq!(c.parent.as_deref(), Some("experiment"));
+        assert!(c.key.starts_with("method:"));
+        assert!(
+            c.metrics
+                .iter()
+                .any(|(k, _, s)| k.starts_with("round.") && *s == 1)
+        );
+    }
+}
