@@ -16,6 +16,7 @@ pub mod serve;
 pub mod track;
 pub mod train;
 pub mod vectors;
+pub mod watch;
 
 /// Print one line of output; a closed pipe (`| head`) ends the process
 /// quietly instead of panicking.

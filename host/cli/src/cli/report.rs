@@ -25,6 +25,15 @@ pub struct ReportArgs {
     /// Seed of the bootstrap.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Serve the report of directories still being written, and keep it
+    /// current: the page reloads itself when a directory changes (new
+    /// episodes, rounds, a summary) and shows progress and an estimate of
+    /// the time left. For a run, a training or an experiment; Ctrl-C ends.
+    #[arg(long, conflicts_with_all = ["out", "open"])]
+    pub watch: bool,
+    /// Where --watch listens.
+    #[arg(long, default_value = "127.0.0.1:8765", requires = "watch")]
+    pub addr: std::net::SocketAddr,
 }
 
 /// Write the report of `dirs` to `out` (default `<first dir>/report.html`)
@@ -45,6 +54,13 @@ pub fn report_command(args: ReportArgs) -> Result<()> {
         seed: args.seed,
         ..ReportOptions::default()
     };
+    if args.watch {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the runtime")?;
+        return rt.block_on(super::watch::watch(args.dirs, opts, args.addr));
+    }
     let out = write_report(&args.dirs, args.out.as_deref(), &opts)?;
     if args.open && open_in_browser(&out) {
         return Ok(());

@@ -65,6 +65,11 @@ impl Loaded {
 
 /// Load `url` in headless Chromium and dump its DOM.
 fn load(browser: &Path, url: &str) -> Loaded {
+    load_with(browser, url, &[])
+}
+
+/// [`load`] with more browser flags.
+fn load_with(browser: &Path, url: &str, extra: &[&str]) -> Loaded {
     let profile = tempfile::tempdir().unwrap();
     let mut child = Command::new(browser)
         .args([
@@ -80,6 +85,7 @@ fn load(browser: &Path, url: &str) -> Loaded {
             "--v=0",
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
         .arg("--dump-dom")
         .arg(url)
         .stdout(Stdio::piped())
@@ -533,4 +539,83 @@ fn tracking_plans_the_runs_trainings_and_experiments_the_report_reads() {
                 .any(|(k, _, s)| k.starts_with("round.") && *s == 1)
         );
     }
+}
+
+/// `report --watch` on a run still being written: the page served shows
+/// how far it got and polls for changes in the browser (its script runs
+/// without errors); as episodes and then the summary land, the fingerprint
+/// the page polls changes and the page served next says so.
+#[test]
+fn the_watched_report_follows_a_directory_as_it_is_written() {
+    let f = fixture();
+    let Some(browser) = chromium() else {
+        return;
+    };
+    let full = f.dir("run");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("live");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(full.join("config.json"), dir.join("config.json")).unwrap();
+    let lines: Vec<String> = std::fs::read_to_string(full.join("trajectories.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let total = lines.len();
+    std::fs::write(dir.join("trajectories.jsonl"), lines[..2].concat()).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut server = Command::new(support::host_bin())
+        .args(["report", "--watch", "--addr", &addr])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "report --watch did not listen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let get = |path: &str| {
+        let o = Command::new("curl")
+            .args(["-s", &format!("http://{addr}{path}")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let first = get("/");
+    assert!(
+        first.contains(&format!("live: live: 2 of {total} episodes")),
+        "{}",
+        &first[first.len().saturating_sub(800)..]
+    );
+    let v1 = get("/version");
+    // In the browser: the page draws and its poll runs, without errors.
+    let page = load_with(
+        &browser,
+        &format!("http://{addr}/"),
+        &["--virtual-time-budget=6000"],
+    );
+    assert!(
+        page.script_errors().is_empty(),
+        "{:?}",
+        page.script_errors()
+    );
+    assert!(page.dom.contains("id=\"ecdysis-watch\""), "banner");
+    assert!(!page.dom.contains("data-polls=\"0\""), "the page polled");
+    // More episodes, then the summary.
+    std::fs::write(dir.join("trajectories.jsonl"), lines.concat()).unwrap();
+    let v2 = get("/version");
+    assert_ne!(v1, v2, "new episodes change the fingerprint");
+    assert!(get("/").contains(&format!("{total} of {total} episodes")));
+    std::fs::copy(full.join("summary.json"), dir.join("summary.json")).unwrap();
+    assert_ne!(get("/version"), v2);
+    assert!(get("/").contains("live: live: finished"));
+    server.kill().ok();
+    server.wait().ok();
 }
