@@ -392,7 +392,7 @@ pub async fn run_worker(
     let db = Db::open(&config.database_url()).await?;
     let source = Service::source(&config);
     let worker = Arc::new(worker::WorkerLoop {
-        id: id.unwrap_or_else(|| format!("worker-{}-{}", hostname(), std::process::id())),
+        id: id.unwrap_or_else(default_worker_id),
         db,
         pool: program.pool(
             config.worker.slots.max(1),
@@ -452,5 +452,58 @@ mod tests {
         );
         // The check workers get no key at all.
         assert_eq!(worker_env(&[], server_env).len(), 1);
+    }
+}
+
+/// A worker's name when none is given: `worker-<host>-<pid>`, or under a
+/// Slurm job `slurm-<job>[_<array task>]-<host>-<pid>`, so that the job
+/// that ran each episode is on its row (`episodes.worker`) and in the
+/// audit log.
+pub fn default_worker_id() -> String {
+    worker_id_from(|k| std::env::var(k).ok(), &hostname(), std::process::id())
+}
+
+fn worker_id_from(var: impl Fn(&str) -> Option<String>, host: &str, pid: u32) -> String {
+    let job = var("SLURM_ARRAY_JOB_ID")
+        .zip(var("SLURM_ARRAY_TASK_ID"))
+        .map(|(job, task)| format!("{job}_{task}"))
+        .or_else(|| var("SLURM_JOB_ID"));
+    match job {
+        Some(job) => format!("slurm-{job}-{host}-{pid}"),
+        None => format!("worker-{host}-{pid}"),
+    }
+}
+
+#[cfg(test)]
+mod worker_id_tests {
+    use super::worker_id_from;
+
+    #[test]
+    fn a_slurm_job_names_the_worker() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(worker_id_from(env(&[]), "h", 7), "worker-h-7");
+        assert_eq!(
+            worker_id_from(env(&[("SLURM_JOB_ID", "42")]), "h", 7),
+            "slurm-42-h-7"
+        );
+        assert_eq!(
+            worker_id_from(
+                env(&[
+                    ("SLURM_JOB_ID", "43"),
+                    ("SLURM_ARRAY_JOB_ID", "42"),
+                    ("SLURM_ARRAY_TASK_ID", "1")
+                ]),
+                "h",
+                7
+            ),
+            "slurm-42_1-h-7"
+        );
     }
 }

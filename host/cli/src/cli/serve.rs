@@ -144,13 +144,19 @@ pub struct WorkerArgs {
     /// slots`).
     #[arg(long)]
     pub slots: Option<usize>,
-    /// This worker's name in leases and the audit log (default
-    /// worker-<host>-<pid>).
+    /// This worker's name in leases, on the episodes it ran and in the
+    /// audit log (default worker-<host>-<pid>; under Slurm
+    /// slurm-<job>[_<array task>]-<host>-<pid>).
     #[arg(long)]
     pub id: Option<String>,
     /// This machine's component store (default: serve.toml's).
     #[arg(long)]
     pub store_dir: Option<PathBuf>,
+    /// Write the time (Unix milliseconds) to this file every 10 seconds
+    /// while the worker runs, for a liveness check (a Kubernetes probe:
+    /// the file is older than a minute → restart the worker).
+    #[arg(long, value_name = "FILE")]
+    pub heartbeat_file: Option<PathBuf>,
     #[command(flatten)]
     pub service: ServiceArgs,
 }
@@ -171,6 +177,23 @@ pub async fn worker(args: WorkerArgs, data: &super::env::DataArgs, quiet: bool) 
             config.worker.slots.max(1),
             redact(&config.database_url())
         );
+    }
+    if let Some(path) = args.heartbeat_file.clone() {
+        // Written by a task of the worker's own runtime: a runtime that
+        // stalls stops writing it.
+        tokio::spawn(async move {
+            loop {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis());
+                if let Err(e) =
+                    ecdysis_host::fsutil::atomic_write_unsynced(&path, now.to_string().as_bytes())
+                {
+                    tracing::warn!("heartbeat file {}: {e}", path.display());
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+            }
+        });
     }
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let run = tokio::spawn(serve::run_worker(

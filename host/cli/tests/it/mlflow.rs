@@ -5,6 +5,7 @@
 //! `scripts/mlflow-test.sh` does: what arrives, and a resume after the
 //! server was down sends each item exactly once.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -106,7 +107,10 @@ struct Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // The server runs uvicorn and job consumers as children: the whole
+        // process group goes.
+        // SAFETY: kill on the process group this test started.
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
         let _ = self.child.wait();
     }
 }
@@ -119,6 +123,7 @@ fn start_server(mlflow: &Path, port: u16, dir: tempfile::TempDir) -> Server {
         .arg(dir.path().join("artifacts"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .expect("mlflow server starts");
     let uri = format!("http://127.0.0.1:{port}");

@@ -2745,3 +2745,303 @@ fn serve_refuses_a_configuration_it_could_not_serve_and_checks_a_good_one() {
     );
     assert!(stderr.contains("ok: model remote"), "{stderr}");
 }
+
+// ---------------------------------------------------------------------------
+// Workers under Slurm
+// ---------------------------------------------------------------------------
+
+/// A single-node Slurm cluster from Debian's `slurm-wlm` and `munge`,
+/// started in a temp dir on free ports (as root, as CI runs), stopped when
+/// dropped.
+struct Slurm {
+    dir: tempfile::TempDir,
+    pids: Vec<u32>,
+}
+
+impl Slurm {
+    /// `None` (with the reason) when Slurm is not installed; under CI,
+    /// which installs it, that is an error.
+    fn start() -> Option<Slurm> {
+        let missing: Vec<&str> = [
+            "munged",
+            "slurmctld",
+            "slurmd",
+            "sbatch",
+            "scancel",
+            "sinfo",
+        ]
+        .into_iter()
+        .filter(|b| {
+            !["/usr/sbin", "/usr/bin"]
+                .iter()
+                .any(|d| Path::new(d).join(b).is_file())
+        })
+        .collect();
+        if !missing.is_empty() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but Slurm is not installed ({missing:?}); .ci/run installs slurm-wlm and munge"
+            );
+            eprintln!("SKIPPED: Slurm is not installed (apt-get install slurm-wlm munge)");
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("ecdysis-slurm")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let d = dir.path().to_path_buf();
+        let d = d.as_path();
+        for sub in ["state", "spool", "munge", "log"] {
+            std::fs::create_dir_all(d.join(sub)).unwrap();
+        }
+        let port = || {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let host = String::from_utf8(Command::new("hostname").arg("-s").output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_string();
+        let key: Vec<u8> = (0..64u8)
+            .map(|i| i.wrapping_mul(37).wrapping_add(11))
+            .collect();
+        let key_path = d.join("munge/munge.key");
+        std::fs::write(&key_path, key).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.join("munge"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let p = |s: &str| d.join(s).display().to_string();
+        let conf = format!(
+            "ClusterName=ecdysis-test\nSlurmctldHost={host}\nSlurmUser=root\nSlurmdUser=root\n\
+             SlurmctldPort={}\nSlurmdPort={}\nAuthType=auth/munge\nAuthInfo=socket={}\n\
+             StateSaveLocation={}\nSlurmdSpoolDir={}\nSlurmctldPidFile={}\nSlurmdPidFile={}\n\
+             SlurmctldLogFile={}\nSlurmdLogFile={}\nProctrackType=proctrack/linuxproc\n\
+             TaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\nSelectType=select/cons_tres\n\
+             SelectTypeParameters=CR_Core\nReturnToService=2\nMpiDefault=none\nKillWait=1\n\
+             NodeName={host} CPUs={} State=UNKNOWN\n\
+             PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4\n",
+            port(),
+            port(),
+            p("munge/munge.socket"),
+            p("state"),
+            p("spool"),
+            p("slurmctld.pid"),
+            p("slurmd.pid"),
+            p("log/slurmctld.log"),
+            p("log/slurmd.log"),
+            std::thread::available_parallelism().map_or(2, |n| n.get()),
+        );
+        std::fs::write(d.join("slurm.conf"), conf).unwrap();
+        let mut s = Slurm {
+            dir,
+            pids: Vec::new(),
+        };
+        let ok = Command::new("/usr/sbin/munged")
+            .arg("--force")
+            .arg(format!("--socket={}", p("munge/munge.socket")))
+            .arg(format!("--key-file={}", key_path.display()))
+            .arg(format!("--pid-file={}", p("munge/munged.pid")))
+            .arg(format!("--log-file={}", p("log/munged.log")))
+            .arg(format!("--seed-file={}", p("munge/seed")))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "munged did not start");
+        s.remember("munge/munged.pid");
+        for daemon in ["slurmctld", "slurmd"] {
+            let ok = Command::new(format!("/usr/sbin/{daemon}"))
+                .arg("-f")
+                .arg(d.join("slurm.conf"))
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "{daemon} did not start: {}", s.logs());
+            s.remember(&format!("{daemon}.pid"));
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let o = s.cmd("sinfo").args(["-h", "-o", "%t"]).output().unwrap();
+            if String::from_utf8_lossy(&o.stdout).trim() == "idle" {
+                return Some(s);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the Slurm node never became idle: {}",
+                s.logs()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    fn remember(&mut self, pid_file: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(pid) = std::fs::read_to_string(self.dir.path().join(pid_file))
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                self.pids.push(pid);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn logs(&self) -> String {
+        ["log/slurmctld.log", "log/slurmd.log", "log/munged.log"]
+            .iter()
+            .map(|f| std::fs::read_to_string(self.dir.path().join(f)).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// A Slurm client command for this cluster.
+    fn cmd(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.env("SLURM_CONF", self.dir.path().join("slurm.conf"));
+        c
+    }
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        // Every job ends (its workers with it) before the daemons go.
+        let _ = self.cmd("scancel").args(["--user", "root"]).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            let o = self.cmd("squeue").args(["-h", "-o", "%i"]).output();
+            if o.is_ok_and(|o| o.status.success() && o.stdout.is_empty()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        for pid in self.pids.iter().rev() {
+            // SAFETY: kill on the daemons this test started.
+            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Workers started by Slurm (`scripts/slurm/ecdysis-worker.sbatch` as an
+/// array job) claim an evaluation's episodes from the service's Postgres;
+/// one array task is cancelled mid-evaluation, and every episode is still
+/// scored exactly once. Each episode's row names the Slurm job and array
+/// task of the worker that ran it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slurm_array_workers_score_each_episode_once_when_a_job_is_cancelled() {
+    let Some(slurm) = Slurm::start() else {
+        return;
+    };
+    let pg = Postgres::start();
+    let url = pg.database("ecdysis_slurm");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(
+        dir.path(),
+        &url,
+        &format!("{MODELS}\n[worker]\nslots = 0\nlease_seconds = 2\n"),
+    );
+    let a = add_tenant(&config, "alice");
+    let server = Server::start(&config, &[]);
+    let script = support::repo_root().join("scripts/slurm/ecdysis-worker.sbatch");
+    let o = slurm
+        .cmd("sbatch")
+        .args(["--parsable", "--array=0-1"])
+        .arg(format!("--chdir={}", dir.path().display()))
+        .arg(format!("--output={}/slurm-%A_%a.log", dir.path().display()))
+        .arg(&script)
+        .arg("--config")
+        .arg(&config)
+        .args(["--slots", "1"])
+        .env("ECDYSIS_HOST", support::host_bin())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "sbatch: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let job = String::from_utf8_lossy(&o.stdout).trim().to_string();
+
+    let api = Api::new(&server.url);
+    let tasks: Vec<String> = (0..8).map(|i| i.to_string()).collect();
+    let id = api
+        .evaluate(&a, json!({"tasks": tasks, "agent": "slow"}))
+        .await;
+    api.wait_until(&a, &id, |s| {
+        s["progress"]["done"].as_i64().unwrap() >= 2
+            && s["progress"]["running"].as_i64().unwrap() >= 2
+    })
+    .await;
+    let ok = slurm
+        .cmd("scancel")
+        .arg(format!("{job}_1"))
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "scancel");
+    let s = api.wait(&a, &id).await;
+    assert_eq!(s["progress"]["done"], 8, "{s}");
+    let records = api.trajectories(&a, &id).await;
+    assert_eq!(records.len(), 8);
+    assert_eq!(episode_keys(&records).len(), 8, "each episode once");
+
+    let db = ecdysis_host::serve::Db::open(&url).await.unwrap();
+    let workers: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT worker FROM episodes WHERE state = 'done' AND worker IS NOT NULL ORDER BY worker",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    assert!(
+        workers
+            .iter()
+            .all(|w| w.starts_with(&format!("slurm-{job}_"))),
+        "{workers:?}"
+    );
+    assert!(
+        workers
+            .iter()
+            .any(|w| w.starts_with(&format!("slurm-{job}_0-"))),
+        "{workers:?}"
+    );
+    assert_audit_verifies(&config);
+}
+
+/// `worker --heartbeat-file`: the liveness signal the Kubernetes
+/// Deployment of the docs probes. Written at start and every 10 s.
+#[test]
+fn a_worker_writes_its_heartbeat_file_while_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), &sqlite(dir.path()), "");
+    let hb = dir.path().join("heartbeat");
+    let mut worker = Proc(Some(
+        Command::new(support::host_bin())
+            .args(["--quiet", "worker", "--id", "hb", "--heartbeat-file"])
+            .arg(&hb)
+            .arg("--config")
+            .arg(&config)
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let written = loop {
+        if let Some(ms) = std::fs::read_to_string(&hb)
+            .ok()
+            .and_then(|t| t.trim().parse::<u128>().ok())
+        {
+            break ms;
+        }
+        assert!(Instant::now() < deadline, "no heartbeat file");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    assert!(now.abs_diff(written) < 60_000, "{written} vs {now}");
+    worker.kill9();
+}
