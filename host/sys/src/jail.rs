@@ -681,6 +681,18 @@ impl Tripwire {
             .filter_map(|l| l.strip_prefix("max "))
             .find_map(|n| n.trim().parse().ok())
     }
+
+    /// How many tasks the jail holds now (its pids cgroup's `pids.current`;
+    /// `None` without one). Killed tasks count until the kernel has
+    /// reaped them.
+    pub fn current(&self) -> Option<u64> {
+        let events = self.events.as_ref()?;
+        std::fs::read_to_string(events.with_file_name("pids.current"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
 }
 
 fn events_show_max(events: &Path) -> bool {

@@ -1100,6 +1100,14 @@ impl Machine {
                 "could not stop the machine's processes".into(),
             ));
         }
+        // Killed processes hold their places in the process limit until the
+        // kernel reaps them; a shell started before that cannot fork.
+        let tripwire = self.limit_guard.tripwire();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let room = u64::from(self.limits.jail.processes).saturating_sub(16);
+        while tripwire.current().is_some_and(|n| n > room) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         // The killed shells' exit lines are of no interest.
         self.answers.retain(|a| !a.starts_with("exit "));
         Ok(())

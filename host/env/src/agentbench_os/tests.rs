@@ -6,6 +6,16 @@ use std::time::{Duration, Instant};
 use super::machine::{self, Machine, MachineLimits};
 use super::task::{self, Judge, Language, Script};
 
+/// The tests that load the host (fork bombs, disk fillers, a writer
+/// between commands, the replay of every reference solution on four
+/// threads) or time commands run one at a time: beside each other they
+/// would starve each other's machines of CPU and measure that instead.
+static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn data() -> std::path::PathBuf {
     task::locate(None).expect("data/agentbench-os in the repository")
 }
@@ -200,6 +210,7 @@ fn the_shell_keeps_its_state_and_scripts_get_upstreams_arguments() {
 
 #[test]
 fn a_command_past_the_timeout_is_interrupted_and_the_next_one_runs() {
+    let _heavy = heavy();
     let limits = MachineLimits {
         command_timeout: Duration::from_secs(2),
         ..MachineLimits::default()
@@ -221,6 +232,7 @@ fn a_command_past_the_timeout_is_interrupted_and_the_next_one_runs() {
 
 #[test]
 fn a_shell_that_exits_or_is_killed_is_replaced() {
+    let _heavy = heavy();
     let mut m = machine();
     // Several times over: each new shell gets a new terminal and FIFOs.
     for how in ["exit", "kill -9 $$"].repeat(4) {
@@ -275,6 +287,7 @@ const REFERENCE_CANNOT_SCORE: &[(&str, &str)] = &[
 /// listed tasks score 1.
 #[test]
 fn every_reference_solution_scores_except_the_listed_ones() {
+    let _heavy = heavy();
     let d = super::OsDomain::load(super::Options {
         limits: MachineLimits {
             script_timeout: Duration::from_secs(20),
@@ -347,6 +360,7 @@ fn hostile_then_normal(m: &mut Machine, attack: &str, bound: Duration) -> machin
 
 #[test]
 fn hostile_commands_end_in_bounded_time_and_the_machine_still_works() {
+    let _heavy = heavy();
     let limits = MachineLimits {
         command_timeout: Duration::from_secs(8),
         ..MachineLimits::default()
@@ -613,6 +627,7 @@ fn the_agent_reads_upstreams_texts_and_tools() {
 /// disk it holds stays bounded.
 #[test]
 fn a_writer_between_commands_is_stopped_with_its_machine() {
+    let _heavy = heavy();
     let limits = MachineLimits {
         disk: 64 << 20,
         ..MachineLimits::default()
@@ -645,6 +660,7 @@ fn a_writer_between_commands_is_stopped_with_its_machine() {
 /// quota for what the loop writes before it is stopped.
 #[test]
 fn many_empty_files_hit_the_disk_quota() {
+    let _heavy = heavy();
     let limits = MachineLimits {
         disk: 32 << 20,
         ..MachineLimits::default()
@@ -690,6 +706,7 @@ fn many_empty_files_hit_the_disk_quota() {
 /// reads what its init made is stable.
 #[test]
 fn dependence_on_the_system_is_measured_and_random_inits_are_reproducible() {
+    let _heavy = heavy();
     use super::dependence::Dependence;
     let d = super::OsDomain::load(super::Options::default()).unwrap();
     let task = |id: &str| {
