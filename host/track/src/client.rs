@@ -279,33 +279,6 @@ impl MlflowClient {
             .map(|_| ())
     }
 
-    /// Downloads one artifact (tests and checks).
-    pub async fn get_artifact(&self, run: &RunInfo, path: &str) -> Result<Vec<u8>, ClientError> {
-        let url = self.artifact_url(run, path)?;
-        let resp = self
-            .http
-            .get(&url)
-            .send()
-            .await
-            .map_err(|e| ClientError::Unreachable {
-                url: url.clone(),
-                reason: e.to_string(),
-            })?;
-        let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(|e| ClientError::Unreachable {
-            url: url.clone(),
-            reason: e.to_string(),
-        })?;
-        if status != 200 {
-            return Err(ClientError::Status {
-                url,
-                status,
-                body: String::from_utf8_lossy(&bytes).chars().take(300).collect(),
-            });
-        }
-        Ok(bytes.to_vec())
-    }
-
     fn artifact_url(&self, run: &RunInfo, path: &str) -> Result<String, ClientError> {
         let rest = run
             .artifact_uri

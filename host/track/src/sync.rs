@@ -141,8 +141,6 @@ pub async fn sync(dir: &Path, opts: &SyncOptions) -> Result<SyncReport, TrackErr
     for r in &plan.runs {
         if let Some(s) = state.runs.get(&r.key) {
             report.runs.push((r.name.clone(), s.run_id.clone()));
-        }
-        if let Some(s) = state.runs.get(&r.key) {
             report
                 .refused
                 .extend(s.refused.iter().map(|(k, v)| format!("{k}: {v}")));
