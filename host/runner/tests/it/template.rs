@@ -309,6 +309,42 @@ fn slips_are_repaired_and_violations_blocked_on_real_state() {
     }
 }
 
+/// An episode of `h` over `env` for `view`, through its contract and skills
+/// hooks: the system prompt the contract made, and whether any skill was
+/// shown.
+fn open_episode(
+    h: &LoadedHarness,
+    domain: &dyn Domain,
+    info: &EpisodeInfo,
+    tools: &[ecdysis_sandbox::sandbox::ToolSpec],
+    env: &SharedEnv,
+    view: &env::VisibleTask,
+) -> (ecdysis_sandbox::sandbox::HarnessEpisode, String, bool) {
+    let env_view = SharedEnvView::new(
+        env.clone(),
+        tools.iter().map(|t| (t.name.clone(), t.mutates)),
+    );
+    let mut ep = h
+        .start_episode(info, tools, Box::new(env_view))
+        .expect("episode");
+    let contract = ep
+        .contract(&ContractInput {
+            domain: domain.name().to_string(),
+            system_prompt: domain.system_prompt(),
+            tools: tools.to_vec(),
+        })
+        .expect("contract")
+        .value;
+    let guides = ep
+        .skills(&TaskView {
+            domain: domain.name().to_string(),
+            first_user_message: view.first_user_message.clone().unwrap_or_default(),
+        })
+        .expect("skills")
+        .value;
+    (ep, contract.system_prompt, !guides.is_empty())
+}
+
 /// MariaDB is needed for DBBench: without it the test is SKIPPED, unless
 /// `$CI` is set (CI installs it).
 fn dbbench_domain() -> Option<Arc<dyn Domain>> {
@@ -357,30 +393,9 @@ fn dbbench_gold_plans_pass_the_template_untouched() {
                 .is_some_and(|q| !q.trim_start().to_ascii_uppercase().starts_with("SELECT"))
         });
         let mut gold_env = modifying.then(|| domain.new_env_for(&view).expect("gold env"));
-        let env_view = SharedEnvView::new(
-            env.clone(),
-            tools.iter().map(|t| (t.name.clone(), t.mutates)),
-        );
-        let mut ep = h
-            .start_episode(&info, &tools, Box::new(env_view))
-            .expect("episode");
-        let contract = ep
-            .contract(&ContractInput {
-                domain: domain.name().to_string(),
-                system_prompt: domain.system_prompt(),
-                tools: tools.clone(),
-            })
-            .expect("contract")
-            .value;
-        assert!(contract.system_prompt.contains("backticks"));
-        let guides = ep
-            .skills(&TaskView {
-                domain: domain.name().to_string(),
-                first_user_message: view.first_user_message.clone().unwrap_or_default(),
-            })
-            .expect("skills")
-            .value;
-        skills_shown += usize::from(!guides.is_empty());
+        let (mut ep, prompt, shown) = open_episode(&h, &*domain, &info, &tools, &env, &view);
+        assert!(prompt.contains("backticks"));
+        skills_shown += usize::from(shown);
         for (i, gold) in plan.steps.iter().enumerate() {
             findings.calls += 1;
             let args = serde_json::Value::Object(gold.arguments.clone());
@@ -538,36 +553,12 @@ fn os_reference_solutions_pass_the_template_untouched() {
         let plan = oracle.gold_plan();
         let mut last_output = String::new();
         let env: SharedEnv = Arc::new(Mutex::new(domain.new_env_for(&view).expect("env")));
-        let env_view = SharedEnvView::new(
-            env.clone(),
-            tools.iter().map(|t| (t.name.clone(), t.mutates)),
-        );
-        let mut ep = h
-            .start_episode(&info, &tools, Box::new(env_view))
-            .expect("episode");
-        let contract = ep
-            .contract(&ContractInput {
-                domain: domain.name().to_string(),
-                system_prompt: domain.system_prompt(),
-                tools: tools.clone(),
-            })
-            .expect("contract")
-            .value;
+        let (mut ep, prompt, shown) = open_episode(&h, &*domain, &info, &tools, &env, &view);
         assert!(
-            contract
-                .system_prompt
-                .contains("answer_action with only the value"),
-            "{}",
-            contract.system_prompt
+            prompt.contains("answer_action with only the value"),
+            "{prompt}"
         );
-        let guides = ep
-            .skills(&TaskView {
-                domain: domain.name().to_string(),
-                first_user_message: view.first_user_message.clone().unwrap_or_default(),
-            })
-            .expect("skills")
-            .value;
-        skills_shown += usize::from(!guides.is_empty());
+        skills_shown += usize::from(shown);
         for (i, gold) in plan.actions.iter().enumerate() {
             findings.calls += 1;
             // The answer is what the reference printed (as the testbed
