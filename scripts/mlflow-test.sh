@@ -3,10 +3,9 @@
 #
 # CI runs the offline ones (a server that is down, a fake that fails,
 # hangs and refuses); this script installs MLflow from PyPI into a venv
-# (about 850 MB, a few minutes, kept for the next time) and runs the test
-# that starts a real server on loopback with a SQLite store. It is not in
-# CI because the install alone would cost CI minutes it does not have
-# (docs/src/guides/tracking.md).
+# (kept for the next time) and runs the test that starts a real server on
+# loopback with a SQLite store. It is not in CI because of the install's
+# size and time (measured in docs/src/guides/tracking.md).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
