@@ -33,6 +33,16 @@ host() { "$HOST" --quiet --store "$STORE" "$@"; }
 rm -f "$FIX/ready"
 mkdir -p "$FIX/hostile"
 
+echo "== harness-template-py: the Python starting harness's own unit tests"
+PYTOOLS=$ROOT/.ecdysis/python-tools
+if [ -x "$PYTOOLS/bin/pytest" ]; then
+    "$PYTOOLS/bin/pytest" -q "$ROOT/harness-template-py"
+elif [ -n "${CI:-}" ]; then
+    echo "CI is set but $PYTOOLS has no pytest (bash scripts/python-tools.sh)"; exit 1
+else
+    echo "skipped: no $PYTOOLS/bin/pytest (bash scripts/python-tools.sh installs it)"
+fi
+
 echo "== runtimes: hostile guests"
 for feature in good infinite-loop memory-bomb deep-recursion panic huge-output unknown-tool \
     bad-json-args huge-args calc-bomb mutating-env-view env-view-flood wants-clock \

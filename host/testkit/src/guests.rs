@@ -45,6 +45,7 @@ pub fn guest(crate_rel: &str, feature: Option<&str>) -> Vec<u8> {
     let opts = BuildOptions {
         features: feature.map(|f| vec![f.to_string()]).unwrap_or_default(),
         quiet: true,
+        python_tool: python_tool().ok(),
         ..BuildOptions::default()
     };
     let out = store
@@ -53,4 +54,38 @@ pub fn guest(crate_rel: &str, feature: Option<&str>) -> Vec<u8> {
     let bytes = store.read_component(&out.manifest.hash).expect("stored");
     map.insert(key, bytes.clone());
     bytes
+}
+
+/// Where `.ci/run` (and `scripts/python-tools.sh`) install componentize-py
+/// and pytest, relative to the repository root.
+pub const PYTHON_TOOLS: &str = ".ecdysis/python-tools";
+
+/// The componentize-py that builds the Python guests: the repository's
+/// [`PYTHON_TOOLS`] one, else one on `PATH`; the error says why there is
+/// none. Tests of Python guests skip with that reason, except under CI
+/// (`CI` set), where a missing tool fails them.
+pub fn python_tool() -> Result<PathBuf, String> {
+    let local = repo_root().join(PYTHON_TOOLS).join("bin/componentize-py");
+    if local.is_file() {
+        return Ok(local);
+    }
+    ecdysis_sys::jail::find_program(std::ffi::OsStr::new("componentize-py")).ok_or_else(|| {
+        format!(
+            "componentize-py is neither in {} nor on PATH (install it with scripts/python-tools.sh)",
+            local.display()
+        )
+    })
+}
+
+/// Whether a test of Python guests can run; prints why not, and panics
+/// instead under CI.
+pub fn python_guests_available() -> bool {
+    match python_tool() {
+        Ok(_) => true,
+        Err(why) if std::env::var_os("CI").is_some() => panic!("required under CI: {why}"),
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            false
+        }
+    }
 }

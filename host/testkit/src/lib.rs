@@ -12,4 +12,4 @@ pub mod guests;
 pub mod measure;
 pub mod mock;
 
-pub use guests::{guest, repo_root, shared_store};
+pub use guests::{guest, python_guests_available, python_tool, repo_root, shared_store};

@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::Args;
 
-use ecdysis_host::sandbox::Limits;
+use ecdysis_host::sandbox::{Limits, WasiProfile};
 
 /// Per-hook limits of the harness sandbox; unset flags keep the defaults
 /// (see docs/src/reference/limits.md).
@@ -26,6 +26,13 @@ pub struct LimitArgs {
     /// the failure policy. Default 64.
     #[arg(long, help_heading = "Sandbox limits")]
     pub max_added_kib: Option<u64>,
+    /// Which WASI a harness may import besides `wasi:io` and `wasi:cli`:
+    /// `virtual` (default) also grants a frozen clock, randomness seeded
+    /// per episode, an empty filesystem and sockets that always refuse,
+    /// which Python and JavaScript harnesses import; `minimal` refuses a
+    /// component that imports them.
+    #[arg(long, value_name = "PROFILE", help_heading = "Sandbox limits")]
+    pub wasi: Option<WasiProfile>,
 }
 
 impl LimitArgs {
@@ -55,6 +62,9 @@ impl LimitArgs {
         if let Some(k) = self.max_added_kib {
             l.max_added_bytes = k << 10;
         }
+        if let Some(p) = self.wasi {
+            l.wasi = p;
+        }
         Ok(l)
     }
 }
@@ -71,6 +81,7 @@ mod tests {
             deadline_ms: Some(30),
             memory_mib: Some(16),
             max_added_kib: Some(8),
+            wasi: Some(WasiProfile::Minimal),
         }
         .limits()
         .unwrap();
@@ -79,9 +90,16 @@ mod tests {
                 l.fuel_per_hook,
                 l.deadline,
                 l.memory_bytes,
-                l.max_added_bytes
+                l.max_added_bytes,
+                l.wasi
             ),
-            (7, Duration::from_millis(30), 16 << 20, 8 << 10)
+            (
+                7,
+                Duration::from_millis(30),
+                16 << 20,
+                8 << 10,
+                WasiProfile::Minimal
+            )
         );
     }
 

@@ -554,32 +554,48 @@ fn train_with_coder(
     state: &Path,
     rounds: u32,
 ) -> support::Measured {
-    let mut cmd = support::train_command(
-        root,
-        &[
-            "--cache",
-            "off",
-            "--method",
-            "ecdysis-nofdcr",
-            "--rounds",
-            &rounds.to_string(),
-            "--plateau",
-            "20",
-            "--coder-command",
-            command,
-            "--coder-ro",
-            &scripts.to_string_lossy(),
-            "--coder-rw",
-            &state.to_string_lossy(),
-            // Gated: the coder's jail reaches this endpoint only (nothing
-            // listens there; the scripted coder needs no network): the
-            // binary's own forwarder runs every coder of these tests.
-            "--coder-endpoint",
-            "http://127.0.0.1:18080/v1",
-            "--out",
-            &root.join("train").to_string_lossy(),
-        ],
-    );
+    train_with_coder_and(root, command, scripts, state, rounds, &[])
+}
+
+/// [`train_with_coder`] with more flags.
+fn train_with_coder_and(
+    root: &Path,
+    command: &str,
+    scripts: &Path,
+    state: &Path,
+    rounds: u32,
+    extra: &[&str],
+) -> support::Measured {
+    let rounds_text = rounds.to_string();
+    let out = root.join("train");
+    let out = out.to_string_lossy();
+    let scripts = scripts.to_string_lossy();
+    let state = state.to_string_lossy();
+    let mut args = vec![
+        "--cache",
+        "off",
+        "--method",
+        "ecdysis-nofdcr",
+        "--rounds",
+        &rounds_text,
+        "--plateau",
+        "20",
+        "--coder-command",
+        command,
+        "--coder-ro",
+        &scripts,
+        "--coder-rw",
+        &state,
+        // Gated: the coder's jail reaches this endpoint only (nothing
+        // listens there; the scripted coder needs no network): the
+        // binary's own forwarder runs every coder of these tests.
+        "--coder-endpoint",
+        "http://127.0.0.1:18080/v1",
+        "--out",
+        &out,
+    ];
+    args.extend_from_slice(extra);
+    let mut cmd = support::train_command(root, &args);
     cmd.env(KEY_VAR, KEY_VALUE);
     let m = support::run_measured(&mut cmd);
     eprintln!(
@@ -696,17 +712,24 @@ fn a_coder_smuggling_files_or_keys_is_rejected_each_time_then_a_clean_edit_is_ga
 }
 
 #[test]
-fn a_candidate_importing_a_clock_is_rejected_and_the_next_round_runs() {
+fn a_candidate_importing_a_clock_under_the_minimal_profile_is_rejected_and_the_next_round_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let outside = Outside::new(tmp.path());
     let steps = [
-        // Guests get no clock: the host grants no wasi:clocks import.
+        // Under the minimal WASI profile the host grants no wasi:clocks import.
         "c = rep(c, '    fn new(info: EpisodeInfo) -> Self {\\n', '    fn new(info: EpisodeInfo) -> Self {\\n        std::hint::black_box(std::time::SystemTime::now());\\n')".to_string(),
         format!("t = rep(t, {}, {})", py(BLANK_PREFIXES), py(FILLED_PREFIXES)),
     ];
     let steps: Vec<&str> = steps.iter().map(String::as_str).collect();
     let (command, scripts, state) = scripted_coder(tmp.path(), &outside, &steps);
-    let m = train_with_coder(tmp.path(), &command, &scripts, &state, 2);
+    let m = train_with_coder_and(
+        tmp.path(),
+        &command,
+        &scripts,
+        &state,
+        2,
+        &["--wasi", "minimal"],
+    );
     assert!(m.status.success(), "{}", m.stderr);
     assert!(m.wall < Duration::from_secs(600), "{:?}", m.wall);
     assert!(m.peak_rss_mib() < 768.0, "{} MiB", m.peak_rss_mib());

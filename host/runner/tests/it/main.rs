@@ -4,6 +4,7 @@
 
 mod agentbench_os;
 mod conformance;
+mod python;
 mod sandbox;
 mod telecom;
 mod template;

@@ -11,7 +11,7 @@ use ecdysis_sandbox::doctor;
 use ecdysis_sandbox::sandbox::{
     ActionDecision, AgentAction, Allocation, ContractInput, EpisodeInfo, FailurePolicy, LayerSet,
     Limits, LoadedHarness, Sandbox, SandboxError, StaticEnv, StepKind, StepReport, TaskView,
-    ToolCall, Violation,
+    ToolCall, Violation, WasiProfile, virtual_wasi,
 };
 
 fn info() -> EpisodeInfo {
@@ -292,17 +292,60 @@ fn env_view_flood_hits_the_quota() {
 }
 
 #[test]
-fn a_guest_importing_a_clock_is_refused_at_link_time() {
-    let sandbox = Sandbox::new(test_limits()).unwrap();
+fn a_guest_importing_a_clock_is_refused_under_the_minimal_profile() {
+    let minimal = Limits {
+        wasi: WasiProfile::Minimal,
+        ..test_limits()
+    };
+    let sandbox = Sandbox::new(minimal.clone()).unwrap();
     let bytes = support::guest("guests/hostile", Some("wants-clock"));
     let err = match sandbox.load_bytes(&bytes) {
         Err(e) => e,
-        Ok(_) => panic!("a clock import must not link"),
+        Ok(_) => panic!("a clock import must not link under the minimal profile"),
     };
     match &err {
-        SandboxError::Link(msg) => assert!(msg.contains("wasi:clocks"), "{msg}"),
+        SandboxError::Link(msg) => assert!(
+            msg.contains("wasi:clocks") && msg.contains("`minimal` WASI profile"),
+            "{msg}"
+        ),
         other => panic!("expected a link error, got {other}"),
     }
+    positive_control(&sandbox);
+    // Linked under the default profile, it cannot be narrowed to minimal
+    // afterwards either (a tenant's limits).
+    let virtual_sandbox = Sandbox::new(test_limits()).unwrap();
+    let linked = virtual_sandbox
+        .load_bytes(&bytes)
+        .expect("links under virtual");
+    assert!(matches!(
+        linked.with_limits(minimal),
+        Err(SandboxError::Link(_))
+    ));
+}
+
+#[test]
+fn a_guest_reading_the_clock_sees_the_frozen_virtual_time() {
+    let sandbox = Sandbox::new(test_limits()).unwrap();
+    let harness = sandbox
+        .load_bytes(&support::guest("guests/hostile", Some("wants-clock")))
+        .expect("the virtual profile grants a clock");
+    let read = || {
+        let mut ep = harness
+            .start_episode(&info(), &doctor::sample_tools(), Box::new(env()))
+            .unwrap();
+        match ep.realize(&proposed_call()).unwrap().value {
+            ActionDecision::Block(now) => now,
+            other => panic!("expected the clock's reading, got {other:?}"),
+        }
+    };
+    let first = read();
+    // `SystemTime`'s Debug form on WASI: seconds and nanoseconds since 1970.
+    assert!(
+        first.contains(&format!("tv_sec: {}", virtual_wasi::VIRTUAL_EPOCH_SECONDS)),
+        "{first}"
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(read(), first, "the clock does not move between episodes");
     positive_control(&sandbox);
 }
 

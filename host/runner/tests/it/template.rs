@@ -182,8 +182,42 @@ fn replay_task(h: &LoadedHarness, domain: &dyn Domain, task_id: &str, out: &mut 
 
 #[test]
 fn gold_actions_of_all_tasks_pass_realization_untouched() {
-    let h = harness();
-    let report = doctor::check(&h);
+    gold_actions_pass(
+        &harness(),
+        &["tau2/airline", "tau2/retail", "tau2/telecom"],
+        164 + 2285,
+    );
+}
+
+/// The Python starting harness (`harness-template-py`, built with
+/// componentize-py), or `None` where the tool is missing outside CI.
+fn python_template() -> Option<LoadedHarness> {
+    if !support::python_guests_available() {
+        return None;
+    }
+    let bytes = support::guest("harness-template-py", None);
+    let sandbox = Sandbox::new(Default::default()).expect("sandbox");
+    Some(
+        sandbox
+            .load_bytes(&bytes)
+            .expect("harness-template-py loads under the default limits"),
+    )
+}
+
+/// The Python template has the Rust template's core rules for τ² airline
+/// and retail (not telecom): no gold call of theirs is blocked or changes
+/// the database, every one written as fenced JSON is rescued, regulation
+/// never stops.
+#[test]
+fn the_python_template_passes_the_airline_and_retail_gold_actions_untouched() {
+    let Some(h) = python_template() else { return };
+    gold_actions_pass(&h, &["tau2/airline", "tau2/retail"], 50 + 114);
+}
+
+/// Replays every task's gold actions of `domains` through `h` and demands
+/// no block, database change, stop or missed rescue.
+fn gold_actions_pass(h: &LoadedHarness, domains: &[&str], expected_tasks: usize) {
+    let report = doctor::check(h);
     assert!(
         report.passed(),
         "doctor: {}",
@@ -193,18 +227,14 @@ fn gold_actions_of_all_tasks_pass_realization_untouched() {
     let data = env::locate(None).unwrap_or_else(|e| panic!("{e}"));
     let mut findings = Findings::default();
     let mut tasks = 0;
-    for name in ["tau2/airline", "tau2/retail", "tau2/telecom"] {
+    for name in domains {
         let domain = env::open(name, &data).unwrap_or_else(|e| panic!("{e}"));
         for task in domain.tasks(None).expect("tasks") {
             tasks += 1;
-            replay_task(&h, &*domain, &task.id, &mut findings);
+            replay_task(h, &*domain, &task.id, &mut findings);
         }
     }
-    assert_eq!(
-        tasks,
-        164 + 2285,
-        "airline 50 + retail 114 + telecom 2,285 tasks"
-    );
+    assert_eq!(tasks, expected_tasks, "tasks of {domains:?}");
     eprintln!(
         "{tasks} tasks, {} gold calls, {} rewrites",
         findings.calls, findings.rewrites
@@ -367,10 +397,23 @@ fn dbbench_domain() -> Option<Arc<dyn Domain>> {
 /// the final table hash equals the unharnessed gold replay's.
 #[test]
 fn dbbench_gold_plans_pass_the_template_untouched() {
+    dbbench_gold_plans_pass(&harness(), 300);
+}
+
+/// The same for the Python template, whose keyword-overlap skills match
+/// fewer openings than the Rust template's BM25.
+#[test]
+fn dbbench_gold_plans_pass_the_python_template_untouched() {
+    let Some(h) = python_template() else { return };
+    dbbench_gold_plans_pass(&h, 100);
+}
+
+/// Every DBBench gold plan through `h`; at least `min_skills_shown`
+/// openings get a skill.
+fn dbbench_gold_plans_pass(h: &LoadedHarness, min_skills_shown: usize) {
     let Some(domain) = dbbench_domain() else {
         return;
     };
-    let h = harness();
     let tools = wit_tools(&*domain);
     let info = EpisodeInfo {
         domain: domain.name().to_string(),
@@ -393,7 +436,7 @@ fn dbbench_gold_plans_pass_the_template_untouched() {
                 .is_some_and(|q| !q.trim_start().to_ascii_uppercase().starts_with("SELECT"))
         });
         let mut gold_env = modifying.then(|| domain.new_env_for(&view).expect("gold env"));
-        let (mut ep, prompt, shown) = open_episode(&h, &*domain, &info, &tools, &env, &view);
+        let (mut ep, prompt, shown) = open_episode(h, &*domain, &info, &tools, &env, &view);
         assert!(prompt.contains("backticks"));
         skills_shown += usize::from(shown);
         for (i, gold) in plan.steps.iter().enumerate() {
@@ -498,7 +541,7 @@ fn dbbench_gold_plans_pass_the_template_untouched() {
         findings.rewrites
     );
     assert!(
-        skills_shown > 300,
+        skills_shown > min_skills_shown,
         "skills for {skills_shown} of 360 openings"
     );
     for (what, list) in [

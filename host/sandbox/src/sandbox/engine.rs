@@ -14,6 +14,7 @@ use super::error::SandboxError;
 use super::host_state::HostState;
 use super::limits::Limits;
 use super::recorder::HookRecorder;
+use super::virtual_wasi::WasiProfile;
 
 /// Granularity of the wall-clock deadline: one epoch tick.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(1);
@@ -323,8 +324,15 @@ impl Sandbox {
             .instantiate_pre(component)
             .map_err(|e| SandboxError::Link(format!("{e:#}")))?;
         let pre = HarnessPre::new(pre).map_err(|e| SandboxError::Link(format!("{e:#}")))?;
+        let beyond_minimal = component
+            .component_type()
+            .imports(&self.engine)
+            .map(|(name, _)| name.to_string())
+            .find(|name| !WasiProfile::Minimal.grants(name));
+        check_profile(self.limits.wasi, beyond_minimal.as_deref())?;
         Ok(LoadedHarness {
             pre,
+            beyond_minimal,
             limits: self.limits.clone(),
             sandbox: self.clone(),
             recorder: None,
@@ -334,6 +342,19 @@ impl Sandbox {
     /// Compile and link in one go.
     pub fn load_bytes(&self, bytes: &[u8]) -> Result<LoadedHarness, SandboxError> {
         self.prepare(&self.compile(bytes)?)
+    }
+}
+
+/// Refuse a component under a profile that does not grant `import` (the
+/// first import beyond the minimal profile), naming it.
+fn check_profile(profile: WasiProfile, import: Option<&str>) -> Result<(), SandboxError> {
+    match import {
+        Some(name) if !profile.grants(name) => Err(SandboxError::Link(format!(
+            "the component imports `{name}`, which the `{profile}` WASI profile does not grant \
+             (the `virtual` profile grants frozen clocks, seeded randomness, an empty filesystem \
+             and refused sockets)"
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -360,6 +381,41 @@ fn add_granted_wasi(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     cli::terminal_stdin::add_to_linker::<HostState, WasiCli>(linker, HostState::cli)?;
     cli::terminal_stdout::add_to_linker::<HostState, WasiCli>(linker, HostState::cli)?;
     cli::terminal_stderr::add_to_linker::<HostState, WasiCli>(linker, HostState::cli)?;
+    add_virtual_wasi(linker)
+}
+
+/// The virtual clocks, randomness, filesystem and sockets (see
+/// `virtual_wasi`). Whether a component may import them is the profile's
+/// call at link time ([`Sandbox::prepare`]); linking them always keeps one
+/// linker per engine.
+fn add_virtual_wasi(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+    use super::virtual_wasi::HasVirt;
+    use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
+    use wasmtime_wasi::p2::bindings::{clocks, filesystem, random, sockets, sync};
+    use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView};
+    clocks::wall_clock::add_to_linker::<HostState, HasVirt>(linker, HostState::virt)?;
+    clocks::monotonic_clock::add_to_linker::<HostState, HasVirt>(linker, HostState::virt)?;
+    random::random::add_to_linker::<HostState, HasVirt>(linker, HostState::virt)?;
+    random::insecure::add_to_linker::<HostState, HasVirt>(linker, HostState::virt)?;
+    random::insecure_seed::add_to_linker::<HostState, HasVirt>(linker, HostState::virt)?;
+    filesystem::preopens::add_to_linker::<HostState, HasVirt>(linker, HostState::virt)?;
+    sockets::tcp_create_socket::add_to_linker::<HostState, HasVirt>(linker, HostState::virt)?;
+    sync::sockets::udp_create_socket::add_to_linker::<HostState, HasVirt>(linker, HostState::virt)?;
+    sockets::ip_name_lookup::add_to_linker::<HostState, HasVirt>(linker, HostState::virt)?;
+    // Resource methods only: with no preopen and no socket creation, no
+    // descriptor or socket can exist for them to act on.
+    sync::filesystem::types::add_to_linker::<HostState, WasiFilesystem>(
+        linker,
+        HostState::filesystem,
+    )?;
+    sync::sockets::tcp::add_to_linker::<HostState, WasiSockets>(linker, HostState::sockets)?;
+    sync::sockets::udp::add_to_linker::<HostState, WasiSockets>(linker, HostState::sockets)?;
+    sockets::instance_network::add_to_linker::<HostState, WasiSockets>(linker, HostState::sockets)?;
+    sockets::network::add_to_linker::<HostState, WasiSockets>(
+        linker,
+        &Default::default(),
+        HostState::sockets,
+    )?;
     Ok(())
 }
 
@@ -373,6 +429,8 @@ impl wasmtime::component::HasData for HasIoTable {
 #[derive(Clone)]
 pub struct LoadedHarness {
     pub(crate) pre: HarnessPre<HostState>,
+    /// The first import the minimal WASI profile does not grant, if any.
+    beyond_minimal: Option<String>,
     pub(crate) limits: Limits,
     pub(crate) sandbox: Sandbox,
     /// Sees every hook call of this harness's episodes (conformance
@@ -397,12 +455,14 @@ impl LoadedHarness {
     /// cannot exceed the pool's slot size either (it is clamped to it).
     pub fn with_limits(&self, limits: Limits) -> Result<LoadedHarness, SandboxError> {
         limits.validate()?;
+        check_profile(limits.wasi, self.beyond_minimal.as_deref())?;
         let memory_bytes = match self.sandbox.allocation {
             Allocation::OnDemand => limits.memory_bytes,
             Allocation::Pooled { .. } => limits.memory_bytes.min(self.sandbox.limits.memory_bytes),
         };
         Ok(LoadedHarness {
             pre: self.pre.clone(),
+            beyond_minimal: self.beyond_minimal.clone(),
             limits: Limits {
                 max_wasm_stack: self.sandbox.limits.max_wasm_stack,
                 memory_bytes,

@@ -66,6 +66,11 @@ impl LoadedHarness {
     ) -> Result<HarnessEpisode, SandboxError> {
         let limits = self.limits.clone();
         let mut state = HostState::new(&limits, env);
+        state.virt = super::virtual_wasi::VirtualWasi::new(super::virtual_wasi::episode_seed(
+            &info.domain,
+            info.max_steps,
+            info.max_errors,
+        ));
         if self.recorder.is_some() {
             state.view_log = Some(Vec::new());
         }

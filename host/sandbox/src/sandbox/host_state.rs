@@ -105,6 +105,7 @@ pub(crate) struct ViolationTrap(pub Violation);
 /// Store data of one episode's harness instance.
 pub struct HostState {
     wasi: WasiCtx,
+    pub(crate) virt: super::virtual_wasi::VirtualWasi,
     table: ResourceTable,
     pub(crate) limiter: FlaggingLimiter,
     pub(crate) env: Box<dyn ReadOnlyEnv>,
@@ -125,9 +126,17 @@ impl HostState {
         // Deny by default: no args, no env vars, no preopened dirs, no network,
         // and stdout is discarded; stderr is captured so a panic message can
         // be reported with the trap.
-        let wasi = WasiCtx::builder().stderr(stderr.clone()).build();
+        // Sockets are refused by `virtual_wasi` before wasmtime-wasi sees
+        // them; these are the second lock.
+        let wasi = WasiCtx::builder()
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
         HostState {
             wasi,
+            virt: super::virtual_wasi::VirtualWasi::new(0),
             table: ResourceTable::new(),
             limiter: FlaggingLimiter::new(limits),
             env,
@@ -138,6 +147,14 @@ impl HostState {
             log_quota: limits.log_lines_per_hook,
             max_log_bytes: 4096,
             deadline: limits.deadline,
+        }
+    }
+
+    /// The virtual clocks, randomness, filesystem and sockets.
+    pub(crate) fn virt(&mut self) -> super::virtual_wasi::Virt<'_> {
+        super::virtual_wasi::Virt {
+            state: &mut self.virt,
+            table: &mut self.table,
         }
     }
 

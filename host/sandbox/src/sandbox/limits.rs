@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::virtual_wasi::WasiProfile;
+
 /// Largest arguments (the JSON object's text, in bytes) of one tool call
 /// a harness makes through the sandbox's env view; the sandbox refuses a
 /// larger call before parsing it.
@@ -56,6 +58,10 @@ pub struct Limits {
     /// so a harness cannot multiply what the model is sent.
     #[serde(default = "default_max_added_bytes")]
     pub max_added_bytes: u64,
+    /// Which WASI beyond `wasi:io` and `wasi:cli` a harness may import (see
+    /// [`WasiProfile`]); checked when a component is linked.
+    #[serde(default)]
+    pub wasi: WasiProfile,
 }
 
 /// The default [`Limits::max_added_bytes`]: a small multiple of what the
@@ -82,6 +88,7 @@ impl Default for Limits {
             log_lines_per_hook: 64,
             stdio_bytes: 64 << 10,
             max_added_bytes: DEFAULT_MAX_ADDED_BYTES,
+            wasi: WasiProfile::default(),
         }
     }
 }

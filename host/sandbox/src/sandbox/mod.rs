@@ -21,6 +21,7 @@ pub mod layers;
 mod limits;
 pub mod recorder;
 mod sync_io;
+pub mod virtual_wasi;
 
 pub use bindings::{
     ActionDecision, AgentAction, ContractInput, ContractOutput, EpisodeInfo, Guidance, LogLevel,
@@ -36,3 +37,4 @@ pub use host_state::LogLine;
 pub use layers::{Layer, LayerSet, UnknownLayer};
 pub use limits::{FailurePolicy, Limits, LimitsError, MAX_TOOL_ARGUMENT_BYTES};
 pub use recorder::{HookRecorder, RecordedHook, RecordedViewCall};
+pub use virtual_wasi::WasiProfile;

@@ -30,8 +30,10 @@ use ecdysis_sys::rlimit::{self, Resource};
 /// under 1 MiB).
 pub const DEFAULT_MAX_COMPONENT_BYTES: usize = 32 << 20;
 
-/// Wall-clock limit of one compilation by default.
-pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Wall-clock limit of one compilation by default: room for a component
+/// that carries a language runtime (CPython, SpiderMonkey) on a 2-core
+/// machine, whose compile times the docs' performance page has.
+pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Address-space limit of a compiling child by default: Cranelift needs a
 /// few hundred MiB for a large component; the engine reserves little.

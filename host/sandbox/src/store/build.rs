@@ -131,6 +131,9 @@ pub struct BuildOptions {
     pub trust: Trust,
     /// Which cargo profile builds it.
     pub profile: BuildProfile,
+    /// The `componentize-py` that builds a Python harness (default: see
+    /// [`super::build_python::PythonTool::find`]).
+    pub python_tool: Option<PathBuf>,
 }
 
 impl Default for BuildOptions {
@@ -143,6 +146,7 @@ impl Default for BuildOptions {
             timeout: BUILD_TIMEOUT,
             trust: Trust::Own,
             profile: BuildProfile::Release,
+            python_tool: None,
         }
     }
 }
@@ -561,8 +565,15 @@ fn explain_failure(
 impl ComponentStore {
     /// Build the crate at `crate_dir`, hash the component and store it with
     /// its manifest.
+    /// A directory with `hooks.py` and no `Cargo.toml` is a Python harness,
+    /// built with `componentize-py` ([`super::build_python`]).
     pub fn build(&self, crate_dir: &Path, opts: &BuildOptions) -> Result<BuildOutcome, StoreError> {
-        let build = cargo_build(crate_dir, opts)?;
+        let python = super::build_python::is_python_harness(crate_dir);
+        let build = if python {
+            super::build_python::python_build(crate_dir, opts)?
+        } else {
+            cargo_build(crate_dir, opts)?
+        };
         if !build.ok {
             return Err(StoreError::BuildFailed {
                 crate_dir: crate_dir.to_path_buf(),
@@ -587,7 +598,11 @@ impl ComponentStore {
             ManifestFacts {
                 parent: opts.parent.clone(),
                 source_tree_hash: Some(source_tree_hash(crate_dir)?),
-                toolchain: rustc_version(),
+                toolchain: if python {
+                    Some("componentize-py".into())
+                } else {
+                    rustc_version()
+                },
                 features: opts.features.clone(),
                 origin: crate_dir.display().to_string(),
             },

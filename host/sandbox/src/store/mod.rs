@@ -18,10 +18,12 @@
 
 pub mod artifact;
 pub mod build;
+pub mod build_python;
 mod export;
 pub mod fncache;
 mod inspect;
 pub mod scan;
+mod scan_python;
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -165,7 +167,10 @@ pub enum StoreError {
         hash: String,
     },
     /// A directory given as a harness that is not a crate.
-    #[error("{} is a directory without a Cargo.toml: not a crate to build", dir.display())]
+    #[error(
+        "{} is a directory without a Cargo.toml or a hooks.py: not a Rust crate or a Python harness to build",
+        dir.display()
+    )]
     NotACrate {
         /// The directory.
         dir: PathBuf,
@@ -211,6 +216,14 @@ pub enum StoreError {
         path: PathBuf,
         /// The parse error.
         reason: String,
+    },
+    /// A tool a build needs is not installed.
+    #[error("cannot build: {tool} is not installed: {hint}")]
+    ToolMissing {
+        /// The tool.
+        tool: &'static str,
+        /// How to install it or point at it.
+        hint: String,
     },
     /// `cargo` could not be started (not installed, not on `PATH`).
     #[error("cannot run cargo: {0}")]
@@ -734,14 +747,15 @@ impl ComponentStore {
     /// What a user may pass as `--harness`: a guest crate directory (built
     /// now, as the user's own source), a `.wasm` file (added), or a stored
     /// hash (or unique prefix, see [`ComponentStore::resolve`]). A directory
-    /// is built only when it is a crate (holds a `Cargo.toml`); any other
+    /// is built only when it is a crate (holds a `Cargo.toml`) or a Python
+    /// harness (holds `hooks.py`, see [`build_python`]); any other
     /// directory is an error naming it, even when its name looks like a
     /// hash prefix.
     pub fn obtain(&self, spec: &str, quiet: bool) -> Result<Manifest, StoreError> {
         let path = Path::new(spec);
         if path.is_dir() {
             self.refuse_ambiguous(spec, path)?;
-            if !path.join("Cargo.toml").is_file() {
+            if !path.join("Cargo.toml").is_file() && !build_python::is_python_harness(path) {
                 return Err(StoreError::NotACrate {
                     dir: path.to_path_buf(),
                 });

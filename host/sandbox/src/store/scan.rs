@@ -124,7 +124,7 @@ fn render(findings: &[Finding]) -> String {
     format!("the source reaches outside the crate: {}", items.join("; "))
 }
 
-/// Every finding of the crate at `dir` (its `.rs` files and links, per
+/// Every finding of the crate at `dir` (its `.rs` and `.py` files and links, per
 /// [`walk_crate`]).
 pub fn scan_crate(dir: &Path) -> Result<Vec<Finding>, PathError> {
     let mut files = Vec::new();
@@ -132,7 +132,7 @@ pub fn scan_crate(dir: &Path) -> Result<Vec<Finding>, PathError> {
     for entry in walk_crate(dir)? {
         match &entry.kind {
             EntryKind::Link(target) => findings.push(link_finding(&entry.rel, target)),
-            EntryKind::File if entry.rel.ends_with(".rs") => {
+            EntryKind::File if entry.rel.ends_with(".rs") || entry.rel.ends_with(".py") => {
                 let path = dir.join(&entry.rel);
                 let bytes = std::fs::read(&path).map_err(|e| PathError::new("read", &path, e))?;
                 files.push((entry.rel.clone(), bytes));
@@ -157,9 +157,10 @@ pub fn link_finding(rel: &str, target: &Path) -> Finding {
     }
 }
 
-/// The findings of one `.rs` file's bytes.
+/// The findings of one `.rs` or `.py` file's bytes.
 pub fn scan_file(rel: &str, bytes: &[u8]) -> Vec<Finding> {
     match std::str::from_utf8(bytes) {
+        Ok(text) if rel.ends_with(".py") => super::scan_python::scan_python(rel, text),
         Ok(text) => scan_source(rel, text),
         Err(_) => vec![Finding {
             file: rel.to_string(),

@@ -1,0 +1,280 @@
+//! Builds of harnesses written in Python: a directory whose `hooks.py`
+//! implements the `hooks` interface (the module `componentize-py` looks for),
+//! with any other modules and data beside it, and no `Cargo.toml`.
+//!
+//! `componentize-py` runs the module's top-level code while it snapshots the
+//! interpreter, so an untrusted build is source running on the host: it goes
+//! through the same [`Trust`] policy as a Rust build (scan, then a
+//! bubblewrap jail with no network that sees the source read-only, an output
+//! directory, the WIT package and the tool's own installation read-only).
+//! The WIT package is the one this host was built with, written to a scratch
+//! directory, so a harness directory needs no `../wit` beside it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ecdysis_sys::fsutil::PathError;
+use ecdysis_sys::jail::{Jail, JailSpec, ProcessLimiter, apply_limits, find_program};
+use ecdysis_sys::process::{Scratch, run_watched};
+
+use super::StoreError;
+use super::build::{BuildOptions, CargoBuild, Trust};
+use super::scan;
+
+/// The module `componentize-py` is pointed at: it must define the exported
+/// `Episode` class of the `hooks` interface.
+pub const PYTHON_ENTRY: &str = "hooks.py";
+
+/// The environment variable naming the `componentize-py` to run (else the
+/// one on `PATH`).
+pub const COMPONENTIZE_PY_ENV: &str = "ECDYSIS_COMPONENTIZE_PY";
+
+/// The `ecdysis:harness` WIT package this host implements.
+pub const HARNESS_WIT: &str = include_str!("../../../../wit/harness.wit");
+
+/// Whether `dir` holds a Python harness rather than a Rust crate.
+pub fn is_python_harness(dir: &Path) -> bool {
+    !dir.join("Cargo.toml").exists() && dir.join(PYTHON_ENTRY).is_file()
+}
+
+/// An installed `componentize-py`: the program and what it needs to run.
+#[derive(Debug, Clone)]
+pub struct PythonTool {
+    /// The `componentize-py` program (absolute).
+    pub exe: PathBuf,
+    /// Directories a jailed build must see read-only: the program's
+    /// environment (a venv's root) and the Python installation it was made
+    /// from.
+    pub read_only: Vec<PathBuf>,
+}
+
+impl PythonTool {
+    /// `named`, else the `componentize-py` of [`COMPONENTIZE_PY_ENV`], else
+    /// the one on `PATH`.
+    pub fn find(named: Option<&Path>) -> Result<PythonTool, StoreError> {
+        let named = named
+            .map(|p| p.as_os_str().to_owned())
+            .or_else(|| std::env::var_os(COMPONENTIZE_PY_ENV))
+            .unwrap_or_else(|| "componentize-py".into());
+        let exe = find_program(&named).ok_or_else(|| StoreError::ToolMissing {
+            tool: "componentize-py",
+            hint: format!(
+                "a Python harness is built with componentize-py: `pip install componentize-py==0.25.1` \
+                 and put it on PATH or name it in {COMPONENTIZE_PY_ENV} (looked for `{}`)",
+                named.to_string_lossy()
+            ),
+        })?;
+        let exe = std::fs::canonicalize(&exe).map_err(|e| PathError::new("resolve", &exe, e))?;
+        let mut read_only = Vec::new();
+        // `<env>/bin/componentize-py`: the environment is two levels up.
+        if let Some(env) = exe.parent().and_then(Path::parent) {
+            read_only.push(env.to_path_buf());
+            if let Ok(cfg) = std::fs::read_to_string(env.join("pyvenv.cfg")) {
+                read_only.extend(venv_base(&cfg));
+            }
+        }
+        Ok(PythonTool { exe, read_only })
+    }
+}
+
+/// The Python installation a venv was made from (`home = <prefix>/bin` in
+/// its `pyvenv.cfg`), resolved through links.
+fn venv_base(cfg: &str) -> Option<PathBuf> {
+    let home = cfg.lines().find_map(|l| {
+        let (key, value) = l.split_once('=')?;
+        (key.trim() == "home").then(|| PathBuf::from(value.trim()))
+    })?;
+    let home = std::fs::canonicalize(&home).unwrap_or(home);
+    home.parent().map(Path::to_path_buf)
+}
+
+/// Build the Python harness at `dir` into `<target>/python/harness.wasm`
+/// (blocking). Like [`super::build::cargo_build`], a failed build is a
+/// [`CargoBuild`] with `ok: false` and the tool's errors.
+pub fn python_build(dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, StoreError> {
+    let dir = &std::fs::canonicalize(dir).map_err(|e| PathError::new("resolve", dir, e))?;
+    let tool = PythonTool::find(opts.python_tool.as_deref())?;
+    let target = match &opts.target_dir {
+        Some(t) => std::path::absolute(t).map_err(|e| PathError::new("resolve", t, e))?,
+        None => dir.join("target"),
+    };
+    let out_dir = target.join("python");
+    std::fs::create_dir_all(&out_dir).map_err(|e| PathError::new("create", &out_dir, e))?;
+    let out = out_dir.join("harness.wasm");
+    let _ = std::fs::remove_file(&out);
+    let wit = Scratch::new("harness-wit")?;
+    let wit_file = wit.path().join("harness.wit");
+    std::fs::write(&wit_file, HARNESS_WIT).map_err(|e| PathError::new("write", &wit_file, e))?;
+    let args: Vec<std::ffi::OsString> = vec![
+        "-d".into(),
+        wit.path().into(),
+        "-w".into(),
+        "harness".into(),
+        "componentize".into(),
+        "hooks".into(),
+        "-p".into(),
+        dir.into(),
+        "-o".into(),
+        out.clone().into(),
+    ];
+    let mut jailed = false;
+    let mut _home = None;
+    let (cmd, limits) = match &opts.trust {
+        Trust::Own => {
+            let mut cmd = Command::new(&tool.exe);
+            cmd.args(&args).current_dir(dir);
+            (cmd, None)
+        }
+        Trust::Untrusted {
+            containment,
+            allowed,
+        } => {
+            if containment.scan {
+                scan::refuse_new(scan::scan_crate(dir)?, allowed).map_err(|refusal| {
+                    StoreError::SourceRefused {
+                        crate_dir: dir.clone(),
+                        refusal,
+                    }
+                })?;
+            }
+            let home = Scratch::new("build-home")?;
+            let env = vec![
+                ("PATH".to_string(), "/usr/bin:/bin".into()),
+                ("HOME".to_string(), home.path().as_os_str().to_owned()),
+            ];
+            let (cmd, guard) = match Jail::get() {
+                Ok(jail) => {
+                    jailed = true;
+                    let mut read_only = tool.read_only.clone();
+                    read_only.push(dir.clone());
+                    read_only.push(wit.path().to_path_buf());
+                    let spec = JailSpec {
+                        read_write: vec![out_dir.clone(), home.path().to_path_buf()],
+                        read_only,
+                        network: false,
+                        env,
+                        cwd: dir.clone(),
+                        limits: containment.limits,
+                        ..JailSpec::default()
+                    };
+                    let (mut cmd, guard) =
+                        jail.command(&spec, tool.exe.as_os_str())
+                            .map_err(|reason| StoreError::NoJail {
+                                crate_dir: dir.clone(),
+                                reason,
+                            })?;
+                    cmd.args(&args);
+                    (cmd, guard)
+                }
+                Err(reason) if containment.allow_unjailed => {
+                    tracing::warn!(dir = %dir.display(), %reason,
+                        "building untrusted Python WITHOUT a jail (allowed by the operator)");
+                    let mut cmd = Command::new(&tool.exe);
+                    cmd.args(&args).current_dir(dir).env_clear().envs(env);
+                    let limiter = ProcessLimiter::probe().unwrap_or(ProcessLimiter::Rlimit);
+                    let guard = apply_limits(&mut cmd, &containment.limits, &limiter).map_err(
+                        |reason| StoreError::NoJail {
+                            crate_dir: dir.clone(),
+                            reason,
+                        },
+                    )?;
+                    (cmd, guard)
+                }
+                Err(reason) => {
+                    return Err(StoreError::NoJail {
+                        crate_dir: dir.clone(),
+                        reason,
+                    });
+                }
+            };
+            _home = Some(home);
+            (cmd, Some((containment.limits, guard)))
+        }
+    };
+    let tripwire = limits.as_ref().map(|(_, guard)| guard.tripwire());
+    let run = run_watched(cmd, opts.timeout, &mut || {
+        tripwire
+            .as_ref()
+            .and_then(|t| t.tripped())
+            .map(|h| h.to_string())
+    })
+    .map_err(StoreError::CargoMissing)?;
+    let hit = limits
+        .as_ref()
+        .and_then(|(l, guard)| guard.hit(l, run.status, &run.stderr));
+    let ok = run.success() && out.is_file();
+    let mut errors = String::new();
+    if !ok {
+        errors = python_errors(&run.stdout, &run.stderr);
+        if run.timed_out {
+            errors.push_str(&format!(
+                "\n(the build was killed after {} s)",
+                opts.timeout.as_secs()
+            ));
+        }
+        if let Some(hit) = &hit {
+            errors.push_str(&format!("\n(a build process hit {hit})"));
+        }
+    }
+    Ok(CargoBuild {
+        ok,
+        wasm: ok.then_some(out),
+        fresh: false,
+        errors,
+        seconds: run.elapsed.as_secs_f64(),
+        jailed,
+        limit: hit,
+    })
+}
+
+/// What a failed `componentize-py` said: the Python traceback's last lines
+/// (the error itself), without the Rust backtrace it prints after them.
+fn python_errors(stdout: &str, stderr: &str) -> String {
+    let text = format!("{stdout}\n{stderr}");
+    let kept: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Stack backtrace:"))
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let tail = kept.len().saturating_sub(40);
+    kept[tail..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_python_harness_is_a_hooks_module_without_a_cargo_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!is_python_harness(dir.path()));
+        std::fs::write(dir.path().join(PYTHON_ENTRY), "").unwrap();
+        assert!(is_python_harness(dir.path()));
+        std::fs::write(dir.path().join("Cargo.toml"), "").unwrap();
+        assert!(!is_python_harness(dir.path()));
+    }
+
+    #[test]
+    fn the_venv_base_is_the_parent_of_its_home() {
+        assert_eq!(
+            venv_base("home = /opt/py/bin\ninclude-system-site-packages = false\n"),
+            Some(PathBuf::from("/opt/py"))
+        );
+        assert_eq!(venv_base("version = 3.11\n"), None);
+    }
+
+    #[test]
+    fn errors_keep_the_traceback_and_drop_the_rust_backtrace() {
+        let e = python_errors(
+            "",
+            "Traceback (most recent call last):\nNameError: name 'x' is not defined\n\nStack backtrace:\n  0: foo\n",
+        );
+        assert!(e.ends_with("NameError: name 'x' is not defined"), "{e}");
+        assert!(!e.contains("foo"));
+    }
+
+    #[test]
+    fn the_embedded_wit_is_the_harness_package() {
+        assert!(HARNESS_WIT.contains("package ecdysis:harness@0.1.0;"));
+    }
+}
