@@ -94,15 +94,17 @@ fn outside_source(top_level_name: &str) -> bool {
 
 /// Every entry of the crate at `root`, sorted by path, without following
 /// symlinks: the one walker that copying, hashing and snapshotting a crate
-/// share, so they always agree on what the crate is. Skips only the
-/// top-level entries that are not source (see `outside_source`); hidden
+/// share, so they always agree on what the crate is. Skips the top-level
+/// entries that are not source (see `outside_source`) and Python's bytecode
+/// caches (`__pycache__`, written by any import) at any depth; hidden
 /// entries below the top level (`src/.x.rs`) are part of the crate.
 pub fn walk_crate(root: &Path) -> Result<Vec<CrateEntry>, PathError> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<CrateEntry>) -> Result<(), PathError> {
         let entries = std::fs::read_dir(dir).map_err(|e| PathError::new("list", dir, e))?;
         for entry in entries {
             let entry = entry.map_err(|e| PathError::new("list", dir, e))?;
-            if dir == root && outside_source(&entry.file_name().to_string_lossy()) {
+            let name = entry.file_name();
+            if (dir == root && outside_source(&name.to_string_lossy())) || name == "__pycache__" {
                 continue;
             }
             let path = entry.path();

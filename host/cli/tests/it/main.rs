@@ -10,6 +10,7 @@ mod isolate;
 mod layers;
 mod local_llm;
 mod mlflow;
+mod python;
 mod report;
 mod run;
 mod runtimes;

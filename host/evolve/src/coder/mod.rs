@@ -328,11 +328,24 @@ pub(crate) struct Snapshot {
     root: PathBuf,
     nodes: BTreeMap<String, Node>,
     dirs: BTreeSet<String>,
+    python: bool,
+}
+
+/// Whether `rel` is in the part of a harness a coder may edit: a Rust
+/// crate's `src/`; a Python harness's modules (`.py` files, except its
+/// `tests/`). Every other file stays the incumbent's.
+pub(crate) fn in_coder_area(python: bool, rel: &str) -> bool {
+    if python {
+        rel.ends_with(".py") && !rel.starts_with("tests/")
+    } else {
+        rel.starts_with("src/")
+    }
 }
 
 impl Snapshot {
     /// The crate's files now (entries per [`ecdysis_sys::fsutil::walk_crate`]).
     pub(crate) fn take(root: &Path) -> Result<Snapshot, PathError> {
+        let python = ecdysis_sandbox::store::build_python::is_python_harness(root);
         let mut nodes = BTreeMap::new();
         let mut dirs = BTreeSet::new();
         for entry in walk_crate(root)? {
@@ -355,6 +368,7 @@ impl Snapshot {
             root: root.to_path_buf(),
             nodes,
             dirs,
+            python,
         })
     }
 
@@ -371,7 +385,7 @@ impl Snapshot {
     pub(crate) fn src_tree(&self) -> diff::Tree {
         self.nodes
             .iter()
-            .filter(|(p, _)| p.starts_with("src/"))
+            .filter(|(p, _)| in_coder_area(self.python, p))
             .filter_map(|(p, n)| match n {
                 Node::File(b) => Some((p.clone(), b.clone())),
                 Node::Link(_) => None,
@@ -436,7 +450,9 @@ impl Snapshot {
             .iter()
             .flat_map(|(rel, node)| match node {
                 Node::Link(target) => vec![scan::link_finding(rel, target)],
-                Node::File(bytes) if rel.ends_with(".rs") => scan::scan_file(rel, bytes),
+                Node::File(bytes) if rel.ends_with(".rs") || rel.ends_with(".py") => {
+                    scan::scan_file(rel, bytes)
+                }
                 Node::File(_) => vec![],
             })
             .collect()
@@ -451,13 +467,13 @@ impl Snapshot {
         }
     }
 
-    /// Changes in `later` that a coder may not make: anything outside `src/`
-    /// and any symlink.
+    /// Changes in `later` that a coder may not make: anything outside its
+    /// area ([`in_coder_area`]) and any symlink.
     pub(crate) fn forbidden_changes(&self, later: &Snapshot) -> Vec<String> {
         self.changes(later)
             .into_iter()
             .filter(|p| {
-                !p.starts_with("src/")
+                !in_coder_area(self.python, p)
                     || matches!(later.nodes.get(p), Some(Node::Link(_)))
                     || matches!(self.nodes.get(p), Some(Node::Link(_)))
             })
@@ -465,9 +481,11 @@ impl Snapshot {
     }
 }
 
-/// The crate root must hold `Cargo.toml` and `src/`.
+/// The crate root must hold `Cargo.toml` and `src/`, or be a Python harness.
 pub(crate) fn check_crate(staging: &Path) -> Result<(), CoderError> {
-    if staging.join("Cargo.toml").is_file() && staging.join("src").is_dir() {
+    if (staging.join("Cargo.toml").is_file() && staging.join("src").is_dir())
+        || ecdysis_sandbox::store::build_python::is_python_harness(staging)
+    {
         Ok(())
     } else {
         Err(CoderError::NotACrate {
@@ -517,7 +535,12 @@ pub fn check_build(
         profile: BuildProfile::Candidate,
         ..BuildOptions::default()
     };
-    let build = match cargo_build(crate_dir, &opts) {
+    let built = if ecdysis_sandbox::store::build_python::is_python_harness(crate_dir) {
+        ecdysis_sandbox::store::build_python::python_build(crate_dir, &opts)
+    } else {
+        cargo_build(crate_dir, &opts)
+    };
+    let build = match built {
         Ok(build) => build,
         Err(StoreError::SourceRefused { refusal, .. }) => {
             return Ok(BuildCheck {

@@ -692,7 +692,7 @@ pub async fn train(
     cx: TrainContext,
 ) -> Result<TrainSummary, TrainError> {
     let started = Instant::now();
-    if !source.join(heuristic::TABLES_FILE).is_file() {
+    if matches!(cx.coder, CoderChoice::Rules) && !source.join(heuristic::TABLES_FILE).is_file() {
         return Err(TrainError::NoTables(source.to_path_buf()));
     }
     cx.check_containment()?;

@@ -687,18 +687,20 @@ fn failing_tasks(unit: &[FailureGroup]) -> BTreeSet<String> {
 /// How a candidate in `staging`, edited from the incumbent's source at
 /// `reference`, is built: as untrusted source that may keep the
 /// reference's scan findings; or why it is rejected unbuilt: only `src/`
-/// is the coder's, so every other file (`Cargo.toml`, the lock file,
-/// `build.rs`, `.cargo/`) must be the incumbent's.
+/// (of a Python harness: its `.py` modules outside `tests/`) is the
+/// coder's, so every other file (`Cargo.toml`, the lock file, `build.rs`,
+/// `.cargo/`) must be the incumbent's.
 fn candidate_trust(
     reference: &Path,
     staging: &Path,
     containment: &Containment,
 ) -> Result<Result<Trust, OutsideSrc>, TrainError> {
     let before = Snapshot::take(reference)?;
+    let python = ecdysis_sandbox::store::build_python::is_python_harness(reference);
     let outside: Vec<String> = before
         .changes(&Snapshot::take(staging)?)
         .into_iter()
-        .filter(|p| !p.starts_with("src/"))
+        .filter(|p| !crate::coder::in_coder_area(python, p))
         .collect();
     if !outside.is_empty() {
         return Ok(Err(OutsideSrc(outside)));

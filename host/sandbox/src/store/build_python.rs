@@ -29,6 +29,12 @@ pub const PYTHON_ENTRY: &str = "hooks.py";
 /// one on `PATH`).
 pub const COMPONENTIZE_PY_ENV: &str = "ECDYSIS_COMPONENTIZE_PY";
 
+/// Least address-space limit of an untrusted Python build's processes:
+/// componentize-py runs its interpreter snapshot in wasmtime, which reserves
+/// several GiB of address space per linear memory (guard regions) that never
+/// become memory, so a limit sized for rustc would stop every build.
+pub const PYTHON_BUILD_ADDRESS_SPACE: u64 = 32 << 30;
+
 /// The `ecdysis:harness` WIT package this host implements.
 pub const HARNESS_WIT: &str = include_str!("../../../../wit/harness.wit");
 
@@ -137,6 +143,8 @@ pub fn python_build(dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, Store
                     }
                 })?;
             }
+            let mut limits = containment.limits;
+            limits.memory = limits.memory.max(PYTHON_BUILD_ADDRESS_SPACE);
             let home = Scratch::new("build-home")?;
             let env = vec![
                 ("PATH".to_string(), "/usr/bin:/bin".into()),
@@ -154,7 +162,7 @@ pub fn python_build(dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, Store
                         network: false,
                         env,
                         cwd: dir.clone(),
-                        limits: containment.limits,
+                        limits,
                         ..JailSpec::default()
                     };
                     let (mut cmd, guard) =
@@ -172,12 +180,12 @@ pub fn python_build(dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, Store
                     let mut cmd = Command::new(&tool.exe);
                     cmd.args(&args).current_dir(dir).env_clear().envs(env);
                     let limiter = ProcessLimiter::probe().unwrap_or(ProcessLimiter::Rlimit);
-                    let guard = apply_limits(&mut cmd, &containment.limits, &limiter).map_err(
-                        |reason| StoreError::NoJail {
+                    let guard = apply_limits(&mut cmd, &limits, &limiter).map_err(|reason| {
+                        StoreError::NoJail {
                             crate_dir: dir.clone(),
                             reason,
-                        },
-                    )?;
+                        }
+                    })?;
                     (cmd, guard)
                 }
                 Err(reason) => {
@@ -188,7 +196,7 @@ pub fn python_build(dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, Store
                 }
             };
             _home = Some(home);
-            (cmd, Some((containment.limits, guard)))
+            (cmd, Some((limits, guard)))
         }
     };
     let tripwire = limits.as_ref().map(|(_, guard)| guard.tripwire());

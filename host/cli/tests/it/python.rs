@@ -1,0 +1,121 @@
+//! Training a harness written in Python (`harness-template-py`): each
+//! candidate is built with componentize-py as untrusted source (scanned,
+//! then jailed), gated like a Rust one and exported as a component.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support;
+
+/// A scripted coder: its first edit makes the harness read a host file
+/// (the scan must refuse it), its second adds retail tool aliases the
+/// simulated agent uses (the gate must accept it).
+const CODER: &str = r#"
+import pathlib, sys
+state = pathlib.Path(sys.argv[1]) / "round"
+n = int(state.read_text()) if state.exists() else 0
+state.write_text(str(n + 1))
+rules = pathlib.Path("rules.py")
+tables = pathlib.Path("tables.py")
+if n == 0:
+    rules.write_text(rules.read_text() + '\nLEAK = open("/etc/hostname").read()\n')
+else:
+    anchor = '    ("retail", "get_product", "get_product_details"),\n'
+    extra = "".join(
+        f'    ("retail", "{a}", "{t}"),\n'
+        for a, t in [
+            ("get_order_status", "get_order_details"),
+            ("get_product_info", "get_product_details"),
+            ("modify_order_items", "modify_pending_order_items"),
+            ("modify_order_address", "modify_pending_order_address"),
+            ("exchange_items", "exchange_delivered_order_items"),
+            ("return_items", "return_delivered_order_items"),
+            ("find_user_by_email", "find_user_id_by_email"),
+            ("find_user_by_name_zip", "find_user_id_by_name_zip"),
+        ]
+    )
+    tables.write_text(tables.read_text().replace(anchor, anchor + extra, 1))
+"#;
+
+fn host(store: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(support::host_bin());
+    c.current_dir(support::repo_root())
+        .args(["--quiet", "--store"])
+        .arg(store);
+    if let Ok(tool) = ecdysis_testkit::python_tool() {
+        c.env("ECDYSIS_COMPONENTIZE_PY", tool);
+    }
+    c
+}
+
+#[test]
+fn a_python_harness_trains_refusing_a_reaching_edit_then_exports_the_accepted_one() {
+    if !ecdysis_testkit::python_guests_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, state, out) = (
+        tmp.path().join("store"),
+        tmp.path().join("state"),
+        tmp.path().join("train"),
+    );
+    std::fs::create_dir_all(&state).unwrap();
+    let coder = tmp.path().join("coder.py");
+    std::fs::write(&coder, CODER).unwrap();
+    let command = format!("/usr/bin/python3 {} {}", coder.display(), state.display());
+    let m = support::run_measured(host(&store).args([
+        "train",
+        "--source",
+        "harness-template-py",
+        "--domain",
+        "tau2/retail",
+        "--agent-model",
+        "sim:mixed",
+        "--method",
+        "ecdysis-nofdcr",
+        "--rounds",
+        "2",
+        "--plateau",
+        "5",
+        "--test-split",
+        "none",
+        "--coder-command",
+        &command,
+        "--coder-ro",
+        &coder.to_string_lossy(),
+        "--coder-rw",
+        &state.to_string_lossy(),
+        "--out",
+        &out.to_string_lossy(),
+    ]));
+    assert!(m.status.success(), "{}", m.stderr);
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let rounds = summary["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2, "{summary}");
+    let refused = rounds[0]["decision"].as_str().unwrap();
+    assert!(
+        refused.contains("rules.py")
+            && refused.contains("`open`")
+            && rounds[0]["accepted"] == false,
+        "{refused}"
+    );
+    assert_eq!(rounds[1]["accepted"], true, "{}", rounds[1]);
+    let incumbent = summary["incumbent"].as_str().expect("an incumbent hash");
+
+    // The accepted candidate exports as a component the host checks.
+    let export = tmp.path().join("export");
+    let e = host(&store)
+        .args(["export", incumbent, "--out"])
+        .arg(&export)
+        .output()
+        .unwrap();
+    assert!(e.status.success(), "{}", String::from_utf8_lossy(&e.stderr));
+    let c = host(&store)
+        .arg("check")
+        .arg(export.join("harness.wasm"))
+        .output()
+        .unwrap();
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stdout));
+}
