@@ -6,6 +6,8 @@
 #     template/            export of harness-template (harness.wasm + harness.json)
 #     template-two-layers/ the same export with only contract and skills on
 #     template.vectors.jsonl   its hook calls on retail test tasks (sim:mixed)
+#     template-py/         export of harness-template-py (built with componentize-py)
+#     template-py.vectors.jsonl  its hook calls on the same retail tasks
 #     evolved/             export of the incumbent of a 1-round offline `train`
 #     evolved.vectors.jsonl    its hook calls on the run's training tasks
 #     hostile/<feature>.wasm   guests/hostile, one build per attack (+ good.wasm)
@@ -61,6 +63,16 @@ host export "$template" --out "$FIX/template" >/dev/null
 # `layers`), which every runtime must honour.
 host export "$template" --layers contract,skills --out "$FIX/template-two-layers" >/dev/null
 host vectors --run "$FIX/template-run" --out "$FIX/template.vectors.jsonl" >/dev/null
+
+echo "== runtimes: the Python starting harness (componentize-py), its run and its vectors"
+if [ -x "$ROOT/.ecdysis/python-tools/bin/componentize-py" ]; then
+    export ECDYSIS_COMPONENTIZE_PY="$ROOT/.ecdysis/python-tools/bin/componentize-py"
+fi
+template_py=$(host build harness-template-py)
+host run --harness "$template_py" --tasks 5,9,12,17 --agent-model sim:mixed --concurrency 4 --force-new \
+    --out "$FIX/template-py-run" >/dev/null
+host export "$template_py" --out "$FIX/template-py" >/dev/null
+host vectors --run "$FIX/template-py-run" --out "$FIX/template-py.vectors.jsonl" >/dev/null
 
 echo "== runtimes: an evolved candidate (1 offline round of train), its vectors"
 if [ ! -f "$FIX/train/summary.json" ]; then

@@ -454,7 +454,10 @@ async fn check_and_store(svc: &Arc<Service>, t: &Tenant, bytes: &[u8]) -> ApiRes
         .request(
             WorkerRequest::Check {
                 path: std::path::absolute(&staged).unwrap_or(staged.clone()),
-                limits: ecdysis_sandbox::sandbox::Limits::default(),
+                limits: ecdysis_sandbox::sandbox::Limits {
+                    wasi: svc.config.limits.wasi,
+                    ..Default::default()
+                },
                 cpu_seconds: svc.check_pool.limits().cpu_per_request.as_secs(),
             },
             None,

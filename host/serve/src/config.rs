@@ -202,6 +202,11 @@ pub struct LimitsConfig {
     pub default: LimitValues,
     /// The most an evaluation may ask for.
     pub max: LimitValues,
+    /// Which WASI an uploaded harness may import beyond `wasi:io` and
+    /// `wasi:cli` (`[limits] wasi = "minimal"` refuses Python and JS
+    /// harnesses at upload; the default `virtual` grants only frozen
+    /// clocks, seeded randomness, an empty filesystem and refused sockets).
+    pub wasi: ecdysis_sandbox::sandbox::WasiProfile,
 }
 
 impl Default for LimitsConfig {
@@ -209,6 +214,7 @@ impl Default for LimitsConfig {
         let default = LimitValues::default();
         LimitsConfig {
             default,
+            wasi: Default::default(),
             max: LimitValues {
                 fuel_per_hook: default.fuel_per_hook * 10,
                 deadline_ms: 10_000,
@@ -426,6 +432,16 @@ mod tests {
         assert_eq!(c.listen, "0.0.0.0:9000");
         assert_eq!(c.quotas.concurrent_episodes, 2);
         assert_eq!(c.models["a"].model.as_str(), "sim:oracle");
+    }
+
+    #[test]
+    fn the_wasi_profile_is_virtual_unless_the_operator_narrows_it() {
+        use ecdysis_sandbox::sandbox::WasiProfile;
+        assert_eq!(ServeConfig::default().limits.wasi, WasiProfile::Virtual);
+        let c: ServeConfig = toml::from_str("[limits]\nwasi = \"minimal\"\n").unwrap();
+        assert_eq!(c.limits.wasi, WasiProfile::Minimal);
+        let e = toml::from_str::<ServeConfig>("[limits]\nwasi = \"full\"\n").unwrap_err();
+        assert!(e.to_string().contains("full"), "{e}");
     }
 
     #[test]

@@ -254,6 +254,7 @@ pub fn spec_of(svc: &Service, req: &EvaluationRequest) -> Result<RunSpec, Create
         )?),
         memory_bytes: (capped("memory_mib", l.memory_mib, d.memory_mib, m.memory_mib)? << 20)
             as usize,
+        wasi: cfg.limits.wasi,
         ..Limits::default()
     };
     let spec = RunSpec {

@@ -35,6 +35,12 @@ import {
   hookError,
 } from "./errors.js";
 import { capMemories } from "./wasm-limits.js";
+import { setFlagsFromString } from "node:v8";
+
+// CPython components (componentize-py) use extended constant expressions, a
+// finished wasm proposal that Node 20's V8 still ships behind this flag
+// (on by default from Node 22). Process-wide, and harmless where it is on.
+setFlagsFromString("--experimental-wasm-extended-const");
 import type {
   ActionDecision,
   AgentAction,
@@ -69,9 +75,15 @@ export { canonicalDumps, toCanonical, fromCanonical, TYPES } from "./canonical.j
 export const WORLD_VERSION = "ecdysis:harness/harness@0.1.0";
 export const HOOKS_EXPORT = "ecdysis:harness/hooks@0.1.0";
 export const SUPPORTED_WORLDS = [WORLD_VERSION];
-/** Deny by default: the harness imports plus what a Rust guest's std needs
- * to print a panic. */
+/** The harness imports plus what a Rust guest's std needs to print a panic:
+ * all the `minimal` WASI profile grants. */
 const GRANTED = ["wasi:io/", "wasi:cli/", "ecdysis:harness/types", "ecdysis:harness/env-view", "ecdysis:harness/host-log"];
+/** What the `virtual` profile (the default) grants besides: the virtual,
+ * deterministic interfaces of `virtual-wasi.ts`, which give nothing away. */
+const VIRTUAL_GRANTED = ["wasi:clocks/", "wasi:random/", "wasi:filesystem/", "wasi:sockets/"];
+/** Which WASI a harness may import beyond `wasi:io` and `wasi:cli`, as the
+ * host's `--wasi` flag and harness.json `limits.wasi`. */
+export type WasiProfile = "minimal" | "virtual";
 
 export interface Limits {
   /** Recorded for parity with the other runtimes; V8 has no fuel. */
@@ -123,6 +135,9 @@ export interface HookRecord {
 
 export interface LoadOptions {
   limits?: Partial<Limits>;
+  /** The WASI profile (default: harness.json `limits.wasi`, else
+   * `virtual`). */
+  wasi?: WasiProfile;
   policy?: FailurePolicy;
   /** The layers whose hooks are called (default: harness.json `layers`,
    * else all four). */
@@ -192,13 +207,22 @@ export class Harness {
     if (!exportsList.includes(HOOKS_EXPORT)) {
       throw new UnsupportedWorld(`${dir}: the component exports ${exportsList.join(", ") || "nothing"}; this runtime implements ${WORLD_VERSION}`);
     }
+    const { wasi: manifestWasi, ...manifestLimits } = manifest?.limits ?? {};
+    const wasi: WasiProfile = options.wasi ?? manifestWasi ?? "virtual";
+    if (wasi !== "minimal" && wasi !== "virtual") {
+      throw new LoadError(`${dir}: unknown WASI profile \`${wasi}\` (expected \`minimal\` or \`virtual\`)`);
+    }
+    const granted = wasi === "virtual" ? [...GRANTED, ...VIRTUAL_GRANTED] : GRANTED;
     for (const name of transpiled.imports as string[]) {
       const base = name.split("@")[0];
-      if (!GRANTED.some((g) => (g.endsWith("/") ? base.startsWith(g) : base === g))) {
-        throw new LinkError(`${dir}: the component imports \`${name}\`, which this sandbox does not grant (a harness gets no clock, randomness, filesystem or network)`);
+      if (!granted.some((g) => (g.endsWith("/") ? base.startsWith(g) : base === g))) {
+        throw new LinkError(
+          `${dir}: the component imports \`${name}\`, which the \`${wasi}\` WASI profile does not grant ` +
+            "(`virtual` grants frozen clocks, seeded randomness, an empty filesystem and refused sockets; nothing grants more)",
+        );
       }
     }
-    const limits: Limits = { ...DEFAULT_LIMITS, ...(manifest?.limits ?? {}), ...(options.limits ?? {}) } as Limits;
+    const limits: Limits = { ...DEFAULT_LIMITS, ...manifestLimits, ...(options.limits ?? {}) } as Limits;
     const modules: Record<string, WebAssembly.Module> = {};
     for (const file of transpiled.core_modules as string[]) {
       try {

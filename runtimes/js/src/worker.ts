@@ -11,6 +11,7 @@ import { pathToFileURL } from "node:url";
 
 import { HOOK_TYPES, fromCanonical, toCanonical } from "./canonical.js";
 import { jsonKind, loggedArguments, MAX_TOOL_ARGUMENT_BYTES, parseJson, utf8Len } from "./checks.js";
+import { VirtualWasi, episodeSeed } from "./virtual-wasi.js";
 
 interface Init {
   harnessJs: string;
@@ -124,8 +125,9 @@ const stdout = new OutputStream(false);
 const stderrStream = new OutputStream(true);
 const stdin = new InputStream();
 
-/** Deny by default: the only imports a harness gets. Anything else fails
- * to link (checked on load from the transpiled import list). */
+/** Deny by default: the only imports a harness gets, with the episode's
+ * virtual WASI ([`importObject`]). Anything else fails to link, and the
+ * WASI profile was checked on load from the transpiled import list. */
 const GRANTED: Record<string, Record<string, unknown>> = {
   "ecdysis:harness/env-view": {
     callReadOnly(name: string, args: string): string {
@@ -163,11 +165,11 @@ const GRANTED: Record<string, Record<string, unknown>> = {
   "wasi:cli/terminal-stderr": { getTerminalStderr: () => undefined },
 };
 
-function importObject(): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...GRANTED };
+function importObject(virt: VirtualWasi): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...GRANTED, ...virt.imports(Pollable) };
   for (const name of init.imports) {
     const base = name.split("@")[0];
-    out[name] = out[base] = GRANTED[base];
+    out[name] = out[base];
   }
   return out;
 }
@@ -206,7 +208,10 @@ port.on("message", (msg: { hook: string; arg: any; tools?: Array<[string, boolea
     let answer: unknown = null;
     if (msg.hook === "constructor") {
       const { instantiate } = loaded;
-      const root = instantiate((path: string) => init.modules[path], importObject());
+      // Seeded from the episode info, as the host seeds it.
+      const info = msg.arg as { domain: string; "max-steps": number; "max-errors": number };
+      const virt = new VirtualWasi(episodeSeed(info.domain, info["max-steps"], info["max-errors"]));
+      const root = instantiate((path: string) => init.modules[path], importObject(virt));
       const hooks = root["ecdysis:harness/hooks@0.1.0"] ?? root.hooks;
       episode = new hooks.Episode(fromCanonical(argType, msg.arg));
     } else {

@@ -58,8 +58,25 @@ for (const [feature, Cls, violation] of CASES) {
   });
 }
 
-test("a guest importing a clock is refused before it runs", async () => {
-  await assert.rejects(Harness.load(join(JS, "hostile", "wants-clock")), (e) => e instanceof LinkError && /wasi:clocks/.test(e.message));
+test("a guest importing a clock is refused under the minimal WASI profile", async () => {
+  await assert.rejects(
+    Harness.load(join(JS, "hostile", "wants-clock"), { wasi: "minimal" }),
+    (e) => e instanceof LinkError && /wasi:clocks.*`minimal` WASI profile/.test(e.message),
+  );
+  await positiveControl();
+});
+
+test("a guest reading the clock sees the frozen virtual time", async () => {
+  const h = await Harness.load(join(JS, "hostile", "wants-clock"), { limits: LIMITS });
+  const readings = [];
+  for (let i = 0; i < 2; i++) {
+    const ep = await h.episode("tau2/retail", 200, 10, { tools: TOOLS });
+    readings.push(await ep.realize(CALL));
+    await ep.close();
+  }
+  assert.equal(readings[0].tag, "block");
+  assert.match(readings[0].val, /tv_sec: 1767225600/);
+  assert.deepEqual(readings[1], readings[0]);
   await positiveControl();
 });
 

@@ -61,10 +61,28 @@ def test_an_unmetered_loop_hits_the_deadline(fixtures):
     assert isinstance(err, DeadlineExceeded)
 
 
-def test_a_guest_importing_a_clock_is_refused_before_it_runs(fixtures):
-    with pytest.raises(LinkError, match="wasi:clocks"):
-        Harness.load(fixtures / "hostile" / "wants-clock.wasm")
+def test_a_guest_importing_a_clock_is_refused_under_the_minimal_profile(fixtures):
+    with pytest.raises(LinkError, match="wasi:clocks.*`minimal` WASI profile"):
+        Harness.load(fixtures / "hostile" / "wants-clock.wasm", limits=Limits(wasi="minimal"))
     positive_control(fixtures)
+
+
+def test_a_guest_reading_the_clock_sees_the_frozen_virtual_time(fixtures):
+    # The default profile: the clock is the host's frozen virtual one.
+    harness = Harness.load(fixtures / "hostile" / "wants-clock.wasm", limits=LIMITS)
+    readings = []
+    for _ in range(2):
+        with harness.episode("tau2/retail", 200, 10, tools=sample_tools()) as ep:
+            readings.append(ep.realize(CALL))
+        time.sleep(0.02)
+    assert isinstance(readings[0], Block) and "tv_sec: 1767225600" in readings[0].text, readings[0]
+    assert readings[0] == readings[1]
+    positive_control(fixtures)
+
+
+def test_an_unknown_wasi_profile_is_refused_naming_it():
+    with pytest.raises(ValueError, match="`full`"):
+        Limits.from_json({"wasi": "full"})
 
 
 def test_env_view_arguments_over_the_cap_are_refused_before_any_work(fixtures):

@@ -407,6 +407,10 @@ fn the_template_and_direct_pass_the_doctor() {
 #[test]
 fn failure_policy_decides_between_neutral_and_ending() {
     use ecdysis_runner::agent::{CallPlace, HarnessSession, HookOutcome};
+    // Built in the parent: a build inside the child would count the
+    // compiler's memory (a waited-for descendant's) as the test's own.
+    support::guest("guests/hostile", Some("panic"));
+    support::guest("guests/hostile", None);
     // In a child process, so its time and memory are its own and bounded.
     if measure::ran_bounded_in_child(
         module_path!(),

@@ -352,6 +352,18 @@ mod tests {
         );
     }
 
+    /// The values the Python and JS runtimes' tests assert too
+    /// (`runtimes/python/tests/test_virtual_wasi.py`,
+    /// `runtimes/js/test/virtual-wasi.test.mjs`): the three agree.
+    #[test]
+    fn the_cross_runtime_vector_holds() {
+        let seed = episode_seed("tau2/retail", 30, 10);
+        assert_eq!(seed, 0xb8c0_dfcb_e7b3_0f65);
+        let bytes = VirtualWasi::new(seed).bytes(12).unwrap();
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "387d7f4dfd5fcadefaaddb5c");
+    }
+
     #[test]
     fn random_bytes_are_the_seeded_stream_and_capped() {
         let mut a = VirtualWasi::new(7);

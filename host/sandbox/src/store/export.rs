@@ -114,6 +114,9 @@ pub struct ExportedLimits {
     pub log_lines_per_hook: u32,
     /// Bytes of guest stdout/stderr kept.
     pub stdio_bytes: usize,
+    /// Which WASI beyond `wasi:io` and `wasi:cli` the harness may import.
+    #[serde(default)]
+    pub wasi: crate::sandbox::WasiProfile,
 }
 
 impl From<&Limits> for ExportedLimits {
@@ -130,6 +133,7 @@ impl From<&Limits> for ExportedLimits {
             env_view_calls_per_hook: l.env_view_calls_per_hook,
             log_lines_per_hook: l.log_lines_per_hook,
             stdio_bytes: l.stdio_bytes,
+            wasi: l.wasi,
         }
     }
 }

@@ -21,7 +21,7 @@ import blake3
 import wasmtime
 import wasmtime.component as wc
 
-from . import checks
+from . import checks, virtual_wasi
 from .errors import (
     CompileError,
     ContractViolation,
@@ -62,11 +62,16 @@ HOOKS_EXPORT = "ecdysis:harness/hooks@0.1.0"
 SUPPORTED_WORLDS = (WORLD_VERSION,)
 ENV_VIEW_IMPORT = "ecdysis:harness/env-view@0.1.0"
 HOST_LOG_IMPORT = "ecdysis:harness/host-log@0.1.0"
-#: Deny by default: besides the harness imports, only what a Rust guest's
-#: std needs to print a panic. wasmtime-py can only add all of WASI p2, so
-#: a component importing anything else (clocks, random, filesystem,
-#: sockets) is refused before it is linked, naming the import.
+#: The `minimal` WASI profile: besides the harness imports, only what a Rust
+#: guest's std needs to print a panic. wasmtime-py can only add all of WASI
+#: p2, so a component importing anything else is refused before it is
+#: linked, naming the import.
 GRANTED_IMPORTS = ("wasi:io/", "wasi:cli/", "ecdysis:harness/types@0.1.0", ENV_VIEW_IMPORT, HOST_LOG_IMPORT)
+#: What the `virtual` profile (the default) grants besides: frozen clocks
+#: and seeded randomness (`virtual_wasi`), and wasmtime-py's filesystem and
+#: sockets with no directory granted and socket creation refused.
+VIRTUAL_IMPORTS = ("wasi:clocks/", "wasi:random/", "wasi:filesystem/", "wasi:sockets/")
+WASI_PROFILES = ("minimal", "virtual")
 
 #: The four layers, named by their hooks, in lifecycle order. A harness runs
 #: the ones its harness.json `layers` lists (all four when absent); a
@@ -117,10 +122,16 @@ class Limits:
     #: Text the hooks of one episode may add to the model's input in all.
     max_added_bytes: int = 64 << 10
 
+    #: The WASI profile: `virtual` (default) or `minimal` (see VIRTUAL_IMPORTS).
+    wasi: str = "virtual"
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Limits":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: int(v) for k, v in data.items() if k in known})
+        known = {f.name for f in fields(cls)} - {"wasi"}
+        wasi = str(data.get("wasi", "virtual"))
+        if wasi not in WASI_PROFILES:
+            raise ValueError(f"unknown WASI profile `{wasi}` (expected `minimal` or `virtual`)")
+        return cls(wasi=wasi, **{k: int(v) for k, v in data.items() if k in known})
 
 
 @dataclass
@@ -275,17 +286,21 @@ class Harness:
                 f"{self.source}: the component exports {exports or 'nothing'}; this runtime implements "
                 f"{WORLD_VERSION} (export {HOOKS_EXPORT})"
             )
+        granted = GRANTED_IMPORTS + (VIRTUAL_IMPORTS if self.limits.wasi == "virtual" else ())
         for name in ty.imports(self._engine):
-            if not name.startswith(GRANTED_IMPORTS):
+            if not name.startswith(granted):
                 raise LinkError(
-                    f"{self.source}: the component imports `{name}`, which this sandbox does not grant "
-                    "(a harness gets no clock, randomness, filesystem or network)"
+                    f"{self.source}: the component imports `{name}`, which the `{self.limits.wasi}` WASI profile "
+                    "does not grant (`virtual` grants frozen clocks, seeded randomness, an empty filesystem and "
+                    "refused sockets; nothing grants more)"
                 )
 
     def _make_linker(self) -> wc.Linker:
         linker = wc.Linker(self._engine)
         linker.add_wasip2()
+        linker.allow_shadowing = True
         with linker.root() as root:
+            virtual_wasi.define(root, self._component.type.imports(self._engine), lambda: _current()._virt)
             with root.add_instance(ENV_VIEW_IMPORT) as view:
                 view.add_func("call-read-only", _host_call_read_only)
             with root.add_instance(HOST_LOG_IMPORT) as log:
@@ -520,7 +535,13 @@ class Episode:
 
     def _start_canonical(self, info: Any) -> None:
         harness = self.harness
+        # Seeded from the episode info, as the host seeds it.
+        self._virt = virtual_wasi.VirtualWasi(
+            virtual_wasi.episode_seed(info["domain"], info["max-steps"], info["max-errors"])
+        )
         self._arm()
+        previous = getattr(_CURRENT, "episode", None)
+        _CURRENT.episode = self
         try:
             with harness._ticker:
                 instance = harness._linker.instantiate(self._store, harness._component)
@@ -530,6 +551,8 @@ class Episode:
             if isinstance(err, Trap):
                 err = InstantiateError(f"cannot instantiate component: {e}", "instantiate")
             raise err from None
+        finally:
+            _CURRENT.episode = previous
         hooks = instance.get_export_index(self._store, HOOKS_EXPORT)
         names = {
             "constructor": "[constructor]episode",
