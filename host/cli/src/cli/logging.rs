@@ -28,11 +28,18 @@ pub fn init(quiet: bool, log_level: &str) {
                 )
                 .with_target(SECURITY, LevelFilter::WARN),
         );
+    let env = EnvFilter::try_from_env("ECDYSIS_LOG").unwrap_or_else(|_| EnvFilter::new(log_level));
+    // The most verbose level any layer shows. `init` bridges the `log`
+    // crate at the subscriber's hint, and without one here every record of
+    // wasmtime and cranelift (trace-level, per compiled function) would be
+    // built and filtered: most of a language runtime's compile time.
+    let hint = env
+        .max_level_hint()
+        .unwrap_or(LevelFilter::TRACE)
+        .max(LevelFilter::INFO);
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_filter(
-            EnvFilter::try_from_env("ECDYSIS_LOG").unwrap_or_else(|_| EnvFilter::new(log_level)),
-        )
-        .with_filter(filter_fn(|m| !is_progress_target(m.target())));
+        .with_filter(env)
+        .with_filter(filter_fn(|m| !is_progress_target(m.target())).with_max_level_hint(hint));
     tracing_subscriber::registry().with(lines).with(logs).init();
 }
