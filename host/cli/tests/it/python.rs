@@ -119,3 +119,84 @@ fn a_python_harness_trains_refusing_a_reaching_edit_then_exports_the_accepted_on
         .unwrap();
     assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stdout));
 }
+
+/// The built-in editor, with a scripted coder model, edits a Python
+/// harness: it is told it edits Python modules, its `FILE: tables.py` block
+/// applies, the candidate is built with componentize-py, gated and kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_built_in_editor_edits_a_python_harness() {
+    use ecdysis_testkit::mock::{MockReply, MockServer};
+    if !ecdysis_testkit::python_guests_available() {
+        return;
+    }
+    let anchor = r#"    ("retail", "get_product", "get_product_details"),"#;
+    let added = [
+        ("get_order_status", "get_order_details"),
+        ("get_product_info", "get_product_details"),
+        ("modify_order_items", "modify_pending_order_items"),
+        ("exchange_items", "exchange_delivered_order_items"),
+        ("return_items", "return_delivered_order_items"),
+        ("find_user_by_email", "find_user_id_by_email"),
+    ]
+    .iter()
+    .map(|(a, t)| format!("\n    (\"retail\", \"{a}\", \"{t}\"),"))
+    .collect::<String>();
+    let block = format!(
+        "FILE: tables.py\n<<<<<<< SEARCH\n{anchor}\n=======\n{anchor}{added}\n>>>>>>> REPLACE\n"
+    );
+    let server = MockServer::start().await.unwrap();
+    server.set_handler(move |_| MockReply::text(&format!("Adding the aliases.\n{block}")));
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, out) = (tmp.path().join("store"), tmp.path().join("train"));
+    let mut cmd = host(&store);
+    cmd.args([
+        "train",
+        "--source",
+        "harness-template-py",
+        "--domain",
+        "tau2/retail",
+        "--agent-model",
+        "sim:mixed",
+        "--method",
+        "ecdysis-nofdcr",
+        "--rounds",
+        "1",
+        "--test-split",
+        "none",
+        "--cache",
+        "off",
+        "--coder-model",
+        "m-coder",
+        "--roles-base-url",
+        &server.base_url(),
+        "--roles-api-key-env",
+        "",
+        "--out",
+        &out.to_string_lossy(),
+    ]);
+    let o = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let chats: Vec<Value> = server
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .filter_map(|r| r.json())
+        .collect();
+    assert_eq!(chats.len(), 1, "one editor call");
+    let text = chats[0].to_string();
+    assert!(text.contains("careful Python engineer"), "{text}");
+    assert!(
+        text.contains("FILE: path/to/module.py") && !text.contains("src/lib.rs"),
+        "{text}"
+    );
+    assert!(
+        text.contains("### tables.py\\n```python"),
+        "the modules are quoted: {text}"
+    );
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let round = &summary["rounds"][0];
+    assert_eq!(round["accepted"], true, "{round}");
+}

@@ -24,14 +24,16 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BuildCheck, Coder, CoderError, CoderFuture, CoderOutcome, CoderTask, SOURCE_BUDGET, Snapshot,
-    check_build_async, check_crate, clip_chars, coder_prompt, coder_system_prompt, src_diff,
+    BuildCheck, Coder, CoderError, CoderFuture, CoderOutcome, CoderTask, Language, SOURCE_BUDGET,
+    Snapshot, check_build_async, check_crate, clip_chars, coder_prompt, coder_system_prompt,
+    in_coder_area, src_diff,
 };
 use crate::budget::{self, ContextBudget, estimate_messages};
 use ecdysis_model::{ChatMessage, ChatModel, ChatRequest, SamplingArgs};
 use ecdysis_sandbox::store::{Containment, Trust};
 
 const EDITOR_FORMAT: &str = include_str!("../prompts/editor_format.md");
+const EDITOR_FORMAT_PYTHON: &str = include_str!("../prompts/editor_format_python.md");
 
 /// Files up to this size are quoted whole in a follow-up turn; longer ones
 /// by the regions that matter (around a failed SEARCH, around an error).
@@ -219,7 +221,8 @@ pub fn parse_edits(text: &str) -> Result<Vec<EditBlock>, String> {
     Ok(blocks)
 }
 
-/// `src/…` relative path of an edit, or `None` when it leaves `src/`.
+/// The relative path of an edit, or `None` when it leaves the coder's area
+/// (a crate's `src/`, a Python harness's modules: [`in_coder_area`]).
 fn allowed_path(staging: &Path, file: &str) -> Option<String> {
     let f = file.trim();
     let f = f.strip_prefix("./").unwrap_or(f);
@@ -227,8 +230,9 @@ fn allowed_path(staging: &Path, file: &str) -> Option<String> {
         return None;
     }
     let parts: Vec<&str> = f.split('/').collect();
-    if parts.len() < 2
-        || parts[0] != "src"
+    let python = Language::of(staging) == Language::Python;
+    if (!python && parts.len() < 2)
+        || !in_coder_area(python, f)
         || parts
             .iter()
             .any(|p| p.is_empty() || *p == "." || *p == "..")
@@ -519,6 +523,7 @@ fn regions(lines: &[&str], spots: &[Spot]) -> Vec<(usize, usize)> {
 
 /// The current content of files, whole when short, else by region.
 fn quote_files(staging: &Path, focus: &Focus) -> String {
+    let lang = Language::of(staging).fence();
     let mut out = String::new();
     for (f, spots) in focus {
         let Ok(text) = std::fs::read_to_string(staging.join(f)) else {
@@ -527,7 +532,7 @@ fn quote_files(staging: &Path, focus: &Focus) -> String {
         };
         if text.len() <= WHOLE_FILE {
             out += &format!(
-                "### {f}\n```rust\n{text}{}```\n\n",
+                "### {f}\n```{lang}\n{text}{}```\n\n",
                 if text.ends_with('\n') { "" } else { "\n" }
             );
             continue;
@@ -539,7 +544,7 @@ fn quote_files(staging: &Path, focus: &Focus) -> String {
         }
         for (a, b) in parts {
             out += &format!(
-                "### {f}, lines {}-{} of {} (excerpt)\n```rust\n{}\n```\n\n",
+                "### {f}, lines {}-{} of {} (excerpt)\n```{lang}\n{}\n```\n\n",
                 a + 1,
                 b,
                 lines.len(),
@@ -550,10 +555,20 @@ fn quote_files(staging: &Path, focus: &Focus) -> String {
     out
 }
 
-/// `--> src/x.rs:LINE:COL` locations of compiler messages, per file.
+/// `--> src/x.rs:LINE:COL` locations of compiler messages, and
+/// `File "…/x.py", line N` ones of a Python traceback (the latter by the
+/// file's name among the changed ones), per file.
 fn error_spots(errors: &str, changed: &[String]) -> Focus {
     let mut focus: Focus = changed.iter().map(|f| (f.clone(), Vec::new())).collect();
     for line in errors.lines() {
+        if let Some((path, n)) = python_location(line)
+            && let Some(file) = changed
+                .iter()
+                .find(|c| path == c.as_str() || path.ends_with(&format!("/{c}")))
+        {
+            focus.entry(file.clone()).or_default().push(Spot::Line(n));
+            continue;
+        }
         let Some(loc) = line.trim_start().strip_prefix("--> ") else {
             continue;
         };
@@ -567,6 +582,19 @@ fn error_spots(errors: &str, changed: &[String]) -> Focus {
         }
     }
     focus
+}
+
+/// The file and line of a traceback line `  File "PATH", line N, in f`.
+fn python_location(line: &str) -> Option<(&str, usize)> {
+    let rest = line.trim_start().strip_prefix("File \"")?;
+    let (path, rest) = rest.split_once('"')?;
+    let n = rest.strip_prefix(", line ")?;
+    let n = n
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    Some((path, n))
 }
 
 fn first_line(s: &str) -> &str {
@@ -669,7 +697,8 @@ impl EditorCoder {
         } else {
             0
         };
-        let system = ChatMessage::system(coder_system_prompt());
+        let language = Language::of(staging);
+        let system = ChatMessage::system(coder_system_prompt(language));
         let too_small = || CoderError::ContextTooSmall {
             context: budget.context_tokens,
             reply: budget.reply_tokens,
@@ -685,7 +714,10 @@ impl EditorCoder {
         let prompt = coder_prompt(
             task,
             staging,
-            EDITOR_FORMAT,
+            match language {
+                Language::Rust => EDITOR_FORMAT,
+                Language::Python => EDITOR_FORMAT_PYTHON,
+            },
             self.config.source_budget,
             Some(room),
         )?
@@ -1074,5 +1106,41 @@ mod tests {
             std::fs::read_to_string(root.join("src/a.rs")).unwrap(),
             "uno\ndos\n"
         );
+    }
+
+    #[test]
+    fn a_python_harness_allows_its_modules_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("hooks.py"), "").unwrap();
+        std::fs::create_dir_all(root.join("tests")).unwrap();
+        for ok in ["tables.py", "./rules.py", "pkg/extra.py"] {
+            assert_eq!(
+                allowed_path(root, ok).as_deref(),
+                Some(ok.trim_start_matches("./")),
+                "{ok}"
+            );
+        }
+        for bad in [
+            "README.md",
+            "tests/test_rules.py",
+            "../x.py",
+            "/etc/x.py",
+            "src/a.rs",
+        ] {
+            assert_eq!(allowed_path(root, bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn python_tracebacks_point_at_the_changed_module() {
+        let errors = "Traceback (most recent call last):\n  File \"/tmp/stage/tables.py\", line 12, in <module>\nSyntaxError: invalid syntax\n";
+        let focus = error_spots(errors, &["tables.py".to_string()]);
+        assert_eq!(focus["tables.py"], vec![Spot::Line(12)]);
+        assert_eq!(
+            python_location("  File \"x.py\", line 3"),
+            Some(("x.py", 3))
+        );
+        assert_eq!(python_location("File x.py line 3"), None);
     }
 }

@@ -238,10 +238,11 @@ impl ExternalCoder {
             .canonicalize()
             .map_err(|e| PathError::new("resolve", staging, e))?;
         let before = Snapshot::take(&staging)?;
-        let room = self
-            .config
-            .prompt_tokens
-            .map(|t| t.saturating_sub(crate::budget::estimate_tokens(coder_system_prompt())));
+        let room = self.config.prompt_tokens.map(|t| {
+            t.saturating_sub(crate::budget::estimate_tokens(&coder_system_prompt(
+                super::Language::of(&staging),
+            )))
+        });
         let Some(task_text) = coder_prompt(
             task,
             &staging,
@@ -256,7 +257,11 @@ impl ExternalCoder {
                 reply: 0,
             });
         };
-        let prompt = format!("{}\n\n{}", coder_system_prompt(), task_text);
+        let prompt = format!(
+            "{}\n\n{}",
+            coder_system_prompt(super::Language::of(&staging)),
+            task_text
+        );
         let scratch = Scratch::new("coder")?;
         let prompt_file = scratch.path().join("prompt.md");
         std::fs::write(&prompt_file, &prompt)

@@ -50,6 +50,7 @@ use ecdysis_sys::fsutil::{EntryKind, PathError, walk_crate};
 const CODER_SYSTEM: &str = include_str!("../prompts/coder_system.md");
 const CODER_TASK: &str = include_str!("../prompts/coder_task.md");
 const CONTRACT_RULES: &str = include_str!("../prompts/contract_rules.md");
+const CONTRACT_RULES_PYTHON: &str = include_str!("../prompts/contract_rules_python.md");
 
 /// Most characters of a model reply kept in a coder's log: whole replies,
 /// so the coder benchmark can replay them ([`crate::coder_bench`]).
@@ -339,6 +340,51 @@ pub(crate) fn in_coder_area(python: bool, rel: &str) -> bool {
         rel.ends_with(".py") && !rel.starts_with("tests/")
     } else {
         rel.starts_with("src/")
+    }
+}
+
+/// The language a harness is written in: what the coder is told it edits
+/// and how its files are quoted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    /// A Rust crate (`Cargo.toml`, `src/`).
+    Rust,
+    /// A Python harness (`hooks.py`), built with componentize-py.
+    Python,
+}
+
+impl Language {
+    /// The language of the harness at `root`.
+    pub fn of(root: &Path) -> Language {
+        if ecdysis_sandbox::store::build_python::is_python_harness(root) {
+            Language::Python
+        } else {
+            Language::Rust
+        }
+    }
+
+    /// Its name, as the coder is told.
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Rust => "Rust",
+            Language::Python => "Python",
+        }
+    }
+
+    /// The code-fence tag of its source files.
+    pub(crate) fn fence(self) -> &'static str {
+        match self {
+            Language::Rust => "rust",
+            Language::Python => "python",
+        }
+    }
+
+    /// The part of the harness the coder may edit, as the coder is told.
+    pub(crate) fn area(self) -> &'static str {
+        match self {
+            Language::Rust => "files under the crate's src/ folder",
+            Language::Python => "the harness's .py modules (not its tests/)",
+        }
     }
 }
 
@@ -647,7 +693,13 @@ fn file_list(tree: &diff::Tree) -> String {
 }
 
 fn fence(path: &str, text: &str) -> String {
-    let lang = if path.ends_with(".rs") { "rust" } else { "" };
+    let lang = if path.ends_with(".rs") {
+        "rust"
+    } else if path.ends_with(".py") {
+        "python"
+    } else {
+        ""
+    };
     format!(
         "### {path}\n```{lang}\n{}{}```\n\n",
         text,
@@ -655,7 +707,7 @@ fn fence(path: &str, text: &str) -> String {
     )
 }
 
-/// The harness sources a coder sees, most useful first: `src/tables.rs`,
+/// The harness sources a coder sees, most useful first: the rule tables,
 /// the files the spec names, the files of the layers its changes target,
 /// then the rest from the smallest; whole while they fit `chars` characters
 /// and `tokens` estimated tokens (the first file is clipped rather than
@@ -672,8 +724,12 @@ fn render_sources(
         }
     }
     let mut order: Vec<&String> = Vec::new();
-    if let Some((p, _)) = tree.get_key_value("src/tables.rs") {
-        push(p, &mut order);
+    // The rule tables first: a Rust crate's, then a Python harness's (its
+    // rules next, the WIT glue last).
+    for first in ["src/tables.rs", "tables.py", "rules.py"] {
+        if let Some((p, _)) = tree.get_key_value(first) {
+            push(p, &mut order);
+        }
     }
     for c in &spec.proposed_changes {
         let f = c.file.trim_start_matches("./");
@@ -777,8 +833,15 @@ pub fn coder_prompt(
                 ("notes", notes),
                 ("files", files),
                 ("sources", sources),
-                ("contract", CONTRACT_RULES.trim()),
+                (
+                    "contract",
+                    match Language::of(staging) {
+                        Language::Rust => CONTRACT_RULES.trim(),
+                        Language::Python => CONTRACT_RULES_PYTHON.trim(),
+                    },
+                ),
                 ("instructions", instructions.trim()),
+                ("area", Language::of(staging).area()),
             ],
         )
     };
@@ -839,8 +902,11 @@ pub fn clip_blocks(text: &str, cap: usize, what: &str) -> String {
 }
 
 /// The coder's system prompt.
-pub fn coder_system_prompt() -> &'static str {
-    CODER_SYSTEM.trim()
+pub fn coder_system_prompt(language: Language) -> String {
+    fill_template(
+        CODER_SYSTEM.trim(),
+        &[("language", language.name()), ("area", language.area())],
+    )
 }
 
 #[cfg(test)]

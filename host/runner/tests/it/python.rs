@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ecdysis_sandbox::doctor;
 use ecdysis_sandbox::sandbox::{
-    ContractInput, EpisodeInfo, Limits, LoadedHarness, Sandbox, SandboxError, StaticEnv,
+    ContractInput, EpisodeInfo, Limits, LoadedHarness, Sandbox, SandboxError, StaticEnv, Violation,
     virtual_wasi,
 };
 use ecdysis_testkit as support;
@@ -175,6 +175,46 @@ fn attack(attack: &str, limits: Limits, max: Duration) -> SandboxError {
         "positive control after {attack}"
     );
     err
+}
+
+/// The realize-hook attacks: a call to a tool that does not exist and
+/// arguments that are not a JSON object, each a contract violation.
+#[test]
+fn python_calls_against_the_contract_are_violations() {
+    let Some(harness) = hostile() else { return };
+    for attack in ["unknown-tool", "bad-json-args"] {
+        let mut ep = harness
+            .start_episode(
+                &info(&format!("hostile/{attack}")),
+                &doctor::sample_tools(),
+                Box::new(env()),
+            )
+            .unwrap();
+        let call =
+            ecdysis_sandbox::sandbox::AgentAction::Call(ecdysis_sandbox::sandbox::ToolCall {
+                id: "c1".into(),
+                name: "get_order_details".into(),
+                arguments: r##"{"order_id":"#W1"}"##.into(),
+            });
+        match (attack, ep.realize(&call)) {
+            (
+                "unknown-tool",
+                Err(SandboxError::Contract {
+                    violation: Violation::UnknownTool { .. },
+                    ..
+                }),
+            )
+            | (
+                "bad-json-args",
+                Err(SandboxError::Contract {
+                    violation: Violation::ArgumentsNotObject { .. },
+                    ..
+                }),
+            ) => {}
+            (_, other) => panic!("{attack}: expected its contract violation, got {other:?}"),
+        }
+    }
+    assert_eq!(probe(harness)["slept_s"], 3600.0, "positive control");
 }
 
 #[test]
