@@ -480,8 +480,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 None => cli::train::default_out(&args.spec()?),
             };
             let rt = runtime_with(runtime.threads, false)?;
-            let summary =
-                rt.block_on(cli::train::train(args, &store(&components)?, &data, quiet))?;
+            let live = cli::track::LiveSync::start(&rt, &track, &out);
+            let summary = rt.block_on(cli::train::train(args, &store(&components)?, &data, quiet));
+            rt.block_on(live.finish());
+            let summary = summary?;
             print!("{}", summary.render());
             at_end(&rt, report, &track, out)?;
             Ok(ExitCode::SUCCESS)
@@ -500,11 +502,14 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             } = *cmd;
             let out = args.out.clone();
             let rt = runtime_with(runtime.threads, false)?;
-            rt.block_on(cli::experiment::experiment(
+            let live = cli::track::LiveSync::start(&rt, &track, &out);
+            let done = rt.block_on(cli::experiment::experiment(
                 args,
                 &store(&components)?,
                 &data,
-            ))?;
+            ));
+            rt.block_on(live.finish());
+            done?;
             at_end(&rt, report, &track, out)?;
             Ok(ExitCode::SUCCESS)
         }

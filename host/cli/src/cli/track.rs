@@ -28,6 +28,11 @@ pub struct TrackArgs {
         value_name = "NAME"
     )]
     pub mlflow_experiment: String,
+    /// While `train` or `experiment` runs, also send what its finished
+    /// rounds added every this many seconds, so MLflow shows a training as
+    /// it goes (0: only at the end).
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    pub mlflow_interval_secs: u64,
 }
 
 impl TrackArgs {
@@ -89,6 +94,57 @@ fn describe(dir: &Path, r: &SyncReport) -> String {
         ));
     }
     line
+}
+
+/// The sync of a directory while its command runs (see
+/// [`TrackArgs::mlflow_interval_secs`]). Each item is sent once, so a sync
+/// sends only what the rounds since the last one added; what one could
+/// not send is left to the next, and the sync at the end reports it.
+pub struct LiveSync {
+    task: Option<(
+        tokio::task::JoinHandle<()>,
+        std::sync::Arc<tokio::sync::Notify>,
+    )>,
+}
+
+impl LiveSync {
+    /// Start syncing `dir` on `rt` every interval, if tracking was asked for.
+    pub fn start(rt: &tokio::runtime::Runtime, args: &TrackArgs, dir: &Path) -> LiveSync {
+        if args.mlflow.is_none() || args.mlflow_interval_secs == 0 {
+            return LiveSync { task: None };
+        }
+        let interval = std::time::Duration::from_secs(args.mlflow_interval_secs);
+        let stop = std::sync::Arc::new(tokio::sync::Notify::new());
+        let (options, dir, stopped) = (args.options(), dir.to_path_buf(), stop.clone());
+        let task = rt.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stopped.notified() => break,
+                    _ = tokio::time::sleep(interval) => {}
+                }
+                // Nothing to send before the command has written its config.
+                if !dir.join("config.json").is_file() {
+                    continue;
+                }
+                match ecdysis_track::sync(&dir, &options).await {
+                    Ok(r) if r.sent > 0 => eprintln!("{}", describe(&dir, &r)),
+                    Ok(_) => {}
+                    Err(e) => tracing::debug!(error = %e, "mlflow: live sync failed; the sync at the end retries"),
+                }
+            }
+        });
+        LiveSync {
+            task: Some((task, stop)),
+        }
+    }
+
+    /// Stop syncing (after the sync in flight, if any).
+    pub async fn finish(self) {
+        if let Some((task, stop)) = self.task {
+            stop.notify_one();
+            let _ = task.await;
+        }
+    }
 }
 
 /// Sync `dir` if tracking was asked for; never an error (a warning says

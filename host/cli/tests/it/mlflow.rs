@@ -267,4 +267,74 @@ fn a_real_server_gets_runs_and_trainings_and_a_resume_sends_each_item_once() {
         );
         assert!(listed.to_string().contains("round-1-"), "{listed}");
     }
+
+    // While a training runs, its finished rounds reach MLflow before it ends.
+    let live_out = tmp.path().join("live");
+    let mut child = support::train_command(
+        tmp.path(),
+        &[
+            "--rounds",
+            "2",
+            "--plateau",
+            "5",
+            "--out",
+            live_out.to_str().unwrap(),
+            "--mlflow",
+            &server.uri,
+            "--mlflow-interval-secs",
+            "1",
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut seen_while_running = false;
+    loop {
+        let running = child.try_wait().unwrap().is_none();
+        let id = std::fs::read(live_out.join(ecdysis_track::STATE_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v["runs"]["training"]["run_id"].as_str().map(String::from));
+        if let (true, Some(id)) = (running, id) {
+            let history = get(
+                &server.uri,
+                &format!(
+                    "/api/2.0/mlflow/metrics/get-history?run_id={id}&metric_key=round.incumbent_score"
+                ),
+            );
+            if history["metrics"].as_array().is_some_and(|m| !m.is_empty())
+                && !live_out.join("summary.json").exists()
+            {
+                seen_while_running = true;
+            }
+        }
+        if !running {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    assert!(child.wait().unwrap().success());
+    assert!(
+        seen_while_running,
+        "no round reached MLflow while the training ran"
+    );
+    let id = run_id(&live_out, "training");
+    let history = get(
+        &server.uri,
+        &format!(
+            "/api/2.0/mlflow/metrics/get-history?run_id={id}&metric_key=round.incumbent_score"
+        ),
+    );
+    let steps: Vec<i64> = history["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["step"].as_i64())
+        .collect();
+    assert_eq!(
+        steps.len(),
+        2,
+        "each round once, the live syncs and the last one together: {history}"
+    );
 }

@@ -407,23 +407,40 @@ fn the_template_and_direct_pass_the_doctor() {
 #[test]
 fn failure_policy_decides_between_neutral_and_ending() {
     use ecdysis_runner::agent::{CallPlace, HarnessSession, HookOutcome};
-    // Built in the parent: a build inside the child would count the
-    // compiler's memory (a waited-for descendant's) as the test's own.
-    support::guest("guests/hostile", Some("panic"));
-    support::guest("guests/hostile", None);
+    const GUESTS: &str = "ECDYSIS_TEST_GUESTS";
+    // The guests are built in the parent and handed to the child as files:
+    // a build in the child (cargo, rustc) would be a waited-for descendant,
+    // whose memory counts in the child's peak RSS.
+    let built = (!measure::is_child()).then(|| {
+        let dir = tempfile::tempdir().unwrap();
+        for (file, feature) in [("panic.wasm", Some("panic")), ("good.wasm", None)] {
+            std::fs::write(
+                dir.path().join(file),
+                support::guest("guests/hostile", feature),
+            )
+            .unwrap();
+        }
+        dir
+    });
+    let dir_text = built
+        .as_ref()
+        .map(|d| d.path().to_string_lossy().into_owned())
+        .unwrap_or_default();
     // In a child process, so its time and memory are its own and bounded.
     if measure::ran_bounded_in_child(
         module_path!(),
         "failure_policy_decides_between_neutral_and_ending",
-        &[],
+        &[(GUESTS, &dir_text)],
         Duration::from_secs(60),
         512.0,
     ) {
         return;
     }
+    let guests = std::path::PathBuf::from(std::env::var(GUESTS).expect("set by the parent"));
     let sandbox = Sandbox::new(test_limits()).unwrap();
-    let hostile = load(&sandbox, Some("panic"));
-    let good = load(&sandbox, None);
+    let read = |file: &str| std::fs::read(guests.join(file)).unwrap();
+    let hostile = sandbox.load_bytes(&read("panic.wasm")).unwrap();
+    let good = sandbox.load_bytes(&read("good.wasm")).unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     for place in [CallPlace::BlockingPool, CallPlace::Inline] {
         let run = |harness: &ecdysis_sandbox::sandbox::LoadedHarness, policy: FailurePolicy| {
