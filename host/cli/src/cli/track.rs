@@ -31,8 +31,8 @@ pub struct TrackArgs {
     /// While `train` or `experiment` runs, also send what its finished
     /// rounds added every this many seconds, so MLflow shows a training as
     /// it goes (0: only at the end).
-    #[arg(long, default_value_t = 30, value_name = "SECS")]
-    pub mlflow_interval_secs: u64,
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    pub mlflow_interval_secs: f64,
 }
 
 impl TrackArgs {
@@ -110,10 +110,11 @@ pub struct LiveSync {
 impl LiveSync {
     /// Start syncing `dir` on `rt` every interval, if tracking was asked for.
     pub fn start(rt: &tokio::runtime::Runtime, args: &TrackArgs, dir: &Path) -> LiveSync {
-        if args.mlflow.is_none() || args.mlflow_interval_secs == 0 {
+        let secs = args.mlflow_interval_secs;
+        if args.mlflow.is_none() || !(secs.is_finite() && secs > 0.0) {
             return LiveSync { task: None };
         }
-        let interval = std::time::Duration::from_secs(args.mlflow_interval_secs);
+        let interval = std::time::Duration::from_secs_f64(secs.max(0.1));
         let stop = std::sync::Arc::new(tokio::sync::Notify::new());
         let (options, dir, stopped) = (args.options(), dir.to_path_buf(), stop.clone());
         let task = rt.spawn(async move {

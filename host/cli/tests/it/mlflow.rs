@@ -268,13 +268,19 @@ fn a_real_server_gets_runs_and_trainings_and_a_resume_sends_each_item_once() {
         assert!(listed.to_string().contains("round-1-"), "{listed}");
     }
 
-    // While a training runs, its finished rounds reach MLflow before it ends.
+    // While a training runs, its finished rounds reach MLflow before it
+    // ends. A coder that takes 3 s (and changes nothing) keeps each round
+    // open long enough for the syncs between rounds to be seen.
     let live_out = tmp.path().join("live");
     let mut child = support::train_command(
         tmp.path(),
         &[
+            "--method",
+            "ecdysis-nofdcr",
+            "--coder-command",
+            "sleep 3",
             "--rounds",
-            "2",
+            "3",
             "--plateau",
             "5",
             "--out",
@@ -282,7 +288,7 @@ fn a_real_server_gets_runs_and_trainings_and_a_resume_sends_each_item_once() {
             "--mlflow",
             &server.uri,
             "--mlflow-interval-secs",
-            "1",
+            "0.2",
         ],
     )
     .stdout(std::process::Stdio::null())
@@ -312,7 +318,7 @@ fn a_real_server_gets_runs_and_trainings_and_a_resume_sends_each_item_once() {
         if !running {
             break;
         }
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
     assert!(child.wait().unwrap().success());
     assert!(
@@ -334,7 +340,7 @@ fn a_real_server_gets_runs_and_trainings_and_a_resume_sends_each_item_once() {
         .collect();
     assert_eq!(
         steps.len(),
-        2,
+        3,
         "each round once, the live syncs and the last one together: {history}"
     );
 }
