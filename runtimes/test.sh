@@ -8,6 +8,8 @@
 #     template.vectors.jsonl   its hook calls on retail test tasks (sim:mixed)
 #     template-py/         export of harness-template-py (built with componentize-py)
 #     template-py.vectors.jsonl  its hook calls on the same retail tasks
+#     evolved-py/          export of a 1-round Python training's accepted candidate
+#     evolved-py.vectors.jsonl   its hook calls on four of that run's training tasks
 #     evolved/             export of the incumbent of a 1-round offline `train`
 #     evolved.vectors.jsonl    its hook calls on the run's training tasks
 #     hostile/<feature>.wasm   guests/hostile, one build per attack (+ good.wasm)
@@ -73,6 +75,24 @@ host run --harness "$template_py" --tasks 5,9,12,17 --agent-model sim:mixed --co
     --out "$FIX/template-py-run" >/dev/null
 host export "$template_py" --out "$FIX/template-py" >/dev/null
 host vectors --run "$FIX/template-py-run" --out "$FIX/template-py.vectors.jsonl" >/dev/null
+# One round of training from it with a scripted external coder (it adds
+# retail aliases): the accepted candidate, built with componentize-py in the
+# jail, is what the runtimes load next.
+if [ ! -f "$FIX/train-py/summary.json" ]; then
+    rm -rf "$FIX/train-py"
+    host train --source harness-template-py --domain tau2/retail --agent-model sim:mixed \
+        --method ecdysis-nofdcr --rounds 1 --test-split none \
+        --coder-command "/usr/bin/python3 $ROOT/runtimes/fixtures/py-coder.py" \
+        --coder-ro "$ROOT/runtimes/fixtures" --out "$FIX/train-py" >/dev/null
+fi
+incumbent_py=$(cat "$FIX/train-py/incumbent")
+if [ "$incumbent_py" = "$(cat "$FIX/train-py/initial")" ]; then
+    echo "the Python training round accepted no candidate" >&2
+    exit 1
+fi
+host export --train-run "$FIX/train-py" --out "$FIX/evolved-py" >/dev/null
+host vectors --run "$FIX/train-py/evals/${incumbent_py:0:16}-train" --tasks 0,1,2,3 \
+    --out "$FIX/evolved-py.vectors.jsonl" >/dev/null
 
 echo "== runtimes: an evolved candidate (1 offline round of train), its vectors"
 if [ ! -f "$FIX/train/summary.json" ]; then

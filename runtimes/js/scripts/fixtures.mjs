@@ -14,6 +14,7 @@ if (!existsSync(join(fix, "ready"))) {
 await transpileHarness(join(fix, "template"), join(fix, "js", "template"));
 await transpileHarness(join(fix, "evolved"), join(fix, "js", "evolved"));
 await transpileHarness(join(fix, "template-py"), join(fix, "js", "template-py"));
+await transpileHarness(join(fix, "evolved-py"), join(fix, "js", "evolved-py"));
 await transpileHarness(join(fix, "template-two-layers"), join(fix, "js", "template-two-layers"));
 for (const f of readdirSync(join(fix, "hostile"))) {
   if (f.endsWith(".wasm")) await transpileHarness(join(fix, "hostile", f), join(fix, "js", "hostile", f.replace(/\.wasm$/, "")));

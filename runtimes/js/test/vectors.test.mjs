@@ -7,7 +7,7 @@ import { Harness, VectorMismatch } from "../dist/index.js";
 import { replay } from "../dist/vectors.js";
 import { FIX, JS } from "./helpers.mjs";
 
-for (const name of ["template", "evolved", "template-py"]) {
+for (const name of ["template", "evolved", "template-py", "evolved-py"]) {
   test(`replaying the ${name}'s vectors is byte-identical`, async () => {
     const h = await Harness.load(join(JS, name));
     const report = await replay(h, join(FIX, `${name}.vectors.jsonl`));

@@ -9,7 +9,7 @@ from ecdysis_harness import Harness, VectorMismatch
 from ecdysis_harness.vectors import replay
 
 
-@pytest.mark.parametrize("name", ["template", "evolved", "template-py"])
+@pytest.mark.parametrize("name", ["template", "evolved", "template-py", "evolved-py"])
 def test_replay_is_byte_identical(fixtures, name):
     harness = Harness.load(fixtures / name)
     report = replay(harness, fixtures / f"{name}.vectors.jsonl")
