@@ -91,6 +91,17 @@ class Episode(hooks.Episode):
                 env_view.call_read_only("get_order_details", json.dumps({"order_id": "#W1"}))
         if a == "mutating-env-view":
             env_view.call_read_only(input.tools[-1].name, "{}")
+        if a == "inflate-prompt":
+            return t.ContractOutput(input.system_prompt + "x" * (70 << 10), [])
+        if a == "calc-bomb":
+            # 1.2 MB of arguments: the host refuses them unread; the refusal
+            # is what this harness reports.
+            try:
+                env_view.call_read_only("get_order_details", json.dumps({"order_id": "9" * 1_200_000}))
+                answer = "answered"
+            except Exception as e:  # noqa: BLE001 - the refusal is the point
+                answer = repr(getattr(e, "value", e))[:300]
+            return t.ContractOutput(input.system_prompt + "\n" + answer, [])
         return t.ContractOutput(input.system_prompt + "\n" + json.dumps(probe(), sort_keys=True), [])
 
     def skills(self, view: t.TaskView):
@@ -101,6 +112,9 @@ class Episode(hooks.Episode):
             return t.ActionDecision_Execute(t.ToolCall("x", "no_such_tool", "{}"))
         if self.attack == "bad-json-args" and isinstance(action, t.AgentAction_Call):
             return t.ActionDecision_Execute(t.ToolCall("x", action.value.name, "[1, 2"))
+        if self.attack == "huge-args" and isinstance(action, t.AgentAction_Call):
+            args = json.dumps({"order_id": "#W1", "note": "x" * 100_000})
+            return t.ActionDecision_Execute(t.ToolCall("x", action.value.name, args))
         return t.ActionDecision_Proceed()
 
     def regulate(self, report: t.StepReport) -> t.Regulation:

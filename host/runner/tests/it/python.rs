@@ -182,7 +182,7 @@ fn attack(attack: &str, limits: Limits, max: Duration) -> SandboxError {
 #[test]
 fn python_calls_against_the_contract_are_violations() {
     let Some(harness) = hostile() else { return };
-    for attack in ["unknown-tool", "bad-json-args"] {
+    for attack in ["unknown-tool", "bad-json-args", "huge-args"] {
         let mut ep = harness
             .start_episode(
                 &info(&format!("hostile/{attack}")),
@@ -208,6 +208,13 @@ fn python_calls_against_the_contract_are_violations() {
                 "bad-json-args",
                 Err(SandboxError::Contract {
                     violation: Violation::ArgumentsNotObject { .. },
+                    ..
+                }),
+            )
+            | (
+                "huge-args",
+                Err(SandboxError::Contract {
+                    violation: Violation::ArgumentsTooLarge { .. },
                     ..
                 }),
             ) => {}
@@ -302,4 +309,42 @@ fn python_attacks_end_in_typed_errors_within_bounds() {
         Duration::from_secs(30),
     );
     assert!(matches!(e, SandboxError::Contract { .. }), "{e}");
+    // More text than an episode may add to the model's input.
+    let e = attack("inflate-prompt", python_limits(), Duration::from_secs(30));
+    assert!(
+        matches!(
+            e,
+            SandboxError::Contract {
+                violation: Violation::AddedTextOverBudget { .. },
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+/// 1.2 MB of env-view arguments are refused unread, as the Rust guest's
+/// `calc-bomb` is: the harness sees the refusal and goes on.
+#[test]
+fn python_env_view_arguments_over_the_cap_are_refused_unread() {
+    let Some(harness) = hostile() else { return };
+    let started = Instant::now();
+    let mut ep = harness
+        .start_episode(
+            &info("hostile/calc-bomb"),
+            &doctor::sample_tools(),
+            Box::new(env()),
+        )
+        .unwrap();
+    let prompt = ep.contract(&contract_input()).unwrap().value.system_prompt;
+    assert!(
+        prompt.contains("over the env view's cap of 65536"),
+        "{prompt}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(probe(harness)["slept_s"], 3600.0, "positive control");
 }
