@@ -311,14 +311,7 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
             containment,
             allowed,
         } => {
-            if containment.scan {
-                scan::refuse_new(scan::scan_crate(crate_dir)?, allowed).map_err(|refusal| {
-                    StoreError::SourceRefused {
-                        crate_dir: crate_dir.clone(),
-                        refusal,
-                    }
-                })?;
-            }
+            refuse_unscanned(crate_dir, containment, allowed)?;
             // Offline and locked: the dependencies are the reference's, as
             // the trusted build of the user's crate fetched them.
             args.push("--offline".into());
@@ -329,19 +322,7 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
             (contained.cmd, Some((containment.limits, contained.guard)))
         }
     };
-    // A build that hit its process limit is stopped at once (a fork bomb
-    // retrying its forks would run to the timeout).
-    let tripwire = limits.as_ref().map(|(_, guard)| guard.tripwire());
-    let out = run_watched(cmd, opts.timeout, &mut || {
-        tripwire
-            .as_ref()
-            .and_then(|t| t.tripped())
-            .map(|h| h.to_string())
-    })
-    .map_err(StoreError::CargoMissing)?;
-    let hit = limits
-        .as_ref()
-        .and_then(|(l, guard)| guard.hit(l, out.status, &out.stderr));
+    let (out, hit) = run_contained(cmd, opts.timeout, limits.as_ref())?;
     let memory_limit = limits.as_ref().map(|(l, _)| l.memory);
     drop(limits);
     if !opts.quiet && !out.stderr.is_empty() {
@@ -361,6 +342,51 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
         explain_failure(&mut build, errors, &out, opts.timeout, memory_limit, hit);
     }
     Ok(build)
+}
+
+/// The scan before an untrusted build (when `containment` asks for it):
+/// refused when the source adds a construct `allowed` does not cover.
+pub(crate) fn refuse_unscanned(
+    dir: &Path,
+    containment: &Containment,
+    allowed: &[Finding],
+) -> Result<(), StoreError> {
+    if containment.scan {
+        scan::refuse_new(scan::scan_crate(dir)?, allowed).map_err(|refusal| {
+            StoreError::SourceRefused {
+                crate_dir: dir.to_path_buf(),
+                refusal,
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Run a build command to its end under its timeout and, for an untrusted
+/// build, its limits: one that hit its process limit is stopped at once (a
+/// fork bomb retrying its forks would run to the timeout). Returns the
+/// output and the limit it hit, if any.
+pub(crate) fn run_contained(
+    cmd: Command,
+    timeout: Duration,
+    limits: Option<&(JailLimits, LimitGuard)>,
+) -> Result<
+    (
+        ecdysis_sys::process::ProcOutput,
+        Option<ecdysis_sys::jail::LimitHit>,
+    ),
+    StoreError,
+> {
+    let tripwire = limits.map(|(_, guard)| guard.tripwire());
+    let out = run_watched(cmd, timeout, &mut || {
+        tripwire
+            .as_ref()
+            .and_then(|t| t.tripped())
+            .map(|h| h.to_string())
+    })
+    .map_err(StoreError::CargoMissing)?;
+    let hit = limits.and_then(|(l, guard)| guard.hit(l, out.status, &out.stderr));
+    Ok((out, hit))
 }
 
 /// Builds sharing a target dir write the same artifact path: a lock held

@@ -15,11 +15,10 @@ use std::process::Command;
 
 use ecdysis_sys::fsutil::PathError;
 use ecdysis_sys::jail::{Jail, JailSpec, ProcessLimiter, apply_limits, find_program};
-use ecdysis_sys::process::{Scratch, run_watched};
+use ecdysis_sys::process::Scratch;
 
 use super::StoreError;
-use super::build::{BuildOptions, CargoBuild, Trust};
-use super::scan;
+use super::build::{BuildOptions, CargoBuild, Trust, refuse_unscanned, run_contained};
 
 /// The module `componentize-py` is pointed at: it must define the exported
 /// `Episode` class of the `hooks` interface.
@@ -135,14 +134,7 @@ pub fn python_build(dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, Store
             containment,
             allowed,
         } => {
-            if containment.scan {
-                scan::refuse_new(scan::scan_crate(dir)?, allowed).map_err(|refusal| {
-                    StoreError::SourceRefused {
-                        crate_dir: dir.clone(),
-                        refusal,
-                    }
-                })?;
-            }
+            refuse_unscanned(dir, containment, allowed)?;
             let mut limits = containment.limits;
             limits.memory = limits.memory.max(PYTHON_BUILD_ADDRESS_SPACE);
             let home = Scratch::new("build-home")?;
@@ -199,17 +191,7 @@ pub fn python_build(dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, Store
             (cmd, Some((limits, guard)))
         }
     };
-    let tripwire = limits.as_ref().map(|(_, guard)| guard.tripwire());
-    let run = run_watched(cmd, opts.timeout, &mut || {
-        tripwire
-            .as_ref()
-            .and_then(|t| t.tripped())
-            .map(|h| h.to_string())
-    })
-    .map_err(StoreError::CargoMissing)?;
-    let hit = limits
-        .as_ref()
-        .and_then(|(l, guard)| guard.hit(l, run.status, &run.stderr));
+    let (run, hit) = run_contained(cmd, opts.timeout, limits.as_ref())?;
     let ok = run.success() && out.is_file();
     let mut errors = String::new();
     if !ok {
