@@ -24,6 +24,6 @@ echo "== inspect, check (the first compile of SpiderMonkey takes minutes)"
 time "$HOST" check "$OUT/harness.wasm"
 echo "== run on four retail tasks (simulated agent: not a benchmark result)"
 # SpiderMonkey interprets (no JIT in a component): the retail contract hook
-# takes about 21 M fuel, just over the default 20 M (docs: the Python/JS guide).
+# needs more than the default fuel (measured in docs: the Python/JS guide).
 "$HOST" run --harness "$OUT/harness.wasm" --tasks 5,9,12,17 --agent-model sim:mixed --force-new --out "$OUT/run" \
   --fuel 100000000
