@@ -3,7 +3,8 @@
 //! directories as they are (the page stays a pure function of them); a
 //! small script on the page asks for the directories' fingerprint every
 //! two seconds and reloads (keeping the scroll position) when it changed.
-//! A banner shows progress and an estimate of the time left.
+//! A banner shows progress and an estimate of the time left, and the page's
+//! title starts with it, so a background tab says how far the work got.
 
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
@@ -72,14 +73,15 @@ async fn page(State(w): State<Arc<Watched>>) -> Response {
         )
     });
     let banner = banner(v, &progress);
+    let title = escape(&progress.join(" · "));
     let (status, body) = match rendered {
-        Ok(html) => (StatusCode::OK, inject(&html, &banner)),
+        Ok(html) => (StatusCode::OK, retitle(&inject(&html, &banner), &title)),
         // A directory caught mid-write, or not a result directory yet: say
         // so, and reload when it changes.
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "<!doctype html><html><body><p>The report cannot be drawn yet: {}</p>{banner}</body></html>",
+                "<!doctype html><html><head><title>{title}</title></head><body><p>The report cannot be drawn yet: {}</p>{banner}</body></html>",
                 escape(&e.to_string())
             ),
         ),
@@ -91,6 +93,17 @@ fn inject(html: &str, banner: &str) -> String {
     match html.rfind("</body>") {
         Some(at) => format!("{}{banner}{}", &html[..at], &html[at..]),
         None => format!("{html}{banner}"),
+    }
+}
+
+/// Puts the (escaped) progress in front of the report's own title.
+fn retitle(html: &str, progress: &str) -> String {
+    match html.find("<title>") {
+        Some(at) => {
+            let at = at + "<title>".len();
+            format!("{}{progress} · {}", &html[..at], &html[at..])
+        }
+        None => html.to_string(),
     }
 }
 
@@ -170,50 +183,53 @@ fn progress_of(dir: &Path) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let (done, planned, unit) =
-        if dir.join("rounds.jsonl").is_file() || dir.join("initial").is_file() {
-            let rounds = read_json(&dir.join("config.json"))
-                .and_then(|c| c["rounds"].as_u64())
-                .unwrap_or(0) as usize;
-            let episodes: usize = std::fs::read_dir(dir.join("evals"))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| complete_lines(&e.path().join("trajectories.jsonl")))
-                .sum();
-            let done = complete_lines(&dir.join("rounds.jsonl"));
-            return finish(
-                dir,
-                &name,
-                done,
-                rounds,
-                "rounds",
-                &format!(", {episodes} episodes evaluated"),
-            );
-        } else if dir.join("trajectories.jsonl").is_file() {
-            let c = read_json(&dir.join("config.json")).unwrap_or_default();
-            let planned = c["tasks"].as_array().map_or(0, Vec::len)
-                * c["trials"].as_u64().unwrap_or(1) as usize;
-            (
-                complete_lines(&dir.join("trajectories.jsonl")),
-                planned,
-                "episodes",
-            )
-        } else {
-            // An experiment: its methods' rounds.
-            let mut done = 0;
-            let mut planned = 0;
-            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-                let p = e.path();
-                if p.join("rounds.jsonl").is_file() || p.join("initial").is_file() {
-                    done += complete_lines(&p.join("rounds.jsonl"));
-                    planned += read_json(&p.join("config.json"))
-                        .and_then(|c| c["rounds"].as_u64())
-                        .unwrap_or(0) as usize;
-                }
+    let config = read_json(&dir.join("config.json"));
+    // A training's config plans rounds; it is there before its first file.
+    let planned_rounds = config.as_ref().and_then(|c| c["rounds"].as_u64());
+    let (done, planned, unit) = if dir.join("rounds.jsonl").is_file()
+        || dir.join("initial").is_file()
+        || planned_rounds.is_some()
+    {
+        let rounds = planned_rounds.unwrap_or(0) as usize;
+        let episodes: usize = std::fs::read_dir(dir.join("evals"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| complete_lines(&e.path().join("trajectories.jsonl")))
+            .sum();
+        let done = complete_lines(&dir.join("rounds.jsonl"));
+        return finish(
+            dir,
+            &name,
+            done,
+            rounds,
+            "rounds",
+            &format!(", {episodes} episodes evaluated"),
+        );
+    } else if dir.join("trajectories.jsonl").is_file() {
+        let c = config.unwrap_or_default();
+        let planned =
+            c["tasks"].as_array().map_or(0, Vec::len) * c["trials"].as_u64().unwrap_or(1) as usize;
+        (
+            complete_lines(&dir.join("trajectories.jsonl")),
+            planned,
+            "episodes",
+        )
+    } else {
+        // An experiment: its methods' rounds.
+        let mut done = 0;
+        let mut planned = 0;
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.join("rounds.jsonl").is_file() || p.join("initial").is_file() {
+                done += complete_lines(&p.join("rounds.jsonl"));
+                planned += read_json(&p.join("config.json"))
+                    .and_then(|c| c["rounds"].as_u64())
+                    .unwrap_or(0) as usize;
             }
-            (done, planned, "rounds")
-        };
+        }
+        (done, planned, "rounds")
+    };
     finish(dir, &name, done, planned, unit, "")
 }
 

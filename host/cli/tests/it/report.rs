@@ -619,3 +619,165 @@ fn the_watched_report_follows_a_directory_as_it_is_written() {
     server.kill().ok();
     server.wait().ok();
 }
+
+/// The live view in a browser that stays open while a short training runs:
+/// headless Chromium keeps the watched page loaded (real time, no virtual
+/// clock), and its DevTools endpoint (`/json/list`, plain HTTP) is read for
+/// the page's title, which only the server writes (the progress in front
+/// of the report's title). The title must move from one round count to a
+/// later one while the training still runs, which only a reload of the
+/// page in the browser can do, and end on "finished".
+#[test]
+fn the_watched_page_reloads_in_the_browser_while_a_training_runs() {
+    use std::os::unix::process::CommandExt;
+    let Some(browser) = chromium() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("live");
+    // A coder that takes 4 s (and changes nothing) keeps each of the three
+    // rounds open across two of the page's polls.
+    let mut training = support::train_command(
+        tmp.path(),
+        &[
+            "--method",
+            "ecdysis-nofdcr",
+            "--coder-command",
+            "sleep 4",
+            "--rounds",
+            "3",
+            "--plateau",
+            "5",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !out.join("config.json").is_file() {
+        assert!(
+            training.try_wait().unwrap().is_none(),
+            "the training ended before writing its config"
+        );
+        assert!(Instant::now() < deadline, "the training wrote no config");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut server = Command::new(support::host_bin())
+        .args(["report", "--watch", "--addr", &addr])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "report --watch did not listen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let profile = tempfile::tempdir().unwrap();
+    // Its own process group: the renderers go with the browser at the end.
+    let mut chrome = Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--remote-debugging-port=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("http://{addr}/"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("start chromium");
+    // The page's title as the browser has it, once its DevTools port is up.
+    let title = || -> Option<String> {
+        let port = std::fs::read_to_string(profile.path().join("DevToolsActivePort")).ok()?;
+        let port = port.lines().next()?.trim().to_string();
+        let o = Command::new("curl")
+            .args(["-s", "--max-time", "5"])
+            .arg(format!("http://127.0.0.1:{port}/json/list"))
+            .output()
+            .ok()?;
+        let targets: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
+        targets
+            .as_array()?
+            .iter()
+            .find(|t| t["type"] == "page" && t["url"].as_str().is_some_and(|u| u.contains(&addr)))
+            .and_then(|t| t["title"].as_str().map(str::to_string))
+    };
+    // Round counts the browser showed while the training ran, in order.
+    let mut running_rounds: Vec<usize> = Vec::new();
+    let mut titles: Vec<String> = Vec::new();
+    let mut ended_at = None;
+    let finished = loop {
+        let now = title();
+        if let Some(t) = &now
+            && titles.last() != Some(t)
+        {
+            titles.push(t.clone());
+        }
+        if ended_at.is_none() {
+            if let Some(status) = training.try_wait().unwrap() {
+                let mut err = String::new();
+                std::io::Read::read_to_string(training.stderr.as_mut().unwrap(), &mut err).ok();
+                assert!(status.success(), "the training failed: {err}");
+                ended_at = Some(Instant::now());
+            } else if let Some(n) = now.as_deref().and_then(rounds_done)
+                && running_rounds.last() != Some(&n)
+            {
+                running_rounds.push(n);
+            }
+        }
+        if now.as_deref().is_some_and(|t| t.contains("finished")) {
+            break true;
+        }
+        if ended_at.is_some_and(|t| t.elapsed() > Duration::from_secs(20))
+            || Instant::now() > deadline
+        {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", chrome.id())])
+        .status()
+        .ok();
+    chrome.wait().ok();
+    server.kill().ok();
+    server.wait().ok();
+    training.kill().ok();
+    training.wait().ok();
+    eprintln!("titles the browser showed: {titles:#?}");
+    assert!(
+        finished,
+        "the browser's page never said finished: {titles:?}"
+    );
+    assert!(
+        running_rounds.windows(2).any(|w| w[1] > w[0]),
+        "the page in the browser did not move on while the training ran: {titles:?}"
+    );
+    assert!(
+        titles.iter().any(|t| t.contains("finished (3 rounds")),
+        "{titles:?}"
+    );
+}
+
+/// `N` of a live title "live: N of 3 rounds, …".
+fn rounds_done(title: &str) -> Option<usize> {
+    let (before, _) = title.split_once(" of 3 rounds")?;
+    before.rsplit(' ').next()?.parse().ok()
+}
