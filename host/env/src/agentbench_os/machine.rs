@@ -180,6 +180,11 @@ const ANSWER_BYTES: u64 = 256;
 /// Supervisor answers kept unclaimed (the rest are dropped, oldest first).
 const ANSWERS_KEPT: usize = 64;
 
+/// How long an interrupted shell has to print its prompt again before it is
+/// replaced. Generous: replacing a live shell loses the agent's directory
+/// and variables, and a loaded machine can be slow to deliver the signal.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+
 /// The machine's host name (upstream: the container id).
 pub const HOSTNAME: &str = "ecdysis-os";
 
@@ -1079,7 +1084,7 @@ impl Machine {
                 // is replaced.
                 let marker = self.next_marker();
                 self.type_text(&format!("\x03\n printf '\\n%s\\n' '{marker}'\n"))?;
-                let (_, back) = self.read_until_marker(job, &marker, Duration::from_secs(2))?;
+                let (_, back) = self.read_until_marker(job, &marker, INTERRUPT_GRACE)?;
                 if back != End::Marker {
                     self.kill_shell();
                     run.shell_restarted = true;
