@@ -180,10 +180,21 @@ const ANSWER_BYTES: u64 = 256;
 /// Supervisor answers kept unclaimed (the rest are dropped, oldest first).
 const ANSWERS_KEPT: usize = 64;
 
+/// The signals a terminal's job control sends, given back their default
+/// action in the machine (see where it starts).
+const JOB_SIGNALS: [libc::c_int; 7] = [
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+];
+
 /// How long an interrupted shell has to print its prompt again before it is
-/// replaced. Generous: replacing a live shell loses the agent's directory
-/// and variables, and a loaded machine can be slow to deliver the signal.
-const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+/// replaced (which loses the agent's directory and variables).
+const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
 
 /// The machine's host name (upstream: the container id).
 pub const HOSTNAME: &str = "ecdysis-os";
@@ -594,11 +605,18 @@ impl Machine {
         let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile)
             .maximum
             .unwrap_or(1 << 20);
-        // SAFETY: between fork and exec the closure only calls setrlimit;
-        // it allocates nothing.
+        // SAFETY: between fork and exec the closure only calls signal and
+        // setrlimit (both async-signal-safe); it allocates nothing.
         unsafe {
             use std::os::unix::process::CommandExt;
             cmd.pre_exec(move || {
+                // A signal ignored at exec stays ignored, and a shell cannot
+                // undo it: a host started in the background of a script
+                // (SIGINT and SIGQUIT ignored) would hand the machine a shell
+                // whose commands Ctrl-C cannot interrupt.
+                for sig in JOB_SIGNALS {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
                 use ecdysis_sys::rlimit::set;
                 let nofile = rustix::process::Resource::Nofile;
                 set(nofile, 1 << 20, 1 << 20).or_else(|_| set(nofile, hard, hard))

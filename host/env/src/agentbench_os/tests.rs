@@ -16,6 +16,23 @@ fn heavy() -> std::sync::MutexGuard<'static, ()> {
     HEAVY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// SIGINT ignored in this process until dropped.
+struct IgnoredSigint(libc::sighandler_t);
+
+impl IgnoredSigint {
+    fn new() -> Self {
+        // SAFETY: sets a disposition (no handler runs); restored on drop.
+        IgnoredSigint(unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) })
+    }
+}
+
+impl Drop for IgnoredSigint {
+    fn drop(&mut self) {
+        // SAFETY: puts back the disposition saved in `new`.
+        unsafe { libc::signal(libc::SIGINT, self.0) };
+    }
+}
+
 fn data() -> std::path::PathBuf {
     task::locate(None).expect("data/agentbench-os in the repository")
 }
@@ -211,6 +228,9 @@ fn the_shell_keeps_its_state_and_scripts_get_upstreams_arguments() {
 #[test]
 fn a_command_past_the_timeout_is_interrupted_and_the_next_one_runs() {
     let _heavy = heavy();
+    // As when the host runs in the background of a script: SIGINT ignored,
+    // which every child inherits unless the machine restores it.
+    let _ignored = IgnoredSigint::new();
     let limits = MachineLimits {
         command_timeout: Duration::from_secs(2),
         ..MachineLimits::default()
