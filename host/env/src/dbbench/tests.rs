@@ -147,9 +147,18 @@ pub const INCONSISTENT_LABELS: &[&str] = &["standard-225"];
 /// a task error, 0 for any agent.
 pub const SETUP_FAILS: &[&str] = &["dev-5"];
 
+/// Held by the tests that open every task and by the one that asserts the
+/// schema names of a task nobody else has open.
+static EVERY_TASK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn every_task() -> std::sync::MutexGuard<'static, ()> {
+    EVERY_TASK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn gold_replay_reproduces_the_labels() {
     let Some(d) = domain() else { return };
+    let _every_task = every_task();
     let t0 = Instant::now();
     let records = crate::replay_gold(&d).expect("gold replay");
     let mut failed: Vec<&str> = records
@@ -325,8 +334,10 @@ fn concurrent_trials_of_one_task_reuse_names_without_a_clash() {
 #[test]
 fn schema_names_are_a_function_of_the_task_and_unique_while_open() {
     let Some(d) = domain() else { return };
-    // Tasks no other test opens: a name another test holds meanwhile
-    // would shift the suffixes asserted here.
+    // Tasks no other test opens while this runs (the gold replay opens
+    // them all): a name another test holds meanwhile would shift the
+    // suffixes asserted here.
+    let _every_task = every_task();
     let tasks = d.all_tasks();
     let task = tasks[tasks.len() - 1].clone();
     let first = d.episode_db(&task).expect("schema");
