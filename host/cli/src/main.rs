@@ -339,7 +339,8 @@ struct BuildArgs {
     /// The hash of the component this one derives from (recorded as parent).
     #[arg(long)]
     parent: Option<String>,
-    /// Cargo target directory (default: the crate's own target/).
+    /// Cargo target directory (default: $ECDYSIS_CARGO_TARGET_DIR if set,
+    /// else the crate's own target/).
     #[arg(long)]
     target_dir: Option<PathBuf>,
 }

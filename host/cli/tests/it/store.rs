@@ -447,3 +447,34 @@ fn the_compile_child_reuses_the_stores_function_cache() {
     assert_eq!(warm.rejected, 0);
     assert!(ecdysis_host::doctor::check(&harness).passed());
 }
+
+/// `ECDYSIS_CARGO_TARGET_DIR` is where a build that names no target
+/// directory goes; `--target-dir` still wins over it.
+#[test]
+fn the_environment_names_the_default_cargo_target() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("shared");
+    let named = tmp.path().join("named");
+    let build = |extra: &[&std::ffi::OsStr]| {
+        let o = std::process::Command::new(support::host_bin())
+            .current_dir(support::repo_root())
+            .arg("--quiet")
+            .arg("--store")
+            .arg(tmp.path().join("store"))
+            .args(["build", "guests/direct"])
+            .args(extra)
+            .env("ECDYSIS_CARGO_TARGET_DIR", &shared)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let first = build(&[]);
+    assert!(
+        shared.join("wasm32-wasip2/release/direct.wasm").is_file(),
+        "the build went to the environment's directory"
+    );
+    let second = build(&["--target-dir".as_ref(), named.as_os_str()]);
+    assert!(named.join("wasm32-wasip2/release/direct.wasm").is_file());
+    assert_eq!(first, second, "the same bytes wherever they were built");
+}

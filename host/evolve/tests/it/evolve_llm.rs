@@ -376,9 +376,13 @@ impl Staging {
     }
 }
 
-/// Guest builds share one warm target directory across tests and runs.
+/// Guest builds share one warm target directory across tests and runs (the
+/// one every harness build of the test run shares, when CI names it).
 fn guest_target() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("evolve-llm-harness")
+    std::env::var_os(ecdysis_sandbox::store::TARGET_DIR_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("evolve-llm-harness"))
 }
 
 fn task() -> CoderTask {

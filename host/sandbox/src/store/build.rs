@@ -110,6 +110,12 @@ impl Trust {
     }
 }
 
+/// The variable naming the cargo target directory of Rust harness builds
+/// that name none, the way `CARGO_TARGET_DIR` does for cargo (which the
+/// host scrubs from a harness build): one warm directory for every harness
+/// crate instead of a cold one per crate.
+pub const TARGET_DIR_ENV: &str = "ECDYSIS_CARGO_TARGET_DIR";
+
 /// Most characters of compiler output kept in an error.
 const ERROR_CLIP: usize = 8_000;
 
@@ -120,8 +126,9 @@ pub struct BuildOptions {
     pub features: Vec<String>,
     /// The component this one derives from (recorded in the manifest).
     pub parent: Option<ComponentHash>,
-    /// Cargo target directory (default: the crate's own `target/`). Sharing
-    /// one across staging copies keeps dependency builds warm.
+    /// Cargo target directory (default: [`TARGET_DIR_ENV`] if set, else
+    /// the crate's own `target/`). Sharing one across staging copies and
+    /// crates keeps dependency builds warm.
     pub target_dir: Option<PathBuf>,
     /// Do not report cargo's diagnostics as progress events.
     pub quiet: bool,
@@ -285,12 +292,20 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     let crate_dir =
         &std::fs::canonicalize(crate_dir).map_err(|e| PathError::new("resolve", crate_dir, e))?;
     let manifest_path = crate_dir.join("Cargo.toml");
-    let target = match &opts.target_dir {
+    let named = opts.target_dir.clone().or_else(|| {
+        std::env::var_os(TARGET_DIR_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    let target = match &named {
         Some(t) => Some(std::path::absolute(t).map_err(|e| PathError::new("resolve", t, e))?),
         None => None,
     };
     // Held until the artifact is read.
     let _lock = lock_build(crate_dir, target.as_deref())?;
+    // A named directory serves staging copies whose files can be older than
+    // the last build's outputs; the environment's default serves crates
+    // built in place, which cargo's own freshness check is right for.
     if opts.target_dir.is_some() {
         touch_all(&crate_dir.join("src"));
     }
