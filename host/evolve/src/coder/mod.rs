@@ -573,7 +573,10 @@ pub fn check_build(
     trust: &Trust,
 ) -> Result<BuildCheck, CoderError> {
     let opts = BuildOptions {
-        target_dir: target_dir.map(Path::to_path_buf),
+        // Always named: a staging copy must never fall back to the
+        // environment's shared target, where cargo's freshness check could
+        // take its older files for another copy's build.
+        target_dir: Some(target_dir.map_or_else(|| crate_dir.join("target"), Path::to_path_buf)),
         quiet: true,
         trust: trust.clone(),
         // The profile the candidate is then built with: the check warms

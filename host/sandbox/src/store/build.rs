@@ -128,7 +128,8 @@ pub struct BuildOptions {
     pub parent: Option<ComponentHash>,
     /// Cargo target directory (default: [`TARGET_DIR_ENV`] if set, else
     /// the crate's own `target/`). Sharing one across staging copies and
-    /// crates keeps dependency builds warm.
+    /// crates keeps dependency builds warm. A staging copy must name one:
+    /// only a named directory gets the stale-copy handling.
     pub target_dir: Option<PathBuf>,
     /// Do not report cargo's diagnostics as progress events.
     pub quiet: bool,
