@@ -39,6 +39,42 @@ fn chromium() -> Option<PathBuf> {
     None
 }
 
+/// Headless, offline and quiet: what every browser these tests start runs
+/// with.
+const CHROMIUM_FLAGS: [&str; 8] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+];
+
+/// `report --watch DIR` on a free loopback port, once it listens.
+fn serve_watched(dir: &Path) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let server = Command::new(support::host_bin())
+        .args(["report", "--watch", "--addr", &addr])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "report --watch did not listen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (server, addr)
+}
+
 /// What the browser made of a page: the DOM after scripts ran, and its log.
 struct Loaded {
     dom: String,
@@ -72,18 +108,8 @@ fn load(browser: &Path, url: &str) -> Loaded {
 fn load_with(browser: &Path, url: &str, extra: &[&str]) -> Loaded {
     let profile = tempfile::tempdir().unwrap();
     let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
-        ])
+        .args(CHROMIUM_FLAGS)
+        .args(["--enable-logging=stderr", "--v=0"])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(extra)
         .arg("--dump-dom")
@@ -563,24 +589,7 @@ fn the_watched_report_follows_a_directory_as_it_is_written() {
         .collect();
     let total = lines.len();
     std::fs::write(dir.join("trajectories.jsonl"), lines[..2].concat()).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut server = Command::new(support::host_bin())
-        .args(["report", "--watch", "--addr", &addr])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "report --watch did not listen");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (mut server, addr) = serve_watched(&dir);
     let get = |path: &str| {
         let o = Command::new("curl")
             .args(["-s", &format!("http://{addr}{path}")])
@@ -665,37 +674,12 @@ fn the_watched_page_reloads_in_the_browser_while_a_training_runs() {
         assert!(Instant::now() < deadline, "the training wrote no config");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut server = Command::new(support::host_bin())
-        .args(["report", "--watch", "--addr", &addr])
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "report --watch did not listen");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let (mut server, addr) = serve_watched(&out);
     let profile = tempfile::tempdir().unwrap();
     // Its own process group: the renderers go with the browser at the end.
     let mut chrome = Command::new(&browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--remote-debugging-port=0",
-        ])
+        .args(CHROMIUM_FLAGS)
+        .arg("--remote-debugging-port=0")
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("http://{addr}/"))
         .stdout(Stdio::null())
