@@ -31,9 +31,10 @@ echo "== runtimes: host binary"
 # also need TEST_FAULT_ENV, which nothing here sets.
 cargo build -q -p ecdysis-host --features ecdysis-runner/testing
 HOST="$ROOT/target/debug/ecdysis-host"
-# The harness builds below share the tests' warm cargo target (.ci/run names
-# the same one).
+# The harness builds below share the tests' warm cargo target, and the
+# host's compiled native code their directory (.ci/run names the same ones).
 export ECDYSIS_CARGO_TARGET_DIR="${ECDYSIS_CARGO_TARGET_DIR:-$ROOT/target/evolve-candidates}"
+export ECDYSIS_NATIVE_CACHE="${ECDYSIS_NATIVE_CACHE:-$ROOT/target/native-cache}"
 host() { "$HOST" --quiet --store "$STORE" "$@"; }
 
 rm -f "$FIX/ready"

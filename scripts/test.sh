@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Every test suite of the repository, the README's test command (CI runs it):
 #
-#   1. `cargo test --workspace`: the host crates' unit and end-to-end tests;
-#   2. `cargo test` of harness-template (the starting harness's own tests);
-#   3. runtimes/test.sh: the Python and JavaScript runtimes' suites.
+#   1. the host crates' integration tests (`cargo test --workspace --test '*'`);
+#   2. beside them: the host crates' unit and doc tests, the starting
+#      harness's own tests (harness-template), and runtimes/test.sh (the
+#      Python and JavaScript runtimes' suites).
 #
-# 2 and 3 run beside 1 once the host is built, because each half leaves CPU
-# idle that the other uses: 3 runs one process at a time, and 1 spends
-# stretches waiting on servers, browsers, coders and time limits.
-# ECDYSIS_TEST_SERIAL=1 runs the three one after another instead (one
-# readable log, or a machine too small for both).
+# Together that is `cargo test --workspace` and the two other suites. The
+# halves run side by side once the host is built because each leaves CPU
+# idle that the other uses: runtimes/test.sh runs one process at a time,
+# and the integration tests spend stretches waiting on servers, browsers,
+# coders and time limits. ECDYSIS_TEST_SERIAL=1 runs everything one suite
+# after another instead (one readable log, or a machine too small for both).
 #
-# 1 prints as it goes. 2 and 3 write target/test-logs/side.log, which is
-# printed when both halves have ended. The exit status is non-zero if any
-# suite failed, and the summary names which.
+# The first half prints as it goes. The second writes
+# target/test-logs/side.log, printed when both halves have ended. The exit
+# status is non-zero if any suite failed, and the summary names which.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,18 +23,25 @@ cd "$(dirname "$0")/.."
 # no-op); a compile error stops here, before anything runs.
 cargo test --workspace --no-run || exit
 
+# The same build as above: selecting targets, unlike selecting packages,
+# leaves cargo's feature resolution (and so every artifact) unchanged.
 side() {
-    cargo test --manifest-path harness-template/Cargo.toml && bash runtimes/test.sh
+    cargo test --workspace --lib --bins &&
+        cargo test --workspace --doc &&
+        cargo test --manifest-path harness-template/Cargo.toml &&
+        bash runtimes/test.sh
 }
 
 if [ -n "${ECDYSIS_TEST_SERIAL:-}" ]; then
-    cargo test --workspace && side
+    cargo test --workspace &&
+        cargo test --manifest-path harness-template/Cargo.toml &&
+        bash runtimes/test.sh
     exit
 fi
 
 mkdir -p target/test-logs
 log=target/test-logs/side.log
-echo "== harness-template and runtimes/test.sh run beside the cargo tests (log: $log)"
+echo "== unit and doc tests, harness-template and runtimes/test.sh run beside the integration tests (log: $log)"
 side > "$log" 2>&1 &
 side_pid=$!
 # A stopped script stops its background half too (the whole tree: a
@@ -45,14 +54,15 @@ kill_tree() {
 trap 'kill_tree "$side_pid"' EXIT
 trap 'exit 130' INT TERM
 
-cargo test --workspace
+cargo test --workspace --test '*'
 cargo_status=$?
 wait "$side_pid"
 side_status=$?
 trap - EXIT
 
-echo "== harness-template and runtimes/test.sh ($log)"
+echo "== unit and doc tests, harness-template and runtimes/test.sh ($log)"
 cat "$log"
-echo "== summary: cargo test --workspace: $([ "$cargo_status" = 0 ] && echo passed || echo "FAILED ($cargo_status)");" \
-    "harness-template and runtimes: $([ "$side_status" = 0 ] && echo passed || echo "FAILED ($side_status)")"
+verdict() { if [ "$1" = 0 ]; then echo passed; else echo "FAILED (status $1)"; fi; }
+echo "== summary: integration tests $(verdict "$cargo_status");" \
+    "unit and doc tests, harness-template, runtimes $(verdict "$side_status")"
 [ "$cargo_status" = 0 ] && [ "$side_status" = 0 ]

@@ -63,6 +63,13 @@ struct ComponentArgs {
     /// Largest component (.wasm) accepted, in MiB.
     #[arg(long, default_value_t = 32)]
     max_component_mib: usize,
+    /// Keep compiled native code (precompiled/ and fncache/) in this
+    /// directory instead of the store's, so stores that name the same one
+    /// compile each component once between them. Entries are named by
+    /// component hash and engine and checked against this user's artifact
+    /// key before they run, as the store's own are.
+    #[arg(long, env = "ECDYSIS_NATIVE_CACHE", value_name = "DIR")]
+    native_cache: Option<PathBuf>,
 }
 
 /// The flag of commands that run episodes.
@@ -614,7 +621,11 @@ fn open_store(dir: &Path, c: &ComponentArgs) -> Result<ComponentStore> {
     } else {
         ecdysis_host::store::MIN_PREFIX
     };
-    Ok(ComponentStore::open(dir)
+    let mut store = ComponentStore::open(dir);
+    if let Some(native) = &c.native_cache {
+        store = store.with_native_cache(native);
+    }
+    Ok(store
         .with_compiler(
             ecdysis_host::store::Compiler::child_of_current_exe()
                 .context("locating this executable for the compiler process")?,

@@ -428,6 +428,7 @@ pub async fn create(
         harness: harness.clone(),
         // Each worker puts in its own store and data.
         store: PathBuf::new(),
+        native_cache: None,
         source: DomainSource::default(),
         services: ModelServices {
             // No response cache across tenants: a hit would tell one tenant

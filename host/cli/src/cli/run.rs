@@ -164,6 +164,7 @@ pub async fn execute(
         spec: spec.clone(),
         harness: hash.clone(),
         store: std::path::absolute(store.root())?,
+        native_cache: store.native_cache().map(std::path::absolute).transpose()?,
         source: data.source()?,
         services: eval_args.services()?,
         prices: None,

@@ -52,6 +52,7 @@ fn job(tmp: &Path, harness: Option<ComponentHash>, tasks: &[&str]) -> EpisodeJob
         spec: spec(tasks),
         harness,
         store: support::shared_store().root().to_path_buf(),
+        native_cache: None,
         source: DomainSource::default(),
         services: ModelServices {
             cache: CachePolicy::Off,

@@ -481,3 +481,58 @@ fn the_environment_names_the_default_cargo_target() {
     assert!(!elsewhere.exists(), "the flag lost to the environment");
     assert_eq!(first, second, "the same bytes from the same target");
 }
+
+/// `ECDYSIS_NATIVE_CACHE` (`--native-cache`) keeps compiled native code out
+/// of the store: a run's episode workers load from it, and a second store
+/// naming it runs the same harness without compiling it again.
+#[test]
+fn stores_naming_one_native_cache_compile_a_harness_once() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let native = tmp.path().join("native");
+    let run = |store: &str, via_flag: bool| {
+        let mut c = std::process::Command::new(support::host_bin());
+        c.current_dir(support::repo_root())
+            .arg("--quiet")
+            .arg("--store")
+            .arg(tmp.path().join(store))
+            .args(["run", "--harness", "guests/direct", "--split", "all"])
+            .args(["--tasks", "5", "--isolate", "process", "--out"])
+            .arg(tmp.path().join(format!("{store}-run")));
+        if via_flag {
+            c.arg("--native-cache").arg(&native);
+        } else {
+            c.env("ECDYSIS_NATIVE_CACHE", &native);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let artifacts = || -> Vec<(std::path::PathBuf, u64)> {
+        let mut v: Vec<_> = std::fs::read_dir(native.join("precompiled"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+            .map(|p| {
+                let ino = std::fs::metadata(&p).unwrap().ino();
+                (p, ino)
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    run("first", false);
+    let compiled = artifacts();
+    assert_eq!(compiled.len(), 1, "{compiled:?}");
+    let first = tmp.path().join("first");
+    assert!(first.join("components").is_dir());
+    assert!(
+        !first.join("precompiled").exists(),
+        "the run or its worker compiled into the store"
+    );
+    assert!(!first.join("fncache").exists());
+    // The second store finds the artifact and compiles nothing: the file
+    // is the one the first run wrote (a compile replaces it atomically).
+    run("second", true);
+    assert_eq!(artifacts(), compiled);
+    assert!(!tmp.path().join("second/precompiled").exists());
+}

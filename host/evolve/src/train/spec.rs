@@ -240,6 +240,9 @@ pub async fn run(
                     harness: None,
                     store: std::path::absolute(store.root())
                         .unwrap_or_else(|_| store.root().to_path_buf()),
+                    native_cache: store
+                        .native_cache()
+                        .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf())),
                     source: w.source.clone(),
                     services: services.clone(),
                     prices: None,

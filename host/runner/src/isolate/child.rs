@@ -291,7 +291,10 @@ impl Worker {
             None => None,
             Some(hash) => {
                 let sandbox = self.sandbox(&limits)?;
-                let store = ComponentStore::open(&job.store);
+                let mut store = ComponentStore::open(&job.store);
+                if let Some(dir) = &job.native_cache {
+                    store = store.with_native_cache(dir);
+                }
                 let (loaded, _) =
                     store
                         .load(&sandbox, hash)

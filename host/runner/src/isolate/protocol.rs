@@ -57,6 +57,10 @@ pub struct EpisodeJob {
     /// The component store the harness is loaded from (its precompiled
     /// artifacts are shared with the parent).
     pub store: PathBuf,
+    /// The store's shared native-code directory, when it has one
+    /// (`ComponentStore::with_native_cache`); else the store's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_cache: Option<PathBuf>,
     /// Where the worker finds the domains' data.
     pub source: DomainSource,
     /// The model services (response cache, prices).

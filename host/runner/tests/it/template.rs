@@ -191,17 +191,24 @@ fn gold_actions_of_all_tasks_pass_realization_untouched() {
 
 /// The Python starting harness (`harness-template-py`, built with
 /// componentize-py), or `None` where the tool is missing outside CI.
-fn python_template() -> Option<LoadedHarness> {
-    if !support::python_guests_available() {
-        return None;
-    }
-    let bytes = support::guest("harness-template-py", None);
-    let sandbox = Sandbox::new(Default::default()).expect("sandbox");
-    Some(
-        sandbox
-            .load_bytes(&bytes)
-            .expect("harness-template-py loads under the default limits"),
-    )
+/// Loaded once per process: compiling CPython's component is most of
+/// what the tests that use it cost.
+fn python_template() -> Option<&'static LoadedHarness> {
+    static LOADED: std::sync::OnceLock<Option<LoadedHarness>> = std::sync::OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            if !support::python_guests_available() {
+                return None;
+            }
+            let bytes = support::guest("harness-template-py", None);
+            let sandbox = Sandbox::new(Default::default()).expect("sandbox");
+            Some(
+                sandbox
+                    .load_bytes(&bytes)
+                    .expect("harness-template-py loads under the default limits"),
+            )
+        })
+        .as_ref()
 }
 
 /// The Python template has the Rust template's core rules for τ² airline
@@ -212,7 +219,7 @@ fn python_template() -> Option<LoadedHarness> {
 fn the_python_template_passes_every_tau2_gold_action_untouched() {
     let Some(h) = python_template() else { return };
     gold_actions_pass(
-        &h,
+        h,
         &["tau2/airline", "tau2/retail", "tau2/telecom"],
         164 + 2285,
     );
@@ -409,7 +416,7 @@ fn dbbench_gold_plans_pass_the_template_untouched() {
 #[test]
 fn dbbench_gold_plans_pass_the_python_template_untouched() {
     let Some(h) = python_template() else { return };
-    dbbench_gold_plans_pass(&h, 100);
+    dbbench_gold_plans_pass(h, 100);
 }
 
 /// Every DBBench gold plan through `h`; at least `min_skills_shown`

@@ -11,6 +11,12 @@
 //! <root>/fncache/<engine>/...            per-function compiled code, MAC'd (fncache)
 //! ```
 //!
+//! `precompiled/` and `fncache/` (the native code) may live in another
+//! directory that several stores share ([`ComponentStore::with_native_cache`]):
+//! their entries are named by component hash and engine, and authenticated
+//! with the machine's artifact key, so a store trusts a shared entry exactly
+//! as it trusts its own.
+//!
 //! Components are size-capped when they enter the store; compiling and
 //! trusting native code is [`artifact`]'s concern.
 //!
@@ -311,6 +317,9 @@ pub const MIN_PREFIX_INTERACTIVE: usize = 6;
 #[derive(Debug, Clone)]
 pub struct ComponentStore {
     root: PathBuf,
+    /// Where `precompiled/` and `fncache/` live: `root`, or a directory
+    /// shared by several stores.
+    native_root: PathBuf,
     /// Where the artifact key lives (outside the store).
     key_path: PathBuf,
     key: std::sync::Arc<std::sync::OnceLock<ArtifactKey>>,
@@ -329,8 +338,10 @@ impl ComponentStore {
     /// compiled in this process (see [`ComponentStore::with_compiler`]);
     /// hash prefixes need [`MIN_PREFIX`] digits.
     pub fn open(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
         ComponentStore {
-            root: root.into(),
+            native_root: root.clone(),
+            root,
             key_path: ArtifactKey::default_path(),
             key: Default::default(),
             compiler: Compiler::InProcess,
@@ -339,6 +350,22 @@ impl ComponentStore {
             fn_cache: true,
             fn_cache_counts: Default::default(),
         }
+    }
+
+    /// Keep native code (`precompiled/`, `fncache/`) under `dir` instead of
+    /// the store's own directory, so stores that name the same `dir` compile
+    /// a component once between them. Every store sharing it must use the
+    /// same artifact key (the default key file is one per machine user): an
+    /// entry another key wrote fails verification and is compiled again.
+    pub fn with_native_cache(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.native_root = dir.into();
+        self
+    }
+
+    /// The shared native-code directory, if [`Self::with_native_cache`]
+    /// named one (the episode workers of a run open the store with it too).
+    pub fn native_cache(&self) -> Option<&Path> {
+        (self.native_root != self.root).then_some(self.native_root.as_path())
     }
 
     /// Compile with (the default) or without the per-function cache
@@ -416,14 +443,14 @@ impl ComponentStore {
     }
 
     fn precompiled_path(&self, hash: &ComponentHash, sandbox: &Sandbox) -> PathBuf {
-        self.root
+        self.native_root
             .join("precompiled")
             .join(format!("{hash}-{}.cwasm", engine_tag(sandbox)))
     }
 
     /// The function cache directory of `sandbox`'s engine configuration.
     pub fn fn_cache_dir(&self, sandbox: &Sandbox) -> PathBuf {
-        self.root.join("fncache").join(engine_tag(sandbox))
+        self.native_root.join("fncache").join(engine_tag(sandbox))
     }
 
     /// Add component bytes with their manifest facts; returns the manifest
@@ -968,5 +995,60 @@ mod tests {
         let again = store.fn_cache_counts();
         assert_eq!(again.hits - after.hits, cold.inserted, "{again:?}");
         assert_eq!(again.rejected, after.rejected);
+    }
+
+    #[test]
+    fn stores_sharing_a_native_cache_compile_once_and_distrust_another_keys_entries() {
+        let dir = ecdysis_sys::process::Scratch::new("native-shared").unwrap();
+        let native = dir.path().join("native");
+        let open = |name: &str, key: &str| {
+            ComponentStore::open(dir.path().join(name))
+                .with_key_file(dir.path().join(key))
+                .with_native_cache(&native)
+        };
+        let sandbox = Sandbox::new(crate::sandbox::Limits::default()).unwrap();
+        let consts: Vec<i32> = (1..=FUNCTIONS).map(|i| i * 17 + 3).collect();
+        let bytes = component_of(&consts);
+
+        let first = open("first", "key");
+        assert_eq!(first.native_cache(), Some(native.as_path()));
+        let hash = put(&first, &bytes);
+        let (_, source) = first.component(&sandbox, &hash).unwrap();
+        assert_eq!(source, LoadSource::Compiled);
+        let cwasm = native
+            .join("precompiled")
+            .join(format!("{hash}-{}.cwasm", engine_tag(&sandbox)));
+        assert!(cwasm.is_file(), "the artifact is in the shared directory");
+        assert!(!first.root().join("precompiled").exists());
+        assert!(!first.root().join("fncache").exists());
+
+        // Another store with the same key: no compilation.
+        let second = open("second", "key");
+        put(&second, &bytes);
+        let (_, source) = second.component(&sandbox, &hash).unwrap();
+        assert_eq!(source, LoadSource::Precompiled);
+        assert_eq!(second.fn_cache_counts(), CacheCounts::default());
+
+        // A store with another key does not run what the first key wrote:
+        // the artifact fails its check and is compiled again.
+        let foreign = open("foreign", "other-key");
+        put(&foreign, &bytes);
+        let (_, source) = foreign.component(&sandbox, &hash).unwrap();
+        assert_eq!(source, LoadSource::RecompiledCorrupt);
+        assert_eq!(
+            foreign.fn_cache_counts().hits,
+            0,
+            "no entry of the first key is used"
+        );
+        assert!(foreign.fn_cache_counts().rejected > 0);
+
+        // A store without the option keeps its native code at home.
+        let own =
+            ComponentStore::open(dir.path().join("own")).with_key_file(dir.path().join("key"));
+        assert_eq!(own.native_cache(), None);
+        put(&own, &bytes);
+        let (_, source) = own.component(&sandbox, &hash).unwrap();
+        assert_eq!(source, LoadSource::Compiled);
+        assert!(own.root().join("precompiled").is_dir());
     }
 }
