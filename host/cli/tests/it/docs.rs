@@ -38,16 +38,17 @@ fn nested(cmd: &str) -> Vec<String> {
 }
 
 fn help(args: &[&str]) -> String {
-    let out = std::process::Command::new(support::host_bin())
-        .args(args)
-        // The help text must not depend on the terminal it is printed to.
-        .env("COLUMNS", "100")
-        .env_remove("ECDYSIS_STORE")
-        .env_remove("ECDYSIS_THREADS")
-        .env_remove("ECDYSIS_MYSQL_URL")
-        .env_remove("ECDYSIS_SQL_MODE")
-        .output()
-        .expect("run ecdysis-host");
+    let mut cmd = std::process::Command::new(support::host_bin());
+    // The help text must not depend on the terminal it is printed to, nor
+    // on the caller's environment: clap shows a set variable's value beside
+    // its flag (CI sets some of ours).
+    cmd.args(args).env("COLUMNS", "100");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("ECDYSIS_") {
+            cmd.env_remove(name);
+        }
+    }
+    let out = cmd.output().expect("run ecdysis-host");
     assert!(out.status.success(), "{args:?}: {out:?}");
     String::from_utf8(out.stdout).expect("UTF-8 help")
 }
