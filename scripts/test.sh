@@ -13,7 +13,8 @@
 # coders and time limits. ECDYSIS_TEST_SERIAL=1 runs everything one suite
 # after another instead (one readable log, or a machine too small for both).
 #
-# The first half prints as it goes. The second writes
+# Every test binary runs even after one fails (--no-fail-fast), so one run
+# shows every failure. The first half prints as it goes. The second writes
 # target/test-logs/side.log, printed when both halves have ended. The exit
 # status is non-zero if any suite failed, and the summary names which.
 set -uo pipefail
@@ -26,14 +27,14 @@ cargo test --workspace --no-run || exit
 # The same build as above: selecting targets, unlike selecting packages,
 # leaves cargo's feature resolution (and so every artifact) unchanged.
 side() {
-    cargo test --workspace --lib --bins &&
-        cargo test --workspace --doc &&
+    cargo test --workspace --no-fail-fast --lib --bins &&
+        cargo test --workspace --no-fail-fast --doc &&
         cargo test --manifest-path harness-template/Cargo.toml &&
         bash runtimes/test.sh
 }
 
 if [ -n "${ECDYSIS_TEST_SERIAL:-}" ]; then
-    cargo test --workspace &&
+    cargo test --workspace --no-fail-fast &&
         cargo test --manifest-path harness-template/Cargo.toml &&
         bash runtimes/test.sh
     exit
@@ -54,7 +55,7 @@ kill_tree() {
 trap 'kill_tree "$side_pid"' EXIT
 trap 'exit 130' INT TERM
 
-cargo test --workspace --test '*'
+cargo test --workspace --no-fail-fast --test '*'
 cargo_status=$?
 wait "$side_pid"
 side_status=$?
