@@ -26,18 +26,26 @@ cargo test --workspace --no-run || exit
 
 # The same build as above: selecting targets, unlike selecting packages,
 # leaves cargo's feature resolution (and so every artifact) unchanged.
+# Each suite runs even after another failed; the status says whether any did.
 side() {
-    cargo test --workspace --no-fail-fast --lib --bins &&
-        cargo test --workspace --no-fail-fast --doc &&
-        cargo test --manifest-path harness-template/Cargo.toml &&
-        bash runtimes/test.sh
+    local status=0
+    cargo test --workspace --no-fail-fast --lib --bins || status=1
+    cargo test --workspace --no-fail-fast --doc || status=1
+    others || status=1
+    return "$status"
+}
+others() {
+    local status=0
+    cargo test --manifest-path harness-template/Cargo.toml || status=1
+    bash runtimes/test.sh || status=1
+    return "$status"
 }
 
 if [ -n "${ECDYSIS_TEST_SERIAL:-}" ]; then
-    cargo test --workspace --no-fail-fast &&
-        cargo test --manifest-path harness-template/Cargo.toml &&
-        bash runtimes/test.sh
-    exit
+    status=0
+    cargo test --workspace --no-fail-fast || status=1
+    others || status=1
+    exit "$status"
 fi
 
 mkdir -p target/test-logs
