@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Every test suite of the repository, the README's test command (CI runs it):
 #
-#   1. the host crates' integration tests (`cargo test --workspace --test '*'`);
-#   2. beside them: the host crates' unit and doc tests, the starting
-#      harness's own tests (harness-template), and runtimes/test.sh (the
-#      Python and JavaScript runtimes' suites).
+#   1. the host crates' integration tests named `it` (`cargo test
+#      --workspace --test it`), the command-line suite the longest of them;
+#   2. beside them: the runner's integration tests (named `runner` for
+#      this), the host crates' unit and doc tests, the starting harness's
+#      own tests (harness-template), and runtimes/test.sh (the Python and
+#      JavaScript runtimes' suites).
 #
 # Together that is `cargo test --workspace` and the two other suites. The
 # halves run side by side once the host is built because each leaves CPU
 # idle that the other uses: runtimes/test.sh runs one process at a time,
 # and the integration tests spend stretches waiting on servers, browsers,
-# coders and time limits. ECDYSIS_TEST_SERIAL=1 runs everything one suite
+# coders and time limits. An integration suite must be named `it` or
+# `runner` to run here. ECDYSIS_TEST_SERIAL=1 runs everything one suite
 # after another instead (one readable log, or a machine too small for both).
 #
 # Every test binary runs even after one fails (--no-fail-fast), so one run
@@ -29,6 +32,7 @@ cargo test --workspace --no-run || exit
 # Each suite runs even after another failed; the status says whether any did.
 side() {
     local status=0
+    cargo test --workspace --no-fail-fast --test runner || status=1
     cargo test --workspace --no-fail-fast --lib --bins || status=1
     cargo test --workspace --no-fail-fast --doc || status=1
     others || status=1
@@ -50,7 +54,7 @@ fi
 
 mkdir -p target/test-logs
 log=target/test-logs/side.log
-echo "== unit and doc tests, harness-template and runtimes/test.sh run beside the integration tests (log: $log)"
+echo "== the runner's integration tests, unit and doc tests, harness-template and runtimes/test.sh run beside the other integration tests (log: $log)"
 side > "$log" 2>&1 &
 side_pid=$!
 # A stopped script stops its background half too (the whole tree: a
@@ -63,15 +67,15 @@ kill_tree() {
 trap 'kill_tree "$side_pid"' EXIT
 trap 'exit 130' INT TERM
 
-cargo test --workspace --no-fail-fast --test '*'
+cargo test --workspace --no-fail-fast --test it
 cargo_status=$?
 wait "$side_pid"
 side_status=$?
 trap - EXIT
 
-echo "== unit and doc tests, harness-template and runtimes/test.sh ($log)"
+echo "== the runner's integration tests, unit and doc tests, harness-template and runtimes/test.sh ($log)"
 cat "$log"
 verdict() { if [ "$1" = 0 ]; then echo passed; else echo "FAILED (status $1)"; fi; }
-echo "== summary: integration tests $(verdict "$cargo_status");" \
-    "unit and doc tests, harness-template, runtimes $(verdict "$side_status")"
+echo "== summary: integration tests named it $(verdict "$cargo_status");" \
+    "the runner's, unit and doc tests, harness-template, runtimes $(verdict "$side_status")"
 [ "$cargo_status" = 0 ] && [ "$side_status" = 0 ]

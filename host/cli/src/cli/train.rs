@@ -108,7 +108,9 @@ pub struct TrainKnobs {
     #[arg(long)]
     pub coder_latency_ms: Option<u64>,
     /// Cargo target dir shared by candidate builds (default
-    /// <store>/cargo-target).
+    /// <store>/cargo-target). Every harness of a run is built from a copy
+    /// at `<dir>.staged`, beside it, so builds of any run sharing the
+    /// directory reuse each other's incremental compilation.
     #[arg(long)]
     pub cargo_target_dir: Option<PathBuf>,
     /// Candidates are coder-written, untrusted source: they are built (and

@@ -16,7 +16,7 @@ use ecdysis_host::evolve::spec::ChangeSpec;
 use ecdysis_host::fsutil::copy_crate;
 use ecdysis_host::jail::JailLimits;
 use ecdysis_host::store::{
-    BuildOptions, ComponentStore, Containment, StoreError, Trust, source_tree_hash,
+    BuildOptions, BuildProfile, ComponentStore, Containment, StoreError, Trust, source_tree_hash,
 };
 use serde_json::Value;
 
@@ -134,13 +134,16 @@ fn target() -> PathBuf {
 }
 
 /// Options of an untrusted build of a candidate edited from the starting
-/// harness (whose own findings it may keep).
+/// harness (whose own findings it may keep), made as training makes them:
+/// the candidate profile, from a staging copy.
 fn untrusted(containment: Containment) -> BuildOptions {
     let reference = support::repo_root().join("harness-template");
     BuildOptions {
         target_dir: Some(target()),
         quiet: true,
         trust: Trust::untrusted_from(&containment, &reference).unwrap(),
+        profile: BuildProfile::Candidate,
+        staged: true,
         ..BuildOptions::default()
     }
 }
@@ -200,6 +203,7 @@ fn outside_files_and_variables_never_reach_a_candidate_build() {
             &BuildOptions {
                 target_dir: Some(target()),
                 quiet: true,
+                profile: BuildProfile::Candidate,
                 ..BuildOptions::default()
             },
         )

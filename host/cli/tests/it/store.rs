@@ -536,3 +536,98 @@ fn stores_naming_one_native_cache_compile_a_harness_once() {
     assert_eq!(artifacts(), compiled);
     assert!(!tmp.path().join("second/precompiled").exists());
 }
+
+/// A copy of the starting harness beside a copy of `wit/`, as training
+/// stages it, with `edit` applied to its rule tables.
+fn staging_copy(
+    root: &std::path::Path,
+    name: &str,
+    edit: Option<(&str, &str)>,
+) -> std::path::PathBuf {
+    use ecdysis_host::fsutil::copy_crate;
+    let crate_dir = root.join(name).join("harness");
+    copy_crate(&support::repo_root().join("harness-template"), &crate_dir).unwrap();
+    copy_crate(
+        &support::repo_root().join("wit"),
+        &root.join(name).join("wit"),
+    )
+    .unwrap();
+    if let Some((from, to)) = edit {
+        let tables = crate_dir.join("src/tables.rs");
+        let text = std::fs::read_to_string(&tables).unwrap();
+        assert!(text.contains(from), "the template's tables lack {from:?}");
+        std::fs::write(&tables, text.replacen(from, to, 1)).unwrap();
+    }
+    crate_dir
+}
+
+#[test]
+fn staging_copies_build_at_one_path_of_the_target_each_from_its_own_source() {
+    use ecdysis_host::store::{BuildProfile, staged_dir};
+    let (d, store) = temp_store();
+    // The training tests' warm target: the guest dependencies are built.
+    let target = support::repo_root().join("target/evolve-candidates");
+    let opts = BuildOptions {
+        target_dir: Some(target.clone()),
+        quiet: true,
+        profile: BuildProfile::Candidate,
+        staged: true,
+        ..BuildOptions::default()
+    };
+    let rule = "Use the exact tool names from the tool list; there are no other tools.";
+    let a = staging_copy(d.path(), "a", None);
+    let b = staging_copy(d.path(), "b", Some((rule, "Only the listed tools exist.")));
+    let built_a = store.build(&a, &opts).unwrap().manifest.hash;
+    let built_b = store.build(&b, &opts).unwrap().manifest.hash;
+    assert_ne!(built_a, built_b, "each copy is built from its own source");
+    // rustc ran in the target's fixed directory, not in the copy: what its
+    // incremental cache is keyed by is the same for every copy.
+    let fixed = staged_dir(&target).join("crate");
+    let dep_info =
+        std::fs::read_to_string(target.join("wasm32-wasip2/candidate/harness_template.d")).unwrap();
+    assert!(
+        dep_info.contains(&*fixed.join("src/tables.rs").to_string_lossy()),
+        "{dep_info}"
+    );
+    assert!(!dep_info.contains(&*b.to_string_lossy()), "{dep_info}");
+    // Back to the first copy: its own bytes, never the last build's.
+    assert_eq!(store.build(&a, &opts).unwrap().manifest.hash, built_a);
+    // A copy built where it is into the same target is built from its own
+    // files too, not taken for up to date against the staged copy's.
+    let in_place = BuildOptions {
+        staged: false,
+        ..opts.clone()
+    };
+    assert_eq!(store.build(&b, &in_place).unwrap().manifest.hash, built_b);
+    assert_eq!(store.build(&a, &opts).unwrap().manifest.hash, built_a);
+    assert_eq!(store.build(&b, &in_place).unwrap().manifest.hash, built_b);
+    // A failure names the caller's copy, not the fixed directory.
+    let broken = staging_copy(d.path(), "c", Some((rule, "\" not a string")));
+    match store.build(&broken, &opts) {
+        Err(StoreError::BuildFailed { stderr_tail, .. }) => {
+            assert!(stderr_tail.contains("src/tables.rs"), "{stderr_tail}");
+            assert!(!stderr_tail.contains(".staged"), "{stderr_tail}");
+        }
+        other => panic!("a broken copy must fail to build: {other:?}"),
+    }
+    // Cargo names a missing path dependency by its absolute path.
+    let lost = staging_copy(d.path(), "e", None);
+    let manifest = std::fs::read_to_string(lost.join("Cargo.toml")).unwrap();
+    let manifest = manifest.replacen(
+        "[dependencies]\n",
+        "[dependencies]\nnowhere = { path = \"../nowhere\" }\n",
+        1,
+    );
+    std::fs::write(lost.join("Cargo.toml"), manifest).unwrap();
+    match store.build(&lost, &opts) {
+        Err(StoreError::BuildFailed { stderr_tail, .. }) => {
+            let sibling = d.path().canonicalize().unwrap().join("e/nowhere");
+            assert!(
+                stderr_tail.contains(&*sibling.to_string_lossy()),
+                "{stderr_tail}"
+            );
+            assert!(!stderr_tail.contains(".staged"), "{stderr_tail}");
+        }
+        other => panic!("a broken manifest must fail to build: {other:?}"),
+    }
+}

@@ -582,6 +582,7 @@ pub fn check_build(
         // The profile the candidate is then built with: the check warms
         // its incremental cache.
         profile: BuildProfile::Candidate,
+        staged: true,
         ..BuildOptions::default()
     };
     let built = if ecdysis_sandbox::store::build_python::is_python_harness(crate_dir) {

@@ -488,6 +488,7 @@ impl TrainContext {
                     // Every harness of the run, the starting one too, is
                     // built alike, with the fast incremental profile.
                     profile: BuildProfile::Candidate,
+                    staged: true,
                     ..BuildOptions::default()
                 },
             )?

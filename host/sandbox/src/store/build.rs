@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use super::scan::{self, Finding};
 use super::{ComponentStore, Manifest, ManifestFacts, StoreError};
 use crate::store::ComponentHash;
-use ecdysis_sys::fsutil::{EntryKind, PathError, walk_crate};
+use ecdysis_sys::fsutil::{EntryKind, PathError, copy_crate, walk_crate};
 use ecdysis_sys::jail::{
     Jail, JailLimits, JailSpec, LimitGuard, ProcessLimiter, Toolchain, apply_limits,
 };
@@ -139,6 +139,14 @@ pub struct BuildOptions {
     pub trust: Trust,
     /// Which cargo profile builds it.
     pub profile: BuildProfile,
+    /// The crate is a staging copy (its directory and a `wit/` beside it
+    /// are all it reads) and `target_dir` is named: it is built from a copy
+    /// at one fixed path per target directory ([`staged_dir`]). rustc keys its
+    /// incremental cache by the working directory, so every staging copy,
+    /// of any run sharing the directory, then rebuilds incrementally from
+    /// the last one instead of from scratch; the bytes do not depend on
+    /// the path.
+    pub staged: bool,
     /// The `componentize-py` that builds a Python harness (default: see
     /// [`super::build_python::PythonTool::find`]).
     pub python_tool: Option<PathBuf>,
@@ -155,6 +163,7 @@ impl Default for BuildOptions {
             trust: Trust::Own,
             profile: BuildProfile::Release,
             python_tool: None,
+            staged: false,
         }
     }
 }
@@ -292,7 +301,6 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     // Absolute, so cargo (run inside the crate) resolves every path alike.
     let crate_dir =
         &std::fs::canonicalize(crate_dir).map_err(|e| PathError::new("resolve", crate_dir, e))?;
-    let manifest_path = crate_dir.join("Cargo.toml");
     let named = opts.target_dir.clone().or_else(|| {
         std::env::var_os(TARGET_DIR_ENV)
             .filter(|v| !v.is_empty())
@@ -302,14 +310,21 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
         Some(t) => Some(std::path::absolute(t).map_err(|e| PathError::new("resolve", t, e))?),
         None => None,
     };
-    // Held until the artifact is read.
+    // Held until the artifact is read (and the staged copy is rebuilt).
     let _lock = lock_build(crate_dir, target.as_deref())?;
+    let staged = match (&opts.target_dir, &target) {
+        (Some(_), Some(target)) if opts.staged => Some(stage_at_fixed_path(crate_dir, target)?),
+        _ => None,
+    };
     // A named directory serves staging copies whose files can be older than
-    // the last build's outputs; the environment's default serves crates
-    // built in place, which cargo's own freshness check is right for.
-    if opts.target_dir.is_some() {
+    // the last build's outputs (a fresh staged copy is newer than them); the
+    // environment's default serves crates built in place, which cargo's own
+    // freshness check is right for.
+    if staged.is_none() && opts.target_dir.is_some() {
         touch_all(&crate_dir.join("src"));
     }
+    let build_dir = staged.as_deref().unwrap_or(crate_dir);
+    let manifest_path = build_dir.join("Cargo.toml");
     let manifest_text = std::fs::read_to_string(&manifest_path)
         .map_err(|e| PathError::new("read", &manifest_path, e))?;
     let mut args = cargo_args(opts, &manifest_path, &manifest_text, target.as_deref());
@@ -319,7 +334,7 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     let (cmd, limits) = match &opts.trust {
         Trust::Own => {
             let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-            cmd.args(&args).current_dir(crate_dir);
+            cmd.args(&args).current_dir(build_dir);
             scrub_cargo_env(&mut cmd);
             (cmd, None)
         }
@@ -332,7 +347,7 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
             // the trusted build of the user's crate fetched them.
             args.push("--offline".into());
             args.push("--locked".into());
-            let contained = untrusted_command(crate_dir, target.as_deref(), &args, containment)?;
+            let contained = untrusted_command(build_dir, target.as_deref(), &args, containment)?;
             jailed = contained.jailed;
             _home = contained.home;
             (contained.cmd, Some((containment.limits, contained.guard)))
@@ -356,8 +371,55 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     let errors = read_messages(&out.stdout, opts.quiet, &mut build);
     if !build.ok {
         explain_failure(&mut build, errors, &out, opts.timeout, memory_limit, hit);
+        if let Some(staged) = &staged {
+            // Name the files the caller knows: the crate, then its siblings.
+            build.errors = build
+                .errors
+                .replace(&*staged.to_string_lossy(), &crate_dir.to_string_lossy());
+            if let (Some(root), Some(parent)) = (staged.parent(), crate_dir.parent()) {
+                build.errors = build
+                    .errors
+                    .replace(&*root.to_string_lossy(), &parent.to_string_lossy());
+            }
+        }
     }
     Ok(build)
+}
+
+/// Where staging copies built into `target` are built
+/// ([`BuildOptions::staged`]): `<target>.staged`, holding `crate/` and
+/// `wit/`. Beside the target directory, never inside it: cargo records the
+/// sources it finds under the target directory relative to it, so another
+/// copy of the crate, built in place into the same target, would be
+/// checked against this copy's files and could be taken for up to date.
+pub fn staged_dir(target: &Path) -> PathBuf {
+    let mut name = target.as_os_str().to_os_string();
+    name.push(".staged");
+    PathBuf::from(name)
+}
+
+/// Replace [`staged_dir`] with a copy of the crate (as `crate/`) and of the
+/// `wit/` beside it, and return the copy's crate directory. The old copy
+/// goes whole, whatever a build left in it: a link put in its place is
+/// removed, never followed.
+fn stage_at_fixed_path(crate_dir: &Path, target: &Path) -> Result<PathBuf, PathError> {
+    let root = staged_dir(target);
+    match std::fs::symlink_metadata(&root) {
+        Ok(meta) if meta.is_dir() => {
+            std::fs::remove_dir_all(&root).map_err(|e| PathError::new("remove", &root, e))?
+        }
+        Ok(_) => std::fs::remove_file(&root).map_err(|e| PathError::new("remove", &root, e))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(PathError::new("stat", &root, e)),
+    }
+    let staged = root.join("crate");
+    copy_crate(crate_dir, &staged)?;
+    if let Some(wit) = crate_dir.parent().map(|p| p.join("wit"))
+        && wit.is_dir()
+    {
+        copy_crate(&wit, &root.join("wit"))?;
+    }
+    Ok(staged)
 }
 
 /// The scan before an untrusted build (when `containment` asks for it):

@@ -43,7 +43,7 @@ use ecdysis_sys::fsutil::{PathError, atomic_write};
 pub use artifact::{ArtifactKey, ChildCache, Compiler, DEFAULT_MAX_COMPONENT_BYTES};
 pub use build::{
     BUILD_TIMEOUT, BuildOptions, BuildOutcome, BuildProfile, CANDIDATE_PROFILE, Containment,
-    TARGET_DIR_ENV, Trust, UNTRUSTED_BUILD_MEMORY, source_tree_hash,
+    TARGET_DIR_ENV, Trust, UNTRUSTED_BUILD_MEMORY, source_tree_hash, staged_dir,
 };
 pub use export::{
     EXPORT_FORMAT, ExportError, ExportOptions, ExportOutcome, ExportedLimits, HarnessExport,
