@@ -707,11 +707,7 @@ fn build(store: &ComponentStore, args: BuildArgs, quiet: bool) -> Result<ExitCod
             "stored {} ({} bytes{}) in {}",
             out.manifest.hash.short(),
             out.manifest.size,
-            if out.cargo_fresh {
-                ", cargo: up to date"
-            } else {
-                ""
-            },
+            if out.cargo_fresh { ", up to date" } else { "" },
             store.component_path(&out.manifest.hash).display()
         );
     }

@@ -200,3 +200,56 @@ async fn the_built_in_editor_edits_a_python_harness() {
     let round = &summary["rounds"][0];
     assert_eq!(round["accepted"], true, "{round}");
 }
+
+#[test]
+fn the_same_python_source_builds_to_one_component_and_the_tool_runs_once() {
+    use ecdysis_host::store::build_python::python_builds_dir;
+    use ecdysis_host::store::{BuildOptions, ComponentStore};
+    if !ecdysis_testkit::python_guests_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("target");
+    let store = ComponentStore::open(tmp.path().join("store"));
+    let opts = BuildOptions {
+        target_dir: Some(target.clone()),
+        quiet: true,
+        python_tool: ecdysis_testkit::python_tool().ok(),
+        ..BuildOptions::default()
+    };
+    let template = support::repo_root().join("harness-template-py");
+    let copy = |name: &str| {
+        let dir = tmp.path().join(name);
+        ecdysis_host::fsutil::copy_crate(&template, &dir).unwrap();
+        dir
+    };
+    let (a, b) = (copy("a"), copy("b"));
+    let first = store.build(&a, &opts).unwrap();
+    assert!(!first.cargo_fresh, "the first build runs componentize-py");
+    // The same source elsewhere: the component built from it, not a new
+    // snapshot (componentize-py's output differs from run to run).
+    let again = store.build(&b, &opts).unwrap();
+    assert!(again.cargo_fresh, "the same source is not built again");
+    assert_eq!(again.manifest.hash, first.manifest.hash);
+    // An edit is a new source: built, and kept beside the first.
+    let hooks = b.join("tables.py");
+    let text = std::fs::read_to_string(&hooks).unwrap();
+    std::fs::write(&hooks, format!("{text}\n# reviewed\n")).unwrap();
+    let edited = store.build(&b, &opts).unwrap();
+    assert!(!edited.cargo_fresh);
+    assert_ne!(edited.manifest.hash, first.manifest.hash);
+    // Kept outside the output directory a jailed build may write.
+    let kept = python_builds_dir(&target);
+    assert!(!kept.starts_with(target.join("python")));
+    let entries = std::fs::read_dir(&kept).unwrap().count();
+    assert_eq!(entries, 2, "one build per source");
+    // A target inside the source (which whoever edits it may write) keeps
+    // nothing: the tool runs each time.
+    let inside = BuildOptions {
+        target_dir: Some(a.join("target")),
+        ..opts.clone()
+    };
+    assert!(!store.build(&a, &inside).unwrap().cargo_fresh);
+    assert!(!store.build(&a, &inside).unwrap().cargo_fresh);
+    assert!(!python_builds_dir(&a.join("target")).exists());
+}

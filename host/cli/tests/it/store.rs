@@ -592,6 +592,24 @@ fn staging_copies_build_at_one_path_of_the_target_each_from_its_own_source() {
     assert!(!dep_info.contains(&*b.to_string_lossy()), "{dep_info}");
     // Back to the first copy: its own bytes, never the last build's.
     assert_eq!(store.build(&a, &opts).unwrap().manifest.hash, built_a);
+    // The artifact is the build's until the caller drops it: the target's
+    // lock goes with it, so no concurrent build can swap the file first.
+    let build = ecdysis_host::store::build::cargo_build(&b, &opts).unwrap();
+    let lock = std::fs::File::open(target.join(".ecdysis-build.lock")).unwrap();
+    assert!(
+        lock.try_lock().is_err(),
+        "the lock is held while the build lives"
+    );
+    let bytes = std::fs::read(build.wasm.as_ref().unwrap()).unwrap();
+    assert_eq!(
+        ecdysis_host::store::ComponentHash::of(&bytes),
+        built_b,
+        "the artifact is this build's"
+    );
+    drop(build);
+    lock.try_lock()
+        .expect("the lock is released with the build");
+    drop(lock);
     // A copy built where it is into the same target is built from its own
     // files too, not taken for up to date against the staged copy's.
     let in_place = BuildOptions {

@@ -220,6 +220,10 @@ pub struct CargoBuild {
     pub jailed: bool,
     /// The limit it hit, if any (an untrusted build).
     pub limit: Option<ecdysis_sys::jail::LimitHit>,
+    /// The target directory's build lock, held while this value lives:
+    /// until then no other build sharing the directory can replace the
+    /// artifact at `wasm`.
+    pub target_lock: Option<std::sync::Arc<std::fs::File>>,
 }
 
 /// The result of [`ComponentStore::build`].
@@ -310,8 +314,8 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
         Some(t) => Some(std::path::absolute(t).map_err(|e| PathError::new("resolve", t, e))?),
         None => None,
     };
-    // Held until the artifact is read (and the staged copy is rebuilt).
-    let _lock = lock_build(crate_dir, target.as_deref())?;
+    // Held until the caller has read the artifact (it goes with the build).
+    let lock = lock_build(crate_dir, target.as_deref())?;
     let staged = match (&opts.target_dir, &target) {
         (Some(_), Some(target)) if opts.staged => Some(stage_at_fixed_path(crate_dir, target)?),
         _ => None,
@@ -367,6 +371,7 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
         seconds: out.elapsed.as_secs_f64(),
         jailed,
         limit: None,
+        target_lock: Some(std::sync::Arc::new(lock)),
     };
     let errors = read_messages(&out.stdout, opts.quiet, &mut build);
     if !build.ok {

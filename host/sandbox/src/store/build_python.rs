@@ -18,7 +18,10 @@ use ecdysis_sys::jail::{Jail, JailSpec, ProcessLimiter, apply_limits, find_progr
 use ecdysis_sys::process::Scratch;
 
 use super::StoreError;
-use super::build::{BuildOptions, CargoBuild, Trust, refuse_unscanned, run_contained};
+use super::build::{
+    BuildOptions, CargoBuild, TARGET_DIR_ENV, Trust, refuse_unscanned, run_contained,
+    source_tree_hash,
+};
 
 /// The module `componentize-py` is pointed at: it must define the exported
 /// `Episode` class of the `hooks` interface.
@@ -93,20 +96,140 @@ fn venv_base(cfg: &str) -> Option<PathBuf> {
     home.parent().map(Path::to_path_buf)
 }
 
+/// How many components of distinct sources a target directory keeps for
+/// [`python_build`] to reuse (each is the size of CPython, ~18 MB).
+pub const KEPT_PYTHON_BUILDS: usize = 8;
+
+/// Where [`python_build`] keeps what it built, by source: beside the
+/// output directory an untrusted build may write, never inside it.
+pub fn python_builds_dir(target: &Path) -> PathBuf {
+    target.join("python-builds")
+}
+
+/// What a Python build's output depends on: the harness directory's source
+/// (as [`source_tree_hash`] reads it), the WIT package, and the tool (its
+/// program's path, size and modification time: an upgrade rewrites it).
+fn build_key(dir: &Path, tool: &PythonTool) -> Result<String, PathError> {
+    let meta = std::fs::metadata(&tool.exe).map_err(|e| PathError::new("stat", &tool.exe, e))?;
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(b"ecdysis python build 1\0");
+    hasher.update(source_tree_hash(dir)?.as_bytes());
+    hasher.update(HARNESS_WIT.as_bytes());
+    hasher.update(tool.exe.as_os_str().as_encoded_bytes());
+    hasher.update(&meta.len().to_le_bytes());
+    hasher.update(&modified.to_le_bytes());
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
+/// Keep `built` as the build of `key`, and only the
+/// [`KEPT_PYTHON_BUILDS`] most recently used builds. Best effort: a build
+/// that cannot be kept is built again next time.
+fn keep_build(kept: &Path, key: &str, built: &Path) {
+    let entry = kept.join(format!("{key}.wasm"));
+    let keep = std::fs::create_dir_all(kept)
+        .and_then(|()| std::fs::read(built))
+        .and_then(|bytes| ecdysis_sys::fsutil::atomic_write(&entry, &bytes));
+    if let Err(e) = keep {
+        tracing::debug!(entry = %entry.display(), error = %e, "could not keep a Python build");
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(kept) else {
+        return;
+    };
+    let mut builds: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "wasm"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    builds.sort_by_key(|b| std::cmp::Reverse(b.0));
+    for (_, old) in builds.into_iter().skip(KEPT_PYTHON_BUILDS) {
+        let _ = std::fs::remove_file(old);
+    }
+}
+
+/// The kept build of `key`, copied to `out` (and marked used), if there is
+/// one.
+fn reuse_build(kept: &Path, key: &str, out: &Path) -> bool {
+    let entry = kept.join(format!("{key}.wasm"));
+    if std::fs::copy(&entry, out).is_err() {
+        return false;
+    }
+    if let Ok(f) = std::fs::File::options().write(true).open(&entry) {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+    true
+}
+
 /// Build the Python harness at `dir` into `<target>/python/harness.wasm`
 /// (blocking). Like [`super::build::cargo_build`], a failed build is a
-/// [`CargoBuild`] with `ok: false` and the tool's errors.
+/// [`CargoBuild`] with `ok: false` and the tool's errors. The target is
+/// `opts.target_dir`, else `$ECDYSIS_CARGO_TARGET_DIR`, else `dir/target`.
+///
+/// componentize-py's output differs from run to run for the same source,
+/// so a named target directory keeps what it built by source
+/// ([`python_builds_dir`]): building the same source again (the starting
+/// harness in every run, a coder's check build and the round's build of
+/// the same edit) gives the same component at once, as cargo's freshness
+/// check does for a Rust harness. The scan still runs first. The
+/// directory is trusted like the rest of the target: as much as the
+/// candidates built into it.
 pub fn python_build(dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, StoreError> {
     let dir = &std::fs::canonicalize(dir).map_err(|e| PathError::new("resolve", dir, e))?;
     let tool = PythonTool::find(opts.python_tool.as_deref())?;
-    let target = match &opts.target_dir {
+    let named = opts.target_dir.clone().or_else(|| {
+        std::env::var_os(TARGET_DIR_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    let target = match &named {
         Some(t) => std::path::absolute(t).map_err(|e| PathError::new("resolve", t, e))?,
         None => dir.join("target"),
     };
     let out_dir = target.join("python");
     std::fs::create_dir_all(&out_dir).map_err(|e| PathError::new("create", &out_dir, e))?;
+    // Builds sharing the target write the same output: one at a time, until
+    // the caller has read it (the lock goes with the build). Outside the
+    // output directory, which a jailed build may write.
+    let lock_path = target.join(".ecdysis-python-build.lock");
+    let lock =
+        std::fs::File::create(&lock_path).map_err(|e| PathError::new("create", &lock_path, e))?;
+    lock.lock()
+        .map_err(|e| PathError::new("lock", &lock_path, e))?;
     let out = out_dir.join("harness.wasm");
     let _ = std::fs::remove_file(&out);
+    if let Trust::Untrusted {
+        containment,
+        allowed,
+    } = &opts.trust
+    {
+        refuse_unscanned(dir, containment, allowed)?;
+    }
+    // Not in a target inside the source, which whoever edits the source
+    // may write.
+    let kept = (!target.starts_with(dir)).then(|| python_builds_dir(&target));
+    let key = match &kept {
+        Some(_) => Some(build_key(dir, &tool)?),
+        None => None,
+    };
+    if let (Some(kept), Some(key)) = (&kept, &key)
+        && reuse_build(kept, key, &out)
+    {
+        return Ok(CargoBuild {
+            ok: true,
+            wasm: Some(out),
+            fresh: true,
+            errors: String::new(),
+            seconds: 0.0,
+            jailed: false,
+            limit: None,
+            target_lock: Some(std::sync::Arc::new(lock)),
+        });
+    }
     let wit = Scratch::new("harness-wit")?;
     let wit_file = wit.path().join("harness.wit");
     std::fs::write(&wit_file, HARNESS_WIT).map_err(|e| PathError::new("write", &wit_file, e))?;
@@ -130,11 +253,7 @@ pub fn python_build(dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, Store
             cmd.args(&args).current_dir(dir);
             (cmd, None)
         }
-        Trust::Untrusted {
-            containment,
-            allowed,
-        } => {
-            refuse_unscanned(dir, containment, allowed)?;
+        Trust::Untrusted { containment, .. } => {
             let mut limits = containment.limits;
             limits.memory = limits.memory.max(PYTHON_BUILD_ADDRESS_SPACE);
             let home = Scratch::new("build-home")?;
@@ -193,6 +312,9 @@ pub fn python_build(dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, Store
     };
     let (run, hit) = run_contained(cmd, opts.timeout, limits.as_ref())?;
     let ok = run.success() && out.is_file();
+    if let (true, Some(kept), Some(key)) = (ok, &kept, &key) {
+        keep_build(kept, key, &out);
+    }
     let mut errors = String::new();
     if !ok {
         errors = python_errors(&run.stdout, &run.stderr);
@@ -214,6 +336,7 @@ pub fn python_build(dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, Store
         seconds: run.elapsed.as_secs_f64(),
         jailed,
         limit: hit,
+        target_lock: Some(std::sync::Arc::new(lock)),
     })
 }
 
@@ -233,6 +356,41 @@ fn python_errors(stdout: &str, stderr: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kept_builds_are_the_most_recently_used_and_a_reused_one_is_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = dir.path().join("kept");
+        std::fs::create_dir_all(&kept).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for i in 0..KEPT_PYTHON_BUILDS + 2 {
+            let path = kept.join(format!("k{i}.wasm"));
+            std::fs::write(&path, [i as u8]).unwrap();
+            let f = std::fs::File::options().write(true).open(&path).unwrap();
+            f.set_modified(old + std::time::Duration::from_secs(i as u64))
+                .unwrap();
+        }
+        // Reusing the oldest makes it the most recent.
+        let out = dir.path().join("out.wasm");
+        assert!(reuse_build(&kept, "k0", &out));
+        assert_eq!(std::fs::read(&out).unwrap(), [0]);
+        assert!(!reuse_build(&kept, "missing", &out));
+        let built = dir.path().join("built.wasm");
+        std::fs::write(&built, b"new").unwrap();
+        keep_build(&kept, "new", &built);
+        let mut left: Vec<String> = std::fs::read_dir(&kept)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left.len(), KEPT_PYTHON_BUILDS);
+        assert_eq!(std::fs::read(kept.join("new.wasm")).unwrap(), b"new");
+        // The three oldest went (k1, k2, k3), the reused k0 stayed.
+        for gone in ["k1.wasm", "k2.wasm", "k3.wasm"] {
+            assert!(!left.contains(&gone.to_string()), "{gone} kept: {left:?}");
+        }
+        assert!(left.contains(&"k0.wasm".to_string()), "{left:?}");
+    }
 
     #[test]
     fn a_python_harness_is_a_hooks_module_without_a_cargo_manifest() {
