@@ -909,8 +909,9 @@ impl Machine {
         let setup = format!(
             " stty -echo cols 80 rows 24; PS1=''; PS2=''; PROMPT_COMMAND=''; unset HISTFILE; printf 'ECDYSIS-PID=%s\\n' $$\n printf '\\n%s\\n' '{marker}'\n",
         );
+        let ceiling = self.disk_ceiling();
         self.type_text(&setup)?;
-        let (said, end) = self.read_until_marker(job, &marker, Duration::from_secs(10))?;
+        let (said, end) = self.read_until_marker(job, &marker, Duration::from_secs(10), ceiling)?;
         let pid = String::from_utf8_lossy(&said)
             .rsplit("ECDYSIS-PID=")
             .next()
@@ -997,17 +998,19 @@ impl Machine {
         Ok(())
     }
 
-    /// Reads the terminal until the marker line, the shell's exit or the
-    /// timeout; returns what came before (at most about the output
-    /// limit) and which of the three ended the wait.
+    /// Reads the terminal until the marker line, the shell's exit, the
+    /// timeout, or the disk past `ceiling` (taken before the command was
+    /// typed: a command that writes at once must not raise its own
+    /// ceiling); returns what came before (at most about the output limit)
+    /// and which ended the wait.
     fn read_until_marker(
         &mut self,
         shell_job: u64,
         marker: &str,
         timeout: Duration,
+        ceiling: u64,
     ) -> Result<(Vec<u8>, End), MachineError> {
         let deadline = Instant::now() + timeout;
-        let ceiling = self.disk_ceiling();
         let needle = format!("{marker}\r\n");
         loop {
             if let Some(at) = find(&self.pending, needle.as_bytes()) {
@@ -1054,6 +1057,7 @@ impl Machine {
         // A leading space keeps the marker line out of the history.
         let marker = self.next_marker();
         let text = format!("{command}\n printf '\\n%s\\n' '{marker}'\n");
+        let ceiling = self.disk_ceiling();
         if self.type_text(&text).is_err() {
             // A shell that takes no more input (its terminal full behind a
             // command that reads nothing): replaced.
@@ -1065,8 +1069,8 @@ impl Machine {
                 limit: None,
             });
         }
-        let ceiling = self.disk_ceiling();
-        let (out, end) = self.read_until_marker(job, &marker, self.limits.command_timeout)?;
+        let (out, end) =
+            self.read_until_marker(job, &marker, self.limits.command_timeout, ceiling)?;
         let mut run = CommandRun {
             output: clean(&out),
             timed_out: false,
@@ -1102,7 +1106,7 @@ impl Machine {
                 // is replaced.
                 let marker = self.next_marker();
                 self.type_text(&format!("\x03\n printf '\\n%s\\n' '{marker}'\n"))?;
-                let (_, back) = self.read_until_marker(job, &marker, INTERRUPT_GRACE)?;
+                let (_, back) = self.read_until_marker(job, &marker, INTERRUPT_GRACE, ceiling)?;
                 if back != End::Marker {
                     self.kill_shell();
                     run.shell_restarted = true;
