@@ -607,8 +607,14 @@ fn staging_copies_build_at_one_path_of_the_target_each_from_its_own_source() {
         "the artifact is this build's"
     );
     drop(build);
-    lock.try_lock()
-        .expect("the lock is released with the build");
+    // Other tests build into this target too: the lock is free once theirs
+    // end, never while a dropped build still held it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(lock.lock().map(|()| lock)).unwrap());
+    let lock = rx
+        .recv_timeout(std::time::Duration::from_secs(300))
+        .expect("the lock is released with the build")
+        .unwrap();
     drop(lock);
     // A copy built where it is into the same target is built from its own
     // files too, not taken for up to date against the staged copy's.
