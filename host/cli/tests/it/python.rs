@@ -38,11 +38,21 @@ else:
     tables.write_text(tables.read_text().replace(anchor, anchor + extra, 1))
 "#;
 
+/// The harness target the tests share: a training's starting harness is
+/// the component already built from its source there.
+fn shared_target() -> String {
+    support::repo_root()
+        .join("target/evolve-candidates")
+        .to_string_lossy()
+        .into_owned()
+}
+
 fn host(store: &Path) -> std::process::Command {
     let mut c = std::process::Command::new(support::host_bin());
     c.current_dir(support::repo_root())
         .args(["--quiet", "--store"])
         .arg(store);
+
     if let Ok(tool) = ecdysis_testkit::python_tool() {
         c.env("ECDYSIS_COMPONENTIZE_PY", tool);
     }
@@ -82,6 +92,8 @@ fn a_python_harness_trains_refusing_a_reaching_edit_then_exports_the_accepted_on
         "none",
         "--coder-command",
         &command,
+        "--cargo-target-dir",
+        &shared_target(),
         "--coder-ro",
         &coder.to_string_lossy(),
         "--coder-rw",
@@ -165,6 +177,8 @@ async fn the_built_in_editor_edits_a_python_harness() {
         "none",
         "--cache",
         "off",
+        "--cargo-target-dir",
+        &shared_target(),
         "--coder-model",
         "m-coder",
         "--roles-base-url",
