@@ -634,6 +634,21 @@ fn staging_copies_build_at_one_path_of_the_target_each_from_its_own_source() {
         }
         other => panic!("a broken copy must fail to build: {other:?}"),
     }
+    // A target inside the crate gets no staged copy: it would copy itself
+    // and show up in the crate's source (a broken manifest: cargo stops
+    // before compiling anything).
+    let inside = staging_copy(d.path(), "f", None);
+    let manifest = std::fs::read_to_string(inside.join("Cargo.toml")).unwrap();
+    std::fs::write(inside.join("Cargo.toml"), format!("{manifest}\n[broken")).unwrap();
+    let in_crate = BuildOptions {
+        target_dir: Some(inside.join("target")),
+        ..opts.clone()
+    };
+    assert!(matches!(
+        store.build(&inside, &in_crate),
+        Err(StoreError::BuildFailed { .. })
+    ));
+    assert!(!staged_dir(&inside.join("target")).exists());
     // Cargo names a missing path dependency by its absolute path.
     let lost = staging_copy(d.path(), "e", None);
     let manifest = std::fs::read_to_string(lost.join("Cargo.toml")).unwrap();

@@ -316,8 +316,12 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     };
     // Held until the caller has read the artifact (it goes with the build).
     let lock = lock_build(crate_dir, target.as_deref())?;
+    // Never a copy inside the crate (a target in the crate): it would copy
+    // itself and show up in the crate's source.
     let staged = match (&opts.target_dir, &target) {
-        (Some(_), Some(target)) if opts.staged => Some(stage_at_fixed_path(crate_dir, target)?),
+        (Some(_), Some(target)) if opts.staged && !staged_dir(target).starts_with(crate_dir) => {
+            Some(stage_at_fixed_path(crate_dir, target)?)
+        }
         _ => None,
     };
     // A named directory serves staging copies whose files can be older than
