@@ -5,10 +5,8 @@
 #      --workspace --test it`), the command-line suite the longest of them;
 #   2. beside them, the runner's integration tests (named `runner` for
 #      this) and the host crates' unit and doc tests;
-#   3. and beside both, the service's end-to-end tests (`serve::` of the
-#      command-line suite, which the first lane skips), the starting
-#      harness's own tests (harness-template) and runtimes/test.sh (the
-#      Python and JavaScript runtimes' suites).
+#   3. and beside both, the starting harness's own tests (harness-template)
+#      and runtimes/test.sh (the Python and JavaScript runtimes' suites).
 #
 # Together that is `cargo test --workspace` and the two other suites. The
 # three lanes run side by side once the host is built because each leaves
@@ -46,11 +44,6 @@ others() {
     bash runtimes/test.sh || status=1
     return "$status"
 }
-# The service's end-to-end tests (`serve::`, only the command-line suite
-# has them) run in the third lane, for balance; the first skips them.
-service() {
-    cargo test --workspace --no-fail-fast --test it -- serve::
-}
 
 if [ -n "${ECDYSIS_TEST_SERIAL:-}" ]; then
     status=0
@@ -62,7 +55,7 @@ fi
 mkdir -p target/test-logs
 cargo_log=target/test-logs/side.log
 others_log=target/test-logs/others.log
-echo "== beside the integration tests named it: the runner's integration tests and the unit and doc tests (log: $cargo_log); the service's tests, harness-template and runtimes/test.sh (log: $others_log)"
+echo "== beside the integration tests named it: the runner's integration tests and the unit and doc tests (log: $cargo_log); harness-template and runtimes/test.sh (log: $others_log)"
 {
     SECONDS=0 lane_status=0
     cargo_side || lane_status=1
@@ -72,7 +65,6 @@ echo "== beside the integration tests named it: the runner's integration tests a
 cargo_side_pid=$!
 {
     SECONDS=0 lane_status=0
-    service || lane_status=1
     others || lane_status=1
     echo "== this lane took $SECONDS s"
     exit "$lane_status"
@@ -89,9 +81,9 @@ trap 'kill_tree "$cargo_side_pid"; kill_tree "$others_pid"' EXIT
 trap 'exit 130' INT TERM
 
 SECONDS=0
-cargo test --workspace --no-fail-fast --test it -- --skip serve::
+cargo test --workspace --no-fail-fast --test it
 it_status=$?
-echo "== the integration tests named it (but serve::) took $SECONDS s"
+echo "== the integration tests named it took $SECONDS s"
 wait "$cargo_side_pid"
 cargo_side_status=$?
 wait "$others_pid"
@@ -100,10 +92,10 @@ trap - EXIT
 
 echo "== the runner's integration tests, unit and doc tests ($cargo_log)"
 cat "$cargo_log"
-echo "== the service's tests, harness-template and runtimes/test.sh ($others_log)"
+echo "== harness-template and runtimes/test.sh ($others_log)"
 cat "$others_log"
 verdict() { if [ "$1" = 0 ]; then echo passed; else echo "FAILED (status $1)"; fi; }
-echo "== summary: integration tests named it (but serve::) $(verdict "$it_status");" \
+echo "== summary: integration tests named it $(verdict "$it_status");" \
     "the runner's, unit and doc tests $(verdict "$cargo_side_status");" \
-    "the service's, harness-template, runtimes $(verdict "$others_status")"
+    "harness-template, runtimes $(verdict "$others_status")"
 [ "$it_status" = 0 ] && [ "$cargo_side_status" = 0 ] && [ "$others_status" = 0 ]
