@@ -195,10 +195,22 @@ fn a_broken_crate_reports_the_compiler_error() {
     std::fs::create_dir_all(staging.join("src")).unwrap();
     let manifest = std::fs::read_to_string(src.join("Cargo.toml"))
         .unwrap()
-        .replace("wit-bindgen.workspace = true", "wit-bindgen = \"0.63\"");
+        .replace("wit-bindgen.workspace = true", "wit-bindgen = \"0.63\"")
+        .replacen("name = \"direct\"", "name = \"broken\"", 1);
+    // The guests' release profile and lock file: the dependencies are then
+    // the ones every guest build of the tests shares, already built.
+    let guests = std::fs::read_to_string(support::repo_root().join("guests/Cargo.toml")).unwrap();
+    let profile = &guests[guests
+        .find("[profile.release]")
+        .expect("the guests' profile")..];
     std::fs::write(
         staging.join("Cargo.toml"),
-        format!("[workspace]\n{manifest}"),
+        format!("[workspace]\n{manifest}\n{profile}"),
+    )
+    .unwrap();
+    std::fs::copy(
+        support::repo_root().join("guests/Cargo.lock"),
+        staging.join("Cargo.lock"),
     )
     .unwrap();
     std::fs::write(
