@@ -56,19 +56,17 @@ mkdir -p target/test-logs
 cargo_log=target/test-logs/side.log
 others_log=target/test-logs/others.log
 echo "== beside the integration tests named it: the runner's integration tests and the unit and doc tests (log: $cargo_log); harness-template and runtimes/test.sh (log: $others_log)"
-{
-    SECONDS=0 lane_status=0
-    cargo_side || lane_status=1
+# A lane: one function's suites, then its time.
+lane() {
+    SECONDS=0
+    "$1"
+    local status=$?
     echo "== this lane took $SECONDS s"
-    exit "$lane_status"
-} > "$cargo_log" 2>&1 &
+    return "$status"
+}
+lane cargo_side > "$cargo_log" 2>&1 &
 cargo_side_pid=$!
-{
-    SECONDS=0 lane_status=0
-    others || lane_status=1
-    echo "== this lane took $SECONDS s"
-    exit "$lane_status"
-} > "$others_log" 2>&1 &
+lane others > "$others_log" 2>&1 &
 others_pid=$!
 # A stopped script stops its background lanes too (the whole tree: a
 # background job of a script ignores the terminal's Ctrl-C).

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use ecdysis_host::evolve::coder::{Coder, CoderNetwork, CoderTask, ExternalCoder, ExternalConfig};
 use ecdysis_host::evolve::spec::ChangeSpec;
-use ecdysis_host::fsutil::copy_crate;
 use ecdysis_host::jail::JailLimits;
 use ecdysis_host::store::{
     BuildOptions, BuildProfile, ComponentStore, Containment, StoreError, Trust, source_tree_hash,
@@ -63,17 +62,8 @@ impl Outside {
     }
 }
 
-/// A copy of harness-template beside a copy of `wit/`, as training stages
-/// it.
 fn stage(root: &Path, name: &str) -> PathBuf {
-    let crate_dir = root.join(name).join("harness");
-    copy_crate(&support::repo_root().join("harness-template"), &crate_dir).unwrap();
-    copy_crate(
-        &support::repo_root().join("wit"),
-        &root.join(name).join("wit"),
-    )
-    .unwrap();
-    crate_dir
+    support::stage_template(root, name)
 }
 
 fn edit(path: &Path, from: &str, to: &str) {

@@ -556,14 +556,7 @@ fn staging_copy(
     name: &str,
     edit: Option<(&str, &str)>,
 ) -> std::path::PathBuf {
-    use ecdysis_host::fsutil::copy_crate;
-    let crate_dir = root.join(name).join("harness");
-    copy_crate(&support::repo_root().join("harness-template"), &crate_dir).unwrap();
-    copy_crate(
-        &support::repo_root().join("wit"),
-        &root.join(name).join("wit"),
-    )
-    .unwrap();
+    let crate_dir = support::stage_template(root, name);
     if let Some((from, to)) = edit {
         let tables = crate_dir.join("src/tables.rs");
         let text = std::fs::read_to_string(&tables).unwrap();

@@ -97,7 +97,7 @@ fn venv_base(cfg: &str) -> Option<PathBuf> {
 }
 
 /// How many components of distinct sources a target directory keeps for
-/// [`python_build`] to reuse (each is the size of CPython, ~18 MB).
+/// [`python_build`] to reuse (each holds a whole CPython).
 pub const KEPT_PYTHON_BUILDS: usize = 8;
 
 /// Where [`python_build`] keeps what it built, by source: beside the
