@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
-use ecdysis_sandbox::store::{BuildOptions, ComponentStore};
+use ecdysis_sandbox::sandbox::{LoadedHarness, Sandbox};
+use ecdysis_sandbox::store::{BuildOptions, ComponentHash, ComponentStore, ManifestFacts};
 
 /// The repository root (two levels above each crate under `host/`).
 pub fn repo_root() -> PathBuf {
@@ -17,16 +18,48 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// A store shared by the tests of one process (a temp dir).
+/// The environment variable naming the native-code directory the host
+/// processes share (the binary's `--native-cache`).
+pub const NATIVE_CACHE_ENV: &str = "ECDYSIS_NATIVE_CACHE";
+
+/// A store shared by the tests of one process (a temp dir). Its native
+/// code lives in [`NATIVE_CACHE_ENV`]'s directory when that is set (under
+/// the machine's artifact key, as the host processes naming it keep
+/// theirs), else in the store, under a key of its own.
 pub fn shared_store() -> &'static ComponentStore {
     static STORE: OnceLock<(tempfile::TempDir, ComponentStore)> = OnceLock::new();
     let (_, store) = STORE.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = ComponentStore::open(dir.path().join("store"))
-            .with_key_file(dir.path().join("artifact.key"));
+        let store = ComponentStore::open(dir.path().join("store"));
+        let store = match std::env::var_os(NATIVE_CACHE_ENV).filter(|v| !v.is_empty()) {
+            Some(native) => store.with_native_cache(native),
+            None => store.with_key_file(dir.path().join("artifact.key")),
+        };
         (dir, store)
     });
     store
+}
+
+/// Load `bytes` into `sandbox` through the [`shared_store`], so their native
+/// code comes from its caches: a component compiled before is read back,
+/// and a new one compiles only the functions no earlier one had (most of a
+/// CPython-based harness's functions are every other one's).
+pub fn load(sandbox: &Sandbox, bytes: &[u8]) -> LoadedHarness {
+    let store = shared_store();
+    let hash = ComponentHash::of(bytes);
+    store
+        .put(
+            bytes,
+            ManifestFacts {
+                origin: "a test's component".into(),
+                ..ManifestFacts::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("storing {}: {e}", hash.short()));
+    let (loaded, _) = store
+        .load(sandbox, &hash)
+        .unwrap_or_else(|e| panic!("loading {}: {e}", hash.short()));
+    loaded
 }
 
 /// Build a guest crate (relative to the repo root) with an optional feature

@@ -12,4 +12,6 @@ pub mod guests;
 pub mod measure;
 pub mod mock;
 
-pub use guests::{guest, python_guests_available, python_tool, repo_root, shared_store};
+pub use guests::{
+    NATIVE_CACHE_ENV, guest, load, python_guests_available, python_tool, repo_root, shared_store,
+};

@@ -191,8 +191,8 @@ fn gold_actions_of_all_tasks_pass_realization_untouched() {
 
 /// The Python starting harness (`harness-template-py`, built with
 /// componentize-py), or `None` where the tool is missing outside CI.
-/// Loaded once per process: compiling CPython's component is most of
-/// what the tests that use it cost.
+/// Loaded once per process, through the store's caches: compiling
+/// CPython's component is most of what the tests that use it cost.
 fn python_template() -> Option<&'static LoadedHarness> {
     static LOADED: std::sync::OnceLock<Option<LoadedHarness>> = std::sync::OnceLock::new();
     LOADED
@@ -202,11 +202,7 @@ fn python_template() -> Option<&'static LoadedHarness> {
             }
             let bytes = support::guest("harness-template-py", None);
             let sandbox = Sandbox::new(Default::default()).expect("sandbox");
-            Some(
-                sandbox
-                    .load_bytes(&bytes)
-                    .expect("harness-template-py loads under the default limits"),
-            )
+            Some(support::load(&sandbox, &bytes))
         })
         .as_ref()
 }
