@@ -6,8 +6,7 @@
 #   2. beside them, the runner's and evolution's integration tests (named
 #      `runner` and `evolve` for this) and the host crates' unit and doc
 #      tests;
-#   3. and beside both, the command-line suite's browser tests
-#      (`report::`), the starting harness's own tests (harness-template)
+#   3. and beside both, the starting harness's own tests (harness-template)
 #      and runtimes/test.sh (the Python and JavaScript runtimes' suites).
 #
 # Together that is `cargo test --workspace` and the two other suites. The
@@ -55,18 +54,6 @@ others() {
     return "$status"
 }
 
-# The command-line suite's tests that the third lane runs instead of the
-# first (a test-name filter, so each test runs in exactly one lane): the
-# first lane is otherwise the last to end, and these mostly wait on
-# Chromium.
-third_lane_tests=report::
-third_lane() {
-    local status=0
-    cargo test --workspace --no-fail-fast --test it -- "$third_lane_tests" || status=1
-    others || status=1
-    return "$status"
-}
-
 if [ -n "${ECDYSIS_TEST_SERIAL:-}" ]; then
     status=0
     cargo test --workspace --no-fail-fast || status=1
@@ -77,7 +64,7 @@ fi
 mkdir -p target/test-logs
 cargo_log=target/test-logs/side.log
 others_log=target/test-logs/others.log
-echo "== beside the integration tests named it: the runner's and evolution's integration tests and the unit and doc tests (log: $cargo_log); the browser tests ($third_lane_tests), harness-template and runtimes/test.sh (log: $others_log)"
+echo "== beside the integration tests named it: the runner's and evolution's integration tests and the unit and doc tests (log: $cargo_log); harness-template and runtimes/test.sh (log: $others_log)"
 # A lane: one function's suites, then its time.
 lane() {
     SECONDS=0
@@ -88,7 +75,7 @@ lane() {
 }
 lane cargo_side > "$cargo_log" 2>&1 &
 cargo_side_pid=$!
-lane third_lane > "$others_log" 2>&1 &
+lane others > "$others_log" 2>&1 &
 others_pid=$!
 # A stopped script stops its background lanes too (the whole tree: a
 # background job of a script ignores the terminal's Ctrl-C).
@@ -101,7 +88,7 @@ trap 'kill_tree "$cargo_side_pid"; kill_tree "$others_pid"' EXIT
 trap 'exit 130' INT TERM
 
 SECONDS=0
-cargo test --workspace --no-fail-fast --test it -- --skip "$third_lane_tests"
+cargo test --workspace --no-fail-fast --test it
 it_status=$?
 echo "== the integration tests named it took $SECONDS s"
 wait "$cargo_side_pid"
@@ -112,10 +99,10 @@ trap - EXIT
 
 echo "== the runner's and evolution's integration tests, unit and doc tests ($cargo_log)"
 cat "$cargo_log"
-echo "== the browser tests ($third_lane_tests), harness-template and runtimes/test.sh ($others_log)"
+echo "== harness-template and runtimes/test.sh ($others_log)"
 cat "$others_log"
 verdict() { if [ "$1" = 0 ]; then echo passed; else echo "FAILED (status $1)"; fi; }
 echo "== summary: integration tests named it $(verdict "$it_status");" \
     "the runner's, evolution's, unit and doc tests $(verdict "$cargo_side_status");" \
-    "the browser tests, harness-template, runtimes $(verdict "$others_status")"
+    "harness-template, runtimes $(verdict "$others_status")"
 [ "$it_status" = 0 ] && [ "$cargo_side_status" = 0 ] && [ "$others_status" = 0 ]
