@@ -301,6 +301,14 @@ const REFERENCE_CANNOT_SCORE: &[(&str, &str)] = &[
     ),
 ];
 
+/// Tasks whose reference counts the machine's processes: a pipeline's
+/// children are `bash` until they exec, and the check counts again in
+/// another process, so on a loaded machine the count moves by one between
+/// the answer and the check now and then (as in upstream's container).
+/// They may miss, but only by answering an integer the check disagrees
+/// with.
+const REFERENCE_COUNTS_PROCESSES: &[&str] = &["std-007-bootstrap-00001", "std-007-bootstrap-00075"];
+
 /// Replays every standard task's reference solution as a testbed agent
 /// (the example typed into the shell, then the answer the check compares
 /// with, or a finish) on the task's machine and scores it: all but the
@@ -350,13 +358,22 @@ fn every_reference_solution_scores_except_the_listed_ones() {
         t0.elapsed()
     );
     let listed = |id: &str| REFERENCE_CANNOT_SCORE.iter().any(|(l, _)| *l == id);
+    let answered_an_integer = |verdict: &Result<(), String>| {
+        let Err(e) = verdict else { return false };
+        e.strip_prefix("answered \"")
+            .and_then(|a| a.strip_suffix('"'))
+            .is_some_and(|n| n.parse::<u64>().is_ok())
+    };
+    let counts_processes = |id: &str, verdict: &Result<(), String>| {
+        REFERENCE_COUNTS_PROCESSES.contains(&id) && answered_an_integer(verdict)
+    };
     let unexpected: Vec<_> = results
         .iter()
-        .filter(|(id, v)| v.is_err() && !listed(id))
+        .filter(|(id, v)| v.is_err() && !listed(id) && !counts_processes(id, v))
         .collect();
     assert!(unexpected.is_empty(), "{unexpected:?}");
     assert_eq!(results.len(), 144);
-    assert!(scored >= 144 - REFERENCE_CANNOT_SCORE.len());
+    assert!(scored >= 144 - REFERENCE_CANNOT_SCORE.len() - REFERENCE_COUNTS_PROCESSES.len());
 }
 
 /// One hostile command, then the positive control in the same machine: a
