@@ -301,13 +301,17 @@ const REFERENCE_CANNOT_SCORE: &[(&str, &str)] = &[
     ),
 ];
 
-/// Tasks whose reference counts the machine's processes: a pipeline's
-/// children are `bash` until they exec, and the check counts again in
-/// another process, so on a loaded machine the count moves by one between
-/// the answer and the check now and then (as in upstream's container).
-/// They may miss, but only by answering an integer the check disagrees
-/// with.
-const REFERENCE_COUNTS_PROCESSES: &[&str] = &["std-007-bootstrap-00001", "std-007-bootstrap-00075"];
+/// Tasks whose reference reads the machine's live state: process counts
+/// (a pipeline's children are `bash` until they exec) and memory use. The
+/// check reads it again in another process, so on a loaded machine the two
+/// readings differ now and then (as in upstream's container). They may
+/// miss, but only by answering an integer the check disagrees with.
+const REFERENCE_READS_LIVE_STATE: &[&str] = &[
+    "std-007-bootstrap-00001",
+    "std-007-bootstrap-00006",
+    "std-007-bootstrap-00018",
+    "std-007-bootstrap-00075",
+];
 
 /// Replays every standard task's reference solution as a testbed agent
 /// (the example typed into the shell, then the answer the check compares
@@ -362,18 +366,18 @@ fn every_reference_solution_scores_except_the_listed_ones() {
         let Err(e) = verdict else { return false };
         e.strip_prefix("answered \"")
             .and_then(|a| a.strip_suffix('"'))
-            .is_some_and(|n| n.parse::<u64>().is_ok())
+            .is_some_and(|n| n.parse::<i64>().is_ok())
     };
-    let counts_processes = |id: &str, verdict: &Result<(), String>| {
-        REFERENCE_COUNTS_PROCESSES.contains(&id) && answered_an_integer(verdict)
+    let reads_live_state = |id: &str, verdict: &Result<(), String>| {
+        REFERENCE_READS_LIVE_STATE.contains(&id) && answered_an_integer(verdict)
     };
     let unexpected: Vec<_> = results
         .iter()
-        .filter(|(id, v)| v.is_err() && !listed(id) && !counts_processes(id, v))
+        .filter(|(id, v)| v.is_err() && !listed(id) && !reads_live_state(id, v))
         .collect();
     assert!(unexpected.is_empty(), "{unexpected:?}");
     assert_eq!(results.len(), 144);
-    assert!(scored >= 144 - REFERENCE_CANNOT_SCORE.len() - REFERENCE_COUNTS_PROCESSES.len());
+    assert!(scored >= 144 - REFERENCE_CANNOT_SCORE.len() - REFERENCE_READS_LIVE_STATE.len());
 }
 
 /// One hostile command, then the positive control in the same machine: a
