@@ -68,7 +68,7 @@ struct ComponentArgs {
     /// compile each component once between them. Entries are named by
     /// component hash and engine and checked against this user's artifact
     /// key before they run, as the store's own are.
-    #[arg(long, env = "ECDYSIS_NATIVE_CACHE", value_name = "DIR")]
+    #[arg(long, env = ecdysis_host::store::NATIVE_CACHE_ENV, value_name = "DIR")]
     native_cache: Option<PathBuf>,
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use ecdysis_sandbox::sandbox::{LoadedHarness, Sandbox};
-use ecdysis_sandbox::store::{BuildOptions, ComponentHash, ComponentStore, ManifestFacts};
+use ecdysis_sandbox::store::{BuildOptions, ComponentStore, ManifestFacts, NATIVE_CACHE_ENV};
 
 /// The repository root (two levels above each crate under `host/`).
 pub fn repo_root() -> PathBuf {
@@ -17,10 +17,6 @@ pub fn repo_root() -> PathBuf {
         .expect("the testkit crate sits at host/testkit")
         .to_path_buf()
 }
-
-/// The environment variable naming the native-code directory the host
-/// processes share (the binary's `--native-cache`).
-pub const NATIVE_CACHE_ENV: &str = "ECDYSIS_NATIVE_CACHE";
 
 /// A store shared by the tests of one process (a temp dir). Its native
 /// code lives in [`NATIVE_CACHE_ENV`]'s directory when that is set (under
@@ -46,16 +42,17 @@ pub fn shared_store() -> &'static ComponentStore {
 /// CPython-based harness's functions are every other one's).
 pub fn load(sandbox: &Sandbox, bytes: &[u8]) -> LoadedHarness {
     let store = shared_store();
-    let hash = ComponentHash::of(bytes);
-    store
+    let origin = "a test's component";
+    let hash = store
         .put(
             bytes,
             ManifestFacts {
-                origin: "a test's component".into(),
+                origin: origin.into(),
                 ..ManifestFacts::default()
             },
         )
-        .unwrap_or_else(|e| panic!("storing {}: {e}", hash.short()));
+        .unwrap_or_else(|e| panic!("storing {origin}: {e}"))
+        .hash;
     let (loaded, _) = store
         .load(sandbox, &hash)
         .unwrap_or_else(|e| panic!("loading {}: {e}", hash.short()));

@@ -12,6 +12,4 @@ pub mod guests;
 pub mod measure;
 pub mod mock;
 
-pub use guests::{
-    NATIVE_CACHE_ENV, guest, load, python_guests_available, python_tool, repo_root, shared_store,
-};
+pub use guests::{guest, load, python_guests_available, python_tool, repo_root, shared_store};

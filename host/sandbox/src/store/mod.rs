@@ -313,6 +313,11 @@ pub const MIN_PREFIX: usize = 12;
 /// sees an ambiguity error at once.
 pub const MIN_PREFIX_INTERACTIVE: usize = 6;
 
+/// The environment variable naming a native-code directory that several
+/// stores share ([`ComponentStore::with_native_cache`]; the binary's
+/// `--native-cache`).
+pub const NATIVE_CACHE_ENV: &str = "ECDYSIS_NATIVE_CACHE";
+
 /// The store rooted at a directory.
 #[derive(Debug, Clone)]
 pub struct ComponentStore {
