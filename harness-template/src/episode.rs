@@ -1,7 +1,7 @@
 //! Per-episode state and the four hooks in plain Rust. The WIT glue
 //! (`component.rs`) owns one [`Harness`] per episode resource.
 
-use crate::types::{Action, ContractOut, Decision, Guide, Regulation, Step, ToolSpec};
+use crate::types::{Action, Call, ContractOut, Decision, Guide, Regulation, Step, ToolSpec};
 use crate::view::{EnvView, Tools};
 use crate::{contract, realize, regulate, skills, text};
 
@@ -26,6 +26,14 @@ pub struct Harness {
     /// Explanations computed by gates for calls the environment is about to
     /// reject, by call id; `regulate` appends them to the error.
     pub pending_explanations: Vec<(String, String)>,
+    /// The user's first message (the task as stated), from `skills`.
+    pub opening: String,
+    /// The calls of the current reply realized so far, as they will run.
+    pub reply: Vec<Call>,
+    /// The tools whose calls failed (an environment error) in the last step.
+    pub failed: Vec<String>,
+    /// The tables of the primitives that are off by default.
+    pub primitives: realize::Primitives,
     /// Counters of the regulation layer.
     pub regulation: regulate::State,
 }
@@ -58,6 +66,7 @@ impl Harness {
 
     /// Procedural skills.
     pub fn skills(&mut self, domain: &str, first_user_message: &str) -> Vec<Guide> {
+        self.opening = first_user_message.to_string();
         let domain = text::short_domain(domain);
         let domain = if domain.is_empty() {
             self.domain.clone()

@@ -590,6 +590,79 @@ pub static ACT_RESCUE: &[ActRescue] = &[
 ];
 
 // ---------------------------------------------------------------------------
+// Action realization: finishing calls and the names a task states
+//
+// The tables below are empty, so these rules are off: a person or training
+// switches one on by adding an entry.
+// ---------------------------------------------------------------------------
+
+/// Hold back a finishing call (one that ends the episode) that comes in the
+/// same reply after other calls: their results are not yet seen, so the
+/// answer cannot rest on them. The earlier calls run; the finishing call is
+/// blocked with `feedback` and the model calls it again after reading.
+pub struct FinishHold {
+    /// Short domain name or `"*"`.
+    pub domain: &'static str,
+    /// The finishing tool.
+    pub tool: &'static str,
+    /// The argument of the earlier calls that `exempt` reads (`""`: none is
+    /// exempt).
+    pub argument: &'static str,
+    /// An earlier call whose `argument` starts with one of these (case
+    /// ignored, leading spaces skipped) is not a read and does not hold the
+    /// finishing call (e.g. `"INSERT"`: a write needs no reading).
+    pub exempt: &'static [&'static str],
+    /// Block text; `""` uses the message `finish_hold`. {tool} {calls}
+    pub feedback: &'static str,
+}
+
+pub static FINISH_HOLDS: &[FinishHold] = &[];
+
+/// Refuse a finishing call made in the reply right after a call failed (an
+/// error from the environment, not a block): the answer cannot rest on a
+/// result the model never got. A failure of the finishing tool itself does
+/// not count (its retry is the fix).
+pub struct FinishAfterError {
+    /// Short domain name or `"*"`.
+    pub domain: &'static str,
+    /// The finishing tool.
+    pub tool: &'static str,
+    /// Block text; `""` uses the message `finish_after_error`. {tool} {failed}
+    pub feedback: &'static str,
+}
+
+pub static FINISH_AFTER_ERRORS: &[FinishAfterError] = &[];
+
+/// Names the task states in its opening message (a table, its columns, a
+/// path), read between `before` and `after`; in `tool`'s string `argument`
+/// a stated name written without its quotes, with `_` for its spaces or
+/// other separators, in another case, or shortened by some of its words (at
+/// least two kept) is written back as stated, quoted with `quote` when it
+/// holds characters other than letters, digits and `bare`. Text in quotes
+/// (`'`, `"`, `` ` ``) is left as written; a name of one word is changed
+/// only from unquoted to quoted.
+pub struct NameRepair {
+    /// Short domain name or `"*"`.
+    pub domain: &'static str,
+    /// The tool whose argument is repaired.
+    pub tool: &'static str,
+    /// The argument (a top-level string).
+    pub argument: &'static str,
+    /// The text just before a name in the opening message.
+    pub before: &'static str,
+    /// The text just after it (`""`: the end of the line).
+    pub after: &'static str,
+    /// Splits the text between into several names (`""`: one name).
+    pub separator: &'static str,
+    /// The quote put around a name that needs one (`""`: never quoted).
+    pub quote: &'static str,
+    /// Characters besides letters and digits a name may hold unquoted.
+    pub bare: &'static str,
+}
+
+pub static NAME_REPAIRS: &[NameRepair] = &[];
+
+// ---------------------------------------------------------------------------
 // Action realization: policy gates
 // ---------------------------------------------------------------------------
 
@@ -725,6 +798,18 @@ pub static MESSAGES: &[Message] = &[
     },
     // {tool}
     Message { key: "unknown_tool_suggestion", text: " Did you mean `{tool}`?" },
+    // ----- realize: finishing calls (used only by entries of FINISH_HOLDS
+    // and FINISH_AFTER_ERRORS)
+    // {tool} {calls}
+    Message {
+        key: "finish_hold",
+        text: "`{tool}` was not run: it came in the same reply as {calls}, whose results you had not seen. Those results are above: read them, and call `{tool}` again in your next reply if they confirm the answer.",
+    },
+    // {tool} {failed}
+    Message {
+        key: "finish_after_error",
+        text: "`{tool}` was not run: your last {failed} call failed, so its result was never seen. Read the error, correct the call and run it again; call `{tool}` once a result you have read gives the answer.",
+    },
     // {name} {tools}
     Message {
         key: "text_call_unknown_tool",

@@ -1,6 +1,8 @@
 //! Trajectory regulation, after every step.
 //!
 //! Rules (one per file), all feeding one answer:
+//! - [`reply`]: a step ends the agent's reply (for realization's
+//!   finishing-call rules).
 //! - [`authenticated_user`]: remember who the agent authenticated (for the
 //!   owner gate).
 //! - [`changed_records`]: remember which records the agent changed (for the
@@ -28,6 +30,7 @@ pub mod error_streak;
 pub mod gate_explanations;
 pub mod repeated_failure;
 pub mod repeated_success;
+pub mod reply;
 pub mod round_limit;
 pub mod stall;
 
@@ -46,6 +49,7 @@ pub struct State {
 }
 
 pub fn regulate(h: &mut Harness, step: &Step) -> Regulation {
+    reply::observe(&mut h.reply, &mut h.failed, step);
     authenticated_user::observe(&mut h.authenticated, step);
     changed_records::observe(&h.tools, &mut h.changed, step);
     let mut notes: Vec<String> = Vec::new();
