@@ -1,37 +1,34 @@
-//! Cross-instance aggregation: group failures by a signature and keep the
-//! groups that recur across tasks as the primary evidence.
+//! Cross-instance aggregation: group failures by their mechanism and keep
+//! the groups that recur across tasks as the primary evidence.
 //!
-//! The signature is finer than "end reason + failed reward components": it
-//! adds the first failing tool with its error class, whether an identical
-//! failing call was repeated, whether a call was written as text, and which
-//! harness decisions fired.
+//! The key has two levels ([`crate::mechanism`]): the mechanism (how the
+//! episode ended, how its finishing call stood to the calls before it,
+//! which reward components failed) and under it the detail (the class of
+//! the last result, domain codes kept). Message wording, interventions,
+//! calls written as text and repeats are attributes shown in the evidence,
+//! never key fields: they differ task by task and would split one cause
+//! into singletons.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::mechanism::{self, Finish, Label};
 use super::records::FailureRecord;
 
-/// A failure signature.
+/// A failure's mechanism: the group key.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Signature {
     /// The episode's end reason (`max_steps`, `agent_stop`, ...).
     pub end: String,
+    /// How the finishing call stood to the calls before it.
+    pub finish: Finish,
     /// The reward components that failed (`db`, `communicate`), in that order.
     pub failed: Vec<String>,
-    /// `tool: error class` of the first failing or blocked call.
-    pub first_failure: Option<String>,
-    /// An identical failing call (same tool and arguments) was made twice or
-    /// more.
-    pub repeated_failing_call: bool,
-    /// The agent wrote a tool call as text instead of a structured call.
-    pub text_call: bool,
-    /// The distinct harness interventions, as `hook:decision`, sorted.
-    pub harness: Vec<String>,
 }
 
 impl Signature {
-    /// The signature of one failure record.
+    /// The mechanism of one failure record.
     pub fn of(r: &FailureRecord) -> Signature {
         let mut failed = Vec::new();
         if r.db_ok == Some(false) {
@@ -43,50 +40,47 @@ impl Signature {
         if r.env_ok == Some(false) {
             failed.push("env_assertion".into());
         }
-        let first_failure = r
-            .steps
-            .iter()
-            .find(|s| s.error || s.blocked)
-            .map(|s| format!("{}: {}", s.name, error_class(&s.result)));
-        let mut seen = BTreeSet::new();
-        let repeated_failing_call = r
-            .steps
-            .iter()
-            .filter(|s| s.error)
-            .any(|s| !seen.insert((s.name.clone(), s.arguments.clone())));
-        let text_call = r.agent_texts.iter().any(|t| looks_like_text_call(t));
-        let harness: BTreeSet<String> = r.interventions.iter().cloned().collect();
         Signature {
             end: r.end.as_str().to_string(),
+            finish: Finish::of(r),
             failed,
-            first_failure,
-            repeated_failing_call,
-            text_call,
-            harness: harness.into_iter().collect(),
         }
     }
 
-    /// The signature as one readable line (`max_steps | failed db | first
-    /// failure ...`): the group's name in prompts and reports.
+    /// The mechanism as one readable line (`agent_stop | finished right
+    /// after an error | failed db`): the group's name in prompts and
+    /// reports.
     pub fn key(&self) -> String {
-        let mut parts = vec![self.end.clone()];
+        let mut parts = vec![self.end.clone(), self.finish.as_str().to_string()];
         if !self.failed.is_empty() {
             parts.push(format!("failed {}", self.failed.join("+")));
         }
-        if let Some(f) = &self.first_failure {
-            parts.push(format!("first failure {f}"));
-        }
-        if self.repeated_failing_call {
-            parts.push("repeated failing call".into());
-        }
-        if self.text_call {
-            parts.push("call written as text".into());
-        }
-        if !self.harness.is_empty() {
-            parts.push(format!("harness {}", self.harness.join(",")));
-        }
         parts.join(" | ")
     }
+}
+
+/// The detail of a failure under its mechanism: the class of the last
+/// result it acted on (`error mysql 1064`, `ok empty`, `none`).
+pub fn detail(r: &FailureRecord) -> String {
+    format!("last result {}", mechanism::last_result(r))
+}
+
+/// The `tool: class` of the first failing or blocked call.
+pub fn first_failure(r: &FailureRecord) -> Option<String> {
+    r.steps
+        .iter()
+        .find(|s| s.error || s.blocked)
+        .map(|s| format!("{}: {}", s.name, mechanism::class_of(s)))
+}
+
+/// An identical failing call (same tool and arguments) was made twice or
+/// more.
+pub fn repeated_failing_call(r: &FailureRecord) -> bool {
+    let mut seen = BTreeSet::new();
+    r.steps
+        .iter()
+        .filter(|s| s.error)
+        .any(|s| !seen.insert((s.name.as_str(), s.arguments.as_str())))
 }
 
 /// An error message with ids, numbers and quoted values replaced, so the
@@ -99,9 +93,14 @@ pub fn error_class(result: &str) -> String {
         .trim();
     let mut out = String::new();
     let mut chars = text.chars().peekable();
+    let mut prev = ' ';
     while let Some(c) = chars.next() {
+        // A quote after a letter is an apostrophe (`doesn't`), not the
+        // start of a quoted value.
+        let opens_value = matches!(c, '\'' | '"') && !prev.is_alphanumeric();
+        prev = c;
         match c {
-            '\'' | '"' => {
+            '\'' | '"' if opens_value => {
                 for d in chars.by_ref() {
                     if d == c {
                         break;
@@ -132,22 +131,37 @@ pub fn looks_like_text_call(text: &str) -> bool {
         || (text.contains('{') && text.contains("\"name\"") && text.contains("\"arguments\""))
 }
 
-/// A group of failures sharing a signature.
+/// Failures of one mechanism that share a detail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DetailGroup {
+    /// [`detail`] of the failures.
+    pub detail: String,
+    /// The distinct tasks, sorted.
+    pub tasks: Vec<String>,
+    /// Failing episodes with this detail.
+    pub episodes: usize,
+}
+
+/// A group of failures sharing a mechanism.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailureGroup {
     /// What the group's failures share.
     pub signature: Signature,
     /// [`Signature::key`] of `signature`.
     pub key: String,
+    /// Where a fix would live: the label most of the group's failures get.
+    pub label: Label,
     /// The distinct tasks the failures come from, sorted.
     pub tasks: Vec<String>,
+    /// The failures by detail, larger first.
+    pub details: Vec<DetailGroup>,
     /// Every failure of the group.
     pub records: Vec<FailureRecord>,
     /// Covers at least two distinct tasks: primary evidence.
     pub recurring: bool,
 }
 
-/// Group failures; recurring groups first, larger first.
+/// Group failures by mechanism; recurring groups first, larger first.
 pub fn aggregate(failures: &[FailureRecord]) -> Vec<FailureGroup> {
     let mut by: BTreeMap<Signature, Vec<FailureRecord>> = BTreeMap::new();
     for f in failures {
@@ -159,8 +173,10 @@ pub fn aggregate(failures: &[FailureRecord]) -> Vec<FailureGroup> {
             let tasks: BTreeSet<String> = records.iter().map(|r| r.task_id.clone()).collect();
             FailureGroup {
                 key: signature.key(),
+                label: majority_label(&signature, &records),
                 recurring: tasks.len() >= 2,
                 tasks: tasks.into_iter().collect(),
+                details: details(&records),
                 signature,
                 records,
             }
@@ -173,6 +189,46 @@ pub fn aggregate(failures: &[FailureRecord]) -> Vec<FailureGroup> {
             .then(a.key.cmp(&b.key))
     });
     groups
+}
+
+/// The label most of `records` get (ties: the first in label order).
+fn majority_label(signature: &Signature, records: &[FailureRecord]) -> Label {
+    let mut counts: BTreeMap<Label, usize> = BTreeMap::new();
+    for r in records {
+        *counts
+            .entry(Label::of(r, &signature.end, signature.finish))
+            .or_default() += 1;
+    }
+    let best = counts.values().copied().max().unwrap_or(0);
+    counts
+        .into_iter()
+        .find(|(_, n)| *n == best)
+        .map(|(l, _)| l)
+        .unwrap_or_else(|| Label::of(&records[0], &signature.end, signature.finish))
+}
+
+fn details(records: &[FailureRecord]) -> Vec<DetailGroup> {
+    let mut by: BTreeMap<String, (BTreeSet<String>, usize)> = BTreeMap::new();
+    for r in records {
+        let e = by.entry(detail(r)).or_default();
+        e.0.insert(r.task_id.clone());
+        e.1 += 1;
+    }
+    let mut out: Vec<DetailGroup> = by
+        .into_iter()
+        .map(|(detail, (tasks, episodes))| DetailGroup {
+            detail,
+            tasks: tasks.into_iter().collect(),
+            episodes,
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.tasks
+            .len()
+            .cmp(&a.tasks.len())
+            .then(a.detail.cmp(&b.detail))
+    });
+    out
 }
 
 #[cfg(test)]
@@ -189,6 +245,18 @@ mod tests {
         assert_eq!(
             error_class("Error: order #W123 is not pending"),
             error_class("Error: order #W999 is not pending")
+        );
+    }
+
+    #[test]
+    fn an_apostrophe_is_not_a_quote() {
+        assert_eq!(
+            error_class("Table 'db.x' doesn't exist"),
+            "table <v> doesn't exist"
+        );
+        assert_eq!(
+            error_class("Table 'db.y' doesn't exist"),
+            error_class("Table 'db.x' doesn't exist")
         );
     }
 

@@ -1270,9 +1270,15 @@ mod tests {
                 error,
                 blocked: false,
                 source: CallSource::Model,
+                reply: 1,
+                finishes: false,
+                class: String::new(),
             }],
             agent_texts: vec![],
             interventions: vec![],
+            domain: "tau2/retail".into(),
+            replies: 1,
+            text_call_replies: vec![],
         }
     }
 
@@ -1281,7 +1287,10 @@ mod tests {
         let failures = vec![
             record("1", false, "get_order_details", true),
             record("2", false, "get_order_details", true),
-            record("3", false, "cancel_order", true),
+            FailureRecord {
+                end: EndReason::MaxSteps,
+                ..record("3", false, "cancel_order", true)
+            },
         ];
         let groups = aggregate(&failures);
         let successes = vec![

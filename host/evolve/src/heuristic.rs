@@ -387,18 +387,18 @@ pub fn spec_from_groups(groups: &[FailureGroup]) -> Option<ChangeSpec> {
         .iter()
         .take(MAX_CHANGES)
         .map(|g| {
-            let s = &g.signature;
-            let (layer, what) = if s.text_call {
+            let any = |f: fn(&FailureRecord) -> bool| g.records.iter().any(f);
+            let (layer, what) = if any(|r| !r.text_call_replies.is_empty()) {
                 (
                     Layer::Realize,
                     "rescue tool calls the model writes as text into structured calls",
                 )
-            } else if s.repeated_failing_call {
+            } else if any(crate::aggregate::repeated_failing_call) {
                 (
                     Layer::Regulate,
                     "notice an identical failing call repeated and tell the model what to change",
                 )
-            } else if s.first_failure.is_some() {
+            } else if any(|r| crate::aggregate::first_failure(r).is_some()) {
                 (
                     Layer::Realize,
                     "check or normalise the arguments of the first failing call before it runs, with a block message that states the fix",
@@ -457,10 +457,16 @@ mod tests {
                 error: !blocked,
                 blocked,
                 source: CallSource::Model,
+                reply: 1,
+                finishes: false,
+                class: String::new(),
             }],
             device_steps: vec![],
             agent_texts: vec![],
             interventions: vec![],
+            domain: "agentbench/os".into(),
+            replies: 1,
+            text_call_replies: vec![],
         }
     }
 

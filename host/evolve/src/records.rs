@@ -39,6 +39,19 @@ pub struct ToolStep {
     pub blocked: bool,
     /// Where the call came from (the model, rewritten, rescued or forced).
     pub source: CallSource,
+    /// The agent reply the call came from (1-based; a forced call counts
+    /// with the reply it followed). Calls of one reply ran before the model
+    /// saw any of their results.
+    #[serde(default)]
+    pub reply: u32,
+    /// The call is one of the domain's finishing tools (it ends the
+    /// episode: DBBench's commit, OS's answer, τ²'s transfer).
+    #[serde(default)]
+    pub finishes: bool,
+    /// The class of the result, read from the whole answer before it was
+    /// clipped, with the domain's codes kept ([`crate::mechanism::result_class`]).
+    #[serde(default)]
+    pub class: String,
 }
 
 /// What one episode tells evolution.
@@ -46,6 +59,9 @@ pub struct ToolStep {
 pub struct FailureRecord {
     /// The task of the episode.
     pub task_id: String,
+    /// The domain's name (`agentbench/dbbench`, `tau2/retail`, ...).
+    #[serde(default)]
+    pub domain: String,
     /// Which repetition of the task (0-based).
     pub trial: u32,
     /// The episode's reward in [0, 1].
@@ -73,6 +89,14 @@ pub struct FailureRecord {
     pub agent_texts: Vec<String>,
     /// Harness interventions as `hook:decision`.
     pub interventions: Vec<String>,
+    /// Agent replies in the episode.
+    #[serde(default)]
+    pub replies: u32,
+    /// Replies (1-based) whose text carried a tool call written as text,
+    /// read from the whole text: whether the harness rescued it shows in
+    /// the calls' `source`.
+    #[serde(default)]
+    pub text_call_replies: Vec<u32>,
 }
 
 impl FailureRecord {
@@ -88,10 +112,30 @@ impl FailureRecord {
         // Where the final state is judged by assertions, the database match
         // is a diagnostic: the record says what the reward was made of.
         let by_assertions = basis.contains(&"ENV_ASSERTION") && !basis.contains(&"DB");
-        let (steps, device_steps): (Vec<ToolStep>, Vec<ToolStep>) = r
-            .transcript
-            .iter()
-            .filter_map(|e| match e {
+        let finishing = crate::mechanism::finishing_tools(&r.domain);
+        let mut reply = 0u32;
+        let mut steps = Vec::new();
+        let mut device_steps = Vec::new();
+        let mut agent_texts = Vec::new();
+        let mut text_call_replies = Vec::new();
+        for e in &r.transcript {
+            match e {
+                Entry::Agent {
+                    step,
+                    text,
+                    tool_calls,
+                    ..
+                } if *step > 0 => {
+                    reply += 1;
+                    if let Some(t) = text {
+                        if crate::aggregate::looks_like_text_call(t) {
+                            text_call_replies.push(reply);
+                        }
+                        if tool_calls.is_empty() {
+                            agent_texts.push(clip(t, CLIP));
+                        }
+                    }
+                }
                 Entry::Tool {
                     name,
                     arguments,
@@ -100,30 +144,27 @@ impl FailureRecord {
                     blocked,
                     source,
                     ..
-                } => Some(ToolStep {
-                    name: name.clone(),
-                    arguments: clip(arguments, CLIP),
-                    result: clip(content, CLIP),
-                    error: *error,
-                    blocked: *blocked,
-                    source: *source,
-                }),
-                _ => None,
-            })
-            .partition(|s| s.source != CallSource::User);
-        let agent_texts = r
-            .transcript
-            .iter()
-            .filter_map(|e| match e {
-                Entry::Agent {
-                    step,
-                    text: Some(t),
-                    tool_calls,
-                    ..
-                } if tool_calls.is_empty() && *step > 0 => Some(clip(t, CLIP)),
-                _ => None,
-            })
-            .collect();
+                } => {
+                    let step = ToolStep {
+                        name: name.clone(),
+                        arguments: clip(arguments, CLIP),
+                        result: clip(content, CLIP),
+                        error: *error,
+                        blocked: *blocked,
+                        source: *source,
+                        reply,
+                        finishes: finishing.contains(&name.as_str()) && !*blocked,
+                        class: crate::mechanism::result_class(&r.domain, content, *error, *blocked),
+                    };
+                    if *source == CallSource::User {
+                        device_steps.push(step);
+                    } else {
+                        steps.push(step);
+                    }
+                }
+                _ => {}
+            }
+        }
         let interventions = r
             .hooks
             .iter()
@@ -135,6 +176,7 @@ impl FailureRecord {
             .collect();
         FailureRecord {
             task_id: r.task_id.clone(),
+            domain: r.domain.clone(),
             trial: r.trial,
             reward: r.reward,
             success: r.success,
@@ -150,6 +192,8 @@ impl FailureRecord {
             device_steps,
             agent_texts,
             interventions,
+            replies: reply,
+            text_call_replies,
         }
     }
 
@@ -173,15 +217,51 @@ impl FailureRecord {
         if self.env_ok == Some(false) {
             out += "  the checks on the final state (the user's device, the line) failed\n";
         }
-        for s in &self.steps {
-            let mark = if s.blocked {
-                "BLOCKED"
-            } else if s.error {
-                "ERROR"
-            } else {
-                "ok"
-            };
-            out += &format!("  {}({}) -> {mark}: {}\n", s.name, s.arguments, s.result);
+        // Reply by reply: calls of one reply ran before the model saw any
+        // of their results, which is what the mechanism reads.
+        let mut at = 0;
+        while at < self.steps.len() {
+            let reply = self.steps[at].reply;
+            let n = self.steps[at..]
+                .iter()
+                .take_while(|s| s.reply == reply)
+                .count();
+            let rescued = self.text_call_replies.contains(&reply);
+            let calls: Vec<String> = self.steps[at..at + n]
+                .iter()
+                .enumerate()
+                .map(|(k, s)| {
+                    let mark = if s.blocked {
+                        "BLOCKED".to_string()
+                    } else if s.error {
+                        format!(
+                            "ERROR ({})",
+                            crate::mechanism::class_of(s).trim_start_matches("error ")
+                        )
+                    } else {
+                        "ok".into()
+                    };
+                    let finishing = match (s.finishes, k > 0) {
+                        (true, true) => " [finishes, same reply]",
+                        (true, false) => " [finishes]",
+                        _ => "",
+                    };
+                    format!(
+                        "{}({}){finishing} -> {mark}: {}",
+                        s.name, s.arguments, s.result
+                    )
+                })
+                .collect();
+            out += &format!(
+                "  reply {reply}{}: {}\n",
+                if rescued {
+                    " (calls written as text)"
+                } else {
+                    ""
+                },
+                calls.join("; ")
+            );
+            at += n;
         }
         for s in &self.device_steps {
             let mark = if s.error { "ERROR" } else { "ok" };
@@ -264,10 +344,11 @@ mod tests {
         let sig = crate::aggregate::Signature::of(&f);
         assert_eq!(sig.failed, ["env_assertion"]);
         assert_eq!(
-            sig.first_failure, None,
+            crate::aggregate::first_failure(&f),
+            None,
             "the user's failing calls are not the agent's"
         );
-        assert!(!sig.repeated_failing_call);
+        assert!(!crate::aggregate::repeated_failing_call(&f));
         let text = f.excerpt();
         assert!(
             text.contains("the user, on their device: toggle_data"),

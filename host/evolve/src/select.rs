@@ -20,19 +20,21 @@ use ecdysis_runner::agent::{CallSource, Entry, EpisodeRecord};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum SelectStrategy {
-    /// One task per failure signature, then per execution path, then the
-    /// most failing tasks.
+    /// Two tasks of each failure mechanism that recurs across tasks (so the
+    /// training tasks still show it recurring: aggregation and the FDCR
+    /// roles only see a pattern that recurs among the tasks they are
+    /// given), one of each other mechanism, then one per execution path,
+    /// then the most failing tasks.
     FailureAware,
-    /// Like `failure-aware`, but a signature that recurs on several tasks
-    /// keeps two of them, so that the training tasks show it recurring:
-    /// cross-task aggregation (and the FDCR roles after it) only sees a
-    /// pattern that recurs among the tasks it is given.
+    /// Like `failure-aware`, and then one task for each detail of a
+    /// recurring mechanism not yet covered (each error code the mechanism
+    /// shows), before execution paths.
     Recurring,
     /// A seeded uniform draw.
     Random,
 }
 
-/// Tasks `recurring` keeps of a signature that recurs (its doc says two).
+/// Tasks kept of a mechanism that recurs (the strategies' docs say two).
 pub const PER_RECURRING_SIGNATURE: usize = 2;
 
 impl SelectStrategy {
@@ -103,10 +105,8 @@ pub fn select(
     } else {
         match strategy {
             SelectStrategy::Random => random(&tasks, budget, seed),
-            SelectStrategy::FailureAware => failure_aware(&tasks, budget, records, lambda, 1),
-            SelectStrategy::Recurring => {
-                failure_aware(&tasks, budget, records, lambda, PER_RECURRING_SIGNATURE)
-            }
+            SelectStrategy::FailureAware => failure_aware(&tasks, budget, records, lambda, false),
+            SelectStrategy::Recurring => failure_aware(&tasks, budget, records, lambda, true),
         }
     };
     let chosen: HashSet<&str> = picked.iter().map(|p| p.task.as_str()).collect();
@@ -168,15 +168,16 @@ impl Picker {
     }
 }
 
-/// `per_recurring`: tasks kept of a signature seen on several tasks (a
-/// signature of one task keeps its one).
+/// `cover_details`: after each mechanism's share, one task for each detail
+/// of a recurring mechanism that no picked task shows.
 fn failure_aware(
     tasks: &[&str],
     budget: usize,
     records: &[EpisodeRecord],
     lambda: f64,
-    per_recurring: usize,
+    cover_details: bool,
 ) -> Vec<Picked> {
+    let per_recurring = PER_RECURRING_SIGNATURE;
     let index: HashMap<&str, usize> = tasks.iter().enumerate().map(|(i, t)| (*t, i)).collect();
     let mut pick = Picker {
         budget,
@@ -184,7 +185,7 @@ fn failure_aware(
         picked: Vec::new(),
     };
 
-    // (a) One task per failure signature (`per_recurring` of a recurring
+    // (a) One task per failure mechanism (`per_recurring` of a recurring
     // one), groups in aggregate's order (recurring first, larger first), so
     // the budget goes to the failures most worth fixing when it cannot
     // cover them all. Failures of tasks outside the split must not form
@@ -193,7 +194,8 @@ fn failure_aware(
         .into_iter()
         .filter(|f| index.contains_key(f.task_id.as_str()))
         .collect();
-    for group in aggregate::aggregate(&failures) {
+    let groups = aggregate::aggregate(&failures);
+    for group in &groups {
         if pick.full() {
             break;
         }
@@ -213,8 +215,20 @@ fn failure_aware(
                 break;
             }
             if !pick.has(t) {
-                pick.take(t, format!("failure signature {}", group.key));
+                pick.take(t, format!("failure mechanism {}", group.key));
                 have += 1;
+            }
+        }
+    }
+    if cover_details {
+        for group in groups.iter().filter(|g| g.recurring) {
+            for d in &group.details {
+                if d.tasks.iter().any(|t| pick.has(t)) {
+                    continue;
+                }
+                if let Some(t) = d.tasks.iter().min_by_key(|t| index[t.as_str()]) {
+                    pick.take(t, format!("failure mechanism {}, {}", group.key, d.detail));
+                }
             }
         }
     }
@@ -445,83 +459,94 @@ mod tests {
     }
 
     #[test]
-    fn failure_aware_covers_each_signature_once() {
-        let s = select(
-            SelectStrategy::FailureAware,
-            3,
-            &names(&SPLIT),
-            &evidence(),
-            1.0,
-            0,
-        );
-        // B and A recur on two tasks each (B's key sorts first), C is single;
-        // each contributes its first task in split order.
-        assert_eq!(picked_tasks(&s), ["mid-b", "zeta-a", "gamma-c"]);
-        assert_eq!(s.tasks, names(&["zeta-a", "mid-b", "gamma-c"]));
-        assert_eq!(
-            s.picked[0].reason,
-            "failure signature agent_stop | first failure get_order: order <n> not found"
-        );
-        assert_eq!(s.picked[1].reason, "failure signature max_steps");
-        assert!(
-            s.picked[2]
-                .reason
-                .starts_with("failure signature too_many_errors")
-        );
-    }
-
-    #[test]
-    fn recurring_keeps_two_tasks_of_each_recurring_signature() {
+    fn failure_aware_keeps_two_tasks_of_each_recurring_mechanism() {
         let split = names(&SPLIT);
-        let s = select(SelectStrategy::Recurring, 4, &split, &evidence(), 1.0, 0);
-        // B and A recur on two tasks each: both of each, in split order
-        // within a signature, before the single C.
-        assert_eq!(picked_tasks(&s), ["mid-b", "beta-b", "zeta-a", "alpha-a"]);
-        let b = "failure signature agent_stop | first failure get_order: order <n> not found";
+        let s = select(SelectStrategy::FailureAware, 3, &split, &evidence(), 1.0, 0);
+        // B and A recur on two tasks each (B's key sorts first): both of B,
+        // in split order, then the first of A; the single C does not fit.
+        assert_eq!(picked_tasks(&s), ["mid-b", "beta-b", "zeta-a"]);
+        let b = "failure mechanism agent_stop | never finished";
         assert_eq!(
             (s.picked[0].reason.as_str(), s.picked[1].reason.as_str()),
             (b, b)
         );
-        // The chosen tasks show every picked signature on two tasks: the
+        assert_eq!(
+            s.picked[2].reason,
+            "failure mechanism max_steps | no tool call at all"
+        );
+        let s = select(SelectStrategy::FailureAware, 5, &split, &evidence(), 1.0, 0);
+        assert_eq!(
+            picked_tasks(&s),
+            ["mid-b", "beta-b", "zeta-a", "alpha-a", "gamma-c"]
+        );
+        assert!(
+            s.picked[4]
+                .reason
+                .starts_with("failure mechanism too_many_errors")
+        );
+        // The chosen tasks show every recurring mechanism on two tasks: the
         // aggregation of their failures finds both recurring.
         let chosen: Vec<EpisodeRecord> = evidence()
             .into_iter()
             .filter(|r| s.tasks.contains(&r.task_id))
             .collect();
         let groups = aggregate::aggregate(&records::failures(&chosen, 1.0));
-        assert_eq!(groups.len(), 2);
-        assert!(groups.iter().all(|g| g.tasks.len() == 2), "{groups:?}");
-        // With room, the single signature follows, then paths as before.
-        let s = select(SelectStrategy::Recurring, 6, &split, &evidence(), 1.0, 0);
+        assert_eq!(groups.iter().filter(|g| g.recurring).count(), 2);
+    }
+
+    #[test]
+    fn recurring_also_covers_each_detail_of_a_recurring_mechanism() {
+        let not_found = ("get_order", true, "Error: Order #W1 not found");
+        let boom = ("get_order", true, "Error: boom");
+        let split = names(&["a", "b", "c", "d"]);
+        let evidence = vec![
+            ep("a", 0, 0.0, EndReason::AgentStop, &[not_found]),
+            ep("b", 0, 0.0, EndReason::AgentStop, &[not_found]),
+            ep("c", 0, 0.0, EndReason::AgentStop, &[not_found]),
+            ep("d", 0, 0.0, EndReason::AgentStop, &[boom]),
+        ];
+        let groups = aggregate::aggregate(&records::failures(&evidence, 1.0));
+        assert_eq!(groups.len(), 1, "one mechanism: {groups:?}");
+        assert_eq!(groups[0].details.len(), 2);
+        let one = select(SelectStrategy::FailureAware, 3, &split, &evidence, 1.0, 0);
+        assert_eq!(picked_tasks(&one), ["a", "b", "c"]);
+        let s = select(SelectStrategy::Recurring, 3, &split, &evidence, 1.0, 0);
+        assert_eq!(picked_tasks(&s), ["a", "b", "d"]);
         assert_eq!(
-            picked_tasks(&s),
-            ["mid-b", "beta-b", "zeta-a", "alpha-a", "gamma-c", "pass-1"]
+            s.picked[2].reason,
+            "failure mechanism agent_stop | never finished, last result error boom"
         );
-        // failure-aware on the same budget keeps one of each.
-        let one = select(SelectStrategy::FailureAware, 4, &split, &evidence(), 1.0, 0);
-        assert_eq!(picked_tasks(&one)[..3], ["mid-b", "zeta-a", "gamma-c"]);
     }
 
     #[test]
     fn failure_aware_adds_new_paths_before_repeats() {
         let split = names(&SPLIT);
-        let s = select(SelectStrategy::FailureAware, 5, &split, &evidence(), 1.0, 0);
-        // alpha-a (no calls), beta-b (get_order) and pass-2 repeat covered
-        // paths; pass-1 and pass-3 open new ones.
-        assert_eq!(&picked_tasks(&s)[3..], ["pass-1", "pass-3"]);
-        assert_eq!(s.picked[3].reason, "execution path get_user→cancel");
-        assert_eq!(s.picked[4].reason, "execution path get_user→refund");
-        assert_eq!(
-            s.tasks,
-            names(&["zeta-a", "mid-b", "pass-1", "gamma-c", "pass-3"])
-        );
-
-        // Then failing tasks, most failing trials first (beta-b before the
-        // earlier alpha-a), then the rest.
         let s = select(SelectStrategy::FailureAware, 7, &split, &evidence(), 1.0, 0);
-        assert_eq!(&picked_tasks(&s)[5..], ["beta-b", "alpha-a"]);
-        assert_eq!(s.picked[5].reason, "failing in 2 of 2 trials");
+        // pass-2 repeats pass-1's path; pass-1 and pass-3 open new ones.
+        assert_eq!(&picked_tasks(&s)[5..], ["pass-1", "pass-3"]);
+        assert_eq!(s.picked[5].reason, "execution path get_user→cancel");
+        assert_eq!(s.picked[6].reason, "execution path get_user→refund");
         assert!(!s.tasks.contains(&"pass-2".to_string()));
+    }
+
+    #[test]
+    fn then_the_most_failing_tasks() {
+        // A third task of a recurring mechanism is left to step (c): most
+        // failing trials first, then split order.
+        let not_found = ("get_order", true, "Error: Order #W1 not found");
+        let split = names(&["a", "b", "c", "d", "e"]);
+        let evidence = vec![
+            ep("a", 0, 0.0, EndReason::AgentStop, &[not_found]),
+            ep("b", 0, 0.0, EndReason::AgentStop, &[not_found]),
+            ep("c", 0, 1.0, EndReason::AgentStop, &[not_found]),
+            ep("c", 1, 0.0, EndReason::AgentStop, &[not_found]),
+            ep("d", 0, 0.0, EndReason::AgentStop, &[not_found]),
+            ep("d", 1, 0.0, EndReason::AgentStop, &[not_found]),
+            ep("e", 0, 1.0, EndReason::AgentStop, &[not_found]),
+        ];
+        let s = select(SelectStrategy::FailureAware, 3, &split, &evidence, 1.0, 0);
+        assert_eq!(picked_tasks(&s), ["a", "b", "d"]);
+        assert_eq!(s.picked[2].reason, "failing in 2 of 2 trials");
     }
 
     #[test]

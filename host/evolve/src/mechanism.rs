@@ -1,0 +1,495 @@
+//! What a failure's *mechanism* is: how the episode finished relative to
+//! the calls before it, and what kind of answer it last got.
+//!
+//! Failures are grouped by mechanism first (so one recurring cause is one
+//! group however its error messages are worded) and by detail second (the
+//! class of the last result, with the domain's own codes kept: MySQL's
+//! `1064` and `1146` are different details of one mechanism). Each group
+//! also gets a [`Label`] from a closed set tied to the harness layers, so
+//! that diagnosis starts from where a fix would live.
+//!
+//! The per-domain knowledge is one table, [`DOMAINS`]: a domain's
+//! finishing tools and how its error answers carry codes. A domain not in
+//! it gets the generic class (message text with ids and values masked).
+
+use serde::{Deserialize, Serialize};
+
+use crate::records::{FailureRecord, ToolStep};
+
+/// What this module knows of one domain.
+pub struct DomainPatterns {
+    /// Domain names this entry covers: an exact name, or a prefix ending
+    /// in `/` (`tau2/`).
+    pub domain: &'static str,
+    /// Tools that end the episode when they run.
+    pub finishing: &'static [&'static str],
+    /// The class of an error answer, when the domain's format says more
+    /// than its message text.
+    pub error_code: fn(&str) -> Option<String>,
+}
+
+/// The domains whose answers and finishing tools are known.
+pub static DOMAINS: &[DomainPatterns] = &[
+    DomainPatterns {
+        domain: "agentbench/dbbench",
+        finishing: &["commit_final_answer"],
+        error_code: mysql_code,
+    },
+    DomainPatterns {
+        domain: "agentbench/os",
+        finishing: &["answer_action", "finish_action"],
+        error_code: os_error,
+    },
+    DomainPatterns {
+        domain: "tau2/",
+        finishing: &["transfer_to_human_agents"],
+        error_code: |_| None,
+    },
+];
+
+fn patterns(domain: &str) -> Option<&'static DomainPatterns> {
+    DOMAINS.iter().find(|d| {
+        if d.domain.ends_with('/') {
+            domain.starts_with(d.domain)
+        } else {
+            domain == d.domain
+        }
+    })
+}
+
+/// The tools that end an episode of `domain` (none for an unknown one).
+pub fn finishing_tools(domain: &str) -> &'static [&'static str] {
+    patterns(domain).map_or(&[], |p| p.finishing)
+}
+
+/// A MySQL/MariaDB server error as DBBench prints it, `1064 (42000): You
+/// have…`: the four-digit code is the class.
+fn mysql_code(text: &str) -> Option<String> {
+    let text = text.trim_start_matches("Error executing query:").trim();
+    let (code, rest) = text.split_once(' ')?;
+    let is_code = code.len() == 4 && code.bytes().all(|b| b.is_ascii_digit());
+    (is_code && rest.starts_with('(')).then(|| format!("mysql {code}"))
+}
+
+/// An OS-interaction error: the limit a command hit, or its timeout.
+fn os_error(text: &str) -> Option<String> {
+    if text.contains("did not finish within") {
+        Some("command timed out".into())
+    } else if let Some((_, rest)) = text.split_once("the command hit ") {
+        let limit: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == ' ' || *c == '-')
+            .collect();
+        Some(format!("command hit {}", limit.trim()))
+    } else {
+        None
+    }
+}
+
+/// The class of one tool answer: `blocked`, `error <code or class>`, `ok
+/// empty` or `ok`. Read from the whole answer, before any clipping.
+pub fn result_class(domain: &str, content: &str, error: bool, blocked: bool) -> String {
+    if blocked {
+        return "blocked".into();
+    }
+    if error {
+        let code = patterns(domain).and_then(|p| (p.error_code)(content));
+        return format!(
+            "error {}",
+            code.unwrap_or_else(|| crate::aggregate::error_class(content))
+        );
+    }
+    let t = content.trim();
+    if t.is_empty() || t == "[]" || t == "The output of the OS is empty." {
+        "ok empty".into()
+    } else {
+        "ok".into()
+    }
+}
+
+/// How an episode's finishing call stood to the calls before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Finish {
+    /// In the same reply as other calls: their results were never seen.
+    SameReply,
+    /// In the reply right after a call that failed or was blocked.
+    AfterError,
+    /// After the model had read successful results.
+    AfterResults,
+    /// The first call of the episode: nothing was looked up.
+    WithoutCalls,
+    /// Calls were made, none of them finishing.
+    Never,
+    /// No tool call at all.
+    NoCalls,
+}
+
+impl Finish {
+    /// The relation of `record`'s finishing call to the calls before it.
+    pub fn of(record: &FailureRecord) -> Finish {
+        let steps = &record.steps;
+        if steps.is_empty() {
+            return Finish::NoCalls;
+        }
+        let Some(at) = steps.iter().position(|s| s.finishes) else {
+            return Finish::Never;
+        };
+        let reply = steps[at].reply;
+        if at == 0 {
+            return Finish::WithoutCalls;
+        }
+        if steps[..at].iter().any(|s| s.reply == reply) {
+            return Finish::SameReply;
+        }
+        let before = &steps[at - 1];
+        if before.error || before.blocked {
+            Finish::AfterError
+        } else {
+            Finish::AfterResults
+        }
+    }
+
+    /// Its name in keys and `--json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Finish::SameReply => {
+                "finished in the same reply as calls whose results it had not seen"
+            }
+            Finish::AfterError => "finished right after an error",
+            Finish::AfterResults => "finished after reading results",
+            Finish::WithoutCalls => "finished without any call before",
+            Finish::Never => "never finished",
+            Finish::NoCalls => "no tool call at all",
+        }
+    }
+}
+
+/// The harness layer a failure points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    /// Tool descriptions and interface rules (the system prompt).
+    Contract,
+    /// Procedures shown to the model.
+    Skills,
+    /// What happens to each proposed call.
+    Realize,
+    /// Watching the trajectory: loops, stalls, turn limits.
+    Regulate,
+}
+
+impl Layer {
+    /// The layer's name (also the harness's directory).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Contract => "contract",
+            Layer::Skills => "skills",
+            Layer::Realize => "realize",
+            Layer::Regulate => "regulate",
+        }
+    }
+
+    /// Every layer, in hook order.
+    pub const ALL: [Layer; 4] = [
+        Layer::Contract,
+        Layer::Skills,
+        Layer::Realize,
+        Layer::Regulate,
+    ];
+}
+
+/// What is wrong with the layer's rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    /// No rule covers the situation.
+    Missing,
+    /// A rule fired and made things worse (blocked or stopped wrongly).
+    Wrong,
+    /// A rule fired (a note, a warning) and the model went on regardless.
+    Ignored,
+}
+
+impl Fault {
+    /// The fault's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::Missing => "missing",
+            Fault::Wrong => "wrong",
+            Fault::Ignored => "ignored",
+        }
+    }
+
+    /// Every fault.
+    pub const ALL: [Fault; 3] = [Fault::Missing, Fault::Wrong, Fault::Ignored];
+}
+
+/// A group's label: a rule missing, wrong or ignored in one layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Label {
+    /// Where a fix would live.
+    pub layer: Layer,
+    /// What is wrong there.
+    pub fault: Fault,
+}
+
+impl Label {
+    /// `realize: rule missing`.
+    pub fn text(self) -> String {
+        format!("{}: rule {}", self.layer.as_str(), self.fault.as_str())
+    }
+
+    /// Every label of the closed set (what an LLM labeler may answer).
+    pub fn all() -> Vec<Label> {
+        Layer::ALL
+            .iter()
+            .flat_map(|&layer| Fault::ALL.iter().map(move |&fault| Label { layer, fault }))
+            .collect()
+    }
+
+    /// Read `realize: rule missing` (or `realize:missing`) back.
+    pub fn parse(text: &str) -> Option<Label> {
+        let (layer, fault) = text.split_once(':')?;
+        let fault = fault.trim().trim_start_matches("rule").trim();
+        Label::all()
+            .into_iter()
+            .find(|l| l.layer.as_str() == layer.trim() && l.fault.as_str() == fault)
+    }
+
+    /// The deterministic label of a failure: the layer whose rule would
+    /// have stood between the model and this mechanism, and whether that
+    /// layer fired in the episode (ignored), fired and ended or blocked it
+    /// (wrong), or did nothing (missing).
+    pub fn of(record: &FailureRecord, end: &str, finish: Finish) -> Label {
+        let layer = match (end, finish) {
+            ("harness_stop", _) => Layer::Regulate,
+            (_, Finish::SameReply | Finish::AfterError | Finish::WithoutCalls) => Layer::Realize,
+            ("too_many_errors", _) => Layer::Realize,
+            (_, Finish::NoCalls) if !record.text_call_replies.is_empty() => Layer::Realize,
+            (_, Finish::NoCalls) => Layer::Contract,
+            ("max_steps", Finish::Never) => Layer::Regulate,
+            _ => Layer::Skills,
+        };
+        // What counts as the layer having acted: a block for realize, a note
+        // or a forced call for regulate, any change for contract and skills
+        // (their rules are in the prompt the model read).
+        let acted: &[&str] = match layer {
+            Layer::Realize => &["block"],
+            Layer::Regulate => &["annotate", "inject", "force"],
+            Layer::Contract | Layer::Skills => &[""],
+        };
+        let fired = record.interventions.iter().any(|i| {
+            i.split_once(':').is_some_and(|(hook, decision)| {
+                hook == layer.as_str() && acted.iter().any(|d| decision.starts_with(d))
+            })
+        });
+        let fault = if end == "harness_stop"
+            || (layer == Layer::Realize && record.steps.last().is_some_and(|s| s.blocked))
+        {
+            Fault::Wrong
+        } else if fired {
+            Fault::Ignored
+        } else {
+            Fault::Missing
+        };
+        Label { layer, fault }
+    }
+}
+
+/// The class of the last result before the episode ended: what the model
+/// acted on last (for a finishing call, the last answer before it).
+pub fn last_result(record: &FailureRecord) -> String {
+    let before_finish = match record.steps.iter().position(|s| s.finishes) {
+        Some(at) => &record.steps[..at],
+        None => &record.steps[..],
+    };
+    match before_finish.last() {
+        Some(s) => class_of(s),
+        None => "none".into(),
+    }
+}
+
+/// A step's class; records written before classes were kept get one from
+/// their clipped text.
+pub fn class_of(s: &ToolStep) -> String {
+    if s.class.is_empty() {
+        result_class("", &s.result, s.error, s.blocked)
+    } else {
+        s.class.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ecdysis_runner::agent::CallSource;
+
+    fn step(name: &str, reply: u32, class: &str, finishes: bool) -> ToolStep {
+        ToolStep {
+            name: name.into(),
+            arguments: "{}".into(),
+            result: String::new(),
+            error: class.starts_with("error"),
+            blocked: class == "blocked",
+            source: CallSource::Model,
+            reply,
+            finishes,
+            class: class.into(),
+        }
+    }
+
+    fn record(steps: Vec<ToolStep>) -> FailureRecord {
+        FailureRecord {
+            task_id: "t".into(),
+            domain: "agentbench/dbbench".into(),
+            trial: 0,
+            reward: 0.0,
+            success: false,
+            db_ok: Some(false),
+            communicate_ok: None,
+            env_ok: None,
+            end: ecdysis_runner::agent::EndReason::AgentStop,
+            steps,
+            device_steps: vec![],
+            agent_texts: vec![],
+            interventions: vec![],
+            replies: 3,
+            text_call_replies: vec![],
+        }
+    }
+
+    #[test]
+    fn mysql_errors_keep_their_codes() {
+        let c = |t: &str| result_class("agentbench/dbbench", t, true, false);
+        assert_eq!(
+            c("1064 (42000): You have an error in your SQL syntax; check the manual"),
+            "error mysql 1064"
+        );
+        assert_eq!(
+            c("1146 (42S02): Table 'db.Manager_Changes' doesn't exist"),
+            "error mysql 1146"
+        );
+        assert_ne!(c("1054 (42S22): Unknown column"), c("1064 (42000): x"));
+        // Not a server error: the generic class, and an apostrophe inside a
+        // word is not read as a quote.
+        assert_eq!(
+            c("Error executing query: the connection doesn't answer"),
+            "error error executing query: the connection doesn't answer"
+        );
+        assert_eq!(
+            result_class("agentbench/dbbench", "[]", false, false),
+            "ok empty"
+        );
+        assert_eq!(
+            result_class("agentbench/dbbench", "[('3',)]", false, false),
+            "ok"
+        );
+        assert_eq!(result_class("tau2/retail", "x", true, true), "blocked");
+    }
+
+    #[test]
+    fn os_errors_name_the_limit_or_the_timeout() {
+        let c = |t: &str| result_class("agentbench/os", t, true, false);
+        assert_eq!(
+            c(
+                "Error: the command did not finish within 10 s and was interrupted. The output of the OS is empty."
+            ),
+            "error command timed out"
+        );
+        assert_eq!(
+            c("Error: the command hit the disk quota; every process of the machine was stopped"),
+            "error command hit the disk quota"
+        );
+        assert_eq!(
+            result_class(
+                "agentbench/os",
+                "The output of the OS is empty.",
+                false,
+                false
+            ),
+            "ok empty"
+        );
+    }
+
+    #[test]
+    fn finishing_tools_by_domain() {
+        assert_eq!(
+            finishing_tools("agentbench/dbbench"),
+            ["commit_final_answer"]
+        );
+        assert_eq!(
+            finishing_tools("tau2/telecom"),
+            ["transfer_to_human_agents"]
+        );
+        assert!(finishing_tools("tau2").is_empty());
+        assert!(finishing_tools("mock").is_empty());
+    }
+
+    #[test]
+    fn the_finish_relation_reads_replies() {
+        let same = record(vec![
+            step("execute_sql", 1, "error mysql 1064", false),
+            step("execute_sql", 2, "error mysql 1146", false),
+            step("commit_final_answer", 2, "ok", true),
+        ]);
+        assert_eq!(Finish::of(&same), Finish::SameReply);
+        assert_eq!(last_result(&same), "error mysql 1146");
+        let after_error = record(vec![
+            step("execute_sql", 1, "error mysql 1064", false),
+            step("commit_final_answer", 2, "ok", true),
+        ]);
+        assert_eq!(Finish::of(&after_error), Finish::AfterError);
+        let after_results = record(vec![
+            step("execute_sql", 1, "ok", false),
+            step("commit_final_answer", 2, "ok", true),
+        ]);
+        assert_eq!(Finish::of(&after_results), Finish::AfterResults);
+        let alone = record(vec![step("commit_final_answer", 1, "ok", true)]);
+        assert_eq!(Finish::of(&alone), Finish::WithoutCalls);
+        assert_eq!(last_result(&alone), "none");
+        let never = record(vec![step("execute_sql", 1, "ok", false)]);
+        assert_eq!(Finish::of(&never), Finish::Never);
+        assert_eq!(Finish::of(&record(vec![])), Finish::NoCalls);
+    }
+
+    #[test]
+    fn labels_follow_the_mechanism_and_what_fired() {
+        let mut same = record(vec![
+            step("execute_sql", 1, "ok", false),
+            step("commit_final_answer", 1, "ok", true),
+        ]);
+        let l = Label::of(&same, "agent_stop", Finish::SameReply);
+        assert_eq!(l.text(), "realize: rule missing");
+        same.interventions = vec!["realize:block".into()];
+        assert_eq!(
+            Label::of(&same, "agent_stop", Finish::SameReply).fault,
+            Fault::Ignored
+        );
+        let stall = record(vec![step("execute_sql", 1, "ok", false)]);
+        assert_eq!(
+            Label::of(&stall, "max_steps", Finish::Never),
+            Label {
+                layer: Layer::Regulate,
+                fault: Fault::Missing
+            }
+        );
+        assert_eq!(
+            Label::of(&stall, "harness_stop", Finish::Never).text(),
+            "regulate: rule wrong"
+        );
+        assert_eq!(
+            Label::of(&record(vec![]), "max_steps", Finish::NoCalls).layer,
+            Layer::Contract
+        );
+        for l in Label::all() {
+            assert_eq!(Label::parse(&l.text()), Some(l));
+        }
+        assert_eq!(Label::all().len(), 12);
+        assert_eq!(
+            Label::parse("realize:missing").map(|l| l.layer),
+            Some(Layer::Realize)
+        );
+        assert_eq!(Label::parse("kernel: rule missing"), None);
+    }
+}
