@@ -5,7 +5,11 @@
 //! `TOOL_ALIASES`, `ID_PREFIXES`, `NUMERIC_ARGS`, `SKILLS`), in the table's
 //! own struct syntax, unless an entry with the same key is already there;
 //! error advice goes *first* in `ERROR_ADVICE` (its first match wins);
-//! thresholds are fields of `REGULATION` and have their value replaced.
+//! thresholds are fields of `REGULATION` and have their value replaced. The
+//! realization primitives (`FINISH_HOLDS`, `FINISH_AFTER_ERRORS`,
+//! `NAME_REPAIRS`, empty in the template) get an entry appended, or their
+//! entry for the same key (tool; tool, argument and `before`) in the domain
+//! rewritten, as skills are by title.
 //! Changes with no rule (prose only) are left to an LLM coder, or to the
 //! table coder ([`super::coder::tables`]), which asks a model for these
 //! same edits.
@@ -87,6 +91,70 @@ fn render(edit: &RuleEdit, domain: &str) -> (&'static str, String, String) {
                 lit(&keywords.join(" ").to_lowercase())
             ),
         ),
+        RuleEdit::HoldFinish {
+            tool,
+            argument,
+            exempt,
+            feedback,
+        } => (
+            "FINISH_HOLDS",
+            format!("tool: {}", lit(tool)),
+            format!(
+                "    FinishHold {{ domain: {d}, tool: {}, argument: {}, exempt: &[{}], feedback: {} }},",
+                lit(tool),
+                lit(argument),
+                exempt.iter().map(|e| lit(e)).collect::<Vec<_>>().join(", "),
+                lit(feedback)
+            ),
+        ),
+        RuleEdit::RefuseFinishAfterError { tool, feedback } => (
+            "FINISH_AFTER_ERRORS",
+            format!("tool: {}", lit(tool)),
+            format!(
+                "    FinishAfterError {{ domain: {d}, tool: {}, feedback: {} }},",
+                lit(tool),
+                lit(feedback)
+            ),
+        ),
+        RuleEdit::RepairNames {
+            tool,
+            argument,
+            before,
+            after,
+            separator,
+            quote,
+            bare,
+        } => (
+            "NAME_REPAIRS",
+            format!(
+                "tool: {}, argument: {}, before: {}",
+                lit(tool),
+                lit(argument),
+                lit(before)
+            ),
+            format!(
+                "    NameRepair {{ domain: {d}, tool: {}, argument: {}, before: {}, after: {}, separator: {}, quote: {}, bare: {} }},",
+                lit(tool),
+                lit(argument),
+                lit(before),
+                lit(after),
+                lit(separator),
+                lit(quote),
+                lit(bare)
+            ),
+        ),
+    }
+}
+
+/// The struct of the tables whose entries an edit rewrites by key (in its
+/// domain) instead of only appending.
+fn keyed_struct(edit: &RuleEdit) -> Option<&'static str> {
+    match edit {
+        RuleEdit::Skill { .. } => Some("Skill"),
+        RuleEdit::HoldFinish { .. } => Some("FinishHold"),
+        RuleEdit::RefuseFinishAfterError { .. } => Some("FinishAfterError"),
+        RuleEdit::RepairNames { .. } => Some("NameRepair"),
+        _ => None,
     }
 }
 
@@ -167,10 +235,10 @@ pub fn apply_to_text(
         return put_error_advice(text, &key, &entry);
     }
     let (start, end) = table_body(text, table).ok_or(TablesShape::NoTable(table))?;
-    if let RuleEdit::Skill { .. } = edit {
-        // A skill with the same title (in this domain) is edited in place.
+    if let Some(name) = keyed_struct(edit) {
+        // An entry with the same key (in this domain) is edited in place.
         let mut from = start;
-        while let Some((a, b)) = entry_around(text, from, end, &key, "Skill") {
+        while let Some((a, b)) = entry_around(text, from, end, &key, name) {
             let old = &text[a..b];
             if old.contains(&format!("domain: {}", lit(domain))) {
                 let new = entry.trim_start().to_string();
@@ -184,7 +252,7 @@ pub fn apply_to_text(
         }
     }
     let body = &text[start..end];
-    if !matches!(edit, RuleEdit::Skill { .. })
+    if keyed_struct(edit).is_none()
         && body.contains(&key)
         && (body.contains(&format!("domain: {}", lit(domain))) || body.contains("domain: \"*\""))
     {
@@ -259,7 +327,7 @@ pub fn domain_entries(text: &str, domain: &str) -> String {
         &'static str,
         &'static [(&'static str, &'static str)],
     );
-    const TABLES: [Table; 5] = [
+    const TABLES: [Table; 8] = [
         (
             "PROMPT_RULES",
             "PromptRule",
@@ -299,6 +367,40 @@ pub fn domain_entries(text: &str, domain: &str) -> String {
             "tool aliases",
             &[("alias", "alias"), ("tool", "tool")],
         ),
+        (
+            "FINISH_HOLDS",
+            "FinishHold",
+            "hold_finish",
+            "finishing calls held until the reply's results are read",
+            &[
+                ("tool", "tool"),
+                ("argument", "argument"),
+                ("exempt", "exempt"),
+                ("feedback", "feedback"),
+            ],
+        ),
+        (
+            "FINISH_AFTER_ERRORS",
+            "FinishAfterError",
+            "refuse_finish_after_error",
+            "finishing calls refused right after a failed call",
+            &[("tool", "tool"), ("feedback", "feedback")],
+        ),
+        (
+            "NAME_REPAIRS",
+            "NameRepair",
+            "repair_names",
+            "names the task states, repaired in arguments",
+            &[
+                ("tool", "tool"),
+                ("argument", "argument"),
+                ("before", "before"),
+                ("after", "after"),
+                ("separator", "separator"),
+                ("quote", "quote"),
+                ("bare", "bare"),
+            ],
+        ),
     ];
     let own = format!("domain: {}", lit(domain));
     let mut out = String::new();
@@ -325,6 +427,12 @@ pub fn domain_entries(text: &str, domain: &str) -> String {
                     };
                     let value = if *key == "keywords" {
                         serde_json::Value::from(v.split_whitespace().collect::<Vec<_>>())
+                    } else if *key == "exempt" {
+                        serde_json::Value::from(
+                            v.split(LIST_SEPARATOR)
+                                .filter(|e| !e.is_empty())
+                                .collect::<Vec<_>>(),
+                        )
                     } else {
                         serde_json::Value::from(v.as_str())
                     };
@@ -364,8 +472,13 @@ pub fn domain_entries(text: &str, domain: &str) -> String {
     out
 }
 
+/// What joins the strings of a list field (`exempt: &["A", "B"]`) in
+/// [`struct_fields`]'s value: a character no table text holds.
+const LIST_SEPARATOR: char = '\u{1f}';
+
 /// The `name: value` fields of a struct literal's body, string literals
-/// unescaped (as Rust reads them), other values as written.
+/// unescaped (as Rust reads them), a list of string literals as its strings
+/// joined by [`LIST_SEPARATOR`], other values as written.
 fn struct_fields(body: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut chars = body.char_indices().peekable();
@@ -397,18 +510,23 @@ fn struct_fields(body: &str) -> Vec<(String, String)> {
         match chars.peek().map(|(_, d)| *d) {
             Some('"') => {
                 chars.next();
+                read_string(&mut chars, &mut value);
+            }
+            Some('&') => {
+                // A list of string literals, up to its closing bracket.
+                let mut items: Vec<String> = Vec::new();
                 while let Some((_, d)) = chars.next() {
                     match d {
-                        '\\' => match chars.next().map(|(_, e)| e) {
-                            Some('n') => value.push('\n'),
-                            Some('t') => value.push('\t'),
-                            Some(e) => value.push(e),
-                            None => break,
-                        },
-                        '"' => break,
-                        d => value.push(d),
+                        '"' => {
+                            let mut item = String::new();
+                            read_string(&mut chars, &mut item);
+                            items.push(item);
+                        }
+                        ']' => break,
+                        _ => {}
                     }
                 }
+                value = items.join(&LIST_SEPARATOR.to_string());
             }
             _ => {
                 while let Some(&(_, d)) = chars.peek() {
@@ -424,6 +542,23 @@ fn struct_fields(body: &str) -> Vec<(String, String)> {
         out.push((name, value));
     }
     out
+}
+
+/// Reads a string literal's text after its opening quote, unescaped, up to
+/// and including its closing quote.
+fn read_string(chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>, value: &mut String) {
+    while let Some((_, d)) = chars.next() {
+        match d {
+            '\\' => match chars.next().map(|(_, e)| e) {
+                Some('n') => value.push('\n'),
+                Some('t') => value.push('\t'),
+                Some(e) => value.push(e),
+                None => break,
+            },
+            '"' => break,
+            d => value.push(d),
+        }
+    }
 }
 
 /// The rule tables the rule coder writes to, emptied: the template's rule
@@ -460,6 +595,14 @@ pub enum RuleCoderError {
     /// `tables.rs` lacks a table or field an edit needs.
     #[error(transparent)]
     Table(#[from] TablesShape),
+    /// A file of edits is not the JSON it should be.
+    #[error("{file}: not a list of rule edits: {reason}")]
+    Edits {
+        /// The file.
+        file: String,
+        /// The parser's message.
+        reason: String,
+    },
 }
 
 impl From<RuleCoderError> for super::train::TrainError {
@@ -470,6 +613,11 @@ impl From<RuleCoderError> for super::train::TrainError {
                 "edit",
                 Path::new(TABLES_FILE),
                 std::io::Error::other(m),
+            )),
+            RuleCoderError::Edits { file, reason } => super::train::TrainError::Io(PathError::new(
+                "parse",
+                Path::new(&file),
+                std::io::Error::other(reason),
             )),
         }
     }
@@ -515,6 +663,38 @@ pub fn apply_rules(
     }
     atomic_write(&path, text.as_bytes()).map_err(|e| PathError::new("write", &path, e))?;
     Ok(changed)
+}
+
+/// Rule edits a person chose for one domain, as in
+/// `scripts/hand-configured/*.json`: `{"domain": short name, "notes": [why,
+/// …], "edits": [rule edit, …]}`. Applied like a coder's edits, they make
+/// the hand-configured baseline that training's own edits are measured
+/// against.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub struct HandConfigured {
+    /// The short domain name the edits are for (`dbbench`).
+    pub domain: String,
+    /// Why each edit is there, for the reader.
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// The edits.
+    pub edits: Vec<RuleEdit>,
+}
+
+impl HandConfigured {
+    /// Read a file of hand-configured edits.
+    pub fn read(path: &Path) -> Result<HandConfigured, RuleCoderError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PathError::new("read", path, e))?;
+        serde_json::from_str(&text).map_err(|e| RuleCoderError::Edits {
+            file: path.display().to_string(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Apply the edits to `<crate>/src/tables.rs`; how many entries changed.
+    pub fn apply(&self, crate_dir: &Path) -> Result<usize, RuleCoderError> {
+        apply_rules(crate_dir, &self.edits, &self.domain)
+    }
 }
 
 /// A unified diff between two source trees (empty when equal), by `git
@@ -734,6 +914,216 @@ pub static REGULATION: Regulation = Regulation {
         for line in listed.lines().filter_map(|l| l.strip_prefix("- ")) {
             serde_json::from_str::<RuleEdit>(line).unwrap_or_else(|e| panic!("{line}: {e}"));
         }
+    }
+
+    /// The primitives' tables as the template declares them: empty.
+    const PRIMITIVES: &str = r##"
+pub static FINISH_HOLDS: &[FinishHold] = &[];
+
+pub static FINISH_AFTER_ERRORS: &[FinishAfterError] = &[];
+
+pub static NAME_REPAIRS: &[NameRepair] = &[];
+"##;
+
+    fn hold(exempt: &[&str]) -> RuleEdit {
+        RuleEdit::HoldFinish {
+            tool: "commit_final_answer".into(),
+            argument: "query".into(),
+            exempt: exempt.iter().map(|e| e.to_string()).collect(),
+            feedback: String::new(),
+        }
+    }
+
+    fn headers(quote: &str) -> RuleEdit {
+        RuleEdit::RepairNames {
+            tool: "execute_sql".into(),
+            argument: "query".into(),
+            before: "the headers of this table are ".into(),
+            after: ".\n".into(),
+            separator: ",".into(),
+            quote: quote.into(),
+            bare: "_$".into(),
+        }
+    }
+
+    #[test]
+    fn primitive_edits_fill_their_empty_tables_and_are_rewritten_by_key() {
+        let mut t = PRIMITIVES.to_string();
+        assert_eq!(
+            apply_to_text(&mut t, &hold(&["INSERT"]), "dbbench"),
+            Ok(true)
+        );
+        assert!(t.contains("pub static FINISH_HOLDS: &[FinishHold] = &[\n    FinishHold { domain: \"dbbench\", tool: \"commit_final_answer\", argument: \"query\", exempt: &[\"INSERT\"], feedback: \"\" },\n];"), "{t}");
+        assert_eq!(
+            apply_to_text(&mut t, &hold(&["INSERT"]), "dbbench"),
+            Ok(false),
+            "the same entry again"
+        );
+        // The same tool's hold gets its exemptions rewritten in place; in
+        // another domain it is another entry.
+        assert_eq!(
+            apply_to_text(&mut t, &hold(&["INSERT", "UPDATE"]), "dbbench"),
+            Ok(true)
+        );
+        assert!(t.contains("exempt: &[\"INSERT\", \"UPDATE\"]"), "{t}");
+        assert_eq!(t.matches("FinishHold {").count(), 1, "{t}");
+        assert_eq!(apply_to_text(&mut t, &hold(&[]), "airline"), Ok(true));
+        assert!(t.contains("domain: \"airline\", tool: \"commit_final_answer\", argument: \"query\", exempt: &[]"), "{t}");
+        assert_eq!(t.matches("FinishHold {").count(), 2, "{t}");
+        let refuse = RuleEdit::RefuseFinishAfterError {
+            tool: "commit_final_answer".into(),
+            feedback: "Read the \"error\" first.".into(),
+        };
+        assert_eq!(apply_to_text(&mut t, &refuse, "dbbench"), Ok(true));
+        assert!(t.contains("    FinishAfterError { domain: \"dbbench\", tool: \"commit_final_answer\", feedback: \"Read the \\\"error\\\" first.\" },\n];"), "{t}");
+        assert_eq!(apply_to_text(&mut t, &refuse, "dbbench"), Ok(false));
+        // Names: keyed by tool, argument and where the names are read.
+        assert_eq!(apply_to_text(&mut t, &headers("`"), "dbbench"), Ok(true));
+        assert!(t.contains("    NameRepair { domain: \"dbbench\", tool: \"execute_sql\", argument: \"query\", before: \"the headers of this table are \", after: \".\\n\", separator: \",\", quote: \"`\", bare: \"_$\" },\n];"), "{t}");
+        assert_eq!(apply_to_text(&mut t, &headers("\""), "dbbench"), Ok(true));
+        assert!(t.contains("quote: \"\\\"\""), "{t}");
+        assert_eq!(t.matches("NameRepair {").count(), 1, "{t}");
+        // What is written is listed back to a coder as the edits it is.
+        let listed = domain_entries(&t, "dbbench");
+        for want in [
+            r#"- {"kind":"hold_finish","tool":"commit_final_answer","argument":"query","exempt":["INSERT","UPDATE"],"feedback":""}"#,
+            r#"- {"kind":"refuse_finish_after_error","tool":"commit_final_answer","feedback":"Read the \"error\" first."}"#,
+            r#"- {"kind":"repair_names","tool":"execute_sql","argument":"query","before":"the headers of this table are ","after":".\n","separator":",","quote":"\"","bare":"_$"}"#,
+        ] {
+            assert!(listed.contains(want), "{want} not in:\n{listed}");
+        }
+        for line in listed.lines().filter_map(|l| l.strip_prefix("- ")) {
+            serde_json::from_str::<RuleEdit>(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        }
+        assert!(
+            domain_entries(PRIMITIVES, "dbbench").contains("(hold_finish)\n(none)"),
+            "an empty table is listed as empty"
+        );
+    }
+
+    /// A copy of harness-template beside a copy of `wit/` (the crate binds
+    /// `../wit`), in a temporary directory.
+    fn template_copy() -> (tempfile::TempDir, std::path::PathBuf) {
+        fn copy(from: &Path, to: &Path) {
+            std::fs::create_dir_all(to).unwrap();
+            for entry in std::fs::read_dir(from).unwrap().flatten() {
+                let name = entry.file_name();
+                if name == "target" || name.to_string_lossy().starts_with('.') {
+                    continue;
+                }
+                let (src, dst) = (entry.path(), to.join(&name));
+                if src.is_dir() {
+                    copy(&src, &dst);
+                } else {
+                    std::fs::copy(&src, &dst).unwrap();
+                }
+            }
+        }
+        let root = ecdysis_testkit::repo_root();
+        let dir = tempfile::tempdir().unwrap();
+        let crate_dir = dir.path().join("harness");
+        copy(&root.join("harness-template"), &crate_dir);
+        copy(&root.join("wit"), &dir.path().join("wit"));
+        (dir, crate_dir)
+    }
+
+    /// Build a crate as a coder's candidate is built (the wasm component,
+    /// in the warm target directory harness builds share); the errors when
+    /// it does not build.
+    fn build(crate_dir: &Path) -> Result<(), String> {
+        let target = std::env::var_os(ecdysis_sandbox::store::TARGET_DIR_ENV)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| ecdysis_testkit::repo_root().join("target/tmp/evolve-llm-harness"));
+        let check = crate::coder::check_build(
+            crate_dir,
+            Some(&target),
+            &ecdysis_sandbox::store::Trust::Own,
+        )
+        .map_err(|e| e.to_string())?;
+        if check.ok { Ok(()) } else { Err(check.errors) }
+    }
+
+    #[test]
+    fn every_primitive_renders_into_a_template_that_builds() {
+        let (_dir, crate_dir) = template_copy();
+        let tables = crate_dir.join(TABLES_FILE);
+        let before = std::fs::read_to_string(&tables).unwrap();
+        let feedback = "Read the results above, then call {tool} again.";
+        let dbbench = [
+            hold(&["INSERT", "UPDATE", "DELETE"]),
+            RuleEdit::RefuseFinishAfterError {
+                tool: "commit_final_answer".into(),
+                feedback: feedback.into(),
+            },
+            headers("`"),
+        ];
+        assert_eq!(apply_rules(&crate_dir, &dbbench, "dbbench").unwrap(), 3);
+        // Other domains, texts with quotes, escapes and braces.
+        let os = [RuleEdit::RepairNames {
+            tool: "bash_action".into(),
+            argument: "script".into(),
+            before: "\"".into(),
+            after: "\"".into(),
+            separator: String::new(),
+            quote: "'".into(),
+            bare: "_./-+".into(),
+        }];
+        assert_eq!(apply_rules(&crate_dir, &os, "os").unwrap(), 1);
+        let airline = [
+            RuleEdit::HoldFinish {
+                tool: "transfer_to_human_agents".into(),
+                argument: String::new(),
+                exempt: vec![],
+                feedback: "Read what {calls} said \\ before {tool}.".into(),
+            },
+            RuleEdit::RefuseFinishAfterError {
+                tool: "transfer_to_human_agents".into(),
+                feedback: String::new(),
+            },
+        ];
+        assert_eq!(apply_rules(&crate_dir, &airline, "airline").unwrap(), 2);
+        let after = std::fs::read_to_string(&tables).unwrap();
+        assert_ne!(before, after);
+        for table in ["FINISH_HOLDS", "FINISH_AFTER_ERRORS", "NAME_REPAIRS"] {
+            let (start, end) = table_body(&after, table).unwrap();
+            assert!(!after[start..end].trim().is_empty(), "{table} stayed empty");
+        }
+        build(&crate_dir).unwrap_or_else(|e| panic!("the rendered tables do not build:\n{e}"));
+    }
+
+    #[test]
+    fn the_dbbench_hand_configured_baseline_renders_and_builds() {
+        let file = ecdysis_testkit::repo_root().join("scripts/hand-configured/tables-dbbench.json");
+        let hand = HandConfigured::read(&file).unwrap();
+        assert_eq!(hand.domain, "dbbench");
+        // What the diagnosis calls for: the same-reply commit held except
+        // after writes, the commit after an error refused, names repaired.
+        assert!(hand.edits.iter().any(|e| matches!(e,
+            RuleEdit::HoldFinish { tool, exempt, .. }
+                if tool == "commit_final_answer" && ["INSERT", "UPDATE", "DELETE"].iter().all(|w| exempt.iter().any(|x| x == w)))));
+        assert!(hand.edits.iter().any(|e| matches!(e,
+            RuleEdit::RefuseFinishAfterError { tool, .. } if tool == "commit_final_answer")));
+        assert!(hand.edits.iter().any(|e| matches!(e,
+            RuleEdit::RepairNames { tool, before, .. }
+                if tool == "execute_sql" && before == "The name of this table is ")));
+        let (_dir, crate_dir) = template_copy();
+        assert_eq!(hand.apply(&crate_dir).unwrap(), hand.edits.len());
+        assert_eq!(
+            hand.apply(&crate_dir).unwrap(),
+            0,
+            "applied twice, nothing new"
+        );
+        build(&crate_dir).unwrap_or_else(|e| panic!("the baseline does not build:\n{e}"));
+        // A file that is not edits names itself.
+        let bad = crate_dir.join("bad.json");
+        std::fs::write(
+            &bad,
+            r#"{"domain": "dbbench", "edits": [{"kind": "nope"}]}"#,
+        )
+        .unwrap();
+        let err = HandConfigured::read(&bad).unwrap_err().to_string();
+        assert!(err.contains("bad.json"), "{err}");
     }
 
     #[test]

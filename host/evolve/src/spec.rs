@@ -123,6 +123,166 @@ pub enum RuleEdit {
         #[serde(default)]
         keywords: Vec<String>,
     },
+    /// Hold back a finishing call that comes in the same reply after other
+    /// calls until the model has read their results (`FINISH_HOLDS`); an
+    /// entry for the same tool is replaced.
+    HoldFinish {
+        /// The finishing tool (DBBench's `commit_final_answer`).
+        tool: String,
+        /// The argument of the earlier calls that `exempt` reads (empty:
+        /// every earlier call holds the finishing call).
+        #[serde(default)]
+        argument: String,
+        /// Starts of that argument that mark a write, which needs no
+        /// reading and does not hold the finishing call (`INSERT`).
+        #[serde(default)]
+        exempt: Vec<String>,
+        /// The block text (`{tool}`, `{calls}`); empty: the harness's own.
+        #[serde(default)]
+        feedback: String,
+    },
+    /// Refuse a finishing call made in the reply right after a call failed
+    /// (`FINISH_AFTER_ERRORS`); an entry for the same tool is replaced.
+    RefuseFinishAfterError {
+        /// The finishing tool.
+        tool: String,
+        /// The block text (`{tool}`, `{failed}`); empty: the harness's own.
+        #[serde(default)]
+        feedback: String,
+    },
+    /// Write the names the task's opening message states (between `before`
+    /// and `after`) back into a tool's string argument where the model
+    /// misspelled them: left unquoted, `_` for spaces, another case, words
+    /// dropped (`NAME_REPAIRS`); an entry with the same tool, argument and
+    /// `before` is replaced.
+    RepairNames {
+        /// The tool whose argument is repaired.
+        tool: String,
+        /// The argument (a top-level string, e.g. `query`).
+        argument: String,
+        /// The text just before a name in the opening message.
+        before: String,
+        /// The text just after it (empty: the end of the line).
+        #[serde(default)]
+        after: String,
+        /// Splits the text between into several names (empty: one name).
+        #[serde(default)]
+        separator: String,
+        /// The quote put around a name that needs one (empty: none).
+        #[serde(default)]
+        quote: String,
+        /// Characters besides letters and digits a name may hold unquoted.
+        #[serde(default)]
+        bare: String,
+    },
+}
+
+impl RuleEdit {
+    /// The JSON schemas of the three realization primitives' edits
+    /// (`hold_finish`, `refuse_finish_after_error`, `repair_names`), with
+    /// `tool` the schema of a tool name; texts and lists bounded.
+    pub fn primitive_schemas(tool: &serde_json::Value) -> Vec<serde_json::Value> {
+        use serde_json::json;
+        let text =
+            |min: usize, max: usize| json!({"type": "string", "minLength": min, "maxLength": max});
+        let kind = |k: &str, props: serde_json::Value, required: &[&str]| {
+            let mut p = props;
+            p["kind"] = json!({"const": k});
+            let mut req = vec!["kind"];
+            req.extend_from_slice(required);
+            json!({"type": "object", "properties": p, "required": req, "additionalProperties": false})
+        };
+        vec![
+            kind(
+                "hold_finish",
+                json!({
+                    "tool": tool,
+                    "argument": text(0, 64),
+                    "exempt": {"type": "array", "maxItems": 8, "items": text(1, 24)},
+                    "feedback": text(0, 400),
+                }),
+                &["tool"],
+            ),
+            kind(
+                "refuse_finish_after_error",
+                json!({"tool": tool, "feedback": text(0, 400)}),
+                &["tool"],
+            ),
+            kind(
+                "repair_names",
+                json!({
+                    "tool": tool,
+                    "argument": text(1, 64),
+                    "before": text(1, 120),
+                    "after": text(0, 120),
+                    "separator": text(0, 8),
+                    "quote": text(0, 2),
+                    "bare": text(0, 16),
+                }),
+                &["tool", "argument", "before"],
+            ),
+        ]
+    }
+
+    /// The JSON schema of any rule edit (the optional `rule` of a proposed
+    /// change), tool names as free strings.
+    pub fn json_schema() -> serde_json::Value {
+        use serde_json::json;
+        let text = |max: usize| json!({"type": "string", "minLength": 1, "maxLength": max});
+        let tool = text(64);
+        let kind = |k: &str, props: serde_json::Value, required: &[&str]| {
+            let mut p = props;
+            p["kind"] = json!({"const": k});
+            let mut req = vec!["kind"];
+            req.extend_from_slice(required);
+            json!({"type": "object", "properties": p, "required": req, "additionalProperties": false})
+        };
+        let fields: Vec<&str> = RegulationField::ALL.iter().map(|f| f.as_str()).collect();
+        let mut kinds = vec![
+            kind(
+                "tool_hint",
+                json!({"tool": tool, "hint": text(400)}),
+                &["tool", "hint"],
+            ),
+            kind(
+                "tool_alias",
+                json!({"alias": text(64), "tool": tool}),
+                &["alias", "tool"],
+            ),
+            kind("hash_prefixed_arg", json!({"arg": text(64)}), &["arg"]),
+            kind("numeric_arg", json!({"arg": text(64)}), &["arg"]),
+            kind(
+                "repeat_threshold",
+                json!({"count": {"type": "integer", "minimum": 1, "maximum": 30}}),
+                &["count"],
+            ),
+            kind("prompt_rule", json!({"text": text(400)}), &["text"]),
+            kind(
+                "error_advice",
+                json!({"contains": text(80), "advice": text(400)}),
+                &["contains", "advice"],
+            ),
+            kind(
+                "regulation",
+                json!({
+                    "field": {"enum": fields},
+                    "value": {"type": "integer", "minimum": 1, "maximum": 30},
+                }),
+                &["field", "value"],
+            ),
+            kind(
+                "skill",
+                json!({
+                    "title": text(80),
+                    "text": text(800),
+                    "keywords": {"type": "array", "maxItems": 12, "items": text(24)},
+                }),
+                &["title", "text"],
+            ),
+        ];
+        kinds.extend(Self::primitive_schemas(&tool));
+        json!({"anyOf": kinds})
+    }
 }
 
 /// The integer thresholds of the regulation layer (`REGULATION` in
@@ -257,6 +417,7 @@ impl ChangeSpec {
                         "description": text(400),
                         "rationale": text(300),
                         "evidence_tasks": tasks,
+                        "rule": RuleEdit::json_schema(),
                     }),
                     &["layer", "file", "description", "rationale", "evidence_tasks"],
                 )},
@@ -509,6 +670,138 @@ mod tests {
    "rule": {"kind": "hash_prefixed_arg", "arg": "order_id"}}],
  "skills": [], "implementation_notes": "none"}
 ```"#;
+
+    /// One edit of every kind: the match fails to compile when a kind is
+    /// added without a sample here.
+    fn every_kind() -> Vec<RuleEdit> {
+        let all = vec![
+            RuleEdit::ToolHint {
+                tool: "t".into(),
+                hint: "h".into(),
+            },
+            RuleEdit::ToolAlias {
+                alias: "a".into(),
+                tool: "t".into(),
+            },
+            RuleEdit::HashPrefixedArg { arg: "a".into() },
+            RuleEdit::NumericArg { arg: "a".into() },
+            RuleEdit::RepeatThreshold { count: 2 },
+            RuleEdit::PromptRule { text: "x".into() },
+            RuleEdit::ErrorAdvice {
+                contains: "c".into(),
+                advice: "a".into(),
+            },
+            RuleEdit::Regulation {
+                field: RegulationField::StallTurns,
+                value: 3,
+            },
+            RuleEdit::Skill {
+                title: "t".into(),
+                text: "x".into(),
+                keywords: vec!["k".into()],
+            },
+            RuleEdit::HoldFinish {
+                tool: "commit_final_answer".into(),
+                argument: "query".into(),
+                exempt: vec!["INSERT".into()],
+                feedback: String::new(),
+            },
+            RuleEdit::RefuseFinishAfterError {
+                tool: "commit_final_answer".into(),
+                feedback: "Read the error first.".into(),
+            },
+            RuleEdit::RepairNames {
+                tool: "execute_sql".into(),
+                argument: "query".into(),
+                before: "The name of this table is ".into(),
+                after: ", and".into(),
+                separator: String::new(),
+                quote: "`".into(),
+                bare: "_".into(),
+            },
+        ];
+        for e in &all {
+            match e {
+                RuleEdit::ToolHint { .. }
+                | RuleEdit::ToolAlias { .. }
+                | RuleEdit::HashPrefixedArg { .. }
+                | RuleEdit::NumericArg { .. }
+                | RuleEdit::RepeatThreshold { .. }
+                | RuleEdit::PromptRule { .. }
+                | RuleEdit::ErrorAdvice { .. }
+                | RuleEdit::Regulation { .. }
+                | RuleEdit::Skill { .. }
+                | RuleEdit::HoldFinish { .. }
+                | RuleEdit::RefuseFinishAfterError { .. }
+                | RuleEdit::RepairNames { .. } => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn the_spec_schema_names_every_rule_kind_with_its_fields() {
+        let schema = ChangeSpec::json_schema(None);
+        let kinds =
+            schema["properties"]["proposed_changes"]["items"]["properties"]["rule"]["anyOf"]
+                .as_array()
+                .expect("the rule's kinds")
+                .clone();
+        // The rule stays optional.
+        let required = &schema["properties"]["proposed_changes"]["items"]["required"];
+        assert!(!required.as_array().unwrap().contains(&"rule".into()));
+        let all = every_kind();
+        assert_eq!(kinds.len(), all.len());
+        for edit in all {
+            let json = serde_json::to_value(&edit).unwrap();
+            let kind = json["kind"].as_str().unwrap();
+            let offered = kinds
+                .iter()
+                .find(|k| k["properties"]["kind"]["const"] == kind)
+                .unwrap_or_else(|| panic!("{kind} not in the spec schema"));
+            // Every field of the edit is a property of its schema, and what
+            // the schema requires parses back.
+            let props = offered["properties"].as_object().unwrap();
+            for field in json.as_object().unwrap().keys() {
+                assert!(props.contains_key(field), "{kind}.{field}");
+            }
+            let mut minimal = serde_json::Map::new();
+            for field in offered["required"].as_array().unwrap() {
+                let field = field.as_str().unwrap();
+                minimal.insert(field.into(), json[field].clone());
+            }
+            let parsed: RuleEdit = serde_json::from_value(minimal.into())
+                .unwrap_or_else(|e| panic!("{kind} from its required fields: {e}"));
+            assert_eq!(serde_json::to_value(&parsed).unwrap()["kind"], json["kind"]);
+        }
+    }
+
+    #[test]
+    fn primitive_edits_read_with_their_defaults() {
+        let hold: RuleEdit =
+            serde_json::from_str(r#"{"kind": "hold_finish", "tool": "commit_final_answer"}"#)
+                .unwrap();
+        assert_eq!(
+            hold,
+            RuleEdit::HoldFinish {
+                tool: "commit_final_answer".into(),
+                argument: String::new(),
+                exempt: vec![],
+                feedback: String::new(),
+            }
+        );
+        let names: RuleEdit = serde_json::from_str(
+            r#"{"kind": "repair_names", "tool": "bash_action", "argument": "script", "before": "\""}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(&names, RuleEdit::RepairNames { after, quote, .. } if after.is_empty() && quote.is_empty())
+        );
+        assert!(
+            serde_json::from_str::<RuleEdit>(r#"{"kind": "repair_names", "tool": "x"}"#).is_err(),
+            "argument and before are required"
+        );
+    }
 
     #[test]
     fn parses_a_fenced_spec_with_braces_in_strings() {

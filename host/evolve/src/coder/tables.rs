@@ -2,7 +2,10 @@
 //! model the spec, the evidence and the harness's rule-table entries for
 //! the domain, and asks for the change as a short JSON list of table edits
 //! ([`RuleEdit`]s: a system-prompt rule, a tool hint, a skill, error
-//! advice, a tool alias, a regulation threshold). The host writes them into
+//! advice, a tool alias, a regulation threshold, and the realization
+//! primitives: hold a finishing call until its reply's results are read,
+//! refuse one right after a failed call, repair names the task states in
+//! a tool's argument). The host writes them into
 //! `src/tables.rs` with the rule coder's exact renderer, so a reply that
 //! parses always yields valid Rust; the crate is still built before the
 //! candidate is taken.
@@ -114,7 +117,7 @@ pub fn reply_schema(tools: &[String]) -> Value {
         json!({"type": "object", "properties": p, "required": req, "additionalProperties": false})
     };
     let fields: Vec<&str> = RegulationField::ALL.iter().map(|f| f.as_str()).collect();
-    json!({
+    let mut schema = json!({
         "type": "object",
         "properties": {
             "reason": text(300),
@@ -141,7 +144,12 @@ pub fn reply_schema(tools: &[String]) -> Value {
         },
         "required": ["reason", "edits"],
         "additionalProperties": false,
-    })
+    });
+    // The realization primitives, with the same tool names.
+    if let Some(kinds) = schema["properties"]["edits"]["items"]["anyOf"].as_array_mut() {
+        kinds.extend(RuleEdit::primitive_schemas(&tool));
+    }
+    schema
 }
 
 /// Read a reply as edits and check them against the domain's tools: the
@@ -218,6 +226,33 @@ pub fn parse_reply(text: &str, tools: &[String]) -> Result<(String, Vec<RuleEdit
             | RuleEdit::NumericArg { .. }
             | RuleEdit::RepeatThreshold { .. } => problems.push(format!(
                 "edit {n}: kind not offered here; use one of the kinds listed"
+            )),
+            RuleEdit::HoldFinish { tool, .. } | RuleEdit::RefuseFinishAfterError { tool, .. }
+                if !known(tool) =>
+            {
+                problems.push(format!("edit {n}: there is no tool `{tool}`"))
+            }
+            RuleEdit::HoldFinish {
+                argument, exempt, ..
+            } if !exempt.is_empty() && (blank(argument) || exempt.iter().any(|e| blank(e))) => {
+                problems.push(format!(
+                    "edit {n}: exempt starts need the argument they start (e.g. \"query\") and no blank entry"
+                ))
+            }
+            RuleEdit::HoldFinish { feedback, .. } | RuleEdit::RefuseFinishAfterError { feedback, .. }
+                if !blank(feedback) && (not_instruction(feedback) || long(feedback, MAX_TEXT_CHARS)) =>
+            {
+                problems.push(format!(
+                    "edit {n}: feedback is empty (the harness's own) or a sentence of at most {MAX_TEXT_CHARS} characters, not {feedback:?}"
+                ))
+            }
+            RuleEdit::RepairNames { tool, .. } if !known(tool) => {
+                problems.push(format!("edit {n}: there is no tool `{tool}`"))
+            }
+            RuleEdit::RepairNames {
+                argument, before, quote, ..
+            } if blank(argument) || blank(before) || quote.chars().count() > 2 => problems.push(format!(
+                "edit {n}: repair_names needs the argument, the text just before a name in the task (`before`), and a quote of at most two characters"
             )),
             _ => {}
         }
@@ -533,10 +568,70 @@ mod tests {
     }
 
     #[test]
+    fn primitive_edits_are_checked_against_the_tools() {
+        let t = tools();
+        let ok = |s: &str| parse_reply(s, &t).map(|(_, e)| e);
+        assert_eq!(
+            ok(r#"{"reason": "r", "edits": [
+                {"kind": "hold_finish", "tool": "commit_final_answer", "argument": "query", "exempt": ["INSERT", "UPDATE", "DELETE"]},
+                {"kind": "refuse_finish_after_error", "tool": "commit_final_answer"},
+                {"kind": "repair_names", "tool": "execute_sql", "argument": "query", "before": "The name of this table is ", "after": ", and the headers", "quote": "`"}
+            ]}"#)
+            .unwrap(),
+            vec![
+                RuleEdit::HoldFinish {
+                    tool: "commit_final_answer".into(),
+                    argument: "query".into(),
+                    exempt: vec!["INSERT".into(), "UPDATE".into(), "DELETE".into()],
+                    feedback: String::new(),
+                },
+                RuleEdit::RefuseFinishAfterError {
+                    tool: "commit_final_answer".into(),
+                    feedback: String::new(),
+                },
+                RuleEdit::RepairNames {
+                    tool: "execute_sql".into(),
+                    argument: "query".into(),
+                    before: "The name of this table is ".into(),
+                    after: ", and the headers".into(),
+                    separator: String::new(),
+                    quote: "`".into(),
+                    bare: String::new(),
+                },
+            ]
+        );
+        let err = |s: &str| parse_reply(s, &t).unwrap_err();
+        assert!(
+            err(r#"{"edits": [{"kind": "hold_finish", "tool": "submit"}]}"#)
+                .contains("no tool `submit`")
+        );
+        assert!(
+            err(r#"{"edits": [{"kind": "refuse_finish_after_error", "tool": "finish"}]}"#)
+                .contains("no tool `finish`")
+        );
+        assert!(
+            err(r#"{"edits": [{"kind": "hold_finish", "tool": "commit_final_answer", "exempt": ["INSERT"]}]}"#)
+                .contains("exempt")
+        );
+        assert!(
+            err(r#"{"edits": [{"kind": "refuse_finish_after_error", "tool": "commit_final_answer", "feedback": "no"}]}"#)
+                .contains("feedback")
+        );
+        assert!(
+            err(r#"{"edits": [{"kind": "repair_names", "tool": "execute_sql", "argument": "query", "before": "  "}]}"#)
+                .contains("before")
+        );
+        assert!(
+            err(r#"{"edits": [{"kind": "repair_names", "tool": "run", "argument": "query", "before": "x"}]}"#)
+                .contains("no tool `run`")
+        );
+    }
+
+    #[test]
     fn the_schema_names_the_tools_and_bounds_the_reply() {
         let s = reply_schema(&tools());
         let items = &s["properties"]["edits"]["items"]["anyOf"];
-        assert_eq!(items.as_array().unwrap().len(), 6);
+        assert_eq!(items.as_array().unwrap().len(), 9);
         assert_eq!(s["properties"]["edits"]["maxItems"], MAX_EDITS);
         let hint = items
             .as_array()
@@ -555,6 +650,15 @@ mod tests {
                 "error_advice" => json!({"kind": kind, "contains": "1054", "advice": SENTENCE}),
                 "tool_alias" => json!({"kind": kind, "alias": "q", "tool": "execute_sql"}),
                 "regulation" => json!({"kind": kind, "field": "stall_turns", "value": 4}),
+                "hold_finish" => {
+                    json!({"kind": kind, "tool": "commit_final_answer", "argument": "query", "exempt": ["INSERT"], "feedback": ""})
+                }
+                "refuse_finish_after_error" => {
+                    json!({"kind": kind, "tool": "commit_final_answer", "feedback": SENTENCE})
+                }
+                "repair_names" => {
+                    json!({"kind": kind, "tool": "execute_sql", "argument": "query", "before": "The name of this table is ", "after": ", and", "separator": "", "quote": "`", "bare": "_"})
+                }
                 other => panic!("unexpected kind {other}"),
             };
             let reply = json!({"reason": "r", "edits": [sample]}).to_string();
