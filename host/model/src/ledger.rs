@@ -364,7 +364,7 @@ impl UsageLedger {
     pub fn reserve(&self, estimate: f64) -> Result<SpendReservation<'_>, SpendRefused> {
         let mut g = self.spend.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(limit) = g.limit {
-            let spent = self.summary().total.usd;
+            let spent = self.spent();
             if spent + g.reserved + estimate > limit {
                 g.refused = true;
                 return Err(SpendRefused {
@@ -380,6 +380,17 @@ impl UsageLedger {
             ledger: self,
             usd: estimate,
         })
+    }
+
+    /// Cost of the priced fresh calls so far: the summary's total `usd`,
+    /// summed in the same order, without building the rest of the summary
+    /// (every call checked against a limit asks).
+    fn spent(&self) -> f64 {
+        self.lock()
+            .iter()
+            .filter(|r| r.outcome == CallOutcome::Fresh)
+            .filter_map(|r| r.usd)
+            .fold(0.0, |total, usd| total + usd)
     }
 
     /// The price table calls are priced with.
@@ -572,6 +583,39 @@ mod tests {
         assert!(ledger.reserve(7.1).is_err());
         ledger.set_spend_limit(None);
         assert!(ledger.reserve(1e9).is_ok());
+    }
+
+    #[test]
+    fn what_a_limit_is_checked_against_is_the_summary_total() {
+        let ledger = UsageLedger::new(
+            PriceTable::from_json_str(
+                r#"{"models": {"m": {"prompt_per_mtok": 0.3, "completion_per_mtok": 0.7}}}"#,
+            )
+            .unwrap(),
+        );
+        assert_eq!(ledger.spent(), 0.0);
+        for i in 0..20u64 {
+            let model = if i % 5 == 0 { "unpriced" } else { "m" };
+            ledger.record_response(
+                ModelRole::Agent,
+                model,
+                &response(100 + i, 7 * i, i, i % 3 == 0),
+                Duration::ZERO,
+            );
+        }
+        ledger.record_failure(
+            ModelRole::Agent,
+            "m",
+            &ModelError::Timeout {
+                endpoint: "http://m".into(),
+                message: "slow".into(),
+            },
+            Duration::ZERO,
+        );
+        let total = ledger.summary().total;
+        assert!(total.cache_hits > 0 && total.unpriced_fresh_calls > 0);
+        assert!(ledger.spent() > 0.0);
+        assert_eq!(ledger.spent().to_bits(), total.usd.to_bits());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use tracing::warn;
 use crate::cache::{CacheKey, ResponseCache};
 use crate::config::ModelRole;
 use crate::error::ModelError;
-use crate::ledger::UsageLedger;
+use crate::ledger::{ModelPrice, UsageLedger};
 use crate::types::{ChatModel, ChatRequest, ChatResponse, ModelFuture};
 
 /// Wraps a model with the response cache and the usage ledger for one role.
@@ -84,7 +84,14 @@ impl MeteredModel {
         // Spend is checked before the call is sent, not only after: the
         // estimate (prompt estimate erring high, the reply at its token
         // cap) is reserved against the ledger's limit while in flight.
-        let estimate = self.estimated_cost(request);
+        // Without a limit the reservation can refuse nothing, and at a zero
+        // prompt price the prompt adds nothing to it, so then the prompt is
+        // not estimated: that is a pass over the whole conversation, on
+        // every step. Such a call reserves nothing, so a limit set while
+        // it is in flight does not count it.
+        let limit = self.ledger.spend_limit();
+        let price = self.ledger.prices().price_for(model);
+        let estimate = estimated_cost(limit, price, request);
         let _reservation = match self.ledger.reserve(estimate) {
             Ok(r) => r,
             Err(refused) => {
@@ -125,23 +132,33 @@ impl MeteredModel {
 /// estimate that can then fall short: the docs state the bound).
 pub const UNCAPPED_REPLY_ESTIMATE: u64 = 4096;
 
-impl MeteredModel {
-    /// The most this request is expected to cost: its prompt (estimated,
-    /// erring high) plus a reply at its `max_tokens`, at the model's price;
-    /// zero for an unpriced model.
-    fn estimated_cost(&self, request: &ChatRequest) -> f64 {
-        let Some(price) = self.ledger.prices().price_for(self.inner.name()) else {
-            return 0.0;
-        };
-        price.cost(&crate::Usage {
-            prompt_tokens: crate::tokens::estimate_request(request) as u64,
-            completion_tokens: request
-                .sampling
-                .max_tokens
-                .map_or(UNCAPPED_REPLY_ESTIMATE, u64::from),
-            cached_prompt_tokens: 0,
-        })
-    }
+/// Whether a call's prompt must be estimated before it is sent: only under
+/// a spending limit, for a model whose prompt tokens cost something.
+fn needs_prompt_estimate(limit: Option<f64>, price: Option<&ModelPrice>) -> bool {
+    limit.is_some() && price.is_some_and(|p| p.prompt_per_mtok > 0.0)
+}
+
+/// What a call reserves against the spending limit: the most it is
+/// expected to cost, its prompt (estimated, erring high) plus a reply at its
+/// `max_tokens`, at the model's price; zero for an unpriced model or with no
+/// limit to reserve against.
+fn estimated_cost(limit: Option<f64>, price: Option<&ModelPrice>, request: &ChatRequest) -> f64 {
+    let Some(price) = price.filter(|_| limit.is_some()) else {
+        return 0.0;
+    };
+    let prompt_tokens = if needs_prompt_estimate(limit, Some(price)) {
+        crate::tokens::estimate_request(request) as u64
+    } else {
+        0
+    };
+    price.cost(&crate::Usage {
+        prompt_tokens,
+        completion_tokens: request
+            .sampling
+            .max_tokens
+            .map_or(UNCAPPED_REPLY_ESTIMATE, u64::from),
+        cached_prompt_tokens: 0,
+    })
 }
 
 impl ChatModel for MeteredModel {
@@ -223,5 +240,105 @@ mod tests {
         // The refusal is in the ledger, as a failed call of the agent.
         let last = ledger.calls().pop().unwrap();
         assert!(last.error.unwrap().contains("not sent"));
+    }
+
+    /// A model at `prices`, metered, and a request of a few messages.
+    fn metered(prices: &str, limit: Option<f64>) -> (MeteredModel, ChatRequest) {
+        let ledger = Arc::new(UsageLedger::new(PriceTable::from_json_str(prices).unwrap()));
+        ledger.set_spend_limit(limit);
+        let model = MeteredModel::new(
+            Arc::new(Priced(AtomicU32::new(0))),
+            ModelRole::Agent,
+            ledger,
+        );
+        let request = ChatRequest::new(vec![
+            ChatMessage::system("policy"),
+            ChatMessage::user("hello"),
+            ChatMessage::assistant("hi"),
+        ]);
+        (model, request)
+    }
+
+    #[tokio::test]
+    async fn a_call_with_nothing_to_reserve_against_estimates_no_prompt() {
+        let free = r#"{"models": {"priced": {"prompt_per_mtok": 0, "completion_per_mtok": 0}}}"#;
+        let priced = r#"{"models": {"priced": {"prompt_per_mtok": 1, "completion_per_mtok": 1}}}"#;
+        let replies_only =
+            r#"{"models": {"priced": {"prompt_per_mtok": 0, "completion_per_mtok": 1}}}"#;
+        for (prices, limit) in [
+            (free, None),
+            (free, Some(100.0)),
+            (priced, None),
+            (replies_only, Some(100.0)),
+            (r#"{"models": {}}"#, Some(100.0)),
+        ] {
+            let (model, request) = metered(prices, limit);
+            let before = crate::tokens::probe::requests();
+            for _ in 0..3 {
+                model.chat(&request).await.unwrap();
+            }
+            assert_eq!(
+                crate::tokens::probe::requests(),
+                before,
+                "{prices} with limit {limit:?}"
+            );
+        }
+        // The probe counts where an estimate is needed.
+        let (model, request) = metered(priced, Some(100.0));
+        let before = crate::tokens::probe::requests();
+        model.chat(&request).await.unwrap();
+        assert_eq!(crate::tokens::probe::requests(), before + 1);
+    }
+
+    #[test]
+    fn only_a_limit_and_a_prompt_price_need_a_prompt_estimate() {
+        let price = |prompt, completion| ModelPrice {
+            prompt_per_mtok: prompt,
+            completion_per_mtok: completion,
+            cached_prompt_per_mtok: None,
+        };
+        assert!(needs_prompt_estimate(Some(1.0), Some(&price(1.0, 0.0))));
+        assert!(needs_prompt_estimate(Some(0.0), Some(&price(0.5, 2.0))));
+        assert!(!needs_prompt_estimate(None, Some(&price(1.0, 1.0))));
+        assert!(!needs_prompt_estimate(Some(1.0), None));
+        assert!(!needs_prompt_estimate(Some(1.0), Some(&price(0.0, 0.0))));
+        assert!(!needs_prompt_estimate(Some(1.0), Some(&price(0.0, 3.0))));
+    }
+
+    #[test]
+    fn a_skipped_prompt_estimate_leaves_the_reservation_as_it_was() {
+        let request = ChatRequest::new(vec![ChatMessage::user(
+            "a fairly long question ".repeat(50),
+        )])
+        .with_sampling(SamplingArgs {
+            max_tokens: Some(100),
+            ..SamplingArgs::default()
+        });
+        let replies_only = ModelPrice {
+            prompt_per_mtok: 0.0,
+            completion_per_mtok: 2.0,
+            cached_prompt_per_mtok: None,
+        };
+        let full = |price: &ModelPrice| {
+            price.cost(&Usage {
+                prompt_tokens: crate::tokens::estimate_request(&request) as u64,
+                completion_tokens: 100,
+                cached_prompt_tokens: 0,
+            })
+        };
+        assert_eq!(
+            estimated_cost(Some(1.0), Some(&replies_only), &request),
+            full(&replies_only)
+        );
+        assert!(estimated_cost(Some(1.0), Some(&replies_only), &request) > 0.0);
+        let both = ModelPrice {
+            prompt_per_mtok: 3.0,
+            ..replies_only
+        };
+        assert_eq!(
+            estimated_cost(Some(1.0), Some(&both), &request),
+            full(&both)
+        );
+        assert_eq!(estimated_cost(Some(1.0), None, &request), 0.0);
     }
 }

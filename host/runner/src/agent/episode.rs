@@ -29,6 +29,7 @@ use super::boundary::{env_call, model_call, wit_call, wit_tools};
 use super::record::{CallSource, EndReason, Entry, EpisodeRecord, RoleUsage, Withheld};
 use super::session::{CallPlace, HarnessSession, HookOutcome};
 use super::view::{SharedEnv, SharedEnvView};
+use ecdysis_model::tokens::Conversation;
 use ecdysis_model::user::{UserSimError, UserSimulator, UserTurn, Utterance};
 
 /// The token an agent writes to end the conversation.
@@ -80,7 +81,9 @@ struct Episode {
     session: HarnessSession,
     agent: Arc<dyn ChatModel>,
     user: Box<dyn UserSimulator>,
-    messages: Vec<ChatMessage>,
+    /// The conversation the agent model sees; it keeps its token estimate
+    /// per message, so the request cap costs each message one estimate.
+    messages: Conversation,
     /// The conversation as the user sees it.
     user_view: Vec<Utterance>,
     transcript: Vec<Entry>,
@@ -186,7 +189,7 @@ pub async fn run_episode_to_state(setup: EpisodeSetup) -> (EpisodeRecord, Option
         session,
         agent: setup.agent,
         user: setup.user,
-        messages: Vec::new(),
+        messages: Conversation::new(),
         user_view: Vec::new(),
         transcript: Vec::new(),
         tools: Arc::from(Vec::new()),
@@ -526,14 +529,10 @@ impl Episode {
     }
 
     async fn agent_call(&mut self) -> Result<ecdysis_model::ChatResponse, End> {
-        let request = ChatRequest::new(self.messages.clone())
-            .with_tools(self.tools.clone())
-            .with_sampling(self.sampling.clone())
-            .with_cache_salt(self.cache_salt.clone());
         if let Some(cap) = self.max_request_tokens {
             // Checked before sending: a request past the cap would be paid
             // for (or refused by the endpoint after queueing) anyway.
-            let estimate = ecdysis_model::tokens::estimate_request(&request) as u64;
+            let estimate = self.messages.estimate(&self.tools) as u64;
             if estimate > cap {
                 return Err(End(
                     EndReason::RequestTooLarge,
@@ -543,6 +542,10 @@ impl Episode {
                 ));
             }
         }
+        let request = ChatRequest::new(self.messages.messages().to_vec())
+            .with_tools(self.tools.clone())
+            .with_sampling(self.sampling.clone())
+            .with_cache_salt(self.cache_salt.clone());
         let waited = Instant::now();
         let result = self.agent.chat(&request).await;
         self.model_wait += waited.elapsed();
@@ -821,4 +824,111 @@ impl Episode {
 
 fn response_testbed(r: &ecdysis_model::ChatResponse) -> Option<ecdysis_model::TestbedNote> {
     r.testbed.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use ecdysis_model::{ModelFuture, ScriptedUser, SimAgent, SimProfile};
+
+    use super::*;
+
+    /// The agent model, recording the whole-request estimate of each
+    /// request it is sent.
+    struct Recording {
+        inner: SimAgent,
+        estimates: Mutex<Vec<usize>>,
+    }
+
+    impl ChatModel for Recording {
+        fn name(&self) -> &str {
+            self.inner.name()
+        }
+
+        fn chat<'a>(&'a self, request: &'a ChatRequest) -> ModelFuture<'a> {
+            let estimate = ecdysis_model::tokens::estimate_request(request);
+            self.estimates
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(estimate);
+            self.inner.chat(request)
+        }
+    }
+
+    fn telecom() -> Arc<dyn Domain> {
+        let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
+        ecdysis_env::open("tau2/telecom", &data).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// An oracle episode of `task_id` under `cap`: its record and the
+    /// estimates of the requests sent.
+    fn episode(
+        domain: &Arc<dyn Domain>,
+        task_id: &str,
+        cap: Option<u64>,
+    ) -> (EpisodeRecord, Vec<usize>) {
+        let (view, oracle) = domain.task(task_id).expect("task");
+        let agent = Arc::new(Recording {
+            inner: SimAgent::new(
+                SimProfile::builtins().remove(0),
+                oracle.gold_plan().into(),
+                7,
+            )
+            .with_base_prompt(domain.system_prompt()),
+            estimates: Mutex::new(Vec::new()),
+        });
+        let setup = EpisodeSetup {
+            domain: domain.clone(),
+            task: view,
+            trial: 0,
+            seed: 7,
+            agent: agent.clone(),
+            user: Box::new(ScriptedUser::new(oracle.user_script())),
+            harness: None,
+            policy: FailurePolicy::FailClosed,
+            layers: LayerSet::ALL,
+            max_steps: 200,
+            max_errors: 10,
+            max_request_tokens: cap,
+            sampling: SamplingArgs::default(),
+        };
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        let record = rt.block_on(run_episode(setup));
+        let estimates = agent
+            .estimates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        (record, estimates)
+    }
+
+    #[test]
+    fn the_request_cap_refuses_the_first_request_whose_whole_estimate_is_over_it() {
+        let domain = telecom();
+        // The first task whose conversation takes a few agent turns, so the
+        // cap is checked on a conversation that grew between checks.
+        let (task_id, sent) = domain
+            .tasks(Some("small"))
+            .expect("small")
+            .into_iter()
+            .find_map(|t| {
+                let (record, sent) = episode(&domain, &t.id, None);
+                assert_eq!(record.end, EndReason::UserStop, "{:?}", record.end_detail);
+                (sent.len() >= 5).then_some((t.id, sent))
+            })
+            .expect("a task of five agent turns or more");
+        // The conversation only grows: so does every request's estimate.
+        assert!(sent.windows(2).all(|w| w[0] < w[1]), "{sent:?}");
+        let k = sent.len() / 2;
+        let (capped, sent_capped) = episode(&domain, &task_id, Some(sent[k] as u64 - 1));
+        assert_eq!(capped.end, EndReason::RequestTooLarge);
+        assert_eq!(sent_capped, sent[..k]);
+        let detail = capped.end_detail.unwrap_or_default();
+        assert!(
+            detail.contains(&format!("about {} tokens", sent[k])),
+            "{detail}"
+        );
+        let (at_cap, sent_at_cap) = episode(&domain, &task_id, Some(*sent.last().unwrap() as u64));
+        assert_eq!(at_cap.end, EndReason::UserStop);
+        assert_eq!(sent_at_cap, sent);
+    }
 }
