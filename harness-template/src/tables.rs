@@ -636,8 +636,8 @@ pub static FINISH_AFTER_ERRORS: &[FinishAfterError] = &[];
 /// Names the task states in its opening message (a table, its columns, a
 /// path), read between `before` and `after`; in `tool`'s string `argument`
 /// a stated name written without its quotes, with `_` for its spaces or
-/// other separators, in another case, or shortened by some of its words (at
-/// least two kept) is written back as stated, quoted with `quote` when it
+/// other separators, in another case, or shortened (its first word and at
+/// least one more kept, in order) is written back as stated, quoted with `quote` when it
 /// holds characters other than letters, digits and `bare`. Text in quotes
 /// (`'`, `"`, `` ` ``) is left as written; a name of one word is changed
 /// only from unquoted to quoted.

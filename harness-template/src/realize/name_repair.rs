@@ -3,8 +3,8 @@
 //! …"), and models write them back wrong: a name with spaces left unquoted
 //! in SQL (a syntax error), its spaces turned into `_`, its case changed, or
 //! a word dropped (no such table). When an unquoted run of words in the
-//! argument is a stated name in another spelling, or at least two of its
-//! words in order, it can only mean that name, which is written back as
+//! argument is a stated name in another spelling, or its first word and at
+//! least one more in order, it can only mean that name, which is written back as
 //! stated and quoted where it needs quotes. Quoted text is never touched:
 //! it is a value, or a name the model already quoted. Rules come from
 //! `tables::NAME_REPAIRS`, so the same repair serves table names, ids or
@@ -282,11 +282,16 @@ fn best(text: &str, words: &[Word], i: usize, names: &[Name]) -> Option<Found> {
     found.into_iter().next()
 }
 
-/// Whether the words from `i` on spell `name`: some of its words in order,
-/// separated only by spaces, `_` or the name's own marks.
+/// Whether the words from `i` on spell `name`: its first word, then more
+/// of its words in order, separated only by spaces, `_` or the name's own
+/// marks. A spelling must start where the name starts: the later words of a
+/// name alone are as likely a list of other names (`(Year, Title, Role)`
+/// in the table `Table of Year, Title, and Role`).
 fn spelling(text: &str, words: &[Word], i: usize, n: usize, name: &Name) -> Option<Found> {
-    let first = name.words.iter().position(|w| *w == words[i].lower)?;
-    let (mut at, mut last, mut count) = (first, i, 1);
+    if name.words.first() != Some(&words[i].lower) {
+        return None;
+    }
+    let (mut at, mut last, mut count) = (0, i, 1);
     while let Some(next) = words.get(last + 1) {
         let gap = &text[words[last].end..next.start];
         if next.stretch != words[last].stretch
@@ -305,7 +310,7 @@ fn spelling(text: &str, words: &[Word], i: usize, n: usize, name: &Name) -> Opti
     }
     let (mut start, mut end) = (words[i].start, words[last].end);
     let plain = |s: &str| !s.contains(QUOTES);
-    if first == 0 && plain(&name.prefix) && text[..start].ends_with(&name.prefix) {
+    if plain(&name.prefix) && text[..start].ends_with(&name.prefix) {
         start -= name.prefix.len();
     }
     if at + 1 == name.words.len() && plain(&name.suffix) && text[end..].starts_with(&name.suffix) {
@@ -537,9 +542,29 @@ mod tests {
             "SELECT Date of FROM `Olympic Medals`",
             // One word of a two-word name is not that name.
             "SELECT Home FROM `Olympic Medals`",
+            // The later words of a name without its first.
+            "SELECT of appointment FROM `Olympic Medals`",
         ] {
             assert_eq!(sql(DBBENCH, &o, query), None, "{query}");
         }
+        // A column list is not the table whose name holds those words.
+        let list = opening("Table of Year, Title, and Role", "Year,Title,Role");
+        for query in [
+            "INSERT INTO `Table of Year, Title, and Role` (Year, Title, Role) VALUES ('1', 'a', 'b')",
+            "SELECT Title, Role FROM `Table of Year, Title, and Role`",
+        ] {
+            assert_eq!(sql(DBBENCH, &list, query), None, "{query}");
+        }
+        // Written unquoted with a word dropped, it is that table.
+        assert_eq!(
+            sql(
+                DBBENCH,
+                &list,
+                "INSERT INTO Table of Year, Title, Role VALUES ('1', 'a', 'b')"
+            )
+            .as_deref(),
+            Some("INSERT INTO `Table of Year, Title, and Role` VALUES ('1', 'a', 'b')")
+        );
         // An escaped quote does not end a value.
         assert_eq!(
             sql(
