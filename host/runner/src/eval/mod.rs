@@ -282,33 +282,86 @@ pub async fn run_with(
     executor: Arc<dyn EpisodeExecutor>,
     ledger: Option<Arc<UsageLedger>>,
 ) -> Result<RunSummary, RunError> {
+    let started = Instant::now();
+    let ran = execute(&config, &options, executor, None).await?;
+    let records: Vec<EpisodeRecord> = ran.finished.into_values().collect();
+    let metrics = metrics::compute(&records);
+    let floor_solved = do_nothing_solved(&*domain, &config.tasks)?;
+    let summary = RunSummary {
+        floor_tasks: config.tasks.len() as u64,
+        config,
+        metrics,
+        unfinished: ran.unfinished,
+        floor_solved,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        ran_now: ran.ran_now,
+        ledger: ledger.map(|l| l.summary()),
+    };
+    ran.dir.write_summary(&summary)?;
+    Ok(summary)
+}
+
+/// Run (or resume) only the episodes of `only`'s tasks, in the result
+/// directory of the whole `config`: a later [`run_with`] of the same
+/// config resumes them and runs the rest. Writes no summary (the
+/// directory is not complete); returns every finished episode of the
+/// directory, of any task.
+pub async fn run_tasks(
+    config: RunConfig,
+    options: RunOptions,
+    executor: Arc<dyn EpisodeExecutor>,
+    only: &BTreeSet<String>,
+) -> Result<Vec<EpisodeRecord>, RunError> {
+    let ran = execute(&config, &options, executor, Some(only)).await?;
+    Ok(ran.finished.into_values().collect())
+}
+
+/// What [`execute`] leaves: the open directory and its episodes.
+struct Executed {
+    dir: Arc<RunDir>,
+    finished: BTreeMap<(String, u32), EpisodeRecord>,
+    unfinished: Vec<(String, u32)>,
+    ran_now: u64,
+}
+
+/// Claim the result directory and run its missing episodes (of `only`'s
+/// tasks, when given).
+async fn execute(
+    config: &RunConfig,
+    options: &RunOptions,
+    executor: Arc<dyn EpisodeExecutor>,
+    only: Option<&BTreeSet<String>>,
+) -> Result<Executed, RunError> {
     if config.tasks.is_empty() {
         return Err(RunError::NoTasks(
             "the task selection is empty (check --split and --tasks)".into(),
         ));
     }
-    let started = Instant::now();
-    let (dir, done) = RunDir::open(&options.out, &config, options.force_new)?;
+    let (dir, done) = RunDir::open(&options.out, config, options.force_new)?;
     let dir = Arc::new(dir);
     let mut finished = rundir::by_pair(done);
-    let resumed = finished.len();
-    let mut todo: Vec<(String, u32)> = Vec::new();
-    for t in &config.tasks {
-        for trial in 0..config.settings.trials {
-            if !finished.contains_key(&(t.clone(), trial)) {
-                todo.push((t.clone(), trial));
-            }
-        }
-    }
-    let total = config.tasks.len() as u64 * u64::from(config.settings.trials);
-    let resumed_successes = finished.values().filter(|r| r.success).count() as u64;
+    let wanted: Vec<(String, u32)> = config
+        .tasks
+        .iter()
+        .filter(|t| only.is_none_or(|o| o.contains(*t)))
+        .flat_map(|t| (0..config.settings.trials).map(move |trial| (t.clone(), trial)))
+        .collect();
+    let total = wanted.len() as u64;
+    let resumed = wanted.iter().filter(|k| finished.contains_key(*k)).count();
+    let resumed_successes = wanted
+        .iter()
+        .filter(|k| finished.get(*k).is_some_and(|r| r.success))
+        .count() as u64;
+    let mut todo: Vec<(String, u32)> = wanted
+        .into_iter()
+        .filter(|k| !finished.contains_key(k))
+        .collect();
     let progress =
         report::Progress::new(total, resumed as u64, resumed_successes, options.progress);
     let semaphore = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
     let mut attempts: BTreeMap<(String, u32), u32> = BTreeMap::new();
     let mut unfinished = Vec::new();
     let mut ran_now = 0u64;
-    let config = Arc::new(config);
 
     while !todo.is_empty() {
         let mut queue = std::mem::take(&mut todo).into_iter().peekable();
@@ -381,22 +434,12 @@ pub async fn run_with(
         }
     }
     progress.done();
-
-    let records: Vec<EpisodeRecord> = finished.into_values().collect();
-    let metrics = metrics::compute(&records);
-    let floor_solved = do_nothing_solved(&*domain, &config.tasks)?;
-    let summary = RunSummary {
-        config: (*config).clone(),
-        metrics,
+    Ok(Executed {
+        dir,
+        finished,
         unfinished,
-        floor_solved,
-        floor_tasks: config.tasks.len() as u64,
-        wall_seconds: started.elapsed().as_secs_f64(),
         ran_now,
-        ledger: ledger.map(|l| l.summary()),
-    };
-    dir.write_summary(&summary)?;
-    Ok(summary)
+    })
 }
 
 /// The label every output shows next to a number from a `sim:` testbed
@@ -507,4 +550,65 @@ async fn one_episode(
         },
     };
     Ok(run_episode_to_state(setup).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Records which episodes it was asked for; every episode scores 1.
+    struct Counting(Mutex<Vec<(String, u32)>>);
+
+    impl EpisodeExecutor for Counting {
+        fn episode(
+            self: Arc<Self>,
+            task_id: String,
+            trial: u32,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<EpisodeRecord, RunError>> + Send>,
+        > {
+            Box::pin(async move {
+                self.0.lock().unwrap().push((task_id.clone(), trial));
+                Ok(EpisodeRecord::bare(&task_id, trial, 1.0))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_partial_run_leaves_the_other_tasks_to_a_later_resume() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tasks: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let mut config = RunSpec::default().config(None, tasks);
+        config.settings.trials = 2;
+        let options = || RunOptions {
+            out: tmp.path().join("eval"),
+            concurrency: 2,
+            force_new: false,
+            progress: ProgressDisplay::Off,
+            max_requeues: 0,
+        };
+        let exec = Arc::new(Counting(Mutex::new(vec![])));
+        let only: BTreeSet<String> = ["b".to_string()].into();
+        let got = run_tasks(config.clone(), options(), exec.clone(), &only)
+            .await
+            .unwrap();
+        let keys: Vec<(String, u32)> = got.iter().map(|r| (r.task_id.clone(), r.trial)).collect();
+        assert_eq!(keys, [("b".to_string(), 0), ("b".to_string(), 1)]);
+        // Asked again, nothing runs: the directory already has them.
+        run_tasks(config.clone(), options(), exec.clone(), &only)
+            .await
+            .unwrap();
+        assert_eq!(exec.0.lock().unwrap().len(), 2);
+        assert!(!tmp.path().join("eval").join(rundir::SUMMARY_FILE).exists());
+        // A run of every task resumes them and runs only the others.
+        exec.0.lock().unwrap().clear();
+        let all: BTreeSet<String> = config.tasks.iter().cloned().collect();
+        let got = run_tasks(config, options(), exec.clone(), &all)
+            .await
+            .unwrap();
+        let ran: BTreeSet<String> = exec.0.lock().unwrap().iter().map(|k| k.0.clone()).collect();
+        assert_eq!(ran, ["a".to_string(), "c".to_string()].into());
+        assert_eq!(got.len(), 6);
+    }
 }
