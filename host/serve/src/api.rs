@@ -425,15 +425,12 @@ async fn check_and_store(svc: &Arc<Service>, t: &Tenant, bytes: &[u8]) -> ApiRes
     let hash = ComponentHash::of(bytes);
     let quotas = t.quotas(&svc.config.quotas);
     if !harnesses::owns(&svc.db, t.id, hash.as_str()).await? {
+        // Early, so an upload that cannot fit is not compiled; `save`
+        // decides.
         let stored = harnesses::stored_bytes(&svc.db, t.id).await?;
-        if stored + bytes.len() as i64 > quotas.stored_bytes as i64 {
-            let q = QuotaExceeded {
-                quota: "stored_bytes",
-                limit: quotas.stored_bytes as f64,
-                used: (stored + bytes.len() as i64) as f64,
-                retry_after: None,
-                status: 413,
-            };
+        let after = stored + bytes.len() as i64;
+        if after > quotas.stored_bytes as i64 {
+            let q = harnesses::stored_bytes_exceeded(quotas.stored_bytes, after);
             evaluations::refuse(&svc.db, t, &q, "upload").await?;
             return Err(ApiError::quota(q));
         }
@@ -502,7 +499,13 @@ async fn check_and_store(svc: &Arc<Service>, t: &Tenant, bytes: &[u8]) -> ApiRes
     // them in their machine's store on first use, `ensure_local`); the
     // upload writes nothing else, so no file write betrays whether the
     // bytes were stored before.
-    Ok(harnesses::save(&svc.db, t.id, &t.name, bytes, &report).await?)
+    match harnesses::save(&svc.db, t.id, &t.name, bytes, &report, quotas.stored_bytes).await? {
+        Ok(info) => Ok(info),
+        Err(q) => {
+            evaluations::refuse(&svc.db, t, &q, "upload").await?;
+            Err(ApiError::quota(q))
+        }
+    }
 }
 
 async fn list_harnesses(

@@ -13,7 +13,8 @@ use serde::Serialize;
 use sqlx::Row;
 
 use super::audit::{self, kind};
-use super::db::{Db, DbError, SqlContext, now_ms, rfc3339};
+use super::db::{Backend, Db, DbError, SqlContext, now_ms, rfc3339};
+use super::quota::QuotaExceeded;
 use ecdysis_runner::isolate::CheckReply;
 
 /// A harness as its tenant sees it.
@@ -112,15 +113,47 @@ pub async fn owns(db: &Db, tenant: i64, hash: &str) -> Result<bool, DbError> {
 }
 
 /// Record a checked upload of `bytes` by `tenant` (name `tenant_name`),
-/// with its audit record, in one transaction.
+/// with its audit record, in one transaction, if it fits the tenant's
+/// `stored_bytes` quota (`stored_limit`); `Ok(Err(_))`: it does not, and
+/// nothing was written.
+///
+/// The quota is read in the transaction that commits the bytes: a check
+/// made earlier (before the slow compile) lets parallel uploads of one
+/// tenant each see the same free space and together exceed it.
 pub async fn save(
     db: &Db,
     tenant: i64,
     tenant_name: &str,
     bytes: &[u8],
     report: &CheckReply,
-) -> Result<HarnessInfo, DbError> {
+    stored_limit: u64,
+) -> Result<Result<HarnessInfo, QuotaExceeded>, DbError> {
     let mut w = db.write().await?;
+    if db.backend() == Backend::Postgres {
+        // The tenant's row lock serialises its uploads (SQLite's single
+        // writer already does): two transactions summing the same rows
+        // would otherwise both see room for their bytes.
+        sqlx::query("SELECT id FROM tenants WHERE id = $1 FOR UPDATE")
+            .bind(tenant)
+            .execute(w.conn())
+            .await
+            .ctx("lock tenant")?;
+    }
+    let (owned, stored): (i64, i64) = sqlx::query_as(
+        "SELECT CAST(COALESCE(SUM(CASE WHEN hash = $2 THEN 1 ELSE 0 END), 0) AS BIGINT),
+                CAST(COALESCE(SUM(size), 0) AS BIGINT)
+         FROM harnesses WHERE tenant_id = $1",
+    )
+    .bind(tenant)
+    .bind(&report.hash)
+    .fetch_one(w.conn())
+    .await
+    .ctx("stored bytes")?;
+    // A re-upload of bytes the tenant owns costs nothing.
+    let after = stored + bytes.len() as i64;
+    if owned == 0 && after > stored_limit.min(i64::MAX as u64) as i64 {
+        return Ok(Err(stored_bytes_exceeded(stored_limit, after)));
+    }
     // Rewritten when already there (same bytes, same hash): an upload of
     // bytes another tenant stored writes as much as one of new bytes, so
     // its timing tells nothing.
@@ -161,6 +194,19 @@ pub async fn save(
             table: "harnesses",
             reason: "an upload vanished after it was recorded".into(),
         })
+        .map(Ok)
+}
+
+/// The refusal of an upload that would bring the tenant's stored bytes to
+/// `after`.
+pub fn stored_bytes_exceeded(limit: u64, after: i64) -> QuotaExceeded {
+    QuotaExceeded {
+        quota: "stored_bytes",
+        limit: limit as f64,
+        used: after as f64,
+        retry_after: None,
+        status: 413,
+    }
 }
 
 /// Let `grantee` use `owner`'s harness `hash`. `false`: the owner does not

@@ -3045,3 +3045,108 @@ fn a_worker_writes_its_heartbeat_file_while_it_runs() {
     assert!(now.abs_diff(written) < 60_000, "{written} vs {now}");
     worker.kill9();
 }
+
+// ---------------------------------------------------------------------------
+// An unfriendly tenant and a stranger (issue #52): each attack beside a
+// normal tenant, whose requests must keep working within a stated bound
+// ---------------------------------------------------------------------------
+
+/// The server's process id.
+fn server_pid(server: &Server) -> u32 {
+    server.proc.0.as_ref().expect("server running").id()
+}
+
+/// What the server's resident memory may grow by during one attack.
+const ATTACK_RSS_GROWTH_KIB: u64 = 256 << 10;
+
+/// A normal tenant's request, answered within `bound` (the positive
+/// control beside each attack).
+async fn answered_within(api: &Api, who: &Tenant, path: &str, bound: Duration) -> Answer {
+    let started = Instant::now();
+    let a = api.get(path, who).await;
+    let took = started.elapsed();
+    assert!(took < bound, "{path} took {took:?} (bound {bound:?})");
+    a
+}
+
+on_both_backends!(parallel_uploads_against_the_stored_bytes_quota =>
+    parallel_uploads_by_one_tenant_never_exceed_its_stored_bytes_quota_on_sqlite,
+    parallel_uploads_by_one_tenant_never_exceed_its_stored_bytes_quota_on_postgres);
+
+/// Eight distinct components uploaded at once by a tenant with room for
+/// three: exactly three are stored (the quota is read in the transaction
+/// that commits the bytes, not only before the slow check), the rest are
+/// refused as `stored_bytes`; another tenant uploads right after.
+async fn parallel_uploads_against_the_stored_bytes_quota(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = test_db(backend, dir.path());
+    let config = config_file(dir.path(), &db.url, MODELS);
+    let racer = add_tenant(&config, "racer");
+    let normal = add_tenant(&config, "normal");
+    let uploads: Vec<Vec<u8>> = (0..8).map(|n| variant(&direct(), 100 + n)).collect();
+    let size = uploads[0].len() as u64;
+    assert!(uploads.iter().all(|u| u.len() as u64 == size));
+    let quota = 3 * size + size / 2;
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "racer",
+            &format!("stored_bytes={quota}"),
+        ],
+    );
+    let server = Server::start(&config, &[]);
+    let api = std::sync::Arc::new(Api::new(&server.url));
+    let rss_before = rss_kib(server_pid(&server));
+    let started = Instant::now();
+    let mut racing = Vec::new();
+    for bytes in uploads {
+        let (api, racer) = (api.clone(), racer.clone());
+        racing.push(tokio::spawn(async move {
+            let a = api.upload(&racer, &bytes).await;
+            (bytes, a)
+        }));
+    }
+    let mut kept = Vec::new();
+    for r in racing {
+        let (bytes, a) = r.await.unwrap();
+        match a.status {
+            201 => kept.push(bytes),
+            413 => assert_eq!(a.json()["error"]["quota"], "stored_bytes", "{}", a.body),
+            _ => panic!("unexpected answer {}: {}", a.status, a.body),
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        started.elapsed()
+    );
+    let usage = api.get("/v1/usage", &racer).await.json();
+    let used = usage["stored_bytes"].as_u64().unwrap();
+    assert!(
+        used <= quota,
+        "stored {used} bytes against a quota of {quota}"
+    );
+    assert_eq!((kept.len(), used), (3, 3 * size), "{usage}");
+    let grown = rss_kib(server_pid(&server)).saturating_sub(rss_before);
+    assert!(
+        grown < ATTACK_RSS_GROWTH_KIB,
+        "the server grew by {grown} KiB"
+    );
+
+    // Control: another tenant's upload and the racer's re-upload of what it
+    // holds go through at once.
+    let started = Instant::now();
+    let up = api.upload(&normal, &direct()).await;
+    assert_eq!(up.status, 201, "{}", up.body);
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let again = api.upload(&racer, &kept[0]).await;
+    assert_eq!(again.status, 201, "{}", again.body);
+    let usage = answered_within(&api, &normal, "/v1/usage", Duration::from_secs(5)).await;
+    assert_eq!(
+        usage.json()["stored_bytes"].as_u64().unwrap(),
+        direct().len() as u64
+    );
+    assert_audit_verifies(&config);
+}
