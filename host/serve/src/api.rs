@@ -33,6 +33,7 @@ use super::evaluations::{self, CreateError, EvaluationRequest};
 use super::harnesses::{self, HarnessInfo};
 use super::quota::QuotaExceeded;
 use super::scheduler;
+use super::staging::Staged;
 use super::tenants::{self, Tenant};
 use ecdysis_runner::isolate::{Outcome, Reply, Request as WorkerRequest};
 use ecdysis_sandbox::store::ComponentHash;
@@ -440,17 +441,14 @@ async fn check_and_store(svc: &Arc<Service>, t: &Tenant, bytes: &[u8]) -> ApiRes
     // for bytes already stored), so an upload does the same work whether
     // or not another tenant uploaded the same bytes: same check, same
     // writes (see `harnesses::save`), same answer.
-    let staged = svc
-        .config
-        .state_dir
-        .join("uploads")
-        .join(format!("{}.wasm", super::db::random_hex(12)));
-    std::fs::write(&staged, bytes).map_err(|e| ApiError::internal("stage the upload", e))?;
+    let staged = Staged::write(&svc.config.state_dir.join("uploads"), bytes)
+        .map_err(|e| ApiError::internal("stage the upload", e))?;
     let outcome = svc
         .check_pool
         .request(
             WorkerRequest::Check {
-                path: std::path::absolute(&staged).unwrap_or(staged.clone()),
+                path: std::path::absolute(staged.path())
+                    .unwrap_or_else(|_| staged.path().to_path_buf()),
                 limits: ecdysis_sandbox::sandbox::Limits {
                     wasi: svc.config.limits.wasi,
                     ..Default::default()
@@ -460,7 +458,7 @@ async fn check_and_store(svc: &Arc<Service>, t: &Tenant, bytes: &[u8]) -> ApiRes
             None,
         )
         .await;
-    let _ = std::fs::remove_file(&staged);
+    drop(staged);
     let report = match outcome {
         Outcome::Reply(Reply::Checked { report }) => *report,
         Outcome::Reply(Reply::Error { message, .. }) => {

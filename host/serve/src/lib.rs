@@ -11,7 +11,8 @@
 //! - [`tenants`]: tenants and hashed tokens (`tenant add|list|set-quota|revoke`).
 //! - [`audit`]: the hash-chained audit log (`audit verify`).
 //! - [`quota`]: quota values, refusals, the request-rate bucket.
-//! - [`harnesses`]: uploads, ownership, grants, the shared component bytes.
+//! - [`harnesses`]: uploads, ownership, grants, the shared component bytes;
+//!   [`staging`]: uploads under check, removed however their request ends.
 //! - [`evaluations`]: requests, admission, status, results, result
 //!   directories and reports.
 //! - [`scheduler`]: the episode queue: fair claims, leases, exactly-once
@@ -35,6 +36,7 @@ pub mod harnesses;
 pub mod openapi;
 pub mod quota;
 pub mod scheduler;
+pub mod staging;
 pub mod tenants;
 pub mod worker;
 
@@ -311,8 +313,19 @@ pub async fn start(
     preflight(&config).await?;
     let db = Db::open(&config.database_url()).await?;
     let store = ComponentStore::open(config.store_dir());
-    std::fs::create_dir_all(config.state_dir.join("uploads"))
+    let uploads = config.state_dir.join("uploads");
+    std::fs::create_dir_all(&uploads)
         .map_err(|e| ServeError::Io(format!("creating {}: {e}", config.state_dir.display())))?;
+    match staging::sweep(&uploads) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!("removed {n} upload(s) a stopped server left staged"),
+        Err(e) => {
+            return Err(ServeError::Io(format!(
+                "sweeping {}: {e}",
+                uploads.display()
+            )));
+        }
+    }
     let w = &config.worker;
     // Checking an upload calls no model: no key at all.
     let check_pool = program.pool(

@@ -3150,3 +3150,128 @@ async fn parallel_uploads_against_the_stored_bytes_quota(backend: Backend) {
     );
     assert_audit_verifies(&config);
 }
+
+/// What `state/uploads` holds.
+fn staged_uploads(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir.join("state/uploads"))
+        .map(|entries| entries.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default()
+}
+
+/// Uploads whose handler is dropped mid-check (the request timed out while
+/// the upload waited for the one checker) leave no staged file; uploads
+/// staged when the server is killed outright are swept when it starts
+/// again. Nothing half-stored either way, and a normal tenant uploads
+/// right after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dropped_and_killed_uploads_leave_no_staged_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let quick = format!(
+        "{MODELS}\n[worker]\nslots = 1\nlease_seconds = 2\ncheck_slots = 1\n[http]\nrequest_timeout_seconds = 1\n"
+    );
+    let config = config_file(dir.path(), &sqlite(dir.path()), &quick);
+    let uploader = add_tenant(&config, "uploader");
+    let normal = add_tenant(&config, "normal");
+    let mut server = Server::start(&config, &[]);
+    let api = std::sync::Arc::new(Api::new(&server.url));
+    let rss_before = rss_kib(server_pid(&server));
+    let started = Instant::now();
+    let mut pending = Vec::new();
+    for n in 0..8 {
+        let (api, uploader) = (api.clone(), uploader.clone());
+        pending.push(tokio::spawn(async move {
+            api.upload(&uploader, &variant(&direct(), 200 + n)).await
+        }));
+    }
+    let mut stored = 0;
+    let mut dropped = 0;
+    for p in pending {
+        let a = p.await.unwrap();
+        match (a.status, error_code(&a).as_str()) {
+            (201, _) => stored += 1,
+            (503, "timeout") => dropped += 1,
+            _ => panic!("unexpected answer {}: {}", a.status, a.body),
+        }
+    }
+    assert!(
+        dropped > 0,
+        "no upload timed out while waiting for the checker ({stored} stored): the test did not drop a handler"
+    );
+    // Every handler has ended: nothing of theirs may be left staged.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !staged_uploads(dir.path()).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        staged_uploads(dir.path()),
+        Vec::<PathBuf>::new(),
+        "dropped uploads left staged files"
+    );
+    let listed = api.get("/v1/harnesses", &uploader).await.json()["harnesses"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(listed, stored, "an upload was half-stored");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let grown = rss_kib(server_pid(&server)).saturating_sub(rss_before);
+    assert!(
+        grown < ATTACK_RSS_GROWTH_KIB,
+        "the server grew by {grown} KiB"
+    );
+
+    // kill -9 while uploads wait for the checker: their files stay behind
+    // until the next start sweeps them.
+    let mut uploading = Vec::new();
+    for n in 0..4u64 {
+        let (url, token) = (server.url.clone(), uploader.token.clone());
+        uploading.push(tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            for k in 0..5 {
+                let _ = http
+                    .post(format!("{url}/v1/harnesses"))
+                    .bearer_auth(&token)
+                    .body(variant(&direct(), 300 + 10 * n + k))
+                    .send()
+                    .await;
+            }
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while staged_uploads(dir.path()).is_empty() {
+        assert!(Instant::now() < deadline, "no upload was ever staged");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    server.kill9();
+    for u in uploading {
+        u.abort();
+    }
+    let left = staged_uploads(dir.path());
+    assert!(!left.is_empty(), "the kill left nothing staged to sweep");
+    // The control below must not race the one-second timeout.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            "request_timeout_seconds = 1
+",
+            "request_timeout_seconds = 30
+",
+        ),
+    )
+    .unwrap();
+    server.restart();
+    assert_eq!(
+        staged_uploads(dir.path()),
+        Vec::<PathBuf>::new(),
+        "the restart did not sweep {left:?}"
+    );
+
+    // Control: both tenants upload at once after the restart.
+    let api = Api::new(&server.url);
+    let started = Instant::now();
+    assert_eq!(api.upload(&normal, &direct()).await.status, 201);
+    let again = api.upload(&uploader, &variant(&direct(), 999)).await;
+    assert_eq!(again.status, 201, "{}", again.body);
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(staged_uploads(dir.path()).is_empty());
+}
