@@ -3151,6 +3151,106 @@ async fn parallel_uploads_against_the_stored_bytes_quota(backend: Backend) {
     assert_audit_verifies(&config);
 }
 
+/// A harness whose `realize` loops until its fuel runs out is charged all
+/// of `fuel_per_hook` for each failed call, so `fuel_per_day` stops its
+/// evaluation after a few episodes (it used to be charged nothing and ran
+/// them all); a normal tenant's evaluation beside it is identical to its
+/// solo run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn out_of_fuel_hooks_are_charged_so_fuel_per_day_stops_a_looping_harness() {
+    const FUEL: u64 = 2_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let looper = add_tenant(&config, "looper");
+    let normal = add_tenant(&config, "normal");
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "looper",
+            "concurrent_episodes=1",
+            &format!("fuel_per_day={}", 3 * FUEL),
+        ],
+    );
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    let looping = api.upload(&looper, &hostile("infinite-loop")).await.json()["hash"].clone();
+    let good = api.upload(&normal, &direct()).await.json()["hash"].clone();
+    let request = json!({"harness": good, "tasks": ["0", "1", "2"], "agent": "sim", "seed": 5});
+    let solo = api.evaluate(&normal, request.clone()).await;
+    assert_eq!(api.wait(&normal, &solo).await["state"], "done");
+    let solo_records = api.trajectories(&normal, &solo).await;
+
+    let rss_before = rss_kib(server_pid(&server));
+    let tasks: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+    let attack = api
+        .evaluate(
+            &looper,
+            json!({"harness": looping, "tasks": tasks, "agent": "sim",
+                   "limits": {"fuel_per_hook": FUEL, "deadline_ms": 10_000}}),
+        )
+        .await;
+    let started = Instant::now();
+    let beside = api.evaluate(&normal, request).await;
+    assert_eq!(api.wait(&normal, &beside).await["state"], "done");
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "the normal tenant's evaluation took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        comparable(&solo_records),
+        comparable(&api.trajectories(&normal, &beside).await),
+        "the normal tenant's results changed beside the looping harness"
+    );
+
+    // The looping evaluation stops, held back by its daily fuel, with
+    // episodes still queued.
+    let held = api
+        .wait_until(&looper, &attack, |s| {
+            s["state"] != "running"
+                || (s["progress"]["running"] == 0
+                    && s["waiting_for"]
+                        .as_str()
+                        .is_some_and(|w| w.starts_with("quota fuel_per_day")))
+        })
+        .await;
+    assert_eq!(held["state"], "running", "every episode ran: {held}");
+    let done = held["progress"]["done"].as_u64().unwrap();
+    assert!((1..10).contains(&done), "{held}");
+    let fuel = api.get("/v1/usage", &looper).await.json()["today"]["fuel"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        (3 * FUEL..5 * FUEL).contains(&fuel),
+        "fuel charged today: {fuel}"
+    );
+    // Each failed call is recorded with the allowance it burnt.
+    for r in api.trajectories(&looper, &attack).await {
+        let failed: Vec<&Value> = r["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["error"]["kind"] == "out_of_fuel")
+            .collect();
+        assert_eq!(failed.len(), 1, "{r}");
+        assert_eq!(failed[0]["fuel"].as_u64(), Some(FUEL), "{r}");
+    }
+    let grown = rss_kib(server_pid(&server)).saturating_sub(rss_before);
+    assert!(
+        grown < ATTACK_RSS_GROWTH_KIB,
+        "the server grew by {grown} KiB"
+    );
+    assert_eq!(
+        api.delete(&format!("/v1/evaluations/{attack}"), &looper)
+            .await
+            .status,
+        200
+    );
+    answered_within(&api, &normal, "/v1/usage", Duration::from_secs(5)).await;
+}
+
 /// What `state/uploads` holds.
 fn staged_uploads(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir.join("state/uploads"))

@@ -24,7 +24,8 @@ pub struct HookRecord {
     pub decision: serde_json::Value,
     /// Whether the decision changed anything (not the neutral answer).
     pub intervened: bool,
-    /// Fuel the call burnt (0 when it failed).
+    /// Fuel the call burnt, also when it failed (all of `fuel_per_hook`
+    /// when it ran out): what the tenant's daily fuel is charged.
     pub fuel: u64,
     /// Wall time of the call, in microseconds (0 when it failed).
     pub micros: u64,
@@ -171,11 +172,11 @@ impl HarnessSession {
         let started = place
             .run(move || {
                 harness
-                    .start_episode(&info, &tools, env)
+                    .start_episode_metered(&info, &tools, env)
                     .map(|ep| (ep.constructor_fuel(), ep))
             })
             .await
-            .unwrap_or_else(|e| Err(SandboxError::Engine(format!("hook task failed: {e}"))));
+            .unwrap_or_else(|e| Err((SandboxError::Engine(format!("hook task failed: {e}")), 0)));
         let mut session = HarnessSession {
             episode: None,
             policy,
@@ -203,12 +204,12 @@ impl HarnessSession {
             // A full instance pool is the host's capacity, not the
             // harness's fault: the episode never started, so the caller ends
             // it as an infrastructure error (requeued, never scored).
-            Err(SandboxError::PoolExhausted { detail }) => {
+            Err((SandboxError::PoolExhausted { detail }, _)) => {
                 session.active = false;
                 (session, HookOutcome::Unavailable(detail))
             }
-            Err(e) => {
-                let outcome = session.failed(0, "constructor", e, serde_json::Value::Null);
+            Err((e, fuel)) => {
+                let outcome = session.failed(0, "constructor", e, fuel, serde_json::Value::Null);
                 let outcome = match outcome {
                     HookOutcome::Use(_) => HookOutcome::Use(()),
                     HookOutcome::End(m) => HookOutcome::End(m),
@@ -244,6 +245,7 @@ impl HarnessSession {
         step: u32,
         hook: &str,
         error: SandboxError,
+        fuel: u64,
         neutral: T,
     ) -> HookOutcome<T> {
         let message = error.to_string();
@@ -256,7 +258,7 @@ impl HarnessSession {
             hook: hook.to_string(),
             decision,
             intervened: false,
-            fuel: 0,
+            fuel,
             micros: 0,
             added_bytes: 0,
             error: Some(HookFailure {
@@ -295,7 +297,7 @@ impl HarnessSession {
                 return HookOutcome::Use(neutral);
             }
             // Attached but poisoned by an earlier fail-open failure.
-            return self.failed(step, hook, SandboxError::Poisoned, neutral);
+            return self.failed(step, hook, SandboxError::Poisoned, 0, neutral);
         };
         let joined = self
             .place
@@ -311,6 +313,7 @@ impl HarnessSession {
                     step,
                     hook,
                     SandboxError::Engine(format!("hook task failed: {e}")),
+                    0,
                     neutral,
                 );
             }
@@ -318,7 +321,10 @@ impl HarnessSession {
         let h = match result {
             Ok(h) => h,
             // The instance is poisoned: it is not put back.
-            Err(error) => return self.failed(step, hook, error, neutral),
+            Err(error) => {
+                let fuel = ep.last_call_fuel();
+                return self.failed(step, hook, error, fuel, neutral);
+            }
         };
         self.episode = Some(ep);
         let intervened = !is_neutral(&h.value);

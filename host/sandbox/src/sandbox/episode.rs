@@ -49,6 +49,8 @@ pub struct HarnessEpisode {
     limits: Limits,
     poisoned: bool,
     constructor_fuel: u64,
+    /// Fuel the last call burnt, whether it answered or failed.
+    last_fuel: u64,
     recorder: Option<Arc<dyn HookRecorder>>,
     /// Bytes of text the episode's answers have added so far.
     added_bytes: u64,
@@ -64,6 +66,18 @@ impl LoadedHarness {
         tools: &[ToolSpec],
         env: Box<dyn ReadOnlyEnv>,
     ) -> Result<HarnessEpisode, SandboxError> {
+        self.start_episode_metered(info, tools, env)
+            .map_err(|(e, _)| e)
+    }
+
+    /// [`LoadedHarness::start_episode`], with the fuel a failed start burnt
+    /// (the whole allowance when it ran out), so a caller can charge it.
+    pub fn start_episode_metered(
+        &self,
+        info: &EpisodeInfo,
+        tools: &[ToolSpec],
+        env: Box<dyn ReadOnlyEnv>,
+    ) -> Result<HarnessEpisode, (SandboxError, u64)> {
         let limits = self.limits.clone();
         let mut state = HostState::new(&limits, env);
         state.virt = super::virtual_wasi::VirtualWasi::new(super::virtual_wasi::episode_seed(
@@ -76,12 +90,13 @@ impl LoadedHarness {
         }
         let mut store = Store::new(self.sandbox.engine(), state);
         store.limiter(|s| &mut s.limiter);
-        arm(&mut store, &limits)?;
+        arm(&mut store, &limits).map_err(|e| (e, 0))?;
         let bindings = {
             let _running = self.sandbox.ticker().running(limits.deadline);
-            self.pre
-                .instantiate(&mut store)
-                .map_err(|e| classify(&mut store, "instantiate", &limits, e))?
+            self.pre.instantiate(&mut store).map_err(|e| {
+                let fuel = burnt(&store, &limits);
+                (classify(&mut store, "instantiate", &limits, e), fuel)
+            })?
         };
         let mut ep = HarnessEpisode {
             sandbox: self.sandbox.clone(),
@@ -92,6 +107,7 @@ impl LoadedHarness {
             limits,
             poisoned: false,
             constructor_fuel: 0,
+            last_fuel: 0,
             recorder: self.recorder.clone(),
             added_bytes: 0,
         };
@@ -106,7 +122,7 @@ impl LoadedHarness {
             &hooked,
             |_| serde_json::Value::Null,
         );
-        let hooked = hooked?;
+        let hooked = hooked.map_err(|e| (e, ep.last_fuel))?;
         ep.constructor_fuel = hooked.fuel;
         ep.episode = Some(hooked.value);
         Ok(ep)
@@ -136,6 +152,13 @@ impl LoadedHarness {
 /// An instantiated harness with no episode constructed (bench only).
 pub struct BareInstance {
     _store: Store<HostState>,
+}
+
+/// Fuel burnt since the store was last armed.
+fn burnt(store: &Store<HostState>, limits: &Limits) -> u64 {
+    limits
+        .fuel_per_hook
+        .saturating_sub(store.get_fuel().unwrap_or(0))
 }
 
 fn arm(store: &mut Store<HostState>, limits: &Limits) -> Result<(), SandboxError> {
@@ -206,6 +229,13 @@ impl HarnessEpisode {
         self.constructor_fuel
     }
 
+    /// Fuel the last hook call burnt, also when it failed: all of
+    /// `fuel_per_hook` when it ran out, what it had burnt when it trapped,
+    /// hit its deadline or broke the contract.
+    pub fn last_call_fuel(&self) -> u64 {
+        self.last_fuel
+    }
+
     /// Bytes of text the episode's hook answers have added to the model's
     /// input so far (what [`Limits::max_added_bytes`] bounds).
     pub fn added_bytes(&self) -> u64 {
@@ -217,6 +247,7 @@ impl HarnessEpisode {
         hook: &'static str,
         f: impl FnOnce(&mut Store<HostState>, &Harness, Option<ResourceAny>) -> wasmtime::Result<T>,
     ) -> Result<Hooked<T>, SandboxError> {
+        self.last_fuel = 0;
         if self.poisoned {
             return Err(SandboxError::Poisoned);
         }
@@ -234,10 +265,8 @@ impl HarnessEpisode {
             f(&mut self.store, &self.bindings, self.episode)
         };
         let elapsed = start.elapsed();
-        let fuel = self
-            .limits
-            .fuel_per_hook
-            .saturating_sub(self.store.get_fuel().unwrap_or(0));
+        let fuel = burnt(&self.store, &self.limits);
+        self.last_fuel = fuel;
         match result {
             Ok(value) => {
                 let scratch = std::mem::take(&mut self.store.data_mut().scratch);
