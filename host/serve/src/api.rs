@@ -160,22 +160,35 @@ impl FromRequestParts<Arc<Service>> for Auth {
             _ => None,
         };
         let Some(tenant) = tenant else {
+            let revoked = match token {
+                Some(t) if !t.is_empty() => tenants::revoked_owner(&svc.db, t).await?,
+                _ => None,
+            };
+            // Each kind of failure is audited from a bucket of its own (a
+            // flood is summarised by the refusals it gets, not written
+            // record by record): anyone can send no token or a made-up
+            // one, but only a tenant's holder its revoked token, so a
+            // stranger's flood never crowds out the record of a revoked
+            // token in use.
+            let (reason, bucket, rate, owner) = match (token, &revoked) {
+                (_, Some((id, name))) => ("revoked token", *id, 1.0, Some(name.as_str())),
+                (Some(_), None) => ("unknown or revoked token", -2, 5.0, None),
+                (None, None) => ("no bearer token", -1, 5.0, None),
+            };
+            if svc.auth_audit_rate.take(bucket, rate).is_ok() {
+                audit::record(
+                    &svc.db,
+                    kind::AUTH_FAILURE,
+                    owner,
+                    serde_json::json!({"reason": reason, "method": parts.method.as_str(), "path": parts.uri.path()}),
+                )
+                .await?;
+            }
             let reason = if token.is_some() {
                 "unknown or revoked token"
             } else {
                 "no bearer token"
             };
-            // Audited, at most 20 a second (a flood is summarised by the
-            // refusals it gets, not written record by record).
-            if svc.audit_rate.take(-1, 10.0).is_ok() {
-                audit::record(
-                    &svc.db,
-                    kind::AUTH_FAILURE,
-                    None,
-                    serde_json::json!({"reason": reason, "method": parts.method.as_str(), "path": parts.uri.path()}),
-                )
-                .await?;
-            }
             return Err(ApiError::new(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",

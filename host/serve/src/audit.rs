@@ -76,13 +76,67 @@ fn chain_hash(
     h.finalize().to_hex().to_string()
 }
 
-/// Append one record in the caller's transaction.
+/// The longest string a record's detail keeps. A longer one (a request
+/// path, an error message) is cut at a character boundary and the record
+/// says so: `truncated` maps each cut field (a JSON pointer) to its length
+/// in bytes. Strangers can make the service write records, so no record
+/// may grow with what they send.
+pub const MAX_FIELD_BYTES: usize = 512;
+
+/// Cut every string of `detail` to [`MAX_FIELD_BYTES`], naming what was
+/// cut.
+pub fn bounded(mut detail: serde_json::Value) -> serde_json::Value {
+    fn clip(
+        v: &mut serde_json::Value,
+        at: String,
+        cut: &mut serde_json::Map<String, serde_json::Value>,
+    ) {
+        match v {
+            serde_json::Value::String(s) if s.len() > MAX_FIELD_BYTES => {
+                let mut end = MAX_FIELD_BYTES;
+                while !s.is_char_boundary(end) {
+                    end -= 1;
+                }
+                cut.insert(at, s.len().into());
+                s.truncate(end);
+            }
+            serde_json::Value::Array(items) => {
+                for (i, item) in items.iter_mut().enumerate() {
+                    clip(item, format!("{at}/{i}"), cut);
+                }
+            }
+            serde_json::Value::Object(fields) => {
+                for (k, item) in fields.iter_mut() {
+                    let key = k.replace('~', "~0").replace('/', "~1");
+                    clip(item, format!("{at}/{key}"), cut);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut cut = serde_json::Map::new();
+    clip(&mut detail, String::new(), &mut cut);
+    if cut.is_empty() {
+        return detail;
+    }
+    match detail {
+        serde_json::Value::Object(mut fields) => {
+            fields.insert("truncated".into(), cut.into());
+            serde_json::Value::Object(fields)
+        }
+        other => serde_json::json!({"value": other, "truncated": cut}),
+    }
+}
+
+/// Append one record in the caller's transaction; its detail is
+/// [`bounded`].
 pub async fn append(
     w: &mut WriteTx,
     kind: &str,
     tenant: Option<&str>,
     detail: serde_json::Value,
 ) -> Result<(), DbError> {
+    let detail = bounded(detail);
     // Bumping the head first takes its row lock (Postgres) before anything
     // is read, so concurrent appenders queue up here.
     let row = sqlx::query("UPDATE audit_head SET seq = seq + 1 WHERE id = 1 RETURNING seq, hash")
@@ -273,6 +327,22 @@ mod tests {
                 r
             })
             .collect()
+    }
+
+    #[test]
+    fn long_strings_are_cut_and_the_record_says_so() {
+        let path = format!("/v1/{}", "é".repeat(30_000));
+        let d =
+            bounded(serde_json::json!({"path": path, "method": "GET", "list": ["x".repeat(600)]}));
+        assert!(d.to_string().len() < 4 * MAX_FIELD_BYTES, "{d}");
+        assert!(d["path"].as_str().unwrap().len() <= MAX_FIELD_BYTES);
+        assert!(path.starts_with(d["path"].as_str().unwrap()));
+        assert_eq!(d["truncated"]["/path"], path.len());
+        assert_eq!(d["truncated"]["/list/0"], 600);
+        assert_eq!(d["method"], "GET");
+        // Short details are left as they are.
+        let short = serde_json::json!({"path": "/v1/usage"});
+        assert_eq!(bounded(short.clone()), short);
     }
 
     #[test]

@@ -239,6 +239,10 @@ pub struct Service {
     /// Caps how often refusals of the same kind are audited (a client
     /// hammering the API cannot flood the log).
     pub audit_rate: RateLimiter,
+    /// Caps how often authentication failures are audited: one bucket for
+    /// requests without a token, one for unknown tokens, one per tenant
+    /// whose revoked token is used.
+    pub auth_audit_rate: RateLimiter,
     /// Woken when episodes are queued.
     pub work: Arc<tokio::sync::Notify>,
 }
@@ -346,6 +350,7 @@ pub async fn start(
         check_pool,
         rate: RateLimiter::default(),
         audit_rate: RateLimiter::default(),
+        auth_audit_rate: RateLimiter::default(),
         work: Arc::new(tokio::sync::Notify::new()),
         config,
     });

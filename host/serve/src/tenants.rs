@@ -208,6 +208,16 @@ pub async fn authenticate(db: &Db, token: &str) -> Result<Option<Tenant>, DbErro
     .transpose()
 }
 
+/// The revoked tenant a token belonged to, if any (its id and name):
+/// refusals of such a token are audited under the tenant's name.
+pub async fn revoked_owner(db: &Db, token: &str) -> Result<Option<(i64, String)>, DbError> {
+    sqlx::query_as("SELECT id, name FROM tenants WHERE token_hash = $1 AND revoked_ms IS NOT NULL")
+        .bind(token_hash(token))
+        .fetch_optional(db.pool())
+        .await
+        .ctx("look up revoked token")
+}
+
 /// A live tenant's id by name.
 pub async fn id_of(db: &Db, name: &str) -> Result<Option<i64>, DbError> {
     sqlx::query_scalar("SELECT id FROM tenants WHERE name = $1 AND revoked_ms IS NULL")

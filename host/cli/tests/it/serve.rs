@@ -3251,6 +3251,109 @@ async fn out_of_fuel_hooks_are_charged_so_fuel_per_day_stops_a_looping_harness()
     answered_within(&api, &normal, "/v1/usage", Duration::from_secs(5)).await;
 }
 
+/// A stranger's flood of unauthenticated requests with ~60 KB paths: each
+/// audit record keeps a bounded path and says it was cut, the log grows by
+/// a bounded amount, and the flood does not crowd out the records of a
+/// made-up token and of a revoked tenant's token used right after it. A
+/// normal tenant is answered meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_anonymous_long_path_flood_neither_grows_the_audit_log_nor_hides_real_failures() {
+    const FLOOD: usize = 60;
+    const PATH_BYTES: usize = 60_000;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let normal = add_tenant(&config, "normal");
+    let gone = add_tenant(&config, "gone");
+    cli(&config, &["tenant", "revoke", "gone"]);
+    let server = Server::start(&config, &[]);
+    let api = std::sync::Arc::new(Api::new(&server.url));
+    let before = audit_kinds(&config).len();
+    let rss_before = rss_kib(server_pid(&server));
+    let started = Instant::now();
+    let mut flood = Vec::new();
+    for worker in 0..4 {
+        let api = api.clone();
+        flood.push(tokio::spawn(async move {
+            for i in (worker..FLOOD).step_by(4) {
+                let path = format!("/v1/harnesses/{}{i}", "a".repeat(PATH_BYTES));
+                let a = api.send(reqwest::Method::GET, &path, None, None, "").await;
+                assert_eq!(a.status, 401, "{}", a.body);
+            }
+        }));
+    }
+    let during = answered_within(&api, &normal, "/v1/usage", Duration::from_secs(5)).await;
+    assert_eq!(during.status, 200, "{}", during.body);
+    for f in flood {
+        f.await.unwrap();
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    let forged = Tenant {
+        name: "stranger".into(),
+        token: "ecd_made_up".into(),
+    };
+    let unknown = api.get("/v1/usage", &forged).await;
+    assert_eq!(unknown.status, 401);
+    let revoked = api.get("/v1/usage", &gone).await;
+    assert_eq!(
+        (revoked.status, &revoked.body),
+        (unknown.status, &unknown.body),
+        "the answer tells a revoked token from an unknown one"
+    );
+
+    let audit = audit_kinds(&config);
+    let failures: Vec<&Value> = audit[before..]
+        .iter()
+        .filter(|r| r["kind"] == "auth_failure")
+        .collect();
+    let detail =
+        |r: &Value| -> Value { serde_json::from_str(r["detail"].as_str().unwrap()).unwrap() };
+    let flood_records: Vec<Value> = failures
+        .iter()
+        .map(|r| detail(r))
+        .filter(|d| d["reason"] == "no bearer token")
+        .collect();
+    assert!(!flood_records.is_empty());
+    assert!(flood_records.len() <= FLOOD);
+    let stored: usize = failures
+        .iter()
+        .map(|r| r["detail"].as_str().unwrap().len())
+        .sum();
+    assert!(
+        stored <= failures.len() * 2048,
+        "{} auth-failure records hold {stored} bytes of detail",
+        failures.len()
+    );
+    for d in &flood_records {
+        let path_bytes = d["truncated"]["/path"].as_u64();
+        assert!(
+            path_bytes.is_some_and(|n| n as usize > PATH_BYTES),
+            "a cut path is not said to be cut: {d}"
+        );
+    }
+    assert!(
+        failures
+            .iter()
+            .any(|r| detail(r)["reason"] == "unknown or revoked token"),
+        "the made-up token's refusal was crowded out"
+    );
+    assert!(
+        failures
+            .iter()
+            .any(|r| r["tenant"] == "gone" && detail(r)["reason"] == "revoked token"),
+        "the revoked token's refusal was crowded out: {failures:?}"
+    );
+    let grown = rss_kib(server_pid(&server)).saturating_sub(rss_before);
+    assert!(
+        grown < ATTACK_RSS_GROWTH_KIB,
+        "the server grew by {grown} KiB"
+    );
+    assert_audit_verifies(&config);
+}
+
 /// What `state/uploads` holds.
 fn staged_uploads(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir.join("state/uploads"))
