@@ -557,9 +557,9 @@ async fn grant(
     if req.tenant == t.name {
         return Err(ApiError::invalid("a tenant cannot grant itself"));
     }
-    let grantee = tenants::id_of(&svc.db, &req.tenant)
-        .await?
-        .ok_or_else(|| ApiError::not_found("tenant"))?;
+    // Answered alike whether or not the name is a tenant's: a grant must
+    // not be a way to learn which names exist.
+    let grantee = tenants::id_of(&svc.db, &req.tenant).await?;
     if !harnesses::grant(&svc.db, t.id, &t.name, &hash, grantee, &req.tenant).await? {
         return Err(ApiError::not_found("harness"));
     }
@@ -574,9 +574,7 @@ async fn revoke_grant(
     Auth(t): Auth,
     Path((hash, tenant)): Path<(String, String)>,
 ) -> ApiResult<impl IntoResponse> {
-    let Some(grantee) = tenants::id_of(&svc.db, &tenant).await? else {
-        return Err(ApiError::not_found("grant"));
-    };
+    let grantee = tenants::id_of(&svc.db, &tenant).await?;
     if !harnesses::revoke_grant(&svc.db, t.id, &t.name, &hash, grantee, &tenant).await? {
         return Err(ApiError::not_found("grant"));
     }

@@ -38,8 +38,9 @@ pub struct EvaluationRequest {
     /// The split (default: every task of the domain).
     #[serde(default)]
     pub split: Option<String>,
-    /// Only these task ids, in order.
-    #[serde(default)]
+    /// Only these task ids, in order (left out: every task of the split;
+    /// an empty list is refused).
+    #[serde(default, deserialize_with = "some_tasks")]
     pub tasks: Vec<String>,
     #[serde(default)]
     /// Trials per task (default from `[limits.default]`).
@@ -61,6 +62,18 @@ pub struct EvaluationRequest {
     #[serde(default)]
     /// The harness's layers that run (default all four).
     pub layers: Option<LayerSet>,
+}
+
+/// A `tasks` list that names at least one task: an empty one would read
+/// as "every task", a whole domain the client did not ask for.
+fn some_tasks<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let tasks = Vec::<String>::deserialize(d)?;
+    if tasks.is_empty() {
+        return Err(serde::de::Error::custom(
+            "tasks: the list is empty (name at least one task, or leave `tasks` out for every task)",
+        ));
+    }
+    Ok(tasks)
 }
 
 fn default_domain() -> String {

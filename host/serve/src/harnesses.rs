@@ -210,13 +210,15 @@ pub fn stored_bytes_exceeded(limit: u64, after: i64) -> QuotaExceeded {
 }
 
 /// Let `grantee` use `owner`'s harness `hash`. `false`: the owner does not
-/// own it.
+/// own it. A grantee that is no live tenant (`None`) gets nothing, but the
+/// grant is audited and answered alike, so the answer never tells which
+/// tenant names exist.
 pub async fn grant(
     db: &Db,
     owner: i64,
     owner_name: &str,
     hash: &str,
-    grantee: i64,
+    grantee: Option<i64>,
     grantee_name: &str,
 ) -> Result<bool, DbError> {
     let mut w = db.write().await?;
@@ -230,42 +232,45 @@ pub async fn grant(
     if owned == 0 {
         return Ok(false);
     }
-    sqlx::query(
-        "INSERT INTO grants (owner_id, hash, grantee_id, created_ms) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (owner_id, hash, grantee_id) DO NOTHING",
-    )
-    .bind(owner)
-    .bind(hash)
-    .bind(grantee)
-    .bind(now_ms())
-    .execute(w.conn())
-    .await
-    .ctx("grant")?;
+    if let Some(grantee) = grantee {
+        sqlx::query(
+            "INSERT INTO grants (owner_id, hash, grantee_id, created_ms) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (owner_id, hash, grantee_id) DO NOTHING",
+        )
+        .bind(owner)
+        .bind(hash)
+        .bind(grantee)
+        .bind(now_ms())
+        .execute(w.conn())
+        .await
+        .ctx("grant")?;
+    }
     audit::append(
         &mut w,
         kind::GRANT,
         Some(owner_name),
-        serde_json::json!({"hash": hash, "grantee": grantee_name}),
+        serde_json::json!({"hash": hash, "grantee": grantee_name, "grantee_exists": grantee.is_some()}),
     )
     .await?;
     w.commit().await?;
     Ok(true)
 }
 
-/// Withdraw a grant. `false`: no such grant of the owner's.
+/// Withdraw a grant. `false`: no such grant of the owner's (the same
+/// statement runs whether or not `grantee` is a live tenant's name).
 pub async fn revoke_grant(
     db: &Db,
     owner: i64,
     owner_name: &str,
     hash: &str,
-    grantee: i64,
+    grantee: Option<i64>,
     grantee_name: &str,
 ) -> Result<bool, DbError> {
     let mut w = db.write().await?;
     let n = sqlx::query("DELETE FROM grants WHERE owner_id = $1 AND hash = $2 AND grantee_id = $3")
         .bind(owner)
         .bind(hash)
-        .bind(grantee)
+        .bind(grantee.unwrap_or(-1))
         .execute(w.conn())
         .await
         .ctx("revoke grant")?

@@ -87,7 +87,7 @@ pub fn document() -> Value {
                     "harness": {"type": ["string", "null"], "description": "A harness hash you own or were granted; null runs Direct (no harness)."},
                     "domain": {"type": "string", "default": "tau2/retail"},
                     "split": {"type": ["string", "null"]},
-                    "tasks": {"type": "array", "items": {"type": "string"}},
+                    "tasks": {"type": "array", "items": {"type": "string"}, "minItems": 1},
                     "trials": {"type": "integer", "minimum": 1},
                     "agent": {"type": "string", "description": "A model alias of the operator's (GET /v1/models)."},
                     "user": {"type": "string", "description": "`scripted` (default) or a model alias."},

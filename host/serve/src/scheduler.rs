@@ -801,6 +801,50 @@ pub async fn cancel(
     Ok(Some(true))
 }
 
+/// Cancel every running evaluation of `tenant_id` in the caller's
+/// transaction, as [`cancel`] does one (queued episodes cancelled, running
+/// ones stopped at their next heartbeat, event streams ended): what a
+/// revoked tenant leaves running. Returns how many evaluations.
+pub async fn cancel_all_in(
+    w: &mut WriteTx,
+    tenant_id: i64,
+    tenant: &str,
+    why: &str,
+) -> Result<u64, DbError> {
+    let running: Vec<String> =
+        sqlx::query_scalar("SELECT id FROM evaluations WHERE tenant_id = $1 AND state = 'running'")
+            .bind(tenant_id)
+            .fetch_all(w.conn())
+            .await
+            .ctx("running evaluations")?;
+    let now = now_ms();
+    for eval_id in &running {
+        sqlx::query("UPDATE evaluations SET state = 'cancelled', finished_ms = $1 WHERE id = $2")
+            .bind(now)
+            .bind(eval_id)
+            .execute(w.conn())
+            .await
+            .ctx("cancel evaluation")?;
+        let dropped = sqlx::query(
+            "UPDATE episodes SET state = 'cancelled', finished_ms = $1 WHERE eval_id = $2 AND state = 'queued'",
+        )
+        .bind(now)
+        .bind(eval_id)
+        .execute(w.conn())
+        .await
+        .ctx("cancel episodes")?
+        .rows_affected();
+        audit::append(
+            w,
+            kind::EVALUATION_CANCELLED,
+            Some(tenant),
+            serde_json::json!({"evaluation": eval_id, "queued_cancelled": dropped, "by": why}),
+        )
+        .await?;
+    }
+    Ok(running.len() as u64)
+}
+
 /// Put episodes whose lease expired (their worker died or lost the
 /// database) back in the queue, or give them up after `max_attempts`;
 /// audit which worker lost them. Returns how many.

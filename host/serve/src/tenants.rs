@@ -17,7 +17,9 @@ pub enum TenantError {
     #[error(transparent)]
     /// The database failed.
     Db(#[from] DbError),
-    #[error("tenant name `{0}`: use 1-64 letters, digits, `-`, `_` or `.`")]
+    #[error(
+        "tenant name `{0}`: use 1-64 letters, digits, `-`, `_` or `.`, starting with a letter or digit"
+    )]
     /// A name that is not allowed.
     BadName(String),
     #[error("tenant `{0}` already exists")]
@@ -67,9 +69,17 @@ fn token_hash(token: &str) -> String {
     format!("sha256:{:x}", sha2::Sha256::digest(token.as_bytes()))
 }
 
+/// Whether `name` can be a tenant's. Names travel in URL paths (a grant's
+/// `DELETE /v1/harnesses/{hash}/grants/{tenant}`): one a client or a proxy
+/// would normalise (`.`, `..`) or read as hidden must not exist, so a name
+/// starts with a letter or digit.
+pub fn valid_tenant_name(name: &str) -> bool {
+    valid_name(name) && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+}
+
 /// Add a tenant; returns its token (shown once, never stored).
 pub async fn add(db: &Db, name: &str) -> Result<String, TenantError> {
-    if !valid_name(name) {
+    if !valid_tenant_name(name) {
         return Err(TenantError::BadName(name.into()));
     }
     let token = format!("ecd_{}", random_hex(32));
@@ -163,25 +173,32 @@ pub async fn set_quota(
     Ok(value)
 }
 
-/// Revoke a tenant's token: it authenticates no more. Its data stays.
+/// Revoke a tenant's token: it authenticates no more, and what it left
+/// running is cancelled in the same transaction (queued episodes never
+/// run; open event streams end). Its data stays.
 pub async fn revoke(db: &Db, name: &str) -> Result<(), TenantError> {
     let mut w = db.write().await?;
-    let n =
-        sqlx::query("UPDATE tenants SET revoked_ms = $1 WHERE name = $2 AND revoked_ms IS NULL")
-            .bind(now_ms())
+    let id: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM tenants WHERE name = $1 AND revoked_ms IS NULL")
             .bind(name)
-            .execute(w.conn())
+            .fetch_optional(w.conn())
             .await
-            .ctx("revoke tenant")?
-            .rows_affected();
-    if n == 0 {
+            .ctx("look up tenant")?;
+    let Some(id) = id else {
         return Err(TenantError::Unknown(name.into()));
-    }
+    };
+    sqlx::query("UPDATE tenants SET revoked_ms = $1 WHERE id = $2")
+        .bind(now_ms())
+        .bind(id)
+        .execute(w.conn())
+        .await
+        .ctx("revoke tenant")?;
+    let cancelled = super::scheduler::cancel_all_in(&mut w, id, name, "tenant revoked").await?;
     audit::append(
         &mut w,
         kind::TENANT_REVOKED,
         Some(name),
-        serde_json::json!({}),
+        serde_json::json!({"evaluations_cancelled": cancelled}),
     )
     .await?;
     w.commit().await?;
@@ -225,4 +242,20 @@ pub async fn id_of(db: &Db, name: &str) -> Result<Option<i64>, DbError> {
         .fetch_optional(db.pool())
         .await
         .ctx("look up tenant")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_tenant_name;
+
+    #[test]
+    fn path_like_tenant_names_are_refused() {
+        for bad in [".", "..", ".hidden", "-x", "_x", "a/b", "..%2f", "", "a b"] {
+            assert!(!valid_tenant_name(bad), "{bad:?} accepted");
+        }
+        assert!(!valid_tenant_name(&"a".repeat(65)));
+        for good in ["alice", "team-7", "b.c_d", "0"] {
+            assert!(valid_tenant_name(good), "{good:?} refused");
+        }
+    }
 }

@@ -3478,3 +3478,158 @@ async fn dropped_and_killed_uploads_leave_no_staged_file() {
     assert!(started.elapsed() < Duration::from_secs(30));
     assert!(staged_uploads(dir.path()).is_empty());
 }
+
+/// The smaller holes: an empty task list is refused naming the field (it
+/// used to run the whole domain), tenant names a client would normalise
+/// (`.`, `..`) or read as hidden are refused, and a grant answers alike
+/// whether or not the grantee's name exists. Each beside its control.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn empty_task_lists_path_like_names_and_grant_probes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    for bad in [".", "..", ".hidden", "_x"] {
+        let out = cli_output(&config, &["tenant", "add", bad]);
+        assert!(!out.status.success(), "tenant `{bad}` was added");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("starting with a letter or digit"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let owner = add_tenant(&config, "owner.1");
+    let bob = add_tenant(&config, "bob");
+    let listed = cli(&config, &["tenant", "list"]);
+    assert!(
+        !listed.contains("\"..\"") && !listed.contains("\".\""),
+        "{listed}"
+    );
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+
+    let empty = api
+        .post(
+            "/v1/evaluations",
+            &owner,
+            &json!({"tasks": [], "agent": "sim"}),
+        )
+        .await;
+    assert_eq!(empty.status, 400, "{}", empty.body);
+    assert!(
+        empty.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tasks"),
+        "{}",
+        empty.body
+    );
+    let none = api.get("/v1/evaluations", &owner).await.json();
+    assert_eq!(none["evaluations"], json!([]), "{none}");
+    let one = api
+        .evaluate(&owner, json!({"tasks": ["0"], "agent": "sim"}))
+        .await;
+    let done = api.wait(&owner, &one).await;
+    assert_eq!(done["progress"]["total"], 1, "{done}");
+
+    // A grant to a tenant and to a name no tenant has: the same answer.
+    let hash = api.upload(&owner, &direct()).await.json()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = format!("/v1/harnesses/{hash}/grants");
+    let to_bob = api.post(&path, &owner, &json!({"tenant": "bob"})).await;
+    let to_nobody = api
+        .post(&path, &owner, &json!({"tenant": "no-such-tenant"}))
+        .await;
+    assert_eq!(
+        (to_bob.status, to_bob.body.replace("bob", "X")),
+        (
+            to_nobody.status,
+            to_nobody.body.replace("no-such-tenant", "X")
+        ),
+        "a grant tells whether a tenant exists"
+    );
+    let gone = api.delete(&format!("{path}/no-such-tenant"), &owner).await;
+    let never = api
+        .delete(&format!("/v1/harnesses/{hash}/grants/owner.1"), &owner)
+        .await;
+    assert_eq!((gone.status, gone.body), (never.status, never.body));
+    // Control: the real grant took effect, the other granted nothing.
+    assert_eq!(
+        api.get(&format!("/v1/harnesses/{hash}"), &bob).await.json()["access"],
+        "granted"
+    );
+    assert_audit_verifies(&config);
+}
+
+/// Revoking a tenant (`tenant revoke`, another process) cancels what it
+/// left queued and ends its open event stream at once, instead of running
+/// its evaluation to the end; another tenant's evaluation runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn revoking_a_tenant_ends_its_streams_and_cancels_its_queued_episodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let leaving = add_tenant(&config, "leaving");
+    let staying = add_tenant(&config, "staying");
+    cli(
+        &config,
+        &["tenant", "set-quota", "leaving", "concurrent_episodes=1"],
+    );
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    let tasks: Vec<String> = (0..12).map(|i| i.to_string()).collect();
+    let id = api
+        .evaluate(&leaving, json!({"tasks": tasks, "agent": "slow"}))
+        .await;
+    let stream = api
+        .http
+        .get(format!("{}/v1/evaluations/{id}/events", server.url))
+        .bearer_auth(&leaving.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let reading = tokio::spawn(async move {
+        let body = stream.text().await.unwrap_or_default();
+        (Instant::now(), body)
+    });
+    api.wait_until(&leaving, &id, |s| s["progress"]["running"] == 1)
+        .await;
+
+    cli(&config, &["tenant", "revoke", "leaving"]);
+    let revoked = Instant::now();
+    let (ended, body) = tokio::time::timeout(Duration::from_secs(10), reading)
+        .await
+        .expect("the revoked tenant's event stream stayed open")
+        .unwrap();
+    assert!(ended.duration_since(revoked) < Duration::from_secs(5));
+    assert!(body.contains("event: end"), "{body}");
+    let db = ecdysis_host::serve::Db::open(&sqlite(dir.path()))
+        .await
+        .unwrap();
+    let queued: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM episodes WHERE eval_id = $1 AND state = 'queued'")
+            .bind(&id)
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(queued, 0, "the revoked tenant's episodes are still queued");
+    // Its running episode is stopped, not followed by others.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ran: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM episodes WHERE eval_id = $1 AND state IN ('done', 'running')",
+    )
+    .bind(&id)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert!(ran <= 2, "{ran} episodes ran after the revocation");
+
+    // Control: the other tenant's evaluation runs to the end.
+    let started = Instant::now();
+    let other = api
+        .evaluate(&staying, json!({"tasks": ["0", "1"], "agent": "sim"}))
+        .await;
+    assert_eq!(api.wait(&staying, &other).await["state"], "done");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_audit_verifies(&config);
+}
