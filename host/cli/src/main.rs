@@ -217,6 +217,18 @@ enum Command {
     /// discussion of training; methods side by side for an experiment.
     /// Several directories are compared side by side.
     Report(cli::report::ReportArgs),
+    /// The failures of run, training or experiment directories, grouped
+    /// by mechanism: how each failing episode finished relative to its
+    /// last calls (in the same reply as a query whose result it never saw,
+    /// right after an error, after reading results, never, without any
+    /// call), then by the class of its last result with the domain's codes
+    /// kept (MySQL's `1064`, an OS command's limit). Each group has a label
+    /// naming the harness layer a fix would live in (a rule missing, wrong
+    /// or ignored in contract, skills, realize or regulate), its tasks and
+    /// one excerpt, reply by reply. Recurring groups (two or more tasks)
+    /// come first. A damaged trajectories line is named (file and line) and
+    /// skipped, and the status is then non-zero; the rest is still shown.
+    Failures(cli::failures::FailuresArgs),
     /// Experiment tracking in MLflow: `mlflow sync DIR...` sends what the
     /// server lacks of result directories (see --mlflow of run, train and
     /// experiment).
@@ -525,6 +537,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             cli::report::report_command(args)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Failures(args) => Ok(if cli::failures::failures_command(args)? {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }),
         Command::Mlflow { command } => {
             let rt = runtime_with(None, false)?;
             Ok(if rt.block_on(cli::track::mlflow_command(command))? {

@@ -755,8 +755,6 @@ pub fn describe_harness(crate_dir: &Path) -> Result<String, PathError> {
 pub struct EvidenceLimits {
     /// Failure excerpts per recurring group (one per distinct task first).
     pub excerpts_per_group: usize,
-    /// Auxiliary (single-task) groups shown with an excerpt.
-    pub auxiliary_groups: usize,
     /// Excerpts of successful episodes.
     pub success_excerpts: usize,
     /// Rough cap on the whole text, in characters.
@@ -769,7 +767,6 @@ impl Default for EvidenceLimits {
     fn default() -> Self {
         Self {
             excerpts_per_group: 3,
-            auxiliary_groups: 6,
             success_excerpts: 4,
             max_chars: 30_000,
             max_tokens: None,
@@ -784,6 +781,38 @@ fn failing_tools(r: &FailureRecord) -> BTreeSet<&str> {
         .filter(|s| s.error || s.blocked)
         .map(|s| s.name.as_str())
         .collect()
+}
+
+/// A group's label and details, and the attributes its failures share
+/// that are not part of its key (calls written as text, repeated failing
+/// calls, harness interventions), one line each.
+fn group_facts(g: &FailureGroup) -> String {
+    let mut out = format!("where a fix would live: {}\n", g.label.text());
+    for d in &g.details {
+        out += &format!("- {}: {} task(s)\n", d.detail, d.tasks.len());
+    }
+    let share = |f: &dyn Fn(&FailureRecord) -> bool| g.records.iter().filter(|r| f(r)).count();
+    let n = g.records.len();
+    let text_calls = share(&|r| !r.text_call_replies.is_empty());
+    if text_calls > 0 {
+        out += &format!("calls written as text in {text_calls} of {n} episode(s)\n");
+    }
+    let repeats = share(&crate::aggregate::repeated_failing_call);
+    if repeats > 0 {
+        out += &format!("an identical failing call repeated in {repeats} of {n}\n");
+    }
+    let mut fired: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &g.records {
+        let distinct: BTreeSet<&str> = r.interventions.iter().map(String::as_str).collect();
+        for i in distinct {
+            *fired.entry(i).or_default() += 1;
+        }
+    }
+    if !fired.is_empty() {
+        let list: Vec<String> = fired.iter().map(|(i, k)| format!("{i} ({k})")).collect();
+        out += &format!("harness interventions: {}\n", list.join(", "));
+    }
+    out
 }
 
 /// One excerpt per distinct task first, then more trials, up to `n`.
@@ -814,6 +843,9 @@ struct Piece {
     /// What leaving it out means: `Some(group label)` for a failure
     /// excerpt, `None` for a success excerpt; headings are never counted.
     excerpt_of: Option<Option<String>>,
+    /// A shorter stand-in for the piece at this index: kept only when that
+    /// piece is not.
+    instead_of: Option<usize>,
 }
 
 /// The label each group carries in the evidence [`render_evidence`]
@@ -848,6 +880,7 @@ pub fn render_evidence(
             priority,
             text,
             excerpt_of,
+            instead_of: None,
         })
     };
     // The labels here are the ones `group_labels` gives.
@@ -868,8 +901,9 @@ pub fn render_evidence(
             &mut pieces,
             0,
             format!(
-                "### Group {label}: {}\ntasks: {} ({} failing episode(s))\n",
+                "### Group {label}: {}\n{}tasks: {} ({} failing episode(s))\n",
                 g.key,
+                group_facts(g),
                 g.tasks.join(", "),
                 g.records.len()
             ),
@@ -898,27 +932,27 @@ pub fn render_evidence(
     if auxiliary.is_empty() {
         push(&mut pieces, 0, "(none)\n\n".into(), None);
     }
+    // Every single-task group gets its excerpt; the token budget, not a
+    // fixed count, decides how many fit (the key alone is the fallback).
     for (i, g) in auxiliary.iter().enumerate() {
         let label = format!("A{}", i + 1);
-        if i < limits.auxiliary_groups {
-            let mut text = format!(
-                "### Group {label}: {}\ntask: {}\n",
-                g.key,
-                g.tasks.join(", ")
-            );
-            if let Some(r) = g.records.first() {
-                text += &r.excerpt();
-            }
-            text.push('\n');
-            push(&mut pieces, 4, text, Some(Some(label)));
-        } else {
-            push(
-                &mut pieces,
-                6,
-                format!("- Group {label}: {} (task {})\n", g.key, g.tasks.join(", ")),
-                Some(Some(label)),
-            );
+        let mut text = format!(
+            "### Group {label}: {}\n{}task: {}\n",
+            g.key,
+            group_facts(g),
+            g.tasks.join(", ")
+        );
+        if let Some(r) = g.records.first() {
+            text += &r.excerpt();
         }
+        text.push('\n');
+        push(&mut pieces, 4, text, Some(Some(label.clone())));
+        pieces.push(Piece {
+            priority: 6,
+            text: format!("- Group {label}: {} (task {})\n", g.key, g.tasks.join(", ")),
+            excerpt_of: None,
+            instead_of: Some(pieces.len() - 1),
+        });
     }
     // Successes that used the tools the failures stumble on, covering as
     // many of those tools as possible, one per task.
@@ -975,6 +1009,9 @@ fn select_pieces(pieces: &[Piece], limits: &EvidenceLimits) -> String {
     let (mut chars, mut tokens) = (0usize, 0usize);
     for i in order {
         let p = &pieces[i];
+        if p.instead_of.is_some_and(|j| keep[j]) {
+            continue;
+        }
         let (c, t) = (p.text.len(), estimate_tokens(&p.text));
         let fits_chars = chars + c <= limits.max_chars || chars == 0;
         let fits_tokens = max_tokens.is_none_or(|m| tokens + t <= m);
@@ -1278,6 +1315,7 @@ mod tests {
             interventions: vec![],
             domain: "tau2/retail".into(),
             replies: 1,
+            text_replies: vec![],
             text_call_replies: vec![],
         }
     }

@@ -466,6 +466,7 @@ mod tests {
             interventions: vec![],
             domain: "agentbench/os".into(),
             replies: 1,
+            text_replies: vec![],
             text_call_replies: vec![],
         }
     }

@@ -355,6 +355,7 @@ mod tests {
             agent_texts: vec![],
             interventions: vec![],
             replies: 3,
+            text_replies: vec![],
             text_call_replies: vec![],
         }
     }

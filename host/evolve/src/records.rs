@@ -89,6 +89,9 @@ pub struct FailureRecord {
     pub agent_texts: Vec<String>,
     /// Harness interventions as `hook:decision`.
     pub interventions: Vec<String>,
+    /// The reply (1-based) each of `agent_texts` came from.
+    #[serde(default)]
+    pub text_replies: Vec<u32>,
     /// Agent replies in the episode.
     #[serde(default)]
     pub replies: u32,
@@ -118,6 +121,7 @@ impl FailureRecord {
         let mut device_steps = Vec::new();
         let mut agent_texts = Vec::new();
         let mut text_call_replies = Vec::new();
+        let mut text_replies = Vec::new();
         for e in &r.transcript {
             match e {
                 Entry::Agent {
@@ -133,6 +137,7 @@ impl FailureRecord {
                         }
                         if tool_calls.is_empty() {
                             agent_texts.push(clip(t, CLIP));
+                            text_replies.push(reply);
                         }
                     }
                 }
@@ -193,6 +198,7 @@ impl FailureRecord {
             agent_texts,
             interventions,
             replies: reply,
+            text_replies,
             text_call_replies,
         }
     }
@@ -218,7 +224,17 @@ impl FailureRecord {
             out += "  the checks on the final state (the user's device, the line) failed\n";
         }
         // Reply by reply: calls of one reply ran before the model saw any
-        // of their results, which is what the mechanism reads.
+        // of their results, which is what the mechanism reads. A text the
+        // harness turned into calls is shown by its calls; identical lines
+        // of consecutive replies are shown once with their count.
+        let mut lines: Vec<(u32, String)> = Vec::new();
+        for (i, t) in self.agent_texts.iter().enumerate() {
+            let reply = self.text_replies.get(i).copied().unwrap_or(0);
+            let rescued = self.steps.iter().any(|s| s.reply == reply && reply > 0);
+            if !rescued {
+                lines.push((reply, format!("said: {t}")));
+            }
+        }
         let mut at = 0;
         while at < self.steps.len() {
             let reply = self.steps[at].reply;
@@ -226,7 +242,6 @@ impl FailureRecord {
                 .iter()
                 .take_while(|s| s.reply == reply)
                 .count();
-            let rescued = self.text_call_replies.contains(&reply);
             let calls: Vec<String> = self.steps[at..at + n]
                 .iter()
                 .enumerate()
@@ -252,29 +267,65 @@ impl FailureRecord {
                     )
                 })
                 .collect();
-            out += &format!(
-                "  reply {reply}{}: {}\n",
-                if rescued {
-                    " (calls written as text)"
-                } else {
-                    ""
-                },
-                calls.join("; ")
-            );
+            let written = if self.text_call_replies.contains(&reply) {
+                "calls written as text: "
+            } else {
+                ""
+            };
+            lines.push((reply, format!("{written}{}", calls.join("; "))));
             at += n;
         }
         for s in &self.device_steps {
             let mark = if s.error { "ERROR" } else { "ok" };
-            out += &format!(
-                "  the user, on their device: {}({}) -> {mark}: {}\n",
-                s.name, s.arguments, s.result
-            );
+            lines.push((
+                s.reply,
+                format!(
+                    "the user, on their device: {}({}) -> {mark}: {}",
+                    s.name, s.arguments, s.result
+                ),
+            ));
         }
-        for t in &self.agent_texts {
-            out += &format!("  agent said: {t}\n");
+        // Replies in order (within a reply: text, calls, the user's device).
+        lines.sort_by_key(|(reply, _)| *reply);
+        let mut i = 0;
+        while i < lines.len() {
+            let (first, text) = &lines[i];
+            // Lines of one reply are never merged with each other.
+            let mut same = 1;
+            while lines
+                .get(i + same)
+                .is_some_and(|(r, t)| t == text && *r > lines[i + same - 1].0)
+            {
+                same += 1;
+            }
+            let last = lines[i + same - 1].0;
+            let which = match (same, *first) {
+                (1, 0) => "agent".to_string(),
+                (1, r) => format!("reply {r}"),
+                (k, _) => format!("replies {first}–{last} ({k} times)"),
+            };
+            out += &format!("  {which}: {text}\n");
+            i += same;
         }
         if !self.interventions.is_empty() {
-            out += &format!("  harness: {}\n", self.interventions.join(", "));
+            let mut counts: Vec<(&str, usize)> = Vec::new();
+            for i in &self.interventions {
+                match counts.iter_mut().find(|(name, _)| name == i) {
+                    Some((_, n)) => *n += 1,
+                    None => counts.push((i, 1)),
+                }
+            }
+            let list: Vec<String> = counts
+                .iter()
+                .map(|(i, n)| {
+                    if *n == 1 {
+                        i.to_string()
+                    } else {
+                        format!("{i} ×{n}")
+                    }
+                })
+                .collect();
+            out += &format!("  harness: {}\n", list.join(", "));
         }
         out
     }
@@ -363,5 +414,82 @@ mod tests {
         let f = FailureRecord::from_episode(&retail);
         assert_eq!((f.db_ok, f.env_ok), (Some(false), None));
         assert!(f.excerpt().contains("final database wrong"));
+    }
+
+    fn agent(step: u32, text: Option<&str>) -> Entry {
+        Entry::Agent {
+            step,
+            text: text.map(str::to_string),
+            tool_calls: vec![],
+            testbed: None,
+            withheld: None,
+        }
+    }
+
+    fn sql(step: u32, name: &str, content: &str, error: bool) -> Entry {
+        Entry::Tool {
+            step,
+            call_id: format!("{step}-{name}"),
+            name: name.into(),
+            arguments: "{}".into(),
+            proposed: None,
+            content: content.into(),
+            error,
+            blocked: false,
+            source: CallSource::Realized,
+        }
+    }
+
+    /// Calls keep their reply and whether they finish; the excerpt reads
+    /// reply by reply, shows a text the harness turned into calls by its
+    /// calls, and writes a line repeated over consecutive replies once.
+    #[test]
+    fn calls_keep_their_reply_and_the_excerpt_reads_reply_by_reply() {
+        let call_text = "{\"name\": \"execute_sql\", \"arguments\": {\"query\": \"SELECT 1\"}}";
+        let mut r = EpisodeRecord::bare("t", 0, 0.0);
+        r.domain = "agentbench/dbbench".into();
+        r.transcript = vec![
+            agent(1, Some("I will think.")),
+            agent(2, Some("I will think.")),
+            agent(3, Some(call_text)),
+            sql(
+                4,
+                "execute_sql",
+                "1146 (42S02): Table 'd.t' doesn't exist",
+                true,
+            ),
+            agent(5, Some(call_text)),
+            sql(6, "execute_sql", "[('1',)]", false),
+            sql(6, "commit_final_answer", "Final answer committed.", false),
+        ];
+        let f = FailureRecord::from_episode(&r);
+        let replies: Vec<(u32, bool)> = f.steps.iter().map(|s| (s.reply, s.finishes)).collect();
+        assert_eq!(replies, [(3, false), (4, false), (4, true)]);
+        assert_eq!(f.replies, 4);
+        assert_eq!(f.text_call_replies, [3, 4]);
+        assert_eq!(f.steps[0].class, "error mysql 1146");
+        let text = f.excerpt();
+        assert!(
+            text.contains("  replies 1–2 (2 times): said: I will think.\n"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("said: {"),
+            "a rescued text shows as its calls: {text}"
+        );
+        assert!(
+            text.contains(
+                "  reply 3: calls written as text: execute_sql({}) -> ERROR (mysql 1146)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("commit_final_answer({}) [finishes, same reply] -> ok"),
+            "{text}"
+        );
+        assert_eq!(
+            crate::aggregate::Signature::of(&f).finish,
+            crate::mechanism::Finish::SameReply
+        );
     }
 }

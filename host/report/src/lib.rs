@@ -13,6 +13,7 @@
 pub mod charts;
 mod compare;
 pub mod experiment;
+pub mod failures;
 pub mod html;
 pub mod load;
 mod run;

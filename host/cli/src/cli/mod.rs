@@ -6,6 +6,7 @@ pub mod env;
 pub mod eval_args;
 pub mod experiment;
 pub mod export;
+pub mod failures;
 pub mod harness_arg;
 pub mod isolate;
 pub mod limits;

@@ -1,0 +1,470 @@
+//! `ecdysis-host failures`: the failure groups of any result directories,
+//! whether or not they come from training.
+//!
+//! Every run directory under the given ones (a run, a training's
+//! evaluations, an experiment's methods) is read line by line: a line that
+//! does not parse is reported with its file and line number and skipped,
+//! and everything that parses is still grouped. An episode seen in several
+//! directories (the same harness, agent, task and trial: a training's
+//! evaluations replayed from the response cache) counts once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::ReportError;
+use super::html::esc;
+use super::load::{detect, read_json};
+use ecdysis_evolve::aggregate::{self, FailureGroup};
+use ecdysis_evolve::records::{self, FailureRecord};
+use ecdysis_runner::agent::EpisodeRecord;
+use ecdysis_runner::eval::rundir::{CONFIG_FILE, TRAJECTORIES_FILE};
+
+/// How deep under a given directory run directories are looked for (an
+/// experiment's `method/evals/label/` is three levels down).
+const MAX_DEPTH: usize = 5;
+
+/// Directories never searched: harness sources and build trees.
+const SKIPPED: &[&str] = &["source", "staging", "target", "candidates", "node_modules"];
+
+/// What grouping needs of a run's `config.json` (read this way, a config of
+/// an older or newer host still names its harness and agent).
+#[derive(serde::Deserialize)]
+struct ConfigOutline {
+    harness: Option<String>,
+    agent_model: String,
+}
+
+/// One run directory that was read.
+#[derive(Debug, Clone, Serialize)]
+pub struct Source {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// The harness it ran (`none` without one).
+    pub harness: String,
+    /// The agent model.
+    pub agent: String,
+    /// Episodes read from it (before removing ones already seen).
+    pub episodes: usize,
+}
+
+/// A line or file that could not be read.
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    /// The file.
+    pub path: PathBuf,
+    /// The 1-based line, for a JSON-lines file.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(n) => write!(f, "{} line {n}: {}", self.path.display(), self.reason),
+            None => write!(f, "{}: {}", self.path.display(), self.reason),
+        }
+    }
+}
+
+/// The failure groups of some result directories.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailureView {
+    /// The run directories read.
+    pub sources: Vec<Source>,
+    /// Distinct episodes read.
+    pub episodes: usize,
+    /// An episode fails when its reward is below this.
+    pub lambda: f64,
+    /// Failing episodes.
+    pub failures: usize,
+    /// The groups, recurring first.
+    pub groups: Vec<FailureGroup>,
+    /// What could not be read (the rest is still grouped).
+    pub problems: Vec<Problem>,
+    /// A `sim:` testbed agent ran some of the episodes.
+    pub simulated: bool,
+}
+
+/// Which episodes to group.
+#[derive(Debug, Clone, Default)]
+pub struct FailureFilter {
+    /// Only runs of the harness whose hash starts with this (`none` for
+    /// runs without one).
+    pub harness: Option<String>,
+}
+
+/// Read every run directory under `dirs` and group the failures (reward
+/// below `lambda`). A path that is not a result directory is an error; a
+/// damaged line is a [`Problem`] and the rest is still read.
+pub fn collect(
+    dirs: &[PathBuf],
+    lambda: f64,
+    filter: &FailureFilter,
+) -> Result<FailureView, ReportError> {
+    if dirs.is_empty() {
+        return Err(ReportError::NoDirectories);
+    }
+    let mut runs = Vec::new();
+    for d in dirs {
+        detect(d)?;
+        find_runs(d, 0, &mut runs);
+    }
+    runs.sort();
+    runs.dedup();
+    let mut sources = Vec::new();
+    let mut problems = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut episodes = Vec::new();
+    let mut simulated = false;
+    for run in runs {
+        let config: Option<ConfigOutline> = match read_json(&run.join(CONFIG_FILE)) {
+            Ok(c) => c,
+            Err(e) => {
+                problems.push(Problem {
+                    path: run.join(CONFIG_FILE),
+                    line: None,
+                    reason: e.to_string(),
+                });
+                None
+            }
+        };
+        let harness = config
+            .as_ref()
+            .and_then(|c| c.harness.clone())
+            .unwrap_or_else(|| "none".to_string());
+        if let Some(want) = &filter.harness
+            && !harness.starts_with(want.as_str())
+        {
+            continue;
+        }
+        let agent = config
+            .as_ref()
+            .map_or_else(|| "unknown".to_string(), |c| c.agent_model.clone());
+        simulated |= ecdysis_sys::ids::ModelId::names_simulated(&agent);
+        let (records, bad) = read_lines(&run.join(TRAJECTORIES_FILE));
+        problems.extend(bad);
+        sources.push(Source {
+            dir: run.clone(),
+            harness: harness.clone(),
+            agent: agent.clone(),
+            episodes: records.len(),
+        });
+        for r in records {
+            if seen.insert((harness.clone(), agent.clone(), r.task_id.clone(), r.trial)) {
+                episodes.push(r);
+            }
+        }
+    }
+    let failures: Vec<FailureRecord> = records::failures(&episodes, lambda);
+    Ok(FailureView {
+        sources,
+        episodes: episodes.len(),
+        lambda,
+        failures: failures.len(),
+        groups: aggregate::aggregate(&failures),
+        problems,
+        simulated,
+    })
+}
+
+fn find_runs(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    if dir.join(TRAJECTORIES_FILE).is_file() {
+        out.push(dir.to_path_buf());
+    }
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut subdirs: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| !SKIPPED.contains(&n) && !n.starts_with('.'))
+        })
+        .collect();
+    subdirs.sort();
+    for d in subdirs {
+        find_runs(&d, depth + 1, out);
+    }
+}
+
+/// The episodes of a trajectories file, each line on its own: a line that
+/// does not parse (a truncated last line included) is a problem naming it.
+/// Later lines of the same task and trial replace earlier ones, as a
+/// resumed run's do.
+fn read_lines(path: &Path) -> (Vec<EpisodeRecord>, Vec<Problem>) {
+    let mut problems = Vec::new();
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => {
+            problems.push(Problem {
+                path: path.to_path_buf(),
+                line: None,
+                reason: e.to_string(),
+            });
+            return (Vec::new(), problems);
+        }
+    };
+    let mut by_pair: BTreeMap<(String, u32), (usize, EpisodeRecord)> = BTreeMap::new();
+    let reader = std::io::BufReader::new(file);
+    for (i, line) in reader.split(b'\n').enumerate() {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                problems.push(Problem {
+                    path: path.to_path_buf(),
+                    line: Some(i + 1),
+                    reason: e.to_string(),
+                });
+                break;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<EpisodeRecord>(&line) {
+            Ok(r) => {
+                by_pair.insert((r.task_id.clone(), r.trial), (i, r));
+            }
+            Err(e) => problems.push(Problem {
+                path: path.to_path_buf(),
+                line: Some(i + 1),
+                reason: e.to_string(),
+            }),
+        }
+    }
+    let mut records: Vec<(usize, EpisodeRecord)> = by_pair.into_values().collect();
+    records.sort_by_key(|(i, _)| *i);
+    (records.into_iter().map(|(_, r)| r).collect(), problems)
+}
+
+/// The label each group goes by (`R1`… recurring, `A1`… single-task).
+fn labels(groups: &[FailureGroup]) -> Vec<String> {
+    let (mut r, mut a) = (0, 0);
+    groups
+        .iter()
+        .map(|g| {
+            if g.recurring {
+                r += 1;
+                format!("R{r}")
+            } else {
+                a += 1;
+                format!("A{a}")
+            }
+        })
+        .collect()
+}
+
+/// The view as text: a heading per group (mechanism, label, tasks), its
+/// details, and one excerpt, reply by reply.
+pub fn render_text(view: &FailureView) -> String {
+    let mut out = String::new();
+    if view.simulated {
+        out += &format!("{}\n", super::SIMULATED_LABEL);
+    }
+    out += &format!(
+        "{} episode(s) from {} run director{}; {} below λ = {}; {} group(s), {} recurring\n",
+        view.episodes,
+        view.sources.len(),
+        if view.sources.len() == 1 { "y" } else { "ies" },
+        view.failures,
+        view.lambda,
+        view.groups.len(),
+        view.groups.iter().filter(|g| g.recurring).count()
+    );
+    for (g, label) in view.groups.iter().zip(labels(&view.groups)) {
+        out += &format!(
+            "\n{label} {}\n   label: {}\n   {} failing episode(s) on {} task(s): {}\n",
+            g.key,
+            g.label.text(),
+            g.records.len(),
+            g.tasks.len(),
+            g.tasks.join(", ")
+        );
+        for d in &g.details {
+            out += &format!(
+                "   - {}: {} task(s) ({})\n",
+                d.detail,
+                d.tasks.len(),
+                d.tasks.join(", ")
+            );
+        }
+        if let Some(r) = g.records.first() {
+            out += "   e.g. ";
+            out += &r.excerpt().replace('\n', "\n   ");
+            out = out.trim_end().to_string();
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The view as an HTML section (every value escaped).
+pub fn render_html(view: &FailureView) -> String {
+    let mut out = String::from("<section class=\"failures\"><h2>Failure groups</h2>\n");
+    if view.simulated {
+        out += &format!("<p class=\"sim\">{}</p>\n", esc(super::SIMULATED_LABEL));
+    }
+    out += &format!(
+        "<p>{} episode(s); {} below λ = {}; {} group(s), {} recurring (grouped by mechanism: how the episode finished relative to its last calls; details by the class of the last result).</p>\n",
+        view.episodes,
+        view.failures,
+        view.lambda,
+        view.groups.len(),
+        view.groups.iter().filter(|g| g.recurring).count()
+    );
+    if view.groups.is_empty() {
+        out += "<p>No failing episode.</p>";
+    }
+    for (g, label) in view.groups.iter().zip(labels(&view.groups)) {
+        out += &format!(
+            "<details{}><summary><b>{}</b> {} — <i>{}</i> — {} task(s)</summary>\n<ul>",
+            if g.recurring { " open" } else { "" },
+            esc(&label),
+            esc(&g.key),
+            esc(&g.label.text()),
+            g.tasks.len()
+        );
+        for d in &g.details {
+            out += &format!("<li>{}: {}</li>", esc(&d.detail), esc(&d.tasks.join(", ")));
+        }
+        out += "</ul>";
+        if let Some(r) = g.records.first() {
+            out += &format!("<pre>{}</pre>", esc(&r.excerpt()));
+        }
+        out += "</details>\n";
+    }
+    out + "</section>\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ecdysis_runner::agent::{CallSource, EndReason, Entry};
+
+    fn episode(task: &str, calls: &[(u32, &str, &str, bool)]) -> EpisodeRecord {
+        let mut r = EpisodeRecord::bare(task, 0, 0.0);
+        r.domain = "agentbench/dbbench".into();
+        r.end = EndReason::AgentStop;
+        let mut last = 0;
+        for (step, name, content, error) in calls {
+            if *step != last {
+                r.transcript.push(Entry::Agent {
+                    step: *step,
+                    text: None,
+                    tool_calls: vec![],
+                    testbed: None,
+                    withheld: None,
+                });
+                last = *step;
+            }
+            r.transcript.push(Entry::Tool {
+                step: *step,
+                call_id: format!("{task}-{step}-{name}"),
+                name: name.to_string(),
+                arguments: "{}".into(),
+                proposed: None,
+                content: content.to_string(),
+                error: *error,
+                blocked: false,
+                source: CallSource::Model,
+            });
+        }
+        r
+    }
+
+    fn write_run(dir: &Path, lines: &[String]) {
+        std::fs::create_dir_all(dir).unwrap();
+        let config = serde_json::json!({"harness": null, "agent_model": "qwen"});
+        std::fs::write(dir.join(CONFIG_FILE), config.to_string()).unwrap();
+        std::fs::write(dir.join(TRAJECTORIES_FILE), lines.join("")).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_line_is_named_and_the_rest_is_grouped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let line = |r: &EpisodeRecord| format!("{}\n", serde_json::to_string(r).unwrap());
+        let same_reply = |t| {
+            episode(
+                t,
+                &[
+                    (1, "execute_sql", "1064 (42000): You have an error", true),
+                    (1, "commit_final_answer", "Final answer committed.", false),
+                ],
+            )
+        };
+        let mut lines = vec![line(&same_reply("a")), "{\"task_id\": 3\n".to_string()];
+        lines.push(line(&same_reply("b")));
+        // A truncated last line, as a killed run leaves it.
+        let torn = line(&same_reply("c"));
+        lines.push(torn[..torn.len() / 2].to_string());
+        let run = tmp.path().join("run");
+        write_run(&run, &lines);
+        let view = collect(&[run.clone()], 1.0, &FailureFilter::default()).unwrap();
+        assert_eq!(view.episodes, 2);
+        assert_eq!(view.problems.len(), 2, "{:?}", view.problems);
+        assert_eq!(view.problems[0].line, Some(2));
+        assert_eq!(view.problems[1].line, Some(4));
+        assert!(
+            view.problems[0]
+                .to_string()
+                .contains("trajectories.jsonl line 2")
+        );
+        assert_eq!(view.groups.len(), 1);
+        assert!(view.groups[0].recurring);
+        let text = render_text(&view);
+        assert!(
+            text.contains("R1 agent_stop | finished in the same reply"),
+            "{text}"
+        );
+        assert!(text.contains("label: realize: rule missing"), "{text}");
+        assert!(
+            text.contains("last result error mysql 1064: 2 task(s) (a, b)"),
+            "{text}"
+        );
+        assert!(text.contains("[finishes, same reply]"), "{text}");
+        let html = render_html(&view);
+        assert!(html.contains("<details open>"), "{html}");
+        // Not a result directory: an error naming it.
+        let empty = tmp.path().join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        let err = collect(&[empty.clone()], 1.0, &FailureFilter::default()).unwrap_err();
+        assert!(
+            err.to_string().contains(&empty.display().to_string()),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_episode_in_two_directories_counts_once_and_the_harness_filter_applies() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = episode("a", &[(1, "execute_sql", "[]", false)]);
+        let line = format!("{}\n", serde_json::to_string(&r).unwrap());
+        write_run(&tmp.path().join("x/evals/one"), std::slice::from_ref(&line));
+        write_run(&tmp.path().join("y/evals/one"), &[line]);
+        // An experiment-like parent: found under it.
+        std::fs::write(tmp.path().join("experiment.json"), "{}").unwrap();
+        let view = collect(&[tmp.path().to_path_buf()], 1.0, &FailureFilter::default()).unwrap();
+        assert_eq!(view.sources.len(), 2);
+        assert_eq!(view.episodes, 1);
+        assert_eq!(view.failures, 1);
+        let none = collect(
+            &[tmp.path().to_path_buf()],
+            1.0,
+            &FailureFilter {
+                harness: Some("abc".into()),
+            },
+        )
+        .unwrap();
+        assert_eq!((none.sources.len(), none.episodes), (0, 0));
+    }
+}
