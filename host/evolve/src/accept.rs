@@ -275,7 +275,7 @@ pub fn paired_difference(
 const DIFFERENCE_BOOTSTRAP: usize = 2000;
 
 /// Reward per (task, trial), first episode wins.
-fn by_episode(records: &[EpisodeRecord]) -> BTreeMap<(&str, u32), f64> {
+pub(crate) fn by_episode(records: &[EpisodeRecord]) -> BTreeMap<(&str, u32), f64> {
     let mut out = BTreeMap::new();
     for r in records {
         out.entry((r.task_id.as_str(), r.trial)).or_insert(r.reward);
@@ -309,25 +309,51 @@ fn fmt_p(p: f64) -> String {
 /// p is the share of sign assignments whose sum reaches the observed sum.
 /// Zero differences carry no sign and are dropped; none left gives p = 1.
 pub(crate) fn sign_flip_p(diffs: &[f64]) -> f64 {
-    let d: Vec<f64> = diffs.iter().copied().filter(|x| x.abs() > 1e-12).collect();
+    sign_flip_p_scaled(diffs, None)
+}
+
+/// [`sign_flip_p`] with the tie tolerance sized for differences whose
+/// absolute sum is `scale` instead of their own: the racing gate bounds
+/// the p of every completion of a partial evaluation by one completion's p,
+/// and the bound holds only if that one is computed with the tolerance no
+/// completion goes below (or above).
+pub(crate) fn sign_flip_p_scaled(diffs: &[f64], scale: Option<f64>) -> f64 {
+    let d: Vec<f64> = diffs.iter().copied().filter(|x| !is_zero(*x)).collect();
     if d.is_empty() {
         return 1.0;
     }
+    let tol = tolerance(scale.unwrap_or_else(|| d.iter().map(|x| x.abs()).sum()));
     if d.len() <= EXACT_MAX_TASKS {
-        exact_p(&d)
+        exact_p(&d, tol)
     } else {
-        monte_carlo_p(&d, MONTE_CARLO_DRAWS, MONTE_CARLO_SEED)
+        monte_carlo_p(&d, MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, tol)
     }
 }
 
-fn tolerance(d: &[f64]) -> f64 {
-    TIE_EPS * (1.0 + d.iter().map(|x| x.abs()).sum::<f64>())
+/// A difference that carries no sign.
+pub(crate) fn is_zero(x: f64) -> bool {
+    x.abs() <= 1e-12
+}
+
+/// Whether `sign_flip_p` of `n` nonzero differences enumerates (else it
+/// samples).
+pub(crate) fn is_exact(n: usize) -> bool {
+    n <= EXACT_MAX_TASKS
+}
+
+/// The largest standard error of a sampled p.
+pub(crate) fn sampled_p_standard_error() -> f64 {
+    0.5 / (MONTE_CARLO_DRAWS as f64).sqrt()
+}
+
+fn tolerance(abs_sum: f64) -> f64 {
+    TIE_EPS * (1.0 + abs_sum)
 }
 
 /// Every one of the 2^n assignments.
-fn exact_p(d: &[f64]) -> f64 {
+fn exact_p(d: &[f64], tol: f64) -> f64 {
     let observed: f64 = d.iter().sum();
-    let threshold = observed - tolerance(d);
+    let threshold = observed - tol;
     let n = d.len();
     let total = 1u64 << n;
     let mut hits = 0u64;
@@ -347,9 +373,9 @@ fn exact_p(d: &[f64]) -> f64 {
 
 /// `draws` random assignments; the observed one is counted as a draw too,
 /// which keeps the estimate a valid p-value (never 0).
-fn monte_carlo_p(d: &[f64], draws: u64, seed: u64) -> f64 {
+fn monte_carlo_p(d: &[f64], draws: u64, seed: u64, tol: f64) -> f64 {
     let observed: f64 = d.iter().sum();
-    let threshold = observed - tolerance(d);
+    let threshold = observed - tol;
     let mut rng = ecdysis_sys::rng::SplitMix64::new(seed);
     let mut hits = 0u64;
     for _ in 0..draws {
@@ -602,8 +628,9 @@ mod tests {
     #[test]
     fn sampler_agrees_with_enumeration() {
         let d: Vec<f64> = thirty().into_iter().take(16).collect();
-        let exact = exact_p(&d);
-        let sampled = monte_carlo_p(&d, MONTE_CARLO_DRAWS, MONTE_CARLO_SEED);
+        let tol = tolerance(d.iter().map(|x| x.abs()).sum());
+        let exact = exact_p(&d, tol);
+        let sampled = monte_carlo_p(&d, MONTE_CARLO_DRAWS, MONTE_CARLO_SEED, tol);
         assert!(
             (exact - sampled).abs() < 0.006,
             "exact {exact} vs sampled {sampled}"

@@ -14,6 +14,7 @@ pub mod fdcr;
 pub mod heuristic;
 pub mod mechanism;
 pub mod power;
+pub mod race;
 pub mod records;
 pub mod roles;
 pub mod rulecoder;
