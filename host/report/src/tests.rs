@@ -288,6 +288,7 @@ fn hostile_training_content_renders_as_text() {
         edit_to_episode_seconds: None,
         incumbent_measure: Some(ecdysis_evolve::train::Measure::Fresh),
         candidate_measure: Some(ecdysis_evolve::train::Measure::Fresh),
+        gate_episodes: None,
     };
     std::fs::write(
         dir.join("rounds.jsonl"),
@@ -480,6 +481,7 @@ fn an_empty_diff_patch_is_recomputed_from_the_stored_sources() {
         edit_to_episode_seconds: Some(1.5),
         incumbent_measure: None,
         candidate_measure: None,
+        gate_episodes: None,
     };
     let lines = format!(
         "{}\n{}\n",

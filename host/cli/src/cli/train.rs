@@ -9,6 +9,7 @@ use clap::Args;
 use ecdysis_host::eval::SIMULATED_LABEL;
 use ecdysis_host::evolve::accept::AcceptRule;
 use ecdysis_host::evolve::coder::NetworkChoice;
+use ecdysis_host::evolve::race::GateRace;
 use ecdysis_host::evolve::roles::{CoderSpec, RoleError, RoleSpec};
 use ecdysis_host::evolve::select::SelectStrategy;
 use ecdysis_host::evolve::train::{
@@ -306,6 +307,13 @@ pub struct GateArgs {
     /// Significance level of `--accept paired`.
     #[arg(long, default_value_t = 0.05)]
     pub accept_alpha: f64,
+    /// Race the gate: evaluate a candidate task by task, the incumbent's
+    /// failing tasks first, and stop once the acceptance rule's decision
+    /// can no longer change (episodes not run are recorded as not needed;
+    /// an accepted candidate is still evaluated on every task). `off`
+    /// evaluates every task before deciding.
+    #[arg(long, value_enum, default_value_t = GateRace::On)]
+    pub gate_race: GateRace,
     /// Budget: dollars over every role (agent, user, FDCR roles, coder),
     /// priced by the embedded table plus --prices; counted across resumes.
     #[arg(long)]
@@ -330,6 +338,7 @@ impl Default for GateArgs {
         GateArgs {
             accept: "strict".into(),
             accept_alpha: 0.05,
+            gate_race: GateRace::On,
             max_usd: None,
             select_train: None,
             budget_tasks: None,
@@ -408,6 +417,7 @@ impl TrainKnobs {
                 start_blank: self.start_blank.unwrap_or(defaults.start_blank),
                 coder_latency_ms: self.coder_latency_ms.unwrap_or(defaults.coder_latency_ms),
                 accept,
+                gate_race: self.gate.gate_race,
                 select,
                 test_trials: self.test_trials,
                 test_direct: self.test_direct,

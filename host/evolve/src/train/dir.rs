@@ -241,6 +241,7 @@ mod tests {
             edit_to_episode_seconds: None,
             incumbent_measure: None,
             candidate_measure: None,
+            gate_episodes: None,
         }
     }
 
@@ -263,6 +264,24 @@ mod tests {
         assert_eq!(dir.incumbent(&initial, &done).unwrap(), cand);
         let file = std::fs::read_to_string(tmp.path().join("incumbent")).unwrap();
         assert_eq!(file, cand.as_str());
+    }
+
+    #[test]
+    fn a_run_recorded_before_the_racing_gate_resumes_with_it_on_and_off_is_a_change() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut old = serde_json::to_value(config()).unwrap();
+        assert_eq!(old["gate_race"], "on", "{old}");
+        old.as_object_mut().unwrap().remove("gate_race");
+        std::fs::write(
+            tmp.path().join("config.json"),
+            serde_json::to_vec(&old).unwrap(),
+        )
+        .unwrap();
+        TrainDir::open(tmp.path(), &config()).unwrap();
+        let mut off = config();
+        off.plan.gate_race = crate::race::GateRace::Off;
+        let err = TrainDir::open(tmp.path(), &off).err().unwrap().to_string();
+        assert!(err.contains("gate_race: \"on\" -> \"off\""), "{err}");
     }
 
     #[test]

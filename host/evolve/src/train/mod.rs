@@ -118,6 +118,11 @@ pub struct TrainPlan {
     /// The acceptance rule.
     #[serde(default)]
     pub accept: AcceptRule,
+    /// Whether the gate stops a candidate's evaluation once the rule's
+    /// decision is certain ([`crate::race`]). A run recorded before the
+    /// option resumes with it on: it decides every round alike.
+    #[serde(default)]
+    pub gate_race: crate::race::GateRace,
     /// Budget: dollars over every role (agent, user, FDCR roles, coder),
     /// from the usage ledger and the price table.
     #[serde(default)]
@@ -158,6 +163,7 @@ impl Default for TrainPlan {
             start_blank: false,
             coder_latency_ms: 0,
             accept: AcceptRule::default(),
+            gate_race: crate::race::GateRace::default(),
             max_usd: None,
             select: None,
             test_trials: 3,
@@ -547,6 +553,64 @@ impl TrainContext {
         label: &str,
         draw: Draw,
     ) -> Result<(RunSummary, Vec<EpisodeRecord>), TrainError> {
+        self.say(format!(
+            "evaluating {} on {} {label} task(s) x {} trial(s){}",
+            hash.map(|h| h.short().to_string())
+                .unwrap_or_else(|| "direct".into()),
+            tasks.len(),
+            base.settings.trials,
+            fresh_note(draw)
+        ));
+        let (config, options, executor) =
+            self.prepare(dir, base, hash, tasks, split, label, draw)?;
+        let out = options.out.clone();
+        let summary = eval::run_with(config, options, self.domain.clone(), executor, None).await?;
+        let records =
+            eval::rundir::read_trajectories(&out.join(eval::rundir::TRAJECTORIES_FILE), false)?;
+        Ok((summary, records))
+    }
+
+    /// Evaluate `hash` on `part` of `tasks` only, in the result directory
+    /// of its evaluation on all of `tasks` (which a later [`Self::evaluate_with`]
+    /// resumes): the racing gate's batches. Returns every finished episode
+    /// of that directory.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn evaluate_part(
+        &self,
+        dir: &TrainDir,
+        base: &RunConfig,
+        hash: &ComponentHash,
+        tasks: &[String],
+        part: &std::collections::BTreeSet<String>,
+        split: Option<String>,
+        label: &str,
+        draw: Draw,
+    ) -> Result<Vec<EpisodeRecord>, TrainError> {
+        self.say(format!(
+            "evaluating {} on {} of {} {label} task(s) x {} trial(s){}",
+            hash.short(),
+            part.len(),
+            tasks.len(),
+            base.settings.trials,
+            fresh_note(draw)
+        ));
+        let (config, options, executor) =
+            self.prepare(dir, base, Some(hash), tasks, split, label, draw)?;
+        Ok(eval::run_tasks(config, options, executor, part).await?)
+    }
+
+    /// The run config, options and episode executor of one evaluation.
+    #[allow(clippy::too_many_arguments)]
+    fn prepare(
+        &self,
+        dir: &TrainDir,
+        base: &RunConfig,
+        hash: Option<&ComponentHash>,
+        tasks: &[String],
+        split: Option<String>,
+        label: &str,
+        draw: Draw,
+    ) -> Result<(RunConfig, RunOptions, Arc<dyn eval::EpisodeExecutor>), TrainError> {
         let loaded = match hash {
             Some(h) => Some(self.load(h)?),
             None => None,
@@ -564,18 +628,6 @@ impl TrainContext {
             Some(h) => dir.eval_dir(h, label),
             None => dir.layout().direct_eval(label).root().to_path_buf(),
         };
-        self.say(format!(
-            "evaluating {} on {} {label} task(s) x {} trial(s){}",
-            hash.map(|h| h.short().to_string())
-                .unwrap_or_else(|| "direct".into()),
-            tasks.len(),
-            base.settings.trials,
-            if draw == Draw::Fresh {
-                " (fresh draw)"
-            } else {
-                ""
-            }
-        ));
         let participants = match (draw, &self.fresh) {
             (Draw::Fresh, Some(p)) => p.clone(),
             _ => self.participants.clone(),
@@ -583,31 +635,26 @@ impl TrainContext {
         // Decile progress lines (not a bar): training runs for hours against
         // real endpoints, often with stderr going to a log file.
         let options = RunOptions {
-            out: out.clone(),
+            out,
             concurrency: self.concurrency,
             force_new: false,
             progress: ProgressDisplay::Lines,
             max_requeues: 2,
         };
-        let summary = match &self.isolation {
-            None => {
-                eval::run(
-                    config,
-                    options,
-                    self.domain.clone(),
-                    loaded,
-                    participants,
-                    None,
-                )
-                .await?
-            }
+        let executor: Arc<dyn eval::EpisodeExecutor> = match &self.isolation {
+            None => Arc::new(eval::InProcess {
+                config: Arc::new(config.clone()),
+                domain: self.domain.clone(),
+                harness: loaded,
+                participants,
+            }),
             Some((pool, job)) => {
                 let mut services = job.services.clone();
                 if draw == Draw::Fresh && self.fresh.is_some() {
                     // The workers' models bypass the response cache too.
                     services.cache = ecdysis_model::CachePolicy::Off;
                 }
-                let executor = Arc::new(ecdysis_runner::isolate::ProcessExecutor {
+                Arc::new(ecdysis_runner::isolate::ProcessExecutor {
                     pool: pool.clone(),
                     job: Arc::new(ecdysis_runner::isolate::EpisodeJob {
                         harness: hash.cloned(),
@@ -616,17 +663,23 @@ impl TrainContext {
                     }),
                     domain: self.domain.clone(),
                     ledger: Some(self.ledger.clone()),
-                });
-                eval::run_with(config, options, self.domain.clone(), executor, None).await?
+                })
             }
         };
-        let records =
-            eval::rundir::read_trajectories(&out.join(eval::rundir::TRAJECTORIES_FILE), false)?;
-        Ok((summary, records))
+        Ok((config, options, executor))
     }
 
     fn say(&self, line: impl std::fmt::Display) {
         tracing::info!(target: PROGRESS, "{line}");
+    }
+}
+
+/// How an evaluation's progress line names a fresh draw.
+fn fresh_note(draw: Draw) -> &'static str {
+    if draw == Draw::Fresh {
+        " (fresh draw)"
+    } else {
+        ""
     }
 }
 

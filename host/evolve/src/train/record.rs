@@ -111,6 +111,11 @@ pub struct RoundRecord {
     /// Where `candidate_score` comes from (always measured this round).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate_measure: Option<Measure>,
+    /// The gate's episodes: needed by the full gate, run, and not needed
+    /// because the decision was certain. After a raced rejection
+    /// `candidate_score` is the most the candidate could have scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_episodes: Option<crate::race::GateEpisodes>,
 }
 
 /// How a score of a round was obtained.

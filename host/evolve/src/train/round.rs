@@ -25,6 +25,7 @@ use crate::aggregate::{self, FailureGroup};
 use crate::coder::{CoderTask, Snapshot, src_diff};
 use crate::fdcr::{self, EvidenceLimits, FdcrInput, HarnessFocus};
 use crate::heuristic::{self, ToolFacts};
+use crate::race::{self, GateEpisodes, GateRace, Settled};
 use crate::records::{self, FailureRecord};
 use crate::spec::ChangeSpec;
 use crate::{rulecoder, screen, staging};
@@ -89,6 +90,7 @@ impl<'a> Round<'a> {
                 edit_to_episode_seconds: None,
                 incumbent_measure: None,
                 candidate_measure: None,
+                gate_episodes: None,
             },
             transcript: RoundTranscript {
                 round: n,
@@ -609,6 +611,21 @@ impl<'a> Round<'a> {
             ));
         }
         let (label, draw, measure) = self.measurement();
+        self.record.candidate_measure = Some(measure);
+        let rejected = match self.config.plan.gate_race {
+            GateRace::On => self.race(cand, incumbent_records, &label, draw).await?,
+            GateRace::Off => Err(None),
+        };
+        let decided_after = match rejected {
+            Ok(why) => {
+                self.times.gate = clock.elapsed().as_secs_f64();
+                return Ok(why);
+            }
+            Err(decided_after) => decided_after,
+        };
+        // Every task, resuming the race's batches: the full gate's
+        // decision, and an accepted candidate's episodes are the next
+        // incumbent's evaluation.
         let (summary, records) = self
             .cx
             .evaluate_with(
@@ -621,14 +638,94 @@ impl<'a> Round<'a> {
                 draw,
             )
             .await?;
-        self.record.candidate_measure = Some(measure);
         write_json(&self.dir.candidate(cand).train_summary(), &summary)?;
         self.times.gate = clock.elapsed().as_secs_f64();
         let verdict = accept::decide(self.config.plan.accept, incumbent_records, &records);
         self.record.candidate_score = Some(summary.metrics.accuracy);
         self.record.p_value = verdict.p_value;
         self.record.accepted = verdict.accepted;
+        let run = records.len() as u64;
+        self.record.gate_episodes = Some(GateEpisodes {
+            raced: self.config.plan.gate_race == GateRace::On,
+            needed: self.gate_needed(),
+            run,
+            not_needed: 0,
+            decided_after,
+        });
         Ok(verdict.reason)
+    }
+
+    /// The full gate's episodes: every training task's trials.
+    fn gate_needed(&self) -> u64 {
+        let tasks: BTreeSet<&String> = self.tasks.tasks.iter().collect();
+        tasks.len() as u64 * u64::from(self.config.train.settings.trials)
+    }
+
+    /// Race the candidate's evaluation: batches of tasks in the race order
+    /// until the rule's decision is certain. `Ok(decision)` when a
+    /// rejection was settled early (the round's record filled in);
+    /// `Err(decided_after)` when the full evaluation must follow, with the
+    /// episodes after which an acceptance was certain, if it was before the
+    /// last batch.
+    async fn race(
+        &mut self,
+        cand: &ComponentHash,
+        incumbent_records: &[EpisodeRecord],
+        label: &str,
+        draw: super::Draw,
+    ) -> Result<Result<String, Option<u64>>, TrainError> {
+        let rule = self.config.plan.accept;
+        let trials = self.config.train.settings.trials;
+        let mut plan = race::batches(
+            race::order(&self.tasks.tasks, incumbent_records),
+            trials,
+            self.cx.concurrency,
+        )
+        .into_iter();
+        let mut known: Vec<EpisodeRecord> = vec![];
+        let standing = loop {
+            let standing = race::standing(rule, incumbent_records, &known);
+            if standing.settled != Settled::Open {
+                break standing;
+            }
+            let Some(batch) = plan.next() else {
+                return Ok(Err(None));
+            };
+            let part: BTreeSet<String> = batch.into_iter().collect();
+            known = self
+                .cx
+                .evaluate_part(
+                    self.dir,
+                    &self.config.train,
+                    cand,
+                    &self.tasks.tasks,
+                    &part,
+                    self.config.train.settings.split.clone(),
+                    label,
+                    draw,
+                )
+                .await?;
+        };
+        let run = known.len() as u64;
+        if standing.settled == Settled::Accept || plan.len() == 0 {
+            return Ok(Err((plan.len() > 0).then_some(run)));
+        }
+        let needed = self.gate_needed();
+        let not_needed = needed.saturating_sub(run);
+        self.record.candidate_score = Some(standing.best_score);
+        self.record.p_value = standing.best_p;
+        self.record.accepted = false;
+        self.record.gate_episodes = Some(GateEpisodes {
+            raced: true,
+            needed,
+            run,
+            not_needed,
+            decided_after: Some(run),
+        });
+        Ok(Ok(format!(
+            "{} (raced: decided after {run} of {needed} episodes, {not_needed} not needed)",
+            standing.reject_reason(rule)
+        )))
     }
 
     /// Close the round, whatever its outcome: times and dollars into the
