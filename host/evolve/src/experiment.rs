@@ -50,6 +50,12 @@ pub struct ExperimentSpec {
     pub transfer: Vec<ModelFlags>,
     /// The experiment directory (one training run per method inside).
     pub out: PathBuf,
+    /// A hand-configured baseline: rule-table edits a person chose
+    /// ([`crate::rulecoder::HandConfigured`]), applied to a copy of the
+    /// starting harness and evaluated like Human-Augmented. It is the
+    /// ceiling the edit vocabulary allows: training reaching it by itself
+    /// is the result, and the gap says which step fell short.
+    pub hand_configured: Option<PathBuf>,
 }
 
 /// One method's row of the comparison.
@@ -80,6 +86,10 @@ pub struct MethodRow {
     /// seeds): could the gain over the starting harness be chance?
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_p_vs_human: Option<f64>,
+    /// `test_p_vs_human` adjusted for the methods compared with
+    /// Human-Augmented (Holm's step-down method).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_p_holm: Option<f64>,
     /// Accepted rule edits.
     pub edits: u32,
     /// Accepted edits that only answer model-specific quirks, judged from
@@ -215,6 +225,7 @@ impl MethodRow {
             test: s.test_score,
             test_detail: s.test.as_ref().map(|t| t.final_.clone()),
             test_p_vs_human: None,
+            test_p_holm: None,
             edits: 0,
             accommodating: None,
             tokens: s.usage.total.fresh_tokens.prompt_tokens
@@ -294,6 +305,10 @@ impl BaselineRow {
 /// Where the baselines' evaluations are kept, inside the experiment
 /// directory (a training directory of zero rounds).
 pub const BASELINES_DIR: &str = "baselines";
+
+/// The hand-configured baseline's training directory (its source beside it,
+/// `hand-configured.source`).
+pub const HAND_CONFIGURED_DIR: &str = "hand-configured";
 
 /// `experiment.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -463,7 +478,7 @@ pub async fn run(
         });
     }
     tracing::info!(target: PROGRESS, "experiment: evaluating the baselines (direct, human-augmented) ...");
-    let baselines = baselines(spec, &shared).await?;
+    let mut baselines = baselines(spec, &shared).await?;
     // Human-Augmented's held-out episodes: every method's final harness is
     // compared with them, pair by pair.
     let human_test = baselines
@@ -471,6 +486,10 @@ pub async fn run(
         .find(|b| b.name == "human-augmented")
         .and_then(|b| b.test.as_ref())
         .map(|t| held_out_episodes(&spec.out.join(BASELINES_DIR), t));
+    if let Some(file) = &spec.hand_configured {
+        tracing::info!(target: PROGRESS, "experiment: evaluating the hand-configured baseline ({}) ...", file.display());
+        baselines.push(hand_configured(spec, &shared, file, human_test.as_deref()).await?);
+    }
     let mut methods: Vec<MethodRow> = methods
         .into_iter()
         .map(|(mut row, s)| {
@@ -482,6 +501,14 @@ pub async fn run(
         })
         .collect();
     methods.sort_by_key(|r: &MethodRow| METHODS.iter().position(|m| *m == r.method));
+    // Several methods are each compared with the same baseline: the
+    // family's error rate is held by Holm's adjustment, which needs no
+    // independence between the comparisons.
+    let raw: Vec<f64> = methods.iter().filter_map(|r| r.test_p_vs_human).collect();
+    let mut adjusted = holm(&raw).into_iter();
+    for r in methods.iter_mut().filter(|r| r.test_p_vs_human.is_some()) {
+        r.test_p_holm = adjusted.next();
+    }
     let simulated = spec.train.eval.is_simulated();
     let report = ExperimentReport {
         label: simulated.then(|| SIMULATED_LABEL.to_string()),
@@ -578,6 +605,93 @@ async fn baselines(
             test_p_vs_human: None,
         },
     ])
+}
+
+/// Holm's step-down adjustment of `p` (same order): the k-th smallest of m
+/// p-values is multiplied by m − k + 1, made monotone, capped at 1.
+pub fn holm(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+    let mut out = vec![0.0; m];
+    let mut running: f64 = 0.0;
+    for (k, &i) in order.iter().enumerate() {
+        running = running.max(((m - k) as f64 * p[i]).min(1.0));
+        out[i] = running;
+    }
+    out
+}
+
+/// The hand-configured baseline: the edits applied to a fresh copy of the
+/// starting harness (`<out>/hand-configured-source`), then a training run
+/// of zero rounds on it, as Human-Augmented's, compared pair by pair with
+/// Human-Augmented's held-out episodes.
+async fn hand_configured(
+    spec: &ExperimentSpec,
+    shared: &Shared<'_>,
+    file: &Path,
+    human_test: Option<&[EpisodeRecord]>,
+) -> Result<BaselineRow, TrainSpecError> {
+    let source_error = |reason: String| TrainSpecError::Source {
+        path: file.to_path_buf(),
+        reason,
+    };
+    let hand =
+        crate::rulecoder::HandConfigured::read(file).map_err(|e| source_error(e.to_string()))?;
+    // The copy keeps the crate's layout: `harness/` with the WIT package
+    // beside it, where the crate's bindings look for it.
+    let staged = spec.out.join(HAND_CONFIGURED_DIR).with_extension("source");
+    let source = staged.join("harness");
+    crate::staging::fresh_copy(&spec.train.source, &source)
+        .map_err(|e| source_error(e.to_string()))?;
+    if let Some(wit) = spec.train.source.parent().map(|p| p.join("wit"))
+        && wit.is_dir()
+    {
+        crate::staging::fresh_copy(&wit, &staged.join("wit"))
+            .map_err(|e| source_error(e.to_string()))?;
+    }
+    let changed = hand
+        .apply(&source)
+        .map_err(|e| source_error(e.to_string()))?;
+    if changed == 0 {
+        return Err(source_error(
+            "its edits change nothing in the starting harness".into(),
+        ));
+    }
+    let dir = spec.out.join(HAND_CONFIGURED_DIR);
+    let zero = TrainSpec {
+        plan: TrainPlan {
+            method: Method::SelfEvolution,
+            rounds: 0,
+            plateau: 0,
+            start_blank: false,
+            test_direct: false,
+            ..spec.train.plan.clone()
+        },
+        roles: spec.train.roles.without_fdcr(),
+        source,
+        ..spec.train.clone()
+    };
+    let s = train::run_spec(
+        &zero,
+        shared.store,
+        shared.domain.clone(),
+        shared.services,
+        shared.sandbox,
+        &dir,
+    )
+    .await?;
+    let test = s.test.as_ref().map(|t| t.initial.clone());
+    let p = human_test
+        .zip(test.as_ref())
+        .map(|(human, t)| paired_p(human, &held_out_episodes(&dir, t)));
+    Ok(BaselineRow {
+        name: "hand-configured".into(),
+        harness: s.initial.to_string(),
+        train: s.initial_train_score,
+        test,
+        test_p_vs_human: p,
+    })
 }
 
 /// A method's training configuration, as its run directory holds it.
@@ -864,6 +978,24 @@ impl ExperimentReport {
                 out += &format!("  ({SAME_CODE_NOTE})\n");
             }
         }
+        let holm: Vec<String> = self
+            .methods
+            .iter()
+            .filter_map(|r| {
+                Some(format!(
+                    "{} {}",
+                    r.name(),
+                    accept::p_cell(Some(r.test_p_holm?))
+                ))
+            })
+            .collect();
+        if !holm.is_empty() {
+            out += &format!(
+                "p vs HA adjusted for {} comparisons (Holm): {}\n",
+                holm.len(),
+                holm.join(", ")
+            );
+        }
         let row = |m: Method| {
             self.methods
                 .iter()
@@ -946,6 +1078,20 @@ impl ExperimentReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holm_multiplies_by_rank_and_stays_monotone() {
+        let adj = holm(&[0.01, 0.04, 0.03]);
+        // Sorted: 0.01·3 = 0.03, 0.03·2 = 0.06, 0.04·1 = 0.04 → 0.06.
+        let want = [0.03, 0.06, 0.06];
+        for (a, w) in adj.iter().zip(want) {
+            assert!((a - w).abs() < 1e-12, "{adj:?}");
+        }
+        assert_eq!(holm(&[0.9, 0.8]), vec![1.0, 1.0]);
+        assert!(holm(&[]).is_empty());
+        // One comparison: unchanged.
+        assert_eq!(holm(&[0.2]), vec![0.2]);
+    }
 
     fn change(gains: &[(&str, f64)], no_headroom: &[&str], truth: bool) -> MeasuredChange {
         let other_gains: Vec<(ModelId, f64)> =

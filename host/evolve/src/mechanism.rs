@@ -15,6 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::records::{FailureRecord, ToolStep};
+pub use crate::spec::Layer;
 
 /// What this module knows of one domain.
 pub struct DomainPatterns {
@@ -163,40 +164,6 @@ impl Finish {
             Finish::NoCalls => "no tool call at all",
         }
     }
-}
-
-/// The harness layer a failure points at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Layer {
-    /// Tool descriptions and interface rules (the system prompt).
-    Contract,
-    /// Procedures shown to the model.
-    Skills,
-    /// What happens to each proposed call.
-    Realize,
-    /// Watching the trajectory: loops, stalls, turn limits.
-    Regulate,
-}
-
-impl Layer {
-    /// The layer's name (also the harness's directory).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Layer::Contract => "contract",
-            Layer::Skills => "skills",
-            Layer::Realize => "realize",
-            Layer::Regulate => "regulate",
-        }
-    }
-
-    /// Every layer, in hook order.
-    pub const ALL: [Layer; 4] = [
-        Layer::Contract,
-        Layer::Skills,
-        Layer::Realize,
-        Layer::Regulate,
-    ];
 }
 
 /// What is wrong with the layer's rules.

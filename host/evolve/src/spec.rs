@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 /// The harness layer a change targets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Layer {
     /// Tool descriptions and the system prompt.
@@ -18,6 +18,26 @@ pub enum Layer {
     Realize,
     /// Watching the trajectory: repeats, stalls, budgets.
     Regulate,
+}
+
+impl Layer {
+    /// Every layer, in hook order.
+    pub const ALL: [Layer; 4] = [
+        Layer::Contract,
+        Layer::Skills,
+        Layer::Realize,
+        Layer::Regulate,
+    ];
+
+    /// The layer's name (also the harness's directory under `src/`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Contract => "contract",
+            Layer::Skills => "skills",
+            Layer::Realize => "realize",
+            Layer::Regulate => "regulate",
+        }
+    }
 }
 
 /// A recurring failure, as diagnosis states it.

@@ -409,7 +409,7 @@ mod tests {
         lines.push(torn[..torn.len() / 2].to_string());
         let run = tmp.path().join("run");
         write_run(&run, &lines);
-        let view = collect(&[run.clone()], 1.0, &FailureFilter::default()).unwrap();
+        let view = collect(std::slice::from_ref(&run), 1.0, &FailureFilter::default()).unwrap();
         assert_eq!(view.episodes, 2);
         assert_eq!(view.problems.len(), 2, "{:?}", view.problems);
         assert_eq!(view.problems[0].line, Some(2));
@@ -437,7 +437,7 @@ mod tests {
         // Not a result directory: an error naming it.
         let empty = tmp.path().join("empty");
         std::fs::create_dir_all(&empty).unwrap();
-        let err = collect(&[empty.clone()], 1.0, &FailureFilter::default()).unwrap_err();
+        let err = collect(std::slice::from_ref(&empty), 1.0, &FailureFilter::default()).unwrap_err();
         assert!(
             err.to_string().contains(&empty.display().to_string()),
             "{err}"

@@ -32,6 +32,15 @@ pub struct ExperimentArgs {
     /// Experiment directory (one training run per method inside).
     #[arg(long, default_value = "runs/experiment")]
     pub out: PathBuf,
+    /// Also evaluate a hand-configured baseline: a JSON file of rule-table
+    /// edits a person chose (`{"domain": "dbbench", "notes": [...],
+    /// "edits": [...]}`, the edits as the table coder writes them; e.g.
+    /// scripts/hand-configured/tables-dbbench.json), applied to a copy of
+    /// the starting harness and evaluated like Human-Augmented, with its
+    /// held-out p against it. It shows the ceiling the edit vocabulary
+    /// allows.
+    #[arg(long)]
+    pub hand_configured: Option<PathBuf>,
     #[command(flatten)]
     pub knobs: TrainKnobs,
 }
@@ -73,6 +82,7 @@ pub async fn experiment(
         train,
         transfer,
         out: args.out,
+        hand_configured: args.hand_configured,
     };
     let domain = data.open(&spec.train.eval.settings.domain)?;
     let report = experiment::run(&spec, store, domain, &services).await?;

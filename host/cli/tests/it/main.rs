@@ -6,6 +6,7 @@ mod contain;
 mod containment;
 mod docs;
 mod evolve;
+mod failures;
 mod isolate;
 mod layers;
 mod local_llm;

@@ -260,10 +260,20 @@ fn fixture() -> &'static Fixture {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let exp = f.dir("experiment");
         let target = repo_root().join("target/evolve-candidates");
+        // A hand-configured baseline: one realization primitive switched on.
+        let hand = f.root.join("hand-retail.json");
+        std::fs::write(
+            &hand,
+            r#"{"domain": "retail", "edits": [{"kind": "refuse_finish_after_error",
+                "tool": "transfer_to_human_agents", "feedback": ""}]}"#,
+        )
+        .unwrap();
         host(
             store,
             &[
                 "experiment",
+                "--hand-configured",
+                hand.to_str().unwrap(),
                 "--rounds",
                 "1",
                 "--tasks",
@@ -280,6 +290,43 @@ fn fixture() -> &'static Fixture {
         );
         f
     })
+}
+
+/// The hand-configured baseline is evaluated like Human-Augmented, from a
+/// copy of the starting harness with its edits applied, and compared with
+/// it pair by pair; the methods' p-values carry Holm's adjustment.
+#[test]
+fn the_experiment_evaluates_a_hand_configured_baseline() {
+    let f = fixture();
+    let exp = f.dir("experiment");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(exp.join("experiment.json")).unwrap()).unwrap();
+    let baselines = report["baselines"].as_array().unwrap();
+    let names: Vec<&str> = baselines
+        .iter()
+        .filter_map(|b| b["name"].as_str())
+        .collect();
+    assert_eq!(names, ["direct", "human-augmented", "hand-configured"]);
+    let human = &baselines[1];
+    let hand = &baselines[2];
+    assert_ne!(
+        hand["harness"], human["harness"],
+        "the edits changed the harness"
+    );
+    assert!(hand["test"].is_object(), "{hand}");
+    assert!(hand["test_p_vs_human"].as_f64().is_some(), "{hand}");
+    let tables =
+        std::fs::read_to_string(exp.join("hand-configured.source/harness/src/tables.rs")).unwrap();
+    assert!(
+        tables.contains("transfer_to_human_agents"),
+        "the edit is in the copy's tables"
+    );
+    for m in report["methods"].as_array().unwrap() {
+        let (p, holm) = (m["test_p_vs_human"].as_f64(), m["test_p_holm"].as_f64());
+        if let (Some(p), Some(holm)) = (p, holm) {
+            assert!(holm >= p && holm <= 1.0, "{m}");
+        }
+    }
 }
 
 fn count(hay: &str, needle: &str) -> usize {

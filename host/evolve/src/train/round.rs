@@ -22,6 +22,7 @@ use super::{
 };
 use crate::accept;
 use crate::aggregate::{self, FailureGroup};
+use crate::budget::{Section, estimate_tokens};
 use crate::coder::{CoderTask, Snapshot, src_diff};
 use crate::fdcr::{self, EvidenceLimits, FdcrInput, HarnessFocus};
 use crate::heuristic::{self, ToolFacts};
@@ -164,7 +165,14 @@ impl<'a> Round<'a> {
             .filter(|r| r.reward >= lambda)
             .map(FailureRecord::from_episode)
             .collect();
-        let groups = aggregate::aggregate(&failures);
+        // Aggregation sees every episode of the incumbent already evaluated:
+        // with a selected budget, the starting harness's episodes on the
+        // rest of the pool too (a mechanism recurs across the pool even
+        // where the budget kept one task of it).
+        let pool = self.pool_failures(&records, lambda).await?;
+        let mut evidence = failures.clone();
+        evidence.extend(pool);
+        let groups = aggregate::aggregate(&evidence);
         self.times.aggregation = clock.elapsed().as_secs_f64();
         self.record.failures = failures.len();
         self.record.groups = groups.len();
@@ -175,6 +183,54 @@ impl<'a> Round<'a> {
             successes,
             groups,
         })
+    }
+
+    /// What earlier rounds of this run proposed, whether the candidate
+    /// built, and how the gate judged it, for the roles (empty in round 1).
+    fn earlier_rounds(&self) -> Result<String, TrainError> {
+        let rounds: Vec<RoundRecord> =
+            ecdysis_runner::eval::rundir::read_jsonl(&self.dir.layout().rounds(), false)
+                .map_err(TrainError::from)?;
+        Ok(render_earlier_rounds(&rounds))
+    }
+
+    /// The incumbent's failures on pool tasks outside the training tasks,
+    /// when the pool was evaluated with this harness (the starting one,
+    /// for failure-aware selection); empty otherwise. The pool's run is
+    /// finished, so this reads it without running an episode.
+    async fn pool_failures(
+        &self,
+        training: &[EpisodeRecord],
+        lambda: f64,
+    ) -> Result<Vec<FailureRecord>, TrainError> {
+        let pooled = self.tasks.selection.as_ref().is_some_and(|s| {
+            matches!(
+                s.strategy,
+                crate::select::SelectStrategy::FailureAware
+                    | crate::select::SelectStrategy::Recurring
+            )
+        });
+        if !pooled || self.dir.initial()?.as_ref() != Some(&self.incumbent) {
+            return Ok(vec![]);
+        }
+        let (_, all) = self
+            .cx
+            .evaluate(
+                self.dir,
+                &self.config.train,
+                &self.incumbent,
+                &self.config.train.tasks,
+                self.config.train.settings.split.clone(),
+                "train-all",
+            )
+            .await?;
+        let seen: std::collections::BTreeSet<&str> =
+            training.iter().map(|r| r.task_id.as_str()).collect();
+        let rest: Vec<EpisodeRecord> = all
+            .into_iter()
+            .filter(|r| !seen.contains(r.task_id.as_str()))
+            .collect();
+        Ok(records::failures(&rest, lambda))
     }
 
     /// The result label, participants and kind of this round's
@@ -288,8 +344,16 @@ impl<'a> Round<'a> {
             (&self.cx.diagnoser, self.config.plan.method)
         {
             let focus = HarnessFocus::of_failures(unit.iter().flat_map(|g| g.records.iter()));
+            let history = self.earlier_rounds()?;
+            let evidence = fdcr::evidence_section(unit, successes, &EvidenceLimits::default());
             let input = FdcrInput {
-                evidence: fdcr::evidence_section(unit, successes, &EvidenceLimits::default()),
+                // What earlier rounds tried goes first and whole: a round
+                // that cannot see it proposes the same change again.
+                evidence: Section::new(move |cap| {
+                    let head = history.clone();
+                    let rest = cap.map(|c| c.saturating_sub(estimate_tokens(&head)));
+                    head + &rest.map_or_else(|| evidence.full(), |c| evidence.within(c))
+                }),
                 harness: fdcr::harness_section(staging, &focus)?,
                 failing_tasks: Some(failing),
                 group_labels: fdcr::group_labels(unit),
@@ -822,9 +886,91 @@ fn merge(merged: Option<ChangeSpec>, spec: ChangeSpec) -> ChangeSpec {
     }
 }
 
+/// Earlier rounds as the roles read them: each proposed change, whether a
+/// candidate was built, the gate's verdict. Empty without earlier rounds.
+pub(super) fn render_earlier_rounds(rounds: &[RoundRecord]) -> String {
+    if rounds.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "## Earlier rounds (do not propose a change that was already rejected unchanged)\n\n",
+    );
+    for r in rounds {
+        out += &format!("Round {}:\n", r.round);
+        match &r.spec {
+            Some(spec) if !spec.proposed_changes.is_empty() => {
+                for c in &spec.proposed_changes {
+                    let rule = c
+                        .rule
+                        .as_ref()
+                        .and_then(|e| serde_json::to_string(e).ok())
+                        .map(|j| format!(" rule {j}"))
+                        .unwrap_or_default();
+                    out += &format!(
+                        "- proposed ({}, {}): {}{rule}\n",
+                        c.layer.as_str(),
+                        c.file,
+                        c.description
+                    );
+                }
+            }
+            _ => out += "- no change was proposed\n",
+        }
+        out += &match (&r.candidate, r.accepted) {
+            (None, _) => format!("- no candidate was built: {}\n", r.decision),
+            (Some(_), true) => format!("- built and accepted: {}\n", r.decision),
+            (Some(_), false) => format!("- built and rejected by the gate: {}\n", r.decision),
+        };
+    }
+    out.push('\n');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The roles see what each earlier round proposed and what became of
+    /// it, so a round does not send the same request again unchanged.
+    #[test]
+    fn earlier_rounds_name_each_proposal_and_its_verdict() {
+        assert_eq!(render_earlier_rounds(&[]), "");
+        let spec: ChangeSpec = serde_json::from_value(serde_json::json!({
+            "failure_patterns": [{"name": "p", "description": "d", "evidence_tasks": ["1", "2"]}],
+            "proposed_changes": [{"layer": "realize", "file": "src/tables.rs",
+                "description": "hold the commit until the query's rows are read",
+                "rationale": "r", "evidence_tasks": ["1", "2"]}],
+            "implementation_notes": ""
+        }))
+        .unwrap();
+        let record = |round: u32, candidate: bool, accepted: bool, spec: Option<ChangeSpec>| {
+            serde_json::from_value::<RoundRecord>(serde_json::json!({
+                "round": round, "incumbent": ComponentHash::of(b"i"), "incumbent_score": 0.0,
+                "candidate": candidate.then(|| ComponentHash::of(b"c")),
+                "candidate_score": candidate.then_some(0.0), "accepted": accepted,
+                "decision": "0.0000 does not beat 0.0000", "failures": 3, "groups": 1,
+                "recurring_groups": 1, "coder_calls": 1, "spec": spec,
+                "seconds": PhaseTimes::default(), "usd": 0.0
+            }))
+            .unwrap()
+        };
+        let text = render_earlier_rounds(&[
+            record(1, true, false, Some(spec)),
+            record(2, false, false, None),
+        ]);
+        assert!(
+            text.contains("Round 1:\n- proposed (realize, src/tables.rs): hold the commit"),
+            "{text}"
+        );
+        assert!(
+            text.contains("- built and rejected by the gate: 0.0000 does not beat 0.0000"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Round 2:\n- no change was proposed\n- no candidate was built"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn a_candidate_changed_outside_src_is_rejected_unbuilt() {
