@@ -473,6 +473,98 @@ fn an_edit_that_builds_to_a_judged_candidates_bytes_leaves_its_files_alone() {
     );
 }
 
+/// The racing gate stops a candidate that can no longer win, with the
+/// full gate's decision and fewer episodes; `--gate-race off` evaluates
+/// every task and is recorded in the run's config.
+#[test]
+fn a_raced_gate_stops_early_with_the_full_gates_decision() {
+    let tmp = tempfile::tempdir().unwrap();
+    let coder_dir = tmp.path().join("coder");
+    let command = format!("sh {}", same_bytes_coder(&coder_dir).display());
+    let coder_s = coder_dir.to_string_lossy().into_owned();
+    // sim:clumsy fails tasks 0, 3 and 4 of these from a blank start and
+    // solves the others; the coder's edit changes nothing the agent sees,
+    // so the candidate can at best tie. One episode at a time: batches of
+    // one task.
+    let run = |race: &str| -> (PathBuf, Value) {
+        let out = tmp.path().join(format!("train-{race}"));
+        let o = train(
+            tmp.path(),
+            &[
+                "--method",
+                "ecdysis-nofdcr",
+                "--start-blank",
+                "--rounds",
+                "1",
+                "--tasks",
+                "0,1,2,3,4,6",
+                "--agent-model",
+                "sim:clumsy",
+                "--concurrency",
+                "1",
+                "--test-split",
+                "none",
+                "--coder-command",
+                &command,
+                "--coder-rw",
+                &coder_s,
+                "--gate-race",
+                race,
+                "--out",
+            ],
+        )
+        .arg(&out)
+        .output()
+        .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(json(&out.join("config.json"))["gate_race"], race);
+        let r = rounds(&out).remove(0);
+        (out, r)
+    };
+    let (raced_dir, raced) = run("on");
+    let (full_dir, full) = run("off");
+    for r in [&raced, &full] {
+        assert_eq!(r["accepted"], false, "{r}");
+        assert_eq!(r["incumbent_score"], 0.5, "{r}");
+        assert_eq!(r["gate_episodes"]["needed"], 6, "{r}");
+    }
+    assert_eq!(raced["candidate"], full["candidate"], "the same edit");
+    // The failing tasks first: once the candidate failed them too it could
+    // only tie, and the solved tasks were not needed.
+    assert_eq!(raced["gate_episodes"]["raced"], true, "{raced}");
+    assert_eq!(raced["gate_episodes"]["run"], 3, "{raced}");
+    assert_eq!(raced["gate_episodes"]["not_needed"], 3, "{raced}");
+    let decision = raced["decision"].as_str().unwrap();
+    assert!(
+        decision.starts_with("rejected: at most 0.5000")
+            && decision.contains("decided after 3 of 6 episodes, 3 not needed"),
+        "{decision}"
+    );
+    assert_eq!(full["gate_episodes"]["raced"], false, "{full}");
+    assert_eq!(full["gate_episodes"]["run"], 6, "{full}");
+    assert_eq!(full["gate_episodes"]["not_needed"], 0, "{full}");
+    assert_eq!(full["decision"], "rejected: 0.5000 does not beat 0.5000");
+    // The candidate's result directories hold what was run: no failure
+    // stands in for an episode not run.
+    let cand = raced["candidate"].as_str().unwrap();
+    let episodes = |dir: &Path| {
+        read_trajectories(
+            &dir.join("evals")
+                .join(format!("{}-train", &cand[..16]))
+                .join("trajectories.jsonl"),
+            false,
+        )
+        .unwrap()
+    };
+    let mut tasks: Vec<String> = episodes(&raced_dir)
+        .into_iter()
+        .map(|r| r.task_id)
+        .collect();
+    tasks.sort();
+    assert_eq!(tasks, ["0", "3", "4"]);
+    assert_eq!(episodes(&full_dir).len(), 6);
+}
+
 fn experiment(dir: &Path, args: &[&str]) -> std::process::Output {
     std::process::Command::new(support::host_bin())
         .current_dir(support::repo_root())
