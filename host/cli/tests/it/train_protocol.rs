@@ -5,7 +5,8 @@
 //! stochastic (a mock endpoint whose every answer differs) and reuses its
 //! stored score when it is deterministic; a round with no failure makes no
 //! diagnosis and no coder call; an edit that builds to known bytes ends the
-//! round and overwrites nothing.
+//! round and overwrites nothing; a raced gate stops early with the full
+//! gate's decision.
 
 use crate::support;
 
