@@ -159,6 +159,48 @@ pub struct FdcrOutcome {
     pub failure: Option<FdcrFailure>,
     /// Model calls made, including failed ones.
     pub calls: u32,
+    /// The roles' prompt as the host estimated it and as the endpoint's
+    /// tokenizer counted it, where it offers one: the budget then fits the
+    /// server's count, not the estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_measured: Option<TokenMeasure>,
+}
+
+/// One text's size as estimated and as the endpoint counted it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TokenMeasure {
+    /// [`estimate_tokens`] of the text.
+    pub estimated: usize,
+    /// The endpoint's tokenizer's count.
+    pub counted: usize,
+}
+
+impl TokenMeasure {
+    /// Estimated tokens per counted token, bounded so that one odd count
+    /// cannot make the budget absurd: prompt budgets multiply their room
+    /// (in counted tokens) by it to fit estimates.
+    pub fn scale(&self) -> f64 {
+        if self.counted == 0 {
+            return 1.0;
+        }
+        (self.estimated as f64 / self.counted as f64).clamp(0.5, 4.0)
+    }
+}
+
+/// The longest sample sent to the endpoint's tokenizer.
+const TOKENIZE_SAMPLE_CHARS: usize = 200_000;
+
+/// The endpoint's count of the roles' material (evidence and harness
+/// source, whole), beside the estimate; `None` without a tokenizer.
+async fn measure_tokens(model: &Arc<dyn ChatModel>, input: &FdcrInput) -> Option<TokenMeasure> {
+    let mut sample = input.evidence.full();
+    sample += &input.harness.full();
+    let sample: String = sample.chars().take(TOKENIZE_SAMPLE_CHARS).collect();
+    let counted = model.count_tokens(&sample).await?;
+    Some(TokenMeasure {
+        estimated: estimate_tokens(&sample),
+        counted,
+    })
 }
 
 /// Settings of a discussion.
@@ -326,30 +368,35 @@ fn fill_turn(
 
 /// The user message of a role's turn, its sections trimmed (largest
 /// first) so the request, with `extra` more tokens to come in the same
-/// conversation, fits the budget. `None` when even the fixed parts do not.
+/// conversation, fits `prompt` estimated tokens ([`prompt_room`]). `None`
+/// when even the fixed parts do not.
 fn turn_message(
     input: &FdcrInput,
     turns: &[TranscriptTurn],
     role: FdcrRole,
     round: u32,
     rounds: u32,
-    config: &FdcrConfig,
+    prompt: usize,
     extra: usize,
 ) -> Option<String> {
     let fixed = estimate_messages(&[
         ChatMessage::system(SYSTEM.trim()),
         ChatMessage::user(fill_turn(role, round, rounds, "", "", "")),
     ]);
-    let room = config
-        .budget
-        .prompt_tokens()
-        .checked_sub(fixed + extra + SECTION_SLACK)?;
+    let room = prompt.checked_sub(fixed + extra + SECTION_SLACK)?;
     let turns = turns.to_vec();
     let transcript = Section::new(move |cap| render_transcript(&turns, cap));
     let parts = budget::fit_sections(&[&input.evidence, &input.harness, &transcript], room);
     Some(fill_turn(
         role, round, rounds, &parts[0], &parts[1], &parts[2],
     ))
+}
+
+/// The budget's prompt room in estimated tokens: the budget counts the
+/// server's tokens, so the room is converted at the measured rate `scale`
+/// (estimated per counted token; 1 without a tokenizer).
+fn prompt_room(config: &FdcrConfig, scale: f64) -> usize {
+    (config.budget.prompt_tokens() as f64 * scale) as usize
 }
 
 /// Tokens kept free besides the sections' caps (their joins, trimming).
@@ -404,12 +451,15 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
         error: None,
         failure: None,
         calls: 0,
+        tokens_measured: None,
     };
+    out.tokens_measured = measure_tokens(&roles.analyst, input).await;
+    let prompt = prompt_room(config, out.tokens_measured.map_or(1.0, |m| m.scale()));
     let rounds = config.rounds.max(1);
     let system = SYSTEM.trim();
     for round in 1..=rounds {
         for role in [FdcrRole::Analyst, FdcrRole::Critic, FdcrRole::Engineer] {
-            let Some(user) = turn_message(input, &out.transcript, role, round, rounds, config, 0)
+            let Some(user) = turn_message(input, &out.transcript, role, round, rounds, prompt, 0)
             else {
                 too_small(&mut out, role, config);
                 return out;
@@ -443,7 +493,7 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
         FdcrRole::Moderator,
         rounds + 1,
         rounds,
-        config,
+        prompt,
         retry_room(config),
     ) else {
         too_small(&mut out, FdcrRole::Moderator, config);
@@ -1123,6 +1173,9 @@ mod tests {
     struct Script {
         replies: Mutex<Vec<Result<String, String>>>,
         seen: Mutex<Vec<ChatRequest>>,
+        /// What the endpoint's tokenizer answers: the estimate divided by
+        /// this (`None`: no tokenizer).
+        tokenizer_divides_by: Option<usize>,
     }
 
     impl Script {
@@ -1136,6 +1189,7 @@ mod tests {
                         .collect(),
                 ),
                 seen: Mutex::new(Vec::new()),
+                tokenizer_divides_by: None,
             })
         }
     }
@@ -1163,6 +1217,11 @@ mod tests {
                 }
             })
         }
+
+        fn count_tokens<'a>(&'a self, text: &'a str) -> ecdysis_model::CountFuture<'a> {
+            let n = self.tokenizer_divides_by.map(|d| estimate_tokens(text) / d);
+            Box::pin(async move { n })
+        }
     }
 
     const SPEC: &str = r#"{"failure_patterns": [{"name": "p", "description": "d", "evidence_tasks": ["1", "2"]}],
@@ -1171,6 +1230,45 @@ mod tests {
 
     fn input() -> FdcrInput {
         FdcrInput::new("EVIDENCE-MARK {{transcript}}", "HARNESS-MARK")
+    }
+
+    /// With the endpoint's tokenizer the budget fits the server's count:
+    /// where the estimate runs twice the count, a prompt that had to drop
+    /// its evidence keeps it, and the measurement is recorded.
+    #[tokio::test]
+    async fn the_servers_count_replaces_the_estimate_in_the_budget() {
+        let evidence = format!("EVIDENCE-START {} EVIDENCE-END", "word ".repeat(1500));
+        let input = FdcrInput::new(evidence.clone(), "HARNESS-MARK");
+        let config = FdcrConfig {
+            rounds: 1,
+            budget: ContextBudget::new(2400, Some(256)),
+            ..FdcrConfig::default()
+        };
+        let replies = || vec![Ok("a1"), Ok("c1"), Ok("e1"), Ok(SPEC)];
+        let estimated = Script::new(replies());
+        let out = deliberate(&Roles::uniform(estimated.clone()), &input, &config).await;
+        assert_eq!(out.tokens_measured, None);
+        let first = estimated.seen.lock().unwrap()[0].messages[1]
+            .text()
+            .to_string();
+        assert!(
+            !first.contains("EVIDENCE-END"),
+            "the evidence is clipped by the estimate"
+        );
+
+        let mut counted = Script::new(replies());
+        Arc::get_mut(&mut counted).unwrap().tokenizer_divides_by = Some(2);
+        let out = deliberate(&Roles::uniform(counted.clone()), &input, &config).await;
+        let m = out.tokens_measured.expect("measured");
+        assert_eq!(m.counted, m.estimated / 2);
+        assert!((m.scale() - 2.0).abs() < 0.01, "{m:?}");
+        let first = counted.seen.lock().unwrap()[0].messages[1]
+            .text()
+            .to_string();
+        assert!(
+            first.contains("EVIDENCE-END"),
+            "the whole evidence fits the counted budget"
+        );
     }
 
     #[tokio::test]

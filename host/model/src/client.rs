@@ -232,6 +232,44 @@ impl ChatModel for HttpChatModel {
     fn chat<'a>(&'a self, request: &'a ChatRequest) -> ModelFuture<'a> {
         Box::pin(self.call(request))
     }
+
+    fn count_tokens<'a>(&'a self, text: &'a str) -> crate::CountFuture<'a> {
+        Box::pin(self.tokenize(text))
+    }
+}
+
+impl HttpChatModel {
+    /// `POST <server root>/tokenize`: llama.cpp reads `content` and answers
+    /// `tokens`; vLLM reads `model` and `prompt` and answers `count` (and
+    /// `tokens`). One body carries all three so either server answers.
+    async fn tokenize(&self, text: &str) -> Option<usize> {
+        let root = self
+            .url
+            .trim_end_matches("/chat/completions")
+            .trim_end_matches("/v1");
+        let url = format!("{root}/tokenize");
+        let body = serde_json::json!({
+            "content": text,
+            "prompt": text,
+            "model": self.config.model,
+            "add_special": false,
+            "add_special_tokens": false,
+        });
+        let mut builder = self.client.post(&url).json(&body);
+        if let Some(key) = &self.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        let response = builder.send().await.ok()?;
+        if !response.status().is_success() {
+            debug!(endpoint = %url, status = response.status().as_u16(), "no tokenizer endpoint");
+            return None;
+        }
+        let v: Value = response.json().await.ok()?;
+        v.get("count")
+            .and_then(Value::as_u64)
+            .map(|n| n as usize)
+            .or_else(|| v.get("tokens").and_then(Value::as_array).map(Vec::len))
+    }
 }
 
 #[cfg(test)]

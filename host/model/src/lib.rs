@@ -52,7 +52,7 @@ pub use metered::MeteredModel;
 pub use retry::RetryPolicy;
 pub use sim::{SimAgent, SimProfile, TestbedNote, TestbedPlan};
 pub use types::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, FunctionTool, ModelFuture, SamplingArgs,
-    ToolCall, ToolChoice, Usage, response_format_json_schema,
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, CountFuture, FunctionTool, ModelFuture,
+    SamplingArgs, ToolCall, ToolChoice, Usage, response_format_json_schema,
 };
 pub use user::{LlmUser, ScriptedUser, UserScript, UserSimulator, UserStop, UserTurn, Utterance};

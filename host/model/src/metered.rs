@@ -173,6 +173,10 @@ impl ChatModel for MeteredModel {
     fn chat<'a>(&'a self, request: &'a ChatRequest) -> ModelFuture<'a> {
         Box::pin(self.call(request))
     }
+
+    fn count_tokens<'a>(&'a self, text: &'a str) -> crate::CountFuture<'a> {
+        self.inner.count_tokens(text)
+    }
 }
 
 #[cfg(test)]

@@ -471,6 +471,9 @@ impl ChatResponse {
 pub type ModelFuture<'a> =
     Pin<Box<dyn Future<Output = Result<ChatResponse, ModelError>> + Send + 'a>>;
 
+/// The future of [`ChatModel::count_tokens`].
+pub type CountFuture<'a> = Pin<Box<dyn Future<Output = Option<usize>> + Send + 'a>>;
+
 /// Anything that answers chat requests: the HTTP client, a simulated model,
 /// or a wrapper adding cache and accounting.
 pub trait ChatModel: Send + Sync {
@@ -491,6 +494,15 @@ pub trait ChatModel: Send + Sync {
     /// Answer `request`. Errors are classified ([`ModelError::class`]) so the
     /// runner knows whether to requeue, stop or score.
     fn chat<'a>(&'a self, request: &'a ChatRequest) -> ModelFuture<'a>;
+
+    /// How many tokens the serving endpoint's own tokenizer makes of
+    /// `text`, where it offers one (llama.cpp's and vLLM's `POST
+    /// /tokenize`); `None` where it does not or the call fails. Prompt
+    /// budgets use it in place of an estimate.
+    fn count_tokens<'a>(&'a self, text: &'a str) -> CountFuture<'a> {
+        let _ = text;
+        Box::pin(async { None })
+    }
 }
 
 #[cfg(test)]

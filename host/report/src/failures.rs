@@ -159,16 +159,24 @@ pub fn collect(
             }
         }
     }
-    let failures: Vec<FailureRecord> = records::failures(&episodes, lambda);
-    Ok(FailureView {
-        sources,
+    let mut view = view_of(&episodes, lambda, simulated);
+    view.sources = sources;
+    view.problems = problems;
+    Ok(view)
+}
+
+/// The groups of `episodes` already read (a report's run), no sources.
+pub fn view_of(episodes: &[EpisodeRecord], lambda: f64, simulated: bool) -> FailureView {
+    let failures: Vec<FailureRecord> = records::failures(episodes, lambda);
+    FailureView {
+        sources: Vec::new(),
         episodes: episodes.len(),
         lambda,
         failures: failures.len(),
         groups: aggregate::aggregate(&failures),
-        problems,
+        problems: Vec::new(),
         simulated,
-    })
+    }
 }
 
 fn find_runs(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
@@ -310,7 +318,7 @@ pub fn render_text(view: &FailureView) -> String {
 
 /// The view as an HTML section (every value escaped).
 pub fn render_html(view: &FailureView) -> String {
-    let mut out = String::from("<section class=\"failures\"><h2>Failure groups</h2>\n");
+    let mut out = String::from("<div class=\"failures\">\n");
     if view.simulated {
         out += &format!("<p class=\"sim\">{}</p>\n", esc(super::SIMULATED_LABEL));
     }
@@ -343,7 +351,7 @@ pub fn render_html(view: &FailureView) -> String {
         }
         out += "</details>\n";
     }
-    out + "</section>\n"
+    out + "</div>\n"
 }
 
 #[cfg(test)]
@@ -437,7 +445,8 @@ mod tests {
         // Not a result directory: an error naming it.
         let empty = tmp.path().join("empty");
         std::fs::create_dir_all(&empty).unwrap();
-        let err = collect(std::slice::from_ref(&empty), 1.0, &FailureFilter::default()).unwrap_err();
+        let err =
+            collect(std::slice::from_ref(&empty), 1.0, &FailureFilter::default()).unwrap_err();
         assert!(
             err.to_string().contains(&empty.display().to_string()),
             "{err}"

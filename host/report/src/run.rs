@@ -143,6 +143,13 @@ pub(crate) fn section(page: &mut Page, prefix: &str, run: &RunData) -> Result<()
     headline(page, run, &m, &iv)?;
     grid(page, prefix, run);
     ends_and_hooks(page, prefix, run, &m)?;
+    page.heading(
+        3,
+        &format!("{prefix}-failures"),
+        "Failure groups (by mechanism)",
+    );
+    // The sim label is the page's (its banner); not repeated here.
+    page.body += &super::failures::render_html(&super::failures::view_of(&run.records, 1.0, false));
     distributions(page, prefix, run)?;
     usage(page, prefix, run, &m);
     trajectory::viewer(page, prefix, &run.records)?;

@@ -292,6 +292,28 @@ fn fixture() -> &'static Fixture {
     })
 }
 
+/// A run's page shows its failure groups as `failures` does: mechanism,
+/// label, details, an excerpt reply by reply (every value escaped).
+#[test]
+fn the_run_page_shows_the_failure_groups() {
+    let f = fixture();
+    let page = std::fs::read_to_string(f.dir("run").join("report.html")).unwrap();
+    assert!(page.contains("Failure groups (by mechanism)"), "no section");
+    let section = &page[page.find("<div class=\"failures\">").expect("the groups")..];
+    assert!(
+        section.contains("below λ = 1"),
+        "{}",
+        &section[..400.min(section.len())]
+    );
+    assert!(
+        section.contains("<details"),
+        "{}",
+        &section[..400.min(section.len())]
+    );
+    assert!(section.contains(": rule "), "a layer label");
+    assert!(section.contains("reply 1"), "an excerpt reply by reply");
+}
+
 /// The hand-configured baseline is evaluated like Human-Augmented, from a
 /// copy of the starting harness with its edits applied, and compared with
 /// it pair by pair; the methods' p-values carry Holm's adjustment.

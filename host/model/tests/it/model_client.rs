@@ -577,3 +577,40 @@ async fn concurrency_limit_is_shared_per_endpoint() {
         start.elapsed()
     );
 }
+
+/// The endpoint's tokenizer counts a text: llama.cpp's answer (a token
+/// list) and vLLM's (a count) both read, at the server's root; a server
+/// without the endpoint gives `None`, and so does one that is down.
+#[tokio::test]
+async fn the_endpoints_tokenizer_counts_where_it_has_one() {
+    let server = MockServer::start().await.unwrap();
+    server.set_handler(|req| {
+        let body = req.json().unwrap_or_default();
+        let words = body["content"]
+            .as_str()
+            .unwrap_or("")
+            .split_whitespace()
+            .count();
+        match req.path.as_str() {
+            "/tokenize" if body["model"] == "vllm-like" => {
+                MockReply::json(200, json!({"count": words, "max_model_len": 8192}))
+            }
+            "/tokenize" => MockReply::json(200, json!({"tokens": vec![1; words]})),
+            _ => MockReply::json(404, json!({"error": "not found"})),
+        }
+    });
+    let llama = http(config(&server, "llama-like"));
+    assert_eq!(llama.count_tokens("one two three").await, Some(3));
+    let vllm = http(config(&server, "vllm-like"));
+    assert_eq!(vllm.count_tokens("a b c d").await, Some(4));
+    let sent = server.requests();
+    assert!(sent.iter().all(|r| r.path == "/tokenize"), "{sent:?}");
+    assert_eq!(sent[0].json().unwrap()["content"], "one two three");
+
+    let bare = MockServer::start().await.unwrap();
+    bare.set_fallback(MockReply::json(404, json!({"error": "no such route"})));
+    assert_eq!(http(config(&bare, "m")).count_tokens("x y").await, None);
+    let gone = config(&bare, "m");
+    drop(bare);
+    assert_eq!(http(gone).count_tokens("x y").await, None);
+}
