@@ -48,12 +48,15 @@ def read_key(path):
         data = json.load(f)
     out = {}
     for group in data["groups"]:
-        label = group["label"]
-        for record in group["records"]:
+        # Each failure's own label where the key gives one (later
+        # versions), else its group's.
+        labels = group.get("labels") or [group["label"]] * len(group["records"])
+        for record, label in zip(group["records"], labels):
+            environment = label["layer"] is None
             out[(record["task_id"], int(record["trial"]))] = {
                 "mechanism": group["signature"]["finish"],
-                "layer": label["layer"],
-                "fault": label["fault"],
+                "layer": "environment" if environment else label["layer"],
+                "fault": "-" if environment else label["fault"],
                 "end": group["signature"]["end"],
                 "key": group["key"],
             }

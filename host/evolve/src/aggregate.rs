@@ -40,6 +40,9 @@ impl Signature {
         if r.env_ok == Some(false) {
             failed.push("env_assertion".into());
         }
+        if r.answer_ok == Some(false) {
+            failed.push("answer".into());
+        }
         Signature {
             end: r.end.as_str().to_string(),
             finish: Finish::of(r),
@@ -151,6 +154,9 @@ pub struct FailureGroup {
     pub key: String,
     /// Where a fix would live: the label most of the group's failures get.
     pub label: Label,
+    /// Each failure's own label, in the order of `records`.
+    #[serde(default)]
+    pub labels: Vec<Label>,
     /// The distinct tasks the failures come from, sorted.
     pub tasks: Vec<String>,
     /// The failures by detail, larger first.
@@ -174,6 +180,10 @@ pub fn aggregate(failures: &[FailureRecord]) -> Vec<FailureGroup> {
             FailureGroup {
                 key: signature.key(),
                 label: majority_label(&signature, &records),
+                labels: records
+                    .iter()
+                    .map(|r| Label::of(r, &signature.end, signature.finish))
+                    .collect(),
                 recurring: tasks.len() >= 2,
                 tasks: tasks.into_iter().collect(),
                 details: details(&records),

@@ -1392,6 +1392,7 @@ mod tests {
             db_ok: Some(success),
             communicate_ok: None,
             env_ok: None,
+            answer_ok: None,
             end: EndReason::AgentStop,
             device_steps: vec![],
             steps: vec![ToolStep {

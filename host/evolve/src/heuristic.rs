@@ -449,6 +449,7 @@ mod tests {
             db_ok: None,
             communicate_ok: None,
             env_ok: None,
+            answer_ok: None,
             end: EndReason::AgentStop,
             steps: vec![ToolStep {
                 name: name.into(),

@@ -102,10 +102,17 @@ pub fn result_class(domain: &str, content: &str, error: bool, blocked: bool) -> 
     }
     let t = content.trim();
     if t.is_empty() || t == "[]" || t == "The output of the OS is empty." {
-        "ok empty".into()
-    } else {
-        "ok".into()
+        return "ok empty".into();
     }
+    // A shell that ran and reported an error in its output: the call
+    // succeeded, the command did not.
+    if let Some(line) = t.lines().find(|l| l.trim_start().starts_with("bash: ")) {
+        return format!(
+            "ok with a shell error: {}",
+            crate::aggregate::error_class(line)
+        );
+    }
+    "ok".into()
 }
 
 /// How an episode's finishing call stood to the calls before it.
@@ -176,6 +183,9 @@ pub enum Fault {
     Wrong,
     /// A rule fired (a note, a warning) and the model went on regardless.
     Ignored,
+    /// Not the harness: the environment could not run the task (its
+    /// machine could not be set up, a call to it failed).
+    Environment,
 }
 
 impl Fault {
@@ -185,82 +195,127 @@ impl Fault {
             Fault::Missing => "missing",
             Fault::Wrong => "wrong",
             Fault::Ignored => "ignored",
+            Fault::Environment => "environment",
         }
     }
 
-    /// Every fault.
-    pub const ALL: [Fault; 3] = [Fault::Missing, Fault::Wrong, Fault::Ignored];
+    /// The faults of a harness rule.
+    pub const RULES: [Fault; 3] = [Fault::Missing, Fault::Wrong, Fault::Ignored];
 }
 
-/// A group's label: a rule missing, wrong or ignored in one layer.
+/// A group's label: a rule missing, wrong or ignored in one layer, or the
+/// environment (`layer` is then `None`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Label {
-    /// Where a fix would live.
-    pub layer: Layer,
+    /// Where a fix would live (`None`: in no harness layer).
+    pub layer: Option<Layer>,
     /// What is wrong there.
     pub fault: Fault,
 }
 
+/// Error answers that say the environment itself failed, not the call.
+const ENVIRONMENT_FAILED: &[&str] = &["could not be set up", "the environment call failed"];
+
 impl Label {
-    /// `realize: rule missing`.
+    /// The environment's label.
+    pub const ENVIRONMENT: Label = Label {
+        layer: None,
+        fault: Fault::Environment,
+    };
+
+    /// A rule's label.
+    pub fn rule(layer: Layer, fault: Fault) -> Label {
+        Label {
+            layer: Some(layer),
+            fault,
+        }
+    }
+
+    /// `realize: rule missing`, or `environment: not the harness`.
     pub fn text(self) -> String {
-        format!("{}: rule {}", self.layer.as_str(), self.fault.as_str())
+        match self.layer {
+            Some(layer) => format!("{}: rule {}", layer.as_str(), self.fault.as_str()),
+            None => "environment: not the harness".into(),
+        }
     }
 
     /// Every label of the closed set (what an LLM labeler may answer).
     pub fn all() -> Vec<Label> {
-        Layer::ALL
+        let mut all: Vec<Label> = Layer::ALL
             .iter()
-            .flat_map(|&layer| Fault::ALL.iter().map(move |&fault| Label { layer, fault }))
-            .collect()
+            .flat_map(|&layer| {
+                Fault::RULES
+                    .iter()
+                    .map(move |&fault| Label::rule(layer, fault))
+            })
+            .collect();
+        all.push(Label::ENVIRONMENT);
+        all
     }
 
-    /// Read `realize: rule missing` (or `realize:missing`) back.
+    /// Read a label's [`Label::text`] (or `realize:missing`) back.
     pub fn parse(text: &str) -> Option<Label> {
         let (layer, fault) = text.split_once(':')?;
+        if layer.trim() == "environment" {
+            return Some(Label::ENVIRONMENT);
+        }
         let fault = fault.trim().trim_start_matches("rule").trim();
-        Label::all()
-            .into_iter()
-            .find(|l| l.layer.as_str() == layer.trim() && l.fault.as_str() == fault)
+        Label::all().into_iter().find(|l| {
+            l.layer.is_some_and(|x| x.as_str() == layer.trim()) && l.fault.as_str() == fault
+        })
     }
 
     /// The deterministic label of a failure: the layer whose rule would
     /// have stood between the model and this mechanism, and whether that
-    /// layer fired in the episode (ignored), fired and ended or blocked it
-    /// (wrong), or did nothing (missing).
+    /// layer acted in the episode and was ignored, acted wrongly (stopped
+    /// it), or had no rule (missing).
     pub fn of(record: &FailureRecord, end: &str, finish: Finish) -> Label {
+        let failed_env =
+            |s: &ToolStep| s.error && ENVIRONMENT_FAILED.iter().any(|m| s.result.contains(m));
+        if record.steps.iter().any(failed_env) {
+            return Label::ENVIRONMENT;
+        }
+        // An answer read from output that itself reports a shell error
+        // (a command mangled on its way in): a repair before the call runs.
+        let acted_on_broken_output = matches!(finish, Finish::AfterResults)
+            && last_result(record).starts_with("ok with a shell error");
         let layer = match (end, finish) {
             ("harness_stop", _) => Layer::Regulate,
             (_, Finish::SameReply | Finish::AfterError | Finish::WithoutCalls) => Layer::Realize,
             ("too_many_errors", _) => Layer::Realize,
             (_, Finish::NoCalls) if !record.text_call_replies.is_empty() => Layer::Realize,
             (_, Finish::NoCalls) => Layer::Contract,
-            ("max_steps", Finish::Never) => Layer::Regulate,
+            // The last call was refused and the model never recovered.
+            (_, Finish::Never) if record.steps.last().is_some_and(|s| s.blocked) => Layer::Realize,
+            // Stalled to the turn limit, or ended its turn with the work
+            // undone: watching the trajectory is what would catch it.
+            (_, Finish::Never) => Layer::Regulate,
+            _ if acted_on_broken_output => Layer::Realize,
+            // Finished after reading results, and wrong: the procedure.
             _ => Layer::Skills,
         };
-        // What counts as the layer having acted: a block for realize, a note
-        // or a forced call for regulate, any change for contract and skills
-        // (their rules are in the prompt the model read).
+        // What counts as the layer having acted and been ignored: a block
+        // for realize, a note or a forced call for regulate. Contract and
+        // skills act in nearly every episode, so that they did says
+        // nothing about this failure: their fault is a missing rule.
         let acted: &[&str] = match layer {
             Layer::Realize => &["block"],
             Layer::Regulate => &["annotate", "inject", "force"],
-            Layer::Contract | Layer::Skills => &[""],
+            Layer::Contract | Layer::Skills => &[],
         };
         let fired = record.interventions.iter().any(|i| {
             i.split_once(':').is_some_and(|(hook, decision)| {
                 hook == layer.as_str() && acted.iter().any(|d| decision.starts_with(d))
             })
         });
-        let fault = if end == "harness_stop"
-            || (layer == Layer::Realize && record.steps.last().is_some_and(|s| s.blocked))
-        {
+        let fault = if end == "harness_stop" {
             Fault::Wrong
-        } else if fired {
+        } else if fired && !(layer == Layer::Realize && finish == Finish::Never) {
             Fault::Ignored
         } else {
             Fault::Missing
         };
-        Label { layer, fault }
+        Label::rule(layer, fault)
     }
 }
 
@@ -316,6 +371,7 @@ mod tests {
             db_ok: Some(false),
             communicate_ok: None,
             env_ok: None,
+            answer_ok: None,
             end: ecdysis_runner::agent::EndReason::AgentStop,
             steps,
             device_steps: vec![],
@@ -437,25 +493,72 @@ mod tests {
         let stall = record(vec![step("execute_sql", 1, "ok", false)]);
         assert_eq!(
             Label::of(&stall, "max_steps", Finish::Never),
-            Label {
-                layer: Layer::Regulate,
-                fault: Fault::Missing
-            }
+            Label::rule(Layer::Regulate, Fault::Missing)
         );
         assert_eq!(
             Label::of(&stall, "harness_stop", Finish::Never).text(),
             "regulate: rule wrong"
         );
+        // Ended its turn with the work undone; regulate's advice ignored.
+        let mut early = record(vec![step("get_order", 1, "ok", false)]);
+        assert_eq!(
+            Label::of(&early, "user_stop", Finish::Never),
+            Label::rule(Layer::Regulate, Fault::Missing)
+        );
+        early.interventions = vec!["skills:guidance".into(), "regulate:annotate".into()];
+        assert_eq!(
+            Label::of(&early, "user_stop", Finish::Never).fault,
+            Fault::Ignored
+        );
+        // The last call refused, never recovered: a realize rule.
+        let blocked = record(vec![step("provide_answer", 1, "blocked", false)]);
+        assert_eq!(
+            Label::of(&blocked, "max_steps", Finish::Never).layer,
+            Some(Layer::Realize)
+        );
+        // A wrong answer after reading results: the procedure, whatever
+        // skills showed.
+        let mut read = record(vec![
+            step("execute_sql", 1, "ok", false),
+            step("commit_final_answer", 2, "ok", true),
+        ]);
+        read.interventions = vec!["skills:other".into()];
+        assert_eq!(
+            Label::of(&read, "agent_stop", Finish::AfterResults),
+            Label::rule(Layer::Skills, Fault::Missing)
+        );
+        // An answer copied from output that reports a shell error.
+        let broken = record(vec![
+            step(
+                "bash_action",
+                1,
+                "ok with a shell error: bash: !/bin/bash: event not found",
+                false,
+            ),
+            step("answer_action", 2, "ok", true),
+        ]);
+        assert_eq!(
+            Label::of(&broken, "agent_stop", Finish::AfterResults).layer,
+            Some(Layer::Realize)
+        );
+        // The environment failed: no harness layer.
+        let mut setup = step("bash_action", 1, "error x", false);
+        setup.result = "Error: the task's machine could not be set up: init exited 1".into();
+        let env = record(vec![setup, step("answer_action", 2, "ok", true)]);
+        assert_eq!(
+            Label::of(&env, "agent_stop", Finish::AfterError),
+            Label::ENVIRONMENT
+        );
         assert_eq!(
             Label::of(&record(vec![]), "max_steps", Finish::NoCalls).layer,
-            Layer::Contract
+            Some(Layer::Contract)
         );
         for l in Label::all() {
             assert_eq!(Label::parse(&l.text()), Some(l));
         }
-        assert_eq!(Label::all().len(), 12);
+        assert_eq!(Label::all().len(), 13);
         assert_eq!(
-            Label::parse("realize:missing").map(|l| l.layer),
+            Label::parse("realize:missing").and_then(|l| l.layer),
             Some(Layer::Realize)
         );
         assert_eq!(Label::parse("kernel: rule missing"), None);

@@ -76,6 +76,10 @@ pub struct FailureRecord {
     /// elsewhere).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_ok: Option<bool>,
+    /// The answer, check or final table was right (DBBench, OS; None
+    /// where the reward is made of database and communication checks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_ok: Option<bool>,
     /// How the episode ended.
     pub end: EndReason,
     /// Every tool call of the agent (and the harness), in order.
@@ -115,6 +119,13 @@ impl FailureRecord {
         // Where the final state is judged by assertions, the database match
         // is a diagnostic: the record says what the reward was made of.
         let by_assertions = basis.contains(&"ENV_ASSERTION") && !basis.contains(&"DB");
+        // Benchmarks judged by an answer or a check (DBBench, OS) report a
+        // database match that decides nothing: the record says the answer
+        // failed instead.
+        let by_answer = !basis.is_empty()
+            && !basis
+                .iter()
+                .any(|b| matches!(*b, "DB" | "ENV_ASSERTION" | "COMMUNICATE"));
         let finishing = crate::mechanism::finishing_tools(&r.domain);
         let mut reply = 0u32;
         let mut steps = Vec::new();
@@ -185,11 +196,12 @@ impl FailureRecord {
             trial: r.trial,
             reward: r.reward,
             success: r.success,
-            db_ok: if by_assertions {
+            db_ok: if by_assertions || by_answer {
                 None
             } else {
                 flag("db_match")
             },
+            answer_ok: by_answer.then_some(r.success),
             communicate_ok: flag("communicate_ok"),
             env_ok: by_assertions.then(|| flag("env_assertion_ok").unwrap_or(true)),
             end: r.end,
@@ -222,6 +234,9 @@ impl FailureRecord {
         );
         if self.env_ok == Some(false) {
             out += "  the checks on the final state (the user's device, the line) failed\n";
+        }
+        if self.answer_ok == Some(false) {
+            out += "  the answer (or the final state it was checked by) was wrong\n";
         }
         // Reply by reply: calls of one reply ran before the model saw any
         // of their results, which is what the mechanism reads. A text the
