@@ -287,6 +287,61 @@ mod tests {
         assert!(worst < 2.0, "estimates up to {worst:.2}x the real count");
     }
 
+    /// The estimate against the server's count on every recorded request
+    /// of a response cache (the real experiments' snapshots, unpacked into
+    /// `$ECDYSIS_ESTIMATE_CACHE`): the error the budget carries where the
+    /// endpoint has no tokenizer. Prints the distribution; run with
+    /// `ECDYSIS_ESTIMATE_CACHE=DIR cargo test -p ecdysis-evolve --lib
+    /// estimate_error_on_a_cache -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn estimate_error_on_a_cache() {
+        let dir = std::env::var_os("ECDYSIS_ESTIMATE_CACHE").expect("ECDYSIS_ESTIMATE_CACHE");
+        let mut ratios = vec![];
+        let mut files = vec![std::path::PathBuf::from(dir)];
+        while let Some(p) = files.pop() {
+            if p.is_dir() {
+                files.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+                continue;
+            }
+            let Ok(v) = serde_json::from_slice::<serde_json::Value>(&std::fs::read(&p).unwrap())
+            else {
+                continue;
+            };
+            let body = &v["request"]["fingerprint"];
+            let Some(counted) = v["response"]["usage"]["prompt_tokens"].as_u64() else {
+                continue;
+            };
+            let Ok(messages) = serde_json::from_value::<Vec<ChatMessage>>(body["messages"].clone())
+            else {
+                continue;
+            };
+            let tools: Vec<ecdysis_model::FunctionTool> = body["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| serde_json::from_value(t["function"].clone()).ok())
+                .collect();
+            let request = ecdysis_model::ChatRequest::new(messages).with_tools(tools);
+            let estimate = ecdysis_model::tokens::estimate_request(&request);
+            ratios.push(estimate as f64 / counted.max(1) as f64);
+        }
+        assert!(!ratios.is_empty(), "no recorded request with a count");
+        ratios.sort_by(f64::total_cmp);
+        let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q) as usize];
+        let below = ratios.iter().filter(|r| **r < 1.0).count();
+        println!(
+            "{} requests: estimate / counted min {:.2}, p10 {:.2}, median {:.2}, p90 {:.2}, max {:.2}; {} below the count",
+            ratios.len(),
+            ratios[0],
+            at(0.1),
+            at(0.5),
+            at(0.9),
+            ratios[ratios.len() - 1],
+            below
+        );
+    }
+
     #[test]
     fn sharing_trims_the_largest_first() {
         assert_eq!(share(&[10, 20, 30], 100), vec![10, 20, 30]);
