@@ -112,9 +112,15 @@ impl From<CreateError> for ApiError {
     }
 }
 
+/// The `error` object of every refusal, including those written before a
+/// request reaches the router ([`super::listen`]).
+pub fn error_object(code: &str, message: &str) -> serde_json::Value {
+    serde_json::json!({"code": code, "message": message})
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut error = serde_json::json!({"code": self.code, "message": self.message});
+        let mut error = error_object(self.code, &self.message);
         let mut retry = None;
         if let Some(q) = &self.quota {
             error["quota"] = q.quota.into();
@@ -627,7 +633,8 @@ async fn cancel_evaluation(
 /// Server-sent events: one `episode` event per finished (or cancelled)
 /// episode, in completion order (`id` is the completion sequence number, so
 /// a client reconnecting with `Last-Event-ID` misses nothing), then one
-/// `end` event with the final status.
+/// `end` event with the final status. At most `[http]
+/// event_streams_per_tenant` open per tenant.
 async fn events(
     State(svc): State<Arc<Service>>,
     Auth(t): Auth,
@@ -637,6 +644,22 @@ async fn events(
     if !evaluations::owned(&svc.db, t.id, &id).await? {
         return Err(ApiError::not_found("evaluation"));
     }
+    let changes = match svc.events.subscribe(t.id, &id) {
+        Ok(c) => c,
+        Err(limit) => {
+            let q = QuotaExceeded {
+                quota: "event_streams_per_tenant",
+                limit: limit as f64,
+                used: limit as f64,
+                retry_after: Some(Duration::from_secs(1)),
+                status: 429,
+            };
+            if svc.audit_rate.take(t.id, 0.5).is_ok() {
+                evaluations::refuse(&svc.db, &t, &q, "events").await?;
+            }
+            return Err(ApiError::quota(q));
+        }
+    };
     let after = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -649,8 +672,10 @@ async fn events(
         after: i64,
         pending: std::collections::VecDeque<serde_json::Value>,
         ended: bool,
+        changes: super::events::Subscription,
     }
     let start = Stream {
+        changes,
         svc,
         tenant: t,
         id,
@@ -698,7 +723,9 @@ async fn events(
                     .unwrap_or_default();
                 return Some((Ok(event), s));
             }
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            // Woken by the shared poller; the bound covers a poll that
+            // failed.
+            s.changes.changed(Duration::from_secs(5)).await;
         }
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))

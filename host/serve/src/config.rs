@@ -288,6 +288,23 @@ pub struct HttpConfig {
     pub max_upload_bytes: usize,
     /// Episodes one evaluation may have.
     pub max_episodes_per_evaluation: u64,
+    /// A connection must deliver a request's whole head (request line and
+    /// headers) within this many seconds of the server starting to wait
+    /// for it, including the wait between requests on a kept-alive
+    /// connection; otherwise it is closed.
+    pub header_read_timeout_seconds: u64,
+    /// Largest request head a connection may buffer; a longer one is
+    /// refused (431, or 414 for a request target over 65,534 bytes).
+    pub max_head_bytes: usize,
+    /// Open connections in all; more are refused (503) and closed.
+    pub max_connections: usize,
+    /// Open connections from one peer address (an IPv6 peer: its /64);
+    /// more are refused (503) and closed. Behind a reverse proxy every
+    /// connection comes from the proxy's address.
+    pub max_connections_per_ip: usize,
+    /// Event streams (`/v1/evaluations/{id}/events`) one tenant may have
+    /// open at once; more are refused (429).
+    pub event_streams_per_tenant: usize,
 }
 
 impl Default for HttpConfig {
@@ -297,9 +314,17 @@ impl Default for HttpConfig {
             max_json_bytes: 64 << 10,
             max_upload_bytes: 32 << 20,
             max_episodes_per_evaluation: 100_000,
+            header_read_timeout_seconds: 30,
+            max_head_bytes: 80 << 10,
+            max_connections: 512,
+            max_connections_per_ip: 64,
+            event_streams_per_tenant: 8,
         }
     }
 }
+
+/// The smallest `[http] max_head_bytes`: hyper's smallest read buffer.
+pub const MIN_HEAD_BYTES: usize = 8 << 10;
 
 impl ServeConfig {
     /// Read `path` (TOML), or the defaults when `None`.
@@ -372,6 +397,24 @@ impl ServeConfig {
             return Err(ConfigError::Invalid(
                 "worker.max_attempts must be at least 1".into(),
             ));
+        }
+        let h = &self.http;
+        for (field, value, least) in [
+            (
+                "header_read_timeout_seconds",
+                h.header_read_timeout_seconds as usize,
+                1,
+            ),
+            ("max_head_bytes", h.max_head_bytes, MIN_HEAD_BYTES),
+            ("max_connections", h.max_connections, 1),
+            ("max_connections_per_ip", h.max_connections_per_ip, 1),
+            ("event_streams_per_tenant", h.event_streams_per_tenant, 1),
+        ] {
+            if value < least {
+                return Err(ConfigError::Invalid(format!(
+                    "http.{field} must be at least {least}"
+                )));
+            }
         }
         self.quotas.validate().map_err(ConfigError::Quota)?;
         Ok(())
@@ -450,5 +493,8 @@ mod tests {
         let c: ServeConfig = toml::from_str("[models.x]\nmodel = \"gpt\"\n").unwrap();
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("needs a base_url"), "{e}");
+        let c: ServeConfig = toml::from_str("[http]\nmax_connections_per_ip = 0\n").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("http.max_connections_per_ip"), "{e}");
     }
 }

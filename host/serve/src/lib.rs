@@ -20,7 +20,8 @@
 //! - [`worker`]: the claim → run → record loop (in `serve`, and
 //!   `ecdysis-host worker` on other machines).
 //! - [`api`]: the HTTP routes, authentication, errors, hardening;
-//!   [`openapi`]: the API's description.
+//!   [`openapi`]: the API's description; [`listen`]: connections (header
+//!   timeout, connection caps); [`events`]: the event streams' poller.
 //!
 //! TLS is left to a reverse proxy in front (nginx, Caddy, a cloud load
 //! balancer): the service speaks plain HTTP/1.1 and by default listens on
@@ -32,7 +33,9 @@ pub mod config;
 pub mod db;
 pub mod domains;
 pub mod evaluations;
+pub mod events;
 pub mod harnesses;
+pub mod listen;
 pub mod openapi;
 pub mod quota;
 pub mod scheduler;
@@ -245,6 +248,8 @@ pub struct Service {
     pub auth_audit_rate: RateLimiter,
     /// Woken when episodes are queued.
     pub work: Arc<tokio::sync::Notify>,
+    /// The open event streams and the one poller that wakes them.
+    pub events: Arc<events::EventHub>,
 }
 
 impl Service {
@@ -352,6 +357,7 @@ pub async fn start(
         audit_rate: RateLimiter::default(),
         auth_audit_rate: RateLimiter::default(),
         work: Arc::new(tokio::sync::Notify::new()),
+        events: events::EventHub::new(db.clone(), config.http.event_streams_per_tenant),
         config,
     });
     let addr = listener
@@ -378,18 +384,14 @@ pub async fn start(
         });
         tasks.push(tokio::spawn(worker.run(stop_rx.clone())));
     }
+    tasks.push(tokio::spawn(service.events.clone().run(stop_rx.clone())));
     let app = api::router(service.clone());
-    let mut shutdown = stop_rx.clone();
-    tasks.push(tokio::spawn(async move {
-        let _ = axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            let _ = shutdown.wait_for(|s| *s).await;
-        })
-        .await;
-    }));
+    tasks.push(tokio::spawn(listen::serve(
+        listener,
+        app,
+        service.config.http.clone(),
+        stop_rx,
+    )));
     Ok(Running {
         service,
         addr,

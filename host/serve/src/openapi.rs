@@ -75,7 +75,7 @@ pub fn document() -> Value {
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
                     "code": {"type": "string", "examples": ["not_found", "quota_exceeded", "invalid", "bad_request", "unauthorized", "timeout", "body_too_large"]},
                     "message": {"type": "string"},
-                    "quota": {"type": "string", "description": "The quota that refused the request.", "enum": ["concurrent_episodes", "episodes_per_day", "fuel_per_day", "stored_bytes", "upload_bytes", "max_upload_bytes", "usd_per_day", "requests_per_second", "episodes_per_evaluation"]},
+                    "quota": {"type": "string", "description": "The quota that refused the request.", "enum": ["concurrent_episodes", "episodes_per_day", "fuel_per_day", "stored_bytes", "upload_bytes", "max_upload_bytes", "usd_per_day", "requests_per_second", "episodes_per_evaluation", "event_streams_per_tenant"]},
                     "limit": {"type": "number"}, "used": {"type": "number"},
                     "retry_after_seconds": {"type": "integer"}}}}},
                 "Harness": {"type": "object", "properties": {
@@ -144,7 +144,7 @@ pub fn document() -> Value {
                 "delete": {"summary": "Cancel: in-flight episodes stop, finished ones are kept.", "security": [{"bearer": []}], "parameters": [id_param.clone()],
                     "responses": common(json!({"200": ok_json("Status after cancelling.", json!({"$ref": "#/components/schemas/EvaluationStatus"})), "404": not_found.clone()}))}
             },
-            "/v1/evaluations/{id}/events": {"get": {"summary": "Server-sent events: `episode` per finished episode (id = completion sequence; Last-Event-ID resumes), then `end` with the final status.", "security": [{"bearer": []}], "parameters": [id_param.clone()],
+            "/v1/evaluations/{id}/events": {"get": {"summary": "Server-sent events: `episode` per finished episode (id = completion sequence; Last-Event-ID resumes), then `end` with the final status. A tenant may have `[http] event_streams_per_tenant` open at once; more answer 429 (quota `event_streams_per_tenant`).", "security": [{"bearer": []}], "parameters": [id_param.clone()],
                 "responses": common(json!({"200": {"description": "An event stream.", "content": {"text/event-stream": {"schema": {"type": "string"}}}}, "404": not_found.clone()}))}},
             "/v1/evaluations/{id}/trajectories": {"get": {"summary": "Finished episodes' trajectories as JSON lines, in episode order.", "security": [{"bearer": []}], "parameters": [id_param.clone()],
                 "responses": common(json!({"200": {"description": "JSON lines.", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}, "404": not_found.clone()}))}},

@@ -3633,3 +3633,361 @@ async fn revoking_a_tenant_ends_its_streams_and_cancels_its_queued_episodes() {
     assert!(started.elapsed() < Duration::from_secs(60));
     assert_audit_verifies(&config);
 }
+
+/// Descriptors the process holds.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// Lower a running process's soft and hard descriptor limit.
+fn limit_fds(pid: u32, limit: u64) {
+    let rlimit = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: prlimit on our own child, with a valid struct and no old
+    // value asked for.
+    let rc = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &rlimit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+}
+
+/// A TCP connection to `url`'s server from the loopback address `from`
+/// (the whole of 127/8 is this machine: each address is another peer).
+async fn connect_from(from: &str, url: &str) -> tokio::net::TcpStream {
+    let server: std::net::SocketAddr = url.strip_prefix("http://").unwrap().parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket.connect(server).await.unwrap()
+}
+
+/// Read `stream` until the server closes it or `bound` passes: whether it
+/// was closed, and what it sent.
+async fn closed_within(stream: &mut tokio::net::TcpStream, bound: Duration) -> (bool, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(bound, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    (read.is_ok(), got)
+}
+
+/// Idle and trickling sockets from two strangers (no token) against a
+/// server left 96 descriptors (RLIMIT_NOFILE): the connections beyond the
+/// per-peer cap are refused at once, the admitted ones are closed when their head has
+/// not arrived within `header_read_timeout_seconds` (trickling or not),
+/// and a normal tenant from another address is answered within 2 s
+/// throughout and evaluates normally after; descriptors and memory come
+/// back. The refused connections answer the JSON 503 when they answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_and_trickling_sockets_neither_exhaust_descriptors_nor_block_a_normal_tenant() {
+    const IDLE: usize = 150;
+    const TRICKLING: usize = 50;
+    // Two attacking addresses at the per-peer cap leave room under the
+    // total cap for everyone else.
+    const PER_IP: usize = 24;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "{MODELS}[http]\nheader_read_timeout_seconds = 2\nmax_connections = 64\nmax_connections_per_ip = {PER_IP}\n"
+    );
+    let config = config_file(dir.path(), &sqlite(dir.path()), &extra);
+    let normal = add_tenant(&config, "normal");
+    let server = Server::start(&config, &[]);
+    let pid = server_pid(&server);
+    let api = Api::new(&server.url);
+    // Warm: the database pool and the first request's allocations.
+    assert_eq!(api.get("/v1/usage", &normal).await.status, 200);
+    let fds_before = open_fds(pid);
+    limit_fds(pid, (fds_before + 96) as u64);
+    let rss_before = rss_kib(pid);
+    let started = Instant::now();
+
+    let mut idle = Vec::new();
+    for _ in 0..IDLE {
+        idle.push(connect_from("127.0.0.2", &server.url).await);
+    }
+    let mut trickling = Vec::new();
+    for _ in 0..TRICKLING {
+        let mut s = connect_from("127.0.0.3", &server.url).await;
+        let trickle = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let head = b"GET /v1/health HTTP/1.1\r\nhost: x\r\nx-slow: ";
+            if s.write_all(head).await.is_err() {
+                return (true, Vec::new());
+            }
+            for _ in 0..40 {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                if s.write_all(b"a").await.is_err() {
+                    break;
+                }
+            }
+            closed_within(&mut s, Duration::from_secs(1)).await
+        });
+        trickling.push(trickle);
+    }
+
+    // Beside them, a normal tenant on a fresh connection of its own.
+    let fresh = Api::new(&server.url);
+    let during = answered_within(&fresh, &normal, "/v1/usage", Duration::from_secs(2)).await;
+    assert_eq!(during.status, 200, "{}", during.body);
+
+    // Over the per-peer cap: refused at once.
+    let mut refused = 0;
+    let mut answers = Vec::new();
+    let checks: Vec<_> = idle
+        .into_iter()
+        .map(|mut s| {
+            tokio::spawn(async move {
+                let early = closed_within(&mut s, Duration::from_secs(1)).await;
+                let late = if early.0 {
+                    early.clone()
+                } else {
+                    closed_within(&mut s, Duration::from_secs(5)).await
+                };
+                (early, late)
+            })
+        })
+        .collect();
+    let mut closed_late = 0;
+    for c in checks {
+        let ((early, body), (late, _)) = c.await.unwrap();
+        if early {
+            refused += 1;
+            if !body.is_empty() {
+                answers.push(String::from_utf8_lossy(&body).to_string());
+            }
+        } else if late {
+            closed_late += 1;
+        }
+    }
+    assert!(
+        refused >= IDLE - PER_IP,
+        "only {refused} of {IDLE} idle connections from one peer were refused at once"
+    );
+    for a in &answers {
+        assert!(a.starts_with("HTTP/1.1 503 "), "{a}");
+        let body = a.split_once("\r\n\r\n").unwrap().1;
+        let v: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], "too_many_connections", "{v}");
+    }
+    assert_eq!(
+        refused + closed_late,
+        IDLE,
+        "idle connections were held past the header-read timeout"
+    );
+    for t in trickling {
+        let (closed, _) = t.await.unwrap();
+        assert!(closed, "a trickling connection was held open");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // After: descriptors and memory back, a normal evaluation runs.
+    let fds_after = open_fds(pid);
+    assert!(
+        fds_after <= fds_before + 8,
+        "{fds_after} descriptors open, {fds_before} before"
+    );
+    let grown = rss_kib(pid).saturating_sub(rss_before);
+    assert!(
+        grown < ATTACK_RSS_GROWTH_KIB,
+        "the server grew by {grown} KiB"
+    );
+    let after = answered_within(&fresh, &normal, "/v1/usage", Duration::from_secs(2)).await;
+    assert_eq!(after.status, 200, "{}", after.body);
+    let id = fresh
+        .evaluate(&normal, json!({"tasks": ["0", "1"], "agent": "sim"}))
+        .await;
+    let status = fresh.wait(&normal, &id).await;
+    assert_eq!(status["state"], "done", "{status}");
+    assert_eq!(fresh.trajectories(&normal, &id).await.len(), 2);
+}
+
+/// Send `request` on a connection of its own and read the answer until
+/// the server closes the connection: status and JSON body.
+async fn raw_answer(url: &str, request: &[u8]) -> (u16, Value) {
+    use tokio::io::AsyncWriteExt;
+    let mut s = connect_from("127.0.0.1", url).await;
+    let _ = s.write_all(request).await;
+    let (closed, got) = closed_within(&mut s, Duration::from_secs(10)).await;
+    assert!(closed, "the connection stayed open");
+    let text = String::from_utf8_lossy(&got).to_string();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no answer: {text:?}"));
+    let status = head[9..12].parse().unwrap();
+    let body = serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (status, body)
+}
+
+/// A request target longer than a URI may be and a head larger than
+/// `max_head_bytes` are refused with the JSON error body of every other
+/// refusal (hyper alone answers them with an empty body), read whole by
+/// the client; a request right after is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn over_long_request_lines_and_heads_are_refused_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    let normal = add_tenant(&config, "normal");
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    let long_line = format!(
+        "GET /v1/harnesses/{} HTTP/1.1\r\nhost: x\r\n\r\n",
+        "a".repeat(70_000)
+    );
+    let (status, body) = raw_answer(&server.url, long_line.as_bytes()).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (414, &json!("uri_too_long")),
+        "{body}"
+    );
+    let big_head = format!(
+        "GET /v1/usage HTTP/1.1\r\nhost: x\r\nx-big: {}\r\n\r\n",
+        "b".repeat(100_000)
+    );
+    let (status, body) = raw_answer(&server.url, big_head.as_bytes()).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (431, &json!("headers_too_large")),
+        "{body}"
+    );
+    let after = answered_within(&api, &normal, "/v1/usage", Duration::from_secs(2)).await;
+    assert_eq!(after.status, 200, "{}", after.body);
+}
+
+/// Open an event stream; its response (status and, while held, the open
+/// connection).
+async fn open_stream(api: &Api, who: &Tenant, id: &str) -> reqwest::Response {
+    api.http
+        .get(format!("{}/v1/evaluations/{id}/events", api.url))
+        .bearer_auth(&who.token)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A tenant opening 40 event streams on a running evaluation gets
+/// `event_streams_per_tenant` (4) of them and a JSON 429 naming that limit
+/// for the rest; beside it a normal tenant's requests are answered within
+/// 1 s and its own stream delivers every episode and the end; the server
+/// spends at most a core-second per 10 s holding the streams, and its
+/// memory stays bounded; a stream closed frees its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_event_stream_flood_is_capped_per_tenant_and_leaves_others_served() {
+    const FLOOD: usize = 40;
+    const CAP: usize = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!("{MODELS}[http]\nevent_streams_per_tenant = {CAP}\n");
+    let config = config_file(dir.path(), &sqlite(dir.path()), &extra);
+    let flooder = add_tenant(&config, "flooder");
+    let normal = add_tenant(&config, "normal");
+    cli(
+        &config,
+        &[
+            "tenant",
+            "set-quota",
+            "flooder",
+            "concurrent_episodes=1",
+            "requests_per_second=100",
+        ],
+    );
+    let server = Server::start(&config, &[]);
+    let pid = server_pid(&server);
+    let api = std::sync::Arc::new(Api::new(&server.url));
+    let tasks: Vec<String> = (0..20).map(|i| i.to_string()).collect();
+    let long = api
+        .evaluate(&flooder, json!({"tasks": tasks, "agent": "slow"}))
+        .await;
+    let rss_before = rss_kib(pid);
+    let cpu_before = cpu_seconds(pid);
+    let started = Instant::now();
+
+    let opens: Vec<_> = (0..FLOOD)
+        .map(|_| {
+            let (api, flooder, long) = (api.clone(), flooder.clone(), long.clone());
+            tokio::spawn(async move { open_stream(&api, &flooder, &long).await })
+        })
+        .collect();
+    let mut held = Vec::new();
+    let mut refusals = Vec::new();
+    for o in opens {
+        let r = o.await.unwrap();
+        match r.status().as_u16() {
+            200 => held.push(r),
+            status => refusals.push((status, r.text().await.unwrap())),
+        }
+    }
+    assert_eq!(held.len(), CAP, "{} streams opened", held.len());
+    for (status, body) in &refusals {
+        assert_eq!(*status, 429, "{body}");
+        let v: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["quota"], "event_streams_per_tenant", "{v}");
+        assert_eq!(v["error"]["limit"], CAP as f64, "{v}");
+    }
+
+    // Beside them: the normal tenant's requests and its own stream.
+    let during = answered_within(&api, &normal, "/v1/usage", Duration::from_secs(1)).await;
+    assert_eq!(during.status, 200, "{}", during.body);
+    let id = api
+        .evaluate(&normal, json!({"tasks": ["0", "1", "2"], "agent": "sim"}))
+        .await;
+    let own = open_stream(&api, &normal, &id).await;
+    assert_eq!(own.status(), 200);
+    let body = tokio::time::timeout(Duration::from_secs(60), own.text())
+        .await
+        .expect("the normal tenant's stream never ended")
+        .unwrap();
+    assert_eq!(body.matches("event: episode").count(), 3, "{body}");
+    assert!(body.contains("event: end"), "{body}");
+    assert_eq!(api.wait(&normal, &id).await["state"], "done");
+
+    // Hold the streams a while: the cost of holding them is bounded.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let cpu = cpu_seconds(pid) - cpu_before;
+    let held_for = started.elapsed().as_secs_f64();
+    assert!(
+        cpu < held_for / 10.0 + 1.0,
+        "{cpu:.2} CPU-s in {held_for:.1} s with {CAP} streams held"
+    );
+    let grown = rss_kib(pid).saturating_sub(rss_before);
+    assert!(
+        grown < ATTACK_RSS_GROWTH_KIB,
+        "the server grew by {grown} KiB"
+    );
+
+    // A closed stream frees its place.
+    drop(held.pop());
+    let reopened = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let r = open_stream(&api, &flooder, &long).await;
+            if r.status() == 200 {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("a closed stream's place was never freed");
+    drop(reopened);
+    drop(held);
+    assert!(started.elapsed() < Duration::from_secs(90));
+    assert_audit_verifies(&config);
+}
