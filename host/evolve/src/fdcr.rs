@@ -610,6 +610,12 @@ pub struct HarnessFocus {
     pub layers: BTreeSet<Layer>,
     /// Tools of failing, blocked or rewritten calls.
     pub tools: BTreeSet<String>,
+    /// Layers whose hook acted in a failure: their entry file (`mod.rs`)
+    /// is always shown, clipped rather than left out.
+    pub acted: BTreeSet<Layer>,
+    /// The failures' domain, by its short name (`dbbench`): the rule
+    /// tables are then shown as that domain's entries only.
+    pub domain: Option<String>,
 }
 
 impl HarnessFocus {
@@ -622,14 +628,20 @@ impl HarnessFocus {
         use ecdysis_runner::agent::{CallSource, EndReason};
         let mut f = HarnessFocus::default();
         for r in records {
+            if !r.domain.is_empty() {
+                let short = r.domain.rsplit('/').next().unwrap_or(&r.domain);
+                f.domain = Some(short.to_string());
+            }
             for i in &r.interventions {
-                match i.split(':').next().unwrap_or_default() {
-                    "contract" => f.layers.insert(Layer::Contract),
-                    "skills" => f.layers.insert(Layer::Skills),
-                    "realize" => f.layers.insert(Layer::Realize),
-                    "regulate" => f.layers.insert(Layer::Regulate),
-                    _ => false,
-                };
+                let hook = i.split(':').next().unwrap_or_default();
+                if let Some(layer) = Layer::ALL.into_iter().find(|l| l.as_str() == hook) {
+                    f.layers.insert(layer);
+                    // The contract and skills hooks act in every episode;
+                    // what acted *on the failure* is realize or regulate.
+                    if matches!(layer, Layer::Realize | Layer::Regulate) {
+                        f.acted.insert(layer);
+                    }
+                }
             }
             let mut failed_call = false;
             for s in &r.steps {
@@ -674,22 +686,44 @@ pub fn layer_dir(layer: Layer) -> &'static str {
     }
 }
 
-/// The files worth quoting for `focus`, most relevant first: `src/tables.rs`
-/// (the rules and tunables), then each touched layer's files (those naming
-/// a focus tool first, then the layer's `mod.rs`, then smaller first).
-fn focus_files(tree: &super::coder::diff::Tree, focus: &HarnessFocus) -> Vec<(String, String)> {
+/// The files worth quoting for `focus`, most relevant first, each with
+/// whether it must be shown (clipped rather than left out): the entry file
+/// (`mod.rs`) of each layer whose hook acted in the failures, then
+/// `src/tables.rs` (the rules and tunables: with a known domain, that
+/// domain's entries as the edits that would add them), then each touched
+/// layer's other files (those naming a focus tool first, smaller first).
+fn focus_files(
+    tree: &super::coder::diff::Tree,
+    focus: &HarnessFocus,
+) -> Vec<(String, String, bool)> {
     let text = |p: &str| std::str::from_utf8(&tree[p]).ok().map(str::to_string);
     let mut out = Vec::new();
+    for layer in &focus.acted {
+        let entry = format!("{}mod.rs", layer_dir(*layer));
+        if tree.contains_key(&entry)
+            && let Some(t) = text(&entry)
+        {
+            out.push((entry, t, true));
+        }
+    }
     if tree.contains_key("src/tables.rs")
         && let Some(t) = text("src/tables.rs")
     {
-        out.push(("src/tables.rs".to_string(), t));
+        match &focus.domain {
+            Some(domain) => out.push((
+                format!("src/tables.rs: the entries for {domain}"),
+                super::rulecoder::domain_entries(&t, domain),
+                true,
+            )),
+            None => out.push(("src/tables.rs".to_string(), t, true)),
+        }
     }
     for layer in &focus.layers {
         let dir = layer_dir(*layer);
         let mut files: Vec<(usize, bool, usize, String, String)> = tree
             .iter()
             .filter(|(p, _)| p.starts_with(dir))
+            .filter(|(p, _)| !out.iter().any(|(q, _, _)| q == *p))
             .filter_map(|(p, b)| {
                 let t = std::str::from_utf8(b).ok()?.to_string();
                 let hits = focus.tools.iter().filter(|tool| t.contains(*tool)).count();
@@ -697,7 +731,7 @@ fn focus_files(tree: &super::coder::diff::Tree, focus: &HarnessFocus) -> Vec<(St
             })
             .collect();
         files.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-        out.extend(files.into_iter().map(|(_, _, _, p, t)| (p, t)));
+        out.extend(files.into_iter().map(|(_, _, _, p, t)| (p, t, false)));
     }
     out
 }
@@ -734,7 +768,7 @@ fn fence_file(path: &str, text: &str) -> String {
 
 fn render_harness(
     listing: &str,
-    files: &[(String, String)],
+    files: &[(String, String, bool)],
     layers: &[&str],
     cap: Option<usize>,
 ) -> String {
@@ -749,10 +783,17 @@ fn render_harness(
         return head
             + &files
                 .iter()
-                .map(|(p, t)| fence_file(p, t))
+                .map(|(p, t, _)| fence_file(p, t))
                 .collect::<String>();
     };
-    let mut out = budget::clip_lines(&head, cap, "file list");
+    // The listing names every file; the files that must be shown come
+    // before its tail when both do not fit.
+    let listing_cap = if files.iter().any(|(_, _, must)| *must) {
+        cap / 3
+    } else {
+        cap
+    };
+    let mut out = budget::clip_lines(&head, listing_cap, "file list");
     let mut used = estimate_tokens(&out);
     let mut hidden: Vec<&str> = Vec::new();
     // Room for the closing line: it names the files left out when that
@@ -760,18 +801,28 @@ fn render_harness(
     let names_room = 24
         + files
             .iter()
-            .map(|(p, _)| estimate_tokens(p) + 1)
+            .map(|(p, _, _)| estimate_tokens(p) + 1)
             .sum::<usize>();
     let name_them = names_room <= cap / 4;
     let footer_room = if name_them { names_room } else { 40 };
-    for (i, (p, t)) in files.iter().enumerate() {
+    // Room the files that must be shown still need, so that the files
+    // before them do not take it.
+    let mut owed: usize = files
+        .iter()
+        .filter(|(_, _, must)| *must)
+        .map(|(p, t, _)| estimate_tokens(&fence_file(p, t)).min(cap / 4))
+        .sum();
+    for (i, (p, t, must)) in files.iter().enumerate() {
         let block = fence_file(p, t);
         let n = estimate_tokens(&block);
-        let left = cap.saturating_sub(used + footer_room);
+        if *must {
+            owed = owed.saturating_sub(n.min(cap / 4));
+        }
+        let left = cap.saturating_sub(used + footer_room + owed);
         if n <= left {
             out += &block;
             used += n;
-        } else if i == 0 && left > 200 {
+        } else if (i == 0 || *must) && left > 200 {
             let frame = estimate_tokens(&fence_file(p, "")) + 2;
             let clipped = fence_file(p, &budget::clip_lines(t, left - frame, "file"));
             used += estimate_tokens(&clipped);
@@ -1465,5 +1516,41 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("Cargo.toml"), "{text}");
+    }
+
+    /// On the starting harness within a small budget: the entry file of the
+    /// layer whose hook acted is shown (clipped rather than left out, where
+    /// the first experiment's roles got neither it nor all of the tables),
+    /// and the tables as the failures' domain's entries.
+    #[test]
+    fn the_acting_layers_entry_and_the_domains_tables_are_always_shown() {
+        let template = ecdysis_sys::fsutil::copy_crate;
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../harness-template");
+        template(&root, dir.path()).unwrap();
+        let focus = HarnessFocus {
+            layers: [Layer::Realize, Layer::Regulate, Layer::Contract].into(),
+            tools: ["execute_sql".to_string()].into(),
+            acted: [Layer::Realize].into(),
+            domain: Some("dbbench".into()),
+        };
+        let text = harness_section(dir.path(), &focus).unwrap().within(5000);
+        assert!(text.contains("### src/realize/mod.rs"), "{text}");
+        assert!(
+            text.contains("### src/tables.rs: the entries for dbbench"),
+            "{text}"
+        );
+        assert!(text.contains("execute_sql"), "the domain's entries: {text}");
+        assert!(
+            !text.contains("transfer_to_human_agents"),
+            "no other domain's entries"
+        );
+        // Without a focus the whole tables file, as before.
+        let whole = describe_harness(dir.path()).unwrap();
+        assert!(
+            whole.contains("### src/tables.rs (the harness's data-driven rules"),
+            "{}",
+            &whole[..300]
+        );
     }
 }
