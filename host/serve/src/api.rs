@@ -774,8 +774,17 @@ async fn report(
     if !evaluations::owned(&svc.db, t.id, &id).await? {
         return Err(ApiError::not_found("evaluation"));
     }
-    let html = evaluations::report(&svc, t.id, &id).await?;
-    Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html))
+    let (html, served) = evaluations::report(&svc, t.id, &id).await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::HeaderName::from_static("x-report-cache"),
+                served.header(),
+            ),
+        ],
+        html,
+    ))
 }
 
 /// Seconds since the epoch, for logs that need a coarse time.

@@ -305,6 +305,11 @@ pub struct HttpConfig {
     /// Event streams (`/v1/evaluations/{id}/events`) one tenant may have
     /// open at once; more are refused (429).
     pub event_streams_per_tenant: usize,
+    /// Bytes of rendered report HTML kept in memory (`/report` renders an
+    /// evaluation once per version; the least recently used are dropped
+    /// first). 0 keeps none, though concurrent requests for one version
+    /// still share one render.
+    pub report_cache_bytes: usize,
 }
 
 impl Default for HttpConfig {
@@ -319,6 +324,7 @@ impl Default for HttpConfig {
             max_connections: 512,
             max_connections_per_ip: 64,
             event_streams_per_tenant: 8,
+            report_cache_bytes: 64 << 20,
         }
     }
 }

@@ -15,6 +15,7 @@ use super::config::ModelAlias;
 use super::db::{Db, DbError, SqlContext, WriteTx, day_start, now_ms, random_hex, rfc3339};
 use super::harnesses;
 use super::quota::{QuotaExceeded, Quotas, until_midnight_utc};
+use super::reports::{ReportVersion, Served};
 use super::tenants::Tenant;
 use ecdysis_model::{CachePolicy, ModelFlags, SamplingArgs};
 use ecdysis_runner::agent::EpisodeRecord;
@@ -900,13 +901,14 @@ pub async fn materialize(svc: &Service, tenant: i64, id: &str) -> Result<RunSumm
             .await
             .ctx("store summary")?;
     }
-    write_run_dir(
-        &run_dir(&svc.config.state_dir, id),
-        &r.config,
-        &texts,
-        &summary,
-    )
-    .map_err(|e| CreateError::Internal(e.to_string()))?;
+    // Megabytes for a large evaluation: written where blocking cannot
+    // stall the requests sharing this thread.
+    let dir = run_dir(&svc.config.state_dir, id);
+    let written = summary.clone();
+    tokio::task::spawn_blocking(move || write_run_dir(&dir, &r.config, &texts, &written))
+        .await
+        .map_err(|e| CreateError::Internal(e.to_string()))?
+        .map_err(|e| CreateError::Internal(e.to_string()))?;
     Ok(summary)
 }
 
@@ -931,15 +933,49 @@ fn write_run_dir(
     Ok(())
 }
 
-/// The HTML report of an evaluation (`report::render` on its result
-/// directory, refreshed first).
-pub async fn report(svc: &Arc<Service>, tenant: i64, id: &str) -> Result<String, CreateError> {
-    materialize(svc, tenant, id).await?;
-    let dir = run_dir(&svc.config.state_dir, id);
-    tokio::task::spawn_blocking(move || {
-        ecdysis_report::render(&[dir], &ecdysis_report::ReportOptions::default())
-    })
+/// What an evaluation's report is a function of ([`ReportVersion`]).
+async fn report_version(db: &Db, id: &str) -> Result<Option<ReportVersion>, DbError> {
+    let row = sqlx::query(
+        "SELECT e.state, e.done_count, e.finished_ms,
+                (SELECT MAX(done_seq) FROM episodes WHERE eval_id = e.id)
+         FROM evaluations e WHERE e.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(db.pool())
     .await
-    .map_err(|e| CreateError::Internal(e.to_string()))?
-    .map_err(|e| CreateError::Internal(e.to_string()))
+    .ctx("report version")?;
+    row.map(|r| {
+        Ok(ReportVersion {
+            state: r.try_get(0).ctx("evaluation row")?,
+            done: r.try_get(1).ctx("evaluation row")?,
+            finished_ms: r.try_get(2).ctx("evaluation row")?,
+            last_seq: r.try_get(3).ctx("evaluation row")?,
+        })
+    })
+    .transpose()
+}
+
+/// The HTML report of an evaluation (`report::render` on its result
+/// directory, refreshed first), rendered once per version of the
+/// evaluation and kept in [`Service::reports`].
+pub async fn report(
+    svc: &Arc<Service>,
+    tenant: i64,
+    id: &str,
+) -> Result<(axum::body::Bytes, Served), CreateError> {
+    let version = report_version(&svc.db, id)
+        .await?
+        .ok_or(CreateError::NotFound("evaluation"))?;
+    svc.reports
+        .get_or_render(id, version, || async {
+            materialize(svc, tenant, id).await?;
+            let dir = run_dir(&svc.config.state_dir, id);
+            tokio::task::spawn_blocking(move || {
+                ecdysis_report::render(&[dir], &ecdysis_report::ReportOptions::default())
+            })
+            .await
+            .map_err(|e| CreateError::Internal(e.to_string()))?
+            .map_err(|e| CreateError::Internal(e.to_string()))
+        })
+        .await
 }

@@ -21,7 +21,8 @@
 //!   `ecdysis-host worker` on other machines).
 //! - [`api`]: the HTTP routes, authentication, errors, hardening;
 //!   [`openapi`]: the API's description; [`listen`]: connections (header
-//!   timeout, connection caps); [`events`]: the event streams' poller.
+//!   timeout, connection caps); [`events`]: the event streams' poller;
+//!   [`reports`]: rendered reports, cached by evaluation version.
 //!
 //! TLS is left to a reverse proxy in front (nginx, Caddy, a cloud load
 //! balancer): the service speaks plain HTTP/1.1 and by default listens on
@@ -38,6 +39,7 @@ pub mod harnesses;
 pub mod listen;
 pub mod openapi;
 pub mod quota;
+pub mod reports;
 pub mod scheduler;
 pub mod staging;
 pub mod tenants;
@@ -250,6 +252,8 @@ pub struct Service {
     pub work: Arc<tokio::sync::Notify>,
     /// The open event streams and the one poller that wakes them.
     pub events: Arc<events::EventHub>,
+    /// Rendered reports by evaluation version.
+    pub reports: reports::ReportCache,
 }
 
 impl Service {
@@ -358,6 +362,7 @@ pub async fn start(
         auth_audit_rate: RateLimiter::default(),
         work: Arc::new(tokio::sync::Notify::new()),
         events: events::EventHub::new(db.clone(), config.http.event_streams_per_tenant),
+        reports: reports::ReportCache::new(config.http.report_cache_bytes),
         config,
     });
     let addr = listener

@@ -3991,3 +3991,126 @@ async fn an_event_stream_flood_is_capped_per_tenant_and_leaves_others_served() {
     assert!(started.elapsed() < Duration::from_secs(90));
     assert_audit_verifies(&config);
 }
+
+/// A report request: status, the `x-report-cache` header (`miss` when this
+/// request rendered it), and the body.
+async fn fetch_report(api: &Api, who: &Tenant, id: &str) -> (u16, String, Vec<u8>) {
+    let r = api
+        .http
+        .get(format!("{}/v1/evaluations/{id}/report", api.url))
+        .bearer_auth(&who.token)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let cache = r
+        .headers()
+        .get("x-report-cache")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    (status, cache, r.bytes().await.unwrap().to_vec())
+}
+
+/// Twenty parallel report requests of a 640-episode evaluation by one
+/// tenant are served by a single render (one `miss`, the rest waiting for
+/// it), every answer the same HTML; the next request and another burst are
+/// answered from the cache; a normal tenant's requests are answered within
+/// 2 s meanwhile and its own report and evaluation are unaffected; the
+/// server's memory stays bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parallel_reports_of_a_large_evaluation_share_one_render_and_leave_others_served() {
+    const PARALLEL: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!("{MODELS}[worker]\nslots = 4\nlease_seconds = 2\n");
+    let config = config_file(dir.path(), &sqlite(dir.path()), &extra);
+    let reader = add_tenant(&config, "reader");
+    let normal = add_tenant(&config, "normal");
+    cli(
+        &config,
+        &["tenant", "set-quota", "reader", "requests_per_second=100"],
+    );
+    let server = Server::start(&config, &[]);
+    let pid = server_pid(&server);
+    let api = std::sync::Arc::new(Api::new(&server.url));
+    let tasks: Vec<String> = (0..40).map(|i| i.to_string()).collect();
+    let large = api
+        .evaluate(
+            &reader,
+            json!({"tasks": tasks, "trials": 16, "agent": "sim", "seed": 1}),
+        )
+        .await;
+    let small = json!({"tasks": ["0", "1", "2"], "agent": "sim", "seed": 2});
+    let solo = api.evaluate(&normal, small.clone()).await;
+    assert_eq!(api.wait(&normal, &solo).await["state"], "done");
+    let solo_records = api.trajectories(&normal, &solo).await;
+    let large_status = api.wait(&reader, &large).await;
+    assert_eq!(large_status["state"], "done", "{large_status}");
+    assert_eq!(large_status["progress"]["done"], 640, "{large_status}");
+
+    let rss_before = rss_kib(pid);
+    let started = Instant::now();
+    let burst = |api: std::sync::Arc<Api>| {
+        (0..PARALLEL)
+            .map(|_| {
+                let (api, reader, large) = (api.clone(), reader.clone(), large.clone());
+                tokio::spawn(async move { fetch_report(&api, &reader, &large).await })
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = burst(api.clone());
+    let during = answered_within(&api, &normal, "/v1/usage", Duration::from_secs(2)).await;
+    assert_eq!(during.status, 200, "{}", during.body);
+    let mut answers = Vec::new();
+    for r in first {
+        answers.push(r.await.unwrap());
+    }
+    let misses = answers.iter().filter(|(_, c, _)| c == "miss").count();
+    assert_eq!(
+        misses, 1,
+        "{PARALLEL} parallel requests rendered {misses} times"
+    );
+    let html = &answers[0].2;
+    assert!(html.len() > 100_000, "a {}-byte report", html.len());
+    for (status, cache, body) in &answers {
+        assert_eq!(*status, 200);
+        assert!(cache == "miss" || cache == "hit", "{cache:?}");
+        assert!(body == html, "the answers differ");
+    }
+
+    // Cached: the next request and another burst render nothing.
+    let (status, cache, body) = fetch_report(&api, &reader, &large).await;
+    assert_eq!((status, cache.as_str()), (200, "hit"));
+    assert!(&body == html);
+    for r in burst(api.clone()) {
+        let (status, cache, _) = r.await.unwrap();
+        assert_eq!((status, cache.as_str()), (200, "hit"));
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // The normal tenant beside it: its report and a new evaluation.
+    let took = Instant::now();
+    let (status, cache, own) = fetch_report(&api, &normal, &solo).await;
+    assert_eq!((status, cache.as_str()), (200, "miss"));
+    assert!(own != *html);
+    assert!(
+        took.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        took.elapsed()
+    );
+    let beside = api.evaluate(&normal, small).await;
+    assert_eq!(api.wait(&normal, &beside).await["state"], "done");
+    assert_eq!(
+        comparable(&solo_records),
+        comparable(&api.trajectories(&normal, &beside).await)
+    );
+    let grown = rss_kib(pid).saturating_sub(rss_before);
+    assert!(
+        grown < ATTACK_RSS_GROWTH_KIB,
+        "the server grew by {grown} KiB"
+    );
+    assert_audit_verifies(&config);
+}
