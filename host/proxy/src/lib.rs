@@ -1,0 +1,629 @@
+//! `ecdysis-host proxy`: an OpenAI-compatible Chat Completions endpoint that
+//! runs a harness between any agent and its model.
+//!
+//! The client talks to the proxy as to its model. For each request the
+//! proxy finds the conversation's harness episode (warm, or rebuilt by
+//! replaying the hooks over the request's history, see [`conversation`]),
+//! sends the upstream the history as the harness shapes it (the contract's
+//! system prompt and tool descriptions, skills, regulation's notes), puts
+//! the upstream's reply through `realize`, and answers the client with the
+//! realized reply. Blocked replies are asked again upstream, at most
+//! [`ProxySettings::max_retries`] times per request.
+//!
+//! What replay cannot see from the client's history (the replies the proxy
+//! refused and retried, within one request) is kept in the conversation's
+//! [`ConversationRecord`] in memory; the upstream reads a retried exchange
+//! only in the request that retried it, so a later request's upstream
+//! messages are a function of its history alone, and a restarted proxy
+//! sends the same bytes upstream. Notes (skills, regulation) are re-derived
+//! by the replay: the harness is deterministic (no clock or randomness but
+//! the host's frozen, seeded ones).
+
+pub mod conversation;
+pub mod error;
+pub mod request;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use ecdysis_runner::agent::HookRecord;
+use ecdysis_sandbox::sandbox::{FailurePolicy, LoadedHarness};
+
+use conversation::{Episode, EpisodeSettings, Retry, Turn};
+pub use error::ProxyError;
+use request::{ChatRequest, Msg, prefix_hashes};
+
+/// The header a client may name its conversation with.
+pub const CONVERSATION_HEADER: &str = "x-ecdysis-conversation";
+
+/// The proxy's settings.
+#[derive(Debug, Clone)]
+pub struct ProxySettings {
+    /// The upstream's base URL, e.g. `http://127.0.0.1:8080/v1`.
+    pub upstream: String,
+    /// Sent upstream as `Authorization: Bearer`, when given; the client's
+    /// own `Authorization` is never forwarded.
+    pub upstream_api_key: Option<String>,
+    /// The episodes' domain (`--domain`).
+    pub domain: String,
+    /// The episodes' step limit, as the harness is told it.
+    pub max_steps: u32,
+    /// The episodes' tool-error limit, as the harness is told it.
+    pub max_errors: u32,
+    /// Largest client body, in bytes (larger: 413).
+    pub max_request_bytes: usize,
+    /// Requests served at once (more: 429).
+    pub max_conversations: usize,
+    /// Episodes kept warm (least recently used dropped first).
+    pub warm_episodes: usize,
+    /// Upstream tries after a blocked reply, per request.
+    pub max_retries: u32,
+    /// How long one upstream request may take (longer: 504).
+    pub upstream_timeout: Duration,
+    /// What a failed hook does.
+    pub policy: FailurePolicy,
+}
+
+impl ProxySettings {
+    /// The defaults, for `upstream`.
+    pub fn new(upstream: impl Into<String>) -> Self {
+        ProxySettings {
+            upstream: upstream.into(),
+            upstream_api_key: None,
+            domain: DEFAULT_DOMAIN.into(),
+            max_steps: 200,
+            max_errors: 50,
+            max_request_bytes: 8 << 20,
+            max_conversations: 64,
+            warm_episodes: 256,
+            max_retries: 3,
+            upstream_timeout: Duration::from_secs(300),
+            policy: FailurePolicy::FailClosed,
+        }
+    }
+}
+
+/// The domain of episodes without `--domain`: no benchmark's rules apply.
+pub const DEFAULT_DOMAIN: &str = "proxy/generic";
+
+/// What the proxy remembers of a conversation beyond its history.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ConversationRecord {
+    /// Requests answered.
+    pub requests: u64,
+    /// Requests whose episode was rebuilt by replay (not warm).
+    pub replays: u64,
+    /// Upstream replies the harness refused and asked again about, oldest
+    /// first, with the request (1-based) they belong to.
+    pub retries: Vec<(u64, Retry)>,
+    /// Requests that ran out of retries.
+    pub exhausted: u64,
+    /// The hook calls of each answered request's live turn (replayed calls
+    /// are not repeated here).
+    pub hooks: Vec<HookRecord>,
+}
+
+struct Warm {
+    tick: u64,
+    episode: Episode,
+}
+
+/// Records by conversation, each with the tick it was last used at.
+type Records = HashMap<String, (u64, ConversationRecord)>;
+
+struct Inner {
+    harness: LoadedHarness,
+    settings: ProxySettings,
+    client: reqwest::Client,
+    gate: Arc<Semaphore>,
+    warm: Mutex<(u64, HashMap<[u8; 32], Warm>)>,
+    records: Mutex<(u64, Records)>,
+}
+
+/// A proxy: cheap to clone, one per listening address.
+#[derive(Clone)]
+pub struct Proxy {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Keep at most `cap` entries of `map`, dropping the least recently used.
+fn evict<K: Clone + Eq + std::hash::Hash, V>(
+    map: &mut HashMap<K, V>,
+    cap: usize,
+    tick: impl Fn(&V) -> u64,
+) {
+    while map.len() > cap {
+        let Some(oldest) = map
+            .iter()
+            .min_by_key(|(_, v)| tick(v))
+            .map(|(k, _)| k.clone())
+        else {
+            break;
+        };
+        map.remove(&oldest);
+    }
+}
+
+impl Proxy {
+    /// A proxy running `harness` in front of `settings.upstream`.
+    pub fn new(harness: LoadedHarness, settings: ProxySettings) -> Result<Self, ProxyError> {
+        let client = reqwest::Client::builder()
+            .timeout(settings.upstream_timeout)
+            .build()
+            .map_err(|e| ProxyError::UpstreamUnreachable(e.to_string()))?;
+        Ok(Proxy {
+            inner: Arc::new(Inner {
+                harness,
+                gate: Arc::new(Semaphore::new(settings.max_conversations)),
+                settings,
+                client,
+                warm: Mutex::new((0, HashMap::new())),
+                records: Mutex::new((0, HashMap::new())),
+            }),
+        })
+    }
+
+    /// The HTTP routes: `POST /v1/chat/completions`, `GET /v1/models`, and
+    /// `GET /ecdysis/conversations/{id}` (the conversation's record).
+    pub fn router(&self) -> axum::Router {
+        axum::Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .route("/ecdysis/conversations/{id}", get(record))
+            .layer(axum::extract::DefaultBodyLimit::disable())
+            .with_state(self.clone())
+    }
+
+    /// Serve on `listener` until `shutdown` resolves.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
+
+    /// The record of conversation `id`, if the proxy has one.
+    pub fn record(&self, id: &str) -> Option<ConversationRecord> {
+        lock(&self.inner.records).1.get(id).map(|(_, r)| r.clone())
+    }
+
+    fn update_record(&self, id: &str, f: impl FnOnce(&mut ConversationRecord)) {
+        let mut guard = lock(&self.inner.records);
+        let (tick, map) = &mut *guard;
+        *tick += 1;
+        let now = *tick;
+        let entry = map.entry(id.to_string()).or_default();
+        entry.0 = now;
+        f(&mut entry.1);
+        evict(map, self.inner.settings.warm_episodes, |(t, _)| *t);
+    }
+
+    fn take_warm(&self, hashes: &[[u8; 32]]) -> Option<Episode> {
+        let mut guard = lock(&self.inner.warm);
+        // The longest prefix of the history that a warm episode has seen.
+        hashes
+            .iter()
+            .rev()
+            .find_map(|h| guard.1.remove(h))
+            .map(|w| w.episode)
+    }
+
+    fn keep_warm(&self, key: [u8; 32], episode: Episode) {
+        let mut guard = lock(&self.inner.warm);
+        let (tick, map) = &mut *guard;
+        *tick += 1;
+        map.insert(
+            key,
+            Warm {
+                tick: *tick,
+                episode,
+            },
+        );
+        evict(map, self.inner.settings.warm_episodes, |w| w.tick);
+    }
+
+    /// Answer one request: the realized turn and the upstream's last reply
+    /// (for its id, model and usage).
+    async fn complete(
+        &self,
+        request: &ChatRequest,
+        conversation: &str,
+    ) -> Result<(Turn, Value), ProxyError> {
+        let settings = &self.inner.settings;
+        let tools_hash = request.tools_hash();
+        let hashes = prefix_hashes(conversation, tools_hash, &request.messages);
+        let (mut episode, replayed) = match self.take_warm(&hashes) {
+            Some(e) => (e, false),
+            None => (
+                Episode::start(
+                    &self.inner.harness,
+                    &EpisodeSettings::from(settings),
+                    request,
+                    settings.policy,
+                )
+                .await?,
+                true,
+            ),
+        };
+        episode.advance(request).await?;
+        let hooks_before = episode.hook_records().len();
+        let request_no = lock(&self.inner.records)
+            .1
+            .get(conversation)
+            .map_or(0, |(_, r)| r.requests)
+            + 1;
+        let mut retries: Vec<Retry> = Vec::new();
+        let mut exhausted = false;
+        let mut neutral_turn = true;
+        let (turn, reply) = if let Some(turn) = episode.decided_turn() {
+            (turn, json!({}))
+        } else {
+            let mut extra: Vec<Value> = Vec::new();
+            loop {
+                let body = self.upstream_body(&episode, request, &extra);
+                let reply = self.ask_upstream(body).await?;
+                let (text, calls) = reply_message(&reply)?;
+                let (outcome, neutral) = episode.realize_reply(text.clone(), calls).await?;
+                neutral_turn &= neutral;
+                match outcome {
+                    Ok(turn) => break (turn, reply),
+                    Err(retry) if (retries.len() as u32) < settings.max_retries => {
+                        extra.extend(retry.messages.iter().cloned());
+                        retries.push(retry);
+                    }
+                    Err(retry) => {
+                        // Out of tries: the reply's text, else the last
+                        // feedback, ends the turn; no call is returned.
+                        exhausted = true;
+                        let text = text
+                            .filter(|t| !t.trim().is_empty())
+                            .or_else(|| retry.feedback.last().cloned());
+                        retries.push(retry);
+                        break (
+                            Turn {
+                                text,
+                                calls: vec![],
+                                stopped: false,
+                            },
+                            reply,
+                        );
+                    }
+                }
+            }
+        };
+        let live_hooks = episode.hook_records()[hooks_before..].to_vec();
+        let stopped = turn.stopped;
+        self.update_record(conversation, |r| {
+            r.requests = request_no;
+            r.replays += u64::from(replayed);
+            r.exhausted += u64::from(exhausted);
+            r.retries
+                .extend(retries.iter().cloned().map(|x| (request_no, x)));
+            r.hooks.extend(live_hooks);
+        });
+        // Kept warm only when a replay of the history the client sends
+        // next would make the same hook calls (see `conversation`).
+        if neutral_turn && retries.is_empty() && !stopped {
+            episode.absorb(&turn);
+            let next = Msg::Assistant {
+                text: turn.text.clone(),
+                calls: turn.calls.clone(),
+            };
+            let mut messages = request.messages.clone();
+            messages.push(next);
+            let key = *prefix_hashes(conversation, tools_hash, &messages)
+                .last()
+                .unwrap_or(&[0; 32]);
+            self.keep_warm(key, episode);
+        }
+        Ok((turn, reply))
+    }
+
+    /// The upstream's request body: the client's, with the messages and
+    /// tools the harness shaped, and never streaming (realize needs the
+    /// whole reply).
+    fn upstream_body(&self, episode: &Episode, request: &ChatRequest, extra: &[Value]) -> Vec<u8> {
+        let mut body = request.body.clone();
+        body.remove("stream");
+        body.remove("stream_options");
+        body.insert(
+            "messages".into(),
+            Value::Array(episode.upstream_messages(request, extra)),
+        );
+        if let Some(tools) = body.get("tools").cloned().filter(|t| !t.is_null()) {
+            body.insert("tools".into(), episode.upstream_tools(&tools));
+        }
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+
+    async fn ask_upstream(&self, bytes: Vec<u8>) -> Result<Value, ProxyError> {
+        let url = format!(
+            "{}/chat/completions",
+            self.inner.settings.upstream.trim_end_matches('/')
+        );
+        let (status, text) = self.send(self.post(&url).body(bytes)).await?;
+        if !status.is_success() {
+            return Err(ProxyError::UpstreamStatus {
+                status: status.as_u16(),
+                body: text,
+            });
+        }
+        serde_json::from_str(&text).map_err(|e| ProxyError::UpstreamInvalid(e.to_string()))
+    }
+
+    fn post(&self, url: &str) -> reqwest::RequestBuilder {
+        let builder = self
+            .inner
+            .client
+            .post(url)
+            .header(header::CONTENT_TYPE, "application/json");
+        self.authorize(builder)
+    }
+
+    fn authorize(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.inner.settings.upstream_api_key {
+            Some(key) => builder.bearer_auth(key),
+            None => builder,
+        }
+    }
+
+    async fn send(
+        &self,
+        builder: reqwest::RequestBuilder,
+    ) -> Result<(reqwest::StatusCode, String), ProxyError> {
+        let upstream_error = |e: reqwest::Error| {
+            if e.is_timeout() {
+                ProxyError::UpstreamTimeout
+            } else {
+                ProxyError::UpstreamUnreachable(e.to_string())
+            }
+        };
+        let response = builder.send().await.map_err(upstream_error)?;
+        let status = response.status();
+        let text = response.text().await.map_err(upstream_error)?;
+        Ok((status, text))
+    }
+}
+
+/// The text and calls of an upstream completion's first choice.
+fn reply_message(reply: &Value) -> Result<(Option<String>, Vec<request::Call>), ProxyError> {
+    let Some(message) = reply
+        .pointer("/choices/0/message")
+        .and_then(Value::as_object)
+    else {
+        return Err(ProxyError::UpstreamInvalid(
+            "no choices[0].message object".into(),
+        ));
+    };
+    let text = message
+        .get("content")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let mut calls = Vec::new();
+    for (k, call) in message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let name = call.pointer("/function/name").and_then(Value::as_str);
+        let Some(name) = name else {
+            return Err(ProxyError::UpstreamInvalid(format!(
+                "tool_calls[{k}] has no function name"
+            )));
+        };
+        calls.push(request::Call {
+            id: call
+                .get("id")
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("call_{k}"), str::to_string),
+            name: name.to_string(),
+            arguments: call
+                .pointer("/function/arguments")
+                .and_then(Value::as_str)
+                .unwrap_or("{}")
+                .to_string(),
+        });
+    }
+    Ok((text, calls))
+}
+
+/// The client's completion: the upstream's envelope (id, model, usage)
+/// around the realized message.
+fn completion(turn: &Turn, reply: &Value, model: &str) -> Value {
+    let mut message = json!({"role": "assistant", "content": turn.text});
+    if !turn.calls.is_empty() {
+        message["tool_calls"] =
+            Value::Array(turn.calls.iter().map(request::Call::to_wire).collect());
+    }
+    let finish = if turn.calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    let mut out = json!({
+        "id": reply.get("id").cloned().unwrap_or_else(|| json!("chatcmpl-ecdysis")),
+        "object": "chat.completion",
+        "created": reply.get("created").cloned().unwrap_or_else(|| json!(0)),
+        "model": reply.get("model").cloned().unwrap_or_else(|| json!(model)),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+    });
+    if let Some(usage) = reply.get("usage") {
+        out["usage"] = usage.clone();
+    }
+    out
+}
+
+/// The same completion as server-sent events: the reply is complete (and
+/// realized) before the first event, so the events carry it whole: a role
+/// chunk, the text, one chunk per call, the finish, the usage when asked,
+/// then `[DONE]`.
+fn event_stream(full: &Value, include_usage: bool) -> String {
+    let envelope = |choices: Value| {
+        json!({
+            "id": full["id"],
+            "object": "chat.completion.chunk",
+            "created": full["created"],
+            "model": full["model"],
+            "choices": choices,
+        })
+    };
+    let message = &full["choices"][0]["message"];
+    let mut chunks = vec![envelope(
+        json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+    )];
+    if let Some(text) = message["content"].as_str().filter(|t| !t.is_empty()) {
+        chunks.push(envelope(
+            json!([{"index": 0, "delta": {"content": text}, "finish_reason": null}]),
+        ));
+    }
+    for (k, call) in message["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let mut call = call.clone();
+        call["index"] = json!(k);
+        chunks.push(envelope(
+            json!([{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]),
+        ));
+    }
+    chunks.push(envelope(
+        json!([{"index": 0, "delta": {}, "finish_reason": full["choices"][0]["finish_reason"]}]),
+    ));
+    if include_usage && let Some(usage) = full.get("usage") {
+        let mut last = envelope(json!([]));
+        last["usage"] = usage.clone();
+        chunks.push(last);
+    }
+    let mut out = String::new();
+    for c in chunks {
+        out.push_str("data: ");
+        out.push_str(&c.to_string());
+        out.push_str("\n\n");
+    }
+    out.push_str("data: [DONE]\n\n");
+    out
+}
+
+async fn chat(State(proxy): State<Proxy>, headers: HeaderMap, body: Body) -> Response {
+    match chat_inner(&proxy, &headers, body).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn chat_inner(
+    proxy: &Proxy,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ProxyError> {
+    let settings = &proxy.inner.settings;
+    let limit = settings.max_request_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(ProxyError::TooLarge { limit });
+    }
+    let _permit = Arc::clone(&proxy.inner.gate)
+        .try_acquire_owned()
+        .map_err(|_| ProxyError::Busy {
+            limit: settings.max_conversations,
+        })?;
+    let bytes = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ProxyError::TooLarge { limit })?;
+    let request = ChatRequest::parse(&bytes)?;
+    let explicit = headers
+        .get(CONVERSATION_HEADER)
+        .and_then(|v| v.to_str().ok());
+    let conversation = request.conversation_id(explicit);
+    let (turn, reply) = proxy.complete(&request, &conversation).await?;
+    let model = request
+        .body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let full = completion(&turn, &reply, model);
+    let mut response = if request.stream {
+        let mut r = (StatusCode::OK, event_stream(&full, request.include_usage)).into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        r
+    } else {
+        (StatusCode::OK, axum::Json(full)).into_response()
+    };
+    if let Ok(v) = HeaderValue::from_str(&conversation) {
+        response.headers_mut().insert(CONVERSATION_HEADER, v);
+    }
+    Ok(response)
+}
+
+async fn models(State(proxy): State<Proxy>) -> Response {
+    let url = format!(
+        "{}/models",
+        proxy.inner.settings.upstream.trim_end_matches('/')
+    );
+    let builder = proxy.authorize(proxy.inner.client.get(url));
+    match proxy.send(builder).await {
+        Ok((status, text)) => {
+            let status = StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+            let mut r = (status, text).into_response();
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            r
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn record(State(proxy): State<Proxy>, Path(id): Path<String>) -> Response {
+    match proxy.record(&id) {
+        Some(r) => axum::Json(r).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": {"message": format!("no conversation `{id}`"), "type": "not_found", "param": null}})),
+        )
+            .into_response(),
+    }
+}
+
+/// Bind `addr` (loopback unless the operator says otherwise) and serve
+/// until `shutdown`; `on_bound` hears the bound address first.
+pub async fn listen(
+    proxy: Proxy,
+    addr: SocketAddr,
+    on_bound: impl FnOnce(SocketAddr),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = TcpListener::bind(addr).await?;
+    on_bound(listener.local_addr()?);
+    proxy.serve(listener, shutdown).await
+}

@@ -1,0 +1,525 @@
+//! The proxy over real HTTP on loopback, with the testkit's scripted
+//! OpenAI server as its upstream and the starting harness
+//! (`harness-template`) between them.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use ecdysis_model::ToolCall;
+use ecdysis_proxy::{CONVERSATION_HEADER, Proxy, ProxySettings};
+use ecdysis_sandbox::sandbox::{Limits, LoadedHarness, Sandbox};
+use ecdysis_testkit::mock::{MockReply, MockServer};
+
+fn template() -> LoadedHarness {
+    static LOADED: OnceLock<LoadedHarness> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let bytes = ecdysis_testkit::guests::guest("harness-template", None);
+            let sandbox = Sandbox::pooled(Limits::default(), 8).expect("sandbox");
+            ecdysis_testkit::guests::load(&sandbox, &bytes)
+        })
+        .clone()
+}
+
+/// A proxy on `127.0.0.1:0` in front of `upstream`; its base URL.
+async fn start(settings: ProxySettings) -> (String, Proxy, tokio::sync::oneshot::Sender<()>) {
+    let proxy = Proxy::new(template(), settings).expect("proxy");
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = proxy.clone();
+    tokio::spawn(async move {
+        let _ = serving
+            .serve(listener, async move {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    (format!("http://{addr}/v1"), proxy, stop)
+}
+
+fn tools() -> Value {
+    json!([
+        {"type": "function", "function": {
+            "name": "get_order_details",
+            "description": "Get the status and details of an order.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
+        }},
+        {"type": "function", "function": {
+            "name": "cancel_order",
+            "description": "Cancel a pending order.",
+            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}, "reason": {"type": "string"}}, "required": ["order_id", "reason"]}
+        }}
+    ])
+}
+
+fn opening() -> Vec<Value> {
+    vec![
+        json!({"role": "system", "content": "You are a helpful customer service agent. Use the tools to look orders up."}),
+        json!({"role": "user", "content": "Where is my order #W1234567?"}),
+    ]
+}
+
+fn request(messages: &[Value]) -> Value {
+    json!({"model": "mock-model", "messages": messages, "tools": tools(), "temperature": 0})
+}
+
+fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: arguments.into(),
+    }
+}
+
+async fn post(base: &str, body: &Value) -> (u16, Value, Option<String>) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/chat/completions"))
+        .json(body)
+        .send()
+        .await
+        .expect("the proxy answers");
+    let status = response.status().as_u16();
+    let conversation = response
+        .headers()
+        .get(CONVERSATION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let text = response.text().await.expect("body");
+    let value = serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text));
+    (status, value, conversation)
+}
+
+fn upstream_bodies(mock: &MockServer) -> Vec<Value> {
+    mock.requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .map(|r| r.json().expect("the proxy sends JSON"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_tool_call_round_trip_goes_through_the_harness_and_stays_warm() {
+    let mock = MockServer::start().await.expect("mock");
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call(
+            "call_1",
+            "get_order_details",
+            r##"{"order_id":"#W1234567"}"##,
+        )],
+    ));
+    mock.push(MockReply::text("Your order #W1234567 has shipped."));
+    let (base, proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+
+    let mut messages = opening();
+    let (status, reply, conversation) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200, "{reply}");
+    let message = &reply["choices"][0]["message"];
+    assert_eq!(reply["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(message["tool_calls"][0]["id"], "call_1");
+    assert_eq!(
+        message["tool_calls"][0]["function"]["name"],
+        "get_order_details"
+    );
+    assert_eq!(reply["usage"]["prompt_tokens"], 10);
+
+    // The upstream read the contract's system prompt: the client's, with
+    // the starting harness's tool-use rules; the client never sees them.
+    let first = &upstream_bodies(&mock)[0];
+    assert_eq!(first["messages"][0]["role"], "system");
+    let prompt = first["messages"][0]["content"].as_str().unwrap();
+    assert!(prompt.starts_with("You are a helpful customer service agent."));
+    assert!(
+        prompt.contains("Tool-use rules (runtime harness)"),
+        "{prompt}"
+    );
+    assert!(!reply.to_string().contains("runtime harness"));
+    assert_eq!(first["messages"][1], messages[1]);
+    assert!(first.get("stream").is_none());
+    assert_eq!(first["temperature"], 0);
+
+    messages.push(message.clone());
+    messages.push(
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "{\"status\": \"delivered\"}"}),
+    );
+    let (status, reply, again) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(
+        reply["choices"][0]["message"]["content"],
+        "Your order #W1234567 has shipped."
+    );
+    assert_eq!(again, conversation);
+    let second = &upstream_bodies(&mock)[1];
+    assert_eq!(second["messages"][2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(second["messages"][3]["tool_call_id"], "call_1");
+
+    let record = proxy.record(&conversation.unwrap()).expect("recorded");
+    assert_eq!(record.requests, 2);
+    // Only the first request built the episode: the second found it warm.
+    assert_eq!(record.replays, 1);
+    assert!(record.retries.is_empty());
+    assert!(record.hooks.iter().any(|h| h.hook == "realize"));
+}
+
+#[tokio::test]
+async fn a_blocked_call_is_asked_again_upstream_and_never_reaches_the_client() {
+    let mock = MockServer::start().await.expect("mock");
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call(
+            "call_1",
+            "teleport_parcel",
+            r##"{"order_id":"#W1234567"}"##,
+        )],
+    ));
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call(
+            "call_2",
+            "get_order_details",
+            r##"{"order_id":"#W1234567"}"##,
+        )],
+    ));
+    let (base, proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    let (status, reply, conversation) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 200, "{reply}");
+    let calls = reply["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["function"]["name"], "get_order_details");
+
+    let bodies = upstream_bodies(&mock);
+    assert_eq!(bodies.len(), 2);
+    // The retry: the refused reply, then the harness's feedback as its
+    // result, naming the real tools.
+    let retried = bodies[1]["messages"].as_array().unwrap();
+    let n = retried.len();
+    assert_eq!(
+        retried[n - 2]["tool_calls"][0]["function"]["name"],
+        "teleport_parcel"
+    );
+    assert_eq!(retried[n - 1]["role"], "tool");
+    assert_eq!(retried[n - 1]["tool_call_id"], "call_1");
+    let feedback = retried[n - 1]["content"].as_str().unwrap();
+    assert!(feedback.contains("get_order_details"), "{feedback}");
+
+    let record = proxy.record(&conversation.unwrap()).expect("recorded");
+    assert_eq!(record.retries.len(), 1);
+    assert_eq!(record.retries[0].0, 1);
+    assert_eq!(record.exhausted, 0);
+}
+
+#[tokio::test]
+async fn retries_are_bounded_and_the_turn_ends_without_a_call() {
+    let mock = MockServer::start().await.expect("mock");
+    mock.set_fallback(MockReply::tool_calls(
+        None,
+        &[call("call_x", "teleport_parcel", "{}")],
+    ));
+    let mut settings = ProxySettings::new(mock.base_url());
+    settings.max_retries = 2;
+    let (base, proxy, _stop) = start(settings).await;
+    let (status, reply, conversation) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 200, "{reply}");
+    assert!(reply["choices"][0]["message"].get("tool_calls").is_none());
+    assert_eq!(reply["choices"][0]["finish_reason"], "stop");
+    assert_eq!(upstream_bodies(&mock).len(), 3);
+    let record = proxy.record(&conversation.unwrap()).unwrap();
+    assert_eq!(record.retries.len(), 3);
+    assert_eq!(record.exhausted, 1);
+}
+
+#[tokio::test]
+async fn a_call_written_as_text_is_returned_as_a_structured_call() {
+    let mock = MockServer::start().await.expect("mock");
+    mock.push(MockReply::text(
+        "```json\n{\"name\": \"get_order_details\", \"arguments\": {\"order_id\": \"#W1234567\"}}\n```",
+    ));
+    let (base, _proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    let (status, reply, _) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 200, "{reply}");
+    let message = &reply["choices"][0]["message"];
+    assert_eq!(message["content"], Value::Null);
+    assert_eq!(
+        message["tool_calls"][0]["function"]["name"],
+        "get_order_details"
+    );
+    let arguments: Value = serde_json::from_str(
+        message["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(arguments, json!({"order_id": "#W1234567"}));
+    assert_eq!(reply["choices"][0]["finish_reason"], "tool_calls");
+}
+
+/// The events of an SSE body, `[DONE]` excluded (asserted last).
+fn events(body: &str) -> Vec<Value> {
+    let data: Vec<&str> = body
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| e.strip_prefix("data: ").expect("a data line"))
+        .collect();
+    assert_eq!(data.last(), Some(&"[DONE]"));
+    data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).expect("JSON event"))
+        .collect()
+}
+
+#[tokio::test]
+async fn streaming_delivers_the_realized_reply_as_events() {
+    let mock = MockServer::start().await.expect("mock");
+    let (base, _proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    let text = "I'll look it up.";
+    let calls = [call(
+        "call_1",
+        "get_order_details",
+        r##"{"order_id":"#W1234567"}"##,
+    )];
+    mock.push(MockReply::tool_calls(Some(text), &calls));
+    mock.push(MockReply::tool_calls(Some(text), &calls));
+
+    let plain = request(&opening());
+    let (_, whole, _) = post(&base, &plain).await;
+    let mut streamed = plain.clone();
+    streamed["stream"] = json!(true);
+    streamed["stream_options"] = json!({"include_usage": true});
+    let response = reqwest::Client::new()
+        .post(format!("{base}/chat/completions"))
+        .header(CONVERSATION_HEADER, "streamed")
+        .json(&streamed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let events = events(&response.text().await.unwrap());
+    // The upstream was asked without streaming both times.
+    assert!(
+        upstream_bodies(&mock)
+            .iter()
+            .all(|b| b.get("stream").is_none())
+    );
+
+    let mut content = String::new();
+    let mut calls_seen = Vec::new();
+    let mut finish = Value::Null;
+    let mut usage = Value::Null;
+    for e in &events {
+        assert_eq!(e["object"], "chat.completion.chunk");
+        if let Some(u) = e.get("usage") {
+            usage = u.clone();
+        }
+        let Some(choice) = e["choices"].get(0) else {
+            continue;
+        };
+        if let Some(t) = choice["delta"]["content"].as_str() {
+            content.push_str(t);
+        }
+        for c in choice["delta"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let mut c = c.clone();
+            c.as_object_mut().unwrap().remove("index");
+            calls_seen.push(c);
+        }
+        if !choice["finish_reason"].is_null() {
+            finish = choice["finish_reason"].clone();
+        }
+    }
+    let message = &whole["choices"][0]["message"];
+    assert_eq!(content, message["content"].as_str().unwrap());
+    assert_eq!(Value::Array(calls_seen), message["tool_calls"]);
+    assert_eq!(finish, whole["choices"][0]["finish_reason"]);
+    assert_eq!(usage, whole["usage"]);
+}
+
+/// Turn one of a conversation (with a blocked reply retried first when
+/// `blocked`), then turn two on one proxy, then turn two again on a fresh
+/// one: the upstream must read the same bytes both times.
+async fn continue_after_restart(blocked: bool) {
+    let mock = MockServer::start().await.expect("mock");
+    if blocked {
+        mock.push(MockReply::tool_calls(
+            None,
+            &[call("call_1", "teleport_parcel", "{}")],
+        ));
+    }
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call(
+            "call_2",
+            "get_order_details",
+            r##"{"order_id":"#W1234567"}"##,
+        )],
+    ));
+    let (base, proxy, stop) = start(ProxySettings::new(mock.base_url())).await;
+    let mut messages = opening();
+    let (status, reply, conversation) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200, "{reply}");
+    messages.push(reply["choices"][0]["message"].clone());
+    messages.push(
+        json!({"role": "tool", "tool_call_id": "call_2", "content": "Error: order not found"}),
+    );
+    mock.push(MockReply::text("I could not find it."));
+    let (status, _, _) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200);
+    let before = mock.requests().last().unwrap().body.clone();
+    let record = proxy.record(conversation.as_deref().unwrap()).unwrap();
+    // A neutral turn leaves the episode warm; a retried one does not (a
+    // replay could not repeat its hook calls), so turn two replays.
+    assert_eq!(record.replays, if blocked { 2 } else { 1 });
+    assert_eq!(record.retries.len(), usize::from(blocked));
+    let _ = stop.send(());
+
+    // A new proxy process (nothing warm, no records) gets the same
+    // continuing request.
+    let (base, proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    mock.push(MockReply::text("I could not find it."));
+    let (status, _, again) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200);
+    assert_eq!(again, conversation);
+    let after = mock.requests().last().unwrap().body.clone();
+    assert_eq!(
+        String::from_utf8_lossy(&before),
+        String::from_utf8_lossy(&after)
+    );
+    let record = proxy.record(&again.unwrap()).unwrap();
+    assert_eq!((record.requests, record.replays), (1, 1));
+}
+
+#[tokio::test]
+async fn a_conversation_continued_after_a_restart_sends_the_same_bytes_upstream() {
+    continue_after_restart(false).await;
+}
+
+#[tokio::test]
+async fn a_retried_turn_is_not_replayed_after_a_restart() {
+    continue_after_restart(true).await;
+}
+
+#[tokio::test]
+async fn bad_input_gets_openai_style_errors_naming_the_field() {
+    let mock = MockServer::start().await.expect("mock");
+    let mut settings = ProxySettings::new(mock.base_url());
+    settings.max_request_bytes = 4096;
+    let (base, _proxy, _stop) = start(settings).await;
+    let client = reqwest::Client::new();
+    let url = format!("{base}/chat/completions");
+
+    let r = client.post(&url).body("{not json").send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert!(body["error"]["param"].is_null());
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not JSON")
+    );
+
+    let mut bad = request(&opening());
+    bad["messages"][1]["role"] = json!("narrator");
+    let (status, body, _) = post(&base, &bad).await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["param"], "messages[1].role");
+
+    let mut bad = request(&opening());
+    bad["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"role": "tool", "tool_call_id": "call_never", "content": "x"}));
+    let (status, body, _) = post(&base, &bad).await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["param"], "messages[2].tool_call_id");
+
+    let mut big = request(&opening());
+    big["messages"][1]["content"] = json!("x".repeat(5000));
+    let (status, body, _) = post(&base, &big).await;
+    assert_eq!(status, 413);
+    assert_eq!(body["error"]["type"], "request_too_large");
+    assert_eq!(mock.request_count(), 0, "nothing bad reaches the upstream");
+}
+
+#[tokio::test]
+async fn a_down_slow_or_garbled_upstream_is_a_typed_bad_gateway() {
+    // Down: a port that was bound and released.
+    let down = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let (base, _p1, _s1) = start(ProxySettings::new(format!("http://{down}/v1"))).await;
+    let (status, body, _) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 502);
+    assert_eq!(body["error"]["type"], "upstream_unreachable");
+
+    let mock = MockServer::start().await.expect("mock");
+    let mut settings = ProxySettings::new(mock.base_url());
+    settings.upstream_timeout = Duration::from_millis(300);
+    let (base, _p2, _s2) = start(settings).await;
+    mock.push(MockReply::text("late").with_delay(Duration::from_secs(3)));
+    let (status, body, _) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 504);
+    assert_eq!(body["error"]["type"], "upstream_timeout");
+
+    mock.push(MockReply::raw(200, "<html>not a completion</html>"));
+    let (status, body, _) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 502);
+    assert_eq!(body["error"]["type"], "upstream_invalid");
+
+    mock.push(MockReply::json(200, json!({"choices": []})));
+    let (status, body, _) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 502);
+    assert_eq!(body["error"]["type"], "upstream_invalid");
+
+    // An upstream's own error is the client's to see, as it was sent.
+    mock.push(MockReply::error(401, "bad key"));
+    let (status, body, _) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 401);
+    assert_eq!(body["error"]["message"], "bad key");
+
+    // And the conversation still works afterwards.
+    mock.push(MockReply::text("fine"));
+    let (status, body, _) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "fine");
+}
+
+#[tokio::test]
+async fn models_are_forwarded() {
+    let mock = MockServer::start().await.expect("mock");
+    mock.push(MockReply::json(
+        200,
+        json!({"object": "list", "data": [{"id": "mock-model", "object": "model"}]}),
+    ));
+    let mut settings = ProxySettings::new(mock.base_url());
+    settings.upstream_api_key = Some("sk-upstream".into());
+    let (base, _proxy, _stop) = start(settings).await;
+    let r = reqwest::Client::new()
+        .get(format!("{base}/models"))
+        .bearer_auth("sk-client")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["data"][0]["id"], "mock-model");
+    let seen = &mock.requests()[0];
+    assert_eq!(seen.path, "/v1/models");
+    // The upstream's key, never the client's.
+    assert_eq!(seen.header("authorization"), Some("Bearer sk-upstream"));
+}
