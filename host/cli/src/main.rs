@@ -259,6 +259,27 @@ enum Command {
     /// /v1/openapi.json), isolated in worker processes, metered by quotas
     /// and audited. SQLite by default; Postgres for several machines.
     Serve(Box<Service<cli::serve::ServeArgs>>),
+    /// A harness in front of any agent's model: an OpenAI-compatible
+    /// endpoint (POST /v1/chat/completions, GET /v1/models) that runs the
+    /// harness between the client and --upstream. Point an agent's base URL
+    /// at it. One harness episode per conversation (its system prompt and
+    /// first user message, or the x-ecdysis-conversation header), rebuilt by
+    /// replaying the hooks over the request's history when it is not warm:
+    /// the contract's prompt and tool descriptions, skills and regulation's
+    /// notes go to the upstream only, never into the client's history; every
+    /// reply goes through realize (blocked: asked again upstream, at most
+    /// --max-retries times; a call written as text: returned as a structured
+    /// call). With "stream": true the upstream is asked without streaming,
+    /// and the whole realized reply is sent as server-sent events once it is
+    /// complete. No environment is attached: the harness's env view answers
+    /// that none is. Errors are OpenAI-style JSON: 400 naming the field, 413
+    /// too large, 429 busy, 502/504 for the upstream.
+    Proxy {
+        #[command(flatten)]
+        args: Box<cli::proxy::ProxyArgs>,
+        #[command(flatten)]
+        components: ComponentArgs,
+    },
     /// Claim and run the service's episodes from its shared database (for
     /// more machines: `worker --database postgres://…`).
     Worker(Box<Service<cli::serve::WorkerArgs>>),
@@ -596,6 +617,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             } = *cmd;
             let rt = runtime_with(runtime.threads, false)?;
             rt.block_on(cli::serve::serve(args, &data, quiet))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Proxy { args, components } => {
+            let rt = runtime_with(None, false)?;
+            rt.block_on(cli::proxy::proxy(*args, &store(&components)?, quiet))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Worker(cmd) => {

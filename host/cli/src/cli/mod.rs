@@ -11,6 +11,7 @@ pub mod harness_arg;
 pub mod isolate;
 pub mod limits;
 pub mod logging;
+pub mod proxy;
 pub mod report;
 pub mod run;
 pub mod serve;

@@ -11,6 +11,7 @@ mod isolate;
 mod layers;
 mod local_llm;
 mod mlflow;
+mod proxy;
 mod python;
 mod report;
 mod run;

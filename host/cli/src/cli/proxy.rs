@@ -1,0 +1,128 @@
+//! `proxy`: the harness in front of any agent's model, as an
+//! OpenAI-compatible endpoint (the library is `ecdysis-proxy`).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use ecdysis_host::sandbox::{FailurePolicy, Sandbox};
+use ecdysis_host::store::ComponentStore;
+use ecdysis_proxy::{DEFAULT_DOMAIN, Proxy, ProxySettings};
+
+use super::limits::LimitArgs;
+
+/// The flags of `proxy`.
+#[derive(Args, Debug)]
+pub struct ProxyArgs {
+    /// The harness: a stored hash (or a unique prefix of one), a .wasm
+    /// file, a guest crate directory or an exported harness directory.
+    #[arg(long)]
+    pub harness: String,
+    /// The upstream's OpenAI-compatible base URL, e.g.
+    /// `http://127.0.0.1:8080/v1` (the proxy posts to
+    /// `<upstream>/chat/completions` and forwards `GET <upstream>/models`).
+    #[arg(long)]
+    pub upstream: String,
+    /// The address to listen on. Port 0 picks a free port (printed on
+    /// stderr).
+    #[arg(long, default_value = "127.0.0.1:8788")]
+    pub listen: SocketAddr,
+    /// The episodes' domain, as the harness is told it; the default names
+    /// no benchmark, so only the harness's generic rules apply.
+    #[arg(long, default_value = DEFAULT_DOMAIN)]
+    pub domain: String,
+    /// The environment variable holding the upstream's API key, sent as
+    /// `Authorization: Bearer`. A client's own key is never forwarded.
+    #[arg(long, value_name = "VAR")]
+    pub upstream_api_key_env: Option<String>,
+    /// Largest request body a client may send, in KiB (larger: 413).
+    #[arg(long, default_value_t = 8192)]
+    pub max_request_kib: usize,
+    /// Requests served at once (more: 429 with type `proxy_busy`).
+    #[arg(long, default_value_t = 64)]
+    pub max_conversations: usize,
+    /// Conversations whose episode is kept warm in memory (least recently
+    /// used dropped first); a conversation that is not warm is rebuilt by
+    /// replaying the hooks over its history.
+    #[arg(long, default_value_t = 256)]
+    pub warm_episodes: usize,
+    /// Times one request asks the upstream again after the harness blocked
+    /// its reply.
+    #[arg(long, default_value_t = 3)]
+    pub max_retries: u32,
+    /// Seconds one upstream request may take (longer: 504).
+    #[arg(long, default_value_t = 300)]
+    pub upstream_timeout_secs: u64,
+    /// The episodes' step limit, as the harness is told it.
+    #[arg(long, default_value_t = 200)]
+    pub max_steps: u32,
+    /// The episodes' tool-error limit, as the harness is told it.
+    #[arg(long, default_value_t = 50)]
+    pub max_errors: u32,
+    /// What a failing hook does: fail-closed (the request is answered 500
+    /// with type `harness_error`) or fail-open (the hook's neutral answer:
+    /// the reply goes through unchanged).
+    #[arg(long, default_value = "fail-closed")]
+    pub policy: FailurePolicy,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// Load the harness, bind, and serve until Ctrl-C.
+pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Result<()> {
+    if args.max_conversations == 0 {
+        bail!("--max-conversations 0 would refuse every request; give at least 1");
+    }
+    let source = match super::export::exported(&args.harness)? {
+        Some((wasm, _)) => wasm.to_string_lossy().into_owned(),
+        None => args.harness.clone(),
+    };
+    let manifest = store
+        .obtain(&source, quiet)
+        .with_context(|| format!("loading harness `{}`", args.harness))?;
+    // Warm episodes hold their instances between requests, so a fixed pool
+    // sized by the requests in flight could run dry: instances are
+    // allocated on demand.
+    let sandbox = Sandbox::new(args.limits.limits()?)?;
+    let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
+    let upstream_api_key = match &args.upstream_api_key_env {
+        Some(var) => Some(
+            std::env::var(var)
+                .with_context(|| format!("--upstream-api-key-env: ${var} is not set"))?,
+        ),
+        None => None,
+    };
+    let settings = ProxySettings {
+        upstream: args.upstream.clone(),
+        upstream_api_key,
+        domain: args.domain.clone(),
+        max_steps: args.max_steps,
+        max_errors: args.max_errors,
+        max_request_bytes: args.max_request_kib << 10,
+        max_conversations: args.max_conversations,
+        warm_episodes: args.warm_episodes,
+        max_retries: args.max_retries,
+        upstream_timeout: Duration::from_secs(args.upstream_timeout_secs),
+        policy: args.policy,
+    };
+    let proxy = Proxy::new(loaded, settings)?;
+    let hash = manifest.hash.short().to_string();
+    let upstream = args.upstream.clone();
+    ecdysis_proxy::listen(
+        proxy,
+        args.listen,
+        move |addr| {
+            // Always printed, even under --quiet: a caller that asked for
+            // port 0 reads the address here.
+            eprintln!("proxy listening on http://{addr}/v1 (harness {hash}, upstream {upstream})");
+        },
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        },
+    )
+    .await
+    .with_context(|| format!("serving on {}", args.listen))?;
+    Ok(())
+}
