@@ -218,9 +218,20 @@ struct Api {
 
 impl Api {
     fn new(url: &str) -> Api {
+        Api::from_address(url, "127.0.0.1")
+    }
+
+    /// A client whose connections come from the loopback address `from`
+    /// (each address is another peer to the per-peer connection cap).
+    fn from_address(url: &str, from: &str) -> Api {
         Api {
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(120))
+                // Below the shortest header-read timeout the tests set, so
+                // a request never goes out on a connection the server is
+                // closing as idle.
+                .pool_idle_timeout(Duration::from_secs(1))
+                .local_address(from.parse::<std::net::IpAddr>().unwrap())
                 .build()
                 .unwrap(),
             url: url.to_string(),
@@ -4011,6 +4022,26 @@ async fn fetch_report(api: &Api, who: &Tenant, id: &str) -> (u16, String, Vec<u8
     (status, cache, r.bytes().await.unwrap().to_vec())
 }
 
+/// `n` report requests of `id` at once: their answers.
+async fn report_burst(
+    api: &std::sync::Arc<Api>,
+    who: &Tenant,
+    id: &str,
+    n: usize,
+) -> Vec<(u16, String, Vec<u8>)> {
+    let requests: Vec<_> = (0..n)
+        .map(|_| {
+            let (api, who, id) = (api.clone(), who.clone(), id.to_string());
+            tokio::spawn(async move { fetch_report(&api, &who, &id).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for r in requests {
+        answers.push(r.await.unwrap());
+    }
+    answers
+}
+
 /// Twenty parallel report requests of a 640-episode evaluation by one
 /// tenant are served by a single render (one `miss`, the rest waiting for
 /// it), every answer the same HTML; the next request and another burst are
@@ -4049,21 +4080,11 @@ async fn parallel_reports_of_a_large_evaluation_share_one_render_and_leave_other
 
     let rss_before = rss_kib(pid);
     let started = Instant::now();
-    let burst = |api: std::sync::Arc<Api>| {
-        (0..PARALLEL)
-            .map(|_| {
-                let (api, reader, large) = (api.clone(), reader.clone(), large.clone());
-                tokio::spawn(async move { fetch_report(&api, &reader, &large).await })
-            })
-            .collect::<Vec<_>>()
-    };
-    let first = burst(api.clone());
-    let during = answered_within(&api, &normal, "/v1/usage", Duration::from_secs(2)).await;
+    let (answers, during) = tokio::join!(
+        report_burst(&api, &reader, &large, PARALLEL),
+        answered_within(&api, &normal, "/v1/usage", Duration::from_secs(2)),
+    );
     assert_eq!(during.status, 200, "{}", during.body);
-    let mut answers = Vec::new();
-    for r in first {
-        answers.push(r.await.unwrap());
-    }
     let misses = answers.iter().filter(|(_, c, _)| c == "miss").count();
     assert_eq!(
         misses, 1,
@@ -4081,8 +4102,7 @@ async fn parallel_reports_of_a_large_evaluation_share_one_render_and_leave_other
     let (status, cache, body) = fetch_report(&api, &reader, &large).await;
     assert_eq!((status, cache.as_str()), (200, "hit"));
     assert!(&body == html);
-    for r in burst(api.clone()) {
-        let (status, cache, _) = r.await.unwrap();
+    for (status, cache, _) in report_burst(&api, &reader, &large, PARALLEL).await {
         assert_eq!((status, cache.as_str()), (200, "hit"));
     }
     assert!(
@@ -4113,4 +4133,385 @@ async fn parallel_reports_of_a_large_evaluation_share_one_render_and_leave_other
         "the server grew by {grown} KiB"
     );
     assert_audit_verifies(&config);
+}
+
+// ---------------------------------------------------------------------------
+// The soak: the attacks above in rounds, beside normal tenants
+// ---------------------------------------------------------------------------
+
+/// `count` task ids from 0.
+fn task_ids(count: usize) -> Vec<String> {
+    (0..count).map(|i| i.to_string()).collect()
+}
+
+/// A normal tenant of the soak: its client, its request and its solo run.
+struct Regular {
+    api: Api,
+    who: Tenant,
+    request: Value,
+    solo: Vec<Value>,
+}
+
+impl Regular {
+    async fn new(api: Api, who: Tenant, request: Value) -> Regular {
+        let id = api.evaluate(&who, request.clone()).await;
+        assert_eq!(api.wait(&who, &id).await["state"], "done");
+        let solo = api.trajectories(&who, &id).await;
+        assert!(!solo.is_empty());
+        Regular {
+            api,
+            who,
+            request,
+            solo,
+        }
+    }
+
+    /// A request answered within 2 s, then an evaluation identical to the
+    /// solo run.
+    async fn evaluate_once(&self) {
+        let a = answered_within(&self.api, &self.who, "/v1/usage", Duration::from_secs(2)).await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        let id = self.api.evaluate(&self.who, self.request.clone()).await;
+        let status = self.api.wait(&self.who, &id).await;
+        assert_eq!(status["state"], "done", "{status}");
+        assert_eq!(
+            comparable(&self.solo),
+            comparable(&self.api.trajectories(&self.who, &id).await),
+            "{}'s results changed under the soak",
+            self.who.name
+        );
+    }
+}
+
+/// `n` new variants of `component` uploaded at once, numbered from
+/// `first`: each stored or refused as `stored_bytes`. The tenant's stored
+/// bytes after.
+async fn upload_race(
+    api: &std::sync::Arc<Api>,
+    who: &Tenant,
+    component: &[u8],
+    first: u64,
+    n: u64,
+) -> u64 {
+    let racing: Vec<_> = (first..first + n)
+        .map(|k| {
+            let (api, who, bytes) = (api.clone(), who.clone(), variant(component, k));
+            tokio::spawn(async move { api.upload(&who, &bytes).await })
+        })
+        .collect();
+    for r in racing {
+        let a = r.await.unwrap();
+        match a.status {
+            201 => {}
+            413 => assert_eq!(a.json()["error"]["quota"], "stored_bytes", "{}", a.body),
+            _ => panic!("unexpected answer {}: {}", a.status, a.body),
+        }
+    }
+    api.get("/v1/usage", who).await.json()["stored_bytes"]
+        .as_u64()
+        .unwrap()
+}
+
+/// `n` connections from `from` that send nothing, each closed by the
+/// server (refused over the per-peer cap, or at the header-read timeout)
+/// within `bound`.
+async fn idle_sockets_are_closed(url: &str, from: &str, n: usize, bound: Duration) {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        held.push(connect_from(from, url).await);
+    }
+    let waits: Vec<_> = held
+        .into_iter()
+        .map(|mut s| tokio::spawn(async move { closed_within(&mut s, bound).await.0 }))
+        .collect();
+    for w in waits {
+        assert!(
+            w.await.unwrap(),
+            "an idle connection was held past {bound:?}"
+        );
+    }
+}
+
+/// `n` event streams opened at once on `id` and held for `hold`: how many
+/// were admitted (the rest refused 429 naming `event_streams_per_tenant`).
+async fn stream_flood(
+    api: &std::sync::Arc<Api>,
+    who: &Tenant,
+    id: &str,
+    n: usize,
+    hold: Duration,
+) -> usize {
+    let opens: Vec<_> = (0..n)
+        .map(|_| {
+            let (api, who, id) = (api.clone(), who.clone(), id.to_string());
+            tokio::spawn(async move { open_stream(&api, &who, &id).await })
+        })
+        .collect();
+    let mut held = Vec::new();
+    for o in opens {
+        let r = o.await.unwrap();
+        match r.status().as_u16() {
+            200 => held.push(r),
+            status => {
+                let body = r.text().await.unwrap();
+                assert_eq!(status, 429, "{body}");
+                let v: Value = serde_json::from_str(&body).unwrap();
+                assert_eq!(v["error"]["quota"], "event_streams_per_tenant", "{v}");
+            }
+        }
+    }
+    tokio::time::sleep(hold).await;
+    held.len()
+}
+
+/// `n` unauthenticated requests at once, each with a ~60 KB path: each
+/// refused 401.
+async fn anonymous_flood(api: &std::sync::Arc<Api>, n: usize) {
+    let requests: Vec<_> = (0..n)
+        .map(|i| {
+            let api = api.clone();
+            tokio::spawn(async move {
+                let path = format!("/v1/harnesses/{}{i}", "a".repeat(60_000));
+                api.send(reqwest::Method::GET, &path, None, None, "").await
+            })
+        })
+        .collect();
+    for r in requests {
+        let a = r.await.unwrap();
+        assert_eq!(a.status, 401, "{}", a.body);
+    }
+}
+
+/// What the server's resident memory may exceed its baseline by after the
+/// soak (the baseline taken once every attacker's standing work is set up
+/// and a report is cached).
+const SOAK_RSS_SLACK_KIB: u64 = 128 << 10;
+/// What the server's open descriptors may exceed their baseline by after
+/// the soak (database connections the pool opened under load).
+const SOAK_FD_SLACK: usize = 16;
+
+/// Every attack above in rounds for `duration` (at least one round), beside
+/// two normal tenants, on one server: each round at once, a racer uploads
+/// four new components against a stored-bytes quota with room for 3.5; a
+/// stranger holds 40 idle sockets from one address; a flooder opens 12
+/// event streams (cap 4) on its running evaluation; a stranger sends 12
+/// requests with ~60 KB paths; a reader requests the report of a
+/// 160-episode evaluation 10 times at once; and each normal tenant is
+/// answered within 2 s and runs an evaluation — while a harness burning
+/// its fuel to the end of every hook is held back by `fuel_per_day`. At
+/// the end: every normal evaluation was identical to its solo run, no
+/// quota was exceeded (stored bytes; streams; fuel by at most two hooks'
+/// allowance), the report was rendered at most once, memory and
+/// descriptors are back within `SOAK_RSS_SLACK_KIB` and `SOAK_FD_SLACK` of
+/// the baseline, and `audit verify` passes.
+async fn soak(duration: Duration) {
+    const FUEL: u64 = 2_000_000;
+    const STREAM_CAP: usize = 4;
+    const PER_IP: usize = 24;
+    const ROUNDS_AT_MOST: u64 = 100_000;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "{MODELS}[worker]\nslots = 4\nlease_seconds = 2\n[http]\nheader_read_timeout_seconds = 2\nmax_connections = 256\nmax_connections_per_ip = {PER_IP}\nevent_streams_per_tenant = {STREAM_CAP}\n"
+    );
+    let config = config_file(dir.path(), &sqlite(dir.path()), &extra);
+    let [a, b, racer, looper, flooder, reader] = [
+        "normal-a", "normal-b", "racer", "looper", "flooder", "reader",
+    ]
+    .map(|name| add_tenant(&config, name));
+    let component = direct();
+    let size = variant(&component, 0).len() as u64;
+    let stored_quota = 3 * size + size / 2;
+    for quota in [
+        vec!["racer".to_string(), format!("stored_bytes={stored_quota}")],
+        vec![
+            "looper".into(),
+            "concurrent_episodes=1".into(),
+            format!("fuel_per_day={}", 3 * FUEL),
+        ],
+        vec![
+            "flooder".into(),
+            "concurrent_episodes=1".into(),
+            "requests_per_second=100".into(),
+        ],
+        vec!["reader".into(), "requests_per_second=100".into()],
+    ] {
+        let mut args = vec!["tenant", "set-quota"];
+        args.extend(quota.iter().map(String::as_str));
+        cli(&config, &args);
+    }
+    let server = Server::start(&config, &[]);
+    let pid = server_pid(&server);
+    let url = server.url.clone();
+    // Each attacker from an address of its own: the per-peer connection
+    // cap is not what keeps the normal tenants (127.0.0.1) served.
+    let from = |address: &str| std::sync::Arc::new(Api::from_address(&url, address));
+    let (racer_api, looper_api, flooder_api, reader_api, stranger_api) = (
+        from("127.0.0.2"),
+        from("127.0.0.3"),
+        from("127.0.0.4"),
+        from("127.0.0.5"),
+        from("127.0.0.6"),
+    );
+    const IDLE_FROM: &str = "127.0.0.7";
+
+    let hash = Api::new(&url).upload(&a, &component).await.json()["hash"].clone();
+    let regulars = [
+        Regular::new(
+            Api::new(&url),
+            a,
+            json!({"harness": hash, "tasks": ["0", "1", "2"], "agent": "sim", "seed": 5}),
+        )
+        .await,
+        Regular::new(
+            Api::new(&url),
+            b,
+            json!({"tasks": ["3", "4"], "trials": 2, "agent": "sim", "seed": 6}),
+        )
+        .await,
+    ];
+    let looping = looper_api
+        .upload(&looper, &hostile("infinite-loop"))
+        .await
+        .json()["hash"]
+        .clone();
+    let burning = looper_api
+        .evaluate(
+            &looper,
+            json!({"harness": looping, "tasks": task_ids(10), "agent": "sim",
+                   "limits": {"fuel_per_hook": FUEL, "deadline_ms": 10_000}}),
+        )
+        .await;
+    let large = reader_api
+        .evaluate(
+            &reader,
+            json!({"tasks": task_ids(20), "trials": 8, "agent": "sim", "seed": 1}),
+        )
+        .await;
+    assert_eq!(reader_api.wait(&reader, &large).await["state"], "done");
+    let html = fetch_report(&reader_api, &reader, &large).await.2;
+    let streamed_request = json!({"tasks": task_ids(60), "agent": "slow"});
+    let mut streamed = flooder_api
+        .evaluate(&flooder, streamed_request.clone())
+        .await;
+    let (rss_base, fds_base) = (rss_kib(pid), open_fds(pid));
+
+    let started = Instant::now();
+    let (mut rounds, mut max_stored, mut misses) = (0u64, 0u64, 0usize);
+    while rounds < ROUNDS_AT_MOST && (rounds == 0 || started.elapsed() < duration) {
+        let (stored, (), admitted, (), reports, ((), ())) = tokio::join!(
+            upload_race(&racer_api, &racer, &component, 1000 + 4 * rounds, 4),
+            idle_sockets_are_closed(&url, IDLE_FROM, 40, Duration::from_secs(6)),
+            stream_flood(
+                &flooder_api,
+                &flooder,
+                &streamed,
+                12,
+                Duration::from_secs(1)
+            ),
+            anonymous_flood(&stranger_api, 12),
+            report_burst(&reader_api, &reader, &large, 10),
+            async { tokio::join!(regulars[0].evaluate_once(), regulars[1].evaluate_once()) },
+        );
+        max_stored = max_stored.max(stored);
+        assert!(
+            stored <= stored_quota,
+            "round {rounds}: {stored} bytes stored"
+        );
+        for (status, cache, body) in &reports {
+            assert_eq!(*status, 200);
+            assert!(*body == html, "round {rounds}: the report changed");
+            misses += usize::from(cache == "miss");
+        }
+        let state = flooder_api
+            .get(&format!("/v1/evaluations/{streamed}"), &flooder)
+            .await
+            .json()["state"]
+            .clone();
+        if state == "running" {
+            assert!(
+                admitted <= STREAM_CAP,
+                "round {rounds}: {admitted} streams held"
+            );
+        } else {
+            streamed = flooder_api
+                .evaluate(&flooder, streamed_request.clone())
+                .await;
+        }
+        rounds += 1;
+    }
+    let soaked = started.elapsed();
+    assert_eq!(misses, 0, "the cached report was rendered again");
+    assert_eq!(
+        max_stored,
+        3 * size,
+        "the racer's uploads never filled its room"
+    );
+    let burnt = looper_api.get("/v1/usage", &looper).await.json()["today"]["fuel"]
+        .as_u64()
+        .unwrap();
+    assert!(burnt < 3 * FUEL + 2 * FUEL, "fuel charged today: {burnt}");
+    let held = looper_api
+        .get(&format!("/v1/evaluations/{burning}"), &looper)
+        .await
+        .json();
+    assert!(
+        held["progress"]["done"].as_u64().unwrap() < 10,
+        "every fuel-burning episode ran: {held}"
+    );
+    for (api, who, id) in [
+        (&looper_api, &looper, &burning),
+        (&flooder_api, &flooder, &streamed),
+    ] {
+        assert_eq!(
+            api.delete(&format!("/v1/evaluations/{id}"), who)
+                .await
+                .status,
+            200
+        );
+    }
+
+    // Back near the baseline once the last connections are gone.
+    let mut fds = open_fds(pid);
+    for _ in 0..40 {
+        if fds <= fds_base + SOAK_FD_SLACK {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        fds = open_fds(pid);
+    }
+    let rss = rss_kib(pid);
+    eprintln!(
+        "soak: {rounds} rounds in {soaked:.1?}; descriptors {fds_base} -> {fds}; RSS {rss_base} -> {rss} KiB; racer stored {max_stored}/{stored_quota} B; looper fuel {burnt}/{}",
+        3 * FUEL
+    );
+    assert!(
+        fds <= fds_base + SOAK_FD_SLACK,
+        "{fds} descriptors open, {fds_base} before the soak"
+    );
+    assert!(
+        rss.saturating_sub(rss_base) < SOAK_RSS_SLACK_KIB,
+        "the server grew from {rss_base} to {rss} KiB"
+    );
+    let after = answered_within(
+        &Api::new(&url),
+        &regulars[0].who,
+        "/v1/usage",
+        Duration::from_secs(2),
+    )
+    .await;
+    assert_eq!(after.status, 200, "{}", after.body);
+    assert_audit_verifies(&config);
+}
+
+/// The soak as CI runs it: 45 s of rounds (about a minute in all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_short_soak_of_every_attack_beside_normal_tenants() {
+    soak(Duration::from_secs(45)).await;
+}
+
+/// The long soak: `ECDYSIS_SOAK_SECONDS` (default 600) of rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the long soak: ECDYSIS_SOAK_SECONDS=600 cargo test -p ecdysis-host --test it serve::a_long_soak -- --ignored --nocapture"]
+async fn a_long_soak_of_every_attack_beside_normal_tenants() {
+    soak(Duration::from_secs(env_or("ECDYSIS_SOAK_SECONDS", 600))).await;
 }
