@@ -393,7 +393,8 @@ impl Episode {
     /// `Ok(Ok(turn))` is the turn for the client; `Ok(Err(feedback))` means
     /// the harness blocked something and the upstream is to be asked again,
     /// with `feedback` (the reply and the results of its calls) appended.
-    /// The flag says whether every hook answered neutrally.
+    /// The flag says whether the client's history will show exactly what
+    /// realize was asked about (so a replay repeats these hook calls).
     pub async fn realize_reply(
         &mut self,
         text: Option<String>,
@@ -458,7 +459,10 @@ impl Episode {
             )? {
                 ActionDecision::Proceed => realized.push(Some(call.clone())),
                 ActionDecision::Execute(c) => {
-                    neutral = false;
+                    // Executing the call as proposed leaves the client's
+                    // history what the upstream said: a replay sees the
+                    // same call.
+                    neutral &= c.name == call.name && c.arguments == call.arguments;
                     realized.push(Some(Call {
                         id: call.id.clone(),
                         name: c.name,

@@ -23,9 +23,30 @@ fn template() -> LoadedHarness {
         .clone()
 }
 
-/// A proxy on `127.0.0.1:0` in front of `upstream`; its base URL.
+/// The hostile guest built with `feature`.
+fn hostile(feature: &str) -> LoadedHarness {
+    let bytes = ecdysis_testkit::guests::guest("guests/hostile", Some(feature));
+    let sandbox = Sandbox::pooled(Limits::default(), 2).expect("sandbox");
+    ecdysis_testkit::guests::load(&sandbox, &bytes)
+}
+
+/// The hostile guest whose regulation forces a `calculate` call after
+/// every step.
+fn forcing() -> LoadedHarness {
+    static LOADED: OnceLock<LoadedHarness> = OnceLock::new();
+    LOADED.get_or_init(|| hostile("force-call-forever")).clone()
+}
+
+/// A proxy running the starting harness on `127.0.0.1:0`: its base URL.
 async fn start(settings: ProxySettings) -> (String, Proxy, tokio::sync::oneshot::Sender<()>) {
-    let proxy = Proxy::new(template(), settings).expect("proxy");
+    start_with(template(), settings).await
+}
+
+async fn start_with(
+    harness: LoadedHarness,
+    settings: ProxySettings,
+) -> (String, Proxy, tokio::sync::oneshot::Sender<()>) {
+    let proxy = Proxy::new(harness, settings).expect("proxy");
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .expect("bind");
@@ -522,4 +543,181 @@ async fn models_are_forwarded() {
     assert_eq!(seen.path, "/v1/models");
     // The upstream's key, never the client's.
     assert_eq!(seen.header("authorization"), Some("Bearer sk-upstream"));
+}
+
+#[tokio::test]
+async fn a_regulation_note_reaches_only_the_upstream_and_is_rederived_after_a_restart() {
+    let mock = MockServer::start().await.expect("mock");
+    let lookup = r##"{"order_id":"#W1234567"}"##;
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call("call_1", "get_order_details", lookup)],
+    ));
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call("call_2", "get_order_details", lookup)],
+    ));
+    mock.push(MockReply::text("Sorry, I cannot find it."));
+    let (base, _proxy, stop) = start(ProxySettings::new(mock.base_url())).await;
+    let mut messages = opening();
+    for id in ["call_1", "call_2"] {
+        let (status, reply, _) = post(&base, &request(&messages)).await;
+        assert_eq!(status, 200, "{reply}");
+        assert_eq!(reply["choices"][0]["message"]["tool_calls"][0]["id"], id);
+        messages.push(reply["choices"][0]["message"].clone());
+        messages
+            .push(json!({"role": "tool", "tool_call_id": id, "content": "Error: order not found"}));
+    }
+    let (status, reply, _) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200, "{reply}");
+    assert!(!reply.to_string().contains("[Runtime harness note]"));
+    // The identical call failed twice: the starting harness's regulation
+    // appends a note to the second failure, which the upstream reads and
+    // the client's history never holds.
+    let bodies = upstream_bodies(&mock);
+    let last = bodies[2]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["tool_call_id"], "call_2");
+    let content = last["content"].as_str().unwrap();
+    assert!(
+        content.starts_with("Error: order not found\n\n[Runtime harness note] "),
+        "{content}"
+    );
+    // Not on the first failure.
+    let first_result = &bodies[1]["messages"].as_array().unwrap().last().unwrap()["content"];
+    assert_eq!(first_result, "Error: order not found");
+    let before = mock.requests().last().unwrap().body.clone();
+    let _ = stop.send(());
+
+    let (base, _proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    mock.push(MockReply::text("Sorry, I cannot find it."));
+    let (status, _, _) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200);
+    let after = mock.requests().last().unwrap().body.clone();
+    assert_eq!(
+        String::from_utf8_lossy(&before),
+        String::from_utf8_lossy(&after)
+    );
+}
+
+#[tokio::test]
+async fn a_forced_call_is_the_next_reply_without_asking_the_upstream() {
+    let mock = MockServer::start().await.expect("mock");
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call(
+            "call_1",
+            "get_order_details",
+            r##"{"order_id":"#W1234567"}"##,
+        )],
+    ));
+    let mut with_calculate = request(&opening());
+    let tools = json!([tools()[0].clone(), {"type": "function", "function": {
+        "name": "calculate", "description": "Evaluate an arithmetic expression.",
+        "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}}
+    }}]);
+    with_calculate["tools"] = tools.clone();
+    let (base, proxy, _stop) = start_with(forcing(), ProxySettings::new(mock.base_url())).await;
+    let (status, reply, conversation) = post(&base, &with_calculate).await;
+    assert_eq!(status, 200, "{reply}");
+    let mut messages = opening();
+    messages.push(reply["choices"][0]["message"].clone());
+    messages.push(
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "{\"status\": \"pending\"}"}),
+    );
+    for step in 2..=3 {
+        let body = json!({"model": "mock-model", "messages": messages, "tools": tools});
+        let (status, reply, _) = post(&base, &body).await;
+        assert_eq!(status, 200, "{reply}");
+        let forced = &reply["choices"][0]["message"]["tool_calls"][0];
+        assert_eq!(forced["function"]["name"], "calculate");
+        assert_eq!(forced["function"]["arguments"], r#"{"expression":"1+1"}"#);
+        assert_eq!(forced["id"], format!("forced_{step}"));
+        messages.push(reply["choices"][0]["message"].clone());
+        messages.push(
+            json!({"role": "tool", "tool_call_id": format!("forced_{step}"), "content": "2"}),
+        );
+    }
+    // Only the first turn asked the upstream, and the forced turns kept
+    // the episode warm.
+    assert_eq!(mock.request_count(), 1);
+    let record = proxy.record(conversation.as_deref().unwrap()).unwrap();
+    assert_eq!((record.requests, record.replays), (3, 1));
+
+    // A fresh proxy replays the history to the same decision.
+    let (base, _proxy, _stop) = start_with(forcing(), ProxySettings::new(mock.base_url())).await;
+    let body = json!({"model": "mock-model", "messages": messages, "tools": tools});
+    let (status, reply, _) = post(&base, &body).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(
+        reply["choices"][0]["message"]["tool_calls"][0]["id"],
+        "forced_4"
+    );
+    assert_eq!(mock.request_count(), 1);
+}
+
+#[tokio::test]
+async fn a_failing_hook_follows_the_policy_and_the_proxy_keeps_serving() {
+    let mock = MockServer::start().await.expect("mock");
+    let panicking = hostile("panic");
+    let lookup = r##"{"order_id":"#W1234567"}"##;
+    mock.set_fallback(MockReply::tool_calls(
+        None,
+        &[call("call_1", "get_order_details", lookup)],
+    ));
+
+    let (base, _proxy, _stop) =
+        start_with(panicking.clone(), ProxySettings::new(mock.base_url())).await;
+    let (status, body, _) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 500, "{body}");
+    assert_eq!(body["error"]["type"], "harness_error");
+    // Served again, and another conversation too: each request is its own
+    // episode, and the failure poisoned only that one.
+    let (status, _, _) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 500);
+    let mut other = opening();
+    other[1]["content"] = json!("Cancel order #W7654321.");
+    let (status, _, _) = post(&base, &request(&other)).await;
+    assert_eq!(status, 500);
+
+    let mut settings = ProxySettings::new(mock.base_url());
+    settings.policy = ecdysis_sandbox::sandbox::FailurePolicy::FailOpen;
+    let (base, _proxy, _stop) = start_with(panicking, settings).await;
+    let (status, body, _) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 200, "{body}");
+    // Fail-open: the upstream's reply goes through as it was.
+    let forwarded = &body["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(forwarded["id"], "call_1");
+    assert_eq!(forwarded["function"]["arguments"], lookup);
+}
+
+#[tokio::test]
+async fn requests_over_the_concurrency_limit_are_refused_not_queued() {
+    let mock = MockServer::start().await.expect("mock");
+    mock.push(MockReply::text("slow").with_delay(Duration::from_millis(1500)));
+    mock.set_fallback(MockReply::text("fast"));
+    let mut settings = ProxySettings::new(mock.base_url());
+    settings.max_conversations = 1;
+    let (base, _proxy, _stop) = start(settings).await;
+    let slow = {
+        let base = base.clone();
+        tokio::spawn(async move { post(&base, &request(&opening())).await })
+    };
+    // Wait until the slow request holds the only slot (the upstream has it).
+    while mock.request_count() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut other = opening();
+    other[1]["content"] = json!("Another question.");
+    let (status, body, _) = post(&base, &request(&other)).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["type"], "proxy_busy");
+    let (status, body, _) = slow.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, _, _) = post(&base, &request(&other)).await;
+    assert_eq!(status, 200);
 }
