@@ -721,3 +721,58 @@ async fn requests_over_the_concurrency_limit_are_refused_not_queued() {
     let (status, _, _) = post(&base, &request(&other)).await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test]
+async fn identical_histories_are_identical_states_and_new_tools_are_a_new_episode() {
+    let mock = MockServer::start().await.expect("mock");
+    let lookup = r##"{"order_id":"#W1234567"}"##;
+    mock.set_fallback(MockReply::tool_calls(
+        None,
+        &[call("call_1", "get_order_details", lookup)],
+    ));
+    let (base, proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    let client = reqwest::Client::new();
+    let mut messages = opening();
+    messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_0", "type": "function", "function": {"name": "get_order_details", "arguments": lookup}}]}));
+    messages.push(
+        json!({"role": "tool", "tool_call_id": "call_0", "content": "Error: order not found"}),
+    );
+    let mut replies = Vec::new();
+    for name in ["first", "second"] {
+        let r = client
+            .post(format!("{base}/chat/completions"))
+            .header(CONVERSATION_HEADER, name)
+            .json(&request(&messages))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()[CONVERSATION_HEADER], name);
+        replies.push(r.json::<Value>().await.unwrap());
+    }
+    assert_eq!(replies[0], replies[1]);
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].body, requests[1].body);
+    for name in ["first", "second"] {
+        assert_eq!(proxy.record(name).unwrap().replays, 1);
+    }
+
+    // The conversation continued with another tool set: not the warm
+    // episode, which saw the old tools, but a replay with the new ones.
+    messages.push(replies[0]["choices"][0]["message"].clone());
+    messages.push(json!({"role": "tool", "tool_call_id": "call_1", "content": "{}"}));
+    let mut fewer = request(&messages);
+    fewer["tools"] = json!([tools()[0].clone()]);
+    let r = client
+        .post(format!("{base}/chat/completions"))
+        .header(CONVERSATION_HEADER, "first")
+        .json(&fewer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(proxy.record("first").unwrap().replays, 2);
+    let sent = mock.requests().last().unwrap().json().unwrap();
+    assert_eq!(sent["tools"].as_array().unwrap().len(), 1);
+}
