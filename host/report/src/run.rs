@@ -533,6 +533,14 @@ fn usage(page: &mut Page, prefix: &str, run: &RunData, m: &ecdysis_runner::eval:
     }
     t += "</tbody></table>";
     page.body += &t;
+    if m.agent_cached_prompt_tokens > 0 {
+        page.body += &format!(
+            "<p>The endpoint's prefix cache served {:.1}% of the agent's prompt tokens ({} of {}, as it reported them).</p>",
+            100.0 * m.agent_cached_prompt_tokens as f64 / m.agent_prompt_tokens.max(1) as f64,
+            m.agent_cached_prompt_tokens,
+            m.agent_prompt_tokens
+        );
+    }
     if run.simulated() {
         page.body += "<p class=\"muted\">A simulated agent and the scripted user call no endpoint: no tokens, no dollars.</p>";
     }

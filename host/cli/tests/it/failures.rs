@@ -93,6 +93,12 @@ fn the_first_experiments_same_reply_commits_are_one_recurring_group() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("cache hit rate 100.0%"), "{stdout}");
+    // The recorded replies carry llama-server's count of prompt tokens it
+    // served from its prefix cache.
+    assert!(
+        stdout.contains("the endpoint's prefix cache served 9"),
+        "{stdout}"
+    );
 
     let out = host(&dir.path().join("store"))
         .args(["failures", "--json"])

@@ -100,6 +100,10 @@ pub struct Metrics {
     pub agent_prompt_tokens: u64,
     /// Agent completion tokens, as the endpoint reported them.
     pub agent_completion_tokens: u64,
+    /// Of `agent_prompt_tokens`, those the endpoint served from its prefix
+    /// cache (as it reported them).
+    #[serde(default)]
+    pub agent_cached_prompt_tokens: u64,
     /// User-simulator turns asked for (scripted or LLM).
     pub user_calls: u64,
     /// User-simulator prompt tokens recorded in the episodes (0: an LLM
@@ -140,6 +144,7 @@ pub fn compute(records: &[EpisodeRecord]) -> Metrics {
         m.agent_cache_hits += r.agent_usage.cache_hits;
         m.agent_prompt_tokens += r.agent_usage.prompt_tokens;
         m.agent_completion_tokens += r.agent_usage.completion_tokens;
+        m.agent_cached_prompt_tokens += r.agent_usage.cached_prompt_tokens;
         m.user_calls += r.user_usage.calls;
         m.user_prompt_tokens += r.user_usage.prompt_tokens;
         m.user_completion_tokens += r.user_usage.completion_tokens;

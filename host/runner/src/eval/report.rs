@@ -225,6 +225,14 @@ pub fn render(s: &RunSummary) -> String {
         m.user_calls,
         m.cache_hit_rate * 100.0
     );
+    if m.agent_cached_prompt_tokens > 0 {
+        out += &format!(
+            "the endpoint's prefix cache served {:.1}% of the agent's prompt tokens ({} of {})\n",
+            100.0 * m.agent_cached_prompt_tokens as f64 / m.agent_prompt_tokens.max(1) as f64,
+            m.agent_cached_prompt_tokens,
+            m.agent_prompt_tokens
+        );
+    }
     if let Some(l) = &s.ledger {
         out += &format!("cost: ${:.4}\n", l.total.usd);
     }
