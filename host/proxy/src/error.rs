@@ -22,6 +22,9 @@ pub enum ProxyError {
         /// The limit, in bytes.
         limit: usize,
     },
+    /// The client sent no key, or one not in `--api-keys`.
+    #[error("a valid API key is required (Authorization: Bearer <key>)")]
+    Unauthorized,
     /// More conversations are being served than `--max-conversations`.
     #[error("the proxy is serving {limit} requests already; retry shortly")]
     Busy {
@@ -69,6 +72,7 @@ impl ProxyError {
         match self {
             ProxyError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
             ProxyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ProxyError::Unauthorized => StatusCode::UNAUTHORIZED,
             ProxyError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ProxyError::UpstreamUnreachable(_) | ProxyError::UpstreamInvalid(_) => {
                 StatusCode::BAD_GATEWAY
@@ -87,6 +91,7 @@ impl ProxyError {
         match self {
             ProxyError::InvalidRequest { .. } => "invalid_request_error",
             ProxyError::TooLarge { .. } => "request_too_large",
+            ProxyError::Unauthorized => "invalid_api_key",
             ProxyError::Busy { .. } => "proxy_busy",
             ProxyError::UpstreamUnreachable(_) => "upstream_unreachable",
             ProxyError::UpstreamTimeout => "upstream_timeout",

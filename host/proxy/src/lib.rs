@@ -74,6 +74,9 @@ pub struct ProxySettings {
     pub upstream_timeout: Duration,
     /// What a failed hook does.
     pub policy: FailurePolicy,
+    /// The keys clients must send as `Authorization: Bearer`; `None` lets
+    /// every client in (the proxy listens on loopback by default).
+    pub api_keys: Option<Vec<String>>,
 }
 
 impl ProxySettings {
@@ -91,9 +94,13 @@ impl ProxySettings {
             max_retries: 3,
             upstream_timeout: Duration::from_secs(300),
             policy: FailurePolicy::FailClosed,
+            api_keys: None,
         }
     }
 }
+
+/// Hook calls a conversation's record keeps (the oldest are dropped).
+pub const MAX_RECORDED_HOOKS: usize = 4096;
 
 /// The domain of episodes without `--domain`: no benchmark's rules apply.
 pub const DEFAULT_DOMAIN: &str = "proxy/generic";
@@ -110,8 +117,8 @@ pub struct ConversationRecord {
     pub retries: Vec<(u64, Retry)>,
     /// Requests that ran out of retries.
     pub exhausted: u64,
-    /// The hook calls of each answered request's live turn (replayed calls
-    /// are not repeated here).
+    /// The hook calls of the answered requests' live turns, the last
+    /// [`MAX_RECORDED_HOOKS`] (replayed calls are not repeated here).
     pub hooks: Vec<HookRecord>,
 }
 
@@ -319,6 +326,8 @@ impl Proxy {
             r.retries
                 .extend(retries.iter().cloned().map(|x| (request_no, x)));
             r.hooks.extend(live_hooks);
+            let over = r.hooks.len().saturating_sub(MAX_RECORDED_HOOKS);
+            r.hooks.drain(..over);
         });
         // Kept warm only when a replay of the history the client sends
         // next would make the same hook calls (see `conversation`).
@@ -456,10 +465,16 @@ fn completion(turn: &Turn, reply: &Value, model: &str) -> Value {
         message["tool_calls"] =
             Value::Array(turn.calls.iter().map(request::Call::to_wire).collect());
     }
-    let finish = if turn.calls.is_empty() {
-        "stop"
-    } else {
-        "tool_calls"
+    // A plain reply keeps the upstream's reason (`length` says the text
+    // was cut); a reply with calls, whatever made them, ends for them.
+    let upstream_finish = reply
+        .pointer("/choices/0/finish_reason")
+        .and_then(Value::as_str)
+        .filter(|f| *f != "tool_calls");
+    let finish = match (turn.calls.is_empty(), upstream_finish) {
+        (false, _) => "tool_calls",
+        (true, Some(f)) if !turn.stopped => f,
+        (true, _) => "stop",
     };
     let mut out = json!({
         "id": reply.get("id").cloned().unwrap_or_else(|| json!("chatcmpl-ecdysis")),
@@ -527,7 +542,29 @@ fn event_stream(full: &Value, include_usage: bool) -> String {
     out
 }
 
+impl Proxy {
+    /// Whether `headers` carry one of the client keys (always, without
+    /// keys).
+    fn admits(&self, headers: &HeaderMap) -> Result<(), ProxyError> {
+        let Some(keys) = &self.inner.settings.api_keys else {
+            return Ok(());
+        };
+        let sent = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        match sent {
+            Some(key) if keys.iter().any(|k| k == key) => Ok(()),
+            _ => Err(ProxyError::Unauthorized),
+        }
+    }
+}
+
 async fn chat(State(proxy): State<Proxy>, headers: HeaderMap, body: Body) -> Response {
+    if let Err(e) = proxy.admits(&headers) {
+        return e.into_response();
+    }
     match chat_inner(&proxy, &headers, body).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
@@ -584,7 +621,10 @@ async fn chat_inner(
     Ok(response)
 }
 
-async fn models(State(proxy): State<Proxy>) -> Response {
+async fn models(State(proxy): State<Proxy>, headers: HeaderMap) -> Response {
+    if let Err(e) = proxy.admits(&headers) {
+        return e.into_response();
+    }
     let url = format!(
         "{}/models",
         proxy.inner.settings.upstream.trim_end_matches('/')
@@ -604,7 +644,14 @@ async fn models(State(proxy): State<Proxy>) -> Response {
     }
 }
 
-async fn record(State(proxy): State<Proxy>, Path(id): Path<String>) -> Response {
+async fn record(
+    State(proxy): State<Proxy>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(e) = proxy.admits(&headers) {
+        return e.into_response();
+    }
     match proxy.record(&id) {
         Some(r) => axum::Json(r).into_response(),
         None => (

@@ -37,6 +37,12 @@ pub struct ProxyArgs {
     /// `Authorization: Bearer`. A client's own key is never forwarded.
     #[arg(long, value_name = "VAR")]
     pub upstream_api_key_env: Option<String>,
+    /// A file of client keys, one a line (blank lines and lines starting
+    /// with `#` are skipped): a client must send one as `Authorization:
+    /// Bearer <key>` (else 401, type `invalid_api_key`). Without it every
+    /// client that can reach the address is served.
+    #[arg(long, value_name = "FILE")]
+    pub api_keys: Option<std::path::PathBuf>,
     /// Largest request body a client may send, in KiB (larger: 413).
     #[arg(long, default_value_t = 8192)]
     pub max_request_kib: usize,
@@ -94,6 +100,23 @@ pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Resu
         ),
         None => None,
     };
+    let api_keys = match &args.api_keys {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading --api-keys {}", path.display()))?;
+            let keys: Vec<String> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_string)
+                .collect();
+            if keys.is_empty() {
+                bail!("--api-keys {} holds no key", path.display());
+            }
+            Some(keys)
+        }
+        None => None,
+    };
     let settings = ProxySettings {
         upstream: args.upstream.clone(),
         upstream_api_key,
@@ -106,6 +129,7 @@ pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Resu
         max_retries: args.max_retries,
         upstream_timeout: Duration::from_secs(args.upstream_timeout_secs),
         policy: args.policy,
+        api_keys,
     };
     let proxy = Proxy::new(loaded, settings)?;
     let hash = manifest.hash.short().to_string();

@@ -776,3 +776,59 @@ async fn identical_histories_are_identical_states_and_new_tools_are_a_new_episod
     let sent = mock.requests().last().unwrap().json().unwrap();
     assert_eq!(sent["tools"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn with_client_keys_only_a_known_key_is_served() {
+    let mock = MockServer::start().await.expect("mock");
+    mock.set_fallback(MockReply::text("hello"));
+    let mut settings = ProxySettings::new(mock.base_url());
+    settings.api_keys = Some(vec!["sk-client-1".into()]);
+    let (base, _proxy, _stop) = start(settings).await;
+    let client = reqwest::Client::new();
+    let send = |key: Option<&str>| {
+        let mut r = client
+            .post(format!("{base}/chat/completions"))
+            .json(&request(&opening()));
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        r.send()
+    };
+    for key in [None, Some("sk-other")] {
+        let r = send(key).await.unwrap();
+        assert_eq!(r.status(), 401);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["type"], "invalid_api_key");
+    }
+    let r = client.get(format!("{base}/models")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(mock.request_count(), 0);
+    let r = send(Some("sk-client-1")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    // The client's key stays with the proxy.
+    assert_eq!(mock.requests()[0].header("authorization"), None);
+}
+
+#[tokio::test]
+async fn a_plain_reply_keeps_the_upstreams_finish_reason() {
+    let mock = MockServer::start().await.expect("mock");
+    let mut cut = ecdysis_testkit::mock::completion_body(
+        Some("The answer is"),
+        &[],
+        "length",
+        ecdysis_model::Usage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            cached_prompt_tokens: 0,
+        },
+    );
+    cut["created"] = json!(1_700_000_000);
+    mock.push(MockReply::json(200, cut));
+    let (base, _proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    let (status, reply, _) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["choices"][0]["finish_reason"], "length");
+    assert_eq!(reply["choices"][0]["message"]["content"], "The answer is");
+    assert_eq!(reply["created"], 1_700_000_000);
+    assert_eq!(reply["id"], "chatcmpl-mock");
+}
