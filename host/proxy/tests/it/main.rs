@@ -832,3 +832,78 @@ async fn a_plain_reply_keeps_the_upstreams_finish_reason() {
     assert_eq!(reply["created"], 1_700_000_000);
     assert_eq!(reply["id"], "chatcmpl-mock");
 }
+
+#[tokio::test]
+async fn a_reply_with_one_blocked_call_is_asked_again_as_a_whole() {
+    let mock = MockServer::start().await.expect("mock");
+    let lookup = r##"{"order_id":"#W1234567"}"##;
+    mock.push(MockReply::tool_calls(
+        None,
+        &[
+            call("call_1", "teleport_parcel", "{}"),
+            call("call_2", "get_order_details", lookup),
+        ],
+    ));
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call("call_3", "get_order_details", lookup)],
+    ));
+    let (base, _proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    let (status, reply, _) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 200, "{reply}");
+    let calls = reply["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["id"], "call_3");
+    // The upstream read an answer to each call of the refused reply: the
+    // feedback for the blocked one, "not run" for the other.
+    let retried = upstream_bodies(&mock)[1]["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let n = retried.len();
+    assert_eq!(retried[n - 3]["tool_calls"].as_array().unwrap().len(), 2);
+    assert_eq!(retried[n - 2]["tool_call_id"], "call_1");
+    assert!(
+        retried[n - 2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("no tool named")
+    );
+    assert_eq!(retried[n - 1]["tool_call_id"], "call_2");
+    assert!(
+        retried[n - 1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Not run")
+    );
+}
+
+#[tokio::test]
+async fn a_blocked_text_reply_is_asked_again_with_the_feedback_as_a_note() {
+    let mock = MockServer::start().await.expect("mock");
+    let written = "```json\n{\"name\": \"teleport_parcel\", \"arguments\": {}}\n```";
+    mock.push(MockReply::text(written));
+    mock.push(MockReply::text("Let me check that order for you."));
+    let (base, proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    let (status, reply, conversation) = post(&base, &request(&opening())).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(
+        reply["choices"][0]["message"]["content"],
+        "Let me check that order for you."
+    );
+    let retried = upstream_bodies(&mock)[1]["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let n = retried.len();
+    assert_eq!(retried[n - 2]["role"], "assistant");
+    assert_eq!(retried[n - 2]["content"], written);
+    assert_eq!(retried[n - 1]["role"], "system");
+    let note = retried[n - 1]["content"].as_str().unwrap();
+    assert!(note.starts_with("[Runtime harness note] "), "{note}");
+    assert!(note.contains("get_order_details"), "{note}");
+    let record = proxy.record(&conversation.unwrap()).unwrap();
+    assert_eq!(record.retries.len(), 1);
+}
