@@ -74,6 +74,12 @@ pub struct ProxySettings {
     pub upstream_timeout: Duration,
     /// What a failed hook does.
     pub policy: FailurePolicy,
+    /// How long a connection may take to send each request's head (longer:
+    /// closed), so idle or trickling sockets cannot hold the proxy's
+    /// descriptors.
+    pub header_timeout: Duration,
+    /// Connections open at once (more: closed at once).
+    pub max_connections: usize,
     /// The keys clients must send as `Authorization: Bearer`; `None` lets
     /// every client in (the proxy listens on loopback by default).
     pub api_keys: Option<Vec<String>>,
@@ -95,6 +101,8 @@ impl ProxySettings {
             upstream_timeout: Duration::from_secs(300),
             policy: FailurePolicy::FailClosed,
             api_keys: None,
+            header_timeout: Duration::from_secs(30),
+            max_connections: 1024,
         }
     }
 }
@@ -197,15 +205,54 @@ impl Proxy {
             .with_state(self.clone())
     }
 
-    /// Serve on `listener` until `shutdown` resolves.
+    /// Serve on `listener` until `shutdown` resolves: each connection must
+    /// send each request head within [`ProxySettings::header_timeout`], and
+    /// beyond [`ProxySettings::max_connections`] a new one is closed at
+    /// once.
     pub async fn serve(
         self,
         listener: TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown)
-            .await
+        let app = self.router();
+        let settings = &self.inner.settings;
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(settings.header_timeout);
+        let open = Arc::new(Semaphore::new(settings.max_connections));
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            let accepted = tokio::select! {
+                () = &mut shutdown => return Ok(()),
+                a = listener.accept() => a,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    // Out of descriptors, typically: retrying at once would
+                    // spin on the same error while connections close.
+                    tracing::warn!(%error, "proxy: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
+                drop(stream);
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let conn = builder.serve_connection(
+                hyper_util::rt::TokioIo::new(stream),
+                hyper_util::service::TowerToHyperService::new(app.clone()),
+            );
+            tokio::spawn(async move {
+                if let Err(error) = conn.await {
+                    tracing::debug!(%error, "proxy: connection ended");
+                }
+                drop(permit);
+            });
+        }
     }
 
     /// The record of conversation `id`, if the proxy has one.

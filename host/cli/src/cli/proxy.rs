@@ -58,6 +58,13 @@ pub struct ProxyArgs {
     /// its reply.
     #[arg(long, default_value_t = 3)]
     pub max_retries: u32,
+    /// Seconds a connection may take to send each request's head (longer:
+    /// the connection is closed).
+    #[arg(long, default_value_t = 30)]
+    pub header_timeout_secs: u64,
+    /// Connections open at once; more are closed as they arrive.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
     /// Seconds one upstream request may take (longer: 504).
     #[arg(long, default_value_t = 300)]
     pub upstream_timeout_secs: u64,
@@ -78,6 +85,9 @@ pub struct ProxyArgs {
 
 /// Load the harness, bind, and serve until Ctrl-C.
 pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Result<()> {
+    if args.max_connections == 0 || args.header_timeout_secs == 0 {
+        bail!("--max-connections and --header-timeout-secs must be at least 1");
+    }
     if args.max_conversations == 0 {
         bail!("--max-conversations 0 would refuse every request; give at least 1");
     }
@@ -130,6 +140,8 @@ pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Resu
         upstream_timeout: Duration::from_secs(args.upstream_timeout_secs),
         policy: args.policy,
         api_keys,
+        header_timeout: Duration::from_secs(args.header_timeout_secs),
+        max_connections: args.max_connections,
     };
     let proxy = Proxy::new(loaded, settings)?;
     let hash = manifest.hash.short().to_string();

@@ -907,3 +907,64 @@ async fn a_blocked_text_reply_is_asked_again_with_the_feedback_as_a_note() {
     let record = proxy.record(&conversation.unwrap()).unwrap();
     assert_eq!(record.retries.len(), 1);
 }
+
+/// Whether the proxy closes `stream` (rather than leaving it open) before
+/// the test's own patience runs out.
+async fn closed_by_the_proxy(stream: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 256];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(20), stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[tokio::test]
+async fn slow_heads_and_connections_over_the_cap_are_closed() {
+    use tokio::io::AsyncWriteExt;
+    let mock = MockServer::start().await.expect("mock");
+    mock.set_fallback(MockReply::text("hello"));
+    let mut settings = ProxySettings::new(mock.base_url());
+    settings.header_timeout = Duration::from_millis(300);
+    let (base, _proxy, _stop) = start(settings).await;
+    let addr = base
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_string();
+    let mut trickle = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    trickle
+        .write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    assert!(closed_by_the_proxy(&mut trickle).await);
+
+    let mut settings = ProxySettings::new(mock.base_url());
+    settings.max_connections = 1;
+    let (base, _proxy, _stop) = start(settings).await;
+    let addr = base
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_string();
+    let idle = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut second = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    assert!(closed_by_the_proxy(&mut second).await);
+    drop(idle);
+    // Once the idle connection is gone, requests are served again.
+    let mut served = false;
+    for _ in 0..100 {
+        let sent = reqwest::Client::new()
+            .post(format!("{base}/chat/completions"))
+            .json(&request(&opening()))
+            .send()
+            .await;
+        if sent.is_ok_and(|r| r.status() == 200) {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(served);
+}
