@@ -460,14 +460,16 @@ async fn check_and_store(svc: &Arc<Service>, t: &Tenant, bytes: &[u8]) -> ApiRes
     // for bytes already stored), so an upload does the same work whether
     // or not another tenant uploaded the same bytes: same check, same
     // writes (see `harnesses::save`), same answer.
-    let staged = Staged::write(&svc.config.state_dir.join("uploads"), bytes)
+    let staged = svc
+        .state
+        .dir("uploads")
+        .and_then(|uploads| Staged::write(uploads, bytes))
         .map_err(|e| ApiError::internal("stage the upload", e))?;
     let outcome = svc
         .check_pool
         .request(
             WorkerRequest::Check {
-                path: std::path::absolute(staged.path())
-                    .unwrap_or_else(|_| staged.path().to_path_buf()),
+                path: std::path::absolute(staged.path()).unwrap_or_else(|_| staged.path()),
                 limits: ecdysis_sandbox::sandbox::Limits {
                     wasi: svc.config.limits.wasi,
                     ..Default::default()

@@ -12,6 +12,7 @@ use sqlx::Row;
 use super::Service;
 use super::audit::{self, kind};
 use super::config::ModelAlias;
+use super::confined::{Confined, ConfinedError};
 use super::db::{Db, DbError, SqlContext, WriteTx, day_start, now_ms, random_hex, rfc3339};
 use super::harnesses;
 use super::quota::{QuotaExceeded, Quotas, until_midnight_utc};
@@ -903,33 +904,38 @@ pub async fn materialize(svc: &Service, tenant: i64, id: &str) -> Result<RunSumm
     }
     // Megabytes for a large evaluation: written where blocking cannot
     // stall the requests sharing this thread.
-    let dir = run_dir(&svc.config.state_dir, id);
-    let written = summary.clone();
-    tokio::task::spawn_blocking(move || write_run_dir(&dir, &r.config, &texts, &written))
-        .await
-        .map_err(|e| CreateError::Internal(e.to_string()))?
-        .map_err(|e| CreateError::Internal(e.to_string()))?;
+    let evaluations = svc.state.dir("evaluations");
+    let (id, written) = (id.to_string(), summary.clone());
+    tokio::task::spawn_blocking(move || {
+        write_run_dir(&evaluations?.dir(&id)?, &r.config, &texts, &written)
+    })
+    .await
+    .map_err(|e| CreateError::Internal(e.to_string()))?
+    .map_err(|e| CreateError::Internal(e.to_string()))?;
     Ok(summary)
 }
 
+/// Write a result directory as `run` does, each file replaced whole.
 fn write_run_dir(
-    dir: &Path,
+    dir: &Confined,
     config: &RunConfig,
     records: &[String],
     summary: &RunSummary,
-) -> Result<(), eval::RunDirError> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| ecdysis_sys::fsutil::PathError::new("create", dir, e))?;
-    eval::rundir::write_json(&dir.join(eval::rundir::CONFIG_FILE), config)?;
+) -> Result<(), ConfinedError> {
+    dir.replace(
+        eval::rundir::CONFIG_FILE,
+        &serde_json::to_vec_pretty(config).expect("config serializes"),
+    )?;
     let mut lines = Vec::new();
     for r in records {
         lines.extend_from_slice(r.as_bytes());
         lines.push(b'\n');
     }
-    let path = dir.join(eval::rundir::TRAJECTORIES_FILE);
-    ecdysis_sys::fsutil::atomic_write(&path, &lines)
-        .map_err(|e| ecdysis_sys::fsutil::PathError::new("write", &path, e))?;
-    eval::rundir::write_json(&dir.join(eval::rundir::SUMMARY_FILE), summary)?;
+    dir.replace(eval::rundir::TRAJECTORIES_FILE, &lines)?;
+    dir.replace(
+        eval::rundir::SUMMARY_FILE,
+        &serde_json::to_vec_pretty(summary).expect("summary serializes"),
+    )?;
     Ok(())
 }
 

@@ -12,7 +12,9 @@
 //! - [`audit`]: the hash-chained audit log (`audit verify`).
 //! - [`quota`]: quota values, refusals, the request-rate bucket.
 //! - [`harnesses`]: uploads, ownership, grants, the shared component bytes;
-//!   [`staging`]: uploads under check, removed however their request ends.
+//!   [`staging`]: uploads under check, removed however their request ends;
+//!   [`confined`]: the state directory, which no name or planted symlink
+//!   leaves.
 //! - [`evaluations`]: requests, admission, status, results, result
 //!   directories and reports.
 //! - [`scheduler`]: the episode queue: fair claims, leases, exactly-once
@@ -31,6 +33,7 @@
 pub mod api;
 pub mod audit;
 pub mod config;
+pub mod confined;
 pub mod db;
 pub mod domains;
 pub mod evaluations;
@@ -254,6 +257,8 @@ pub struct Service {
     pub events: Arc<events::EventHub>,
     /// Rendered reports by evaluation version.
     pub reports: reports::ReportCache,
+    /// `state_dir`, through which everything the service writes there goes.
+    pub state: confined::Confined,
 }
 
 impl Service {
@@ -326,16 +331,18 @@ pub async fn start(
     preflight(&config).await?;
     let db = Db::open(&config.database_url()).await?;
     let store = ComponentStore::open(config.store_dir());
-    let uploads = config.state_dir.join("uploads");
-    std::fs::create_dir_all(&uploads)
-        .map_err(|e| ServeError::Io(format!("creating {}: {e}", config.state_dir.display())))?;
+    let state = confined::Confined::open(&config.state_dir)
+        .map_err(|e| ServeError::Io(format!("opening the state directory: {e}")))?;
+    let uploads = state
+        .dir("uploads")
+        .map_err(|e| ServeError::Io(format!("opening the uploads directory: {e}")))?;
     match staging::sweep(&uploads) {
         Ok(0) => {}
         Ok(n) => tracing::info!("removed {n} upload(s) a stopped server left staged"),
         Err(e) => {
             return Err(ServeError::Io(format!(
                 "sweeping {}: {e}",
-                uploads.display()
+                uploads.path().display()
             )));
         }
     }
@@ -363,6 +370,7 @@ pub async fn start(
         work: Arc::new(tokio::sync::Notify::new()),
         events: events::EventHub::new(db.clone(), config.http.event_streams_per_tenant),
         reports: reports::ReportCache::new(config.http.report_cache_bytes),
+        state,
         config,
     });
     let addr = listener

@@ -4515,3 +4515,170 @@ async fn a_short_soak_of_every_attack_beside_normal_tenants() {
 async fn a_long_soak_of_every_attack_beside_normal_tenants() {
     soak(Duration::from_secs(env_or("ECDYSIS_SOAK_SECONDS", 600))).await;
 }
+
+// ---------------------------------------------------------------------------
+// Names and planted symlinks against the service's directories
+// ---------------------------------------------------------------------------
+
+/// Every file under `dir`, by path relative to it, with its bytes.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push((
+                    p.strip_prefix(dir).unwrap().to_path_buf(),
+                    std::fs::read(&p).unwrap(),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// No name from a request or the command line reaches outside the state
+/// directory, whatever `..`, absolute path or symlink it carries: tenant
+/// names that are paths are refused; harness hashes, evaluation ids and
+/// grantee names with encoded `..` and absolute paths answer 404, and
+/// evaluation requests naming paths as harness, domain or split are
+/// refused; a server whose `uploads` directory is a symlink to another
+/// directory refuses to start and sweeps nothing there; with `uploads` or
+/// an evaluation's result folder replaced by such a symlink while it runs,
+/// uploads and reports fail instead of writing through it. The directory
+/// outside is unchanged throughout; once the links are gone the service
+/// works as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn names_and_planted_symlinks_never_reach_outside_the_state_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    // Named as a dead server's staged upload and as a stray: what a sweep
+    // through a symlink would delete.
+    std::fs::write(outside.join("4294967295-dead.wasm"), b"keep").unwrap();
+    std::fs::write(outside.join("stray.wasm"), b"keep").unwrap();
+    let before = tree(&outside);
+    let config = config_file(dir.path(), &sqlite(dir.path()), MODELS);
+    for name in ["../x", "/etc", "a/../../b", "..", "x/y"] {
+        let out = cli_output(&config, &["tenant", "add", name]);
+        assert!(!out.status.success(), "tenant {name:?} was added");
+    }
+    let normal = add_tenant(&config, "normal");
+
+    let uploads = dir.path().join("state/uploads");
+    std::fs::create_dir_all(dir.path().join("state")).unwrap();
+    std::os::unix::fs::symlink(&outside, &uploads).unwrap();
+    let mut child = Command::new(support::host_bin())
+        .args(["--quiet", "serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut exited = None;
+    for _ in 0..200 {
+        exited = child.try_wait().unwrap();
+        if exited.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if exited.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(
+        exited.is_some_and(|s| !s.success()),
+        "the server started on a symlinked uploads directory: {err}"
+    );
+    assert!(err.contains("uploads"), "{err}");
+    assert_eq!(
+        tree(&outside),
+        before,
+        "the start swept through the symlink"
+    );
+    std::fs::remove_file(&uploads).unwrap();
+
+    let server = Server::start(&config, &[]);
+    let api = Api::new(&server.url);
+    for path in [
+        "/v1/harnesses/..%2F..%2Fserve.toml",
+        "/v1/harnesses/%2Fetc%2Fpasswd",
+        "/v1/evaluations/..%2F..%2Fserve.toml",
+        "/v1/evaluations/..%2Foutside/report",
+        "/v1/evaluations/%2Fetc/trajectories",
+    ] {
+        let a = api.get(path, &normal).await;
+        assert_eq!(a.status, 404, "{path}: {}", a.body);
+    }
+    let hash = api.upload(&normal, &direct()).await.json()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let probe = api
+        .delete(
+            &format!("/v1/harnesses/{hash}/grants/..%2F..%2Foutside"),
+            &normal,
+        )
+        .await;
+    assert_eq!(probe.status, 404, "{}", probe.body);
+    for bad in [
+        json!({"harness": "../../serve.toml", "tasks": ["0"], "agent": "sim"}),
+        json!({"harness": "/etc/passwd", "tasks": ["0"], "agent": "sim"}),
+        json!({"domain": "../../outside", "tasks": ["0"], "agent": "sim"}),
+        json!({"split": "../../../outside/stray", "agent": "sim"}),
+        json!({"tasks": ["../../outside/stray"], "agent": "sim"}),
+    ] {
+        let a = api.post("/v1/evaluations", &normal, &bad).await;
+        assert!(
+            matches!(a.status, 400 | 404 | 422),
+            "{bad} answered {}: {}",
+            a.status,
+            a.body
+        );
+    }
+
+    let id = api
+        .evaluate(
+            &normal,
+            json!({"harness": hash, "tasks": ["0", "1"], "agent": "sim"}),
+        )
+        .await;
+    assert_eq!(api.wait(&normal, &id).await["state"], "done");
+    let folder = dir.path().join("state/evaluations").join(&id);
+    assert!(folder.join("summary.json").exists());
+    std::fs::remove_dir_all(&folder).unwrap();
+    std::os::unix::fs::symlink(&outside, &folder).unwrap();
+    let report = api
+        .get(&format!("/v1/evaluations/{id}/report"), &normal)
+        .await;
+    assert_eq!(report.status, 500, "{}", report.body);
+    std::fs::remove_dir(&uploads).unwrap();
+    std::os::unix::fs::symlink(&outside, &uploads).unwrap();
+    let up = api.upload(&normal, &variant(&direct(), 1)).await;
+    assert_eq!(up.status, 500, "{}", up.body);
+    assert_eq!(
+        tree(&outside),
+        before,
+        "a write went through a planted symlink"
+    );
+
+    std::fs::remove_file(&folder).unwrap();
+    std::fs::remove_file(&uploads).unwrap();
+    let report = api
+        .get(&format!("/v1/evaluations/{id}/report"), &normal)
+        .await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    let up = api.upload(&normal, &variant(&direct(), 1)).await;
+    assert_eq!(up.status, 201, "{}", up.body);
+    assert_eq!(tree(&outside), before);
+    assert_audit_verifies(&config);
+}
