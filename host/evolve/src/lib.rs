@@ -12,6 +12,7 @@ pub mod coder_bench;
 pub mod experiment;
 pub mod fdcr;
 pub mod heuristic;
+pub mod labeler;
 pub mod mechanism;
 pub mod power;
 pub mod race;

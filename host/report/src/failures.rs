@@ -18,7 +18,10 @@ use super::ReportError;
 use super::html::esc;
 use super::load::{detect, read_json};
 use ecdysis_evolve::aggregate::{self, FailureGroup};
+use ecdysis_evolve::labeler;
+use ecdysis_evolve::mechanism::Label;
 use ecdysis_evolve::records::{self, FailureRecord};
+use ecdysis_model::ChatModel;
 use ecdysis_runner::agent::EpisodeRecord;
 use ecdysis_runner::eval::rundir::{CONFIG_FILE, TRAJECTORIES_FILE};
 
@@ -87,6 +90,57 @@ pub struct FailureView {
     pub problems: Vec<Problem>,
     /// A `sim:` testbed agent ran some of the episodes.
     pub simulated: bool,
+    /// An LLM's labels beside the key's, when a labeler was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmLabels>,
+}
+
+/// An LLM labeler's labels of every failure ([`label_with`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct LlmLabels {
+    /// The labeler model.
+    pub model: String,
+    /// Per group, per failure (in the group's order): the model's label,
+    /// or `None` where its reply named none.
+    pub per_group: Vec<Vec<Option<Label>>>,
+    /// Failures the model labelled.
+    pub labelled: usize,
+    /// Of those, the ones whose label equals the key's.
+    pub agree: usize,
+    /// Why the others got none (the task and the error).
+    pub errors: Vec<String>,
+}
+
+/// Ask `model` for each failure's label (one call each), beside the key's.
+pub async fn label_with(view: &mut FailureView, model: &dyn ChatModel, structured: bool) {
+    let (mut labelled, mut agree) = (0, 0);
+    let mut per_group = Vec::new();
+    let mut errors = Vec::new();
+    for g in &view.groups {
+        let mut labels = Vec::new();
+        for (i, r) in g.records.iter().enumerate() {
+            let label = match labeler::llm_label(model, r, structured).await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    errors.push(format!("task {} trial {}: {e}", r.task_id, r.trial));
+                    None
+                }
+            };
+            if let Some(l) = label {
+                labelled += 1;
+                agree += usize::from(g.labels.get(i) == Some(&l));
+            }
+            labels.push(label);
+        }
+        per_group.push(labels);
+    }
+    view.llm = Some(LlmLabels {
+        model: model.name().to_string(),
+        per_group,
+        labelled,
+        agree,
+        errors,
+    });
 }
 
 /// Which episodes to group.
@@ -176,6 +230,7 @@ pub fn view_of(episodes: &[EpisodeRecord], lambda: f64, simulated: bool) -> Fail
         groups: aggregate::aggregate(&failures),
         problems: Vec::new(),
         simulated,
+        llm: None,
     }
 }
 
@@ -289,7 +344,13 @@ pub fn render_text(view: &FailureView) -> String {
         view.groups.len(),
         view.groups.iter().filter(|g| g.recurring).count()
     );
-    for (g, label) in view.groups.iter().zip(labels(&view.groups)) {
+    if let Some(llm) = &view.llm {
+        out += &format!(
+            "labels by {}: {} of {} failures labelled, {} as the key labels them\n",
+            llm.model, llm.labelled, view.failures, llm.agree
+        );
+    }
+    for (n, (g, label)) in view.groups.iter().zip(labels(&view.groups)).enumerate() {
         out += &format!(
             "\n{label} {}\n   label: {}\n   {} failing episode(s) on {} task(s): {}\n",
             g.key,
@@ -305,6 +366,15 @@ pub fn render_text(view: &FailureView) -> String {
                 d.tasks.len(),
                 d.tasks.join(", ")
             );
+        }
+        if let Some(llm) = &view.llm {
+            let mut counts: std::collections::BTreeMap<String, usize> = BTreeMap::new();
+            for l in llm.per_group.get(n).into_iter().flatten() {
+                let text = l.map_or_else(|| "no label".to_string(), Label::text);
+                *counts.entry(text).or_default() += 1;
+            }
+            let list: Vec<String> = counts.iter().map(|(t, k)| format!("{t} ×{k}")).collect();
+            out += &format!("   labels by {}: {}\n", llm.model, list.join(", "));
         }
         if let Some(r) = g.records.first() {
             out += "   e.g. ";

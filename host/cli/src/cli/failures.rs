@@ -2,8 +2,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
 use clap::Args;
+
+use ecdysis_host::model::{
+    CachePolicy, ModelConfig, ModelHub, ModelRole, PriceTable, ResponseCache, UsageLedger,
+};
 
 use ecdysis_host::report::failures::{self, FailureFilter};
 
@@ -24,6 +30,30 @@ pub struct FailuresArgs {
     /// text.
     #[arg(long)]
     pub json: bool,
+    /// Also ask this model for each failure's label, from the same closed
+    /// set (one call per failure, temperature 0, through the response
+    /// cache), shown beside the key's with how often they agree. For models
+    /// strong enough to read an excerpt better than the key's rule does.
+    #[arg(long)]
+    pub labeler_model: Option<String>,
+    /// The labeler's OpenAI-compatible base URL.
+    #[arg(
+        long,
+        requires = "labeler_model",
+        default_value = "http://127.0.0.1:8080/v1"
+    )]
+    pub labeler_base_url: String,
+    /// The environment variable holding the labeler's API key ('' for
+    /// none).
+    #[arg(long, requires = "labeler_model", default_value = "OPENAI_API_KEY")]
+    pub labeler_api_key_env: String,
+    /// Constrain the labeler's reply to the label set's JSON schema
+    /// (`response_format`; OpenAI, vLLM and llama.cpp take it).
+    #[arg(long, requires = "labeler_model")]
+    pub labeler_structured: bool,
+    /// The response cache directory the labeler's calls go through.
+    #[arg(long, default_value = ".ecdysis/cache")]
+    pub cache_dir: PathBuf,
 }
 
 /// Prints the groups; `false` when a line or file could not be read (the
@@ -33,7 +63,28 @@ pub fn failures_command(args: FailuresArgs) -> Result<bool> {
     let filter = FailureFilter {
         harness: args.harness,
     };
-    let view = failures::collect(&args.dirs, args.lambda, &filter)?;
+    let mut view = failures::collect(&args.dirs, args.lambda, &filter)?;
+    if let Some(model) = &args.labeler_model {
+        let mut config = ModelConfig::new(model, &args.labeler_base_url);
+        config.api_key_env =
+            (!args.labeler_api_key_env.is_empty()).then(|| args.labeler_api_key_env.clone());
+        let hub = ModelHub::new(
+            Arc::new(UsageLedger::new(PriceTable::embedded_default())),
+            Arc::new(ResponseCache::new(&args.cache_dir, CachePolicy::ReadWrite)),
+        );
+        // Recorded under the Analyst's role: labelling is diagnosis.
+        let labeler = hub
+            .http_model(ModelRole::Analyst, config)
+            .with_context(|| format!("the labeler model {model} at {}", args.labeler_base_url))?;
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(failures::label_with(
+                &mut view,
+                labeler.as_ref(),
+                args.labeler_structured,
+            ));
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&view)?);
     } else {

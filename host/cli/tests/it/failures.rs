@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::support;
+use ecdysis_testkit::mock::{MockReply, MockServer};
 
 const POOL: &str = "standard-0,standard-10,standard-22,standard-24,standard-34,standard-48,standard-63,standard-64,standard-65,standard-78,standard-93,standard-96,standard-104,standard-108,standard-116,standard-121,standard-124,standard-127,standard-140,standard-161,standard-166,standard-195,standard-196,standard-197,standard-203,standard-205,standard-207,standard-211,standard-213,standard-231,standard-232,standard-234,standard-280,standard-285,standard-289,standard-299";
 
@@ -141,6 +142,63 @@ fn the_first_experiments_same_reply_commits_are_one_recurring_group() {
         details.contains(&"last result error mysql 1064"),
         "{details:?}"
     );
+
+    // The optional LLM labeler: one schema-constrained call per failure,
+    // its labels beside the key's, agreement counted against each failure's
+    // own key label.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(MockServer::start()).unwrap();
+    server.set_handler(|req| {
+        let body = req.json().unwrap_or_default();
+        let excerpt = body["messages"][1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        MockReply::text(if excerpt.contains("[finishes, same reply]") {
+            r#"{"label": "realize: rule missing"}"#
+        } else {
+            "I cannot tell."
+        })
+    });
+    let out = host(&dir.path().join("store"))
+        .args([
+            "failures",
+            "--json",
+            "--labeler-model",
+            "judge",
+            "--labeler-structured",
+        ])
+        .args(["--labeler-api-key-env", "", "--labeler-base-url"])
+        .arg(server.base_url())
+        .arg("--cache-dir")
+        .arg(dir.path().join("labeler-cache"))
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let labelled: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let llm = &labelled["llm"];
+    assert_eq!(server.request_count(), 31, "one call per failure");
+    assert!(
+        server
+            .requests()
+            .iter()
+            .all(|r| r.json().unwrap()["response_format"]["type"] == "json_schema")
+    );
+    // The model named a label for the same-reply commits only (13), all of
+    // which the key labels realize: rule missing; the rest are errors.
+    assert_eq!(llm["labelled"], 13, "{llm}");
+    assert_eq!(llm["agree"], 13, "{llm}");
+    assert_eq!(llm["errors"].as_array().unwrap().len(), 31 - 13);
+    drop(server);
 
     // The text view: the group heading and an excerpt reply by reply.
     let out = host(&dir.path().join("store"))
