@@ -125,6 +125,13 @@ pub struct ConversationRecord {
     pub retries: Vec<(u64, Retry)>,
     /// Requests that ran out of retries.
     pub exhausted: u64,
+    /// Upstream completions asked for (retries included).
+    pub upstream_requests: u64,
+    /// Prompt tokens of those completions, as the upstream counted them.
+    pub prompt_tokens: u64,
+    /// Completion tokens of those completions, as the upstream counted
+    /// them (the refused replies' too: the upstream charged them).
+    pub completion_tokens: u64,
     /// The hook calls of the answered requests' live turns, the last
     /// [`MAX_RECORDED_HOOKS`] (replayed calls are not repeated here).
     pub hooks: Vec<HookRecord>,
@@ -326,6 +333,7 @@ impl Proxy {
             .map_or(0, |(_, r)| r.requests)
             + 1;
         let mut retries: Vec<Retry> = Vec::new();
+        let mut usage = (0u64, 0u64, 0u64);
         let mut exhausted = false;
         let mut neutral_turn = true;
         let (turn, reply) = if let Some(turn) = episode.decided_turn() {
@@ -334,7 +342,19 @@ impl Proxy {
             let mut extra: Vec<Value> = Vec::new();
             loop {
                 let body = self.upstream_body(&episode, request, &extra);
-                let reply = self.ask_upstream(body).await?;
+                let reply = self.ask_upstream(body).await;
+                if let Ok(reply) = &reply {
+                    let tokens = |k: &str| {
+                        reply
+                            .pointer(&format!("/usage/{k}"))
+                            .and_then(Value::as_u64)
+                            .unwrap_or(0)
+                    };
+                    usage.0 += 1;
+                    usage.1 += tokens("prompt_tokens");
+                    usage.2 += tokens("completion_tokens");
+                }
+                let reply = reply?;
                 let (text, calls) = reply_message(&reply)?;
                 let (outcome, neutral) = episode.realize_reply(text.clone(), calls).await?;
                 neutral_turn &= neutral;
@@ -370,6 +390,9 @@ impl Proxy {
             r.requests = request_no;
             r.replays += u64::from(replayed);
             r.exhausted += u64::from(exhausted);
+            r.upstream_requests += usage.0;
+            r.prompt_tokens += usage.1;
+            r.completion_tokens += usage.2;
             r.retries
                 .extend(retries.iter().cloned().map(|x| (request_no, x)));
             r.hooks.extend(live_hooks);

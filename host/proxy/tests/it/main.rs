@@ -230,10 +230,43 @@ async fn a_blocked_call_is_asked_again_upstream_and_never_reaches_the_client() {
     let feedback = retried[n - 1]["content"].as_str().unwrap();
     assert!(feedback.contains("get_order_details"), "{feedback}");
 
-    let record = proxy.record(&conversation.unwrap()).expect("recorded");
+    let conversation = conversation.unwrap();
+    let record = proxy.record(&conversation).expect("recorded");
     assert_eq!(record.retries.len(), 1);
     assert_eq!(record.retries[0].0, 1);
     assert_eq!(record.exhausted, 0);
+    // Both upstream completions are counted, the refused one too.
+    assert_eq!(
+        (
+            record.upstream_requests,
+            record.prompt_tokens,
+            record.completion_tokens
+        ),
+        (2, 20, 10)
+    );
+    // The record over HTTP.
+    let seen: Value = reqwest::get(format!(
+        "{}/ecdysis/conversations/{conversation}",
+        base.trim_end_matches("/v1")
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(seen["retries"][0][0], 1);
+    assert_eq!(
+        seen["retries"][0][1]["feedback"].as_array().unwrap().len(),
+        1
+    );
+    assert_eq!(seen["upstream_requests"], 2);
+    let missing = reqwest::get(format!(
+        "{}/ecdysis/conversations/nope",
+        base.trim_end_matches("/v1")
+    ))
+    .await
+    .unwrap();
+    assert_eq!(missing.status(), 404);
 }
 
 #[tokio::test]
