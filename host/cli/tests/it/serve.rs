@@ -4334,6 +4334,9 @@ async fn soak(duration: Duration) {
             "requests_per_second=100".into(),
         ],
         vec!["reader".into(), "requests_per_second=100".into()],
+        // The long soak's normal tenants run more than a day's default.
+        vec!["normal-a".into(), "episodes_per_day=1000000".into()],
+        vec!["normal-b".into(), "episodes_per_day=1000000".into()],
     ] {
         let mut args = vec!["tenant", "set-quota"];
         args.extend(quota.iter().map(String::as_str));
