@@ -404,7 +404,7 @@ impl Proxy {
         if neutral_turn && retries.is_empty() && !stopped {
             episode.absorb(&turn);
             let next = Msg::Assistant {
-                text: turn.text.clone(),
+                text: turn.text.clone().filter(|t| !t.is_empty()),
                 calls: turn.calls.clone(),
             };
             let mut messages = request.messages.clone();

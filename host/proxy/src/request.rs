@@ -251,8 +251,10 @@ impl ChatRequest {
                 Some("assistant") => {
                     let calls = calls_of(m, &format!("{here}.tool_calls"))?;
                     open_calls = calls.iter().map(|c| c.id.clone()).collect();
+                    // Clients echo a reply without text as null, "" or no
+                    // field at all: the same message to the hooks.
                     Msg::Assistant {
-                        text: content_text(m.get("content"), &content)?,
+                        text: content_text(m.get("content"), &content)?.filter(|t| !t.is_empty()),
                         calls,
                     }
                 }
@@ -444,6 +446,16 @@ mod tests {
     fn the_conversation_is_its_opening_and_optional_fields_do_not_change_a_history() {
         let a = ChatRequest::parse(br#"{"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "hi", "refusal": null}]}"#).unwrap();
         let b = ChatRequest::parse(br#"{"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "u"}]}, {"role": "assistant", "content": "hi"}]}"#).unwrap();
+        let call =
+            r#"[{"id": "c", "type": "function", "function": {"name": "t", "arguments": "{}"}}]"#;
+        let with = |content: &str| {
+            let body = format!(
+                r#"{{"model": "m", "messages": [{{"role": "user", "content": "u"}}, {{"role": "assistant", {content} "tool_calls": {call}}}]}}"#
+            );
+            ChatRequest::parse(body.as_bytes()).unwrap().messages
+        };
+        assert_eq!(with(r#""content": null,"#), with(r#""content": "","#));
+        assert_eq!(with(""), with(r#""content": null,"#));
         assert_eq!(a.conversation_id(None), b.conversation_id(None));
         assert_eq!(
             prefix_hashes("c", a.tools_hash(), &a.messages),
