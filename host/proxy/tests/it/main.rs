@@ -1001,3 +1001,34 @@ async fn slow_heads_and_connections_over_the_cap_are_closed() {
     }
     assert!(served);
 }
+
+#[tokio::test]
+async fn a_rewritten_call_reaches_the_client_rewritten_and_the_next_request_replays() {
+    let mock = MockServer::start().await.expect("mock");
+    // The arguments object double-encoded as a JSON string.
+    let encoded = serde_json::to_string(r##"{"order_id":"#W1234567"}"##).unwrap();
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call("call_1", "get_order_details", &encoded)],
+    ));
+    mock.push(MockReply::text("It has shipped."));
+    let (base, proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    let mut messages = opening();
+    let (status, reply, conversation) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200, "{reply}");
+    let sent = &reply["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(sent["id"], "call_1");
+    let arguments: Value =
+        serde_json::from_str(sent["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, json!({"order_id": "#W1234567"}));
+    messages.push(reply["choices"][0]["message"].clone());
+    messages.push(
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "{\"status\": \"shipped\"}"}),
+    );
+    let (status, _, _) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200);
+    // The live episode realized the encoded call; a replay of the client's
+    // history sees the decoded one. Not the same hook calls: not kept warm.
+    let record = proxy.record(&conversation.unwrap()).unwrap();
+    assert_eq!((record.requests, record.replays), (2, 2));
+}
