@@ -149,7 +149,7 @@ pub fn document() -> Value {
             "/v1/evaluations/{id}/trajectories": {"get": {"summary": "Finished episodes' trajectories as JSON lines, in episode order.", "security": [{"bearer": []}], "parameters": [id_param.clone()],
                 "responses": common(json!({"200": {"description": "JSON lines.", "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}, "404": not_found.clone()}))}},
             "/v1/evaluations/{id}/report": {"get": {"summary": "The HTML report (as `ecdysis-host report` renders a run directory).", "security": [{"bearer": []}], "parameters": [id_param],
-                "responses": common(json!({"200": {"description": "A self-contained HTML page.", "content": {"text/html": {"schema": {"type": "string"}}}}, "404": not_found}))}}
+                "responses": common(json!({"200": {"description": "A self-contained HTML page, rendered once per version of the evaluation (its state, finished episodes, last completion) and answered from a cache after.", "headers": {"x-report-cache": {"description": "`miss`: rendered for this request; `hit`: from the cache or another request's render.", "schema": {"type": "string", "enum": ["miss", "hit"]}}}, "content": {"text/html": {"schema": {"type": "string"}}}}, "404": not_found}))}}
         }
     })
 }
