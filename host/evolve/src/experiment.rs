@@ -546,29 +546,7 @@ async fn baselines(
     shared: &Shared<'_>,
 ) -> Result<Vec<BaselineRow>, TrainSpecError> {
     let dir = spec.out.join(BASELINES_DIR);
-    // Zero rounds: nobody diagnoses or edits.
-    let roles = spec.train.roles.without_fdcr();
-    let zero = TrainSpec {
-        plan: TrainPlan {
-            method: Method::SelfEvolution,
-            rounds: 0,
-            plateau: 0,
-            start_blank: false,
-            test_direct: true,
-            ..spec.train.plan.clone()
-        },
-        roles,
-        ..spec.train.clone()
-    };
-    let s = train::run_spec(
-        &zero,
-        shared.store,
-        shared.domain.clone(),
-        shared.services,
-        shared.sandbox,
-        &dir,
-    )
-    .await?;
+    let s = untrained(spec, shared, &spec.train.source, true, &dir).await?;
     let direct_train = harness_score(
         spec,
         shared,
@@ -605,6 +583,40 @@ async fn baselines(
             test_p_vs_human: None,
         },
     ])
+}
+
+/// A training run of zero rounds of the harness at `source` (nobody
+/// diagnoses or edits): its evaluation on the training tasks and the
+/// held-out split, with Direct's held-out test too when `test_direct`.
+async fn untrained(
+    spec: &ExperimentSpec,
+    shared: &Shared<'_>,
+    source: &Path,
+    test_direct: bool,
+    dir: &Path,
+) -> Result<TrainSummary, TrainSpecError> {
+    let zero = TrainSpec {
+        plan: TrainPlan {
+            method: Method::SelfEvolution,
+            rounds: 0,
+            plateau: 0,
+            start_blank: false,
+            test_direct,
+            ..spec.train.plan.clone()
+        },
+        roles: spec.train.roles.without_fdcr(),
+        source: source.to_path_buf(),
+        ..spec.train.clone()
+    };
+    train::run_spec(
+        &zero,
+        shared.store,
+        shared.domain.clone(),
+        shared.services,
+        shared.sandbox,
+        dir,
+    )
+    .await
 }
 
 /// Holm's step-down adjustment of `p` (same order): the k-th smallest of m
@@ -659,28 +671,7 @@ async fn hand_configured(
         ));
     }
     let dir = spec.out.join(HAND_CONFIGURED_DIR);
-    let zero = TrainSpec {
-        plan: TrainPlan {
-            method: Method::SelfEvolution,
-            rounds: 0,
-            plateau: 0,
-            start_blank: false,
-            test_direct: false,
-            ..spec.train.plan.clone()
-        },
-        roles: spec.train.roles.without_fdcr(),
-        source,
-        ..spec.train.clone()
-    };
-    let s = train::run_spec(
-        &zero,
-        shared.store,
-        shared.domain.clone(),
-        shared.services,
-        shared.sandbox,
-        &dir,
-    )
-    .await?;
+    let s = untrained(spec, shared, &source, false, &dir).await?;
     let test = s.test.as_ref().map(|t| t.initial.clone());
     let p = human_test
         .zip(test.as_ref())

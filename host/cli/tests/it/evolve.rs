@@ -332,12 +332,7 @@ fn a_killed_training_run_resumes_without_losing_accepted_candidates() {
 /// simulated. SKIPPED without MariaDB, unless `$CI` is set.
 #[test]
 fn train_runs_on_dbbench_unchanged() {
-    if !ecdysis_host::env::dbbench::server::server_available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but mariadbd is not installed"
-        );
-        eprintln!("SKIPPED: mariadbd is not installed (apt-get install mariadb-server)");
+    if !support::dbbench_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

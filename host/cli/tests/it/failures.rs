@@ -35,12 +35,7 @@ fn host(store: &Path) -> Command {
 /// MariaDB, unless `$CI` is set.
 #[test]
 fn the_first_experiments_same_reply_commits_are_one_recurring_group() {
-    if !ecdysis_host::env::dbbench::server::server_available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but mariadbd is not installed"
-        );
-        eprintln!("SKIPPED: mariadbd is not installed (apt-get install mariadb-server)");
+    if !support::dbbench_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -47,3 +47,17 @@ pub fn stage_template(root: &std::path::Path, name: &str) -> PathBuf {
     copy_crate(&repo_root().join("wit"), &root.join(name).join("wit")).unwrap();
     crate_dir
 }
+
+/// Whether DBBench's MariaDB can be started here; without it a test is
+/// skipped (it says so), unless `$CI` is set, where that is a failure.
+pub fn dbbench_available() -> bool {
+    if ecdysis_host::env::dbbench::server::server_available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but mariadbd is not installed"
+    );
+    eprintln!("SKIPPED: mariadbd is not installed (apt-get install mariadb-server)");
+    false
+}
