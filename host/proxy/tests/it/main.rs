@@ -1032,3 +1032,72 @@ async fn a_rewritten_call_reaches_the_client_rewritten_and_the_next_request_repl
     let record = proxy.record(&conversation.unwrap()).unwrap();
     assert_eq!((record.requests, record.replays), (2, 2));
 }
+
+/// The `openai` Python SDK (pinned: `pip install openai==1.109.1`) as the
+/// client: models, a blocked call retried upstream, a streamed reply whose
+/// call was written as text, and a final answer. Needs a Python with the
+/// package: `ECDYSIS_OPENAI_PYTHON=/path/to/venv/bin/python cargo test -p
+/// ecdysis-proxy --test it sdk_ -- --ignored`.
+#[tokio::test]
+#[ignore = "needs a Python with the openai package (ECDYSIS_OPENAI_PYTHON)"]
+async fn sdk_openai_python_client_through_the_proxy() {
+    let python = std::env::var("ECDYSIS_OPENAI_PYTHON")
+        .expect("ECDYSIS_OPENAI_PYTHON names a Python with the openai package");
+    let mock = MockServer::start().await.expect("mock");
+    let lookup = r##"{"order_id":"#W1234567"}"##;
+    mock.push(MockReply::json(
+        200,
+        json!({"object": "list", "data": [{"id": "mock-model", "object": "model", "created": 0, "owned_by": "test"}]}),
+    ));
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call("call_1", "teleport_parcel", "{}")],
+    ));
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call("call_2", "get_order_details", lookup)],
+    ));
+    mock.push(MockReply::text(
+        "```json\n{\"name\": \"get_order_details\", \"arguments\": {\"order_id\": \"#W1234567\"}}\n```",
+    ));
+    mock.push(MockReply::text("I could not find that order."));
+    let (base, _proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/openai_client.py");
+    // The client blocks; the proxy and the mock run on the test's runtime.
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .arg(&base)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).expect("the script prints JSON");
+    assert_eq!(seen["models"], json!(["mock-model"]));
+    assert_eq!(seen["first"]["finish_reason"], "tool_calls");
+    assert_eq!(
+        seen["first"]["call"],
+        json!(["call_2", "get_order_details", {"order_id": "#W1234567"}])
+    );
+    assert_eq!(seen["second"]["finish_reason"], "tool_calls");
+    assert_eq!(
+        seen["second"]["calls"],
+        json!([["realized_2_1", "get_order_details", {"order_id": "#W1234567"}]])
+    );
+    assert_eq!(seen["second"]["usage"], 15);
+    assert_eq!(seen["third"]["finish_reason"], "stop");
+    assert_eq!(seen["third"]["content"], "I could not find that order.");
+    // models, two tries of the first turn, one each of the others.
+    assert_eq!(mock.request_count(), 5);
+    assert!(
+        mock.requests()
+            .iter()
+            .all(|r| r.header("authorization").is_none())
+    );
+}
