@@ -1033,17 +1033,9 @@ async fn a_rewritten_call_reaches_the_client_rewritten_and_the_next_request_repl
     assert_eq!((record.requests, record.replays), (2, 2));
 }
 
-/// The `openai` Python SDK (pinned: `pip install openai==1.109.1`) as the
-/// client: models, a blocked call retried upstream, a streamed reply whose
-/// call was written as text, and a final answer. Needs a Python with the
-/// package: `ECDYSIS_OPENAI_PYTHON=/path/to/venv/bin/python cargo test -p
-/// ecdysis-proxy --test it sdk_ -- --ignored`.
-#[tokio::test]
-#[ignore = "needs a Python with the openai package (ECDYSIS_OPENAI_PYTHON)"]
-async fn sdk_openai_python_client_through_the_proxy() {
-    let python = std::env::var("ECDYSIS_OPENAI_PYTHON")
-        .expect("ECDYSIS_OPENAI_PYTHON names a Python with the openai package");
-    let mock = MockServer::start().await.expect("mock");
+/// The scripted upstream of the SDK tests: models, a blocked call then the
+/// call that is returned, a call written as text, a final answer.
+fn sdk_script(mock: &MockServer) {
     let lookup = r##"{"order_id":"#W1234567"}"##;
     mock.push(MockReply::json(
         200,
@@ -1061,18 +1053,28 @@ async fn sdk_openai_python_client_through_the_proxy() {
         "```json\n{\"name\": \"get_order_details\", \"arguments\": {\"order_id\": \"#W1234567\"}}\n```",
     ));
     mock.push(MockReply::text("I could not find that order."));
+}
+
+/// Run an SDK client script against a proxy in front of [`sdk_script`]'s
+/// upstream and check what the SDK received (the scripts print the same
+/// JSON).
+async fn sdk_conversation(program: String, script: &str, env: Option<(&'static str, String)>) {
+    let mock = MockServer::start().await.expect("mock");
+    sdk_script(&mock);
     let (base, _proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/openai_client.py");
+    let script = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
     // The client blocks; the proxy and the mock run on the test's runtime.
     let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .arg(script)
-            .arg(&base)
-            .output()
+        let mut command = std::process::Command::new(program);
+        command.arg(script).arg(&base);
+        if let Some((k, v)) = env {
+            command.env(k, v);
+        }
+        command.output()
     })
     .await
     .unwrap()
-    .expect("python runs");
+    .expect("the client runs");
     assert!(
         out.status.success(),
         "{}",
@@ -1100,4 +1102,32 @@ async fn sdk_openai_python_client_through_the_proxy() {
             .iter()
             .all(|r| r.header("authorization").is_none())
     );
+}
+
+/// The `openai` Python SDK (pinned: `pip install openai==1.109.1`) as the
+/// client. Needs a Python with the package:
+/// `ECDYSIS_OPENAI_PYTHON=/path/to/venv/bin/python cargo test -p
+/// ecdysis-proxy --test it sdk_ -- --ignored`.
+#[tokio::test]
+#[ignore = "needs a Python with the openai package (ECDYSIS_OPENAI_PYTHON)"]
+async fn sdk_openai_python_client_through_the_proxy() {
+    let python = std::env::var("ECDYSIS_OPENAI_PYTHON")
+        .expect("ECDYSIS_OPENAI_PYTHON names a Python with the openai package");
+    sdk_conversation(python, "openai_client.py", None).await;
+}
+
+/// The `openai` npm package (pinned: `npm install openai@4.104.0`) as the
+/// client, on Node. Needs the package: `ECDYSIS_OPENAI_NODE_MODULES=/path/to/node_modules
+/// cargo test -p ecdysis-proxy --test it sdk_ -- --ignored`.
+#[tokio::test]
+#[ignore = "needs the openai npm package (ECDYSIS_OPENAI_NODE_MODULES)"]
+async fn sdk_openai_node_client_through_the_proxy() {
+    let modules = std::env::var("ECDYSIS_OPENAI_NODE_MODULES")
+        .expect("ECDYSIS_OPENAI_NODE_MODULES names a node_modules with openai");
+    sdk_conversation(
+        "node".into(),
+        "openai_client.mjs",
+        Some(("NODE_PATH", modules)),
+    )
+    .await;
 }
