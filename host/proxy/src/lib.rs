@@ -288,6 +288,34 @@ impl Proxy {
             .map(|w| w.episode)
     }
 
+    /// A new episode for `request`. Warm episodes hold harness instances:
+    /// when a pooled sandbox has none left, the least recently used warm
+    /// episodes give theirs back (they can be replayed) until one starts.
+    async fn start_episode(&self, request: &ChatRequest) -> Result<Episode, ProxyError> {
+        let settings = &self.inner.settings;
+        loop {
+            let started = Episode::start(
+                &self.inner.harness,
+                &EpisodeSettings::from(settings),
+                request,
+                settings.policy,
+            )
+            .await;
+            match started {
+                Err(ProxyError::Unavailable(why)) => {
+                    let mut guard = lock(&self.inner.warm);
+                    let map = &mut guard.1;
+                    let oldest = map.iter().min_by_key(|(_, w)| w.tick).map(|(k, _)| *k);
+                    match oldest {
+                        Some(k) => drop(map.remove(&k)),
+                        None => return Err(ProxyError::Unavailable(why)),
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
     fn keep_warm(&self, key: [u8; 32], episode: Episode) {
         let mut guard = lock(&self.inner.warm);
         let (tick, map) = &mut *guard;
@@ -314,16 +342,7 @@ impl Proxy {
         let hashes = prefix_hashes(conversation, tools_hash, &request.messages);
         let (mut episode, replayed) = match self.take_warm(&hashes) {
             Some(e) => (e, false),
-            None => (
-                Episode::start(
-                    &self.inner.harness,
-                    &EpisodeSettings::from(settings),
-                    request,
-                    settings.policy,
-                )
-                .await?,
-                true,
-            ),
+            None => (self.start_episode(request).await?, true),
         };
         episode.advance(request).await?;
         let hooks_before = episode.hook_records().len();

@@ -1131,3 +1131,148 @@ async fn sdk_openai_node_client_through_the_proxy() {
     )
     .await;
 }
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+/// Prints the latency the proxy adds (the starting harness, the scripted
+/// upstream on loopback, one request at a time, a debug build unless run
+/// with --release): a new conversation each request (the episode started,
+/// contract and skills run); one long conversation continued turn by turn
+/// (warm); and the same conversation with every call id edited by the
+/// client, so each request replays the whole history. Asserts nothing about
+/// time. `cargo test -p ecdysis-proxy --test it bench_ -- --ignored
+/// --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run it with --ignored --nocapture"]
+async fn bench_latency_added_by_the_proxy() {
+    let turns = 300;
+    let mock = MockServer::start().await.expect("mock");
+    let lookup = r##"{"order_id":"#W1234567"}"##;
+    let counter = std::sync::atomic::AtomicUsize::new(0);
+    mock.set_handler(move |_| {
+        let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        MockReply::tool_calls(
+            None,
+            &[call(&format!("call_{n}"), "get_order_details", lookup)],
+        )
+    });
+    let (base, proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    let client = reqwest::Client::new();
+    let timed = async |url: &str, body: &Value| {
+        let started = std::time::Instant::now();
+        let r = client.post(url).json(body).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let v: Value = r.json().await.unwrap();
+        (started.elapsed(), v)
+    };
+    let direct_url = format!("{}/chat/completions", mock.base_url());
+    let proxy_url = format!("{base}/chat/completions");
+    let (mut direct, mut cold) = (Vec::new(), Vec::new());
+    for i in 0..turns {
+        let mut messages = opening();
+        messages[1]["content"] = json!(format!("Where is my order #W{i:07}?"));
+        direct.push(timed(&direct_url, &request(&messages)).await.0);
+        cold.push(timed(&proxy_url, &request(&messages)).await.0);
+    }
+    let continued = |edit: bool, name: &'static str| {
+        let timed = &timed;
+        let proxy_url = proxy_url.clone();
+        let direct_url = direct_url.clone();
+        async move {
+            let mut messages = opening();
+            messages[1]["content"] = json!(name);
+            let mut took = Vec::new();
+            for i in 0..turns {
+                // The same body straight to the upstream first: what the
+                // proxy adds is the difference.
+                let (alone, _) = timed(&direct_url, &request(&messages)).await;
+                let (t, reply) = timed(&proxy_url, &request(&messages)).await;
+                took.push(t.saturating_sub(alone));
+                let mut message = reply["choices"][0]["message"].clone();
+                if edit {
+                    message["tool_calls"][0]["id"] = json!(format!("edited_{i}"));
+                }
+                let id = message["tool_calls"][0]["id"].clone();
+                messages.push(message);
+                messages.push(json!({"role": "tool", "tool_call_id": id, "content": "{\"status\": \"pending\"}"}));
+            }
+            took
+        }
+    };
+    let mut warm = continued(false, "warm").await;
+    let mut replayed = continued(true, "replayed").await;
+    let id = |name: &str| {
+        let mut m = opening();
+        m[1]["content"] = json!(name);
+        ecdysis_proxy::request::ChatRequest::parse(request(&m).to_string().as_bytes())
+            .unwrap()
+            .conversation_id(None)
+    };
+    assert_eq!(proxy.record(&id("warm")).unwrap().replays, 1);
+    assert_eq!(proxy.record(&id("replayed")).unwrap().replays, turns);
+    let p50 = |xs: &[Duration]| percentile(xs, 0.5);
+    direct.sort();
+    cold.sort();
+    warm.sort();
+    replayed.sort();
+    for (name, xs) in [
+        ("direct to the upstream, a new conversation each", &direct),
+        ("through the proxy, a new conversation each", &cold),
+    ] {
+        println!(
+            "{name}: p50 {:?} p99 {:?} ({} requests)",
+            p50(xs),
+            percentile(xs, 0.99),
+            xs.len()
+        );
+    }
+    println!(
+        "added, a new conversation each: p50 {:?}",
+        p50(&cold).saturating_sub(p50(&direct))
+    );
+    for (name, xs) in [
+        ("added, one conversation (warm)", &warm),
+        (
+            "added, one conversation (every request replayed)",
+            &replayed,
+        ),
+    ] {
+        println!(
+            "{name}, each request against the same body sent direct: p50 {:?} p99 {:?} ({turns} turns)",
+            p50(xs),
+            percentile(xs, 0.99),
+        );
+    }
+}
+
+#[tokio::test]
+async fn warm_episodes_give_their_instances_back_when_the_pool_runs_dry() {
+    let mock = MockServer::start().await.expect("mock");
+    mock.set_fallback(MockReply::text("hello"));
+    // A pool for one episode at a time (a few slots), and more warm
+    // episodes allowed than it has.
+    let bytes = ecdysis_testkit::guests::guest("harness-template", None);
+    let sandbox = Sandbox::pooled(Limits::default(), 1).expect("sandbox");
+    let small = ecdysis_testkit::guests::load(&sandbox, &bytes);
+    let (base, proxy, _stop) = start_with(small, ProxySettings::new(mock.base_url())).await;
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        let mut messages = opening();
+        messages[1]["content"] = json!(format!("Question {i}"));
+        let (status, body, id) = post(&base, &request(&messages)).await;
+        assert_eq!(status, 200, "{body}");
+        ids.push(id.unwrap());
+    }
+    // The first conversation's episode went back to the pool: continuing it
+    // replays.
+    let mut messages = opening();
+    messages[1]["content"] = json!("Question 0");
+    messages.push(json!({"role": "assistant", "content": "hello"}));
+    messages.push(json!({"role": "user", "content": "Thanks."}));
+    let (status, _, _) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200);
+    assert_eq!(proxy.record(&ids[0]).unwrap().replays, 2);
+}
