@@ -426,11 +426,7 @@ impl Proxy {
                 text: turn.text.clone().filter(|t| !t.is_empty()),
                 calls: turn.calls.clone(),
             };
-            let mut messages = request.messages.clone();
-            messages.push(next);
-            let key = *prefix_hashes(conversation, tools_hash, &messages)
-                .last()
-                .unwrap_or(&[0; 32]);
+            let key = request::chain(hashes.last().unwrap_or(&[0; 32]), &next);
             self.keep_warm(key, episode);
         }
         Ok((turn, reply))

@@ -388,13 +388,22 @@ pub fn prefix_hashes(conversation: &str, tools: blake3::Hash, messages: &[Msg]) 
     let mut last = *h.finalize().as_bytes();
     out.push(last);
     for m in messages {
-        let mut h = blake3::Hasher::new();
-        h.update(&last);
-        h.update(serde_json::to_string(m).unwrap_or_default().as_bytes());
-        last = *h.finalize().as_bytes();
+        last = chain(&last, m);
         out.push(last);
     }
     out
+}
+
+/// The hash of a prefix hashed `prefix`, followed by `message`.
+pub fn chain(prefix: &[u8; 32], message: &Msg) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(prefix);
+    h.update(
+        serde_json::to_string(message)
+            .unwrap_or_default()
+            .as_bytes(),
+    );
+    *h.finalize().as_bytes()
 }
 
 #[cfg(test)]
