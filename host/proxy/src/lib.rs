@@ -436,15 +436,17 @@ impl Proxy {
     /// tools the harness shaped, and never streaming (realize needs the
     /// whole reply).
     fn upstream_body(&self, episode: &Episode, request: &ChatRequest, extra: &[Value]) -> Vec<u8> {
-        let mut body = request.body.clone();
-        body.remove("stream");
-        body.remove("stream_options");
-        body.insert(
-            "messages".into(),
-            Value::Array(episode.upstream_messages(request, extra)),
-        );
-        if let Some(tools) = body.get("tools").cloned().filter(|t| !t.is_null()) {
-            body.insert("tools".into(), episode.upstream_tools(&tools));
+        // The client's fields in the client's order, the history shaped
+        // (not copied first and replaced), no streaming fields.
+        let mut body = serde_json::Map::with_capacity(request.body.len());
+        for (k, v) in &request.body {
+            let v = match k.as_str() {
+                "stream" | "stream_options" => continue,
+                "messages" => Value::Array(episode.upstream_messages(request, extra)),
+                "tools" if !v.is_null() => episode.upstream_tools(v),
+                _ => v.clone(),
+            };
+            body.insert(k.clone(), v);
         }
         serde_json::to_vec(&body).unwrap_or_default()
     }

@@ -398,11 +398,8 @@ pub fn prefix_hashes(conversation: &str, tools: blake3::Hash, messages: &[Msg]) 
 pub fn chain(prefix: &[u8; 32], message: &Msg) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(prefix);
-    h.update(
-        serde_json::to_string(message)
-            .unwrap_or_default()
-            .as_bytes(),
-    );
+    // Serialised straight into the hasher: no text of the message is kept.
+    let _ = serde_json::to_writer(&mut h, message);
     *h.finalize().as_bytes()
 }
 
