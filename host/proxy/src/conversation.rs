@@ -4,8 +4,9 @@
 //!
 //! Replay is the definition, not a fallback: a warm episode is kept only
 //! when its live hook calls were exactly those a replay of the history the
-//! client will send back makes (every call of the reply proceeded, nothing
-//! was retried), so a warm and a replayed episode are in the same state.
+//! client will send back makes (every call of the reply went through as
+//! proposed, nothing was retried), so a warm and a replayed episode are in
+//! the same state.
 
 use std::collections::BTreeMap;
 
@@ -109,7 +110,7 @@ pub struct Turn {
     pub text: Option<String>,
     /// The assistant's tool calls.
     pub calls: Vec<Call>,
-    /// Why the harness ended the turn, when it did (`stop`).
+    /// Whether regulation ended the episode (`stop`): `text` is its reason.
     pub stopped: bool,
 }
 
@@ -390,9 +391,9 @@ impl Episode {
     }
 
     /// Realize the upstream's reply (its text and calls) at the next step.
-    /// `Ok(Ok(turn))` is the turn for the client; `Ok(Err(feedback))` means
-    /// the harness blocked something and the upstream is to be asked again,
-    /// with `feedback` (the reply and the results of its calls) appended.
+    /// `Ok(Ok(turn))` is the turn for the client; `Ok(Err(retry))` means the
+    /// harness blocked something and the upstream is to be asked again, with
+    /// the retry's messages (the reply and the answers to it) appended.
     /// The flag says whether the client's history will show exactly what
     /// realize was asked about (so a replay repeats these hook calls).
     pub async fn realize_reply(
