@@ -1276,3 +1276,35 @@ async fn warm_episodes_give_their_instances_back_when_the_pool_runs_dry() {
     assert_eq!(status, 200);
     assert_eq!(proxy.record(&ids[0]).unwrap().replays, 2);
 }
+
+#[tokio::test]
+async fn a_stop_is_a_final_message_without_the_upstream() {
+    let mock = MockServer::start().await.expect("mock");
+    let (base, proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    let lookup = r##"{"order_id":"#W1234567"}"##;
+    // The same call failing again and again: the starting harness ends
+    // the episode once it is clearly stuck.
+    let mut messages = opening();
+    for i in 0..6 {
+        let id = format!("call_{i}");
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "get_order_details", "arguments": lookup}}]}));
+        messages
+            .push(json!({"role": "tool", "tool_call_id": id, "content": "Error: order not found"}));
+    }
+    let (status, reply, conversation) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["choices"][0]["finish_reason"], "stop");
+    let reason = reply["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(reason.contains("get_order_details"), "{reason}");
+    assert!(reply["choices"][0]["message"].get("tool_calls").is_none());
+    assert_eq!(mock.request_count(), 0);
+    // Every later request of the conversation gets the same answer.
+    messages.push(reply["choices"][0]["message"].clone());
+    messages.push(json!({"role": "user", "content": "Please try again."}));
+    let (status, again, _) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200);
+    assert_eq!(again["choices"][0]["message"]["content"], reason);
+    assert_eq!(mock.request_count(), 0);
+    let record = proxy.record(&conversation.unwrap()).unwrap();
+    assert!(record.hooks.is_empty(), "no live hook call");
+}
