@@ -80,6 +80,10 @@ pub struct ProxySettings {
     pub header_timeout: Duration,
     /// Connections open at once (more: closed at once).
     pub max_connections: usize,
+    /// A directory where each answered request is appended, as one JSON
+    /// line ([`RequestRecord`]), to its conversation's file
+    /// `<conversation>.jsonl`: the records outlive the process.
+    pub records_dir: Option<std::path::PathBuf>,
     /// The keys clients must send as `Authorization: Bearer`; `None` lets
     /// every client in (the proxy listens on loopback by default).
     pub api_keys: Option<Vec<String>>,
@@ -103,6 +107,7 @@ impl ProxySettings {
             api_keys: None,
             header_timeout: Duration::from_secs(30),
             max_connections: 1024,
+            records_dir: None,
         }
     }
 }
@@ -135,6 +140,48 @@ pub struct ConversationRecord {
     /// The hook calls of the answered requests' live turns, the last
     /// [`MAX_RECORDED_HOOKS`] (replayed calls are not repeated here).
     pub hooks: Vec<HookRecord>,
+}
+
+/// One answered request, as `--records` writes it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestRecord<'a> {
+    /// The conversation's id.
+    pub conversation: &'a str,
+    /// The request's number in this process's record of the conversation.
+    pub request: u64,
+    /// Whether the episode was rebuilt by replay.
+    pub replayed: bool,
+    /// Replies refused and asked again about.
+    pub retries: &'a [Retry],
+    /// Whether the retries ran out.
+    pub exhausted: bool,
+    /// Upstream completions asked for.
+    pub upstream_requests: u64,
+    /// Their prompt tokens.
+    pub prompt_tokens: u64,
+    /// Their completion tokens.
+    pub completion_tokens: u64,
+    /// The hook calls of the live turn.
+    pub hooks: &'a [HookRecord],
+}
+
+/// The file name of a conversation's records: its id when that is a plain
+/// name (the hash ids always are), else the id's hash, so a client's header
+/// never names a path.
+fn record_file(conversation: &str) -> String {
+    let plain = !conversation.is_empty()
+        && conversation.len() <= 128
+        && conversation
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if plain {
+        format!("{conversation}.jsonl")
+    } else {
+        format!(
+            "{}.jsonl",
+            &blake3::hash(conversation.as_bytes()).to_hex()[..32]
+        )
+    }
 }
 
 struct Warm {
@@ -405,6 +452,27 @@ impl Proxy {
         };
         let live_hooks = episode.hook_records()[hooks_before..].to_vec();
         let stopped = turn.stopped;
+        if let Some(dir) = &settings.records_dir {
+            let line = serde_json::to_string(&RequestRecord {
+                conversation,
+                request: request_no,
+                replayed,
+                retries: &retries,
+                exhausted,
+                upstream_requests: usage.0,
+                prompt_tokens: usage.1,
+                completion_tokens: usage.2,
+                hooks: &live_hooks,
+            })
+            .unwrap_or_default();
+            let path = dir.join(record_file(conversation));
+            let written = tokio::task::spawn_blocking(move || append_line(&path, &line)).await;
+            if let Err(error) = written.map_err(std::io::Error::other).and_then(|r| r) {
+                // The client's answer does not depend on the audit file:
+                // a full disk is logged, not turned into a failed request.
+                tracing::warn!(%error, "proxy: the request's record was not written");
+            }
+        }
         self.update_record(conversation, |r| {
             r.requests = request_no;
             r.replays += u64::from(replayed);
@@ -498,6 +566,20 @@ impl Proxy {
         let text = response.text().await.map_err(upstream_error)?;
         Ok((status, text))
     }
+}
+
+fn append_line(path: &std::path::Path, line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    // One write per line, so concurrent requests of one conversation do
+    // not interleave within a line.
+    file.write_all(format!("{line}\n").as_bytes())
 }
 
 /// The text and calls of an upstream completion's first choice.

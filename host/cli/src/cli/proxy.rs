@@ -43,6 +43,12 @@ pub struct ProxyArgs {
     /// client that can reach the address is served.
     #[arg(long, value_name = "FILE")]
     pub api_keys: Option<std::path::PathBuf>,
+    /// Append each answered request (the hook calls of its live turn,
+    /// retried replies, upstream tokens) as a JSON line to
+    /// DIR/<conversation>.jsonl, which outlives the process. Without it the
+    /// records live in memory only (GET /ecdysis/conversations/<id>).
+    #[arg(long, value_name = "DIR")]
+    pub records: Option<std::path::PathBuf>,
     /// Largest request body a client may send, in KiB (larger: 413).
     #[arg(long, default_value_t = 8192)]
     pub max_request_kib: usize,
@@ -142,6 +148,7 @@ pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Resu
         api_keys,
         header_timeout: Duration::from_secs(args.header_timeout_secs),
         max_connections: args.max_connections,
+        records_dir: args.records.clone(),
     };
     let proxy = Proxy::new(loaded, settings)?;
     let hash = manifest.hash.short().to_string();

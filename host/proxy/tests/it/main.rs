@@ -1308,3 +1308,74 @@ async fn a_stop_is_a_final_message_without_the_upstream() {
     let record = proxy.record(&conversation.unwrap()).unwrap();
     assert!(record.hooks.is_empty(), "no live hook call");
 }
+
+#[tokio::test]
+async fn records_are_appended_per_conversation_and_outlive_the_proxy() {
+    let mock = MockServer::start().await.expect("mock");
+    let lookup = r##"{"order_id":"#W1234567"}"##;
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call("call_1", "teleport_parcel", "{}")],
+    ));
+    mock.push(MockReply::tool_calls(
+        None,
+        &[call("call_2", "get_order_details", lookup)],
+    ));
+    mock.set_fallback(MockReply::text("It has shipped."));
+    let dir = tempfile::tempdir().unwrap();
+    let settings = || {
+        let mut s = ProxySettings::new(mock.base_url());
+        s.records_dir = Some(dir.path().join("records"));
+        s
+    };
+    let (base, _proxy, stop) = start(settings()).await;
+    let mut messages = opening();
+    let (status, reply, conversation) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200, "{reply}");
+    let _ = stop.send(());
+    let conversation = conversation.unwrap();
+    messages.push(reply["choices"][0]["message"].clone());
+    messages.push(json!({"role": "tool", "tool_call_id": "call_2", "content": "{}"}));
+    let (base, _proxy, _stop) = start(settings()).await;
+    let (status, _, _) = post(&base, &request(&messages)).await;
+    assert_eq!(status, 200);
+
+    let file = dir
+        .path()
+        .join("records")
+        .join(format!("{conversation}.jsonl"));
+    let lines: Vec<Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "one line per request, across the restart");
+    assert_eq!(lines[0]["conversation"], conversation.as_str());
+    assert_eq!(lines[0]["retries"].as_array().unwrap().len(), 1);
+    assert_eq!(lines[0]["upstream_requests"], 2);
+    assert!(
+        lines[0]["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["hook"] == "realize")
+    );
+    assert_eq!(lines[1]["replayed"], true);
+    assert_eq!(lines[1]["retries"].as_array().unwrap().len(), 0);
+
+    // A client's id that is not a plain name never names a path.
+    let r = reqwest::Client::new()
+        .post(format!("{base}/chat/completions"))
+        .header(CONVERSATION_HEADER, "../escape")
+        .json(&request(&opening()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(!dir.path().join("escape.jsonl").exists());
+    let names: Vec<String> = std::fs::read_dir(dir.path().join("records"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}
