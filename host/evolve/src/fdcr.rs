@@ -399,6 +399,63 @@ fn prompt_room(config: &FdcrConfig, scale: f64) -> usize {
     (config.budget.prompt_tokens() as f64 * scale) as usize
 }
 
+/// A turn's room: the prompt in estimated tokens, what more the same
+/// conversation needs, and the measured estimate-per-token rate.
+#[derive(Clone, Copy)]
+struct Room {
+    prompt: usize,
+    extra: usize,
+    scale: f64,
+}
+
+/// Which turn of the discussion.
+#[derive(Clone, Copy)]
+struct TurnAt {
+    role: FdcrRole,
+    round: u32,
+    rounds: u32,
+}
+
+/// A turn's message fitted to the budget as the endpoint counts it: the
+/// measured rate is the evidence's and harness's, not the whole prompt's,
+/// so where a tokenizer answers, the message is counted and, when over,
+/// rebuilt in a room shrunk by the overshoot (a few times at most).
+async fn fitted_turn(
+    model: &Arc<dyn ChatModel>,
+    input: &FdcrInput,
+    turns: &[TranscriptTurn],
+    at: TurnAt,
+    room: Room,
+    config: &FdcrConfig,
+) -> Option<String> {
+    let Room {
+        prompt,
+        extra,
+        scale,
+    } = room;
+    let limit = config
+        .budget
+        .prompt_tokens()
+        .saturating_sub((extra as f64 / scale) as usize);
+    let mut fit = prompt;
+    for _ in 0..3 {
+        let user = turn_message(input, turns, at.role, at.round, at.rounds, fit, extra)?;
+        if scale == 1.0 {
+            return Some(user);
+        }
+        let text = format!("{}\n{user}", SYSTEM.trim());
+        let Some(counted) = model.count_tokens(&text).await else {
+            return Some(user);
+        };
+        let counted = counted + 2 * budget::MESSAGE_OVERHEAD;
+        if counted <= limit {
+            return Some(user);
+        }
+        fit = (fit as f64 * limit as f64 / counted as f64 * 0.98) as usize;
+    }
+    turn_message(input, turns, at.role, at.round, at.rounds, fit, extra)
+}
+
 /// Tokens kept free besides the sections' caps (their joins, trimming).
 const SECTION_SLACK: usize = 16;
 
@@ -454,12 +511,31 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
         tokens_measured: None,
     };
     out.tokens_measured = measure_tokens(&roles.analyst, input).await;
-    let prompt = prompt_room(config, out.tokens_measured.map_or(1.0, |m| m.scale()));
+    let scale = out.tokens_measured.map_or(1.0, |m| m.scale());
+    let prompt = prompt_room(config, scale);
     let rounds = config.rounds.max(1);
     let system = SYSTEM.trim();
     for round in 1..=rounds {
         for role in [FdcrRole::Analyst, FdcrRole::Critic, FdcrRole::Engineer] {
-            let Some(user) = turn_message(input, &out.transcript, role, round, rounds, prompt, 0)
+            let at = TurnAt {
+                role,
+                round,
+                rounds,
+            };
+            let model = roles.model(role);
+            let Some(user) = fitted_turn(
+                model,
+                input,
+                &out.transcript,
+                at,
+                Room {
+                    prompt,
+                    extra: 0,
+                    scale,
+                },
+                config,
+            )
+            .await
             else {
                 too_small(&mut out, role, config);
                 return out;
@@ -487,15 +563,25 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
             }
         }
     }
-    let Some(user) = turn_message(
+    let at = TurnAt {
+        role: FdcrRole::Moderator,
+        round: rounds + 1,
+        rounds,
+    };
+    let Some(user) = fitted_turn(
+        &roles.moderator,
         input,
         &out.transcript,
-        FdcrRole::Moderator,
-        rounds + 1,
-        rounds,
-        prompt,
-        retry_room(config),
-    ) else {
+        at,
+        Room {
+            prompt,
+            extra: retry_room(config),
+            scale,
+        },
+        config,
+    )
+    .await
+    else {
         too_small(&mut out, FdcrRole::Moderator, config);
         return out;
     };
@@ -1227,6 +1313,10 @@ mod tests {
         /// What the endpoint's tokenizer answers: the estimate divided by
         /// this (`None`: no tokenizer).
         tokenizer_divides_by: Option<usize>,
+        /// After the first count, the estimate times this instead (a
+        /// prompt whose rate differs from the measured sample's).
+        later_counts_times: Option<f64>,
+        counts: Mutex<u32>,
     }
 
     impl Script {
@@ -1241,6 +1331,8 @@ mod tests {
                 ),
                 seen: Mutex::new(Vec::new()),
                 tokenizer_divides_by: None,
+                later_counts_times: None,
+                counts: Mutex::new(0),
             })
         }
     }
@@ -1270,7 +1362,12 @@ mod tests {
         }
 
         fn count_tokens<'a>(&'a self, text: &'a str) -> ecdysis_model::CountFuture<'a> {
-            let n = self.tokenizer_divides_by.map(|d| estimate_tokens(text) / d);
+            let mut counts = self.counts.lock().unwrap();
+            *counts += 1;
+            let n = match (self.later_counts_times, *counts) {
+                (Some(f), 2..) => Some((estimate_tokens(text) as f64 * f) as usize),
+                _ => self.tokenizer_divides_by.map(|d| estimate_tokens(text) / d),
+            };
             Box::pin(async move { n })
         }
     }
@@ -1320,6 +1417,36 @@ mod tests {
             first.contains("EVIDENCE-END"),
             "the whole evidence fits the counted budget"
         );
+    }
+
+    /// The rate measured on the evidence can be off for the whole prompt:
+    /// a message the endpoint counts over the budget is rebuilt smaller, so
+    /// the reply keeps its room (the first real run's roles sent 11,996
+    /// counted tokens against a prompt budget of 11,264).
+    #[tokio::test]
+    async fn a_turn_the_endpoint_counts_over_the_budget_is_rebuilt_smaller() {
+        let evidence = format!("EVIDENCE-START {} EVIDENCE-END", "word ".repeat(4000));
+        let input = FdcrInput::new(evidence, "HARNESS-MARK");
+        let config = FdcrConfig {
+            rounds: 1,
+            budget: ContextBudget::new(2400, Some(256)),
+            ..FdcrConfig::default()
+        };
+        let mut m = Script::new(vec![Ok("a1"), Ok("c1"), Ok("e1"), Ok(SPEC)]);
+        let s = Arc::get_mut(&mut m).unwrap();
+        s.tokenizer_divides_by = Some(2);
+        s.later_counts_times = Some(0.8);
+        let out = deliberate(&Roles::uniform(m.clone()), &input, &config).await;
+        assert!(out.spec.is_some(), "{:?}", out.error);
+        for req in m.seen.lock().unwrap().iter().take(3) {
+            let text = format!("{}\n{}", SYSTEM.trim(), req.messages[1].text());
+            let counted = (estimate_tokens(&text) as f64 * 0.8) as usize + 16;
+            assert!(
+                counted <= config.budget.prompt_tokens(),
+                "{counted} > {}",
+                config.budget.prompt_tokens()
+            );
+        }
     }
 
     #[tokio::test]

@@ -162,12 +162,12 @@ impl Finish {
     pub fn as_str(self) -> &'static str {
         match self {
             Finish::SameReply => {
-                "finished in the same reply as calls whose results it had not seen"
+                "finishing call in the same reply as other calls, before their results were seen"
             }
-            Finish::AfterError => "finished right after an error",
-            Finish::AfterResults => "finished after reading results",
-            Finish::WithoutCalls => "finished without any call before",
-            Finish::Never => "never finished",
+            Finish::AfterError => "finishing call right after an error",
+            Finish::AfterResults => "finishing call after reading results",
+            Finish::WithoutCalls => "finishing call with no call before it",
+            Finish::Never => "no finishing call",
             Finish::NoCalls => "no tool call at all",
         }
     }

@@ -465,7 +465,7 @@ mod tests {
         // B and A recur on two tasks each (B's key sorts first): both of B,
         // in split order, then the first of A; the single C does not fit.
         assert_eq!(picked_tasks(&s), ["mid-b", "beta-b", "zeta-a"]);
-        let b = "failure mechanism agent_stop | never finished";
+        let b = "failure mechanism agent_stop | no finishing call";
         assert_eq!(
             (s.picked[0].reason.as_str(), s.picked[1].reason.as_str()),
             (b, b)
@@ -514,7 +514,7 @@ mod tests {
         assert_eq!(picked_tasks(&s), ["a", "b", "d"]);
         assert_eq!(
             s.picked[2].reason,
-            "failure mechanism agent_stop | never finished, last result error boom"
+            "failure mechanism agent_stop | no finishing call, last result error boom"
         );
     }
 

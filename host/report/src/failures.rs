@@ -405,7 +405,7 @@ pub fn render_html(view: &FailureView) -> String {
     }
     for (g, label) in view.groups.iter().zip(labels(&view.groups)) {
         out += &format!(
-            "<details{}><summary><b>{}</b> {} — <i>{}</i> — {} task(s)</summary>\n<ul>",
+            "<details{}><summary><strong>{}</strong> {} — <i>{}</i> — {} task(s)</summary>\n<ul>",
             if g.recurring { " open" } else { "" },
             esc(&label),
             esc(&g.key),
@@ -501,7 +501,7 @@ mod tests {
         assert!(view.groups[0].recurring);
         let text = render_text(&view);
         assert!(
-            text.contains("R1 agent_stop | finished in the same reply"),
+            text.contains("R1 agent_stop | finishing call in the same reply"),
             "{text}"
         );
         assert!(text.contains("label: realize: rule missing"), "{text}");

@@ -204,7 +204,7 @@ fn the_first_experiments_same_reply_commits_are_one_recurring_group() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains(
-            "R1 agent_stop | finished in the same reply as calls whose results it had not seen"
+            "R1 agent_stop | finishing call in the same reply as other calls, before their results were seen"
         ),
         "{text}"
     );
