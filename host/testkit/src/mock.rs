@@ -221,6 +221,15 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl MockState {
     fn reply_for(&self, request: &MockRequest) -> MockReply {
+        // The script and the fallback are chat replies: a tokenizer request
+        // (`POST /tokenize`, which budgets send first) goes to the handler,
+        // or is answered as an endpoint without one answers it.
+        if request.path.ends_with("/tokenize") {
+            return match lock(&self.handler).as_ref() {
+                Some(handler) => handler(request),
+                None => MockReply::error(404, "mock server: no tokenizer"),
+            };
+        }
         if let Some(reply) = lock(&self.script).pop_front() {
             return reply;
         }

@@ -165,7 +165,10 @@ async fn oracle_markers_never_reach_a_prompt_or_coder_input() {
     .await;
     assert!(outcome.spec.is_some(), "{outcome:?}");
     let sent = server.requests();
-    assert_eq!(sent.len(), 7);
+    // Seven role calls, and the budget's request to the endpoint's tokenizer
+    // (this one has none): every body is checked, the tokenizer's too.
+    assert_eq!(sent.len(), 8);
+    assert_eq!(sent[0].path, "/tokenize");
     for r in &sent {
         assert_clean("an FDCR request", &String::from_utf8_lossy(&r.body));
     }

@@ -462,14 +462,15 @@ fn training_and_experiment_reports_show_lineage_methods_and_charts() {
         );
     }
     assert!(!page.dom.contains("<strong>ecdysis-nofdcr</strong>"));
-    // The untrained baselines of the paper's table, marked as such.
-    for b in ["direct", "human-augmented"] {
+    // The untrained baselines of the paper's table, and the fixture's
+    // hand-configured one, marked as such.
+    for b in ["direct", "human-augmented", "hand-configured"] {
         assert!(
             page.dom.contains(&format!("<strong>{b}</strong>")),
             "{b} row"
         );
     }
-    assert_eq!(count(&page.dom, "baseline, not trained"), 2);
+    assert_eq!(count(&page.dom, "baseline, not trained"), 3);
     assert!(
         page.dom
             .contains("heuristic diagnoser; FDCR needs role models")

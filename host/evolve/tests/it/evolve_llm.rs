@@ -42,11 +42,13 @@ fn model(server: &MockServer, name: &str) -> Arc<dyn ChatModel> {
     Arc::new(HttpChatModel::new(config, &EndpointLimiter::new()).expect("valid config"))
 }
 
-/// (model, messages as (role, content)) of every request the mock received.
+/// (model, messages as (role, content)) of every chat request the mock
+/// received (not the budget's tokenizer requests).
 fn requests(server: &MockServer) -> Vec<(String, Vec<(String, String)>)> {
     server
         .requests()
         .iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
         .map(|r| {
             let body = r.json().expect("JSON body");
             let messages = body["messages"]
@@ -250,7 +252,8 @@ async fn a_spec_that_stays_malformed_yields_no_spec_and_the_error() {
     assert!(error.contains("malformed"), "{error}");
     assert!(error.contains("proposes nothing"), "{error}");
     assert_eq!(out.calls, 6);
-    assert_eq!(server.request_count(), 6);
+    // The six role calls and the budget's request to the tokenizer.
+    assert_eq!(server.request_count(), 7);
     use FdcrRole::*;
     assert_eq!(
         roles_of(&out),
@@ -901,7 +904,11 @@ async fn a_structured_moderator_request_carries_the_spec_schema() {
     };
     let out = deliberate(&roles(&server), &input, &config).await;
     assert_eq!(out.error, None);
-    let reqs = server.requests();
+    let reqs: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .collect();
     assert_eq!(reqs.len(), 4);
     for r in &reqs[..3] {
         assert!(r.json().unwrap().get("response_format").is_none());
