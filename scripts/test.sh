@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Every test suite of the repository, the README's test command (CI runs it):
+# Every test suite of the repository, the README's test command (CI runs it),
+# after scripts/test-deps.sh has installed what the suites need beyond the
+# Rust toolchain:
 #
 #   1. the host crates' integration tests named `it` (`cargo test
 #      --workspace --test it`), the command-line suite the longest of them;
@@ -25,6 +27,11 @@
 # which.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+# What the suites need beyond the Rust toolchain (system packages, mdbook,
+# the wasm target, the Python tools): installed when missing, and the reason
+# to stop here, before building, when it cannot be.
+bash scripts/test-deps.sh || exit
 
 # The build every suite shares (runtimes/test.sh's host build is then a
 # no-op); a compile error stops here, before anything runs.
