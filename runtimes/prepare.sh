@@ -22,3 +22,8 @@ if [ -d runtimes/js ]; then
     echo "== runtimes: javascript (npm ci)"
     (cd runtimes/js && npm ci --no-audit --no-fund --loglevel=error)
 fi
+
+# The openai npm package (pinned in its package-lock.json), the client of
+# the proxy's SDK test (host/proxy/tests/it/main.rs).
+echo "== the proxy's SDK test: the openai npm package (npm ci)"
+(cd host/proxy/tests/sdk && npm ci --no-audit --no-fund --loglevel=error)

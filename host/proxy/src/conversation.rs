@@ -115,7 +115,7 @@ pub struct Turn {
 }
 
 /// One upstream reply the harness refused and asked again about.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Retry {
     /// What the upstream reads of it on the next try: its reply, then the
     /// harness's answers to it.

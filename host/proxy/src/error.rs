@@ -56,6 +56,15 @@ pub enum ProxyError {
     /// The host had no harness instance to spare (its pool is full).
     #[error("no harness instance is available: {0}")]
     Unavailable(String),
+    /// The records directory's manifest could not be written (at start,
+    /// never for a request).
+    #[error("cannot write the records directory {}: {reason}", dir.display())]
+    RecordsUnwritable {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// The I/O error.
+        reason: String,
+    },
 }
 
 impl ProxyError {
@@ -81,7 +90,9 @@ impl ProxyError {
             ProxyError::UpstreamStatus { status, .. } => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)
             }
-            ProxyError::Harness(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ProxyError::Harness(_) | ProxyError::RecordsUnwritable { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
             ProxyError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -99,6 +110,7 @@ impl ProxyError {
             ProxyError::UpstreamStatus { .. } => "upstream_error",
             ProxyError::Harness(_) => "harness_error",
             ProxyError::Unavailable(_) => "harness_unavailable",
+            ProxyError::RecordsUnwritable { .. } => "records_unwritable",
         }
     }
 

@@ -21,6 +21,7 @@
 
 pub mod conversation;
 pub mod error;
+pub mod records;
 pub mod request;
 
 use std::collections::HashMap;
@@ -82,8 +83,11 @@ pub struct ProxySettings {
     pub max_connections: usize,
     /// A directory where each answered request is appended, as one JSON
     /// line ([`RequestRecord`]), to its conversation's file
-    /// `<conversation>.jsonl`: the records outlive the process.
+    /// `<conversation>.jsonl`: the records outlive the process. The proxy
+    /// writes the directory's [`records::Manifest`] when it starts.
     pub records_dir: Option<std::path::PathBuf>,
+    /// The harness's hash, for the records' manifest.
+    pub harness: Option<String>,
     /// The keys clients must send as `Authorization: Bearer`; `None` lets
     /// every client in (the proxy listens on loopback by default).
     pub api_keys: Option<Vec<String>>,
@@ -108,6 +112,7 @@ impl ProxySettings {
             header_timeout: Duration::from_secs(30),
             max_connections: 1024,
             records_dir: None,
+            harness: None,
         }
     }
 }
@@ -236,6 +241,19 @@ impl Proxy {
             .timeout(settings.upstream_timeout)
             .build()
             .map_err(|e| ProxyError::UpstreamUnreachable(e.to_string()))?;
+        if let Some(dir) = &settings.records_dir {
+            let manifest = records::Manifest {
+                format: records::FORMAT.into(),
+                harness: settings.harness.clone(),
+                domain: settings.domain.clone(),
+                upstream: settings.upstream.clone(),
+                max_retries: settings.max_retries,
+            };
+            records::write_manifest(dir, &manifest).map_err(|e| ProxyError::RecordsUnwritable {
+                dir: dir.clone(),
+                reason: e.to_string(),
+            })?;
+        }
         Ok(Proxy {
             inner: Arc::new(Inner {
                 harness,

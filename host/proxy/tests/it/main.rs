@@ -1104,26 +1104,65 @@ async fn sdk_conversation(program: String, script: &str, env: Option<(&'static s
     );
 }
 
-/// The `openai` Python SDK (pinned: `pip install openai==1.109.1`) as the
-/// client. Needs a Python with the package:
-/// `ECDYSIS_OPENAI_PYTHON=/path/to/venv/bin/python cargo test -p
-/// ecdysis-proxy --test it sdk_ -- --ignored`.
+/// The repository's root (two levels above this crate).
+fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `var` when it is set, else `default` under the repository's root; the
+/// test fails, naming `install`, when `needed` (a path under it, or it
+/// itself when empty) is absent.
+fn installed(var: &str, default: &str, needed: &str, install: &str) -> String {
+    let path = std::env::var(var)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join(default));
+    let check = if needed.is_empty() {
+        path.clone()
+    } else {
+        path.join(needed)
+    };
+    assert!(
+        check.exists(),
+        "{} is missing: install it with `{install}` (or name another in {var})",
+        check.display()
+    );
+    path.to_string_lossy().into_owned()
+}
+
+/// The `openai` Python SDK (pinned 1.109.1) as the client, from the venv
+/// `scripts/python-tools.sh` makes (CI runs it), or the Python named in
+/// ECDYSIS_OPENAI_PYTHON.
 #[tokio::test]
-#[ignore = "needs a Python with the openai package (ECDYSIS_OPENAI_PYTHON)"]
 async fn sdk_openai_python_client_through_the_proxy() {
-    let python = std::env::var("ECDYSIS_OPENAI_PYTHON")
-        .expect("ECDYSIS_OPENAI_PYTHON names a Python with the openai package");
+    let python = installed(
+        "ECDYSIS_OPENAI_PYTHON",
+        ".ecdysis/python-tools/bin/python",
+        "",
+        "bash scripts/python-tools.sh",
+    );
+    let probe = std::process::Command::new(&python)
+        .args(["-c", "import openai; print(openai.__version__)"])
+        .output()
+        .expect("the Python runs");
+    assert!(
+        probe.status.success(),
+        "{python} has no openai package: install it with `bash scripts/python-tools.sh`"
+    );
     sdk_conversation(python, "openai_client.py", None).await;
 }
 
-/// The `openai` npm package (pinned: `npm install openai@4.104.0`) as the
-/// client, on Node. Needs the package: `ECDYSIS_OPENAI_NODE_MODULES=/path/to/node_modules
-/// cargo test -p ecdysis-proxy --test it sdk_ -- --ignored`.
+/// The `openai` npm package (pinned 4.104.0 in tests/sdk/package-lock.json)
+/// as the client, on Node, from the node_modules `runtimes/prepare.sh`
+/// installs beside the script (CI runs it), or the one named in
+/// ECDYSIS_OPENAI_NODE_MODULES.
 #[tokio::test]
-#[ignore = "needs the openai npm package (ECDYSIS_OPENAI_NODE_MODULES)"]
 async fn sdk_openai_node_client_through_the_proxy() {
-    let modules = std::env::var("ECDYSIS_OPENAI_NODE_MODULES")
-        .expect("ECDYSIS_OPENAI_NODE_MODULES names a node_modules with openai");
+    let modules = installed(
+        "ECDYSIS_OPENAI_NODE_MODULES",
+        "host/proxy/tests/sdk/node_modules",
+        "openai",
+        "bash runtimes/prepare.sh (or npm ci in host/proxy/tests/sdk)",
+    );
     sdk_conversation(
         "node".into(),
         "openai_client.mjs",
@@ -1373,9 +1412,20 @@ async fn records_are_appended_per_conversation_and_outlive_the_proxy() {
         .unwrap();
     assert_eq!(r.status(), 200);
     assert!(!dir.path().join("escape.jsonl").exists());
-    let names: Vec<String> = std::fs::read_dir(dir.path().join("records"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(names.len(), 2, "{names:?}");
+    let records = ecdysis_proxy::records::read_dir(&dir.path().join("records")).unwrap();
+    assert_eq!(records.manifest.domain, ecdysis_proxy::DEFAULT_DOMAIN);
+    assert_eq!(records.conversations.len(), 2);
+    let first = records
+        .conversations
+        .iter()
+        .find(|c| c.id == conversation)
+        .expect("the first conversation read back");
+    assert_eq!(first.requests.len(), 2);
+    assert_eq!(first.requests[0].retries.len(), 1);
+    assert!(
+        records
+            .conversations
+            .iter()
+            .any(|c| c.id == "../escape" && !c.file.ends_with("escape.jsonl"))
+    );
 }
