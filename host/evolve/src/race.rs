@@ -288,6 +288,91 @@ pub fn batches(ordered: Vec<String>, trials: u32, concurrency: usize) -> Vec<Vec
     ordered.chunks(per).map(<[String]>::to_vec).collect()
 }
 
+/// A race replayed over a candidate's recorded episodes of every task.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Replayed {
+    /// What the race settled: `Reject` stops the evaluation, `Accept`
+    /// (early or not) has the gate run the rest, `Open` after the last
+    /// batch leaves the decision to the full gate.
+    pub settled: Settled,
+    /// The raced gate's decision: a settled rejection or acceptance as
+    /// settled, else the full gate's.
+    pub accepted: bool,
+    /// Candidate episodes the raced gate runs: those known when a
+    /// rejection settled, else all of them (the next incumbent needs them).
+    pub run: u64,
+    /// Episodes known when the decision became certain, if before the
+    /// last batch.
+    pub decided_after: Option<u64>,
+    /// How many tasks of the race's [`order`] the raced gate evaluates
+    /// (the first ones).
+    pub tasks_run: usize,
+}
+
+/// Replay the gate's race over `candidate`'s recorded episodes of every
+/// task: the batches of [`order`] and [`batches`] revealed one at a time,
+/// each followed by [`standing`], as the gate evaluates them. What it
+/// decides can be set beside [`accept::decide`] on the same episodes.
+pub fn replay(
+    rule: AcceptRule,
+    tasks: &[String],
+    incumbent: &[EpisodeRecord],
+    candidate: &[EpisodeRecord],
+    trials: u32,
+    concurrency: usize,
+) -> Replayed {
+    let ordered = order(tasks, incumbent);
+    let every_task = ordered.len();
+    let mut plan = batches(ordered, trials, concurrency).into_iter();
+    let mut part = std::collections::BTreeSet::new();
+    let mut known: Vec<EpisodeRecord> = vec![];
+    let settled = loop {
+        let settled = standing(rule, incumbent, &known).settled;
+        if settled != Settled::Open {
+            break settled;
+        }
+        let Some(batch) = plan.next() else {
+            break Settled::Open;
+        };
+        part.extend(batch);
+        known = candidate
+            .iter()
+            .filter(|r| part.contains(&r.task_id))
+            .cloned()
+            .collect();
+    };
+    let early = (plan.len() > 0).then_some(known.len() as u64);
+    match settled {
+        // Settled after the last batch, the gate runs the full evaluation
+        // anyway (as many episodes).
+        Settled::Reject => Replayed {
+            settled,
+            accepted: false,
+            run: early.unwrap_or(candidate.len() as u64),
+            decided_after: early,
+            tasks_run: if early.is_some() {
+                part.len()
+            } else {
+                every_task
+            },
+        },
+        Settled::Accept => Replayed {
+            settled,
+            accepted: true,
+            run: candidate.len() as u64,
+            decided_after: early,
+            tasks_run: every_task,
+        },
+        Settled::Open => Replayed {
+            settled,
+            accepted: accept::decide(rule, incumbent, candidate).accepted,
+            run: candidate.len() as u64,
+            decided_after: None,
+            tasks_run: every_task,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,5 +658,62 @@ mod tests {
             let (raced, _) = race(rule, &inc, &cand, &names, 1, 6);
             assert_eq!(raced, decide(rule, &inc, &cand).accepted, "seed {seed}");
         }
+    }
+    #[test]
+    fn a_replay_stops_and_counts_as_the_gate_does() {
+        let tasks = task_names(4);
+        let inc = episodes(&[1.0, 0.0, 0.0, 1.0], 1);
+        // Race order t1, t2, t0, t3: after two failures the candidate can
+        // at best tie.
+        let lost = replay(
+            AcceptRule::Strict,
+            &tasks,
+            &inc,
+            &episodes(&[1.0, 0.0, 0.0, 0.0], 1),
+            1,
+            1,
+        );
+        assert_eq!(lost.settled, Settled::Reject);
+        assert!(!lost.accepted);
+        assert_eq!(
+            (lost.run, lost.decided_after, lost.tasks_run),
+            (2, Some(2), 2)
+        );
+        // Three wins settle an acceptance; the gate still runs the fourth.
+        let won = replay(
+            AcceptRule::Strict,
+            &tasks,
+            &inc,
+            &episodes(&[1.0; 4], 1),
+            1,
+            1,
+        );
+        assert_eq!(won.settled, Settled::Accept);
+        assert!(won.accepted);
+        assert_eq!((won.run, won.decided_after), (4, Some(3)));
+        // Batches of two tasks: the rejection is seen after the first.
+        let batched = replay(
+            AcceptRule::Strict,
+            &tasks,
+            &inc,
+            &episodes(&[0.0; 4], 1),
+            1,
+            2,
+        );
+        assert_eq!((batched.run, batched.decided_after), (2, Some(2)));
+        // An incumbent that solves everything cannot be beaten: no episode.
+        let solved = episodes(&[1.0; 4], 1);
+        let none = replay(AcceptRule::Strict, &tasks, &solved, &solved, 1, 1);
+        assert_eq!((none.accepted, none.run, none.tasks_run), (false, 0, 0));
+        // A tie known only at the last episode: the full gate decides.
+        let tie = replay(
+            AcceptRule::Strict,
+            &tasks,
+            &inc,
+            &episodes(&[1.0, 0.0, 1.0, 0.0], 1),
+            1,
+            1,
+        );
+        assert_eq!((tie.accepted, tie.run, tie.decided_after), (false, 4, None));
     }
 }

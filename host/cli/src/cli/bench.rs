@@ -89,6 +89,21 @@ pub struct BenchArgs {
     /// (e.g. tau2/retail), whose tools the table coder may name.
     #[arg(long, requires = "record_model")]
     pub record_domain: Option<String>,
+    /// Instead of the sandbox, replay the racing gate over recorded
+    /// training runs (or directories holding them, as an experiment's)
+    /// whose gates evaluated every task (`--gate-race off`, or recorded
+    /// before racing): per round the recorded, full and raced decisions,
+    /// the episodes the race runs of those the full gate needs, and the
+    /// model calls and tokens it saves, from the episodes' recorded usage.
+    /// Offline. Exits non-zero when any decision differs. Repeatable.
+    #[arg(long, value_name = "RUN_DIR|EXPERIMENT_DIR", conflicts_with_all = ["runner", "env", "calc", "coder", "os_machine"])]
+    pub race: Vec<std::path::PathBuf>,
+    /// Race bench: the episodes the runs evaluated at once (their
+    /// `--concurrency`, which a run directory does not record); it sizes
+    /// the race's batches, so it changes the episodes saved, never the
+    /// decisions.
+    #[arg(long, default_value_t = 8, requires = "race")]
+    pub race_concurrency: usize,
     /// Runner bench: simulated model latency per call, in milliseconds.
     #[arg(long, default_value_t = 200)]
     pub latency_ms: u64,
@@ -117,6 +132,9 @@ pub fn bench_command(
     quiet: bool,
     runtime: impl FnOnce() -> Result<tokio::runtime::Runtime>,
 ) -> Result<ExitCode> {
+    if !args.race.is_empty() {
+        return race(&args);
+    }
     if args.os_machine {
         os_machine(&args)?;
     } else if args.calc {
@@ -131,6 +149,26 @@ pub fn bench_command(
         sandbox(&args, store, quiet)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--race`: the racing gate replayed on recorded rounds; a decision that
+/// differs from the full gate's fails the command.
+fn race(args: &BenchArgs) -> Result<ExitCode> {
+    let report = super::bench_race::replay_dirs(&args.race, args.race_concurrency)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", super::bench_race::render(&report));
+    }
+    match report.mismatches() {
+        0 => Ok(ExitCode::SUCCESS),
+        n => {
+            eprintln!(
+                "error: {n} gate decision(s) differ between the recorded, full and raced gates"
+            );
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }
 
 /// `--os-machine`: an OS-interaction machine's life, next to a bare

@@ -2,6 +2,7 @@
 
 pub mod ablate;
 pub mod bench;
+pub mod bench_race;
 pub mod env;
 pub mod eval_args;
 pub mod experiment;

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `ecdysis-host` binary and the library through it
 //! (one test binary; each module is one area).
 
+mod bench_race;
 mod cli;
 mod contain;
 mod containment;
