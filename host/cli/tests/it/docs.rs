@@ -1,7 +1,10 @@
 //! The documentation checks itself against the code: the CLI reference
 //! pages are the binary's own `--help` (regenerated with
 //! `ECDYSIS_UPDATE_DOCS=1`), every relative link of the README and the book
-//! resolves, and the README's two commands are the ones CI runs.
+//! resolves, and the README's two commands are the ones CI runs. The
+//! commands in the pages (`docs_commands`), the built book
+//! (`docs_book`) and the shipped `serve.toml` (`docs_serve_example`) have
+//! modules of their own.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -9,7 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::support::{self, repo_root};
 
 /// The subcommands `ecdysis-host --help` lists (hidden ones are not listed).
-fn subcommands() -> Vec<String> {
+pub(crate) fn subcommands() -> Vec<String> {
     let out = help(&["--help"]);
     out.lines()
         .skip_while(|l| !l.starts_with("Commands:"))
@@ -22,7 +25,7 @@ fn subcommands() -> Vec<String> {
 }
 
 /// Nested subcommands of `cmd`, if it has any.
-fn nested(cmd: &str) -> Vec<String> {
+pub(crate) fn nested(cmd: &str) -> Vec<String> {
     let out = help(&[cmd, "--help"]);
     if !out.contains("\nCommands:") {
         return vec![];
@@ -37,7 +40,23 @@ fn nested(cmd: &str) -> Vec<String> {
         .collect()
 }
 
-fn help(args: &[&str]) -> String {
+/// What `ecdysis-host ARGS` prints (its help), whatever the terminal and
+/// the caller's environment.
+pub(crate) fn help(args: &[&str]) -> String {
+    let out = help_output(args);
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8(out.stdout).expect("UTF-8 help")
+}
+
+/// The help `ecdysis-host ARGS` prints, or `None` when it refuses them.
+pub(crate) fn try_help(args: &[&str]) -> Option<String> {
+    let out = help_output(args);
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn help_output(args: &[&str]) -> std::process::Output {
     let mut cmd = std::process::Command::new(support::host_bin());
     // The help text must not depend on the terminal it is printed to, nor
     // on the caller's environment: clap shows a set variable's value beside
@@ -48,9 +67,7 @@ fn help(args: &[&str]) -> String {
             cmd.env_remove(name);
         }
     }
-    let out = cmd.output().expect("run ecdysis-host");
-    assert!(out.status.success(), "{args:?}: {out:?}");
-    String::from_utf8(out.stdout).expect("UTF-8 help")
+    cmd.output().expect("run ecdysis-host")
 }
 
 /// The reference page of `cmd`: its help, and each nested command's.
@@ -151,7 +168,7 @@ fn relative_links(text: &str) -> Vec<(String, usize)> {
     out
 }
 
-fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = entry.path();
         if p.is_dir() {
