@@ -4,7 +4,8 @@
 //! A case is one recorded coder conversation: the task (spec, evidence,
 //! domain) and the model's replies in order. Each case is replayed through
 //! the real coder of its format (the editor's parser, matcher and build
-//! check, or the table coder's reader, table writer and build check) on a
+//! check, the table coder's reader, table writer and build check, or the
+//! whole-file coder's file choice, block reader and build check) on a
 //! fresh copy of the harness source, with a model that answers with the
 //! recorded replies and fails once they run out. Editor cases run twice,
 //! with exact SEARCH matching (the editor as it was) and with the
@@ -21,7 +22,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::coder::{Coder, CoderContext, CoderTask, EditorCoder, EditorConfig, TableCoder};
+use crate::coder::{
+    Coder, CoderContext, CoderTask, EditorCoder, EditorConfig, TableCoder, WholeFileCoder,
+};
 use crate::spec::ChangeSpec;
 use crate::train::CoderId;
 use ecdysis_model::{ChatModel, ChatRequest, ChatResponse, ErrorClass, ModelError, ModelFuture};
@@ -36,6 +39,27 @@ pub enum CaseFormat {
     Editor,
     /// A JSON list of rule-table edits (the table coder).
     Tables,
+    /// The whole new content of one small hook file (the whole-file coder).
+    WholeFile,
+}
+
+impl CaseFormat {
+    /// Every format, in the order reports list them.
+    pub const ALL: [CaseFormat; 3] = [Self::Editor, Self::Tables, Self::WholeFile];
+
+    /// The format's name on the command line and in case ids.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Editor => "editor",
+            Self::Tables => "tables",
+            Self::WholeFile => "whole-file",
+        }
+    }
+
+    /// The format named `name` (as [`CaseFormat::as_str`] writes it).
+    pub fn parse(name: &str) -> Option<CaseFormat> {
+        Self::ALL.into_iter().find(|f| f.as_str() == name)
+    }
 }
 
 /// One recorded coder conversation.
@@ -70,6 +94,8 @@ pub enum Variant {
     EditorTolerant,
     /// The table coder.
     Tables,
+    /// The whole-file coder.
+    WholeFile,
 }
 
 impl Variant {
@@ -79,6 +105,7 @@ impl Variant {
             Self::EditorExact => "editor (exact match)",
             Self::EditorTolerant => "editor (whitespace-tolerant)",
             Self::Tables => "tables (JSON table edits)",
+            Self::WholeFile => "whole-file (one hook file)",
         }
     }
 
@@ -86,6 +113,7 @@ impl Variant {
         match format {
             CaseFormat::Editor => &[Self::EditorExact, Self::EditorTolerant],
             CaseFormat::Tables => &[Self::Tables],
+            CaseFormat::WholeFile => &[Self::WholeFile],
         }
     }
 }
@@ -131,6 +159,7 @@ impl CoderBenchReport {
             Variant::EditorExact,
             Variant::EditorTolerant,
             Variant::Tables,
+            Variant::WholeFile,
         ] {
             let rows: Vec<&CaseResult> = self.results.iter().filter(|r| r.variant == v).collect();
             if rows.is_empty() {
@@ -253,7 +282,10 @@ pub async fn run(
             };
             let coder: Box<dyn Coder> = match variant {
                 Variant::Tables => Box::new(TableCoder::new(model.clone(), config)),
-                _ => Box::new(EditorCoder::new(model.clone(), config)),
+                Variant::WholeFile => Box::new(WholeFileCoder::new(model.clone(), config)),
+                Variant::EditorExact | Variant::EditorTolerant => {
+                    Box::new(EditorCoder::new(model.clone(), config))
+                }
             };
             let mut task = CoderTask::new(case.spec.clone());
             task.notes = case.notes.clone();
@@ -308,25 +340,64 @@ pub struct RecordOptions {
     /// The domain of cases recorded without one (`dbbench`, `retail`) and
     /// its tools.
     pub context: Option<CoderContext>,
+    /// Told each case's outcome as it finishes (a recording takes minutes
+    /// per call on a CPU server).
+    pub progress: Option<Progress>,
+}
+
+/// A line-by-line progress sink.
+pub type Progress = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What [`record`] produced.
+#[derive(Debug, Clone, Default)]
+pub struct Recorded {
+    /// The new conversations, one per distinct input that got a reply.
+    pub cases: Vec<CoderCase>,
+    /// The cases not asked or with no reply, each with why.
+    pub skipped: Vec<(String, String)>,
 }
 
 /// Ask a live model the recorded inputs of `cases` (their specs, evidence
 /// and domains) again, in `options.format`, with the real coder of that
 /// format on a fresh copy of the source; the new conversations as cases
 /// (their replies read back from the coder's log), to replay offline.
+/// A case whose inputs repeat an earlier one's is not asked again: at a
+/// fixed temperature it would be the same conversation.
 pub async fn record(
     cases: &[CoderCase],
     bench: &CoderBenchOptions,
     options: &RecordOptions,
-) -> Result<Vec<CoderCase>, CoderBenchError> {
+) -> Result<Recorded, CoderBenchError> {
     let scratch = bench.scratch.join("record");
     if scratch.exists() {
         std::fs::remove_dir_all(&scratch).map_err(|e| PathError::new("remove", &scratch, e))?;
     }
     let staging = scratch.join("harness");
     copy_crate(&bench.wit, &scratch.join("wit"))?;
-    let mut out = Vec::new();
-    for case in cases {
+    let mut out = Recorded::default();
+    let mut asked: Vec<(&CoderCase, Option<CoderContext>)> = Vec::new();
+    let tell = |line: String| {
+        if let Some(progress) = &options.progress {
+            progress(&line);
+        }
+    };
+    for (n, case) in cases.iter().enumerate() {
+        let context = case.context.clone().or_else(|| options.context.clone());
+        if let Some((earlier, _)) = asked
+            .iter()
+            .find(|(c, ctx)| c.spec == case.spec && c.notes == case.notes && *ctx == context)
+        {
+            let why = format!("the same inputs as {}", earlier.id);
+            tell(format!(
+                "case {}/{}: {}: skipped, {why}",
+                n + 1,
+                cases.len(),
+                case.id
+            ));
+            out.skipped.push((case.id.clone(), why));
+            continue;
+        }
+        asked.push((case, context.clone()));
         crate::staging::fresh_copy(&bench.source, &staging)?;
         let config = EditorConfig {
             max_feedback: options.max_feedback,
@@ -338,20 +409,29 @@ pub async fn record(
         let coder: Box<dyn Coder> = match options.format {
             CaseFormat::Tables => Box::new(TableCoder::new(options.model.clone(), config)),
             CaseFormat::Editor => Box::new(EditorCoder::new(options.model.clone(), config)),
+            CaseFormat::WholeFile => Box::new(WholeFileCoder::new(options.model.clone(), config)),
         };
         let mut task = CoderTask::new(case.spec.clone());
         task.notes = case.notes.clone();
-        task.context = case.context.clone().or_else(|| options.context.clone());
-        let log = match coder.implement(&task, &staging).await {
-            Ok(o) => o.log,
-            Err(e) => e.log().to_string(),
+        task.context = context;
+        let (log, how) = match coder.implement(&task, &staging).await {
+            Ok(o) if o.build_ok => (o.log, format!("built after {} call(s)", o.attempts)),
+            Ok(o) => (o.log, format!("did not build after {} call(s)", o.attempts)),
+            Err(e) => (e.log().to_string(), first_line(&e.to_string())),
         };
+        tell(format!(
+            "case {}/{}: {}: {how}",
+            n + 1,
+            cases.len(),
+            case.id
+        ));
         let replies = replies_in_log(&log);
         if replies.is_empty() {
+            out.skipped.push((case.id.clone(), how));
             continue;
         }
-        out.push(CoderCase {
-            id: format!("{} as {}", case.id, format_name(options.format)),
+        out.cases.push(CoderCase {
+            id: format!("{} as {}", case.id, options.format.as_str()),
             source: coder.name().to_string(),
             format: options.format,
             spec: case.spec.clone(),
@@ -363,20 +443,13 @@ pub async fn record(
     Ok(out)
 }
 
-fn format_name(f: CaseFormat) -> &'static str {
-    match f {
-        CaseFormat::Editor => "editor",
-        CaseFormat::Tables => "tables",
-    }
-}
-
 /// Cases with the same replies as an earlier one dropped (a run replayed
 /// from the response cache repeats its conversations word for word).
 pub fn dedup(cases: Vec<CoderCase>) -> Vec<CoderCase> {
     let mut seen = std::collections::BTreeSet::new();
     cases
         .into_iter()
-        .filter(|c| seen.insert((format_name(c.format), c.replies.clone())))
+        .filter(|c| seen.insert((c.format.as_str(), c.replies.clone())))
         .collect()
 }
 
@@ -418,6 +491,7 @@ pub fn cases_from_transcript(path: &Path) -> Result<Vec<CoderCase>, CoderBenchEr
         let format = match coder {
             CoderId::Tables(_) => CaseFormat::Tables,
             CoderId::Editor(_) => CaseFormat::Editor,
+            CoderId::WholeFile(_) => CaseFormat::WholeFile,
             _ => continue,
         };
         let task: Option<CoderTask> = run

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use super::budget::{self, ContextBudget, ContextSource};
 use super::coder::network::{self, CoderNetwork, EndpointSources, NetworkChoice};
-use super::coder::{Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig, TableCoder};
+use super::coder::{
+    Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig, TableCoder, WholeFileCoder,
+};
 use super::fdcr::{FdcrConfig, Roles};
 use super::train::{CoderChoice, Diagnoser, Method};
 use ecdysis_model::{ChatModel, ModelFlags, ModelHub, ModelRole, SamplingArgs};
@@ -36,6 +38,14 @@ pub enum CoderSpec {
         /// The model.
         model: String,
         /// Follow-up turns (unusable replies, edits that change nothing).
+        max_feedback: u32,
+    },
+    /// The whole-file coder: this model rewrites one small hook file the
+    /// host picks from the spec, answering with its whole new content.
+    WholeFile {
+        /// The model.
+        model: String,
+        /// Follow-up turns (unusable replies, compiler errors).
         max_feedback: u32,
     },
     /// An external coding agent run in the staging crate.
@@ -164,8 +174,9 @@ impl RoleSpec {
                 if self.any_fdcr() {
                     endpoints.push((self.endpoint.clone(), self.fdcr_model.clone()));
                 }
-                if let CoderSpec::Editor { model, .. } | CoderSpec::Tables { model, .. } =
-                    &self.coder
+                if let CoderSpec::Editor { model, .. }
+                | CoderSpec::Tables { model, .. }
+                | CoderSpec::WholeFile { model, .. } = &self.coder
                 {
                     endpoints.push((coder, Some(model.clone())));
                 }
@@ -347,6 +358,23 @@ impl RoleSpec {
                     Arc::new(TableCoder::new(model(ModelRole::Coder, name)?, config))
                         as Arc<dyn Coder>,
                 )
+            }
+            CoderSpec::WholeFile {
+                model: name,
+                max_feedback,
+            } => {
+                let config = EditorConfig {
+                    max_feedback: *max_feedback,
+                    target_dir: Some(target.to_path_buf()),
+                    sampling: self.sampling.clone(),
+                    budget,
+                    containment: containment.clone(),
+                    ..EditorConfig::default()
+                };
+                CoderChoice::Agent(Arc::new(WholeFileCoder::new(
+                    model(ModelRole::Coder, name)?,
+                    config,
+                )) as Arc<dyn Coder>)
             }
             CoderSpec::External {
                 command,

@@ -56,8 +56,10 @@ pub struct BenchArgs {
     /// candidate that builds: replay recorded coder conversations (a cases
     /// file of JSON lines, a round's transcript.json, or a training run
     /// directory, whose rounds/*/transcript.json are read) through the
-    /// editor (exact and whitespace-tolerant matching) and the table coder
-    /// on a fresh copy of --coder-source, offline. Repeatable.
+    /// coder of each case's format (the editor with exact and with
+    /// whitespace-tolerant matching, the table coder, the whole-file coder)
+    /// on a fresh copy of --coder-source, offline, and print the share of
+    /// conversations that built a candidate per format. Repeatable.
     #[arg(long, value_name = "CASES|TRANSCRIPT|RUN_DIR", conflicts_with_all = ["runner", "env", "calc"])]
     pub coder: Vec<std::path::PathBuf>,
     /// Coder bench: the harness source the replies are replayed on.
@@ -79,8 +81,11 @@ pub struct BenchArgs {
     /// Coder bench recording: the variable holding its API key ('' for none).
     #[arg(long, requires = "record_model")]
     pub record_api_key_env: Option<String>,
-    /// Coder bench recording: `tables` or `editor`.
-    #[arg(long, default_value = "tables", value_parser = ["tables", "editor"], requires = "record_model")]
+    /// Coder bench recording: `tables`, `editor` or `whole-file`. A
+    /// whole-file reply holds a whole hook file, so its reply room is raised
+    /// to what the file needs; cases whose spec names no file or layer
+    /// have nothing to rewrite and are skipped (listed).
+    #[arg(long, default_value = "tables", value_parser = ["tables", "editor", "whole-file"], requires = "record_model")]
     pub record_format: String,
     /// Coder bench recording: constrain replies to the format's JSON schema.
     #[arg(long, requires = "record_model")]
@@ -367,11 +372,8 @@ async fn record(
         }
         None => None,
     };
-    let format = if args.record_format == "editor" {
-        cb::CaseFormat::Editor
-    } else {
-        cb::CaseFormat::Tables
-    };
+    let format = cb::CaseFormat::parse(&args.record_format)
+        .ok_or_else(|| anyhow::anyhow!("unknown --record-format {}", args.record_format))?;
     let options = cb::RecordOptions {
         format,
         model: live,
@@ -387,6 +389,7 @@ async fn record(
             ..Default::default()
         },
         context,
+        progress: Some(std::sync::Arc::new(|line: &str| eprintln!("{line}"))),
     };
     eprintln!(
         "asking {model} the recorded inputs of {} case(s) as {} (minutes per call on a CPU server)...",
@@ -394,6 +397,10 @@ async fn record(
         args.record_format
     );
     let recorded = cb::record(&cases, &bench, &options).await?;
+    for (id, why) in &recorded.skipped {
+        eprintln!("not recorded: {id}: {why}");
+    }
+    let recorded = recorded.cases;
     let out = args
         .write_cases
         .as_ref()

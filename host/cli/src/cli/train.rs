@@ -236,14 +236,18 @@ pub struct RoleArgs {
     #[arg(long, default_value_t = 3, help_heading = "Evolution roles")]
     pub coder_max_feedback: u32,
     /// How --coder-model delivers its change: `editor` (search/replace
-    /// blocks on any file of src/, for models that edit Rust well) or
+    /// blocks on any file of src/, for models that edit Rust well),
     /// `tables` (a JSON list of rule-table edits: prompt rules, tool hints,
     /// skills, error advice, aliases, thresholds, which the host writes into
-    /// src/tables.rs; for small models, whose replies then always build).
+    /// src/tables.rs; for small models, whose replies then always build) or
+    /// `whole-file` (the complete new content of one small hook file the
+    /// host picks from the spec: a file it names, else one of the layer it
+    /// names, at most 5,000 bytes; compiler errors go back to the model).
+    /// `bench --coder` compares them on recorded conversations.
     #[arg(
         long,
         default_value = "editor",
-        value_parser = ["editor", "tables"],
+        value_parser = ["editor", "tables", "whole-file"],
         help_heading = "Evolution roles"
     )]
     pub coder_format: String,
@@ -474,6 +478,10 @@ impl RoleArgs {
                 model: model.clone(),
                 max_feedback: self.coder_max_feedback,
             },
+            (Some(model), _) if self.coder_format == "whole-file" => CoderSpec::WholeFile {
+                model: model.clone(),
+                max_feedback: self.coder_max_feedback,
+            },
             (Some(model), _) => CoderSpec::Editor {
                 model: model.clone(),
                 max_feedback: self.coder_max_feedback,
@@ -489,7 +497,7 @@ impl RoleArgs {
             },
             (None, None) => CoderSpec::Rules,
         };
-        if self.coder_format == "tables" && self.coder_model.is_none() {
+        if self.coder_format != "editor" && self.coder_model.is_none() {
             bail!(
                 "--coder-format {} sets how --coder-model edits: give --coder-model",
                 self.coder_format

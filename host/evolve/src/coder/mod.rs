@@ -5,11 +5,15 @@
 //!   model: it answers with search/replace blocks, the edits are applied and
 //!   the crate is built for `wasm32-wasip2`; mismatched blocks and compiler
 //!   errors go back as follow-up turns, up to a limit.
+//! - [`TableCoder`]: for models too weak to edit Rust, a JSON list of
+//!   rule-table edits the host writes into `src/tables.rs`.
+//! - [`WholeFileCoder`]: the model rewrites one small hook file the host
+//!   picks from the spec, answering with its whole new content.
 //! - [`ExternalCoder`]: runs a CLI coding agent (`aider`, `opencode run`,
 //!   `codex exec`, …) from a command template in the staging directory, with
 //!   a timeout, and collects what it changed.
 //!
-//! Both may only change files under the staging crate's `src/`. Anything
+//! All may only change files under the staging crate's `src/`. Anything
 //! else (`Cargo.toml`, `build.rs`, `.cargo/`, the lock file, symlinks) gets
 //! the whole attempt rejected: the staging copy is restored to its state
 //! before the call and [`CoderError::OutsideSrc`] names the files. Top-level
@@ -25,6 +29,7 @@ pub mod editor;
 pub mod external;
 pub mod network;
 pub mod tables;
+pub mod whole_file;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -38,6 +43,7 @@ pub use editor::{EditBlock, EditorCoder, EditorConfig, parse_edits};
 pub use external::{ExternalCoder, ExternalConfig, split_command};
 pub use network::{CoderNetwork, NetworkChoice, NetworkError};
 pub use tables::{RESAMPLE_TEMPERATURE, TableCoder};
+pub use whole_file::{DEFAULT_FILE_CAP, WholeFileCoder};
 
 use crate::budget::{self, Section};
 use crate::spec::ChangeSpec;
@@ -257,6 +263,10 @@ pub enum CoderError {
     )]
     NoJail(ecdysis_sys::jail::JailError),
 
+    /// The whole-file coder found no file of the spec's to rewrite.
+    #[error("no file for the whole-file coder: {0}")]
+    WholeFile(whole_file::TargetError),
+
     /// A file of the staging crate could not be read, written or restored.
     #[error(transparent)]
     Io(#[from] PathError),
@@ -278,6 +288,7 @@ impl CoderError {
             | Self::Io(_)
             | Self::ContextTooSmall { .. }
             | Self::Endpoint(_)
+            | Self::WholeFile(_)
             | Self::NoJail(_) => 0,
         }
     }

@@ -74,6 +74,8 @@ pub enum CoderId {
     Editor(String),
     /// The table coder with this model.
     Tables(String),
+    /// The whole-file coder with this model.
+    WholeFile(String),
     /// An external coding agent: this program.
     External(String),
     /// A name this version does not know, kept as written.
@@ -84,6 +86,7 @@ impl CoderId {
     const RULES: &'static str = "rules";
     const EDITOR: &'static str = "editor:";
     const TABLES: &'static str = "tables:";
+    const WHOLE_FILE: &'static str = "whole-file:";
     const EXTERNAL: &'static str = "external:";
 
     /// Whether a model or program did the edits (not the offline rules):
@@ -101,6 +104,7 @@ impl From<String> for CoderId {
         let tagged = [
             (Self::EDITOR, CoderId::Editor as fn(String) -> CoderId),
             (Self::TABLES, CoderId::Tables),
+            (Self::WHOLE_FILE, CoderId::WholeFile),
             (Self::EXTERNAL, CoderId::External),
         ];
         for (prefix, make) in tagged {
@@ -130,6 +134,7 @@ impl fmt::Display for CoderId {
             CoderId::Rules => f.write_str(Self::RULES),
             CoderId::Editor(m) => write!(f, "{}{m}", Self::EDITOR),
             CoderId::Tables(m) => write!(f, "{}{m}", Self::TABLES),
+            CoderId::WholeFile(m) => write!(f, "{}{m}", Self::WHOLE_FILE),
             CoderId::External(p) => write!(f, "{}{p}", Self::EXTERNAL),
             CoderId::Other(s) => f.write_str(s),
         }
@@ -146,6 +151,7 @@ mod tests {
             "rules",
             "editor:qwen2.5-coder-1.5b-instruct",
             "tables:m",
+            "whole-file:m",
             "external:/usr/bin/aider --yes",
             "something-else",
         ] {
@@ -156,6 +162,10 @@ mod tests {
             assert_eq!(serde_json::from_str::<CoderId>(&json).unwrap(), id);
         }
         assert_eq!(CoderId::from("tables:m"), CoderId::Tables("m".into()));
+        assert_eq!(
+            CoderId::from("whole-file:m"),
+            CoderId::WholeFile("m".into())
+        );
         assert_eq!(CoderId::from("editor:"), CoderId::Editor(String::new()));
         assert!(!CoderId::from("rules").is_real());
         assert!(CoderId::from("external:x").is_real());

@@ -1015,3 +1015,182 @@ async fn the_coder_bench_replays_recorded_replies_through_each_coder() {
         template
     );
 }
+
+// ---------------------------------------------------------------------------
+// The whole-file coder.
+
+/// A spec naming one small realize file, which the whole-file coder then
+/// rewrites.
+const WHOLE_FILE_SPEC: &str = r#"{"failure_patterns": [{"name": "one-letter id", "description": "a one-letter order id gets a # prefix", "evidence_tasks": ["3", "8"]}],
+ "proposed_changes": [{"layer": "realize", "file": "src/realize/id_prefix.rs", "description": "leave ids shorter than two characters alone", "rationale": "two tasks", "evidence_tasks": ["3", "8"]}],
+ "skills": [], "implementation_notes": ""}"#;
+
+/// A reply without a block and a reply that does not compile go back to
+/// the model with what is wrong (the compiler's own message); the third
+/// reply's file is written over the one the host chose, builds, and is the
+/// candidate. The prompt held the spec and that file whole, and asked for
+/// a reply room that fits it.
+#[tokio::test]
+async fn the_whole_file_coder_rewrites_the_chosen_file_with_compiler_feedback() {
+    let s = staging();
+    let original = s.read("src/realize/id_prefix.rs");
+    assert!(original.contains("bare.is_empty()"), "the template changed");
+    let broken = original.replace(
+        "changed |= fix(domain, key, value);",
+        "changed |= fix(domain, key);",
+    );
+    assert_ne!(broken, original, "the template changed");
+    let fixed = original.replace("bare.is_empty()", "bare.len() < 2");
+    let server = MockServer::start().await.unwrap();
+    server.push(MockReply::text(
+        "I would change the check so short ids are left alone.",
+    ));
+    server.push(MockReply::text(&format!("```rust\n{broken}```\n")));
+    server.push(MockReply::text(&format!(
+        "Here is the whole file:\n```rust\n{fixed}```\n"
+    )));
+    let coder = ecdysis_evolve::coder::WholeFileCoder::new(
+        model(&server, "m-whole"),
+        EditorConfig {
+            target_dir: Some(guest_target()),
+            ..EditorConfig::default()
+        },
+    );
+    let task = CoderTask::new(ChangeSpec::parse(WHOLE_FILE_SPEC).unwrap());
+    let out = coder
+        .implement(&task, &s.crate_dir)
+        .await
+        .expect("the third reply builds");
+    assert!(out.build_ok, "{}", out.log);
+    assert_eq!(out.attempts, 3, "{}", out.log);
+    assert_eq!(out.changed_files, vec!["src/realize/id_prefix.rs"]);
+    assert_eq!(s.read("src/realize/id_prefix.rs"), fixed);
+    assert!(
+        out.diff.contains("+            if bare.len() < 2"),
+        "{}",
+        out.diff
+    );
+
+    let reqs = requests(&server);
+    assert_eq!(reqs.len(), 3);
+    let prompt = &reqs[0].1[1].1;
+    assert!(prompt.contains("leave ids shorter than two characters alone"));
+    assert!(prompt.contains("`src/realize/id_prefix.rs`"));
+    assert!(prompt.contains(&original), "the file is quoted whole");
+    assert!(!prompt.contains("pub mod tables"), "only the one file");
+    let no_block = &reqs[1].1[3].1;
+    assert!(no_block.contains("no code block"), "{no_block}");
+    let compiler = &reqs[2].1[3].1;
+    assert!(compiler.contains("did not build"), "{compiler}");
+    assert!(compiler.contains("E0061"), "{compiler}");
+    let max_tokens = server.requests()[0].json().unwrap()["max_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        max_tokens as usize >= ecdysis_evolve::budget::estimate_tokens(&original),
+        "reply room {max_tokens}"
+    );
+}
+
+/// Several blocks and a file over the cap are refused with the reason, and
+/// when the turns run out the crate is left as it was; a spec that names
+/// no change gets a typed error before any call.
+#[tokio::test]
+async fn the_whole_file_coder_refuses_unusable_replies_and_specs_without_a_target() {
+    let s = staging();
+    let original = s.read("src/realize/id_prefix.rs");
+    let server = MockServer::start().await.unwrap();
+    server.push(MockReply::text(
+        "```rust\nfn a() {}\n```\n```rust\nfn b() {}\n```",
+    ));
+    server.push(MockReply::text(&format!(
+        "```rust\n{}\n```",
+        "x".repeat(original.len() + 100)
+    )));
+    let shorter = ecdysis_evolve::coder::WholeFileCoder::new(
+        model(&server, "m-whole"),
+        EditorConfig {
+            target_dir: Some(guest_target()),
+            max_feedback: 1,
+            ..EditorConfig::default()
+        },
+    )
+    .with_cap(300);
+    let task = CoderTask::new(ChangeSpec::parse(WHOLE_FILE_SPEC).unwrap());
+    let err = shorter
+        .implement(&task, &s.crate_dir)
+        .await
+        .expect_err("the file is over a 300-byte cap");
+    assert!(
+        err.to_string()
+            .contains("no file of src/realize/ (named by the spec: src/realize/id_prefix.rs) is at most 300 bytes"),
+        "{err}"
+    );
+    assert_eq!(server.requests().len(), 0);
+
+    let coder = shorter.with_cap(original.len() + 10);
+    let err = coder
+        .implement(&task, &s.crate_dir)
+        .await
+        .expect_err("no usable reply");
+    assert!(
+        matches!(err, CoderError::NoEdits { attempts: 2, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("over the cap"), "{err}");
+    assert!(err.log().contains("2 code blocks"), "{}", err.log());
+    assert_eq!(s.read("src/realize/id_prefix.rs"), original);
+
+    let mut empty = ChangeSpec::parse(WHOLE_FILE_SPEC).unwrap();
+    empty.proposed_changes.clear();
+    let err = coder
+        .implement(&CoderTask::new(empty), &s.crate_dir)
+        .await
+        .expect_err("nothing to rewrite");
+    assert!(err.to_string().contains("proposes no change"), "{err}");
+    assert_eq!(err.attempts(), 0);
+    assert_eq!(requests(&server).len(), 2);
+}
+
+/// A recorded whole-file conversation replays through the whole-file
+/// coder, which picks the same file again; the report counts it under its
+/// own format.
+#[tokio::test]
+async fn the_coder_bench_replays_a_whole_file_conversation() {
+    use ecdysis_evolve::coder_bench::{self, CaseFormat, CoderBenchOptions, CoderCase, Variant};
+    let root = repo_root();
+    let scratch = tempfile::tempdir().unwrap();
+    let original =
+        std::fs::read_to_string(root.join("harness-template/src/realize/id_prefix.rs")).unwrap();
+    let fixed = original.replace("bare.is_empty()", "bare.len() < 2");
+    let case = CoderCase {
+        id: "whole".into(),
+        source: "test".into(),
+        format: CaseFormat::WholeFile,
+        spec: ChangeSpec::parse(WHOLE_FILE_SPEC).unwrap(),
+        notes: None,
+        context: None,
+        replies: vec!["no block".into(), format!("```rust\n{fixed}```")],
+    };
+    let options = CoderBenchOptions {
+        source: root.join("harness-template"),
+        wit: root.join("wit"),
+        target_dir: guest_target(),
+        scratch: scratch.path().join("bench"),
+        containment: Default::default(),
+    };
+    let report = coder_bench::run(&[case], &options).await.unwrap();
+    assert_eq!(report.results.len(), 1);
+    let r = &report.results[0];
+    assert_eq!(r.variant, Variant::WholeFile);
+    assert!(r.built, "{}", r.outcome);
+    assert_eq!((r.calls, r.recorded), (2, 2));
+    let text = report.render();
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("whole-file (one hook file)"))
+        .expect("a row for the format")
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[4..], ["1", "1", "100%", "2.0"], "{text}");
+}
