@@ -900,6 +900,7 @@ async fn harness_score(
     let options = RunOptions {
         out,
         concurrency: spec.train.concurrency,
+        adaptive: None,
         force_new,
         progress,
         max_requeues: 0,

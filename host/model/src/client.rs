@@ -11,6 +11,7 @@ use tracing::{debug, warn};
 use crate::config::ModelConfig;
 use crate::error::ModelError;
 use crate::retry::retry_after_secs;
+use crate::signals::CallSignals;
 use crate::types::{ChatModel, ChatRequest, ChatResponse, ModelFuture};
 use crate::wire::{build_body, classify_status, error_message_from_body, parse_response};
 
@@ -20,6 +21,7 @@ use crate::wire::{build_body, classify_status, error_message_from_body, parse_re
 #[derive(Debug, Clone, Default)]
 pub struct EndpointLimiter {
     semaphores: Arc<Mutex<HashMap<String, Limit>>>,
+    signals: Arc<CallSignals>,
 }
 
 /// The limit an endpoint was registered with, and its semaphore.
@@ -57,6 +59,12 @@ impl EndpointLimiter {
         }
         Arc::clone(semaphore)
     }
+
+    /// What every attempt of the models sharing this limiter ended in (an
+    /// adaptive episode limit reads it).
+    pub fn signals(&self) -> &Arc<CallSignals> {
+        &self.signals
+    }
 }
 
 /// A [`ChatModel`] served over `/chat/completions`.
@@ -70,6 +78,7 @@ pub struct HttpChatModel {
     client: reqwest::Client,
     api_key: Option<String>,
     permits: Arc<Semaphore>,
+    signals: Arc<CallSignals>,
 }
 
 impl HttpChatModel {
@@ -84,6 +93,7 @@ impl HttpChatModel {
             .build()
             .map_err(|e| ModelError::Config(format!("cannot build HTTP client: {e}")))?;
         let permits = limiter.semaphore(&base, config.max_concurrency);
+        let signals = Arc::clone(limiter.signals());
         let api_key = config.api_key();
         if api_key.is_none() {
             debug!(
@@ -98,6 +108,7 @@ impl HttpChatModel {
             client,
             api_key,
             permits,
+            signals,
         })
     }
 
@@ -129,7 +140,11 @@ impl HttpChatModel {
                 let _permit = self.permits.acquire().await.map_err(|_| {
                     ModelError::Config("endpoint concurrency limiter closed".into())
                 })?;
-                self.attempt(&body).await
+                let started = std::time::Instant::now();
+                let result = self.attempt(&body).await;
+                self.signals
+                    .record(started.elapsed(), result.as_ref().map(|_| ()));
+                result
             };
             match result {
                 Ok(mut response) => {

@@ -30,6 +30,7 @@ mod hub;
 mod ledger;
 mod metered;
 mod retry;
+mod signals;
 pub mod sim;
 pub mod tokens;
 mod types;
@@ -50,6 +51,7 @@ pub use ledger::{
 };
 pub use metered::MeteredModel;
 pub use retry::RetryPolicy;
+pub use signals::{CallSignals, SignalCounts};
 pub use sim::{SimAgent, SimProfile, TestbedNote, TestbedPlan};
 pub use types::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, CountFuture, FunctionTool, ModelFuture,

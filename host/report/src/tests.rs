@@ -166,6 +166,7 @@ fn write_run(dir: &Path, cfg: &RunConfig, records: &[EpisodeRecord], summary: bo
             wall_seconds: 1.0,
             ran_now: records.len() as u64,
             ledger: None,
+            concurrency: None,
         };
         std::fs::write(dir.join("summary.json"), serde_json::to_vec(&s).unwrap()).unwrap();
     }

@@ -883,6 +883,7 @@ pub async fn materialize(svc: &Service, tenant: i64, id: &str) -> Result<RunSumm
         wall_seconds: (r.finished_ms.unwrap_or_else(now_ms) - r.created_ms) as f64 / 1000.0,
         ran_now: records.len() as u64,
         ledger: None,
+        concurrency: None,
     };
     // Stored once nothing can change any more: a cancelled evaluation's
     // in-flight episodes may still finish (and are kept) until their

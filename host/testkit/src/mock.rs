@@ -8,6 +8,11 @@
 //! ran out (so an unexpected extra request fails loudly). Every request is
 //! recorded, and the server tracks how many it was serving at once.
 //!
+//! [`MockServer::set_capacity`] makes chat requests behave like a server
+//! with a fixed number of slots (llama.cpp's `--parallel`, vLLM's batch):
+//! a reply's delay is then its service time in a slot, requests beyond the
+//! slots wait in a queue, and those beyond the queue are answered 429.
+//!
 //! HTTP is the service's own stack (axum on hyper). Each connection carries
 //! one request and is closed after the reply (`Connection: close`), which
 //! keeps a delayed reply from blocking a pooled connection another request
@@ -213,6 +218,16 @@ struct MockState {
     requests: Mutex<Vec<MockRequest>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    capacity: Mutex<Option<Capacity>>,
+    admitted: AtomicUsize,
+    refused: AtomicUsize,
+}
+
+/// Slots and a bounded queue for chat requests.
+#[derive(Clone)]
+struct Capacity {
+    slots: Arc<tokio::sync::Semaphore>,
+    bound: usize,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -338,6 +353,21 @@ impl MockServer {
     pub fn max_in_flight(&self) -> usize {
         self.state.max_in_flight.load(Ordering::SeqCst)
     }
+
+    /// Serve chat requests `slots` at a time, each for its reply's delay;
+    /// up to `queue` more wait for a slot, and any beyond are answered 429
+    /// at once (without `Retry-After`).
+    pub fn set_capacity(&self, slots: usize, queue: usize) {
+        *lock(&self.state.capacity) = Some(Capacity {
+            slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
+            bound: slots.max(1) + queue,
+        });
+    }
+
+    /// Chat requests answered 429 because the slots and the queue were full.
+    pub fn refused(&self) -> usize {
+        self.state.refused.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for MockServer {
@@ -373,8 +403,42 @@ async fn handle(
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     let guard = InFlight(&state.in_flight);
     state.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    let capacity = lock(&state.capacity)
+        .clone()
+        .filter(|_| !request.path.ends_with("/tokenize"));
+    let Some(capacity) = capacity else {
+        let reply = state.reply_for(&request);
+        lock(&state.requests).push(request);
+        serve_for(&reply, &shared).await;
+        drop(guard);
+        return response(&reply);
+    };
+    if state.admitted.fetch_add(1, Ordering::SeqCst) >= capacity.bound {
+        state.admitted.fetch_sub(1, Ordering::SeqCst);
+        state.refused.fetch_add(1, Ordering::SeqCst);
+        lock(&state.requests).push(request);
+        drop(guard);
+        return response(&MockReply::error(
+            429,
+            "mock server: every slot and queue place is taken",
+        ));
+    }
     let reply = state.reply_for(&request);
     lock(&state.requests).push(request);
+    {
+        let _slot = capacity.slots.acquire().await;
+        serve_for(&reply, &shared).await;
+    }
+    state.admitted.fetch_sub(1, Ordering::SeqCst);
+    // A request stops counting as in flight before its reply is written:
+    // the client can act on a reply (and send its next request) before this
+    // task gets to run again, which would otherwise be counted as overlap.
+    drop(guard);
+    response(&reply)
+}
+
+/// Waits out the reply's delay (cut short when the server stops).
+async fn serve_for(reply: &MockReply, shared: &Shared) {
     if !reply.delay.is_zero() {
         let mut stop = shared.stop.clone();
         tokio::select! {
@@ -382,11 +446,6 @@ async fn handle(
             _ = stop.wait_for(|s| *s) => {}
         }
     }
-    // A request stops counting as in flight before its reply is written:
-    // the client can act on a reply (and send its next request) before this
-    // task gets to run again, which would otherwise be counted as overlap.
-    drop(guard);
-    response(&reply)
 }
 
 /// The reply as an HTTP response. `Connection: close`: one request per

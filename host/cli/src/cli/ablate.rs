@@ -72,7 +72,9 @@ pub async fn ablate(
         bail!("`ablate` needs a harness: Direct has no layers to switch off");
     };
     let split = (args.split != "all").then(|| args.split.clone());
-    let spec = args.eval.spec(split, super::train::DEFAULT_AGENT)?;
+    let mut spec = args.eval.spec(split, super::train::DEFAULT_AGENT)?;
+    let concurrency = args.eval.run_concurrency();
+    EvalArgs::lift_endpoint_limit(&mut spec, concurrency);
     let spec = args.eval.with_endpoint_cap(spec).await;
     let domain = data.open(&spec.settings.domain)?;
     let source = match super::export::exported(named)? {
@@ -82,7 +84,7 @@ pub async fn ablate(
     let manifest = store
         .obtain(&source, quiet)
         .with_context(|| format!("loading harness `{}`", args.harness))?;
-    let sandbox = Sandbox::pooled(spec.settings.limits.clone(), args.eval.concurrency)?;
+    let sandbox = Sandbox::pooled(spec.settings.limits.clone(), concurrency.most())?;
     let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
     let hash = manifest.hash.clone();
     let tasks = spec.task_ids(&*domain)?.len();
@@ -118,7 +120,8 @@ pub async fn ablate(
         }
         let options = RunOptions {
             out: dir.clone(),
-            concurrency: args.eval.concurrency,
+            concurrency: concurrency.most(),
+            adaptive: EvalArgs::adaptive(concurrency, &hub),
             force_new: false,
             progress: ProgressDisplay::Lines,
             max_requeues: args.eval.max_requeues,

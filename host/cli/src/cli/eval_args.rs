@@ -7,11 +7,17 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 use clap::Args;
 
+use ecdysis_host::eval::concurrency::{AdaptiveConcurrency, AdaptiveSettings, Concurrency};
 use ecdysis_host::eval::{ModelServices, RunSettings, RunSpec};
-use ecdysis_host::model::{CachePolicy, ModelFlags, ModelId, SamplingArgs};
+use ecdysis_host::isolate::Isolation;
+use ecdysis_host::model::{CachePolicy, ModelFlags, ModelHub, ModelId, SamplingArgs};
 use ecdysis_host::sandbox::{FailurePolicy, LayerSet};
 
 use super::limits::LimitArgs;
+
+/// Episodes in flight when `--concurrency` is not given and `auto` does
+/// not apply.
+pub const DEFAULT_CONCURRENCY: usize = 8;
 
 /// Who runs the episodes, under which limits, and how they are metered.
 #[derive(Args, Debug, Clone)]
@@ -69,9 +75,15 @@ pub struct EvalArgs {
     /// Base URL of the user simulator's endpoint (default: the agent's).
     #[arg(long)]
     pub user_base_url: Option<String>,
-    /// Episodes run at once.
-    #[arg(long, default_value_t = 8)]
-    pub concurrency: usize,
+    /// Episodes run at once: a number, or `auto[:MAX]` to adapt them to
+    /// the endpoint between 1 and MAX (default 16): the runner measures the
+    /// model calls' throughput, keeps more episodes in flight while it
+    /// rises and halves them on 429s, 5xx and timeouts (the moves are
+    /// progress lines and summary.json's `concurrency`). Default: `auto`
+    /// when `run` or `ablate` calls an endpoint from this process, else 8;
+    /// `train` takes a number.
+    #[arg(long, value_name = "N|auto[:MAX]")]
+    pub concurrency: Option<Concurrency>,
     /// Run seed; every episode's seed derives from it, the task and the trial.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -130,12 +142,72 @@ impl EvalArgs {
         !simulated || self.sim_latency_ms > 0 || self.user_model != "scripted"
     }
 
+    /// Whether episodes call an HTTP endpoint (a `sim:` agent with the
+    /// scripted user calls none, whatever its simulated latency).
+    pub fn calls_an_endpoint(&self) -> bool {
+        let simulated = self
+            .agent_model
+            .as_deref()
+            .is_none_or(ModelId::names_simulated);
+        !simulated || self.user_model != "scripted"
+    }
+
+    /// The concurrency `run` uses. `auto` is the default against an
+    /// endpoint because its capacity is a property of the server the host
+    /// cannot know (llama.cpp with one slot, vLLM with hundreds) and the
+    /// calls themselves measure it; a `sim:` agent's "endpoint" is this
+    /// process, with nothing to measure, and worker processes
+    /// (`--isolate process`) make their calls out of the runner's sight:
+    /// both keep the fixed default, and an explicit `auto` there runs MAX.
+    pub fn run_concurrency(&self) -> Concurrency {
+        let measurable = self.calls_an_endpoint() && self.isolate.isolate == Isolation::InProcess;
+        match self.concurrency {
+            Some(Concurrency::Auto { max }) if !measurable => Concurrency::Fixed(max),
+            Some(given) => given,
+            None if measurable => Concurrency::Auto {
+                max: ecdysis_host::eval::concurrency::DEFAULT_MAX,
+            },
+            None => Concurrency::Fixed(DEFAULT_CONCURRENCY),
+        }
+    }
+
+    /// The fixed concurrency of a command that does not adapt it yet
+    /// (`train`): `--concurrency auto` is refused there, naming the command.
+    pub fn fixed_concurrency(&self, command: &str) -> Result<usize> {
+        match self.concurrency {
+            None => Ok(DEFAULT_CONCURRENCY),
+            Some(Concurrency::Fixed(n)) => Ok(n),
+            Some(auto @ Concurrency::Auto { .. }) => Err(anyhow!(
+                "--concurrency {auto}: `{command}` keeps a fixed number of episodes in flight; give a number (default {DEFAULT_CONCURRENCY})"
+            )),
+        }
+    }
+
+    /// The adaptive limit of `concurrency`, reading the model calls of
+    /// `hub` (`None` for a fixed concurrency).
+    pub fn adaptive(concurrency: Concurrency, hub: &ModelHub) -> Option<AdaptiveConcurrency> {
+        concurrency.auto_max().map(|max| AdaptiveConcurrency {
+            settings: AdaptiveSettings {
+                max,
+                ..AdaptiveSettings::default()
+            },
+            signals: hub.limiter().signals().clone(),
+        })
+    }
+
+    /// Under `auto` concurrency the endpoints' own request limit (4 by
+    /// default) rises to MAX: the adaptive limit governs instead, and would
+    /// otherwise measure the host's cap rather than the server.
+    pub fn lift_endpoint_limit(spec: &mut RunSpec, concurrency: Concurrency) {
+        if let Some(max) = concurrency.auto_max() {
+            spec.agent.max_concurrency = Some(max);
+            spec.user.max_concurrency = Some(max);
+        }
+    }
+
     /// The run specification for `split`, with `default_agent` when no
     /// --agent-model was given.
     pub fn spec(&self, split: Option<String>, default_agent: &str) -> Result<RunSpec> {
-        if self.concurrency == 0 {
-            return Err(anyhow!("--concurrency must be at least 1"));
-        }
         let spec = RunSpec {
             settings: RunSettings {
                 domain: self.domain.clone(),
@@ -231,6 +303,40 @@ mod tests {
         let mut argv = vec!["x"];
         argv.extend_from_slice(args);
         Wrapper::parse_from(argv).eval.waits_on_model()
+    }
+
+    fn parse(args: &[&str]) -> super::EvalArgs {
+        let mut argv = vec!["x"];
+        argv.extend_from_slice(args);
+        Wrapper::parse_from(argv).eval
+    }
+
+    #[test]
+    fn auto_is_the_default_against_an_endpoint_in_this_process_only() {
+        use ecdysis_host::eval::concurrency::{Concurrency, DEFAULT_MAX};
+        let auto = Concurrency::Auto { max: DEFAULT_MAX };
+        let endpoint = ["--agent-model", "qwen3-8b"];
+        assert_eq!(parse(&endpoint).run_concurrency(), auto);
+        assert_eq!(parse(&["--user-model", "qwen3-8b"]).run_concurrency(), auto);
+        assert_eq!(parse(&[]).run_concurrency(), Concurrency::Fixed(8));
+        // A sim: agent has nothing to measure: an explicit auto runs MAX.
+        assert_eq!(
+            parse(&["--concurrency", "auto:5"]).run_concurrency(),
+            Concurrency::Fixed(5)
+        );
+        let isolated = [&endpoint[..], &["--isolate", "process"]].concat();
+        assert_eq!(parse(&isolated).run_concurrency(), Concurrency::Fixed(8));
+        let fixed = [&endpoint[..], &["--concurrency", "3"]].concat();
+        assert_eq!(parse(&fixed).run_concurrency(), Concurrency::Fixed(3));
+        assert_eq!(parse(&fixed).fixed_concurrency("train").unwrap(), 3);
+        let err = parse(&["--concurrency", "auto"])
+            .fixed_concurrency("train")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("auto:16") && err.contains("`train`"), "{err}");
+        let refused = Wrapper::try_parse_from(["x", "--concurrency", "0"]);
+        let message = refused.err().expect("0 is refused").to_string();
+        assert!(message.contains("invalid concurrency `0`"), "{message}");
     }
 
     #[test]

@@ -75,6 +75,8 @@ pub async fn run(
 ) -> Result<RunSummary> {
     let split = (args.split != "all").then(|| args.split.clone());
     let mut spec = args.eval.spec(split, DEFAULT_AGENT)?;
+    let concurrency = args.eval.run_concurrency();
+    EvalArgs::lift_endpoint_limit(&mut spec, concurrency);
     // An exported harness brings the layers it was exported with.
     let source = match args.harness.component() {
         Some(named) => Some(match super::export::exported(named)? {
@@ -96,7 +98,7 @@ pub async fn run(
             let manifest = store
                 .obtain(&source, quiet)
                 .with_context(|| format!("loading harness `{}`", args.harness))?;
-            let sandbox = Sandbox::pooled(spec.settings.limits.clone(), args.eval.concurrency)?;
+            let sandbox = Sandbox::pooled(spec.settings.limits.clone(), concurrency.most())?;
             let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
             Some((manifest.hash, loaded))
         }
@@ -121,16 +123,22 @@ pub async fn run(
         if spec.is_simulated() {
             eprintln!("{}", eval::SIMULATED_LABEL);
         }
+        if let Some(max) = concurrency.auto_max() {
+            eprintln!(
+                "concurrency: auto, 1 to {max} episodes as the endpoint's throughput rises (--concurrency N fixes it)"
+            );
+        }
     }
+    let services = args.eval.services()?;
+    let hub = services.hub()?;
     let options = RunOptions {
         out,
-        concurrency: args.eval.concurrency,
+        concurrency: concurrency.most(),
+        adaptive: EvalArgs::adaptive(concurrency, &hub),
         force_new: args.force_new,
         progress: super::progress_display(quiet),
         max_requeues: args.eval.max_requeues,
     };
-    let services = args.eval.services()?;
-    let hub = services.hub()?;
     execute(
         &args.eval,
         &spec,
@@ -156,7 +164,7 @@ pub async fn execute(
     hub: &ModelHub,
     options: RunOptions,
 ) -> Result<RunSummary> {
-    let Some(pool) = eval_args.isolate.pool(eval_args.concurrency)? else {
+    let Some(pool) = eval_args.isolate.pool(options.concurrency)? else {
         return Ok(eval::run_spec(spec, harness, domain, hub, options).await?);
     };
     let hash = harness.map(|(h, _)| h);

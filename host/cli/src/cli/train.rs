@@ -439,7 +439,7 @@ impl TrainKnobs {
                 roles
             },
             cargo_target: self.cargo_target_dir.clone(),
-            concurrency: self.eval.concurrency,
+            concurrency: self.eval.fixed_concurrency("train")?,
             test_tasks: self.test_tasks.clone(),
             power: ecdysis_host::evolve::power::PowerAsk {
                 power: self.power,

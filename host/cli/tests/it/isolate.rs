@@ -108,6 +108,7 @@ fn options(out: &Path) -> RunOptions {
     RunOptions {
         out: out.to_path_buf(),
         concurrency: 2,
+        adaptive: None,
         force_new: false,
         progress: ecdysis_host::eval::ProgressDisplay::Off,
         max_requeues: 1,

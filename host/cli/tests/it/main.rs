@@ -3,6 +3,7 @@
 
 mod bench_race;
 mod cli;
+mod concurrency;
 mod contain;
 mod containment;
 mod docs;

@@ -725,6 +725,7 @@ async fn episodes_start_in_task_order_with_at_most_concurrency_in_flight() {
     let options = RunOptions {
         out: tmp.path().join("run"),
         concurrency: 5,
+        adaptive: None,
         force_new: false,
         progress: ecdysis_host::eval::ProgressDisplay::Off,
         max_requeues: 0,
@@ -789,6 +790,7 @@ async fn scoring_from_the_final_state_equals_replaying_the_calls() {
     let options = RunOptions {
         out: tmp.path().join("run"),
         concurrency: 8,
+        adaptive: None,
         force_new: false,
         progress: ecdysis_host::eval::ProgressDisplay::Off,
         max_requeues: 0,

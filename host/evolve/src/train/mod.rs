@@ -637,6 +637,7 @@ impl TrainContext {
         let options = RunOptions {
             out,
             concurrency: self.concurrency,
+            adaptive: None,
             force_new: false,
             progress: ProgressDisplay::Lines,
             max_requeues: 2,

@@ -210,6 +210,7 @@ pub async fn run(
     let options = RunOptions {
         out: tmp.clone(),
         concurrency: opts.concurrency,
+        adaptive: None,
         force_new: true,
         progress: ProgressDisplay::Off,
         max_requeues: 0,

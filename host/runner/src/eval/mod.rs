@@ -1,6 +1,7 @@
 //! The evaluation runner: tasks × trials through the agent loop, scored by
 //! the environment's evaluator, written to a resumable result directory.
 
+pub mod concurrency;
 pub mod intervals;
 pub mod metrics;
 pub mod participants;
@@ -96,8 +97,12 @@ pub struct RunOptions {
     /// The result directory (`config.json`, `trajectories.jsonl`,
     /// `summary.json`).
     pub out: PathBuf,
-    /// Episodes run at once (at least 1).
+    /// Episodes run at once (at least 1); with `adaptive`, the most.
     pub concurrency: usize,
+    /// Adapt the episodes in flight, between 1 and `concurrency`, to what
+    /// the endpoint turns into throughput (`--concurrency auto`); `None`:
+    /// always `concurrency`.
+    pub adaptive: Option<concurrency::AdaptiveConcurrency>,
     /// A directory holding another configuration is moved aside instead of
     /// refusing the run.
     pub force_new: bool,
@@ -152,6 +157,10 @@ pub struct RunSummary {
     /// Token usage and cost of the metered models, when the run had a ledger.
     #[serde(default)]
     pub ledger: Option<LedgerSummary>,
+    /// What the adaptive limit did (`--concurrency auto`; absent for a
+    /// fixed concurrency).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<concurrency::ConcurrencyReport>,
 }
 
 /// The seed of one episode, derived from the run seed.
@@ -296,6 +305,7 @@ pub async fn run_with(
         wall_seconds: started.elapsed().as_secs_f64(),
         ran_now: ran.ran_now,
         ledger: ledger.map(|l| l.summary()),
+        concurrency: ran.concurrency,
     };
     ran.dir.write_summary(&summary)?;
     Ok(summary)
@@ -322,6 +332,7 @@ struct Executed {
     finished: BTreeMap<(String, u32), EpisodeRecord>,
     unfinished: Vec<(String, u32)>,
     ran_now: u64,
+    concurrency: Option<concurrency::ConcurrencyReport>,
 }
 
 /// Claim the result directory and run its missing episodes (of `only`'s
@@ -359,6 +370,15 @@ async fn execute(
     let progress =
         report::Progress::new(total, resumed as u64, resumed_successes, options.progress);
     let semaphore = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
+    let mut adaptive = options.adaptive.as_ref().map(|a| {
+        let mut a = a.clone();
+        a.settings.max = a.settings.max.min(options.concurrency.max(1));
+        a.settings.start = a.settings.start.min(a.settings.max);
+        concurrency::Driver::new(&a)
+    });
+    let mut ticks = tokio::time::interval(concurrency::TICK);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut in_flight = 0usize;
     let mut attempts: BTreeMap<(String, u32), u32> = BTreeMap::new();
     let mut unfinished = Vec::new();
     let mut ran_now = 0u64;
@@ -373,8 +393,12 @@ async fn execute(
             // bookkeeping of finished ones never delays the next start.
             tokio::select! {
                 biased;
-                permit = semaphore.clone().acquire_owned(), if queue.peek().is_some() => {
+                permit = semaphore.clone().acquire_owned(),
+                    if queue.peek().is_some()
+                        && adaptive.as_ref().is_none_or(|a| in_flight < a.limit()) =>
+                {
                     let permit = permit.expect("semaphore open");
+                    in_flight += 1;
                     let (task_id, trial) = queue.next().expect("peeked");
                     *attempts.entry((task_id.clone(), trial)).or_default() += 1;
                     let executor = executor.clone();
@@ -402,6 +426,7 @@ async fn execute(
                 joined = set.join_next(), if !set.is_empty() => {
                     let (task_id, trial, result) =
                         joined.expect("joined").expect("episode task does not panic");
+                    in_flight -= 1;
                     let record = result?;
                     if record.end == EndReason::InfrastructureError {
                         let n = attempts[&(task_id.clone(), trial)];
@@ -425,6 +450,11 @@ async fn execute(
                     progress.finished(&record);
                     finished.insert((task_id, trial), record);
                 }
+                _ = ticks.tick(), if adaptive.is_some() && !set.is_empty() => {
+                    if let Some(moved) = adaptive.as_mut().and_then(|a| a.tick(in_flight)) {
+                        progress.note(&concurrency::describe(&moved.change));
+                    }
+                }
                 else => break,
             }
         }
@@ -439,6 +469,7 @@ async fn execute(
         finished,
         unfinished,
         ran_now,
+        concurrency: adaptive.map(|a| a.report()),
     })
 }
 
@@ -584,6 +615,7 @@ mod tests {
         let options = || RunOptions {
             out: tmp.path().join("eval"),
             concurrency: 2,
+            adaptive: None,
             force_new: false,
             progress: ProgressDisplay::Off,
             max_requeues: 0,

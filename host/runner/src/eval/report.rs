@@ -242,6 +242,10 @@ pub fn render(s: &RunSummary) -> String {
             s.unfinished.len()
         );
     }
+    if let Some(c) = &s.concurrency {
+        out += &super::concurrency::summary_line(c);
+        out += "\n";
+    }
     // Three decimals under ten seconds: a host-bound simulated run of 40
     // episodes takes tens of milliseconds, which one decimal showed as 0.0s.
     let precision = if s.wall_seconds < 10.0 { 3 } else { 1 };
