@@ -316,11 +316,14 @@ enum Command {
         key_file: Option<PathBuf>,
     },
     /// Show a run: its summary and episodes, or one trajectory with the
-    /// harness interventions marked `>>`.
+    /// harness interventions marked `>>`. Also a proxy's records directory
+    /// (`proxy --records DIR`): its conversations, or one conversation's
+    /// requests and hook calls.
     Show {
-        /// The result directory.
+        /// The result directory (a run, or a proxy's records).
         dir: PathBuf,
-        /// Show this task's trajectory.
+        /// Show this task's trajectory (in a proxy's records: the
+        /// conversation with this id, or a unique prefix of it).
         #[arg(long)]
         task: Option<String>,
         /// The trial to show (default 0).
@@ -649,6 +652,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             })
         }
         Command::Show { dir, task, trial } => {
+            if ecdysis_proxy::records::is_records_dir(&dir) {
+                cli::proxy::show_records(&dir, task.as_deref())?;
+                return Ok(ExitCode::SUCCESS);
+            }
             cli::run::show(&dir, task.as_deref(), trial)?;
             Ok(ExitCode::SUCCESS)
         }

@@ -166,8 +166,14 @@ pub struct RequestRecord<'a> {
     pub prompt_tokens: u64,
     /// Their completion tokens.
     pub completion_tokens: u64,
-    /// The hook calls of the live turn.
+    /// Every hook call the request made, in order: with `replayed`, first
+    /// those that rebuilt the episode (the constructor, `contract`, and the
+    /// replay of the history), then the live turn's.
     pub hooks: &'a [HookRecord],
+    /// How many of `hooks` (the first ones) rebuilt the episode by replay;
+    /// the rest are the request's own: regulation after the tool results
+    /// the client sent back, and realize on the upstream's replies.
+    pub replayed_hooks: usize,
 }
 
 /// The file name of a conversation's records: its id when that is a plain
@@ -409,6 +415,13 @@ impl Proxy {
             Some(e) => (e, false),
             None => (self.start_episode(request).await?, true),
         };
+        // A warm episode's earlier calls are in earlier records; a rebuilt
+        // one's are all this request's (the replay's counted apart).
+        let first_new = if replayed {
+            0
+        } else {
+            episode.hook_records().len()
+        };
         episode.advance(request).await?;
         let hooks_before = episode.hook_records().len();
         let request_no = lock(&self.inner.records)
@@ -480,7 +493,8 @@ impl Proxy {
                 upstream_requests: usage.0,
                 prompt_tokens: usage.1,
                 completion_tokens: usage.2,
-                hooks: &live_hooks,
+                hooks: &episode.hook_records()[first_new..],
+                replayed_hooks: if replayed { hooks_before } else { 0 },
             })
             .unwrap_or_default();
             let path = dir.join(record_file(conversation));

@@ -55,8 +55,12 @@ pub struct RecordedRequest {
     pub prompt_tokens: u64,
     /// Their completion tokens.
     pub completion_tokens: u64,
-    /// The hook calls of the live turn.
+    /// Every hook call the request made, in order (see
+    /// [`crate::RequestRecord::hooks`]).
     pub hooks: Vec<HookRecord>,
+    /// How many of `hooks` (the first ones) rebuilt the episode by replay.
+    #[serde(default)]
+    pub replayed_hooks: usize,
 }
 
 /// One conversation's file, read.
@@ -297,6 +301,7 @@ mod tests {
             prompt_tokens: 20,
             completion_tokens: 7,
             hooks,
+            replayed_hooks: 1,
         })
         .unwrap()
     }
@@ -319,6 +324,7 @@ mod tests {
         assert_eq!(c.requests.len(), 2);
         assert_eq!(c.requests[0].retries, vec![retry]);
         assert_eq!(c.requests[0].hooks, hooks);
+        assert_eq!(c.requests[0].replayed_hooks, 1);
         assert_eq!(c.total(|r| r.prompt_tokens), 40);
         assert_eq!(c.hooks().filter(|h| h.intervened).count(), 2);
     }

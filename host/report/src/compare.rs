@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::charts::{self, Bars};
 use super::experiment::task_rewards;
-use super::html::{duration, esc, num};
+use super::html::{duration, esc, hash, num};
 use super::stats;
 use super::{Loaded, Page, ReportError};
 use ecdysis_sandbox::store::ComponentHash;
@@ -118,6 +118,14 @@ pub(crate) fn section(page: &mut Page, loaded: &[Loaded]) -> Result<(), ReportEr
                     e.methods.len()
                 );
             }
+            Loaded::Proxy(p) => {
+                let requests: usize = p.conversations.iter().map(|c| c.requests.len()).sum();
+                out += &format!(
+                    "<tr><td>{link}</td><td>proxy records</td><td></td><td>{}</td><td></td><td></td><td></td><td></td><td class=\"n\">{} conversations, {requests} requests</td><td></td><td></td></tr>",
+                    p.manifest.harness.as_deref().map(hash).unwrap_or_default(),
+                    p.conversations.len(),
+                );
+            }
         }
     }
     out += "</tbody></table><p class=\"muted\">Score: accuracy (mean reward) of a run; training score initial → final of a training run.</p>";
@@ -152,6 +160,7 @@ fn section_suffix(l: &Loaded) -> &'static str {
         Loaded::Run(_) => "run",
         Loaded::Training(_) => "train",
         Loaded::Experiment(_) => "exp",
+        Loaded::Proxy(_) => "proxy",
     }
 }
 

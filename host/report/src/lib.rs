@@ -16,6 +16,7 @@ pub mod experiment;
 pub mod failures;
 pub mod html;
 pub mod load;
+mod proxy;
 mod run;
 pub mod stats;
 mod train;
@@ -44,7 +45,7 @@ pub enum ReportError {
     NotADirectory(PathBuf),
     /// A directory is none of the three kinds of result directory.
     #[error(
-        "{0} is not a result directory: expected a run (config.json + trajectories.jsonl), a training run (rounds.jsonl, initial, incumbent) or an experiment (experiment.json, or one training directory per method)"
+        "{0} is not a result directory: expected a run (config.json + trajectories.jsonl), a training run (rounds.jsonl, initial, incumbent), an experiment (experiment.json, or one training directory per method) or a proxy's records (proxy.json)"
     )]
     Unrecognised(PathBuf),
     /// A file the directory's kind requires (its `config.json`) is absent.
@@ -97,10 +98,15 @@ pub(crate) enum Loaded {
     Run(Box<RunData>),
     Training(Box<TrainData>),
     Experiment(Box<ExperimentData>),
+    /// A proxy's records directory (`proxy --records DIR`).
+    Proxy(Box<ecdysis_proxy::records::Records>),
 }
 
 impl Loaded {
     fn load(dir: &Path) -> Result<Loaded, ReportError> {
+        if ecdysis_proxy::records::is_records_dir(dir) {
+            return Ok(Loaded::Proxy(Box::new(proxy::load(dir)?)));
+        }
         Ok(match detect(dir)? {
             DirKind::Run => Loaded::Run(Box::new(RunData::load(dir)?)),
             DirKind::Training => Loaded::Training(Box::new(TrainData::load(dir)?)),
@@ -113,6 +119,7 @@ impl Loaded {
             Loaded::Run(r) => &r.dir,
             Loaded::Training(t) => &t.dir,
             Loaded::Experiment(e) => &e.dir,
+            Loaded::Proxy(p) => &p.dir,
         }
     }
 
@@ -121,6 +128,7 @@ impl Loaded {
             Loaded::Run(_) => "run",
             Loaded::Training(_) => "training",
             Loaded::Experiment(_) => "experiment",
+            Loaded::Proxy(_) => "proxy records",
         }
     }
 
@@ -149,6 +157,9 @@ impl Loaded {
                     add(&r.config.agent_model);
                 }
             }
+            // The proxy serves whatever agent calls it; its records name no
+            // agent model.
+            Loaded::Proxy(_) => {}
         }
         out
     }
@@ -226,6 +237,7 @@ pub fn render(dirs: &[PathBuf], opts: &ReportOptions) -> Result<String, ReportEr
             Loaded::Run(r) => run::section(&mut page, &prefix, r)?,
             Loaded::Training(t) => train::section(&mut page, &prefix, t, 2)?,
             Loaded::Experiment(e) => experiment::section(&mut page, &prefix, e)?,
+            Loaded::Proxy(p) => proxy::section(&mut page, &prefix, p),
         }
     }
     let simulated: BTreeSet<String> = loaded.iter().flat_map(|l| l.simulated_models()).collect();

@@ -9,6 +9,7 @@ use clap::Args;
 
 use ecdysis_host::sandbox::{FailurePolicy, Sandbox};
 use ecdysis_host::store::ComponentStore;
+use ecdysis_proxy::records::{ConversationLog, Records};
 use ecdysis_proxy::{DEFAULT_DOMAIN, Proxy, ProxySettings};
 
 use super::limits::LimitArgs;
@@ -149,6 +150,7 @@ pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Resu
         header_timeout: Duration::from_secs(args.header_timeout_secs),
         max_connections: args.max_connections,
         records_dir: args.records.clone(),
+        harness: Some(manifest.hash.to_string()),
     };
     let proxy = Proxy::new(loaded, settings)?;
     let hash = manifest.hash.short().to_string();
@@ -168,4 +170,139 @@ pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Resu
     .await
     .with_context(|| format!("serving on {}", args.listen))?;
     Ok(())
+}
+
+/// `show <records-dir>`: the proxy's conversations, or with `conversation`
+/// (an id or a unique prefix of one) that conversation's requests and hook
+/// calls, `>>` marking interventions.
+pub fn show_records(dir: &std::path::Path, conversation: Option<&str>) -> Result<()> {
+    let records = ecdysis_proxy::records::read_dir(dir)
+        .with_context(|| format!("reading the proxy's records {}", dir.display()))?;
+    match conversation {
+        None => print!("{}", render_records(&records)),
+        Some(id) => {
+            let matching: Vec<&ConversationLog> = records
+                .conversations
+                .iter()
+                .filter(|c| c.id.starts_with(id))
+                .collect();
+            match matching.as_slice() {
+                [c] => print!("{}", render_conversation(c)),
+                [] => bail!("no conversation `{id}` in {}", dir.display()),
+                many => bail!(
+                    "`{id}` is the start of {} conversations in {}; give more of it",
+                    many.len(),
+                    dir.display()
+                ),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn interventions(c: &ConversationLog) -> usize {
+    c.hooks().filter(|h| h.intervened).count()
+}
+
+/// The records' totals and one line per conversation.
+pub fn render_records(records: &Records) -> String {
+    let m = &records.manifest;
+    let cs = &records.conversations;
+    let sum = |f: &dyn Fn(&ConversationLog) -> u64| cs.iter().map(f).sum::<u64>();
+    let mut out = format!(
+        "proxy records {}: harness {}, domain {}, upstream {}\n",
+        records.dir.display(),
+        m.harness.as_deref().unwrap_or("(not recorded)"),
+        m.domain,
+        m.upstream
+    );
+    out += &format!(
+        "{} conversations, {} requests ({} replayed), {} refused replies asked again ({} requests out of tries), {} upstream completions, {} prompt + {} completion tokens, {} hook calls ({} interventions)\n",
+        cs.len(),
+        sum(&|c| c.requests.len() as u64),
+        sum(&|c| c.total(|r| u64::from(r.replayed))),
+        sum(&|c| c.total(|r| r.retries.len() as u64)),
+        sum(&|c| c.total(|r| u64::from(r.exhausted))),
+        sum(&|c| c.total(|r| r.upstream_requests)),
+        sum(&|c| c.total(|r| r.prompt_tokens)),
+        sum(&|c| c.total(|r| r.completion_tokens)),
+        sum(&|c| c.hooks().count() as u64),
+        sum(&|c| interventions(c) as u64),
+    );
+    out += "\nconversation                      requests  replayed  refused  upstream  hooks  interventions\n";
+    for c in cs {
+        out += &format!(
+            "{:<33} {:>8}  {:>8}  {:>7}  {:>8}  {:>5}  {:>13}\n",
+            c.id,
+            c.requests.len(),
+            c.total(|r| u64::from(r.replayed)),
+            c.total(|r| r.retries.len() as u64),
+            c.total(|r| r.upstream_requests),
+            c.hooks().count(),
+            interventions(c)
+        );
+    }
+    out
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let one_line = s.replace('\n', " ⏎ ");
+    if one_line.chars().count() <= n {
+        one_line
+    } else {
+        format!("{}…", one_line.chars().take(n).collect::<String>())
+    }
+}
+
+/// One conversation: each request, the replies refused in it, and the hook
+/// calls of its live turn (`>>`: the hook intervened).
+pub fn render_conversation(c: &ConversationLog) -> String {
+    let mut out = format!(
+        "conversation {} ({}): {} requests, {} interventions\n",
+        c.id,
+        c.file.display(),
+        c.requests.len(),
+        interventions(c)
+    );
+    for (line, r) in c.requests.iter().enumerate() {
+        out += &format!(
+            "request {} (line {}){}: {} upstream completions, {} + {} tokens{}\n",
+            r.request,
+            line + 1,
+            if r.replayed {
+                format!(
+                    ", replayed (its first {} hook calls rebuilt the episode)",
+                    r.replayed_hooks
+                )
+            } else {
+                String::new()
+            },
+            r.upstream_requests,
+            r.prompt_tokens,
+            r.completion_tokens,
+            if r.exhausted { ", out of tries" } else { "" }
+        );
+        for (k, retry) in r.retries.iter().enumerate() {
+            out += &format!(
+                "    >> refused reply {}: {}\n",
+                k + 1,
+                clip(&retry.feedback.join(" | "), 300)
+            );
+        }
+        for h in &r.hooks {
+            let mark = if h.intervened { ">>" } else { "  " };
+            let failed = h
+                .error
+                .as_ref()
+                .map(|e| format!(" (failed, {}: {})", e.kind, clip(&e.message, 120)))
+                .unwrap_or_default();
+            out += &format!(
+                "  {mark} step {:>3} {:<9} {}{failed}\n",
+                h.step,
+                h.hook,
+                clip(&h.decision.to_string(), 200)
+            );
+        }
+    }
+    out
 }
