@@ -106,6 +106,7 @@ pub async fn serve(args: ServeArgs, data: &super::env::DataArgs, quiet: bool) ->
         }
         return Ok(());
     }
+    let mut stop = StopSignal::listen()?;
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;
@@ -121,7 +122,7 @@ pub async fn serve(args: ServeArgs, data: &super::env::DataArgs, quiet: bool) ->
     }
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    wait_for_signal().await;
+    stop.received().await;
     if !quiet {
         eprintln!("stopping: finishing requests; in-flight episodes are taken up again on restart");
     }
@@ -129,11 +130,29 @@ pub async fn serve(args: ServeArgs, data: &super::env::DataArgs, quiet: bool) ->
     Ok(())
 }
 
-async fn wait_for_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+/// SIGINT and SIGTERM, caught from the moment this is made. `serve` makes
+/// it before printing its address: a script that signals the server as soon
+/// as it reads the address stops it cleanly instead of killing it with the
+/// signal's default action.
+struct StopSignal {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignal {
+    fn listen() -> Result<StopSignal> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(StopSignal {
+            interrupt: signal(SignalKind::interrupt()).context("catching SIGINT")?,
+            terminate: signal(SignalKind::terminate()).context("catching SIGTERM")?,
+        })
+    }
+
+    async fn received(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
     }
 }
 
@@ -195,6 +214,7 @@ pub async fn worker(args: WorkerArgs, data: &super::env::DataArgs, quiet: bool) 
             }
         });
     }
+    let mut signal = StopSignal::listen()?;
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let run = tokio::spawn(serve::run_worker(
         config,
@@ -204,7 +224,7 @@ pub async fn worker(args: WorkerArgs, data: &super::env::DataArgs, quiet: bool) 
     ));
     tokio::select! {
         r = run => return Ok(r.context("worker task")??),
-        _ = wait_for_signal() => {}
+        _ = signal.received() => {}
     }
     let _ = stop.send(true);
     Ok(())

@@ -186,6 +186,7 @@ fn the_built_book_has_no_broken_link() {
     );
     let (broken, checked) = broken_links(out.path());
     assert!(checked > 1000, "only {checked} links checked");
+    eprintln!("{checked} links of the built book checked");
     assert!(
         broken.is_empty(),
         "{} broken link(s) in the built book (a link must stay inside docs/src: \
