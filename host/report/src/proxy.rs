@@ -49,7 +49,7 @@ pub(crate) fn section(page: &mut Page, prefix: &str, records: &Records) {
     let cs = &records.conversations;
     let sum = |f: &dyn Fn(&ConversationLog) -> u64| cs.iter().map(f).sum::<u64>();
     page.body += &format!(
-        "<p>{} conversations · {} requests ({} replayed) · {} refused replies asked again ({} requests out of tries) · {} upstream completions · {} prompt + {} completion tokens · {} hook calls, {} of them interventions</p>\n",
+        "<p>{} conversations · {} requests ({} replayed) · {} refused replies asked again ({} requests out of tries) · {} upstream completions · {} prompt + {} completion tokens · {} hook calls (replays included), {} of them interventions</p>\n",
         cs.len(),
         sum(&|c| c.requests.len() as u64),
         sum(&|c| c.total(|r| u64::from(r.replayed))),

@@ -217,7 +217,7 @@ pub fn render_records(records: &Records) -> String {
         m.upstream
     );
     out += &format!(
-        "{} conversations, {} requests ({} replayed), {} refused replies asked again ({} requests out of tries), {} upstream completions, {} prompt + {} completion tokens, {} hook calls ({} interventions)\n",
+        "{} conversations, {} requests ({} replayed), {} refused replies asked again ({} requests out of tries), {} upstream completions, {} prompt + {} completion tokens, {} hook calls, replays included ({} interventions)\n",
         cs.len(),
         sum(&|c| c.requests.len() as u64),
         sum(&|c| c.total(|r| u64::from(r.replayed))),
