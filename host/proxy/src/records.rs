@@ -84,6 +84,76 @@ impl ConversationLog {
     pub fn total(&self, f: impl Fn(&RecordedRequest) -> u64) -> u64 {
         self.requests.iter().map(f).sum()
     }
+
+    /// Its counts, as `show` and `report` print them.
+    pub fn counts(&self) -> Counts {
+        Counts {
+            conversations: 1,
+            requests: self.requests.len() as u64,
+            replayed: self.total(|r| u64::from(r.replayed)),
+            refused: self.total(|r| r.retries.len() as u64),
+            exhausted: self.total(|r| u64::from(r.exhausted)),
+            upstream: self.total(|r| r.upstream_requests),
+            prompt_tokens: self.total(|r| r.prompt_tokens),
+            completion_tokens: self.total(|r| r.completion_tokens),
+            hooks: self.hooks().count() as u64,
+            interventions: self.hooks().filter(|h| h.intervened).count() as u64,
+        }
+    }
+}
+
+/// A conversation's counts, or the sum over a records directory (one
+/// definition for `show` and `report`, so the two never disagree).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Conversations counted.
+    pub conversations: u64,
+    /// Requests answered.
+    pub requests: u64,
+    /// Requests whose episode was rebuilt by replay.
+    pub replayed: u64,
+    /// Refused replies the upstream was asked again for.
+    pub refused: u64,
+    /// Requests that ran out of tries.
+    pub exhausted: u64,
+    /// Upstream completions.
+    pub upstream: u64,
+    /// Prompt tokens the upstream reported.
+    pub prompt_tokens: u64,
+    /// Completion tokens the upstream reported.
+    pub completion_tokens: u64,
+    /// Hook calls, replays included.
+    pub hooks: u64,
+    /// Hook calls that intervened.
+    pub interventions: u64,
+}
+
+impl std::ops::Add for Counts {
+    type Output = Counts;
+    fn add(self, o: Counts) -> Counts {
+        Counts {
+            conversations: self.conversations + o.conversations,
+            requests: self.requests + o.requests,
+            replayed: self.replayed + o.replayed,
+            refused: self.refused + o.refused,
+            exhausted: self.exhausted + o.exhausted,
+            upstream: self.upstream + o.upstream,
+            prompt_tokens: self.prompt_tokens + o.prompt_tokens,
+            completion_tokens: self.completion_tokens + o.completion_tokens,
+            hooks: self.hooks + o.hooks,
+            interventions: self.interventions + o.interventions,
+        }
+    }
+}
+
+impl Records {
+    /// The sum of every conversation's counts.
+    pub fn totals(&self) -> Counts {
+        self.conversations
+            .iter()
+            .map(ConversationLog::counts)
+            .fold(Counts::default(), |a, b| a + b)
+    }
 }
 
 /// A records directory, read: its manifest and conversations (by file

@@ -23,10 +23,6 @@ pub(crate) fn load(dir: &std::path::Path) -> Result<Records, ReportError> {
     })
 }
 
-fn interventions(c: &ConversationLog) -> usize {
-    c.hooks().filter(|h| h.intervened).count()
-}
-
 pub(crate) fn section(page: &mut Page, prefix: &str, records: &Records) {
     let name = records
         .dir
@@ -47,34 +43,35 @@ pub(crate) fn section(page: &mut Page, prefix: &str, records: &Records) {
         m.max_retries,
     );
     let cs = &records.conversations;
-    let sum = |f: &dyn Fn(&ConversationLog) -> u64| cs.iter().map(f).sum::<u64>();
+    let t = records.totals();
     page.body += &format!(
         "<p>{} conversations · {} requests ({} replayed) · {} refused replies asked again ({} requests out of tries) · {} upstream completions · {} prompt + {} completion tokens · {} hook calls (replays included), {} of them interventions</p>\n",
-        cs.len(),
-        sum(&|c| c.requests.len() as u64),
-        sum(&|c| c.total(|r| u64::from(r.replayed))),
-        sum(&|c| c.total(|r| r.retries.len() as u64)),
-        sum(&|c| c.total(|r| u64::from(r.exhausted))),
-        sum(&|c| c.total(|r| r.upstream_requests)),
-        sum(&|c| c.total(|r| r.prompt_tokens)),
-        sum(&|c| c.total(|r| r.completion_tokens)),
-        sum(&|c| c.hooks().count() as u64),
-        sum(&|c| interventions(c) as u64),
+        t.conversations,
+        t.requests,
+        t.replayed,
+        t.refused,
+        t.exhausted,
+        t.upstream,
+        t.prompt_tokens,
+        t.completion_tokens,
+        t.hooks,
+        t.interventions,
     );
     page.body += "<table><thead><tr><th>conversation</th><th class=\"n\">requests</th><th class=\"n\">replayed</th><th class=\"n\">refused replies</th><th class=\"n\">upstream completions</th><th class=\"n\">tokens in / out</th><th class=\"n\">hook calls</th><th class=\"n\">interventions</th></tr></thead><tbody>";
     for c in cs {
+        let n = c.counts();
         page.body += &format!(
             "<tr><td><a href=\"#{prefix}-conv-{}\"><code>{}</code></a></td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{} / {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             slug(&c.id),
             esc(&clip(&c.id, 40)),
-            c.requests.len(),
-            c.total(|r| u64::from(r.replayed)),
-            c.total(|r| r.retries.len() as u64),
-            c.total(|r| r.upstream_requests),
-            c.total(|r| r.prompt_tokens),
-            c.total(|r| r.completion_tokens),
-            c.hooks().count(),
-            interventions(c),
+            n.requests,
+            n.replayed,
+            n.refused,
+            n.upstream,
+            n.prompt_tokens,
+            n.completion_tokens,
+            n.hooks,
+            n.interventions,
         );
     }
     page.body += "</tbody></table>\n";
@@ -90,7 +87,7 @@ fn conversation(prefix: &str, c: &ConversationLog) -> String {
         slug(&c.id),
         esc(&c.id),
         c.requests.len(),
-        interventions(c),
+        c.counts().interventions,
         esc(&c.file.display().to_string()),
     );
     for (line, r) in c.requests.iter().enumerate() {

@@ -200,15 +200,10 @@ pub fn show_records(dir: &std::path::Path, conversation: Option<&str>) -> Result
     Ok(())
 }
 
-fn interventions(c: &ConversationLog) -> usize {
-    c.hooks().filter(|h| h.intervened).count()
-}
-
 /// The records' totals and one line per conversation.
 pub fn render_records(records: &Records) -> String {
     let m = &records.manifest;
-    let cs = &records.conversations;
-    let sum = |f: &dyn Fn(&ConversationLog) -> u64| cs.iter().map(f).sum::<u64>();
+    let t = records.totals();
     let mut out = format!(
         "proxy records {}: harness {}, domain {}, upstream {}\n",
         records.dir.display(),
@@ -218,28 +213,23 @@ pub fn render_records(records: &Records) -> String {
     );
     out += &format!(
         "{} conversations, {} requests ({} replayed), {} refused replies asked again ({} requests out of tries), {} upstream completions, {} prompt + {} completion tokens, {} hook calls, replays included ({} interventions)\n",
-        cs.len(),
-        sum(&|c| c.requests.len() as u64),
-        sum(&|c| c.total(|r| u64::from(r.replayed))),
-        sum(&|c| c.total(|r| r.retries.len() as u64)),
-        sum(&|c| c.total(|r| u64::from(r.exhausted))),
-        sum(&|c| c.total(|r| r.upstream_requests)),
-        sum(&|c| c.total(|r| r.prompt_tokens)),
-        sum(&|c| c.total(|r| r.completion_tokens)),
-        sum(&|c| c.hooks().count() as u64),
-        sum(&|c| interventions(c) as u64),
+        t.conversations,
+        t.requests,
+        t.replayed,
+        t.refused,
+        t.exhausted,
+        t.upstream,
+        t.prompt_tokens,
+        t.completion_tokens,
+        t.hooks,
+        t.interventions,
     );
     out += "\nconversation                      requests  replayed  refused  upstream  hooks  interventions\n";
-    for c in cs {
+    for c in &records.conversations {
+        let n = c.counts();
         out += &format!(
             "{:<33} {:>8}  {:>8}  {:>7}  {:>8}  {:>5}  {:>13}\n",
-            c.id,
-            c.requests.len(),
-            c.total(|r| u64::from(r.replayed)),
-            c.total(|r| r.retries.len() as u64),
-            c.total(|r| r.upstream_requests),
-            c.hooks().count(),
-            interventions(c)
+            c.id, n.requests, n.replayed, n.refused, n.upstream, n.hooks, n.interventions
         );
     }
     out
@@ -262,7 +252,7 @@ pub fn render_conversation(c: &ConversationLog) -> String {
         c.id,
         c.file.display(),
         c.requests.len(),
-        interventions(c)
+        c.counts().interventions
     );
     for (line, r) in c.requests.iter().enumerate() {
         out += &format!(
