@@ -322,20 +322,24 @@ impl RoleSpec {
             hub.http_model(role, config)
                 .map_err(|e| fail(e.to_string()))
         };
+        // The three model coders differ only in the format they ask for;
+        // only the table coder's replies are schema-constrained.
+        let editor_config = |max_feedback: u32, structured: bool| EditorConfig {
+            max_feedback,
+            target_dir: Some(target.to_path_buf()),
+            sampling: self.sampling.clone(),
+            budget,
+            containment: containment.clone(),
+            structured,
+            ..EditorConfig::default()
+        };
         let coder = match &self.coder {
             CoderSpec::Rules => CoderChoice::Rules,
             CoderSpec::Editor {
                 model: name,
                 max_feedback,
             } => {
-                let config = EditorConfig {
-                    max_feedback: *max_feedback,
-                    target_dir: Some(target.to_path_buf()),
-                    sampling: self.sampling.clone(),
-                    budget,
-                    containment: containment.clone(),
-                    ..EditorConfig::default()
-                };
+                let config = editor_config(*max_feedback, false);
                 CoderChoice::Agent(Arc::new(EditorCoder::new(
                     model(ModelRole::Coder, name)?,
                     config,
@@ -345,15 +349,7 @@ impl RoleSpec {
                 model: name,
                 max_feedback,
             } => {
-                let config = EditorConfig {
-                    max_feedback: *max_feedback,
-                    target_dir: Some(target.to_path_buf()),
-                    sampling: self.sampling.clone(),
-                    budget,
-                    containment: containment.clone(),
-                    structured: self.structured,
-                    ..EditorConfig::default()
-                };
+                let config = editor_config(*max_feedback, self.structured);
                 CoderChoice::Agent(
                     Arc::new(TableCoder::new(model(ModelRole::Coder, name)?, config))
                         as Arc<dyn Coder>,
@@ -363,14 +359,7 @@ impl RoleSpec {
                 model: name,
                 max_feedback,
             } => {
-                let config = EditorConfig {
-                    max_feedback: *max_feedback,
-                    target_dir: Some(target.to_path_buf()),
-                    sampling: self.sampling.clone(),
-                    budget,
-                    containment: containment.clone(),
-                    ..EditorConfig::default()
-                };
+                let config = editor_config(*max_feedback, false);
                 CoderChoice::Agent(Arc::new(WholeFileCoder::new(
                     model(ModelRole::Coder, name)?,
                     config,
