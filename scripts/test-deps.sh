@@ -11,9 +11,11 @@
 #   postgresql-15        the service on Postgres (host/cli/tests/it/serve.rs)
 #   slurm-wlm, munge     a one-node cluster for workers under sbatch (serve.rs)
 #   util-linux           `script` and `setpriv` for the OS-interaction machines
+#   jq                   the service guide's curl steps (host/cli/tests/it/docs_serve_example.rs)
 #   mdbook               the book's build and its link check (host/cli/tests/it/docs_book.rs)
 #   wasm32-wasip2        the guests and harnesses the tests build
 #   .ecdysis/python-tools  componentize-py and pytest (scripts/python-tools.sh)
+#   .ecdysis/aider       aider, the training guide's coder CLI (scripts/aider.sh)
 #
 # Node.js (at least 20, runtimes/js/package.json) is only checked: Debian 12
 # ships 18.
@@ -42,6 +44,7 @@ readonly DEBIAN_PACKAGES=(
   "slurm-wlm|22.05.*|command -v slurmctld || [ -x /usr/sbin/slurmctld ]"
   "munge|0.5.*|command -v munged || [ -x /usr/sbin/munged ]"
   "util-linux|2.38.*|command -v script && command -v setpriv"
+  "jq|1.6*|command -v jq"
 )
 
 fail() { echo "test-deps: $*" >&2; exit 1; }
@@ -129,4 +132,5 @@ wasm_target
 node_version
 jails_work
 bash scripts/python-tools.sh
+bash scripts/aider.sh
 echo "test-deps: all present ($(mdbook --version), node $(node --version), $(/usr/bin/python3 --version))"
