@@ -17,7 +17,7 @@ fn is_shell(lang: &str) -> bool {
 
 /// `(line, text)` of every shell line of `markdown`'s fenced shell blocks,
 /// a line continued with `\` joined to the next, a `$ ` prompt removed.
-fn shell_lines(markdown: &str) -> Vec<(usize, String)> {
+pub(crate) fn shell_lines(markdown: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut block: Option<bool> = None; // Some(is_shell) inside a block
     let mut pending: Option<(usize, String)> = None;
@@ -92,7 +92,10 @@ fn inline_commands(markdown: &str) -> Vec<(usize, String)> {
 fn invocations(line: &str) -> Vec<Vec<String>> {
     // A comment starts at a word that starts with `#`.
     let mut words: Vec<&str> = Vec::new();
-    for word in line.split_whitespace().take_while(|w| !w.starts_with('#')) {
+    for word in shell_words(line)
+        .into_iter()
+        .take_while(|w| !w.starts_with('#'))
+    {
         match word.strip_suffix(';') {
             Some(head) => words.extend([head, ";"]),
             None => words.push(word),
@@ -128,6 +131,46 @@ fn invocations(line: &str) -> Vec<Vec<String>> {
         }
     }
     out
+}
+
+/// `line` split at whitespace outside quotes: a quoted argument (`--coder-command
+/// "aider --yes ..."`) is one word, its quotes kept, so the flags of
+/// another program inside it are not taken for `ecdysis-host`'s.
+fn shell_words(line: &str) -> Vec<&str> {
+    let mut words = Vec::new();
+    let mut start = None;
+    let mut quote = None;
+    let mut escaped = false;
+    for (i, c) in line.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match (quote, c) {
+            (Some('\''), '\'') | (Some('"'), '"') => quote = None,
+            (Some('"') | None, '\\') => escaped = true,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                start.get_or_insert(i);
+            }
+            (None, c) if c.is_whitespace() => {
+                if let Some(s) = start.take() {
+                    words.push(&line[s..i]);
+                }
+            }
+            (None, _) => {
+                start.get_or_insert(i);
+            }
+        }
+        if escaped {
+            start.get_or_insert(i);
+        }
+    }
+    if let Some(s) = start {
+        words.push(&line[s..]);
+    }
+    words
 }
 
 fn is_assignment(word: &str) -> bool {
@@ -383,6 +426,19 @@ fn commands_are_taken_from_shell_blocks_and_inline_code_only() {
             (7, words("check $d")),
             (1, words("run")),
         ]
+    );
+    // Another program's flags inside a quoted argument are not checked.
+    assert_eq!(
+        invocations(
+            r#"ecdysis-host train --coder-command "aider --yes \"x\" {prompt_file}" --rounds 1 # it's"#
+        ),
+        vec![vec![
+            "train".to_string(),
+            "--coder-command".into(),
+            r#""aider --yes \"x\" {prompt_file}""#.into(),
+            "--rounds".into(),
+            "1".into(),
+        ]]
     );
     assert_eq!(flag_name("[--json]"), Some("--json"));
     assert_eq!(flag_name("--out=dir"), Some("--out"));

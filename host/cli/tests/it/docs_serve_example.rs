@@ -2,12 +2,14 @@
 //! its values are the built-in defaults it says they are, its commented-out
 //! settings still parse, every field of the configuration appears in it,
 //! and the guide's command starts the service on it, which then answers a
-//! health request.
+//! health request; the guide's client steps (a tenant, an upload, an
+//! evaluation, its events and summary) run on it as printed and print what
+//! the guide shows.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ecdysis_host::serve::ServeConfig;
@@ -198,12 +200,30 @@ fn the_guides_serve_command_starts_on_the_example_and_answers_health() {
     );
     assert!(stderr.contains("ok: domain tau2/retail"), "{stderr}");
 
-    // The guide's command as printed, but on a free port: the printed one
-    // may be taken by a service of the developer's or another test run.
+    let (mut child, addr, log) = start(dir.path(), args);
+    let answer = get(&addr, "/v1/health");
+    let status = stop(&mut child, &log);
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "GET /v1/health: {answer}\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(status.success(), "{status}");
+    assert!(
+        dir.path().join(".ecdysis/serve/serve.db").is_file(),
+        "the example's state_dir is relative to where serve runs"
+    );
+}
+
+/// The guide's `serve` command (`args`, the binary's name left out) as
+/// printed, but on a free port: the printed one may be taken by a service
+/// of the developer's or another test run. The process, the address it
+/// printed and its log.
+fn start(dir: &Path, args: &[String]) -> (Child, String, PathBuf) {
     let mut run = args.to_vec();
     run.extend(["--listen".into(), "127.0.0.1:0".into()]);
-    let log = dir.path().join("serve.log");
-    let mut child = host(dir.path(), &run)
+    let log = dir.join("serve.log");
+    let mut child = host(dir, &run)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -213,36 +233,106 @@ fn the_guides_serve_command_starts_on_the_example_and_answers_health() {
     stdout.read_line(&mut first).unwrap();
     // Read on, so a later line cannot fail on a closed pipe.
     std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
     let Some(addr) = first.trim().strip_prefix("listening on http://") else {
         let _ = child.kill();
-        panic!("serve printed {first:?}: {}", log_text());
+        panic!(
+            "serve printed {first:?}: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
     };
-    let answer = get(addr, "/v1/health");
-    // SIGTERM: a clean stop is part of what the guide's operator gets.
+    (child, addr.to_string(), log)
+}
+
+/// SIGTERM, and its exit status: a clean stop is part of what the guide's
+/// operator gets.
+fn stop(child: &mut Child, log: &Path) -> std::process::ExitStatus {
     // SAFETY: kill on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let started = Instant::now();
-    let status = loop {
+    loop {
         if let Some(status) = child.try_wait().unwrap() {
-            break status;
+            return status;
         }
         if started.elapsed() > Duration::from_secs(30) {
             let _ = child.kill();
-            panic!("serve did not stop within 30 s of SIGTERM: {}", log_text());
+            panic!(
+                "serve did not stop within 30 s of SIGTERM: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The guide's shell block of the client's steps (the one that adds the
+/// tenant) and the text block after it, which shows what they print.
+fn guide_steps() -> (String, String) {
+    let guide = std::fs::read_to_string(repo_root().join(GUIDE)).unwrap();
+    let fenced = |from: usize, opening: &str| -> (usize, String) {
+        let at = from
+            + guide[from..]
+                .find(opening)
+                .unwrap_or_else(|| panic!("{GUIDE} has no block opening `{opening}`"));
+        let body = &guide[at + opening.len()..];
+        let end = body.find("```").expect("a closed block");
+        (at, body[..end].to_string())
     };
+    let (at, steps) = fenced(0, "```sh\nTOKEN=$(");
+    let (_, shown) = fenced(at, "```text\n");
+    (format!("TOKEN=$({steps}"), shown)
+}
+
+/// The client's steps of the guide, run as printed by bash in a directory
+/// laid out like the repository, against the guide's `serve` command on
+/// the example (on a free port, which the steps' `URL` is changed to):
+/// they print what the guide shows.
+#[test]
+fn the_guides_steps_run_as_printed_against_the_example() {
+    let (words, printed) = guide_command();
+    let (steps, shown) = guide_steps();
     assert!(
-        answer.starts_with("HTTP/1.1 200"),
-        "GET /v1/health: {answer}\n{}",
-        log_text()
+        steps.contains(&format!("URL={printed}\n")),
+        "{GUIDE}: the steps talk to the address serve prints, {printed}"
     );
-    assert!(status.success(), "{status}: {}", log_text());
+    let dir = checkout_like(EXAMPLE);
+    // The steps export the starting harness, as from the repository's root.
+    for part in ["harness-template", "wit"] {
+        ecdysis_host::fsutil::copy_crate(&repo_root().join(part), &dir.path().join(part)).unwrap();
+    }
+    let (mut child, addr, log) = start(dir.path(), &words[1..]);
+
+    let script = steps.replace(&format!("URL={printed}\n"), &format!("URL=http://{addr}\n"));
+    let mut path = vec![support::host_bin().parent().unwrap().to_path_buf()];
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    // The export builds where the other tests' harness builds go.
+    let target = std::env::var_os("ECDYSIS_CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/evolve-candidates"));
+    let mut bash = Command::new("bash");
+    bash.args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .env("PATH", std::env::join_paths(path).unwrap());
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("ECDYSIS_") {
+            bash.env_remove(name);
+        }
+    }
+    bash.env("ECDYSIS_DATA", repo_root().join(".ecdysis/data"))
+        .env("ECDYSIS_CARGO_TARGET_DIR", target);
+    let out = bash.output().unwrap();
+    let status = stop(&mut child, &log);
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        dir.path().join(".ecdysis/serve/serve.db").is_file(),
-        "the example's state_dir is relative to where serve runs"
+        out.status.success(),
+        "the steps failed ({}): {stderr}\nserve's log: {}",
+        out.status,
+        std::fs::read_to_string(&log).unwrap_or_default()
     );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), shown, "{stderr}");
+    assert!(status.success(), "{status}");
 }
 
 /// A plain HTTP/1.1 GET: the whole answer, head and body.

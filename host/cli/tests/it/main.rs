@@ -9,6 +9,7 @@ mod containment;
 mod docs;
 mod docs_book;
 mod docs_commands;
+mod docs_examples;
 mod docs_serve_example;
 mod evolve;
 mod failures;
