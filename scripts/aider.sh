@@ -5,14 +5,17 @@
 # `train --coder-command` against a scripted endpoint. scripts/test-deps.sh
 # runs it; idempotent. The venv is made from /usr/bin/python3 because the
 # coder's jail sees /usr and the venv, not a Python installed elsewhere.
-# About 700 MB and a minute and a half to install.
+# Its size and install time: CONTRIBUTING.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.ecdysis/aider
 AIDER=0.86.2
-if [ "$("$VENV/bin/aider" --version 2>/dev/null)" != "aider $AIDER" ]; then
+installed() {
+  "$VENV/bin/python" -c "import importlib.metadata as m; print(m.version('aider-chat'))" 2>/dev/null
+}
+if [ ! -x "$VENV/bin/aider" ] || [ "$(installed)" != "$AIDER" ]; then
   echo "aider: installing aider-chat $AIDER into $VENV"
   /usr/bin/python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "aider-chat==$AIDER"
 fi
-"$VENV/bin/aider" --version
+echo "aider $(installed) in $VENV"
