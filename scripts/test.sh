@@ -11,6 +11,9 @@
 #   3. and beside both, the starting harness's own tests (harness-template)
 #      and runtimes/test.sh (the Python and JavaScript runtimes' suites).
 #
+# Before them, `bench --runner --check` compares the host's own work per
+# episode with its recorded baseline (tests/runner-bench/baseline.json).
+#
 # Together that is `cargo test --workspace` and the two other suites. The
 # three lanes run side by side once the host is built because each leaves
 # CPU idle that the others use: runtimes/test.sh runs one process at a
@@ -36,6 +39,23 @@ bash scripts/test-deps.sh || exit
 # The build every suite shares (runtimes/test.sh's host build is then a
 # no-op); a compile error stops here, before anything runs.
 cargo test --workspace --no-run || exit
+
+# The host's own work per episode against its recorded multiple of the
+# waiting floor (`bench --runner --check`, Direct and the pass-through
+# guest, the test build's entries): a change that makes the runner's host
+# work grow by the baseline's tolerance fails here. It runs before the
+# suites, so that the machine is as quiet as when the baseline was recorded.
+runner_check() {
+    local status=0 harness
+    for harness in none guests/direct; do
+        target/debug/ecdysis-host bench --runner --harness "$harness" --trials 3 \
+            --latency-ms 50 --repeat 3 --check tests/runner-bench/baseline.json || status=1
+    done
+    return "$status"
+}
+echo "== the runner's host work against its recorded baseline (tests/runner-bench/baseline.json)"
+runner_check
+runner_status=$?
 
 # The same build as above: selecting targets, unlike selecting packages,
 # leaves cargo's feature resolution (and so every artifact) unchanged.
@@ -65,6 +85,7 @@ if [ -n "${ECDYSIS_TEST_SERIAL:-}" ]; then
     status=0
     cargo test --workspace --no-fail-fast || status=1
     others || status=1
+    [ "$runner_status" = 0 ] || status=1
     exit "$status"
 fi
 
@@ -111,5 +132,6 @@ cat "$others_log"
 verdict() { if [ "$1" = 0 ]; then echo passed; else echo "FAILED (status $1)"; fi; }
 echo "== summary: integration tests named it $(verdict "$it_status");" \
     "the runner's, evolution's, unit and doc tests $(verdict "$cargo_side_status");" \
-    "harness-template, runtimes $(verdict "$others_status")"
-[ "$it_status" = 0 ] && [ "$cargo_side_status" = 0 ] && [ "$others_status" = 0 ]
+    "harness-template, runtimes $(verdict "$others_status");" \
+    "the runner's baseline check $(verdict "$runner_status")"
+[ "$it_status" = 0 ] && [ "$cargo_side_status" = 0 ] && [ "$others_status" = 0 ] && [ "$runner_status" = 0 ]

@@ -11,7 +11,7 @@ use clap::Args;
 
 use ecdysis_host::bench;
 use ecdysis_host::env::bench as env_bench;
-use ecdysis_host::sandbox::{Limits, Sandbox};
+use ecdysis_host::sandbox::Limits;
 use ecdysis_host::store::ComponentStore;
 
 use super::env::DataArgs;
@@ -118,6 +118,34 @@ pub struct BenchArgs {
     /// Runner bench: trials per task.
     #[arg(long, default_value_t = 3)]
     pub trials: u32,
+    /// Runner bench: measure this many times in one process and report
+    /// the median of the host's work over the waiting floor (what
+    /// --check and --record compare), each run's numbers on one line.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20), requires = "runner")]
+    pub repeat: u32,
+    /// Runner bench: compare the host's work outside hooks, as a multiple
+    /// of the waiting floor, with this file's entry for the harness, this
+    /// build's profile and these options; exit non-zero above the entry's
+    /// ratio times its tolerance (tests/runner-bench/baseline.json is the
+    /// one CI checks).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "runner",
+        conflicts_with = "record"
+    )]
+    pub check: Option<std::path::PathBuf>,
+    /// Runner bench: write the measured multiple into this baseline file
+    /// (replacing the entry for the same harness, profile and options).
+    #[arg(long, value_name = "FILE", requires_all = ["runner", "record_commit"])]
+    pub record: Option<std::path::PathBuf>,
+    /// Runner bench recording: the commit the binary was built from.
+    #[arg(long, value_name = "COMMIT", requires = "record")]
+    pub record_commit: Option<String>,
+    /// Runner bench recording: how far above the recorded multiple a check
+    /// may measure before it fails (at least 1).
+    #[arg(long, default_value_t = 2.0, requires = "record")]
+    pub tolerance: f64,
     /// Hook calls to time.
     #[arg(long, default_value_t = 200_000)]
     pub calls: u64,
@@ -149,7 +177,7 @@ pub fn bench_command(
     } else if args.env {
         env(&args, data)?;
     } else if args.runner {
-        runner(&args, store, data, runtime()?)?;
+        return super::bench_runner::runner(&args, store, data, runtime()?);
     } else {
         sandbox(&args, store, quiet)?;
     }
@@ -416,34 +444,6 @@ async fn record(
         recorded.len(),
         out.display()
     );
-    Ok(())
-}
-
-/// `--runner`: a full split with a fixed-latency simulated agent.
-fn runner(
-    args: &BenchArgs,
-    store: &ComponentStore,
-    data: &DataArgs,
-    runtime: tokio::runtime::Runtime,
-) -> Result<()> {
-    let opts = bench::runner::RunnerBenchOptions {
-        latency: std::time::Duration::from_millis(args.latency_ms),
-        concurrency: args.concurrency,
-        trials: args.trials,
-        ..Default::default()
-    };
-    let domain = data.open(&opts.domain)?;
-    let loaded = match args.harness.component() {
-        None => None,
-        Some(named) => {
-            let manifest = store.obtain(named, true)?;
-            let sandbox = Sandbox::pooled(Limits::default(), args.concurrency)?;
-            let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
-            Some((manifest.hash, loaded))
-        }
-    };
-    let report = runtime.block_on(bench::runner::run(&opts, loaded, domain))?;
-    print!("{}", report.render(&opts, &args.harness.to_string()));
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 pub mod ablate;
 pub mod bench;
 pub mod bench_race;
+pub mod bench_runner;
 pub mod env;
 pub mod eval_args;
 pub mod experiment;

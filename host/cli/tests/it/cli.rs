@@ -385,3 +385,96 @@ fn env_os_dependence_classifies_the_tasks_of_a_split() {
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("std-009"), "{}", text(&o.stderr));
 }
+
+/// `bench --runner --record` writes the measured multiple of the waiting
+/// floor into a baseline file; `--check` passes under a generous recorded
+/// ratio and fails (exit 1, a REGRESSION line) under a tiny one; an entry
+/// for another harness or a damaged file is an error naming it, before
+/// anything is measured.
+#[test]
+fn bench_runner_checks_the_host_work_against_a_recorded_baseline() {
+    let store = tempfile::tempdir().unwrap();
+    let baseline = store.path().join("baseline.json");
+    let path = baseline.to_str().unwrap();
+    let bench = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--runner",
+            "--harness",
+            "none",
+            "--trials",
+            "1",
+            "--latency-ms",
+            "5",
+        ];
+        args.extend_from_slice(extra);
+        host(store.path(), &args)
+    };
+    let o = bench(&["--repeat", "2", "--record", path, "--record-commit", "test"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("run 1/2:") && out.contains("run 2/2:"),
+        "{out}"
+    );
+    assert!(
+        out.contains("the waiting floor (median of 2 run(s)"),
+        "{out}"
+    );
+    let mut file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&baseline).unwrap()).unwrap();
+    let entry = &file["entries"][0];
+    assert_eq!(entry["harness"], "none");
+    assert_eq!(entry["commit"], "test");
+    assert_eq!(entry["options"]["latency_ms"], 5);
+    assert!(
+        entry["outside_hooks_over_floor"].as_f64().unwrap() > 0.0,
+        "{entry}"
+    );
+
+    let mut with_ratio = |ratio: f64| {
+        file["entries"][0]["outside_hooks_over_floor"] = ratio.into();
+        std::fs::write(&baseline, file.to_string()).unwrap();
+    };
+    with_ratio(1e9);
+    let o = bench(&["--check", path]);
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("regression check:"),
+        "{}",
+        text(&o.stdout)
+    );
+    with_ratio(1e-9);
+    let o = bench(&["--check", path, "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["check"]["passed"], false, "{report}");
+    assert_eq!(report["runs"].as_array().unwrap().len(), 1);
+
+    // Another harness has no entry: named, nothing measured.
+    let o = host(
+        store.path(),
+        &[
+            "bench",
+            "--runner",
+            "--harness",
+            "guests/direct",
+            "--check",
+            path,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("no entry for harness guests/direct") && err.contains("none ("),
+        "{err}"
+    );
+    std::fs::write(&baseline, "{ damaged").unwrap();
+    let o = bench(&["--check", path]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("baseline.json is not valid"),
+        "{}",
+        text(&o.stderr)
+    );
+}

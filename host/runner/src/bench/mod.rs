@@ -7,11 +7,13 @@
 //! - [`coder`]: how often coder replies become a candidate that builds,
 //!   replayed from recorded replies;
 //! - [`runner`]: the runner's own share of an evaluation's time and CPU
-//!   with a fixed-latency simulated model.
+//!   with a fixed-latency simulated model, and [`baseline`]: its check
+//!   against a recorded ratio.
 //!
 //! The environments' bench (gold replay against the Python reference) is
 //! [`ecdysis_env::bench`].
 
+pub mod baseline;
 pub mod calc;
 pub mod runner;
 pub mod sandbox;

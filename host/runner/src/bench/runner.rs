@@ -121,6 +121,15 @@ impl RunnerBenchReport {
         self.hook_seconds * 1e6 / self.episodes.max(1) as f64
     }
 
+    /// The host's CPU outside harness hooks per episode as a multiple of
+    /// the waiting floor's: the quantity the regression check compares
+    /// ([`super::baseline`]). `None` without a floor.
+    pub fn outside_hooks_over_floor(&self) -> Option<f64> {
+        let floor = self.floor_us_per_episode().filter(|f| *f > 0.0)?;
+        let outside = (self.cpu_us_per_episode()? - self.hook_us_per_episode()).max(0.0);
+        Some(outside / floor)
+    }
+
     /// The text `bench --runner` prints.
     pub fn render(&self, opts: &RunnerBenchOptions, harness: &str) -> String {
         let mut out = format!(
