@@ -1594,6 +1594,7 @@ mod tests {
             replies: 1,
             text_replies: vec![],
             text_call_replies: vec![],
+            regulate_notes: vec![],
         }
     }
 

@@ -469,6 +469,7 @@ mod tests {
             replies: 1,
             text_replies: vec![],
             text_call_replies: vec![],
+            regulate_notes: vec![],
         }
     }
 

@@ -54,6 +54,20 @@ pub struct ToolStep {
     pub class: String,
 }
 
+/// One note of the regulation layer (`annotate` or `inject`), as the
+/// record keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RegulateNote {
+    /// The note: one line of regulation's text (clipped).
+    pub text: String,
+    /// The reply it was shown after (0: before the first).
+    pub reply: u32,
+    /// The calls it was attached to that failed or were refused (indices
+    /// into the record's `steps`): calls whose results it annotated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_calls: Vec<usize>,
+}
+
 /// What one episode tells evolution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FailureRecord {
@@ -104,6 +118,12 @@ pub struct FailureRecord {
     /// the calls' `source`.
     #[serde(default)]
     pub text_call_replies: Vec<u32>,
+    /// What the regulation layer told the model, each distinct note once
+    /// (the reply of its first showing, the failed calls of every one):
+    /// whether it spoke about this failure is part of the label
+    /// ([`crate::mechanism::regulate_advised`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub regulate_notes: Vec<RegulateNote>,
 }
 
 impl FailureRecord {
@@ -133,6 +153,11 @@ impl FailureRecord {
         let mut agent_texts = Vec::new();
         let mut text_call_replies = Vec::new();
         let mut text_replies = Vec::new();
+        let mut regulate_notes: Vec<RegulateNote> = Vec::new();
+        // The failed or refused calls of the latest tool-results step (its
+        // step number, indices into `steps`): what a note at that step
+        // annotates.
+        let mut failed_at: (u32, Vec<usize>) = (0, Vec::new());
         for e in &r.transcript {
             match e {
                 Entry::Agent {
@@ -153,6 +178,7 @@ impl FailureRecord {
                     }
                 }
                 Entry::Tool {
+                    step: at,
                     name,
                     arguments,
                     content,
@@ -175,7 +201,37 @@ impl FailureRecord {
                     if *source == CallSource::User {
                         device_steps.push(step);
                     } else {
+                        if failed_at.0 != *at {
+                            failed_at = (*at, Vec::new());
+                        }
+                        if *error || *blocked {
+                            failed_at.1.push(steps.len());
+                        }
                         steps.push(step);
+                    }
+                }
+                Entry::Harness { step, hook, text } if hook == "regulate" => {
+                    let failed = if failed_at.0 == *step {
+                        failed_at.1.clone()
+                    } else {
+                        Vec::new()
+                    };
+                    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+                        let line = clip(line, CLIP);
+                        match regulate_notes.iter_mut().find(|n| n.text == line) {
+                            Some(n) => {
+                                for i in &failed {
+                                    if !n.failed_calls.contains(i) {
+                                        n.failed_calls.push(*i);
+                                    }
+                                }
+                            }
+                            None => regulate_notes.push(RegulateNote {
+                                text: line,
+                                reply,
+                                failed_calls: failed.clone(),
+                            }),
+                        }
                     }
                 }
                 _ => {}
@@ -212,6 +268,7 @@ impl FailureRecord {
             replies: reply,
             text_replies,
             text_call_replies,
+            regulate_notes,
         }
     }
 
@@ -506,5 +563,59 @@ mod tests {
             crate::aggregate::Signature::of(&f).finish,
             crate::mechanism::Finish::SameReply
         );
+    }
+
+    /// Regulation's notes are kept one line each, once, with the failed
+    /// calls whose results they annotated: what the label reads to tell
+    /// advice about a failure from a generic warning.
+    #[test]
+    fn regulate_notes_keep_the_failed_calls_they_annotate() {
+        let harness = |step: u32, hook: &str, text: &str| Entry::Harness {
+            step,
+            hook: hook.into(),
+            text: text.into(),
+        };
+        let mut r = EpisodeRecord::bare("t", 0, 0.0);
+        r.domain = "agentbench/dbbench".into();
+        r.transcript = vec![
+            harness(0, "skills", "Answer a question from the table."),
+            agent(1, None),
+            sql(2, "execute_sql", "[('1',)]", false),
+            sql(2, "execute_sql", "1064 (42000): syntax", true),
+            harness(
+                2,
+                "regulate",
+                "`execute_sql` failed.\nOnly 2 turn(s) remain.",
+            ),
+            agent(3, Some("done")),
+            harness(4, "regulate", "You sent the same message as before."),
+            agent(5, Some("done")),
+            harness(6, "regulate", "You sent the same message as before."),
+            agent(7, None),
+            sql(8, "execute_sql", "1064 (42000): syntax", true),
+            harness(8, "regulate", "`execute_sql` failed."),
+        ];
+        let f = FailureRecord::from_episode(&r);
+        let notes: Vec<(&str, u32, Vec<usize>)> = f
+            .regulate_notes
+            .iter()
+            .map(|n| (n.text.as_str(), n.reply, n.failed_calls.clone()))
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                ("`execute_sql` failed.", 1, vec![1, 2]),
+                ("Only 2 turn(s) remain.", 1, vec![1]),
+                ("You sent the same message as before.", 2, vec![]),
+            ]
+        );
+        // Records written before notes were kept still read.
+        let old: FailureRecord = serde_json::from_value({
+            let mut v = serde_json::to_value(&f).unwrap();
+            v.as_object_mut().unwrap().remove("regulate_notes");
+            v
+        })
+        .unwrap();
+        assert!(old.regulate_notes.is_empty());
     }
 }
