@@ -152,7 +152,9 @@ enum Command {
     },
     /// Measure the sandbox's overhead: per-hook call time, episode
     /// instantiation, compile vs precompiled load, each against a native
-    /// baseline measured in the same run.
+    /// baseline measured in the same run (or, with a flag, the runner, the
+    /// environments, `calculate`, coder replies, the racing gate, or what
+    /// the proxy adds to a request).
     Bench(Box<Episodes<cli::bench::BenchArgs>>),
     /// Run tool calls on the native τ² environments, or replay gold actions.
     Env {
@@ -460,7 +462,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 data,
                 runtime,
             } = *cmd;
-            let waits = args.latency_ms > 0;
+            // The proxy bench's client, proxies and upstream share the
+            // runtime: one worker per core, as `proxy` serves.
+            let waits = args.latency_ms > 0 && !args.proxy;
             cli::bench::bench_command(args, &store(&components)?, &data, quiet, || {
                 runtime_with(runtime.threads, waits)
             })

@@ -18,9 +18,9 @@
 //!   never a benchmark result);
 //! - [`user`]: user simulators ([`LlmUser`], [`ScriptedUser`]).
 //!
-//! Tests that need a model endpoint use the scripted OpenAI-compatible
-//! server of the `ecdysis-testkit` crate (a dev-dependency only, never in
-//! the binary).
+//! - [`mock`]: a scripted OpenAI-compatible server, in process, for tests
+//!   that need a model endpoint (through `ecdysis-testkit`, which
+//!   re-exports it) and as the upstream of `bench --proxy`.
 
 mod cache;
 mod client;
@@ -29,6 +29,7 @@ mod error;
 mod hub;
 mod ledger;
 mod metered;
+pub mod mock;
 mod retry;
 mod signals;
 pub mod sim;

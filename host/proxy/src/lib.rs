@@ -19,6 +19,7 @@
 //! by the replay: the harness is deterministic (no clock or randomness but
 //! the host's frozen, seeded ones).
 
+pub mod bench;
 pub mod conversation;
 pub mod error;
 pub mod records;

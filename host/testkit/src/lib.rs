@@ -10,6 +10,8 @@
 
 pub mod guests;
 pub mod measure;
-pub mod mock;
+/// The scripted OpenAI-compatible server; it lives in `ecdysis-model`,
+/// where `bench --proxy` uses it too.
+pub use ecdysis_model::mock;
 
 pub use guests::{guest, load, python_guests_available, python_tool, repo_root, shared_store};

@@ -109,10 +109,40 @@ pub struct BenchArgs {
     /// decisions.
     #[arg(long, default_value_t = 8, requires = "race")]
     pub race_concurrency: usize,
+    /// Instead of the sandbox, measure what `proxy` adds to a request: the
+    /// proxy with each --proxy-harness in front of a scripted upstream that
+    /// answers at once (no model), against direct calls to it, and with
+    /// --litellm LiteLLM's proxy forwarding to it with no harness; the
+    /// sides take turns, never two at once. Prints each side's latency
+    /// (p50, p99, one request at a time), what it adds to the direct call,
+    /// requests per second at --concurrency, their ratios and the load
+    /// average before and after.
+    #[arg(long, conflicts_with_all = ["runner", "env", "calc", "coder", "os_machine", "race"])]
+    pub proxy: bool,
+    /// Proxy bench: a harness to put in the proxy, named as `proxy
+    /// --harness` names one. Repeatable.
+    #[arg(long, value_name = "HARNESS", default_values_t = ["harness-template".to_string(), "guests/direct".to_string()], requires = "proxy")]
+    pub proxy_harness: Vec<String>,
+    /// Proxy bench: LiteLLM's `litellm` executable (of `litellm[proxy]`;
+    /// scripts/litellm-proxy.sh installs the pinned one and prints its
+    /// path). Without it LiteLLM is not measured, and the report says so.
+    #[arg(long, value_name = "PATH", requires = "proxy")]
+    pub litellm: Option<std::path::PathBuf>,
+    /// Proxy bench: rounds, each measuring every side in turn.
+    #[arg(long, default_value_t = 5, requires = "proxy")]
+    pub rounds: usize,
+    /// Proxy bench: conversations (two requests each) per side and round,
+    /// one request at a time, for latency.
+    #[arg(long, default_value_t = 200, requires = "proxy")]
+    pub conversations: usize,
+    /// Proxy bench: conversations per side and round at --concurrency,
+    /// for throughput.
+    #[arg(long, default_value_t = 1000, requires = "proxy")]
+    pub throughput_conversations: usize,
     /// Runner bench: simulated model latency per call, in milliseconds.
     #[arg(long, default_value_t = 200)]
     pub latency_ms: u64,
-    /// Runner bench: episodes at once.
+    /// Runner bench: episodes at once; proxy bench: conversations at once.
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
     /// Runner bench: trials per task.
@@ -167,6 +197,10 @@ pub fn bench_command(
 ) -> Result<ExitCode> {
     if !args.race.is_empty() {
         return race(&args);
+    }
+    if args.proxy {
+        super::bench_proxy::proxy(&args, store, quiet, runtime()?)?;
+        return Ok(ExitCode::SUCCESS);
     }
     if args.os_machine {
         os_machine(&args)?;

@@ -2,6 +2,7 @@
 
 pub mod ablate;
 pub mod bench;
+pub mod bench_proxy;
 pub mod bench_race;
 pub mod bench_runner;
 pub mod env;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use ecdysis_host::sandbox::{FailurePolicy, Sandbox};
+use ecdysis_host::sandbox::{FailurePolicy, LoadedHarness, Sandbox};
 use ecdysis_host::store::ComponentStore;
 use ecdysis_proxy::records::{ConversationLog, Records};
 use ecdysis_proxy::{DEFAULT_DOMAIN, Proxy, ProxySettings};
@@ -90,6 +90,30 @@ pub struct ProxyArgs {
     pub limits: LimitArgs,
 }
 
+/// Load `harness` as `proxy --harness` names it (a stored hash or prefix, a
+/// .wasm file, a guest crate directory or an exported harness directory),
+/// for a proxy: also what `bench --proxy` measures.
+pub fn load_harness(
+    harness: &str,
+    store: &ComponentStore,
+    limits: ecdysis_host::sandbox::Limits,
+    quiet: bool,
+) -> Result<(ecdysis_host::store::Manifest, LoadedHarness)> {
+    let source = match super::export::exported(harness)? {
+        Some((wasm, _)) => wasm.to_string_lossy().into_owned(),
+        None => harness.to_string(),
+    };
+    let manifest = store
+        .obtain(&source, quiet)
+        .with_context(|| format!("loading harness `{harness}`"))?;
+    // Warm episodes hold their instances between requests, so a fixed pool
+    // sized by the requests in flight could run dry: instances are
+    // allocated on demand.
+    let sandbox = Sandbox::new(limits)?;
+    let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
+    Ok((manifest, loaded))
+}
+
 /// Load the harness, bind, and serve until Ctrl-C.
 pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Result<()> {
     if args.max_connections == 0 || args.header_timeout_secs == 0 {
@@ -98,18 +122,7 @@ pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Resu
     if args.max_conversations == 0 {
         bail!("--max-conversations 0 would refuse every request; give at least 1");
     }
-    let source = match super::export::exported(&args.harness)? {
-        Some((wasm, _)) => wasm.to_string_lossy().into_owned(),
-        None => args.harness.clone(),
-    };
-    let manifest = store
-        .obtain(&source, quiet)
-        .with_context(|| format!("loading harness `{}`", args.harness))?;
-    // Warm episodes hold their instances between requests, so a fixed pool
-    // sized by the requests in flight could run dry: instances are
-    // allocated on demand.
-    let sandbox = Sandbox::new(args.limits.limits()?)?;
-    let (loaded, _) = store.load(&sandbox, &manifest.hash)?;
+    let (manifest, loaded) = load_harness(&args.harness, store, args.limits.limits()?, quiet)?;
     let upstream_api_key = match &args.upstream_api_key_env {
         Some(var) => Some(
             std::env::var(var)

@@ -601,3 +601,53 @@ async fn tau2s_own_runner_through_the_proxy_scores_as_the_host_does() {
         "the call written as text, rescued: {realize:?}"
     );
 }
+
+/// `bench --proxy` as a command: a short run's JSON report (every request
+/// answered, LiteLLM not measured), and a `--litellm` that does not start
+/// is an error naming it.
+#[test]
+fn bench_proxy_reports_in_json_and_names_a_litellm_that_does_not_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wasm = tmp.path().join("template.wasm");
+    std::fs::write(&wasm, support::guest("harness-template", None)).unwrap();
+    let store = tmp.path().join("store");
+    let bench = |extra: &[&str]| {
+        Command::new(support::host_bin())
+            .current_dir(support::repo_root())
+            .arg("--store")
+            .arg(&store)
+            .args(["bench", "--proxy", "--proxy-harness"])
+            .arg(&wasm)
+            .args(["--rounds", "1", "--conversations", "3"])
+            .args(["--throughput-conversations", "4", "--concurrency", "2"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = bench(&["--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let sides = report["sides"].as_array().unwrap();
+    assert_eq!(sides.len(), 2, "{report}");
+    assert_eq!(sides[0]["name"], "direct");
+    for side in sides {
+        assert_eq!(side["requests"], 6, "{report}");
+        assert_eq!(side["succeeded"], 6, "{report}");
+        assert_eq!(side["throughput_succeeded"], 8, "{report}");
+    }
+    assert!(
+        sides[1]["added_p50_us"]
+            .as_f64()
+            .is_some_and(f64::is_finite)
+    );
+    assert_eq!(report["litellm"]["status"], "not_measured");
+
+    let out = bench(&["--litellm", "/nonexistent/bin/litellm"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("cannot start LiteLLM's proxy `/nonexistent/bin/litellm`"),
+        "{stderr}"
+    );
+}

@@ -1429,3 +1429,99 @@ async fn records_are_appended_per_conversation_and_outlive_the_proxy() {
             .any(|c| c.id == "../escape" && !c.file.ends_with("escape.jsonl"))
     );
 }
+
+/// A short `bench --proxy` run (no LiteLLM): every request of every side
+/// answered, the counts the options ask for, and a finite, positive time
+/// added by the proxy's hop and harness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_bench_answers_every_request_and_counts_them() {
+    use ecdysis_proxy::bench::{self, BenchHarness, LitellmStatus, ProxyBenchOptions};
+    let opts = ProxyBenchOptions {
+        rounds: 2,
+        conversations: 5,
+        concurrency: 4,
+        throughput_conversations: 6,
+        warmup: 1,
+        ..ProxyBenchOptions::default()
+    };
+    let harnesses = [BenchHarness {
+        name: "harness-template".into(),
+        harness: template(),
+    }];
+    let report = bench::run(&harnesses, &opts).await.expect("the bench runs");
+    let text = report.render();
+    assert!(report.all_succeeded(), "{text}");
+    assert_eq!(report.sides.len(), 2, "{text}");
+    for side in &report.sides {
+        // Two requests a conversation, every round.
+        assert_eq!(side.requests, 2 * 5 * 2, "{text}");
+        assert_eq!(side.throughput_requests, 2 * 6 * 2, "{text}");
+        assert!(side.p50_us.is_finite() && side.p50_us > 0.0, "{text}");
+        assert!(side.p99_us >= side.p50_us, "{text}");
+        assert!(side.requests_per_second > 0.0, "{text}");
+    }
+    let direct = report.side(bench::DIRECT).expect("the direct side");
+    assert!(direct.added_p50_us.is_none());
+    let proxy = report
+        .side("proxy (harness-template)")
+        .expect("the proxy's side");
+    let added = proxy.added_p50_us.expect("the proxy adds time");
+    assert!(added.is_finite() && added > 0.0, "{text}");
+    assert!(proxy.added_p99_us.is_some_and(f64::is_finite), "{text}");
+    // One upstream request per client request: the harness refused none
+    // of the scripted replies (warm-up: one conversation per side).
+    assert_eq!(
+        report.upstream_requests,
+        2 * (2 + 2 * 2 * (5 + 6)),
+        "{text}"
+    );
+    assert!(matches!(report.litellm, LitellmStatus::NotMeasured { .. }));
+    assert!(text.contains("LiteLLM not measured"), "{text}");
+    assert!(report.load_before.is_some() && report.load_after.is_some());
+}
+
+/// A `--litellm` that is not LiteLLM's proxy is a typed error naming it:
+/// one that cannot start, and one that exits at once.
+#[tokio::test]
+async fn the_proxy_bench_says_when_the_litellm_executable_does_not_work() {
+    use ecdysis_proxy::bench::{self, BenchHarness, ProxyBenchError, ProxyBenchOptions};
+    let harnesses = [BenchHarness {
+        name: "harness-template".into(),
+        harness: template(),
+    }];
+    let missing = std::path::PathBuf::from("/nonexistent/bin/litellm");
+    let opts = ProxyBenchOptions {
+        litellm: Some(missing.clone()),
+        ..ProxyBenchOptions::default()
+    };
+    let err = bench::run(&harnesses, &opts)
+        .await
+        .expect_err("no such file");
+    assert!(
+        matches!(&err, ProxyBenchError::LitellmSpawn { path, .. } if *path == missing),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("/nonexistent/bin/litellm"),
+        "{err}"
+    );
+
+    // `false` starts and exits before it answers anything.
+    let exits = ["/bin/false", "/usr/bin/false"]
+        .map(std::path::PathBuf::from)
+        .into_iter()
+        .find(|p| p.exists())
+        .expect("a `false` executable");
+    let opts = ProxyBenchOptions {
+        litellm: Some(exits.clone()),
+        ..ProxyBenchOptions::default()
+    };
+    let err = bench::run(&harnesses, &opts).await.expect_err("it exits");
+    match &err {
+        ProxyBenchError::LitellmNotReady { path, reason, .. } => {
+            assert_eq!(*path, exits);
+            assert!(reason.contains("exited"), "{err}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -16,11 +16,15 @@
 //! HTTP is the service's own stack (axum on hyper). Each connection carries
 //! one request and is closed after the reply (`Connection: close`), which
 //! keeps a delayed reply from blocking a pooled connection another request
-//! wants.
+//! wants; [`MockServer::set_keep_alive`] keeps connections open instead, as
+//! a model server does (the proxy's bench, whose upstream answers at once).
+//!
+//! It lives in the model crate, not in the test kit (which re-exports it),
+//! because `ecdysis-host bench --proxy` runs it as its upstream.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,7 +33,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use ecdysis_model::{ToolCall, Usage};
+use crate::{ToolCall, Usage};
 
 /// Largest request body the mock accepts.
 const MAX_BODY: usize = 64 * 1024 * 1024;
@@ -216,6 +220,9 @@ struct MockState {
     handler: Mutex<Option<Handler>>,
     fallback: Mutex<Option<MockReply>>,
     requests: Mutex<Vec<MockRequest>>,
+    received: AtomicUsize,
+    not_recording: AtomicBool,
+    keep_alive: AtomicBool,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     capacity: Mutex<Option<Capacity>>,
@@ -235,6 +242,14 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl MockState {
+    /// Count `request`, and keep it unless recording is off.
+    fn record(&self, request: MockRequest) {
+        self.received.fetch_add(1, Ordering::SeqCst);
+        if !self.not_recording.load(Ordering::Relaxed) {
+            lock(&self.requests).push(request);
+        }
+    }
+
     fn reply_for(&self, request: &MockRequest) -> MockReply {
         // The script and the fallback are chat replies: a tokenizer request
         // (`POST /tokenize`, which budgets send first) goes to the handler,
@@ -298,6 +313,10 @@ impl MockServer {
                 stop: stop.clone(),
             });
         let mut stopped = stop;
+        // No Nagle delay on a kept-alive connection's small replies.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
                 let _ = stopped.wait_for(|s| *s).await;
@@ -339,14 +358,27 @@ impl MockServer {
         *lock(&self.state.fallback) = Some(reply);
     }
 
-    /// Every request received so far, in arrival order.
+    /// Every request received so far, in arrival order (none while
+    /// recording is off).
     pub fn requests(&self) -> Vec<MockRequest> {
         lock(&self.state.requests).clone()
     }
 
-    /// Requests received so far.
+    /// Requests received so far (also those not recorded).
     pub fn request_count(&self) -> usize {
-        lock(&self.state.requests).len()
+        self.state.received.load(Ordering::SeqCst)
+    }
+
+    /// Keep requests for [`MockServer::requests`] (the default), or only
+    /// count them: a long benchmark's memory stays flat.
+    pub fn set_recording(&self, on: bool) {
+        self.state.not_recording.store(!on, Ordering::Relaxed);
+    }
+
+    /// Keep each connection open for the client's next request (HTTP/1.1
+    /// keep-alive) instead of closing it after the reply.
+    pub fn set_keep_alive(&self, on: bool) {
+        self.state.keep_alive.store(on, Ordering::Relaxed);
     }
 
     /// The most requests that were being served at the same time.
@@ -408,23 +440,23 @@ async fn handle(
         .filter(|_| !request.path.ends_with("/tokenize"));
     let Some(capacity) = capacity else {
         let reply = state.reply_for(&request);
-        lock(&state.requests).push(request);
+        state.record(request);
         serve_for(&reply, &shared).await;
         drop(guard);
-        return response(&reply);
+        return response(&reply, state);
     };
     if state.admitted.fetch_add(1, Ordering::SeqCst) >= capacity.bound {
         state.admitted.fetch_sub(1, Ordering::SeqCst);
         state.refused.fetch_add(1, Ordering::SeqCst);
-        lock(&state.requests).push(request);
+        state.record(request);
         drop(guard);
-        return response(&MockReply::error(
-            429,
-            "mock server: every slot and queue place is taken",
-        ));
+        return response(
+            &MockReply::error(429, "mock server: every slot and queue place is taken"),
+            state,
+        );
     }
     let reply = state.reply_for(&request);
-    lock(&state.requests).push(request);
+    state.record(request);
     {
         let _slot = capacity.slots.acquire().await;
         serve_for(&reply, &shared).await;
@@ -434,7 +466,7 @@ async fn handle(
     // the client can act on a reply (and send its next request) before this
     // task gets to run again, which would otherwise be counted as overlap.
     drop(guard);
-    response(&reply)
+    response(&reply, state)
 }
 
 /// Waits out the reply's delay (cut short when the server stops).
@@ -448,16 +480,18 @@ async fn serve_for(reply: &MockReply, shared: &Shared) {
     }
 }
 
-/// The reply as an HTTP response. `Connection: close`: one request per
-/// connection, so a delayed reply never holds a connection another request
-/// of the client's pool wants.
-fn response(reply: &MockReply) -> axum::response::Response {
+/// The reply as an HTTP response. `Connection: close` unless keep-alive is
+/// on: one request per connection, so a delayed reply never holds a
+/// connection another request of the client's pool wants.
+fn response(reply: &MockReply, state: &MockState) -> axum::response::Response {
     let status = axum::http::StatusCode::from_u16(reply.status)
         .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
     let mut builder = axum::http::Response::builder()
         .status(status)
-        .header("content-type", "application/json")
-        .header("connection", "close");
+        .header("content-type", "application/json");
+    if !state.keep_alive.load(Ordering::Relaxed) {
+        builder = builder.header("connection", "close");
+    }
     for (name, value) in &reply.headers {
         builder = builder.header(name.as_str(), value.as_str());
     }
