@@ -6,13 +6,15 @@ not built from, whose failing episodes were labelled by hand (and committed)
 before `failures` was run on them.
 
 Usage:
-    python3 scripts/mechanism-agreement.py [DATA_DIR] [RUN ...]
+    python3 scripts/mechanism-agreement.py [--suffix S] [DATA_DIR] [RUN ...]
 
 DATA_DIR (default docs/src/results/data/mechanism-agreement) holds, per RUN,
 `RUN-hand-labels.tsv` (task, trial, mechanism, layer, fault, note; lines
 starting with `#` are comments) and `RUN-failures.json` (the output of
 `ecdysis-host failures --json runs/RUN`). Without RUN arguments every
-`*-hand-labels.tsv` is read.
+`*-hand-labels.tsv` is read. With `--suffix S` the key's output is read from
+`RUN-failures{S}.json` instead (another version of the key on the same runs,
+kept beside the earlier output: `--suffix -0d76ede`).
 
 Per episode it compares the mechanism (the exact finish relation: same_reply,
 after_error, after_results, without_calls, never, no_calls) and the label
@@ -68,6 +70,10 @@ def rate(n, d):
 
 
 def main(argv):
+    suffix = ""
+    if len(argv) > 2 and argv[1] == "--suffix":
+        suffix = argv[2]
+        argv = argv[:1] + argv[3:]
     data_dir = argv[1] if len(argv) > 1 else "docs/src/results/data/mechanism-agreement"
     runs = argv[2:] or sorted(
         os.path.basename(p)[: -len("-hand-labels.tsv")]
@@ -80,7 +86,7 @@ def main(argv):
     confusion = collections.Counter()
     for run in runs:
         hand = read_hand(os.path.join(data_dir, f"{run}-hand-labels.tsv"))
-        data, key = read_key(os.path.join(data_dir, f"{run}-failures.json"))
+        data, key = read_key(os.path.join(data_dir, f"{run}-failures{suffix}.json"))
         both = sorted(set(hand) & set(key))
         only_hand = sorted(set(hand) - set(key))
         only_key = sorted(set(key) - set(hand))
