@@ -19,8 +19,9 @@
 //! - [`user`]: user simulators ([`LlmUser`], [`ScriptedUser`]).
 //!
 //! - [`mock`]: a scripted OpenAI-compatible server, in process, for tests
-//!   that need a model endpoint (through `ecdysis-testkit`, which
-//!   re-exports it) and as the upstream of `bench --proxy`.
+//!   that need a model endpoint (this crate's own tests use it here, the
+//!   crates above through `ecdysis-testkit`, which re-exports it and comes
+//!   after this crate) and as the upstream of `bench --proxy`.
 
 mod cache;
 mod client;

@@ -6,6 +6,7 @@ mod cli;
 mod concurrency;
 mod contain;
 mod containment;
+mod crate_order;
 mod docs;
 mod docs_book;
 mod docs_commands;

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
+use ecdysis_model::mock::{MockReply, MockServer};
 use ecdysis_model::{
     EndpointLimiter, HttpChatModel, LlmUser, ModelConfig, UserSimulator, UserStop, Utterance,
 };
-use ecdysis_testkit::mock::{MockReply, MockServer};
 use serde_json::Value;
 
 #[tokio::test]

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ecdysis_model::mock::{MockReply, MockServer};
 use ecdysis_model::{
     CachePolicy, ChatMessage, ChatModel, ChatRequest, EndpointLimiter, ErrorClass, FunctionTool,
     HttpChatModel, ModelConfig, ModelError, ModelHub, ModelRole, PriceTable, ResponseCache,
     RetryPolicy, SamplingArgs, ToolCall, ToolChoice, Usage, UsageLedger,
 };
-use ecdysis_testkit::mock::{MockReply, MockServer};
 use serde_json::json;
 
 /// A scratch directory removed on drop.
