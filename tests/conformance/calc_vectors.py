@@ -12,7 +12,7 @@ Each case is called through five wrapper frames, like τ²'s
 CPython's compiler limits the AST depth to ``3000 − 3 × (frames on the
 stack)``, so the frame depth decides the outcome of expressions nested
 ~2900 deep. The hand-picked cases avoid the depths where that matters
-(2881–2982, see ``host/src/env/py/calc/mod.rs``).
+(2881–2982, see ``host/pyemu/src/calc/mod.rs``).
 
 Every case is recorded only if CPython answers it within a second: the
 emulation must agree where the reference answers in reasonable time.

@@ -1,5 +1,5 @@
 /**
- * The Rust host's answer checks (host/src/sandbox/contract.rs), in the same
+ * The Rust host's answer checks (host/sandbox/src/sandbox/contract.rs), in the same
  * order, on canonical JSON answers; and JSON-object arguments judged as
  * serde_json judges them (besides what JSON.parse refuses: non-finite
  * numbers, lone surrogates, nesting deeper than 127 levels). The reason

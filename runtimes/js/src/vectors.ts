@@ -1,6 +1,6 @@
 /**
  * Replay the Rust host's conformance vectors (`ecdysis-host vectors`) and
- * demand byte-identical lines (see host/src/vectors.rs for the format).
+ * demand byte-identical lines (see host/runner/src/vectors.rs for the format).
  */
 
 import { readFileSync } from "node:fs";

@@ -9,7 +9,7 @@ test("canonical JSON is byte-identical to the Rust host's", () => {
     step: 3, stepsLeft: 7, errorsLeft: 2, kind: "tool-results", text: undefined,
     outcomes: [{ call: { id: "c1", name: "get", arguments: '{"a":1}' }, content: "é\u0001\n\t\u007f\u2028\"\\/", error: false, blocked: true }],
   };
-  // The same string host/src/sandbox/recorder.rs asserts for this value.
+  // The same string host/sandbox/src/sandbox/recorder.rs asserts for this value.
   assert.equal(
     canonicalDumps(toCanonical(TYPES.stepReport, report)),
     '{"step":3,"steps-left":7,"errors-left":2,"kind":"tool-results","text":null,' +

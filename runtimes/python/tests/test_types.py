@@ -15,7 +15,7 @@ def test_canonical_json_is_byte_identical_to_the_rust_hosts():
         step=3, steps_left=7, errors_left=2, kind=StepKind.TOOL_RESULTS, text=None,
         outcomes=[ToolOutcome(ToolCall("c1", "get", '{"a":1}'), "é\u0001\n\t\u007f\u2028\"\\/", False, True)],
     )
-    # The same string host/src/sandbox/recorder.rs asserts for this value.
+    # The same string host/sandbox/src/sandbox/recorder.rs asserts for this value.
     assert canonical_dumps(to_canonical(report)) == (
         '{"step":3,"steps-left":7,"errors-left":2,"kind":"tool-results","text":null,'
         '"outcomes":[{"call":{"id":"c1","name":"get","arguments":"{\\"a\\":1}"},'

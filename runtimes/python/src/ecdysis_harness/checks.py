@@ -1,4 +1,4 @@
-"""The answer checks of the Rust host (host/src/sandbox/contract.rs), applied
+"""The answer checks of the Rust host (host/sandbox/src/sandbox/contract.rs), applied
 in the same order to the canonical JSON of every answer, so the same answer
 is refused with the same violation kind in every runtime.
 
