@@ -18,7 +18,9 @@
 //! for the user simulator ([`Oracle::user_system_prompt`]).
 //!
 //! Library entry points for the CLI (`env call`, `env gold`, `tasks`) are
-//! [`open`], [`run_calls`], [`replay_gold`], [`list_tasks`] and
+//! [`DomainOptions::open`] (every domain by name: the command line, worker
+//! processes and tests open domains only through it, or through [`open`]
+//! with located τ² data), [`run_calls`], [`replay_gold`], [`list_tasks`] and
 //! [`do_nothing_floor`]; [`bench`](mod@bench) times a gold replay of every
 //! task.
 
@@ -27,6 +29,7 @@ pub mod bench;
 pub mod data;
 pub mod dbbench;
 mod error;
+mod open;
 /// The Python-semantics emulation the τ² tools run on.
 pub use ecdysis_pyemu as py;
 mod scenario;
@@ -38,6 +41,7 @@ use serde::{Deserialize, Serialize};
 
 pub use data::{DataSource, locate};
 pub use error::{EnvError, FETCH_COMMAND};
+pub use open::{DomainOptions, open};
 pub use scenario::{GoldPlan, UserScript};
 
 /// Default cap on message hops per episode (τ²'s `DEFAULT_MAX_STEPS`).
@@ -732,28 +736,6 @@ pub(crate) fn tasks_in_split<T>(
         .filter(|t| ids.iter().any(|i| i == id(t)))
         .map(|t| view(t))
         .collect())
-}
-
-/// Opens a domain by name from a located data set.
-pub fn open(name: &str, data: &DataSource) -> Result<Arc<dyn Domain>, EnvError> {
-    match name {
-        "tau2/airline" => Ok(Arc::new(tau2::Tau2Domain::load(
-            tau2::Which::Airline,
-            data,
-        )?)),
-        "tau2/retail" => Ok(Arc::new(tau2::Tau2Domain::load(tau2::Which::Retail, data)?)),
-        tau2::telecom::NAME => Ok(Arc::new(tau2::telecom::TelecomDomain::load(data)?)),
-        // Its data ships in this repository, not in the τ² wheel.
-        dbbench::NAME => Ok(Arc::new(dbbench::open(dbbench::Options::default())?)),
-        // Its data ships in this repository too.
-        agentbench_os::NAME => Ok(Arc::new(agentbench_os::OsDomain::load(
-            agentbench_os::Options::default(),
-        )?)),
-        _ => Err(EnvError::UnknownDomain {
-            name: name.to_string(),
-            known: DOMAINS.iter().map(|d| d.to_string()).collect(),
-        }),
-    }
 }
 
 /// Output of [`run_calls`].

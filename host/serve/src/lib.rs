@@ -285,6 +285,7 @@ impl Service {
                 .as_deref()
                 .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf())),
             mysql_url: config.mysql_url.clone(),
+            ..DomainSource::default()
         }
     }
 }

@@ -37,37 +37,19 @@ pub struct DataArgs {
 }
 
 impl DataArgs {
-    /// The same data for a worker process (paths made absolute).
-    pub fn source(&self) -> Result<ecdysis_host::isolate::DomainSource> {
-        Ok(ecdysis_host::isolate::DomainSource {
+    /// The options a domain is opened with (data path made absolute, so a
+    /// worker process opens the same).
+    pub fn source(&self) -> Result<env::DomainOptions> {
+        Ok(env::DomainOptions {
             data: self.data.as_deref().map(std::path::absolute).transpose()?,
             mysql_url: self.mysql_url.clone(),
+            sql_mode: self.sql_mode,
         })
     }
 
+    /// Opens `domain` with these options.
     pub fn open(&self, domain: &str) -> Result<Arc<dyn Domain>> {
-        // DBBench's data ships in this repository; it needs a database
-        // server, not the τ² wheel.
-        if domain == env::dbbench::NAME {
-            let options = env::dbbench::Options {
-                mysql_url: self.mysql_url.clone(),
-                limits: env::dbbench::Limits {
-                    sql_mode: self.sql_mode,
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            return Ok(Arc::new(env::dbbench::open(options)?));
-        }
-        // Its data ships in this repository too; its machines need only
-        // bubblewrap.
-        if domain == env::agentbench_os::NAME {
-            return Ok(Arc::new(env::agentbench_os::OsDomain::load(
-                env::agentbench_os::Options::default(),
-            )?));
-        }
-        let data = env::locate(self.data.as_deref())?;
-        Ok(env::open(domain, &data)?)
+        Ok(self.source()?.open(domain)?)
     }
 }
 

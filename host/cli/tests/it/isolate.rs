@@ -355,3 +355,52 @@ fn run_isolate_process_from_the_command_line() {
     let kept = records.iter().find(|r| r.task_id == "5").unwrap();
     assert_ne!(kept.end, EndReason::HarnessError);
 }
+
+/// `--sql-mode` reaches the worker processes of `--isolate process`: they
+/// open DBBench with the parent's options. `standard-278`'s gold UPDATE
+/// compares a TEXT column with a bare number, which MySQL 8's strict mode
+/// refuses, so `sim:oracle` solves it under `--sql-mode lenient` and not
+/// under the default `mysql8` (the control: the outcome tells the modes
+/// apart). SKIPPED without MariaDB, unless `$CI` is set.
+#[test]
+fn sql_mode_reaches_the_worker_processes() {
+    if !support::dbbench_available() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let reward = |name: &str, sql_mode: &str| -> f64 {
+        let out = tmp.path().join(name);
+        let o = Command::new(support::host_bin())
+            .current_dir(support::repo_root())
+            .args(["--quiet", "--store"])
+            .arg(tmp.path().join("store"))
+            .args([
+                "run",
+                "--harness",
+                "none",
+                "--domain",
+                "agentbench/dbbench",
+                "--split",
+                "all",
+                "--tasks",
+                "standard-278",
+                "--agent-model",
+                "sim:oracle",
+                "--sql-mode",
+                sql_mode,
+                "--isolate",
+                "process",
+                "--out",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let records = run_dir(&out);
+        assert_eq!(records.len(), 1, "{name}");
+        assert_eq!(records[0].task_id, "standard-278");
+        records[0].reward
+    };
+    assert_eq!(reward("lenient", "lenient"), 1.0, "lenient in the workers");
+    assert_eq!(reward("mysql8", "mysql8"), 0.0, "MySQL 8's strict mode");
+}

@@ -8,42 +8,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::EpisodeRecord;
 use crate::eval::{ModelServices, RunSpec};
-use ecdysis_env::{Domain, EnvError};
 use ecdysis_model::CallRecord;
 use ecdysis_sandbox::sandbox::Limits;
 use ecdysis_sandbox::store::ComponentHash;
 
-/// Where a worker finds a domain's data: the same as the parent's `--data`
-/// and `--mysql-url` (the worker inherits the parent's working directory
-/// and environment, so `None` resolves the same way).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct DomainSource {
-    /// The τ² data (wheel, folder holding it, or extracted folder).
-    pub data: Option<PathBuf>,
-    /// agentbench/dbbench: an existing server; `None` starts a private one
-    /// per worker process.
-    pub mysql_url: Option<String>,
-}
-
-impl DomainSource {
-    /// Open the domain `name` from this source.
-    pub fn open(&self, name: &str) -> Result<Arc<dyn Domain>, EnvError> {
-        if name == ecdysis_env::dbbench::NAME {
-            let options = ecdysis_env::dbbench::Options {
-                mysql_url: self.mysql_url.clone(),
-                ..Default::default()
-            };
-            return Ok(Arc::new(ecdysis_env::dbbench::open(options)?));
-        }
-        if name == ecdysis_env::agentbench_os::NAME {
-            return Ok(Arc::new(ecdysis_env::agentbench_os::OsDomain::load(
-                ecdysis_env::agentbench_os::Options::default(),
-            )?));
-        }
-        let data = ecdysis_env::locate(self.data.as_deref())?;
-        ecdysis_env::open(name, &data)
-    }
-}
+/// How a worker opens a job's domain: the parent's `--data`,
+/// `--mysql-url` and `--sql-mode`, the one options type of
+/// [`ecdysis_env::DomainOptions`] (the worker inherits the parent's
+/// working directory and environment, so `None` resolves the same way).
+pub type DomainSource = ecdysis_env::DomainOptions;
 
 /// Everything a worker needs to run episodes of one evaluation: what to
 /// run (the spec), with which harness (a component hash in `store`), where
