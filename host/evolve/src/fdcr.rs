@@ -1449,6 +1449,97 @@ mod tests {
         }
     }
 
+    /// A fixed discussion whose evidence, sources and turns are all
+    /// clipped: two rounds, a refused spec and its retry.
+    fn layout_case(tokenizer: bool) -> (FdcrInput, FdcrConfig, Arc<Script>) {
+        let evidence: String = (0..240)
+            .map(|i| {
+                format!(
+                    "evidence line {i}: task {} failed at step {} with error {}\n",
+                    i % 7,
+                    i % 5,
+                    i * 13
+                )
+            })
+            .collect();
+        let harness: String = (0..160)
+            .map(|i| {
+                format!(
+                    "src/rule{}.rs:{i}: pub const LIMIT_{i}: u32 = {};\n",
+                    i % 4,
+                    i * 3
+                )
+            })
+            .collect();
+        let reply = |who: &str, lines: usize| -> String {
+            (0..lines)
+                .map(|i| {
+                    format!(
+                        "{who} point {i}: change the rule for group R{} and keep the rest\n",
+                        i % 3
+                    )
+                })
+                .collect()
+        };
+        let bad = r#"{"failure_patterns": [], "proposed_changes": [{"layer": "realize", "file": "src/tables.rs", "description": "x", "rationale": "y", "evidence_tasks": ["Z9"]}], "skills": []}"#;
+        let replies = [
+            reply("analyst", 40),
+            reply("critic", 25),
+            reply("engineer", 30),
+            reply("analyst2", 35),
+            reply("critic2", 20),
+            reply("engineer2", 28),
+            bad.to_string(),
+            SPEC.to_string(),
+        ];
+        let mut m = Script::new(replies.iter().map(|r| Ok(r.as_str())).collect());
+        if tokenizer {
+            let s = Arc::get_mut(&mut m).unwrap();
+            s.tokenizer_divides_by = Some(2);
+            s.later_counts_times = Some(0.8);
+        }
+        let input = FdcrInput {
+            failing_tasks: Some(["1", "2"].iter().map(|s| s.to_string()).collect()),
+            ..FdcrInput::new(evidence, harness)
+        };
+        let config = FdcrConfig {
+            rounds: 2,
+            spec_retries: 2,
+            budget: ContextBudget::new(3000, Some(200)),
+            ..FdcrConfig::default()
+        };
+        (input, config, m)
+    }
+
+    /// The per-turn layout asks exactly the requests it asked before the
+    /// shared-prefix layout existed (recorded experiments' response caches
+    /// are keyed on them): recorded in `testdata/fdcr-per-turn-requests.jsonl`
+    /// by the code of that time, without and with a tokenizer.
+    #[tokio::test]
+    async fn the_per_turn_layout_asks_the_requests_it_always_asked() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/testdata/fdcr-per-turn-requests.jsonl");
+        let mut lines = Vec::new();
+        for tokenizer in [false, true] {
+            let (input, config, m) = layout_case(tokenizer);
+            let out = deliberate(&Roles::uniform(m.clone()), &input, &config).await;
+            assert!(out.spec.is_some(), "{:?}", out.error);
+            for req in m.seen.lock().unwrap().iter() {
+                lines.push(serde_json::to_string(req).unwrap());
+            }
+        }
+        let now = lines.join("\n") + "\n";
+        if std::env::var_os("ECDYSIS_UPDATE_FDCR_REQUESTS").is_some() {
+            std::fs::write(&path, &now).unwrap();
+        }
+        let recorded = std::fs::read_to_string(&path).unwrap();
+        let recorded: Vec<&str> = recorded.lines().collect();
+        assert_eq!(recorded.len(), lines.len(), "number of requests");
+        for (i, (a, b)) in recorded.iter().zip(&lines).enumerate() {
+            assert!(a == b, "request {i} differs:\nrecorded {a}\nnow      {b}");
+        }
+    }
+
     #[tokio::test]
     async fn one_round_then_a_spec() {
         let m = Script::new(vec![Ok("a1"), Ok("c1"), Ok("e1"), Ok(SPEC)]);
