@@ -177,6 +177,9 @@ say "experiment into $OUT (log: $LOG)"
 # Temperature 0 for the agent and the roles (the paper's setting). The
 # agent's replies are capped at 384 tokens: DBBench needs one statement per
 # turn, and a small model that rambles would otherwise spend minutes a turn.
+# Both experiments ran with the roles' per-turn prompt layout (the only one
+# then): it is named so that a replay asks the recorded requests, which the
+# snapshots' replies are keyed on.
 run_logged "$LOG" "$HOST" experiment \
     --domain agentbench/dbbench \
     --agent-model "$MODEL" --agent-base-url "$URL" --agent-api-key-env '' \
@@ -191,6 +194,7 @@ run_logged "$LOG" "$HOST" experiment \
     --structured-output \
     --roles-temperature 0 --roles-max-tokens "$ROLES_MAX_TOKENS" \
     --roles-context-tokens 12288 --roles-timeout-secs 3600 \
+    --roles-layout per-turn \
     "${transfer[@]}" "${extra[@]}" \
     --out "$OUT"
 save

@@ -13,8 +13,13 @@
 //! makes `3K + 1` model calls.
 //!
 //! Every role call sends the same system prompt and starts its user message
-//! with the same evidence and harness description, so endpoints with prefix
-//! caching reuse them; the role's own instructions come last.
+//! with the evidence and harness description; the role's own instructions
+//! come last. With [`PromptLayout::SharedPrefix`] (the default) the
+//! evidence and description are fitted once per discussion, so every
+//! request of it begins with the same bytes and endpoints with prefix
+//! caching reuse them; [`PromptLayout::PerTurn`] fits them anew beside each
+//! turn's discussion, as before the option (recorded response caches are
+//! keyed on those requests).
 //!
 //! Only the given evidence and harness description reach the prompts; the
 //! caller renders evidence from scrubbed [`FailureRecord`]s (see
@@ -203,6 +208,43 @@ async fn measure_tokens(model: &Arc<dyn ChatModel>, input: &FdcrInput) -> Option
     })
 }
 
+/// How the roles' prompts share the context between the evidence, the
+/// harness's sources and the discussion (`--roles-layout`; `prompt_layout`
+/// in `config.json`'s `roles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum PromptLayout {
+    /// The evidence and sources fitted once per discussion, to the room its
+    /// largest turn leaves beside the discussion's share; only the
+    /// discussion is clipped per turn. Every request of a discussion then
+    /// begins with the same system prompt, evidence and sources, which a
+    /// server's prefix cache reuses. New runs use it.
+    SharedPrefix,
+    /// The evidence, sources and discussion fitted together for every turn,
+    /// so the evidence is cut at a different place as the discussion grows
+    /// (the only layout before `shared-prefix`; recorded experiments'
+    /// response caches hold its requests). What a record that names no
+    /// layout means.
+    #[default]
+    PerTurn,
+}
+
+impl PromptLayout {
+    /// The word `--roles-layout` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptLayout::SharedPrefix => "shared-prefix",
+            PromptLayout::PerTurn => "per-turn",
+        }
+    }
+
+    /// Whether this is [`PromptLayout::PerTurn`] (left out of `config.json`,
+    /// which then reads as runs recorded before the option).
+    pub fn is_per_turn(&self) -> bool {
+        *self == PromptLayout::PerTurn
+    }
+}
+
 /// Settings of a discussion.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -221,6 +263,8 @@ pub struct FdcrConfig {
     /// Ask the endpoint to constrain the Moderator's reply to the spec's
     /// JSON schema ([`ChangeSpec::json_schema`]).
     pub structured: bool,
+    /// How the prompts are laid out (default [`PromptLayout::SharedPrefix`]).
+    pub layout: PromptLayout,
 }
 
 impl Default for FdcrConfig {
@@ -232,6 +276,7 @@ impl Default for FdcrConfig {
             cache_salt: None,
             budget: ContextBudget::default(),
             structured: false,
+            layout: PromptLayout::SharedPrefix,
         }
     }
 }
@@ -420,6 +465,11 @@ struct TurnAt {
 /// measured rate is the evidence's and harness's, not the whole prompt's,
 /// so where a tokenizer answers, the message is counted and, when over,
 /// rebuilt in a room shrunk by the overshoot (a few times at most).
+///
+/// With `shared` parts (the shared-prefix layout) only the discussion is
+/// fitted, and shrunk when the endpoint counts the message over; where
+/// even no discussion would not fit its count, the turn falls back to the
+/// per-turn fit (that turn's prefix differs, the budget holds).
 async fn fitted_turn(
     model: &Arc<dyn ChatModel>,
     input: &FdcrInput,
@@ -427,6 +477,7 @@ async fn fitted_turn(
     at: TurnAt,
     room: Room,
     config: &FdcrConfig,
+    shared: Option<&mut SharedParts>,
 ) -> Option<String> {
     let Room {
         prompt,
@@ -437,6 +488,45 @@ async fn fitted_turn(
         .budget
         .prompt_tokens()
         .saturating_sub((extra as f64 / scale) as usize);
+    if let Some(parts) = shared {
+        let mut cap = parts.discussion_room(at, extra);
+        for _ in 0..4 {
+            let Some(c) = cap else { break };
+            let (user, used) = parts.message(turns, at, c);
+            if scale == 1.0 {
+                return Some(user);
+            }
+            let text = format!("{}\n{user}", SYSTEM.trim());
+            let Some(counted) = model.count_tokens(&text).await else {
+                return Some(user);
+            };
+            let counted = counted + 2 * budget::MESSAGE_OVERHEAD;
+            if counted <= limit {
+                return Some(user);
+            }
+            // The overshoot in estimated tokens, with a margin.
+            let cut = ((counted - limit) as f64 * scale * 1.05) as usize + 8;
+            if cut <= used {
+                cap = Some(used - cut);
+                continue;
+            }
+            // The shared parts themselves are over the count: fit them
+            // again, smaller, for this turn and the rest of the discussion.
+            let smaller = (parts.prompt as f64 * limit as f64 / counted as f64 * 0.98) as usize;
+            let Some(refit) = SharedParts::fit(
+                input,
+                at.rounds,
+                smaller,
+                parts.moderator_extra,
+                scale,
+                config.budget.reply_tokens,
+            ) else {
+                break;
+            };
+            *parts = refit;
+            cap = parts.discussion_room(at, extra);
+        }
+    }
     let mut fit = prompt;
     for _ in 0..3 {
         let user = turn_message(input, turns, at.role, at.round, at.rounds, fit, extra)?;
@@ -458,6 +548,111 @@ async fn fitted_turn(
 
 /// Tokens kept free besides the sections' caps (their joins, trimming).
 const SECTION_SLACK: usize = 16;
+
+/// The evidence and sources of a shared-prefix discussion, fitted once.
+struct SharedParts {
+    evidence: String,
+    harness: String,
+    /// Their estimated tokens together.
+    size: usize,
+    /// The prompt room, in estimated tokens, they were fitted to.
+    prompt: usize,
+    /// What the Moderator's turn keeps free for a retry.
+    moderator_extra: usize,
+}
+
+impl SharedParts {
+    /// Fit the evidence and sources for a whole discussion of `rounds`
+    /// rounds: the room is the smallest any of its turns leaves for the
+    /// three sections (`prompt` estimated tokens, the Moderator's keeping
+    /// `moderator_extra` for a retry), and the discussion keeps the share
+    /// [`budget::share`] gives it at its largest, every turn's reply at the
+    /// budget's reply cap, so later turns do not cut the evidence. `None`
+    /// when even the fixed parts do not fit.
+    fn fit(
+        input: &FdcrInput,
+        rounds: u32,
+        prompt: usize,
+        moderator_extra: usize,
+        scale: f64,
+        reply_tokens: usize,
+    ) -> Option<SharedParts> {
+        let mut room = usize::MAX;
+        let mut turns = vec![(FdcrRole::Moderator, rounds + 1, moderator_extra)];
+        for round in 1..=rounds {
+            for role in [FdcrRole::Analyst, FdcrRole::Critic, FdcrRole::Engineer] {
+                turns.push((role, round, 0));
+            }
+        }
+        for (role, round, extra) in turns {
+            room = room.min(turn_room(role, round, rounds, prompt, extra)?);
+        }
+        let header = estimate_tokens(&render_turn(&TranscriptTurn {
+            role: FdcrRole::Moderator,
+            round: rounds + 1,
+            content: String::new(),
+            usage: None,
+        }));
+        let reply = (reply_tokens as f64 * scale).ceil() as usize;
+        let discussion = 3 * rounds as usize * (reply + header);
+        let sizes = [
+            estimate_tokens(&input.evidence.full()),
+            estimate_tokens(&input.harness.full()),
+            discussion,
+        ];
+        let kept = budget::share(&sizes, room)[2];
+        let parts = budget::fit_sections(&[&input.evidence, &input.harness], room - kept);
+        let size = estimate_tokens(&parts[0]) + estimate_tokens(&parts[1]);
+        let [evidence, harness]: [String; 2] = parts.try_into().ok()?;
+        Some(SharedParts {
+            evidence,
+            harness,
+            size,
+            prompt,
+            moderator_extra,
+        })
+    }
+
+    /// The discussion's room in a turn: what the turn leaves beside the
+    /// shared parts.
+    fn discussion_room(&self, at: TurnAt, extra: usize) -> Option<usize> {
+        turn_room(at.role, at.round, at.rounds, self.prompt, extra)?.checked_sub(self.size)
+    }
+
+    /// A turn's message with the discussion within `cap` tokens, and the
+    /// discussion's estimated tokens.
+    fn message(&self, turns: &[TranscriptTurn], at: TurnAt, cap: usize) -> (String, usize) {
+        let turns = turns.to_vec();
+        let transcript = Section::new(move |cap| render_transcript(&turns, cap));
+        let discussion = budget::fit_sections(&[&transcript], cap);
+        let user = fill_turn(
+            at.role,
+            at.round,
+            at.rounds,
+            &self.evidence,
+            &self.harness,
+            &discussion[0],
+        );
+        (user, estimate_tokens(&discussion[0]))
+    }
+}
+
+/// The room a turn leaves for its three sections within `prompt`
+/// estimated tokens, `extra` more to come in its conversation (as
+/// [`turn_message`] computes it).
+fn turn_room(
+    role: FdcrRole,
+    round: u32,
+    rounds: u32,
+    prompt: usize,
+    extra: usize,
+) -> Option<usize> {
+    let fixed = estimate_messages(&[
+        ChatMessage::system(SYSTEM.trim()),
+        ChatMessage::user(fill_turn(role, round, rounds, "", "", "")),
+    ]);
+    prompt.checked_sub(fixed + extra + SECTION_SLACK)
+}
 
 /// A Moderator retry's message with the error (clipped).
 fn retry_message(error: &str) -> String {
@@ -511,10 +706,64 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
         tokens_measured: None,
     };
     out.tokens_measured = measure_tokens(&roles.analyst, input).await;
-    let scale = out.tokens_measured.map_or(1.0, |m| m.scale());
-    let prompt = prompt_room(config, scale);
+    let mut scale = out.tokens_measured.map_or(1.0, |m| m.scale());
+    let mut prompt = prompt_room(config, scale);
     let rounds = config.rounds.max(1);
     let system = SYSTEM.trim();
+    let mut shared = match config.layout {
+        PromptLayout::PerTurn => None,
+        PromptLayout::SharedPrefix => {
+            let fitted = SharedParts::fit(
+                input,
+                rounds,
+                prompt,
+                retry_room(config),
+                scale,
+                config.budget.reply_tokens,
+            );
+            match fitted {
+                Some(parts) => Some(parts),
+                None => {
+                    too_small(&mut out, FdcrRole::Moderator, config);
+                    return out;
+                }
+            }
+        }
+    };
+    if let Some(parts) = shared.as_mut()
+        && scale != 1.0
+    {
+        // The rate measured on the material can be off for the prompt it
+        // makes: the Moderator's turn with the fitted parts is counted, and
+        // where its rate is lower the parts are fitted again at that rate,
+        // so that later turns need not cut them (which would change the
+        // prefix).
+        let at = TurnAt {
+            role: FdcrRole::Moderator,
+            round: rounds + 1,
+            rounds,
+        };
+        let (user, _) = parts.message(&[], at, parts.size);
+        let text = format!("{system}\n{user}");
+        if let Some(counted) = roles.analyst.count_tokens(&text).await
+            && counted > 0
+        {
+            let rate = (estimate_tokens(&text) as f64 / counted as f64).clamp(0.5, 4.0);
+            if rate < scale {
+                scale = rate;
+                prompt = prompt_room(config, scale);
+                let extra = retry_room(config);
+                let reply = config.budget.reply_tokens;
+                match SharedParts::fit(input, rounds, prompt, extra, scale, reply) {
+                    Some(refit) => *parts = refit,
+                    None => {
+                        too_small(&mut out, FdcrRole::Moderator, config);
+                        return out;
+                    }
+                }
+            }
+        }
+    }
     for round in 1..=rounds {
         for role in [FdcrRole::Analyst, FdcrRole::Critic, FdcrRole::Engineer] {
             let at = TurnAt {
@@ -534,6 +783,7 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
                     scale,
                 },
                 config,
+                shared.as_mut(),
             )
             .await
             else {
@@ -579,6 +829,7 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
             scale,
         },
         config,
+        shared.as_mut(),
     )
     .await
     else {
@@ -1389,7 +1640,7 @@ mod tests {
         let input = FdcrInput::new(evidence.clone(), "HARNESS-MARK");
         let config = FdcrConfig {
             rounds: 1,
-            budget: ContextBudget::new(2400, Some(256)),
+            budget: ContextBudget::new(3000, Some(256)),
             ..FdcrConfig::default()
         };
         let replies = || vec![Ok("a1"), Ok("c1"), Ok("e1"), Ok(SPEC)];
@@ -1451,7 +1702,7 @@ mod tests {
 
     /// A fixed discussion whose evidence, sources and turns are all
     /// clipped: two rounds, a refused spec and its retry.
-    fn layout_case(tokenizer: bool) -> (FdcrInput, FdcrConfig, Arc<Script>) {
+    fn layout_case(tokenizer: bool, layout: PromptLayout) -> (FdcrInput, FdcrConfig, Arc<Script>) {
         let evidence: String = (0..240)
             .map(|i| {
                 format!(
@@ -1506,6 +1757,7 @@ mod tests {
             rounds: 2,
             spec_retries: 2,
             budget: ContextBudget::new(3000, Some(200)),
+            layout,
             ..FdcrConfig::default()
         };
         (input, config, m)
@@ -1521,7 +1773,7 @@ mod tests {
             .join("src/testdata/fdcr-per-turn-requests.jsonl");
         let mut lines = Vec::new();
         for tokenizer in [false, true] {
-            let (input, config, m) = layout_case(tokenizer);
+            let (input, config, m) = layout_case(tokenizer, PromptLayout::PerTurn);
             let out = deliberate(&Roles::uniform(m.clone()), &input, &config).await;
             assert!(out.spec.is_some(), "{:?}", out.error);
             for req in m.seen.lock().unwrap().iter() {
@@ -1537,6 +1789,82 @@ mod tests {
         assert_eq!(recorded.len(), lines.len(), "number of requests");
         for (i, (a, b)) in recorded.iter().zip(&lines).enumerate() {
             assert!(a == b, "request {i} differs:\nrecorded {a}\nnow      {b}");
+        }
+    }
+
+    /// The shared-prefix layout: every request of a discussion begins with
+    /// the same system prompt, evidence and sources, byte for byte (the
+    /// per-turn layout's do not, on the same case), and every request still
+    /// fits the budget, by the estimate and by the endpoint's count.
+    #[tokio::test]
+    async fn every_request_of_a_shared_prefix_discussion_shares_its_prefix() {
+        let discussion = "# The discussion so far\n\n";
+        for tokenizer in [false, true] {
+            let (input, config, m) = layout_case(tokenizer, PromptLayout::SharedPrefix);
+            let out = deliberate(&Roles::uniform(m.clone()), &input, &config).await;
+            assert!(out.spec.is_some(), "{:?}", out.error);
+            let seen = m.seen.lock().unwrap().clone();
+            assert_eq!(
+                seen.len(),
+                8,
+                "3 turns x 2 rounds, a refused spec, its retry"
+            );
+            let first = seen[0].messages[1].text();
+            let prefix = &first[..first.find(discussion).expect("the layout") + discussion.len()];
+            assert!(prefix.contains("evidence line 0:"), "{prefix}");
+            assert!(prefix.contains("LIMIT_0"), "{prefix}");
+            // The discussion only grows at the end: clipped, never the evidence.
+            assert!(
+                seen.iter()
+                    .any(|r| r.messages[1].text().contains("Left out for the context")),
+                "the case clips the discussion"
+            );
+            for (i, req) in seen.iter().enumerate() {
+                assert_eq!(req.messages[0].text(), SYSTEM.trim(), "request {i}");
+                assert!(
+                    req.messages[1].text().starts_with(prefix),
+                    "request {i} ({tokenizer}) does not begin with the shared prefix"
+                );
+                let moderator = i >= 6;
+                let extra = if moderator { retry_room(&config) } else { 0 };
+                let opening = &req.messages[..2];
+                let estimated = estimate_messages(opening);
+                if !tokenizer {
+                    assert!(
+                        estimated + extra <= config.budget.prompt_tokens(),
+                        "request {i}: {estimated} + {extra} > {}",
+                        config.budget.prompt_tokens()
+                    );
+                } else {
+                    // The endpoint counts the estimate x 0.8 after its
+                    // first count; the room is kept in its tokens.
+                    let text = format!("{}\n{}", SYSTEM.trim(), req.messages[1].text());
+                    let counted = (estimate_tokens(&text) as f64 * 0.8) as usize
+                        + 2 * budget::MESSAGE_OVERHEAD;
+                    let extra = (extra as f64 / 2.0) as usize;
+                    assert!(
+                        counted + extra <= config.budget.prompt_tokens(),
+                        "request {i}: {counted} + {extra} > {}",
+                        config.budget.prompt_tokens()
+                    );
+                }
+            }
+            // The retry extends the Moderator's opening.
+            assert_eq!(seen[7].messages[..2], seen[6].messages[..2]);
+
+            // The same case in the per-turn layout cuts the evidence at
+            // different places.
+            let (input, config, m) = layout_case(tokenizer, PromptLayout::PerTurn);
+            deliberate(&Roles::uniform(m.clone()), &input, &config).await;
+            let seen = m.seen.lock().unwrap();
+            let head = |r: &ChatRequest| {
+                let t = r.messages[1].text();
+                t[..t.find(discussion).unwrap()].to_string()
+            };
+            assert!(
+                seen.iter().any(|r| head(r) != head(&seen[0])),
+                "the per-turn layout's evidence differs between turns"
+            );
         }
     }
 

@@ -13,7 +13,7 @@ use super::coder::network::{self, CoderNetwork, EndpointSources, NetworkChoice};
 use super::coder::{
     Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig, TableCoder, WholeFileCoder,
 };
-use super::fdcr::{FdcrConfig, Roles};
+use super::fdcr::{FdcrConfig, PromptLayout, Roles};
 use super::train::{CoderChoice, Diagnoser, Method};
 use ecdysis_model::{ChatModel, ModelFlags, ModelHub, ModelRole, SamplingArgs};
 use ecdysis_sandbox::store::Containment;
@@ -100,6 +100,10 @@ pub struct RoleSpec {
     /// Ask the endpoint to constrain the Moderator's spec and the table
     /// coder's edits to their JSON schemas (`response_format`).
     pub structured: bool,
+    /// How the FDCR prompts are laid out (`--roles-layout`); `None`: what
+    /// the run directory's `config.json` records, else
+    /// [`PromptLayout::SharedPrefix`] (resolved by [`crate::train::spec::run`]).
+    pub layout: Option<PromptLayout>,
 }
 
 impl Default for RoleSpec {
@@ -117,6 +121,7 @@ impl Default for RoleSpec {
             sampling: SamplingArgs::default(),
             context_tokens: None,
             structured: false,
+            layout: None,
         }
     }
 }
@@ -415,6 +420,7 @@ impl RoleSpec {
             sampling: self.sampling.clone(),
             budget,
             structured: self.structured,
+            layout: self.layout.unwrap_or(PromptLayout::SharedPrefix),
             ..FdcrConfig::default()
         };
         Ok((Diagnoser::Fdcr { roles, config }, coder))

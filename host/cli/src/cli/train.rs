@@ -9,6 +9,7 @@ use clap::Args;
 use ecdysis_host::eval::SIMULATED_LABEL;
 use ecdysis_host::evolve::accept::AcceptRule;
 use ecdysis_host::evolve::coder::NetworkChoice;
+use ecdysis_host::evolve::fdcr::PromptLayout;
 use ecdysis_host::evolve::race::GateRace;
 use ecdysis_host::evolve::roles::{CoderSpec, RoleError, RoleSpec};
 use ecdysis_host::evolve::select::SelectStrategy;
@@ -257,6 +258,16 @@ pub struct RoleArgs {
     /// it the JSON is read from the reply and checked the same way.
     #[arg(long, help_heading = "Evolution roles")]
     pub structured_output: bool,
+    /// How the FDCR roles' prompts are laid out: `shared-prefix` fits the
+    /// evidence and the harness's sources once per discussion, to the room
+    /// its largest turn leaves, so every request of a discussion begins
+    /// with the same bytes (a server's prefix cache reuses them);
+    /// `per-turn` fits them beside each turn's discussion (the layout
+    /// before this option, whose requests recorded response caches hold).
+    /// Default: the layout the run directory's config.json records (a run
+    /// recorded before this option: per-turn), else shared-prefix.
+    #[arg(long, value_enum, help_heading = "Evolution roles")]
+    pub roles_layout: Option<PromptLayout>,
     /// Base URL of the roles' OpenAI-compatible endpoint (default: the
     /// agent's --agent-base-url, else $OPENAI_BASE_URL).
     #[arg(long, help_heading = "Evolution roles")]
@@ -541,6 +552,7 @@ impl RoleArgs {
             },
             context_tokens: self.roles_context_tokens,
             structured: self.structured_output,
+            layout: self.roles_layout,
         })
     }
 }

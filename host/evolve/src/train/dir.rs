@@ -10,10 +10,33 @@ use serde::de::DeserializeOwned;
 
 use super::record::{LedgerFile, RoundRecord};
 use super::{TrainConfig, TrainError};
+use crate::fdcr::PromptLayout;
 use ecdysis_model::UsageLedger;
 use ecdysis_runner::eval::rundir::{self, CandidateLayout, JsonlLog, TrainLayout};
 use ecdysis_sandbox::store::ComponentHash;
 use ecdysis_sys::fsutil::PathError;
+
+/// The FDCR prompt layout the training run directory `root` records in
+/// its `config.json`: `None` without one (a new run); a run recorded
+/// before the option names none and used [`PromptLayout::PerTurn`]. A
+/// corrupt file is an error naming it.
+pub fn recorded_layout(root: &Path) -> Result<Option<PromptLayout>, TrainError> {
+    let path = root.join(rundir::CONFIG_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(PathError::new("read", &path, e).into()),
+    };
+    let corrupt = |e: serde_json::Error| TrainError::Corrupt {
+        path: path.clone(),
+        message: e.to_string(),
+    };
+    let config: serde_json::Value = serde_json::from_slice(&bytes).map_err(corrupt)?;
+    match config.get("roles").and_then(|r| r.get("prompt_layout")) {
+        None => Ok(Some(PromptLayout::PerTurn)),
+        Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(corrupt),
+    }
+}
 
 /// An open training run directory.
 pub struct TrainDir {
@@ -282,6 +305,64 @@ mod tests {
         off.plan.gate_race = crate::race::GateRace::Off;
         let err = TrainDir::open(tmp.path(), &off).err().unwrap().to_string();
         assert!(err.contains("gate_race: \"on\" -> \"off\""), "{err}");
+    }
+
+    /// A run recorded before `--roles-layout` (its `config.json` names no
+    /// layout) resumes with the per-turn layout, so it asks the requests it
+    /// asked; the shared-prefix layout is a change of configuration; a new
+    /// directory records none, and a run that records one keeps it.
+    #[test]
+    fn a_run_recorded_before_the_roles_layout_resumes_with_the_per_turn_layout() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(recorded_layout(tmp.path()).unwrap(), None, "a new run");
+        let fdcr = |layout| {
+            let mut c = config();
+            c.diagnoser =
+                DiagnoserId::Fdcr("fdcr(k=1): analyst m, critic m, engineer m, moderator m".into());
+            c.roles.prompt_layout = layout;
+            c
+        };
+        // Before the option: the same config without the field.
+        let mut old = serde_json::to_value(fdcr(PromptLayout::SharedPrefix)).unwrap();
+        assert_eq!(old["roles"]["prompt_layout"], "shared-prefix", "{old}");
+        old["roles"]
+            .as_object_mut()
+            .unwrap()
+            .remove("prompt_layout");
+        std::fs::write(
+            tmp.path().join("config.json"),
+            serde_json::to_vec(&old).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            recorded_layout(tmp.path()).unwrap(),
+            Some(PromptLayout::PerTurn)
+        );
+        let err = TrainDir::open(tmp.path(), &fdcr(PromptLayout::SharedPrefix))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("prompt_layout"), "{err}");
+        TrainDir::open(tmp.path(), &fdcr(PromptLayout::PerTurn)).unwrap();
+        // Resumed, the file still names no layout: it reads as before.
+        let now: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(tmp.path().join("config.json")).unwrap())
+                .unwrap();
+        assert_eq!(now, old);
+
+        let new = tempfile::tempdir().unwrap();
+        TrainDir::open(new.path(), &fdcr(PromptLayout::SharedPrefix)).unwrap();
+        assert_eq!(
+            recorded_layout(new.path()).unwrap(),
+            Some(PromptLayout::SharedPrefix)
+        );
+        std::fs::write(
+            new.path().join("config.json"),
+            b"{\"roles\": {\"prompt_layout\": 3}}",
+        )
+        .unwrap();
+        let err = recorded_layout(new.path()).err().unwrap().to_string();
+        assert!(err.contains("config.json"), "{err}");
     }
 
     #[test]

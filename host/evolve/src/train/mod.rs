@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use super::accept::AcceptRule;
 use super::coder::Coder;
-use super::fdcr::{FdcrConfig, Roles};
+use super::fdcr::{FdcrConfig, PromptLayout, Roles};
 use super::heuristic;
 use super::rulecoder;
 use super::select::{self, SelectStrategy, Selection};
@@ -280,6 +280,12 @@ pub struct RolesConfig {
     /// Where the context size came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_source: Option<super::budget::ContextSource>,
+    /// How the FDCR roles' prompts are laid out (`--roles-layout`). Absent:
+    /// `per-turn`, the only layout before the option; it is never written,
+    /// so a run recorded before the option resumes with the requests it
+    /// asked (its response cache is keyed on them).
+    #[serde(default, skip_serializing_if = "PromptLayout::is_per_turn")]
+    pub prompt_layout: PromptLayout,
 }
 
 /// `--select-train <strategy> --budget-tasks <n>`.

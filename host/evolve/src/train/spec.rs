@@ -13,6 +13,7 @@ use super::{
 };
 use crate::budget::ContextSource;
 use crate::coder::CoderNetwork;
+use crate::fdcr::PromptLayout;
 use crate::roles::{RoleError, RoleSpec};
 use ecdysis_env::Domain;
 use ecdysis_runner::eval::{ModelServices, RunSettings, RunSpec, RunSpecError};
@@ -154,6 +155,17 @@ pub async fn run(
         .cargo_target
         .clone()
         .unwrap_or_else(|| store.root().join("cargo-target"));
+    // The roles' prompt layout: the flag's, else the one the run recorded
+    // (per-turn for a run recorded before the option, so a resume asks the
+    // requests it asked), else shared-prefix for a new run.
+    let layout = match spec.roles.layout {
+        Some(l) => l,
+        None => super::dir::recorded_layout(out)?.unwrap_or(PromptLayout::SharedPrefix),
+    };
+    let roles = RoleSpec {
+        layout: Some(layout),
+        ..spec.roles.clone()
+    };
     let roles_config = if spec.roles.any_model() {
         let (budget, source) = spec.roles.resolve_budget().await;
         tracing::info!(
@@ -171,11 +183,17 @@ pub async fn run(
             sampling: spec.roles.sampling.clone(),
             budget: Some(budget),
             context_source: Some(source),
+            // Recorded only where roles deliberate.
+            prompt_layout: if spec.roles.any_fdcr() {
+                layout
+            } else {
+                PromptLayout::PerTurn
+            },
         }
     } else {
         RolesConfig::default()
     };
-    let (diagnoser, coder) = spec.roles.build(
+    let (diagnoser, coder) = roles.build(
         spec.plan.method,
         &hub,
         &target,
