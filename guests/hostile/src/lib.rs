@@ -25,6 +25,10 @@ impl Guest for Hostile {
 
 #[allow(unreachable_code, unused_variables)]
 fn attack(action: AgentAction) -> ActionDecision {
+    #[cfg(feature = "spare-text")]
+    if let AgentAction::Text(_) = &action {
+        return ActionDecision::Proceed;
+    }
     #[cfg(feature = "infinite-loop")]
     {
         let mut n: u64 = 0;

@@ -1525,3 +1525,164 @@ async fn the_proxy_bench_says_when_the_litellm_executable_does_not_work() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A conversation whose reply carries a tool call (so `realize` runs, where
+/// the hostile guests attack) or only text (so it never does).
+fn attacker_or_bystander(mock: &MockServer) {
+    mock.set_handler(|request: &ecdysis_testkit::mock::MockRequest| {
+        let body = request.json().unwrap_or_default().to_string();
+        if body.contains("ATTACK") {
+            MockReply::tool_calls(
+                None,
+                &[call(
+                    "call_1",
+                    "get_order_details",
+                    r##"{"order_id":"#W1234567"}"##,
+                )],
+            )
+        } else {
+            MockReply::text("We open at nine.")
+        }
+    });
+}
+
+fn conversation_saying(text: &str) -> Value {
+    let mut messages = opening();
+    messages[1]["content"] = json!(text);
+    request(&messages)
+}
+
+/// Hostile harnesses behind the proxy — a fuel bomb, a memory bomb and an
+/// 8 MiB decision in `realize`, a call forced after every step in
+/// `regulate` — cost the attacking conversation a typed error (or, for the
+/// forced call, one bounded answer), in bounded time; a second client,
+/// whose conversation the attack never reaches, is answered while the
+/// attacks run at the latency it has alone (within a bound generous for a
+/// loaded machine), and the proxy keeps serving both after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_harnesses_cost_only_their_conversation_and_a_second_client_keeps_its_latency() {
+    use std::time::Instant;
+    let rss_before = resident_mib();
+    for feature in ["infinite-loop", "memory-bomb", "huge-output"] {
+        let mock = MockServer::start().await.expect("mock");
+        attacker_or_bystander(&mock);
+        let (base, _proxy, _stop) = start_with(
+            hostile(&format!("{feature},spare-text")),
+            ProxySettings::new(mock.base_url()),
+        )
+        .await;
+        let bystander = conversation_saying("When do you open?");
+        let mut alone = Duration::ZERO;
+        for _ in 0..3 {
+            let started = Instant::now();
+            let (status, body, _) = post(&base, &bystander).await;
+            assert_eq!(status, 200, "{feature}: {body}");
+            alone = alone.max(started.elapsed());
+        }
+
+        // Two attackers, each sending its attack again as soon as it is
+        // answered, for as long as the bystander's turns below take.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let attackers: Vec<_> = (0..2)
+            .map(|i| {
+                let (base, stop) = (base.clone(), stop.clone());
+                let body = conversation_saying(&format!("ATTACK {i}: where is #W1234567?"));
+                tokio::spawn(async move {
+                    let mut answered = Vec::new();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let started = Instant::now();
+                        let (status, body, _) = post(&base, &body).await;
+                        answered.push((status, body, started.elapsed()));
+                    }
+                    answered
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut during = Vec::new();
+        let window = Instant::now();
+        while during.len() < 3 || window.elapsed() < Duration::from_millis(1500) {
+            let started = Instant::now();
+            let (status, body, _) =
+                tokio::time::timeout(Duration::from_secs(10), post(&base, &bystander))
+                    .await
+                    .unwrap_or_else(|_| {
+                        panic!("{feature}: the bystander waited 10 s during the attack")
+                    });
+            assert_eq!(
+                status, 200,
+                "{feature}: the bystander during the attack: {body}"
+            );
+            assert_eq!(body["choices"][0]["message"]["content"], "We open at nine.");
+            during.push(started.elapsed());
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut attacks = 0;
+        for attacker in attackers {
+            let answered = attacker.await.expect("attacker task");
+            // Each attacker kept attacking through the bystander's window.
+            assert!(
+                answered.len() >= 2,
+                "{feature}: {} attack(s)",
+                answered.len()
+            );
+            for (status, body, took) in answered {
+                assert_eq!(status, 500, "{feature}: {body}");
+                assert_eq!(body["error"]["type"], "harness_error", "{feature}: {body}");
+                assert!(
+                    took < Duration::from_secs(30),
+                    "{feature}: an attack took {took:?}"
+                );
+                attacks += 1;
+            }
+        }
+        let worst = during.iter().max().copied().unwrap_or_default();
+        let bound = alone * 20 + Duration::from_secs(1);
+        assert!(
+            worst < bound,
+            "{feature}: the bystander took {worst:?} during the attack, {alone:?} alone"
+        );
+        // Still serving, both kinds.
+        let (status, _, _) = post(&base, &bystander).await;
+        assert_eq!(status, 200, "{feature}: after the attack");
+        let (status, body, _) = post(&base, &conversation_saying("ATTACK again")).await;
+        assert_eq!(
+            (status, &body["error"]["type"]),
+            (500, &json!("harness_error"))
+        );
+        eprintln!(
+            "{feature}: bystander alone <= {alone:?}, during the attack <= {worst:?} ({} turns beside {attacks} attacks)",
+            during.len()
+        );
+    }
+
+    // The attacks' memory is given back (or bounded by the sandbox's
+    // per-instance limit in the pools), not kept per attack.
+    let rss_after = resident_mib();
+    eprintln!("resident memory {rss_before} MiB before the attacks, {rss_after} MiB after");
+    assert!(
+        rss_after < rss_before + 512,
+        "resident memory grew from {rss_before} to {rss_after} MiB"
+    );
+
+    // The forced call after every step: each answer is the one forced call,
+    // without the upstream, and a bystander is unaffected (its reply has no
+    // step to regulate before it returns).
+    let mock = MockServer::start().await.expect("mock");
+    attacker_or_bystander(&mock);
+    let (base, _proxy, _stop) = start_with(forcing(), ProxySettings::new(mock.base_url())).await;
+    let (status, body, _) = post(&base, &conversation_saying("When do you open?")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "We open at nine.");
+}
+
+/// This process's resident memory, in MiB (VmRSS).
+fn resident_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS")
+        / 1024
+}
