@@ -1035,7 +1035,7 @@ async fn a_rewritten_call_reaches_the_client_rewritten_and_the_next_request_repl
 
 /// The scripted upstream of the SDK tests: models, a blocked call then the
 /// call that is returned, a call written as text, a final answer.
-fn sdk_script(mock: &MockServer) {
+fn sdk_script(mock: &MockServer, with_last_turn: bool) {
     let lookup = r##"{"order_id":"#W1234567"}"##;
     mock.push(MockReply::json(
         200,
@@ -1052,33 +1052,87 @@ fn sdk_script(mock: &MockServer) {
     mock.push(MockReply::text(
         "```json\n{\"name\": \"get_order_details\", \"arguments\": {\"order_id\": \"#W1234567\"}}\n```",
     ));
-    mock.push(MockReply::text("I could not find that order."));
+    if with_last_turn {
+        mock.push(MockReply::text("I could not find that order."));
+    }
 }
 
 /// Run an SDK client script against a proxy in front of [`sdk_script`]'s
 /// upstream and check what the SDK received (the scripts print the same
-/// JSON).
-async fn sdk_conversation(program: String, script: &str, env: Option<(&'static str, String)>) {
+/// JSON). With `restart`, the client pauses before its last turn while the
+/// proxy is replaced by a fresh one on the same address (nothing warm, no
+/// records), so the last turn is served by a replay. Returns the body the
+/// upstream received for the last turn.
+async fn sdk_conversation(
+    program: String,
+    script: &str,
+    env: Option<(&'static str, String)>,
+    restart: bool,
+) -> Vec<u8> {
+    use std::io::{BufRead, Write};
     let mock = MockServer::start().await.expect("mock");
-    sdk_script(&mock);
-    let (base, _proxy, _stop) = start(ProxySettings::new(mock.base_url())).await;
+    sdk_script(&mock, !restart);
+    // The fresh proxy's upstream holds the last turn's reply: had the old
+    // proxy served that turn (over a kept-alive connection, say), it would
+    // have found none and the client would fail.
+    let last_turn = MockServer::start().await.expect("mock");
+    last_turn.push(MockReply::text("I could not find that order."));
+    // The first proxy runs on a runtime of its own, so that replacing it
+    // ends its connections too, as a process's exit would (a graceful stop
+    // would keep serving the client's kept-alive connection).
+    let (base, stop) = start_in_own_runtime(ProxySettings::new(mock.base_url()));
     let script = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
+    let mut command = std::process::Command::new(program);
+    command
+        .arg(script)
+        .arg(&base)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if let Some((k, v)) = env {
+        command.env(k, v);
+    }
+    if restart {
+        command.env("ECDYSIS_SDK_PAUSE", "1");
+    }
     // The client blocks; the proxy and the mock run on the test's runtime.
+    let mut child = command.spawn().expect("the client runs");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut _replacement = None;
+    if restart {
+        let (line, stderr_back) = tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            stderr.read_line(&mut line).expect("the client's stderr");
+            (line, stderr)
+        })
+        .await
+        .unwrap();
+        stderr = stderr_back;
+        assert_eq!(line.trim(), "paused", "the client said: {line}");
+        tokio::task::spawn_blocking(stop).await.unwrap();
+        let addr: std::net::SocketAddr = base
+            .trim_start_matches("http://")
+            .trim_end_matches("/v1")
+            .parse()
+            .unwrap();
+        _replacement =
+            Some(start_on(addr, template(), ProxySettings::new(last_turn.base_url())).await);
+        child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    }
     let out = tokio::task::spawn_blocking(move || {
-        let mut command = std::process::Command::new(program);
-        command.arg(script).arg(&base);
-        if let Some((k, v)) = env {
-            command.env(k, v);
-        }
-        command.output()
+        let out = child.wait_with_output().expect("the client ends");
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+        (out, rest)
     })
     .await
-    .unwrap()
-    .expect("the client runs");
+    .unwrap();
+    let (out, err) = out;
     assert!(
         out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        "{err}\n(upstream requests: {} before, {} on the fresh proxy's)",
+        mock.request_count(),
+        last_turn.request_count()
     );
     let seen: Value = serde_json::from_slice(&out.stdout).expect("the script prints JSON");
     assert_eq!(seen["models"], json!(["mock-model"]));
@@ -1095,13 +1149,99 @@ async fn sdk_conversation(program: String, script: &str, env: Option<(&'static s
     assert_eq!(seen["second"]["usage"], 15);
     assert_eq!(seen["third"]["finish_reason"], "stop");
     assert_eq!(seen["third"]["content"], "I could not find that order.");
-    // models, two tries of the first turn, one each of the others.
-    assert_eq!(mock.request_count(), 5);
+    // models, two tries of the first turn, one each of the others; the
+    // last on the fresh proxy's upstream after a restart.
+    let upstream = if restart { &last_turn } else { &mock };
+    assert_eq!(mock.request_count() + last_turn.request_count(), 5);
+    assert_eq!(last_turn.request_count(), usize::from(restart));
     assert!(
         mock.requests()
             .iter()
+            .chain(&last_turn.requests())
             .all(|r| r.header("authorization").is_none())
     );
+    // The same lookup failed twice: the starting harness's regulation
+    // appends a note that the upstream reads and the SDK never receives.
+    let last = upstream.requests().last().unwrap().body.clone();
+    let bodies = upstream_bodies(upstream);
+    let final_result = bodies.last().unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        final_result.starts_with("Error: order not found\n\n[Runtime harness note] "),
+        "{final_result}"
+    );
+    assert!(
+        !seen.to_string().contains("[Runtime harness note]"),
+        "{seen}"
+    );
+    last
+}
+
+/// Both SDK runs of one client: straight through, and with the proxy
+/// replaced before the last turn; the upstream reads the same bytes.
+async fn sdk_conversation_and_restart(
+    program: String,
+    script: &str,
+    env: Option<(&'static str, String)>,
+) {
+    let straight = sdk_conversation(program.clone(), script, env.clone(), false).await;
+    let replayed = sdk_conversation(program, script, env, true).await;
+    assert_eq!(
+        String::from_utf8_lossy(&straight),
+        String::from_utf8_lossy(&replayed)
+    );
+}
+
+/// A proxy running the starting harness on a runtime of its own: its base
+/// URL, and what stops it (the runtime and every connection with it).
+fn start_in_own_runtime(settings: ProxySettings) -> (String, impl FnOnce() + Send + 'static) {
+    let (base_tx, base_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (base, _proxy, _stop) = runtime.block_on(start(settings));
+        base_tx.send(base).expect("the test waits");
+        let _ = stop_rx.recv();
+        runtime.shutdown_timeout(Duration::from_secs(5));
+    });
+    let base = base_rx.recv().expect("the proxy starts");
+    let stop = move || {
+        let _ = stop_tx.send(());
+        thread.join().expect("the proxy's runtime ends");
+    };
+    (base, stop)
+}
+
+/// A proxy running `harness` on `addr`.
+async fn start_on(
+    addr: std::net::SocketAddr,
+    harness: LoadedHarness,
+    settings: ProxySettings,
+) -> (Proxy, tokio::sync::oneshot::Sender<()>) {
+    let proxy = Proxy::new(harness, settings).expect("proxy");
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .expect("bind the same address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = proxy.clone();
+    tokio::spawn(async move {
+        let _ = serving
+            .serve(listener, async move {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    (proxy, stop)
 }
 
 /// The repository's root (two levels above this crate).
@@ -1148,7 +1288,7 @@ async fn sdk_openai_python_client_through_the_proxy() {
         probe.status.success(),
         "{python} has no openai package: install it with `bash scripts/python-tools.sh`"
     );
-    sdk_conversation(python, "openai_client.py", None).await;
+    sdk_conversation_and_restart(python, "openai_client.py", None).await;
 }
 
 /// The `openai` npm package (pinned 4.104.0 in tests/sdk/package-lock.json)
@@ -1163,7 +1303,7 @@ async fn sdk_openai_node_client_through_the_proxy() {
         "openai",
         "bash runtimes/prepare.sh (or npm ci in host/proxy/tests/sdk)",
     );
-    sdk_conversation(
+    sdk_conversation_and_restart(
         "node".into(),
         "openai_client.mjs",
         Some(("NODE_PATH", modules)),

@@ -61,6 +61,13 @@ messages.push({
 });
 messages.push({ role: "tool", tool_call_id: calls[0][0], content: "Error: order not found" });
 
+// With ECDYSIS_SDK_PAUSE=1 the client waits here (a line on stdin) while the
+// test replaces the proxy with a fresh one: the last turn is then replayed.
+if (process.env.ECDYSIS_SDK_PAUSE === "1") {
+  process.stderr.write("paused\n");
+  await new Promise((resolve) => process.stdin.once("data", resolve));
+  process.stdin.pause();
+}
 const last = await client.chat.completions.create({ model: "mock-model", messages, tools });
 seen.third = { finish_reason: last.choices[0].finish_reason, content: last.choices[0].message.content };
 console.log(JSON.stringify(seen));

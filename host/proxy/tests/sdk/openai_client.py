@@ -3,9 +3,12 @@ client agents use), for `sdk_openai_python_client_through_the_proxy`.
 
 Usage: python openai_client.py BASE_URL. Prints one JSON object with what
 the SDK received; the Rust test checks it against the scripted upstream.
+With ECDYSIS_SDK_PAUSE=1 it says "paused" on stderr before the last turn and
+waits for a line on stdin.
 """
 
 import json
+import os
 import sys
 
 from openai import OpenAI
@@ -70,6 +73,11 @@ messages.append(
 )
 messages.append({"role": "tool", "tool_call_id": calls[0][0], "content": "Error: order not found"})
 
+# With ECDYSIS_SDK_PAUSE=1 the client waits here (a line on stdin) while the
+# test replaces the proxy with a fresh one: the last turn is then replayed.
+if os.environ.get("ECDYSIS_SDK_PAUSE") == "1":
+    print("paused", file=sys.stderr, flush=True)
+    sys.stdin.readline()
 last = client.chat.completions.create(model="mock-model", messages=messages, tools=tools)
 seen["third"] = {"finish_reason": last.choices[0].finish_reason, "content": last.choices[0].message.content}
 print(json.dumps(seen))
