@@ -504,15 +504,23 @@ fn sandbox(args: &BenchArgs, store: &ComponentStore, quiet: bool) -> Result<()> 
         ..bench::BenchOptions::default()
     };
     let report = bench::run(&Limits::default(), &bytes, &opts)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        if cfg!(debug_assertions) {
-            println!(
-                "note: this is a debug build of the host; build with --release for real numbers"
-            );
-        }
-        print!("{}", report.render());
+    print_report(args.json, &report, || report.render())
+}
+
+/// Prints a bench's report: JSON with `--json`, else its text, after a note
+/// when this is a debug build (whose timings say little about a release).
+pub(super) fn print_report(
+    json: bool,
+    report: &impl serde::Serialize,
+    text: impl FnOnce() -> String,
+) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+        return Ok(());
     }
+    if cfg!(debug_assertions) {
+        println!("note: this is a debug build of the host; build with --release for real numbers");
+    }
+    print!("{}", text());
     Ok(())
 }

@@ -50,16 +50,7 @@ pub fn proxy(
         );
     }
     let report = runtime.block_on(ecdysis_proxy::bench::run(&harnesses, &opts))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        if cfg!(debug_assertions) {
-            println!(
-                "note: this is a debug build of the host; build with --release for real numbers"
-            );
-        }
-        print!("{}", report.render());
-    }
+    super::bench::print_report(args.json, &report, || report.render())?;
     if !report.all_succeeded() {
         bail!("some requests failed (above); the numbers do not time the same work");
     }

@@ -79,37 +79,32 @@ pub fn runner(
         }
         _ => None,
     };
-    if args.json {
-        let value = serde_json::json!({
-            "harness": harness_name,
-            "profile": this_profile(),
-            "options": options,
-            "runs": reports,
-            "outside_hooks_over_floor": ratio,
-            "check": check.as_ref().map(|c| serde_json::json!({
-                "measured": c.measured, "recorded": c.recorded, "limit": c.limit,
-                "recorded_commit": c.recorded_commit, "passed": c.passed(),
-            })),
-        });
-        println!("{}", serde_json::to_string_pretty(&value)?);
-    } else {
-        if cfg!(debug_assertions) {
-            println!(
-                "note: this is a debug build of the host; build with --release for real numbers"
-            );
-        }
-        print!("{}", shown.render(&opts, &harness_name));
+    let value = serde_json::json!({
+        "harness": harness_name,
+        "profile": this_profile(),
+        "options": options,
+        "runs": reports,
+        "outside_hooks_over_floor": ratio,
+        "check": check.as_ref().map(|c| serde_json::json!({
+            "measured": c.measured, "recorded": c.recorded, "limit": c.limit,
+            "recorded_commit": c.recorded_commit, "passed": c.passed(),
+        })),
+    });
+    super::bench::print_report(args.json, &value, || {
+        let mut text = shown.render(&opts, &harness_name);
         if let Some(ratio) = ratio {
-            println!(
-                "host work outside hooks = {ratio:.2}x the waiting floor ({} of {} run(s); goal <= 5x)",
+            text += &format!(
+                "host work outside hooks = {ratio:.2}x the waiting floor ({} of {} run(s); goal <= 5x)\n",
                 if args.repeat > 1 { "median" } else { "one" },
                 args.repeat
             );
         }
         if let Some(check) = &check {
-            println!("{}", check.render());
+            text += &check.render();
+            text.push('\n');
         }
-    }
+        text
+    })?;
     if let Some(path) = &args.record {
         let ratio = ratio.with_context(|| {
             format!(
