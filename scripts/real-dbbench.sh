@@ -179,7 +179,12 @@ say "experiment into $OUT (log: $LOG)"
 # turn, and a small model that rambles would otherwise spend minutes a turn.
 # Both experiments ran with the roles' per-turn prompt layout (the only one
 # then): it is named so that a replay asks the recorded requests, which the
-# snapshots' replies are keyed on.
+# snapshots' replies are keyed on. A binary from before the option has only
+# that layout and does not know the flag.
+layout=()
+if "$HOST" experiment --help 2>/dev/null | grep -q -- '--roles-layout'; then
+    layout=(--roles-layout per-turn)
+fi
 run_logged "$LOG" "$HOST" experiment \
     --domain agentbench/dbbench \
     --agent-model "$MODEL" --agent-base-url "$URL" --agent-api-key-env '' \
@@ -194,7 +199,7 @@ run_logged "$LOG" "$HOST" experiment \
     --structured-output \
     --roles-temperature 0 --roles-max-tokens "$ROLES_MAX_TOKENS" \
     --roles-context-tokens 12288 --roles-timeout-secs 3600 \
-    --roles-layout per-turn \
+    "${layout[@]}" \
     "${transfer[@]}" "${extra[@]}" \
     --out "$OUT"
 save
