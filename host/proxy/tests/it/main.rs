@@ -46,20 +46,8 @@ async fn start_with(
     harness: LoadedHarness,
     settings: ProxySettings,
 ) -> (String, Proxy, tokio::sync::oneshot::Sender<()>) {
-    let proxy = Proxy::new(harness, settings).expect("proxy");
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = proxy.clone();
-    tokio::spawn(async move {
-        let _ = serving
-            .serve(listener, async move {
-                let _ = stopped.await;
-            })
-            .await;
-    });
+    let any_port = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let (addr, proxy, stop) = start_on(any_port, harness, settings).await;
     (format!("http://{addr}/v1"), proxy, stop)
 }
 
@@ -1222,16 +1210,19 @@ fn start_in_own_runtime(settings: ProxySettings) -> (String, impl FnOnce() + Sen
     (base, stop)
 }
 
-/// A proxy running `harness` on `addr`.
+/// A proxy running `harness` on `addr`: the address it listens on.
 async fn start_on(
     addr: std::net::SocketAddr,
     harness: LoadedHarness,
     settings: ProxySettings,
-) -> (Proxy, tokio::sync::oneshot::Sender<()>) {
+) -> (
+    std::net::SocketAddr,
+    Proxy,
+    tokio::sync::oneshot::Sender<()>,
+) {
     let proxy = Proxy::new(harness, settings).expect("proxy");
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .expect("bind the same address");
+    let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = proxy.clone();
     tokio::spawn(async move {
@@ -1241,7 +1232,7 @@ async fn start_on(
             })
             .await;
     });
-    (proxy, stop)
+    (addr, proxy, stop)
 }
 
 /// The repository's root (two levels above this crate).
