@@ -493,14 +493,9 @@ async fn fitted_turn(
         for _ in 0..4 {
             let Some(c) = cap else { break };
             let (user, used) = parts.message(turns, at, c);
-            if scale == 1.0 {
-                return Some(user);
-            }
-            let text = format!("{}\n{user}", SYSTEM.trim());
-            let Some(counted) = model.count_tokens(&text).await else {
+            let Some(counted) = counted_request(model, &user, scale).await else {
                 return Some(user);
             };
-            let counted = counted + 2 * budget::MESSAGE_OVERHEAD;
             if counted <= limit {
                 return Some(user);
             }
@@ -530,20 +525,28 @@ async fn fitted_turn(
     let mut fit = prompt;
     for _ in 0..3 {
         let user = turn_message(input, turns, at.role, at.round, at.rounds, fit, extra)?;
-        if scale == 1.0 {
-            return Some(user);
-        }
-        let text = format!("{}\n{user}", SYSTEM.trim());
-        let Some(counted) = model.count_tokens(&text).await else {
+        let Some(counted) = counted_request(model, &user, scale).await else {
             return Some(user);
         };
-        let counted = counted + 2 * budget::MESSAGE_OVERHEAD;
         if counted <= limit {
             return Some(user);
         }
         fit = (fit as f64 * limit as f64 / counted as f64 * 0.98) as usize;
     }
     turn_message(input, turns, at.role, at.round, at.rounds, fit, extra)
+}
+
+/// The endpoint's count of a role's request carrying `user` (with the
+/// system prompt and both messages' overhead), or `None` when there is no
+/// count to check against: no tokenizer, or none measured (`scale` 1, the
+/// estimate standing for the count).
+async fn counted_request(model: &Arc<dyn ChatModel>, user: &str, scale: f64) -> Option<usize> {
+    if scale == 1.0 {
+        return None;
+    }
+    let text = format!("{}\n{user}", SYSTEM.trim());
+    let counted = model.count_tokens(&text).await?;
+    Some(counted + 2 * budget::MESSAGE_OVERHEAD)
 }
 
 /// Tokens kept free besides the sections' caps (their joins, trimming).
