@@ -5,10 +5,11 @@
 //! Why this ratio: both sides are process CPU measured in one run on one
 //! machine, so the machine's speed cancels out, and the hooks (the
 //! harness's own cost, which evolution edits) are left out, so only the
-//! host's work moves it. A regression of the kind that tripled Direct's
-//! host CPU (a token estimate of the whole conversation before every model
-//! call) moves it by that factor; noise moves it by far less once the
-//! median of a few repetitions is taken. The recorded value belongs to a
+//! host's work moves it. A regression in the host's own work per episode
+//! (such as a token estimate of the whole conversation before every model
+//! call) moves it by that work's factor, and the median of a few
+//! repetitions keeps noise from doing the same (the performance page has
+//! the measurements). The recorded value belongs to a
 //! build profile and to the bench's options, since a debug build's host
 //! work is a different multiple of the same floor.
 
