@@ -273,9 +273,12 @@ enum Command {
     /// --max-retries times; a call written as text: returned as a structured
     /// call). With "stream": true the upstream is asked without streaming,
     /// and the whole realized reply is sent as server-sent events once it is
-    /// complete. No environment is attached: the harness's env view answers
-    /// that none is. Errors are OpenAI-style JSON: 400 naming the field, 413
-    /// too large, 429 busy, 502/504 for the upstream.
+    /// complete. No environment is attached (the harness's env view answers
+    /// that none is) unless --env-mirror grants a mirror of --domain's.
+    /// Every upstream completion goes into a usage ledger (GET
+    /// /ecdysis/usage), priced with --prices, under --max-usd. Errors are
+    /// OpenAI-style JSON: 400 naming the field, 413 too large, 429 busy or
+    /// over the spending limit, 502/504 for the upstream.
     Proxy {
         #[command(flatten)]
         args: Box<cli::proxy::ProxyArgs>,

@@ -287,6 +287,11 @@ pub struct LedgerSummary {
 pub struct UsageLedger {
     prices: PriceTable,
     calls: Mutex<Vec<CallRecord>>,
+    /// The priced fresh calls' cost, summed in the calls' order as the
+    /// summary sums it; kept as calls are recorded (always under the
+    /// `calls` lock), so checking a call against the limit does not walk
+    /// every call of a long-lived ledger (a proxy's).
+    spent: Mutex<f64>,
     spend: Mutex<SpendGuard>,
 }
 
@@ -333,6 +338,7 @@ impl UsageLedger {
         Self {
             prices,
             calls: Mutex::new(Vec::new()),
+            spent: Mutex::new(0.0),
             spend: Mutex::new(SpendGuard::default()),
         }
     }
@@ -386,11 +392,25 @@ impl UsageLedger {
     /// summed in the same order, without building the rest of the summary
     /// (every call checked against a limit asks).
     fn spent(&self) -> f64 {
-        self.lock()
+        *self.spent.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Re-derive `spent` from `calls` (after calls were merged in front).
+    fn resum(&self, calls: &[CallRecord]) {
+        *self.spent.lock().unwrap_or_else(|p| p.into_inner()) = calls
             .iter()
             .filter(|r| r.outcome == CallOutcome::Fresh)
             .filter_map(|r| r.usd)
-            .fold(0.0, |total, usd| total + usd)
+            .fold(0.0, |total, usd| total + usd);
+    }
+
+    /// Add a call just pushed to `spent`.
+    fn count(&self, record: &CallRecord) {
+        if record.outcome == CallOutcome::Fresh
+            && let Some(usd) = record.usd
+        {
+            *self.spent.lock().unwrap_or_else(|p| p.into_inner()) += usd;
+        }
     }
 
     /// The price table calls are priced with.
@@ -454,6 +474,7 @@ impl UsageLedger {
     fn push(&self, mut record: CallRecord) -> CallRecord {
         let mut calls = self.lock();
         record.seq = calls.len() as u64;
+        self.count(&record);
         calls.push(record.clone());
         record
     }
@@ -474,6 +495,7 @@ impl UsageLedger {
         for (i, r) in merged.iter_mut().enumerate() {
             r.seq = i as u64;
         }
+        self.resum(&merged);
         *calls = merged;
     }
 
@@ -483,6 +505,7 @@ impl UsageLedger {
         let mut calls = self.lock();
         for mut r in later {
             r.seq = calls.len() as u64;
+            self.count(&r);
             calls.push(r);
         }
     }
@@ -490,7 +513,9 @@ impl UsageLedger {
     /// Take every call recorded so far, leaving the ledger empty (a worker
     /// process hands each episode's calls to its parent).
     pub fn drain(&self) -> Vec<CallRecord> {
-        std::mem::take(&mut *self.lock())
+        let mut calls = self.lock();
+        self.resum(&[]);
+        std::mem::take(&mut *calls)
     }
 
     /// Every call so far, in order.
@@ -616,6 +641,23 @@ mod tests {
         assert!(total.cache_hits > 0 && total.unpriced_fresh_calls > 0);
         assert!(ledger.spent() > 0.0);
         assert_eq!(ledger.spent().to_bits(), total.usd.to_bits());
+
+        // Kept through every way calls arrive or leave: imported in front,
+        // appended after, drained.
+        let earlier = ledger.calls();
+        let later = UsageLedger::new(ledger.prices().clone());
+        later.record_response(
+            ModelRole::Agent,
+            "m",
+            &response(9, 9, 0, false),
+            Duration::ZERO,
+        );
+        later.import(earlier.clone());
+        later.append(earlier);
+        assert_eq!(later.spent().to_bits(), later.summary().total.usd.to_bits());
+        assert!(later.spent() > 2.0 * total.usd);
+        later.drain();
+        assert_eq!(later.spent(), 0.0);
     }
 
     #[test]

@@ -48,10 +48,10 @@ pub use ecdysis_sys::ids::{ModelId, ModelKind};
 pub use error::{ErrorClass, ModelError};
 pub use hub::ModelHub;
 pub use ledger::{
-    CallOutcome, CallRecord, LedgerSummary, ModelPrice, PriceTable, PriceTableError, TokenCounts,
-    UsageLedger, UsageTotals,
+    CallOutcome, CallRecord, LedgerSummary, ModelPrice, PriceTable, PriceTableError, SpendRefused,
+    SpendReservation, TokenCounts, UsageLedger, UsageTotals,
 };
-pub use metered::MeteredModel;
+pub use metered::{MeteredModel, UNCAPPED_REPLY_ESTIMATE};
 pub use retry::RetryPolicy;
 pub use signals::{CallSignals, SignalCounts};
 pub use sim::{SimAgent, SimProfile, TestbedNote, TestbedPlan};
@@ -60,3 +60,4 @@ pub use types::{
     SamplingArgs, ToolCall, ToolChoice, Usage, response_format_json_schema,
 };
 pub use user::{LlmUser, ScriptedUser, UserScript, UserSimulator, UserStop, UserTurn, Utterance};
+pub use wire::{classify_status, error_message_from_body, parse_usage};

@@ -126,7 +126,10 @@ fn content_text(content: Option<&Value>) -> Option<String> {
     }
 }
 
-fn parse_usage(usage: &Value) -> Option<Usage> {
+/// The token counts of an OpenAI-style `usage` object (cached prompt tokens
+/// from `prompt_tokens_details.cached_tokens` or DeepSeek's
+/// `prompt_cache_hit_tokens`); `None` when `usage` is not an object.
+pub fn parse_usage(usage: &Value) -> Option<Usage> {
     let count = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64);
     if !usage.is_object() {
         return None;
@@ -143,7 +146,7 @@ fn parse_usage(usage: &Value) -> Option<Usage> {
 /// The endpoint's own message from an error body: OpenAI's
 /// `{"error":{"message"}}`, `{"error":"..."}`, FastAPI's `{"detail"}`,
 /// `{"message"}`, or the raw text.
-pub(crate) fn error_message_from_body(body: &[u8]) -> String {
+pub fn error_message_from_body(body: &[u8]) -> String {
     match serde_json::from_slice::<Value>(body) {
         Ok(value) => error_message(&value),
         Err(_) => excerpt(body),
@@ -167,7 +170,7 @@ fn error_message(value: &Value) -> String {
 }
 
 /// Maps a non-2xx status (and the endpoint's message) to a typed error.
-pub(crate) fn classify_status(
+pub fn classify_status(
     endpoint: &str,
     status: u16,
     message: String,

@@ -9,8 +9,12 @@
 //! the same state.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
+
+use ecdysis_env::Domain;
+use ecdysis_runner::agent::{SharedEnv, SharedEnvView};
 
 use ecdysis_runner::agent::{CallPlace, HarnessSession, HookOutcome};
 use ecdysis_sandbox::sandbox::{
@@ -65,9 +69,78 @@ fn sandbox_call(c: &Call) -> ToolCall {
     }
 }
 
+/// Why a conversation's environment mirror was detached: the message
+/// whose result the mirror did not reproduce, and how.
+type Divergence = Arc<Mutex<Option<String>>>;
+
+/// An environment the operator granted (`--env-mirror`): a fresh copy of
+/// the domain's environment per conversation, on which the proxy runs every
+/// call the client's history shows answered, in order, so the harness's
+/// env view reads the state the client's own tools would have reached from
+/// the domain's pristine state. Each answer is compared with the client's
+/// result; the first that differs detaches the mirror for the rest of the
+/// conversation (the client's environment is not the mirror's: another
+/// starting state, another implementation), and every read after it says
+/// so rather than answering from a wrong state.
+struct Mirror {
+    env: SharedEnv,
+    diverged: Divergence,
+}
+
+/// The env view over a [`Mirror`].
+struct MirrorView {
+    view: SharedEnvView,
+    diverged: Divergence,
+}
+
+impl ReadOnlyEnv for MirrorView {
+    fn tool_mutates(&self, name: &str) -> Option<bool> {
+        self.view.tool_mutates(name)
+    }
+
+    fn call_read_only(
+        &mut self,
+        name: &str,
+        arguments: &serde_json::Map<String, Value>,
+    ) -> ViewOutput {
+        let diverged = self
+            .diverged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match diverged {
+            Some(why) => ViewOutput {
+                content: format!(
+                    "Error: the proxy's environment mirror was detached ({why}); no environment is attached."
+                ),
+                error: true,
+            },
+            None => self.view.call_read_only(name, arguments),
+        }
+    }
+}
+
+/// Whether the mirror's answer is the client's: the same text, or, when
+/// both are JSON, the same value (an environment may print its JSON with
+/// other spacing or key order).
+fn same_result(mirror: &str, client: &str) -> bool {
+    if mirror.trim() == client.trim() {
+        return true;
+    }
+    match (
+        serde_json::from_str::<Value>(mirror),
+        serde_json::from_str::<Value>(client),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
 /// A harness episode and what it has made of the history so far.
 pub struct Episode {
     session: HarnessSession,
+    /// The granted environment's mirror, if any.
+    mirror: Option<Mirror>,
     settings: EpisodeSettings,
     /// The system prompt the upstream reads: the contract's, then skills.
     system_prompt: String,
@@ -132,22 +205,52 @@ impl Episode {
         settings: &EpisodeSettings,
         request: &ChatRequest,
         policy: ecdysis_sandbox::sandbox::FailurePolicy,
+        granted: Option<&Arc<dyn Domain>>,
     ) -> Result<Self, ProxyError> {
         let info = EpisodeInfo {
             domain: settings.domain.clone(),
             max_steps: settings.max_steps,
             max_errors: settings.max_errors,
         };
-        let env = NoEnvironment {
-            tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+        let mut tools = request.tools.clone();
+        let (view, mirror): (Box<dyn ReadOnlyEnv>, Option<Mirror>) = match granted {
+            None => (
+                Box::new(NoEnvironment {
+                    tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+                }),
+                None,
+            ),
+            Some(domain) => {
+                // The domain knows which of its tools change state; a tool
+                // of the request it does not have is unknown to the view.
+                let mutates: BTreeMap<&str, bool> = domain
+                    .tools()
+                    .iter()
+                    .map(|t| (t.name.as_str(), t.mutates))
+                    .collect();
+                for t in &mut tools {
+                    t.mutates = mutates.get(t.name.as_str()).copied().unwrap_or(false);
+                }
+                let env: SharedEnv = Arc::new(Mutex::new(domain.new_env()));
+                let diverged = Divergence::default();
+                let view = MirrorView {
+                    view: SharedEnvView::new(
+                        Arc::clone(&env),
+                        mutates.iter().map(|(n, m)| (n.to_string(), *m)),
+                    ),
+                    diverged: Arc::clone(&diverged),
+                };
+                (Box::new(view), Some(Mirror { env, diverged }))
+            }
         };
-        // Hooks run inline: there is no environment to wait on, and each
-        // call is bounded by its fuel and deadline.
+        // Hooks run inline: there is no environment to wait on (a mirror
+        // answers from memory), and each call is bounded by its fuel and
+        // deadline.
         let (mut session, started) = HarnessSession::start(
             harness,
             info,
-            request.tools.clone(),
-            Box::new(env),
+            tools,
+            view,
             policy,
             LayerSet::ALL,
             CallPlace::Inline,
@@ -165,6 +268,7 @@ impl Episode {
         )?;
         Ok(Episode {
             session,
+            mirror,
             settings: settings.clone(),
             system_prompt: contract.system_prompt,
             descriptions: contract
@@ -188,6 +292,45 @@ impl Episode {
     /// Client messages the hooks have seen.
     pub fn processed(&self) -> usize {
         self.processed
+    }
+
+    /// With a granted environment, why its mirror was detached, if it was.
+    pub fn mirror_diverged(&self) -> Option<String> {
+        let mirror = self.mirror.as_ref()?;
+        mirror
+            .diverged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Run an answered call on the mirror, if one is attached and has not
+    /// diverged; `Some(error)` is the mirror's error flag for the result.
+    fn mirror_call(&self, index: usize, call: &Call, client_text: &str) -> Option<bool> {
+        let mirror = self.mirror.as_ref()?;
+        let mut diverged = mirror.diverged.lock().unwrap_or_else(|p| p.into_inner());
+        if diverged.is_some() {
+            return None;
+        }
+        let arguments: Value = match serde_json::from_str(&call.arguments) {
+            Ok(v) => v,
+            // The client ran something the mirror cannot read as a call.
+            Err(_) => Value::String(call.arguments.clone()),
+        };
+        let out = mirror
+            .env
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .call(&call.name, &arguments);
+        if same_result(&out.content, client_text) {
+            Some(out.error)
+        } else {
+            *diverged = Some(format!(
+                "messages[{index}]: the client's result of `{}` is not the mirror's",
+                call.name
+            ));
+            None
+        }
     }
 
     /// Every hook call of the episode so far.
@@ -269,7 +412,11 @@ impl Episode {
                             name: String::new(),
                             arguments: "{}".into(),
                         });
-                    let error = looks_like_error(text);
+                    // A mirror that reproduces the result knows whether it
+                    // is an error; else the text is all there is.
+                    let error = self
+                        .mirror_call(index, &call, text)
+                        .unwrap_or_else(|| looks_like_error(text));
                     self.batch.push((
                         index,
                         ToolOutcome {

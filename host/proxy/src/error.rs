@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 /// Why the proxy could not answer a request.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProxyError {
     /// The client's body is not a valid Chat Completions request; `param`
     /// names the field (`messages[2].tool_call_id`), when there is one.
@@ -56,6 +56,31 @@ pub enum ProxyError {
     /// The host had no harness instance to spare (its pool is full).
     #[error("no harness instance is available: {0}")]
     Unavailable(String),
+    /// The call was not sent: its estimated cost would take the ledger's
+    /// spend past `--max-usd`.
+    #[error(
+        "the proxy's spending limit is reached: ${spent:.4} spent, this request could cost ${estimate:.4}, the limit is ${limit:.4} (--max-usd)"
+    )]
+    SpendLimit {
+        /// USD spent so far (earlier processes on the records included).
+        spent: f64,
+        /// What the request could cost.
+        estimate: f64,
+        /// The limit.
+        limit: f64,
+    },
+    /// A records directory's earlier ledger could not be read (at start,
+    /// never for a request); the message names the file and line.
+    #[error("{0}")]
+    RecordsUnreadable(String),
+    /// Under a spending limit, the request's model has no price.
+    #[error(
+        "the proxy has a spending limit and no price for model `{model}`; add it to the --prices table"
+    )]
+    ModelNotPriced {
+        /// The request's `model`.
+        model: String,
+    },
     /// The records directory's manifest could not be written (at start,
     /// never for a request).
     #[error("cannot write the records directory {}: {reason}", dir.display())]
@@ -90,10 +115,13 @@ impl ProxyError {
             ProxyError::UpstreamStatus { status, .. } => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)
             }
-            ProxyError::Harness(_) | ProxyError::RecordsUnwritable { .. } => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            ProxyError::Harness(_)
+            | ProxyError::RecordsUnwritable { .. }
+            | ProxyError::RecordsUnreadable(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ProxyError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            // OpenAI's answer when an account's quota is spent.
+            ProxyError::SpendLimit { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ProxyError::ModelNotPriced { .. } => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -111,6 +139,9 @@ impl ProxyError {
             ProxyError::Harness(_) => "harness_error",
             ProxyError::Unavailable(_) => "harness_unavailable",
             ProxyError::RecordsUnwritable { .. } => "records_unwritable",
+            ProxyError::RecordsUnreadable(_) => "records_unreadable",
+            ProxyError::SpendLimit { .. } => "insufficient_quota",
+            ProxyError::ModelNotPriced { .. } => "model_not_priced",
         }
     }
 
@@ -118,6 +149,7 @@ impl ProxyError {
     pub fn body(&self) -> serde_json::Value {
         let param = match self {
             ProxyError::InvalidRequest { param, .. } => param.clone(),
+            ProxyError::ModelNotPriced { .. } => Some("model".into()),
             _ => None,
         };
         json!({"error": {"message": self.to_string(), "type": self.kind(), "param": param}})

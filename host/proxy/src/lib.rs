@@ -22,6 +22,7 @@
 pub mod bench;
 pub mod conversation;
 pub mod error;
+pub mod ledger;
 pub mod records;
 pub mod request;
 
@@ -92,6 +93,28 @@ pub struct ProxySettings {
     /// The keys clients must send as `Authorization: Bearer`; `None` lets
     /// every client in (the proxy listens on loopback by default).
     pub api_keys: Option<Vec<String>>,
+    /// Prices of the upstream's models, by the requests' `model` (the
+    /// embedded table, `sim:*` at zero, when not given).
+    pub prices: ecdysis_model::PriceTable,
+    /// USD the upstream calls may cost over the ledger's life (with
+    /// `records_dir`, earlier processes' calls count); over it: 429
+    /// `insufficient_quota`.
+    pub max_usd: Option<f64>,
+    /// An environment the operator granted (`--env-mirror`): each
+    /// conversation's env view reads a mirror of it (see
+    /// [`conversation`]); `None`: no environment is attached.
+    pub env_mirror: Option<EnvGrant>,
+}
+
+/// A domain whose environment the harness's env view may read, mirrored
+/// per conversation.
+#[derive(Clone)]
+pub struct EnvGrant(pub Arc<dyn ecdysis_env::Domain>);
+
+impl std::fmt::Debug for EnvGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("EnvGrant").field(&self.0.name()).finish()
+    }
 }
 
 impl ProxySettings {
@@ -114,6 +137,9 @@ impl ProxySettings {
             max_connections: 1024,
             records_dir: None,
             harness: None,
+            prices: ecdysis_model::PriceTable::embedded_default(),
+            max_usd: None,
+            env_mirror: None,
         }
     }
 }
@@ -143,6 +169,14 @@ pub struct ConversationRecord {
     /// Completion tokens of those completions, as the upstream counted
     /// them (the refused replies' too: the upstream charged them).
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`, those the upstream served from its prefix cache.
+    pub cached_prompt_tokens: u64,
+    /// USD of those completions at the price table's price for their
+    /// model (zero for an unpriced one: see the ledger's unpriced calls).
+    pub usd: f64,
+    /// With a granted environment, why its mirror was detached, once it
+    /// was (as of the last request).
+    pub mirror_diverged: Option<String>,
     /// The hook calls of the answered requests' live turns, the last
     /// [`MAX_RECORDED_HOOKS`] (replayed calls are not repeated here).
     pub hooks: Vec<HookRecord>,
@@ -167,10 +201,19 @@ pub struct RequestRecord<'a> {
     pub prompt_tokens: u64,
     /// Their completion tokens.
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`, those served from the upstream's prefix cache.
+    pub cached_prompt_tokens: u64,
+    /// USD of the completions at their model's price; `None` when the
+    /// price table has no price for it.
+    pub usd: Option<f64>,
     /// Every hook call the request made, in order: with `replayed`, first
     /// those that rebuilt the episode (the constructor, `contract`, and the
     /// replay of the history), then the live turn's.
     pub hooks: &'a [HookRecord],
+    /// With a granted environment, why its mirror was detached (the
+    /// message whose result it did not reproduce), once it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mirror_diverged: Option<String>,
     /// How many of `hooks` (the first ones) rebuilt the episode by replay;
     /// the rest are the request's own: regulation after the tool results
     /// the client sent back, and realize on the upstream's replies.
@@ -211,6 +254,7 @@ struct Inner {
     gate: Arc<Semaphore>,
     warm: Mutex<(u64, HashMap<[u8; 32], Warm>)>,
     records: Mutex<(u64, Records)>,
+    ledger: ledger::ProxyLedger,
 }
 
 /// A proxy: cheap to clone, one per listening address.
@@ -255,14 +299,23 @@ impl Proxy {
                 domain: settings.domain.clone(),
                 upstream: settings.upstream.clone(),
                 max_retries: settings.max_retries,
+                max_usd: settings.max_usd,
+                env_mirror: settings.env_mirror.as_ref().map(|g| g.0.name().to_string()),
             };
             records::write_manifest(dir, &manifest).map_err(|e| ProxyError::RecordsUnwritable {
                 dir: dir.clone(),
                 reason: e.to_string(),
             })?;
         }
+        let ledger = ledger::ProxyLedger::open(
+            settings.prices.clone(),
+            settings.max_usd,
+            settings.records_dir.as_deref(),
+        )
+        .map_err(|e| ProxyError::RecordsUnreadable(e.to_string()))?;
         Ok(Proxy {
             inner: Arc::new(Inner {
+                ledger,
                 harness,
                 gate: Arc::new(Semaphore::new(settings.max_conversations)),
                 settings,
@@ -280,6 +333,7 @@ impl Proxy {
             .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
             .route("/ecdysis/conversations/{id}", get(record))
+            .route("/ecdysis/usage", get(usage))
             .layer(axum::extract::DefaultBodyLimit::disable())
             .with_state(self.clone())
     }
@@ -334,6 +388,12 @@ impl Proxy {
         }
     }
 
+    /// The usage ledger's totals over every upstream call so far (earlier
+    /// processes' on the same records included).
+    pub fn usage(&self) -> ecdysis_model::LedgerSummary {
+        self.inner.ledger.summary()
+    }
+
     /// The record of conversation `id`, if the proxy has one.
     pub fn record(&self, id: &str) -> Option<ConversationRecord> {
         lock(&self.inner.records).1.get(id).map(|(_, r)| r.clone())
@@ -371,6 +431,7 @@ impl Proxy {
                 &EpisodeSettings::from(settings),
                 request,
                 settings.policy,
+                settings.env_mirror.as_ref().map(|g| &g.0),
             )
             .await;
             match started {
@@ -431,7 +492,12 @@ impl Proxy {
             .map_or(0, |(_, r)| r.requests)
             + 1;
         let mut retries: Vec<Retry> = Vec::new();
-        let mut usage = (0u64, 0u64, 0u64);
+        let model = request
+            .body
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let mut usage = Spent::default();
         let mut exhausted = false;
         let mut neutral_turn = true;
         let (turn, reply) = if let Some(turn) = episode.decided_turn() {
@@ -440,19 +506,9 @@ impl Proxy {
             let mut extra: Vec<Value> = Vec::new();
             loop {
                 let body = self.upstream_body(&episode, request, &extra);
-                let reply = self.ask_upstream(body).await;
-                if let Ok(reply) = &reply {
-                    let tokens = |k: &str| {
-                        reply
-                            .pointer(&format!("/usage/{k}"))
-                            .and_then(Value::as_u64)
-                            .unwrap_or(0)
-                    };
-                    usage.0 += 1;
-                    usage.1 += tokens("prompt_tokens");
-                    usage.2 += tokens("completion_tokens");
-                }
-                let reply = reply?;
+                let reply = self.metered_upstream(model, body).await?;
+                usage.add(&reply.1);
+                let reply = reply.0;
                 let (text, calls) = reply_message(&reply)?;
                 let (outcome, neutral) = episode.realize_reply(text.clone(), calls).await?;
                 neutral_turn &= neutral;
@@ -483,6 +539,7 @@ impl Proxy {
             }
         };
         let live_hooks = episode.hook_records()[hooks_before..].to_vec();
+        let mirror_diverged = episode.mirror_diverged();
         let stopped = turn.stopped;
         if let Some(dir) = &settings.records_dir {
             let line = serde_json::to_string(&RequestRecord {
@@ -491,9 +548,12 @@ impl Proxy {
                 replayed,
                 retries: &retries,
                 exhausted,
-                upstream_requests: usage.0,
-                prompt_tokens: usage.1,
-                completion_tokens: usage.2,
+                upstream_requests: usage.calls,
+                prompt_tokens: usage.tokens.prompt_tokens,
+                completion_tokens: usage.tokens.completion_tokens,
+                cached_prompt_tokens: usage.tokens.cached_prompt_tokens,
+                usd: usage.usd,
+                mirror_diverged: mirror_diverged.clone(),
                 hooks: &episode.hook_records()[first_new..],
                 replayed_hooks: if replayed { hooks_before } else { 0 },
             })
@@ -510,9 +570,12 @@ impl Proxy {
             r.requests = request_no;
             r.replays += u64::from(replayed);
             r.exhausted += u64::from(exhausted);
-            r.upstream_requests += usage.0;
-            r.prompt_tokens += usage.1;
-            r.completion_tokens += usage.2;
+            r.upstream_requests += usage.calls;
+            r.prompt_tokens += usage.tokens.prompt_tokens;
+            r.completion_tokens += usage.tokens.completion_tokens;
+            r.cached_prompt_tokens += usage.tokens.cached_prompt_tokens;
+            r.usd += usage.usd.unwrap_or(0.0);
+            r.mirror_diverged = mirror_diverged;
             r.retries
                 .extend(retries.iter().cloned().map(|x| (request_no, x)));
             r.hooks.extend(live_hooks);
@@ -550,6 +613,29 @@ impl Proxy {
             body.insert(k.clone(), v);
         }
         serde_json::to_vec(&body).unwrap_or_default()
+    }
+
+    /// Ask the upstream, through the ledger: refused before it is sent
+    /// when the spending limit cannot afford it, recorded (priced, or as a
+    /// failure) when it ends.
+    async fn metered_upstream(
+        &self,
+        model: &str,
+        bytes: Vec<u8>,
+    ) -> Result<(Value, ledger::CallCost), ProxyError> {
+        let ledger = &self.inner.ledger;
+        let _reservation = ledger.admit(model, &bytes)?;
+        let start = std::time::Instant::now();
+        match self.ask_upstream(bytes).await {
+            Ok(reply) => {
+                let cost = ledger.answered(model, &reply, start.elapsed());
+                Ok((reply, cost))
+            }
+            Err(error) => {
+                ledger.failed(model, &error, start.elapsed());
+                Err(error)
+            }
+        }
     }
 
     async fn ask_upstream(&self, bytes: Vec<u8>) -> Result<Value, ProxyError> {
@@ -601,7 +687,30 @@ impl Proxy {
     }
 }
 
-fn append_line(path: &std::path::Path, line: &str) -> std::io::Result<()> {
+/// What one request's upstream completions cost.
+#[derive(Debug, Default)]
+struct Spent {
+    calls: u64,
+    tokens: ecdysis_model::TokenCounts,
+    /// `None` once a completion had no price.
+    usd: Option<f64>,
+}
+
+impl Spent {
+    fn add(&mut self, cost: &ledger::CallCost) {
+        let priced_so_far = self.calls == 0 || self.usd.is_some();
+        self.calls += 1;
+        self.tokens.prompt_tokens += cost.usage.prompt_tokens;
+        self.tokens.completion_tokens += cost.usage.completion_tokens;
+        self.tokens.cached_prompt_tokens += cost.usage.cached_prompt_tokens;
+        self.usd = match (priced_so_far, cost.usd) {
+            (true, Some(usd)) => Some(self.usd.unwrap_or(0.0) + usd),
+            _ => None,
+        };
+    }
+}
+
+pub(crate) fn append_line(path: &std::path::Path, line: &str) -> std::io::Result<()> {
     use std::io::Write;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -844,6 +953,17 @@ async fn models(State(proxy): State<Proxy>, headers: HeaderMap) -> Response {
         }
         Err(e) => e.into_response(),
     }
+}
+
+async fn usage(State(proxy): State<Proxy>, headers: HeaderMap) -> Response {
+    if let Err(e) = proxy.admits(&headers) {
+        return e.into_response();
+    }
+    axum::Json(json!({
+        "max_usd": proxy.inner.ledger.limit(),
+        "summary": proxy.usage(),
+    }))
+    .into_response()
 }
 
 async fn record(

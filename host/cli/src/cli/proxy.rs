@@ -50,6 +50,19 @@ pub struct ProxyArgs {
     /// records live in memory only (GET /ecdysis/conversations/<id>).
     #[arg(long, value_name = "DIR")]
     pub records: Option<std::path::PathBuf>,
+    /// A JSON price table (USD per million tokens, by the requests'
+    /// `model`) merged over the embedded one (`sim:*` at zero, no vendor
+    /// prices), for the usage ledger (GET /ecdysis/usage; with --records,
+    /// DIR/calls.ledger.jsonl).
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<std::path::PathBuf>,
+    /// Stop asking the upstream once its calls would cost more than USD in
+    /// total (with --records, earlier processes' calls on DIR count): a
+    /// request that could cross it is answered 429 `insufficient_quota`
+    /// before it is sent, and one naming a model the price table does not
+    /// price, 400 `model_not_priced`.
+    #[arg(long, value_name = "USD")]
+    pub max_usd: Option<f64>,
     /// Largest request body a client may send, in KiB (larger: 413).
     #[arg(long, default_value_t = 8192)]
     pub max_request_kib: usize,
@@ -86,6 +99,19 @@ pub struct ProxyArgs {
     /// the reply goes through unchanged).
     #[arg(long, default_value = "fail-closed")]
     pub policy: FailurePolicy,
+    /// Grant the harness's env view an environment: per conversation, a
+    /// mirror of --domain's environment (a benchmark domain: tau2/retail,
+    /// …, opened with --data) started from its pristine state, on which
+    /// the proxy runs every call the client's history shows answered, in
+    /// order. The view reads the mirror, so a gate can check facts (an
+    /// order's status). The first result the mirror does not reproduce
+    /// (the client's environment started elsewhere) detaches it for the
+    /// rest of the conversation; the records name the message. Without
+    /// it, no environment is attached.
+    #[arg(long)]
+    pub env_mirror: bool,
+    #[command(flatten)]
+    pub data: super::env::DataArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -122,6 +148,32 @@ pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Resu
     if args.max_conversations == 0 {
         bail!("--max-conversations 0 would refuse every request; give at least 1");
     }
+    if let Some(m) = args.max_usd
+        && !(m.is_finite() && m > 0.0)
+    {
+        bail!("--max-usd must be a positive number of dollars, got {m}");
+    }
+    let mut prices = ecdysis_model::PriceTable::embedded_default();
+    if let Some(path) = &args.prices {
+        prices = prices.merged(
+            ecdysis_model::PriceTable::load(path)
+                .with_context(|| format!("--prices {}", path.display()))?,
+        );
+    }
+    let env_mirror = if args.env_mirror {
+        if args.domain == DEFAULT_DOMAIN {
+            bail!(
+                "--env-mirror needs --domain naming a benchmark domain (tau2/retail, tau2/airline, …) whose environment the proxy mirrors"
+            );
+        }
+        let domain = args
+            .data
+            .open(&args.domain)
+            .with_context(|| format!("--env-mirror: opening --domain {}", args.domain))?;
+        Some(ecdysis_proxy::EnvGrant(domain))
+    } else {
+        None
+    };
     let (manifest, loaded) = load_harness(&args.harness, store, args.limits.limits()?, quiet)?;
     let upstream_api_key = match &args.upstream_api_key_env {
         Some(var) => Some(
@@ -164,8 +216,12 @@ pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Resu
         max_connections: args.max_connections,
         records_dir: args.records.clone(),
         harness: Some(manifest.hash.to_string()),
+        prices,
+        max_usd: args.max_usd,
+        env_mirror,
     };
     let proxy = Proxy::new(loaded, settings)?;
+    let ledger_view = proxy.clone();
     let hash = manifest.hash.short().to_string();
     let upstream = args.upstream.clone();
     ecdysis_proxy::listen(
@@ -182,6 +238,12 @@ pub async fn proxy(args: ProxyArgs, store: &ComponentStore, quiet: bool) -> Resu
     )
     .await
     .with_context(|| format!("serving on {}", args.listen))?;
+    if !quiet {
+        eprintln!(
+            "proxy stopped: {}",
+            ecdysis_proxy::ledger::spend_sentence(&ledger_view.usage())
+        );
+    }
     Ok(())
 }
 
@@ -223,6 +285,13 @@ pub fn render_records(records: &Records) -> String {
         m.harness.as_deref().unwrap_or("(not recorded)"),
         m.domain,
         m.upstream
+    );
+    let limit = m
+        .max_usd
+        .map_or_else(String::new, |l| format!(" (limit ${l:.4})"));
+    out += &format!(
+        "ledger: {}{limit}\n",
+        ecdysis_proxy::ledger::spend_sentence(&records.ledger())
     );
     out += &format!(
         "{} conversations, {} requests ({} replayed), {} refused replies asked again ({} requests out of tries), {} upstream completions, {} prompt + {} completion tokens, {} hook calls, replays included ({} interventions)\n",
@@ -269,7 +338,7 @@ pub fn render_conversation(c: &ConversationLog) -> String {
     );
     for (line, r) in c.requests.iter().enumerate() {
         out += &format!(
-            "request {} (line {}){}: {} upstream completions, {} + {} tokens{}\n",
+            "request {} (line {}){}: {} upstream completions, {} + {} tokens{}{}\n",
             r.request,
             line + 1,
             if r.replayed {
@@ -283,6 +352,7 @@ pub fn render_conversation(c: &ConversationLog) -> String {
             r.upstream_requests,
             r.prompt_tokens,
             r.completion_tokens,
+            r.usd.map_or_else(String::new, |usd| format!(", ${usd:.4}")),
             if r.exhausted { ", out of tries" } else { "" }
         );
         for (k, retry) in r.retries.iter().enumerate() {

@@ -189,6 +189,17 @@ async fn show_reads_a_proxy_records_directory() {
         "{text}"
     );
     assert!(text.contains(&id), "{text}");
+    // The ledger: both completions (the refused one included), and that
+    // the embedded table has no price for the scripted model.
+    let ledger = text
+        .lines()
+        .find(|l| l.starts_with("ledger: "))
+        .unwrap_or_else(|| panic!("no ledger line: {text}"));
+    assert!(
+        ledger.contains("2 upstream completions (0 failed)"),
+        "{ledger}"
+    );
+    assert!(ledger.contains("unpriced models not counted"), "{ledger}");
 
     // One conversation, by a prefix of its id: the refused reply with the
     // harness's feedback, and realize's calls, the refusal marked.
@@ -246,6 +257,10 @@ async fn report_reads_a_proxy_records_directory() {
     assert!(html.contains(&id));
     assert!(html.contains("refused reply 1: "));
     assert!(html.contains("teleport_parcel"));
+    assert!(
+        html.contains("<p>Ledger: 2 upstream completions (0 failed)"),
+        "the ledger's totals"
+    );
 
     // A damaged line that is not the last is named, file and line.
     let file = append_to_conversation(&records, "not json\n{\"x\": 1}\n");
@@ -474,6 +489,15 @@ async fn tau2s_own_runner_through_the_proxy_scores_as_the_host_does() {
         }
     });
     let records = tmp.path().join("records");
+    // The agent's model priced, under a spending limit, and the harness's
+    // env view granted a mirror of retail's environment (as `run` gives it
+    // the environment itself).
+    let prices = tmp.path().join("prices.json");
+    std::fs::write(
+        &prices,
+        r#"{"models": {"agent-model": {"prompt_per_mtok": 1.0, "completion_per_mtok": 2.0}}}"#,
+    )
+    .unwrap();
     let (running, base) = start_proxy(
         tmp.path(),
         &mock.base_url(),
@@ -482,6 +506,11 @@ async fn tau2s_own_runner_through_the_proxy_scores_as_the_host_does() {
             "tau2/retail",
             "--records",
             records.to_str().unwrap(),
+            "--env-mirror",
+            "--prices",
+            prices.to_str().unwrap(),
+            "--max-usd",
+            "5",
         ],
     )
     .await;
@@ -595,6 +624,21 @@ async fn tau2s_own_runner_through_the_proxy_scores_as_the_host_does() {
         .filter(|h| h.hook == "realize")
         .map(|h| &h.decision)
         .collect();
+    // τ²'s own environment answered every call as the mirror did.
+    let diverged: Vec<&String> = records
+        .conversations
+        .iter()
+        .flat_map(|c| &c.requests)
+        .filter_map(|r| r.mirror_diverged.as_ref())
+        .collect();
+    assert!(diverged.is_empty(), "{diverged:?}");
+    assert_eq!(records.manifest.env_mirror.as_deref(), Some("tau2/retail"));
+    // Every upstream completion is in the ledger, priced.
+    let completions: u64 = records.totals().upstream;
+    let ledger = records.ledger();
+    assert_eq!(ledger.total.fresh_calls, completions);
+    assert!(ledger.total.usd > 0.0 && ledger.unpriced_models.is_empty());
+    assert!((records.totals().usd - ledger.total.usd).abs() < 1e-12);
     assert!(intervened("contract"), "the contract's rules");
     assert!(
         intervened("realize"),

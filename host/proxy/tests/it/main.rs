@@ -2,6 +2,8 @@
 //! OpenAI server as its upstream and the starting harness
 //! (`harness-template`) between them.
 
+mod grants;
+
 use std::sync::OnceLock;
 use std::time::Duration;
 
