@@ -121,22 +121,58 @@ impl Drop for Running {
     }
 }
 
-/// The proxy guide's `proxy` command, as printed but with `--upstream` the
-/// mock's and `--listen` on a free port, in `dir` (where the starting
-/// harness is exported to `dist/harness` first): the process and its base
-/// URL.
-async fn printed_proxy(dir: &Path, upstream: &str) -> (Running, String) {
-    let wasm = dir.join("template.wasm");
-    std::fs::write(&wasm, support::guest("harness-template", None)).unwrap();
-    let export = shell(
-        &format!("ecdysis-host export {} --out dist/harness", wasm.display()),
-        dir,
-        &[],
-    )
-    .output()
-    .unwrap();
-    assert!(export.status.success(), "{}", text(&export.stderr));
+/// A directory laid out like the repository (the starting harness, the
+/// WIT, a store whose cargo target is the other tests' so the harness's
+/// dependencies stay built) holding a training run, `runs/train-retail`:
+/// one round on two retail tasks with the simulated agent and the rule
+/// coder, whose incumbent the proxy guide's export line exports, as
+/// printed, to `dist/harness`. Made once per test process.
+fn trained_and_exported() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep();
+        for part in ["harness-template", "wit"] {
+            ecdysis_host::fsutil::copy_crate(&repo_root().join(part), &dir.join(part)).unwrap();
+        }
+        let target = std::env::var_os("ECDYSIS_CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| repo_root().join("target/evolve-candidates"));
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::create_dir_all(dir.join(".ecdysis/store")).unwrap();
+        std::os::unix::fs::symlink(&target, dir.join(".ecdysis/store/cargo-target")).unwrap();
+        let train =
+            "ecdysis-host train --tasks 0,1 --rounds 1 --test-split none --out runs/train-retail";
+        let out = shell(train, &dir, &[]).output().unwrap();
+        assert!(out.status.success(), "`{train}`: {}", text(&out.stderr));
+        let export = printed_command(PROXY_GUIDE, "ecdysis-host export --train-run ", "");
+        assert!(
+            export.contains("runs/train-retail") && export.ends_with("--out dist/harness"),
+            "{PROXY_GUIDE}: `{export}` is not the export this test runs"
+        );
+        let out = shell(&export, &dir, &[]).output().unwrap();
+        assert!(out.status.success(), "`{export}`: {}", text(&out.stderr));
+        let manifest: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("dist/harness/harness.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            manifest["training"]["run"]
+                .as_str()
+                .map(|r| r.ends_with("train-retail")),
+            Some(true),
+            "the export names its training run: {manifest}"
+        );
+        dir
+    })
+}
 
+/// The proxy guide's `proxy` command, as printed but with `--upstream` the
+/// mock's and `--listen` on a free port, run where the guide's export line
+/// wrote `dist/harness` from a training run ([`trained_and_exported`]):
+/// the process and its base URL.
+async fn printed_proxy(upstream: &str) -> (Running, String) {
+    let dir = tokio::task::spawn_blocking(trained_and_exported)
+        .await
+        .unwrap();
     let printed = printed_command(
         PROXY_GUIDE,
         "ecdysis-host proxy --harness dist/harness ",
@@ -206,10 +242,9 @@ async fn the_loop_as_printed(program: PathBuf, file: PathBuf, cwd: PathBuf, cras
         "{PROXY_GUIDE} shows what the loop prints:\n{LOOP_OUTPUT}"
     );
 
-    let dir = tempfile::tempdir().unwrap();
     let mock = MockServer::start().await.unwrap();
     loop_script(&mock);
-    let (_proxy, base) = printed_proxy(dir.path(), &mock.base_url()).await;
+    let (_proxy, base) = printed_proxy(&mock.base_url()).await;
     let out = run_loop(program.clone(), file.clone(), cwd.clone(), base).await;
     assert!(out.status.success(), "{name}: {}", text(&out.stderr));
     assert_eq!(
@@ -306,6 +341,25 @@ fn asks_for_an_edit(request: &Value) -> bool {
 
 #[tokio::test]
 async fn train_with_aider() {
+    // The guide's two set-up lines: the install, run as printed (from the
+    // repository's root; it is idempotent), and the PATH it exports,
+    // which this test puts in front of its own.
+    let install = printed_command(TRAINING_GUIDE, "bash scripts/aider.sh", "");
+    assert_eq!(install, "bash scripts/aider.sh");
+    let export = printed_command(TRAINING_GUIDE, "export PATH=", "OPENAI_API_KEY=");
+    assert!(
+        export.starts_with("export PATH=\"$PWD/.ecdysis/aider/bin:$PATH\""),
+        "{TRAINING_GUIDE}: `{export}` does not put the installed aider first"
+    );
+    if std::env::var_os("ECDYSIS_AIDER").is_none() {
+        let out = shell(&install, &repo_root(), &[]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "`{install}` failed:\n{}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
     let aider = installed(
         "ECDYSIS_AIDER",
         ".ecdysis/aider/bin/aider",
