@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use ecdysis_env::dbbench::mysql8::SqlMode;
 use ecdysis_sys::ids::ModelId;
 
 use super::quota::{QuotaError, Quotas};
@@ -80,6 +81,10 @@ pub struct ServeConfig {
     pub data: Option<PathBuf>,
     /// agentbench/dbbench's server (as `--mysql-url`).
     pub mysql_url: Option<String>,
+    /// agentbench/dbbench's sessions' `sql_mode` (as `--sql-mode`;
+    /// `None`: the command line's, whose default is `mysql8`), in the
+    /// domains the service opens and in its workers alike.
+    pub sql_mode: Option<SqlMode>,
     /// Domains tenants may evaluate on.
     pub domains: Vec<String>,
     /// Model aliases: the only models a tenant can name.
@@ -113,6 +118,7 @@ impl Default for ServeConfig {
             store: None,
             data: None,
             mysql_url: None,
+            sql_mode: None,
             domains: vec!["tau2/retail".into(), "tau2/airline".into()],
             models,
             limits: LimitsConfig::default(),

@@ -277,7 +277,8 @@ impl Service {
         }
     }
 
-    /// The domain data of this machine, for workers.
+    /// How this machine opens domains (its data, DBBench's server and
+    /// `sql_mode`): the service's own and its workers'.
     pub fn source(config: &ServeConfig) -> DomainSource {
         DomainSource {
             data: config
@@ -285,7 +286,7 @@ impl Service {
                 .as_deref()
                 .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf())),
             mysql_url: config.mysql_url.clone(),
-            ..DomainSource::default()
+            sql_mode: config.sql_mode.unwrap_or_default(),
         }
     }
 }
@@ -486,6 +487,26 @@ mod tests {
         );
         // The check workers get no key at all.
         assert_eq!(worker_env(&[], server_env).len(), 1);
+    }
+
+    /// serve.toml's `sql_mode` reaches the options the service opens its
+    /// domains with and sends its workers in each job (the worker
+    /// protocol's JSON names it); left out, the default `mysql8`.
+    #[test]
+    fn the_sql_mode_reaches_the_domains_and_the_workers() {
+        use ecdysis_env::dbbench::mysql8::SqlMode;
+        let config: ServeConfig = toml::from_str("sql_mode = \"lenient\"\n").unwrap();
+        assert_eq!(config.sql_mode, Some(SqlMode::Lenient));
+        let source = Service::source(&config);
+        assert_eq!(source.sql_mode, SqlMode::Lenient);
+        assert_eq!(
+            serde_json::to_value(&source).unwrap()["sql_mode"],
+            "lenient"
+        );
+        let default = Service::source(&ServeConfig::default());
+        assert_eq!(default.sql_mode, SqlMode::Mysql8);
+        let e = toml::from_str::<ServeConfig>("sql_mode = \"strict\"\n").unwrap_err();
+        assert!(e.to_string().contains("strict"), "{e}");
     }
 }
 

@@ -34,6 +34,9 @@ impl ServiceArgs {
         if c.mysql_url.is_none() {
             c.mysql_url = data.mysql_url.clone();
         }
+        if c.sql_mode.is_none() {
+            c.sql_mode = Some(data.sql_mode);
+        }
         Ok(c)
     }
 

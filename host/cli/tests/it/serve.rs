@@ -849,6 +849,72 @@ async fn two_tenants_end_to_end_over_http_on_sqlite() {
     );
 }
 
+/// DBBench's `sql_mode` reaches the service's workers, from the command
+/// line (`--sql-mode`, here through its variable `$ECDYSIS_SQL_MODE`) and
+/// from serve.toml's `sql_mode`, in `serve`'s own workers and in a remote
+/// `ecdysis-host worker`'s. `standard-278`'s gold UPDATE compares a TEXT
+/// column with a bare number, which MySQL 8's strict mode refuses, so
+/// `sim:oracle` solves it under `lenient` and not under the default
+/// `mysql8` (the control: the outcome tells the modes apart). SKIPPED
+/// without MariaDB, unless `$CI` is set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sql_mode_reaches_the_services_workers() {
+    if !support::dbbench_available() {
+        return;
+    }
+    let lenient = [("ECDYSIS_SQL_MODE", "lenient")];
+    assert_eq!(
+        oracle_reward_on_standard_278("", &[], false).await,
+        0.0,
+        "MySQL 8's strict mode by default"
+    );
+    assert_eq!(
+        oracle_reward_on_standard_278("", &lenient, false).await,
+        1.0,
+        "--sql-mode lenient in serve's workers"
+    );
+    assert_eq!(
+        oracle_reward_on_standard_278("sql_mode = \"lenient\"\n", &[], true).await,
+        1.0,
+        "serve.toml's sql_mode in a remote worker"
+    );
+}
+
+/// `sim:oracle`'s reward on DBBench's `standard-278` in a fresh service
+/// whose serve.toml starts with `top` and whose processes get `env`, run
+/// by serve's own worker or (`remote`) by an `ecdysis-host worker`.
+async fn oracle_reward_on_standard_278(top: &str, env: &[(&str, &str)], remote: bool) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let workers = if remote { 0 } else { 1 };
+    let config = config_file(
+        dir.path(),
+        &sqlite(dir.path()),
+        &format!(
+            "{top}[models.oracle]\nmodel = \"sim:oracle\"\n[worker]\nslots = {workers}\nlease_seconds = 2\n"
+        ),
+    );
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "domains = [\"tau2/retail\"]",
+        "domains = [\"agentbench/dbbench\"]",
+    );
+    std::fs::write(&config, text).unwrap();
+    let t = add_tenant(&config, "alice");
+    let _server = Server::start(&config, env);
+    let _worker = remote.then(|| start_worker(&config, "remote", 1));
+    let api = Api::new(&_server.url);
+    let id = api
+        .evaluate(
+            &t,
+            json!({"domain": "agentbench/dbbench", "tasks": ["standard-278"], "agent": "oracle"}),
+        )
+        .await;
+    let status = api.wait(&t, &id).await;
+    assert_eq!(status["state"], "done", "{status}");
+    let records = api.trajectories(&t, &id).await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    records[0]["reward"].as_f64().unwrap()
+}
+
 // ---------------------------------------------------------------------------
 // Quotas
 // ---------------------------------------------------------------------------
