@@ -348,8 +348,52 @@ struct Side {
     url: String,
 }
 
+/// Why one request of a bench conversation failed, with what the target
+/// answered.
+#[derive(Debug, thiserror::Error)]
+enum RequestFailed {
+    /// The request body could not be encoded.
+    #[error("encoding the request: {0}")]
+    Encode(serde_json::Error),
+    /// The request could not be sent.
+    #[error("request failed: {0}")]
+    Send(reqwest::Error),
+    /// The reply's body could not be read.
+    #[error("reading the reply failed: {0}")]
+    Read(reqwest::Error),
+    /// The target answered an error status (the body's start).
+    #[error("status {status}: {body}")]
+    Status {
+        /// The status.
+        status: reqwest::StatusCode,
+        /// Its first 300 bytes.
+        body: String,
+    },
+    /// The reply is not JSON.
+    #[error("the reply is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    /// The reply has no message.
+    #[error("the reply has no choices[0].message")]
+    NoMessage,
+    /// The reply's message is not the scripted shape.
+    #[error("expected {expected}, got {message}")]
+    Shape {
+        /// `a tool call` or `text`.
+        expected: &'static str,
+        /// The message.
+        message: Value,
+    },
+    /// The conversation's first request failed, so its second was not
+    /// sent (the first's error).
+    #[error("not sent: {0}")]
+    NotSent(String),
+    /// The client task running it panicked or was cancelled.
+    #[error("a client task failed: {0}")]
+    Task(tokio::task::JoinError),
+}
+
 /// What one request took, or why it failed.
-type Timed = Result<Duration, String>;
+type Timed = Result<Duration, RequestFailed>;
 
 /// Run conversation `n` against `url`: its two requests, each timed.
 async fn conversation(client: &reqwest::Client, url: &str, n: u64) -> [Timed; 2] {
@@ -360,7 +404,10 @@ async fn conversation(client: &reqwest::Client, url: &str, n: u64) -> [Timed; 2]
     let first = post(client, url, &messages, true).await;
     let (t1, message) = match first {
         Ok(x) => x,
-        Err(e) => return [Err(e.clone()), Err(format!("not sent: {e}"))],
+        Err(e) => {
+            let second = RequestFailed::NotSent(e.to_string());
+            return [Err(e), Err(second)];
+        }
     };
     let ids: Vec<String> = message["tool_calls"]
         .as_array()
@@ -383,11 +430,11 @@ async fn post(
     url: &str,
     messages: &[Value],
     expect_call: bool,
-) -> Result<(Duration, Value), String> {
+) -> Result<(Duration, Value), RequestFailed> {
     let body = serde_json::to_vec(
         &json!({"model": MODEL, "messages": messages, "tools": tools(), "temperature": 0}),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(RequestFailed::Encode)?;
     let start = Instant::now();
     let response = client
         .post(url)
@@ -395,33 +442,29 @@ async fn post(
         .body(body)
         .send()
         .await
-        .map_err(|e| format!("request failed: {e}"))?;
+        .map_err(RequestFailed::Send)?;
     let status = response.status();
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|e| format!("reading the reply failed: {e}"))?;
+    let bytes = response.bytes().await.map_err(RequestFailed::Read)?;
     let took = start.elapsed();
     if !status.is_success() {
-        return Err(format!(
-            "status {status}: {}",
-            String::from_utf8_lossy(&bytes[..bytes.len().min(300)])
-        ));
+        return Err(RequestFailed::Status {
+            status,
+            body: String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned(),
+        });
     }
-    let reply: Value =
-        serde_json::from_slice(&bytes).map_err(|e| format!("the reply is not JSON: {e}"))?;
+    let reply: Value = serde_json::from_slice(&bytes).map_err(RequestFailed::NotJson)?;
     let message = reply
         .pointer("/choices/0/message")
         .cloned()
-        .ok_or("the reply has no choices[0].message")?;
+        .ok_or(RequestFailed::NoMessage)?;
     let has_call = message["tool_calls"]
         .as_array()
         .is_some_and(|c| !c.is_empty());
     if has_call != expect_call {
-        return Err(format!(
-            "expected {}, got {message}",
-            if expect_call { "a tool call" } else { "text" }
-        ));
+        return Err(RequestFailed::Shape {
+            expected: if expect_call { "a tool call" } else { "text" },
+            message,
+        });
     }
     Ok((took, message))
 }
@@ -454,7 +497,7 @@ impl Tally {
                 }
             }
             Err(e) => {
-                self.first_failure.get_or_insert(e);
+                self.first_failure.get_or_insert_with(|| e.to_string());
             }
         }
     }
@@ -715,7 +758,7 @@ pub async fn run(
         if ok == 0 {
             return Err(ProxyBenchError::SideFailed {
                 side: side.name.clone(),
-                reason: first_error.unwrap_or_default(),
+                reason: first_error.map(|e| e.to_string()).unwrap_or_default(),
             });
         }
     }
@@ -757,7 +800,7 @@ pub async fn run(
             while let Some(r) = workers.join_next().await {
                 match r {
                     Ok(timed) => results.extend(timed),
-                    Err(e) => results.push(Err(format!("a client task failed: {e}"))),
+                    Err(e) => results.push(Err(RequestFailed::Task(e))),
                 }
             }
             tally.throughput_wall += start.elapsed();

@@ -90,21 +90,29 @@ pub fn guest(crate_rel: &str, feature: Option<&str>) -> Vec<u8> {
 /// and pytest, relative to the repository root.
 pub const PYTHON_TOOLS: &str = ".ecdysis/python-tools";
 
+/// No componentize-py: neither the repository's (the path looked at) nor
+/// one on `PATH`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "componentize-py is neither in {} nor on PATH (install it with scripts/python-tools.sh)",
+    .looked.display()
+)]
+pub struct NoPythonTool {
+    /// The repository's componentize-py, which is not there.
+    pub looked: PathBuf,
+}
+
 /// The componentize-py that builds the Python guests: the repository's
 /// [`PYTHON_TOOLS`] one, else one on `PATH`; the error says why there is
 /// none. Tests of Python guests skip with that reason, except under CI
 /// (`CI` set), where a missing tool fails them.
-pub fn python_tool() -> Result<PathBuf, String> {
+pub fn python_tool() -> Result<PathBuf, NoPythonTool> {
     let local = repo_root().join(PYTHON_TOOLS).join("bin/componentize-py");
     if local.is_file() {
         return Ok(local);
     }
-    ecdysis_sys::jail::find_program(std::ffi::OsStr::new("componentize-py")).ok_or_else(|| {
-        format!(
-            "componentize-py is neither in {} nor on PATH (install it with scripts/python-tools.sh)",
-            local.display()
-        )
-    })
+    ecdysis_sys::jail::find_program(std::ffi::OsStr::new("componentize-py"))
+        .ok_or(NoPythonTool { looked: local })
 }
 
 /// Whether a test of Python guests can run; prints why not, and panics

@@ -14,4 +14,6 @@ pub mod measure;
 /// where `bench --proxy` uses it too.
 pub use ecdysis_model::mock;
 
-pub use guests::{guest, load, python_guests_available, python_tool, repo_root, shared_store};
+pub use guests::{
+    NoPythonTool, guest, load, python_guests_available, python_tool, repo_root, shared_store,
+};

@@ -206,7 +206,7 @@ impl OsDomain {
     /// and its start script typed into the shell. `Ok(Err(why))` when the
     /// task's own set-up failed (upstream: the sample ends before the
     /// agent acts, scored 0).
-    pub fn machine_for(&self, t: &Task) -> Result<Result<Machine, String>, MachineError> {
+    pub fn machine_for(&self, t: &Task) -> Result<Result<Machine, SetupFailed>, MachineError> {
         self.machine_prepared(t, None)
     }
 
@@ -216,33 +216,35 @@ impl OsDomain {
         &self,
         t: &Task,
         prepare: Option<&Script>,
-    ) -> Result<Result<Machine, String>, MachineError> {
+    ) -> Result<Result<Machine, SetupFailed>, MachineError> {
         let mut m = Machine::start(self.shared.options.limits)?;
         if let Some(p) = prepare {
             let run = m.run_script("prepare", p, &[])?;
             if run.status != 0 {
-                return Ok(Err(format!(
-                    "the system variant's preparation exited with {}: {}",
-                    run.status,
-                    run.stdout.trim()
-                )));
+                return Ok(Err(SetupFailed::Prepare {
+                    status: run.status,
+                    output: run.stdout.trim().to_string(),
+                }));
             }
         }
         for (i, script) in t.init.iter().enumerate() {
             let seeded = seeded_init(t, script);
             let run = match m.run_script("init", &seeded, &[]) {
-                Err(e @ MachineError::ScriptTimeout { .. }) => {
-                    return Ok(Err(format!("init script {} of {}: {e}", i + 1, t.id)));
+                Err(error @ MachineError::ScriptTimeout { .. }) => {
+                    return Ok(Err(SetupFailed::InitTimeout {
+                        script: i + 1,
+                        task: t.id.clone(),
+                        error,
+                    }));
                 }
                 other => other?,
             };
             if run.status != 0 {
-                return Ok(Err(format!(
-                    "init script {} of {} exited with {}",
-                    i + 1,
-                    t.id,
-                    run.status
-                )));
+                return Ok(Err(SetupFailed::InitExit {
+                    script: i + 1,
+                    task: t.id.clone(),
+                    status: run.status,
+                }));
             }
         }
         if let Some(start) = &t.start {
@@ -443,8 +445,47 @@ pub fn observation(output: &str) -> String {
     }
 }
 
+/// Why an episode has no machine: its task's own set-up failed (upstream:
+/// the sample ends before the agent acts, scored 0), or the machine did
+/// not start. Each names the script or step that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupFailed {
+    /// The system variant's preparation script exited non-zero.
+    #[error("the system variant's preparation exited with {status}: {output}")]
+    Prepare {
+        /// Its exit status.
+        status: i32,
+        /// What it printed (trimmed).
+        output: String,
+    },
+    /// An init script of the task did not finish in time.
+    #[error("init script {script} of {task}: {error}")]
+    InitTimeout {
+        /// Which init script (from 1).
+        script: usize,
+        /// The task.
+        task: String,
+        /// The timeout.
+        error: MachineError,
+    },
+    /// An init script of the task exited non-zero.
+    #[error("init script {script} of {task} exited with {status}")]
+    InitExit {
+        /// Which init script (from 1).
+        script: usize,
+        /// The task.
+        task: String,
+        /// Its exit status.
+        status: i32,
+    },
+    /// The machine itself did not start (an episode opened without its
+    /// task).
+    #[error(transparent)]
+    Start(MachineError),
+}
+
 /// The machine an episode left behind, for [`Domain::evaluate_final`].
-struct Leftover(Result<Machine, String>);
+struct Leftover(Result<Machine, SetupFailed>);
 
 impl Domain for OsDomain {
     fn name(&self) -> &str {
@@ -507,7 +548,7 @@ impl Domain for OsDomain {
         Box::new(OsEnv {
             specs: self.shared.specs.clone(),
             machine: Mutex::new(
-                Machine::start(self.shared.options.limits).map_err(|e| e.to_string()),
+                Machine::start(self.shared.options.limits).map_err(SetupFailed::Start),
             ),
             log: Vec::new(),
         })
@@ -633,7 +674,7 @@ impl Domain for OsDomain {
 /// it ran, in order.
 pub struct OsEnv {
     specs: Vec<ToolSpec>,
-    machine: Mutex<Result<Machine, String>>,
+    machine: Mutex<Result<Machine, SetupFailed>>,
     log: Vec<String>,
 }
 

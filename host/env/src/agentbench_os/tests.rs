@@ -577,7 +577,7 @@ fn an_init_that_fails_or_hangs_is_the_tasks_set_up_failure_and_scores_0() {
         .zip(["did not finish within 1 s", "exited with 3"])
     {
         let t0 = Instant::now();
-        let err = d.machine_for(t).unwrap().unwrap_err();
+        let err = d.machine_for(t).unwrap().unwrap_err().to_string();
         assert!(err.contains(why), "{err}");
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
         // The episode's calls say so, and a right answer scores 0.

@@ -145,7 +145,7 @@ impl Tau2Domain {
         pristine.hash();
         let policy: Arc<str> = Arc::from(data.read_text(&format!("{dir}/policy.md"))?);
         let tasks_file = format!("{dir}/tasks.json");
-        let tasks = task::parse_tasks(which.name(), &policy, &data.read(&tasks_file)?, &tasks_file)
+        let tasks = task::parse_tasks(which.name(), &policy, &data.read(&tasks_file)?)
             .map_err(|e| format_err(&tasks_file, e))?;
         let splits_file = format!("{dir}/split_tasks.json");
         let splits: BTreeMap<String, Vec<String>> =

@@ -215,39 +215,51 @@ pub struct Task {
     pub user_prompt: std::sync::OnceLock<Arc<str>>,
 }
 
+/// Why a `tasks.json` cannot be used (the caller names the file).
+#[derive(Debug, thiserror::Error)]
+pub enum TasksError {
+    /// It is not a list of tasks.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// A task has an initial state.
+    #[error("task {task} has an initial_state, which is not supported")]
+    InitialState {
+        /// The task's id.
+        task: String,
+    },
+    /// A task has environment assertions.
+    #[error("task {task} has env_assertions, which are not supported")]
+    EnvAssertions {
+        /// The task's id.
+        task: String,
+    },
+    /// A task is rewarded by environment or natural-language assertions.
+    #[error("task {task} has an unsupported reward basis")]
+    RewardBasis {
+        /// The task's id.
+        task: String,
+    },
+}
+
 /// Parses `tasks.json`, rejecting features these environments do not
 /// implement (initial states, env/NL-assertion reward bases), so that a
 /// changed data set fails loudly instead of scoring wrongly.
-pub fn parse_tasks(
-    domain: &str,
-    policy: &Arc<str>,
-    bytes: &[u8],
-    file: &str,
-) -> Result<Vec<Task>, String> {
-    let raw: Vec<RawTask> = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+pub fn parse_tasks(domain: &str, policy: &Arc<str>, bytes: &[u8]) -> Result<Vec<Task>, TasksError> {
+    let raw: Vec<RawTask> = serde_json::from_slice(bytes)?;
     raw.into_iter()
         .map(|t| {
             if t.initial_state.as_ref().is_some_and(|s| !s.is_null()) {
-                return Err(format!(
-                    "{file}: task {} has an initial_state, which is not supported",
-                    t.id
-                ));
+                return Err(TasksError::InitialState { task: t.id });
             }
             if let Some(c) = &t.evaluation_criteria {
                 if c.env_assertions.as_ref().is_some_and(|a| !a.is_null()) {
-                    return Err(format!(
-                        "{file}: task {} has env_assertions, which are not supported",
-                        t.id
-                    ));
+                    return Err(TasksError::EnvAssertions { task: t.id });
                 }
                 if c.reward_basis
                     .iter()
                     .any(|b| matches!(b, RewardType::EnvAssertion | RewardType::NlAssertion))
                 {
-                    return Err(format!(
-                        "{file}: task {} has an unsupported reward basis",
-                        t.id
-                    ));
+                    return Err(TasksError::RewardBasis { task: t.id });
                 }
             }
             Ok(Task {

@@ -151,10 +151,38 @@ fn file_line(line: &str) -> Option<String> {
     (!path.is_empty()).then(|| path.to_string())
 }
 
+/// A reply's search/replace block that cannot be read, named by its
+/// number (from 1) and, once one was named, its file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditsError {
+    /// A block comes before any `FILE:` line.
+    #[error("block {block} has no `FILE: src/...` line before it")]
+    NoFile {
+        /// The block's number.
+        block: usize,
+    },
+    /// A block's SEARCH part runs into another marker.
+    #[error("block {block} ({file}) has no `=======` line between SEARCH and REPLACE")]
+    NoDivider {
+        /// The block's number.
+        block: usize,
+        /// Its file.
+        file: String,
+    },
+    /// The reply ends inside a block.
+    #[error("block {block} ({file}) is not closed with `>>>>>>> REPLACE`")]
+    Unclosed {
+        /// The block's number.
+        block: usize,
+        /// Its file.
+        file: String,
+    },
+}
+
 /// Read the search/replace blocks of a reply. Text outside blocks (prose,
 /// code fences) is ignored; a block must follow a `FILE: <path>` line (which
 /// holds for the blocks after it until the next one).
-pub fn parse_edits(text: &str) -> Result<Vec<EditBlock>, String> {
+pub fn parse_edits(text: &str) -> Result<Vec<EditBlock>, EditsError> {
     enum State {
         Outside,
         Search(Vec<String>),
@@ -172,10 +200,9 @@ pub fn parse_edits(text: &str) -> Result<Vec<EditBlock>, String> {
                     State::Outside
                 } else if marker(line, '<', "SEARCH") {
                     if file.is_none() {
-                        return Err(format!(
-                            "block {} has no `FILE: src/...` line before it",
-                            blocks.len() + 1
-                        ));
+                        return Err(EditsError::NoFile {
+                            block: blocks.len() + 1,
+                        });
                     }
                     State::Search(Vec::new())
                 } else {
@@ -186,11 +213,10 @@ pub fn parse_edits(text: &str) -> Result<Vec<EditBlock>, String> {
                 if marker(line, '=', "") {
                     State::Replace(s, Vec::new())
                 } else if marker(line, '>', "REPLACE") || marker(line, '<', "SEARCH") {
-                    return Err(format!(
-                        "block {} ({}) has no `=======` line between SEARCH and REPLACE",
-                        blocks.len() + 1,
-                        file.as_deref().unwrap_or("?")
-                    ));
+                    return Err(EditsError::NoDivider {
+                        block: blocks.len() + 1,
+                        file: file.clone().unwrap_or_else(|| "?".into()),
+                    });
                 } else {
                     s.push(line.to_string());
                     State::Search(s)
@@ -212,11 +238,10 @@ pub fn parse_edits(text: &str) -> Result<Vec<EditBlock>, String> {
         };
     }
     if !matches!(state, State::Outside) {
-        return Err(format!(
-            "block {} ({}) is not closed with `>>>>>>> REPLACE`",
-            blocks.len() + 1,
-            file.as_deref().unwrap_or("?")
-        ));
+        return Err(EditsError::Unclosed {
+            block: blocks.len() + 1,
+            file: file.unwrap_or_else(|| "?".into()),
+        });
     }
     Ok(blocks)
 }
@@ -925,16 +950,19 @@ mod tests {
         assert!(
             parse_edits("<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE")
                 .unwrap_err()
+                .to_string()
                 .contains("FILE")
         );
         assert!(
             parse_edits("FILE: src/a.rs\n<<<<<<< SEARCH\na\n=======\nb\n")
                 .unwrap_err()
+                .to_string()
                 .contains("not closed")
         );
         assert!(
             parse_edits("FILE: src/a.rs\n<<<<<<< SEARCH\na\n>>>>>>> REPLACE")
                 .unwrap_err()
+                .to_string()
                 .contains("=======")
         );
     }

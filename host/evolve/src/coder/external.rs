@@ -618,11 +618,37 @@ impl Coder for ExternalCoder {
     }
 }
 
+/// A command line [`split_command`] cannot split, with the line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SplitError {
+    /// A quote is never closed.
+    #[error("unclosed {quote} in `{line}`")]
+    Unclosed {
+        /// `'` or `"`.
+        quote: char,
+        /// The command line.
+        line: String,
+    },
+    /// The line ends with an escaping backslash.
+    #[error("trailing backslash in `{line}`")]
+    TrailingBackslash {
+        /// The command line.
+        line: String,
+    },
+    /// No argument at all.
+    #[error("the coder command is empty")]
+    Empty,
+}
+
 /// Split a command line into arguments like a POSIX shell, without any
 /// expansion: whitespace separates; `'…'` is literal; `"…"` honours `\"`,
 /// `\\`, `\$` and `` \` ``; a backslash outside quotes escapes the next
 /// character.
-pub fn split_command(line: &str) -> Result<Vec<String>, String> {
+pub fn split_command(line: &str) -> Result<Vec<String>, SplitError> {
+    let unclosed = |quote| SplitError::Unclosed {
+        quote,
+        line: line.to_string(),
+    };
     let mut args = Vec::new();
     let mut cur = String::new();
     let mut in_arg = false;
@@ -641,7 +667,7 @@ pub fn split_command(line: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(d) => cur.push(d),
-                        None => return Err(format!("unclosed ' in `{line}`")),
+                        None => return Err(unclosed('\'')),
                     }
                 }
             }
@@ -657,10 +683,10 @@ pub fn split_command(line: &str) -> Result<Vec<String>, String> {
                                 cur.push('\\');
                                 cur.push(d);
                             }
-                            None => return Err(format!("unclosed \" in `{line}`")),
+                            None => return Err(unclosed('"')),
                         },
                         Some(d) => cur.push(d),
-                        None => return Err(format!("unclosed \" in `{line}`")),
+                        None => return Err(unclosed('"')),
                     }
                 }
             }
@@ -669,7 +695,11 @@ pub fn split_command(line: &str) -> Result<Vec<String>, String> {
                 match chars.next() {
                     Some('\n') => {}
                     Some(d) => cur.push(d),
-                    None => return Err(format!("trailing backslash in `{line}`")),
+                    None => {
+                        return Err(SplitError::TrailingBackslash {
+                            line: line.to_string(),
+                        });
+                    }
                 }
             }
             c => {
@@ -682,7 +712,7 @@ pub fn split_command(line: &str) -> Result<Vec<String>, String> {
         args.push(cur);
     }
     if args.is_empty() {
-        return Err("the coder command is empty".into());
+        return Err(SplitError::Empty);
     }
     Ok(args)
 }

@@ -39,8 +39,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use editor::{EditBlock, EditorCoder, EditorConfig, parse_edits};
-pub use external::{ExternalCoder, ExternalConfig, split_command};
+pub use editor::{EditBlock, EditorCoder, EditorConfig, EditsError, parse_edits};
+pub use external::{ExternalCoder, ExternalConfig, SplitError, split_command};
 pub use network::{CoderNetwork, NetworkChoice, NetworkError};
 pub use tables::{RESAMPLE_TEMPERATURE, TableCoder};
 pub use whole_file::{DEFAULT_FILE_CAP, WholeFileCoder};
@@ -226,7 +226,7 @@ pub enum CoderError {
 
     /// The command template does not split into a command (the reason).
     #[error("bad coder command template: {0}")]
-    Template(String),
+    Template(external::SplitError),
 
     /// The prompt's fixed parts alone exceed the context budget.
     #[error(

@@ -152,21 +152,43 @@ pub fn reply_schema(tools: &[String]) -> Value {
     schema
 }
 
+/// Why a reply cannot be used as rule edits.
+#[derive(Debug, thiserror::Error)]
+pub enum UnusableReply {
+    /// The text holds no JSON object.
+    #[error("the reply holds no JSON object")]
+    NoJson,
+    /// Its first JSON object is not an edit list (the parser's error).
+    #[error("not an edit list: {0}")]
+    NotAnEditList(serde_json::Error),
+    /// The list is empty.
+    #[error("\"edits\" is empty")]
+    NoEdits,
+    /// More edits than a reply may make.
+    #[error("{count} edits; give at most {MAX_EDITS}")]
+    TooMany {
+        /// How many it makes.
+        count: usize,
+    },
+    /// Edits that cannot be applied, each named by its number (from 1):
+    /// `edit N: ...`.
+    #[error("{}", .0.join("; "))]
+    Edits(Vec<String>),
+}
+
 /// Read a reply as edits and check them against the domain's tools: the
 /// first JSON object of the text, kinds a model may use, known tools,
 /// bounded texts. The problems, when it is not usable.
-pub fn parse_reply(text: &str, tools: &[String]) -> Result<(String, Vec<RuleEdit>), String> {
-    let json =
-        crate::spec::first_json_object(text).ok_or("the reply holds no JSON object".to_string())?;
-    let reply: Reply = serde_json::from_str(json).map_err(|e| format!("not an edit list: {e}"))?;
+pub fn parse_reply(text: &str, tools: &[String]) -> Result<(String, Vec<RuleEdit>), UnusableReply> {
+    let json = crate::spec::first_json_object(text).ok_or(UnusableReply::NoJson)?;
+    let reply: Reply = serde_json::from_str(json).map_err(UnusableReply::NotAnEditList)?;
     if reply.edits.is_empty() {
-        return Err("\"edits\" is empty".into());
+        return Err(UnusableReply::NoEdits);
     }
     if reply.edits.len() > MAX_EDITS {
-        return Err(format!(
-            "{} edits; give at most {MAX_EDITS}",
-            reply.edits.len()
-        ));
+        return Err(UnusableReply::TooMany {
+            count: reply.edits.len(),
+        });
     }
     let known = |t: &str| tools.is_empty() || tools.iter().any(|x| x == t);
     let mut problems = Vec::new();
@@ -260,7 +282,7 @@ pub fn parse_reply(text: &str, tools: &[String]) -> Result<(String, Vec<RuleEdit
     if problems.is_empty() {
         Ok((reply.reason, reply.edits))
     } else {
-        Err(problems.join("; "))
+        Err(UnusableReply::Edits(problems))
     }
 }
 
@@ -531,7 +553,7 @@ mod tests {
     #[test]
     fn unusable_replies_say_what_is_wrong() {
         let t = tools();
-        let err = |s: &str| parse_reply(s, &t).unwrap_err();
+        let err = |s: &str| parse_reply(s, &t).unwrap_err().to_string();
         assert!(err("no json here").contains("no JSON object"));
         assert!(err("{\"edits\": []}").contains("empty"));
         assert!(
@@ -600,7 +622,7 @@ mod tests {
                 },
             ]
         );
-        let err = |s: &str| parse_reply(s, &t).unwrap_err();
+        let err = |s: &str| parse_reply(s, &t).unwrap_err().to_string();
         assert!(
             err(r#"{"edits": [{"kind": "hold_finish", "tool": "submit"}]}"#)
                 .contains("no tool `submit`")

@@ -26,7 +26,7 @@ pub mod virtual_wasi;
 pub use bindings::{
     ActionDecision, AgentAction, ContractInput, ContractOutput, EpisodeInfo, Guidance, LogLevel,
     Regulation, SUPPORTED_WORLDS, StepKind, StepReport, TaskView, ToolCall, ToolDescription,
-    ToolOutcome, ToolSpec, ViewError, WORLD_VERSION, world_of,
+    ToolOutcome, ToolSpec, UnparsableComponent, ViewError, WORLD_VERSION, world_of,
 };
 pub use contract::{MAX_LIST_ITEMS, ToolNames, check_call};
 pub use engine::{Allocation, LoadedHarness, Sandbox};
