@@ -593,6 +593,42 @@ fn staging_copy(
     crate_dir
 }
 
+/// Two copies of one harness (one package name), each built where it is
+/// into the environment's shared target (`$ECDYSIS_CARGO_TARGET_DIR`, as CI
+/// sets it), share the artifact's path there: going back to the first copy
+/// after the second, up to date by its own files, still gives the first
+/// copy's component, not the file the second build left.
+#[test]
+fn copies_of_one_package_built_in_place_into_one_target_keep_their_own_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rule = "Use the exact tool names from the tool list; there are no other tools.";
+    let a = staging_copy(tmp.path(), "a", None);
+    let b = staging_copy(
+        tmp.path(),
+        "b",
+        Some((rule, "Only the listed tools exist.")),
+    );
+    let target = support::repo_root().join("target/evolve-candidates");
+    let build = |krate: &std::path::Path| {
+        let o = std::process::Command::new(support::host_bin())
+            .arg("--quiet")
+            .arg("--store")
+            .arg(tmp.path().join("store"))
+            .arg("build")
+            .arg(krate)
+            .env("ECDYSIS_CARGO_TARGET_DIR", &target)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let first_a = build(&a);
+    let first_b = build(&b);
+    assert_ne!(first_a, first_b, "the copies differ");
+    assert_eq!(build(&a), first_a, "the first copy's own component");
+    assert_eq!(build(&b), first_b, "and the second's");
+}
+
 #[test]
 fn staging_copies_build_at_one_path_of_the_target_each_from_its_own_source() {
     use ecdysis_host::store::{BuildProfile, staged_dir};

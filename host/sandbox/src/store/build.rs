@@ -116,6 +116,10 @@ impl Trust {
 /// crate instead of a cold one per crate.
 pub const TARGET_DIR_ENV: &str = "ECDYSIS_CARGO_TARGET_DIR";
 
+/// The file in a [`TARGET_DIR_ENV`] target naming the crate directory last
+/// built in place into it.
+const LAST_IN_PLACE_FILE: &str = ".ecdysis-last-in-place";
+
 /// Most characters of compiler output kept in an error.
 const ERROR_CLIP: usize = 8_000;
 
@@ -331,6 +335,21 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     if staged.is_none() && opts.target_dir.is_some() {
         touch_all(&crate_dir.join("src"));
     }
+    // Two crates of one package name built in place into the environment's
+    // shared target (copies of one harness) share the artifact's path there,
+    // which cargo re-links only when it rebuilds: a crate built before the
+    // other, and up to date by its own files, would be served the other's
+    // file. The target remembers the crate it last built in place; another
+    // one is rebuilt from its own files.
+    let in_place_marker = target
+        .as_deref()
+        .filter(|_| staged.is_none() && opts.target_dir.is_none())
+        .map(|t| t.join(LAST_IN_PLACE_FILE));
+    if let Some(marker) = &in_place_marker
+        && std::fs::read(marker).ok().as_deref() != Some(crate_dir.as_os_str().as_encoded_bytes())
+    {
+        touch_all(&crate_dir.join("src"));
+    }
     let build_dir = staged.as_deref().unwrap_or(crate_dir);
     let manifest_path = build_dir.join("Cargo.toml");
     let manifest_text = std::fs::read_to_string(&manifest_path)
@@ -378,6 +397,12 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
         target_lock: Some(std::sync::Arc::new(lock)),
     };
     let errors = read_messages(&out.stdout, opts.quiet, &mut build);
+    if let Some(marker) = in_place_marker.filter(|_| build.ok) {
+        // Best effort: without the record the next build of another crate
+        // is merely rebuilt.
+        let _ =
+            ecdysis_sys::fsutil::atomic_write(&marker, crate_dir.as_os_str().as_encoded_bytes());
+    }
     if !build.ok {
         explain_failure(&mut build, errors, &out, opts.timeout, memory_limit, hit);
         if let Some(staged) = &staged {
