@@ -248,8 +248,8 @@ pub fn spend_sentence(s: &LedgerSummary) -> String {
 
 /// The calls of a ledger file (none when it does not exist).
 pub fn read_ledger(path: &Path) -> Result<Vec<CallRecord>, RecordsError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
         Err(source) => {
             return Err(RecordsError::Io {
@@ -258,26 +258,12 @@ pub fn read_ledger(path: &Path) -> Result<Vec<CallRecord>, RecordsError> {
             });
         }
     };
-    let mut calls = Vec::new();
-    for (i, line) in text.split_inclusive('\n').enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let call: CallRecord = serde_json::from_str(line).map_err(|e| {
-            let cut = if line.ends_with('\n') {
-                ""
-            } else {
-                " (the last line is cut short: no newline)"
-            };
-            RecordsError::Corrupt {
-                path: path.to_path_buf(),
-                line: i + 1,
-                reason: format!("not a ledger call record: {e}{cut}"),
-            }
-        })?;
-        calls.push(call);
-    }
-    Ok(calls)
+    Ok(
+        crate::records::json_lines(path, &bytes, "a ledger call record")?
+            .into_iter()
+            .map(|(_, call)| call)
+            .collect(),
+    )
 }
 
 #[cfg(test)]

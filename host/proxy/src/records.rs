@@ -311,44 +311,61 @@ pub fn read_dir(dir: &Path) -> Result<Records, RecordsError> {
     })
 }
 
-/// One conversation's file.
-pub fn read_conversation(path: &Path) -> Result<ConversationLog, RecordsError> {
-    let bytes = std::fs::read(path).map_err(io(path))?;
+/// The JSON lines of the file at `path` (its bytes `bytes`), each with its
+/// 1-based line number; blank lines are skipped, and a line that is not a
+/// `what` is an error naming the file and line (a last line without its
+/// newline is said to be cut short).
+pub(crate) fn json_lines<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    bytes: &[u8],
+    what: &str,
+) -> Result<Vec<(usize, T)>, RecordsError> {
     let corrupt = |line: usize, reason: String| RecordsError::Corrupt {
         path: path.to_path_buf(),
         line,
         reason,
     };
-    let text = std::str::from_utf8(&bytes).map_err(|e| {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
         let line = bytes[..e.valid_up_to()]
             .iter()
             .filter(|b| **b == b'\n')
             .count();
         corrupt(line + 1, "not UTF-8".into())
     })?;
-    let mut requests: Vec<RecordedRequest> = Vec::new();
+    let mut out = Vec::new();
     for (i, line) in text.split_inclusive('\n').enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let request: RecordedRequest = serde_json::from_str(line).map_err(|e| {
+        let value = serde_json::from_str(line).map_err(|e| {
             let cut = if line.ends_with('\n') {
                 ""
             } else {
                 " (the last line is cut short: no newline)"
             };
-            corrupt(i + 1, format!("not a recorded request: {e}{cut}"))
+            corrupt(i + 1, format!("not {what}: {e}{cut}"))
         })?;
+        out.push((i + 1, value));
+    }
+    Ok(out)
+}
+
+/// One conversation's file.
+pub fn read_conversation(path: &Path) -> Result<ConversationLog, RecordsError> {
+    let bytes = std::fs::read(path).map_err(io(path))?;
+    let mut requests: Vec<RecordedRequest> = Vec::new();
+    for (line, request) in json_lines::<RecordedRequest>(path, &bytes, "a recorded request")? {
         if let Some(first) = requests.first()
             && first.conversation != request.conversation
         {
-            return Err(corrupt(
-                i + 1,
-                format!(
+            return Err(RecordsError::Corrupt {
+                path: path.to_path_buf(),
+                line,
+                reason: format!(
                     "conversation `{}`, but the file's first line is `{}`",
                     request.conversation, first.conversation
                 ),
-            ));
+            });
         }
         requests.push(request);
     }

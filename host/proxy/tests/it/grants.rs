@@ -148,14 +148,13 @@ async fn under_a_limit_unpriced_models_are_refused_and_affordable_calls_served()
     assert_eq!(reply["choices"][0]["message"]["content"], "Hello.");
 }
 
-/// The retail tools the mirror tests use, as a client declares them.
+/// The retail tools the mirror tests use, as a client declares them: the
+/// suite's order lookup and retail's own cancel.
 fn retail_tools() -> Value {
+    let lookup = super::tools()[0].clone();
+    assert_eq!(lookup["function"]["name"], "get_order_details");
     json!([
-        {"type": "function", "function": {
-            "name": "get_order_details",
-            "description": "Get the status and details of an order.",
-            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
-        }},
+        lookup,
         {"type": "function", "function": {
             "name": "cancel_pending_order",
             "description": "Cancel a pending order.",
