@@ -485,85 +485,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             cli::env::tasks_command(&domain, split.as_deref(), json, &data)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run(cmd) => {
-            let Episodes {
-                args:
-                    WithReport {
-                        args,
-                        report,
-                        track,
-                    },
-                components,
-                data,
-                runtime,
-            } = *cmd;
-            let out = args.out.clone();
-            let waits = args.eval.waits_on_model();
-            let rt = runtime_with(runtime.threads, waits)?;
-            let summary = rt.block_on(cli::run::run(args, &store(&components)?, &data, quiet))?;
-            print!("{}", ecdysis_host::eval::report::render(&summary));
-            let c = &summary.config;
-            let out = out.unwrap_or_else(|| {
-                cli::run::default_out(
-                    &c.settings.domain,
-                    c.settings.split.as_deref().unwrap_or("all"),
-                    c.harness.as_ref(),
-                    &c.agent_model,
-                )
-            });
-            at_end(&rt, report, &track, out)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Train(cmd) => {
-            let Episodes {
-                args:
-                    WithReport {
-                        args,
-                        report,
-                        track,
-                    },
-                components,
-                data,
-                runtime,
-            } = *cmd;
-            let out = match &args.out {
-                Some(o) => o.clone(),
-                None => cli::train::default_out(&args.spec()?),
-            };
-            let rt = runtime_with(runtime.threads, false)?;
-            let live = cli::track::LiveSync::start(&rt, &track, &out);
-            let summary = rt.block_on(cli::train::train(args, &store(&components)?, &data, quiet));
-            rt.block_on(live.finish());
-            let summary = summary?;
-            print!("{}", summary.render());
-            at_end(&rt, report, &track, out)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Experiment(cmd) => {
-            let Episodes {
-                args:
-                    WithReport {
-                        args,
-                        report,
-                        track,
-                    },
-                components,
-                data,
-                runtime,
-            } = *cmd;
-            let out = args.out.clone();
-            let rt = runtime_with(runtime.threads, false)?;
-            let live = cli::track::LiveSync::start(&rt, &track, &out);
-            let done = rt.block_on(cli::experiment::experiment(
-                args,
-                &store(&components)?,
-                &data,
-            ));
-            rt.block_on(live.finish());
-            done?;
-            at_end(&rt, report, &track, out)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Run(cmd) => run(*cmd, &cli.store, quiet),
+        Command::Train(cmd) => train(*cmd, &cli.store, quiet),
+        Command::Experiment(cmd) => experiment(*cmd, &cli.store),
         Command::Report(args) => {
             cli::report::report_command(args)?;
             Ok(ExitCode::SUCCESS)
@@ -585,39 +509,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             cli::export::export(*args, &store(&components)?, quiet)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Ablate(cmd) => {
-            let Episodes {
-                args,
-                components,
-                data,
-                runtime,
-            } = *cmd;
-            let rt = runtime_with(runtime.threads, args.eval.waits_on_model())?;
-            let file = rt.block_on(cli::ablate::ablate(
-                args,
-                &store(&components)?,
-                &data,
-                quiet,
-            ))?;
-            print!("{}", file.render());
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Vectors(cmd) => {
-            let Episodes {
-                args,
-                components,
-                data,
-                runtime,
-            } = *cmd;
-            let rt = runtime_with(runtime.threads, false)?;
-            rt.block_on(cli::vectors::vectors(
-                args,
-                &store(&components)?,
-                &data,
-                quiet,
-            ))?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Ablate(cmd) => ablate(*cmd, &cli.store, quiet),
+        Command::Vectors(cmd) => vectors(*cmd, &cli.store, quiet),
         Command::EpisodeWorker => unreachable!("handled before dispatch"),
         Command::Serve(cmd) => {
             let Service {
@@ -667,6 +560,138 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `run`: the evaluation, its summary printed, then the report and the
+/// tracking of its output directory.
+fn run(
+    cmd: Episodes<WithReport<cli::run::RunArgs>>,
+    store_dir: &Path,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let Episodes {
+        args: WithReport {
+            args,
+            report,
+            track,
+        },
+        components,
+        data,
+        runtime,
+    } = cmd;
+    let out = args.out.clone();
+    let waits = args.eval.waits_on_model();
+    let rt = runtime_with(runtime.threads, waits)?;
+    let store = open_store(store_dir, &components)?;
+    let summary = rt.block_on(cli::run::run(args, &store, &data, quiet))?;
+    print!("{}", ecdysis_host::eval::report::render(&summary));
+    let c = &summary.config;
+    let out = out.unwrap_or_else(|| {
+        cli::run::default_out(
+            &c.settings.domain,
+            c.settings.split.as_deref().unwrap_or("all"),
+            c.harness.as_ref(),
+            &c.agent_model,
+        )
+    });
+    at_end(&rt, report, &track, out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `train`: the training run, synced live to the tracker, its summary
+/// printed, then the report and the last sync.
+fn train(
+    cmd: Episodes<WithReport<cli::train::TrainArgs>>,
+    store_dir: &Path,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let Episodes {
+        args: WithReport {
+            args,
+            report,
+            track,
+        },
+        components,
+        data,
+        runtime,
+    } = cmd;
+    let out = match &args.out {
+        Some(o) => o.clone(),
+        None => cli::train::default_out(&args.spec()?),
+    };
+    let rt = runtime_with(runtime.threads, false)?;
+    let live = cli::track::LiveSync::start(&rt, &track, &out);
+    let store = open_store(store_dir, &components)?;
+    let summary = rt.block_on(cli::train::train(args, &store, &data, quiet));
+    rt.block_on(live.finish());
+    let summary = summary?;
+    print!("{}", summary.render());
+    at_end(&rt, report, &track, out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `experiment`: the experiment, synced live to the tracker, then the
+/// report and the last sync.
+fn experiment(
+    cmd: Episodes<WithReport<cli::experiment::ExperimentArgs>>,
+    store_dir: &Path,
+) -> Result<ExitCode> {
+    let Episodes {
+        args: WithReport {
+            args,
+            report,
+            track,
+        },
+        components,
+        data,
+        runtime,
+    } = cmd;
+    let out = args.out.clone();
+    let rt = runtime_with(runtime.threads, false)?;
+    let live = cli::track::LiveSync::start(&rt, &track, &out);
+    let store = open_store(store_dir, &components)?;
+    let done = rt.block_on(cli::experiment::experiment(args, &store, &data));
+    rt.block_on(live.finish());
+    done?;
+    at_end(&rt, report, &track, out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ablate`: the ablation, its table printed.
+fn ablate(
+    cmd: Episodes<cli::ablate::AblateArgs>,
+    store_dir: &Path,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let Episodes {
+        args,
+        components,
+        data,
+        runtime,
+    } = cmd;
+    let rt = runtime_with(runtime.threads, args.eval.waits_on_model())?;
+    let store = open_store(store_dir, &components)?;
+    let file = rt.block_on(cli::ablate::ablate(args, &store, &data, quiet))?;
+    print!("{}", file.render());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `vectors`: the conformance vectors.
+fn vectors(
+    cmd: Episodes<cli::vectors::VectorsArgs>,
+    store_dir: &Path,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let Episodes {
+        args,
+        components,
+        data,
+        runtime,
+    } = cmd;
+    let rt = runtime_with(runtime.threads, false)?;
+    let store = open_store(store_dir, &components)?;
+    rt.block_on(cli::vectors::vectors(args, &store, &data, quiet))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The component store at `dir`, compiling untrusted bytes in a child of

@@ -709,29 +709,51 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
         tokens_measured: None,
     };
     out.tokens_measured = measure_tokens(&roles.analyst, input).await;
-    let mut scale = out.tokens_measured.map_or(1.0, |m| m.scale());
-    let mut prompt = prompt_room(config, scale);
+    let scale = out.tokens_measured.map_or(1.0, |m| m.scale());
     let rounds = config.rounds.max(1);
+    let Some((mut shared, room)) = fit_layout(roles, input, config, rounds, scale).await else {
+        too_small(&mut out, FdcrRole::Moderator, config);
+        return out;
+    };
+    if !discuss(
+        roles,
+        input,
+        config,
+        rounds,
+        room,
+        shared.as_mut(),
+        &mut out,
+    )
+    .await
+    {
+        return out;
+    }
+    moderate(roles, input, config, rounds, room, shared.as_mut(), out).await
+}
+
+/// The prompt room of every turn and the estimate's scale (`extra` 0),
+/// with the shared-prefix layout's evidence and sources fitted once for
+/// the whole discussion (`None` in the per-turn layout); `None` when the
+/// Moderator's prompt cannot fit even without them.
+async fn fit_layout(
+    roles: &Roles,
+    input: &FdcrInput,
+    config: &FdcrConfig,
+    rounds: u32,
+    mut scale: f64,
+) -> Option<(Option<SharedParts>, Room)> {
+    let mut prompt = prompt_room(config, scale);
     let system = SYSTEM.trim();
     let mut shared = match config.layout {
         PromptLayout::PerTurn => None,
-        PromptLayout::SharedPrefix => {
-            let fitted = SharedParts::fit(
-                input,
-                rounds,
-                prompt,
-                retry_room(config),
-                scale,
-                config.budget.reply_tokens,
-            );
-            match fitted {
-                Some(parts) => Some(parts),
-                None => {
-                    too_small(&mut out, FdcrRole::Moderator, config);
-                    return out;
-                }
-            }
-        }
+        PromptLayout::SharedPrefix => Some(SharedParts::fit(
+            input,
+            rounds,
+            prompt,
+            retry_room(config),
+            scale,
+            config.budget.reply_tokens,
+        )?),
     };
     if let Some(parts) = shared.as_mut()
         && scale != 1.0
@@ -757,16 +779,33 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
                 prompt = prompt_room(config, scale);
                 let extra = retry_room(config);
                 let reply = config.budget.reply_tokens;
-                match SharedParts::fit(input, rounds, prompt, extra, scale, reply) {
-                    Some(refit) => *parts = refit,
-                    None => {
-                        too_small(&mut out, FdcrRole::Moderator, config);
-                        return out;
-                    }
-                }
+                *parts = SharedParts::fit(input, rounds, prompt, extra, scale, reply)?;
             }
         }
     }
+    Some((
+        shared,
+        Room {
+            prompt,
+            extra: 0,
+            scale,
+        },
+    ))
+}
+
+/// The rounds of the Analyst, the Critic and the Engineer, each turn
+/// appended to `out`'s transcript. Whether they all spoke (otherwise `out`
+/// says why not).
+async fn discuss(
+    roles: &Roles,
+    input: &FdcrInput,
+    config: &FdcrConfig,
+    rounds: u32,
+    room: Room,
+    mut shared: Option<&mut SharedParts>,
+    out: &mut FdcrOutcome,
+) -> bool {
+    let system = SYSTEM.trim();
     for round in 1..=rounds {
         for role in [FdcrRole::Analyst, FdcrRole::Critic, FdcrRole::Engineer] {
             let at = TurnAt {
@@ -781,17 +820,17 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
                 &out.transcript,
                 at,
                 Room {
-                    prompt,
+                    prompt: room.prompt,
                     extra: 0,
-                    scale,
+                    scale: room.scale,
                 },
                 config,
-                shared.as_mut(),
+                shared.as_deref_mut(),
             )
             .await
             else {
-                too_small(&mut out, role, config);
-                return out;
+                too_small(out, role, config);
+                return false;
             };
             let req = request(
                 vec![ChatMessage::system(system), ChatMessage::user(user)],
@@ -811,11 +850,26 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
                         role.as_str()
                     ));
                     out.failure = Some(FdcrFailure::ModelError);
-                    return out;
+                    return false;
                 }
             }
         }
     }
+    true
+}
+
+/// The Moderator's turn after the rounds: its spec, checked, with up to
+/// `spec_retries` follow-ups naming what was refused.
+async fn moderate(
+    roles: &Roles,
+    input: &FdcrInput,
+    config: &FdcrConfig,
+    rounds: u32,
+    room: Room,
+    shared: Option<&mut SharedParts>,
+    mut out: FdcrOutcome,
+) -> FdcrOutcome {
+    let system = SYSTEM.trim();
     let at = TurnAt {
         role: FdcrRole::Moderator,
         round: rounds + 1,
@@ -827,12 +881,12 @@ pub async fn deliberate(roles: &Roles, input: &FdcrInput, config: &FdcrConfig) -
         &out.transcript,
         at,
         Room {
-            prompt,
+            prompt: room.prompt,
             extra: retry_room(config),
-            scale,
+            scale: room.scale,
         },
         config,
-        shared.as_mut(),
+        shared,
     )
     .await
     else {

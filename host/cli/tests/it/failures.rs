@@ -138,62 +138,7 @@ fn the_first_experiments_same_reply_commits_are_one_recurring_group() {
         "{details:?}"
     );
 
-    // The optional LLM labeler: one schema-constrained call per failure,
-    // its labels beside the key's, agreement counted against each failure's
-    // own key label.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = rt.block_on(MockServer::start()).unwrap();
-    server.set_handler(|req| {
-        let body = req.json().unwrap_or_default();
-        let excerpt = body["messages"][1]["content"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        MockReply::text(if excerpt.contains("[finishes, same reply]") {
-            r#"{"label": "realize: rule missing"}"#
-        } else {
-            "I cannot tell."
-        })
-    });
-    let out = host(&dir.path().join("store"))
-        .args([
-            "failures",
-            "--json",
-            "--labeler-model",
-            "judge",
-            "--labeler-structured",
-        ])
-        .args(["--labeler-api-key-env", "", "--labeler-base-url"])
-        .arg(server.base_url())
-        .arg("--cache-dir")
-        .arg(dir.path().join("labeler-cache"))
-        .arg(&run)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let labelled: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let llm = &labelled["llm"];
-    assert_eq!(server.request_count(), 31, "one call per failure");
-    assert!(
-        server
-            .requests()
-            .iter()
-            .all(|r| r.json().unwrap()["response_format"]["type"] == "json_schema")
-    );
-    // The model named a label for the same-reply commits only (13), all of
-    // which the key labels realize: rule missing; the rest are errors.
-    assert_eq!(llm["labelled"], 13, "{llm}");
-    assert_eq!(llm["agree"], 13, "{llm}");
-    assert_eq!(llm["errors"].as_array().unwrap().len(), 31 - 13);
-    drop(server);
+    the_llm_labeler_agrees_on_the_same_reply_commits(dir.path(), &run);
 
     // The text view: the group heading and an excerpt reply by reply.
     let out = host(&dir.path().join("store"))
@@ -235,4 +180,64 @@ fn the_first_experiments_same_reply_commits_are_one_recurring_group() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The optional LLM labeler on the pool's run `run` (store and labeler
+/// cache under `dir`): one schema-constrained call per failure, its labels
+/// beside the key's, agreement counted against each failure's own key
+/// label.
+fn the_llm_labeler_agrees_on_the_same_reply_commits(dir: &Path, run: &Path) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(MockServer::start()).unwrap();
+    server.set_handler(|req| {
+        let body = req.json().unwrap_or_default();
+        let excerpt = body["messages"][1]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        MockReply::text(if excerpt.contains("[finishes, same reply]") {
+            r#"{"label": "realize: rule missing"}"#
+        } else {
+            "I cannot tell."
+        })
+    });
+    let out = host(&dir.join("store"))
+        .args([
+            "failures",
+            "--json",
+            "--labeler-model",
+            "judge",
+            "--labeler-structured",
+        ])
+        .args(["--labeler-api-key-env", "", "--labeler-base-url"])
+        .arg(server.base_url())
+        .arg("--cache-dir")
+        .arg(dir.join("labeler-cache"))
+        .arg(run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let labelled: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let llm = &labelled["llm"];
+    assert_eq!(server.request_count(), 31, "one call per failure");
+    assert!(
+        server
+            .requests()
+            .iter()
+            .all(|r| r.json().unwrap()["response_format"]["type"] == "json_schema")
+    );
+    // The model named a label for the same-reply commits only (13), all of
+    // which the key labels realize: rule missing; the rest are errors.
+    assert_eq!(llm["labelled"], 13, "{llm}");
+    assert_eq!(llm["agree"], 13, "{llm}");
+    assert_eq!(llm["errors"].as_array().unwrap().len(), 31 - 13);
+    drop(server);
 }

@@ -617,8 +617,54 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
     assert_eq!(report.status, 200);
     assert!(report.body.contains("<html"), "not HTML");
 
-    // Tenant b: every endpoint on a's things answers exactly what it
-    // answers for things that do not exist.
+    b_gets_what_nothing_gets(&api, a, b, &hash, &id).await;
+
+    // Dedup of identical bytes leaks nothing: b's upload of the same bytes
+    // is b's own (its own time), counts in full against b's storage, and
+    // still answers 404 on a's evaluation.
+    let b_up = api.upload(b, &bytes).await;
+    assert_eq!(b_up.status, 201, "{}", b_up.body);
+    let b_h = b_up.json();
+    assert_eq!(b_h["access"], "owned");
+    assert_ne!(b_h["uploaded_at"], h["uploaded_at"]);
+    let usage = api.get("/v1/usage", b).await.json();
+    assert_eq!(usage["stored_bytes"], bytes.len());
+    assert_eq!(
+        api.get(&format!("/v1/evaluations/{id}"), b).await.status,
+        404
+    );
+
+    grants_are_the_owners_to_give(&api, config, a, b, &hash, &id).await;
+
+    only_model_aliases_and_capped_limits(&api, a).await;
+
+    // The audit log holds what happened, and verifies.
+    let audit = audit_kinds(config);
+    for kind in [
+        "tenant_added",
+        "auth_failure",
+        "upload",
+        "upload_refused",
+        "evaluation_started",
+        "evaluation_finished",
+        "grant",
+        "grant_revoked",
+    ] {
+        assert!(
+            count_kind(&audit, kind) > 0,
+            "no {kind} record in {audit:?}"
+        );
+    }
+    // No token in any record or log line.
+    let all = serde_json::to_string(&audit).unwrap();
+    assert!(!all.contains(&a.token) && !all.contains(&b.token));
+    assert_audit_verifies(config);
+}
+
+/// Tenant b: every endpoint on a's things (its harness `hash`, its
+/// evaluation `id`) answers exactly what it answers for things that do not
+/// exist; a, the owner, gets them.
+async fn b_gets_what_nothing_gets(api: &Api, a: &Tenant, b: &Tenant, hash: &str, id: &str) {
     let fake_id = "ev_000000000000000000000000";
     let fake_hash = "0".repeat(64);
     let probes: Vec<(reqwest::Method, String, String, Option<Value>)> = vec![
@@ -683,7 +729,6 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
             let method = method.clone();
             let path = path.to_string();
             let who = who.clone();
-            let api = &api;
             async move {
                 api.send(method, &path, Some(&who), body, "application/json")
                     .await
@@ -721,23 +766,18 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
             .unwrap()
             .is_empty()
     );
+}
 
-    // Dedup of identical bytes leaks nothing: b's upload of the same bytes
-    // is b's own (its own time), counts in full against b's storage, and
-    // still answers 404 on a's evaluation.
-    let b_up = api.upload(b, &bytes).await;
-    assert_eq!(b_up.status, 201, "{}", b_up.body);
-    let b_h = b_up.json();
-    assert_eq!(b_h["access"], "owned");
-    assert_ne!(b_h["uploaded_at"], h["uploaded_at"]);
-    let usage = api.get("/v1/usage", b).await.json();
-    assert_eq!(usage["stored_bytes"], bytes.len());
-    assert_eq!(
-        api.get(&format!("/v1/evaluations/{id}"), b).await.status,
-        404
-    );
-
-    // Grants: c sees nothing of a's, until a grants it.
+/// Grants: c sees nothing of a's harness `hash`, until a grants it; the
+/// grantee may not pass it on, and a's evaluation `id` stays a's.
+async fn grants_are_the_owners_to_give(
+    api: &Api,
+    config: &Path,
+    a: &Tenant,
+    b: &Tenant,
+    hash: &str,
+    id: &str,
+) {
     let c = add_tenant(config, &format!("{}-c", a.name));
     let path = format!("/v1/harnesses/{hash}");
     assert_eq!(api.get(&path, &c).await.status, 404);
@@ -765,9 +805,11 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
     let revoke = api.delete(&format!("{path}/grants/{}", c.name), a).await;
     assert_eq!(revoke.status, 204, "{}", revoke.body);
     assert_eq!(api.get(&path, &c).await.status, 404);
+}
 
-    // Model aliases only: a URL, an unknown alias or an endpoint field is
-    // refused, and the caps on limits hold.
+/// Model aliases only: a URL, an unknown alias or an endpoint field is
+/// refused, and the caps on limits hold.
+async fn only_model_aliases_and_capped_limits(api: &Api, a: &Tenant) {
     for (request, status, says) in [
         (
             json!({"tasks": ["0"], "agent": "http://127.0.0.1:9/v1"}),
@@ -810,28 +852,6 @@ async fn two_tenants(url: &str, config: &Path, a: &Tenant, b: &Tenant) {
         "aliases only, no endpoints: {}",
         models.body
     );
-
-    // The audit log holds what happened, and verifies.
-    let audit = audit_kinds(config);
-    for kind in [
-        "tenant_added",
-        "auth_failure",
-        "upload",
-        "upload_refused",
-        "evaluation_started",
-        "evaluation_finished",
-        "grant",
-        "grant_revoked",
-    ] {
-        assert!(
-            count_kind(&audit, kind) > 0,
-            "no {kind} record in {audit:?}"
-        );
-    }
-    // No token in any record or log line.
-    let all = serde_json::to_string(&audit).unwrap();
-    assert!(!all.contains(&a.token) && !all.contains(&b.token));
-    assert_audit_verifies(config);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -4387,27 +4407,7 @@ async fn soak(duration: Duration) {
     let component = direct();
     let size = variant(&component, 0).len() as u64;
     let stored_quota = 3 * size + size / 2;
-    for quota in [
-        vec!["racer".to_string(), format!("stored_bytes={stored_quota}")],
-        vec![
-            "looper".into(),
-            "concurrent_episodes=1".into(),
-            format!("fuel_per_day={}", 3 * FUEL),
-        ],
-        vec![
-            "flooder".into(),
-            "concurrent_episodes=1".into(),
-            "requests_per_second=100".into(),
-        ],
-        vec!["reader".into(), "requests_per_second=100".into()],
-        // The long soak's normal tenants run more than a day's default.
-        vec!["normal-a".into(), "episodes_per_day=1000000".into()],
-        vec!["normal-b".into(), "episodes_per_day=1000000".into()],
-    ] {
-        let mut args = vec!["tenant", "set-quota"];
-        args.extend(quota.iter().map(String::as_str));
-        cli(&config, &args);
-    }
+    set_soak_quotas(&config, stored_quota, FUEL);
     let server = Server::start(&config, &[]);
     let pid = server_pid(&server);
     let url = server.url.clone();
@@ -4570,6 +4570,34 @@ async fn soak(duration: Duration) {
     .await;
     assert_eq!(after.status, 200, "{}", after.body);
     assert_audit_verifies(&config);
+}
+
+/// The soak's quota overrides: the racer's stored bytes, the looper's fuel
+/// (three episodes' `fuel`), one episode at a time for the looper and the
+/// flooder, request rates for the flooder and the reader, and more than a
+/// day's default episodes for the normal tenants.
+fn set_soak_quotas(config: &Path, stored_quota: u64, fuel: u64) {
+    for quota in [
+        vec!["racer".to_string(), format!("stored_bytes={stored_quota}")],
+        vec![
+            "looper".into(),
+            "concurrent_episodes=1".into(),
+            format!("fuel_per_day={}", 3 * fuel),
+        ],
+        vec![
+            "flooder".into(),
+            "concurrent_episodes=1".into(),
+            "requests_per_second=100".into(),
+        ],
+        vec!["reader".into(), "requests_per_second=100".into()],
+        // The long soak's normal tenants run more than a day's default.
+        vec!["normal-a".into(), "episodes_per_day=1000000".into()],
+        vec!["normal-b".into(), "episodes_per_day=1000000".into()],
+    ] {
+        let mut args = vec!["tenant", "set-quota"];
+        args.extend(quota.iter().map(String::as_str));
+        cli(config, &args);
+    }
 }
 
 /// The soak as CI runs it: 45 s of rounds (about a minute in all).

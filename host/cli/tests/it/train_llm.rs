@@ -198,35 +198,7 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
     let diff = std::fs::read_to_string(cand.join("diff.patch")).unwrap();
     assert!(diff.contains("order_id"), "{diff}");
 
-    // The transcript: K=2 rounds of Analyst, Critic, Engineer, then the
-    // Moderator; and the coder's run.
-    let t = json_file(&cand.join("transcript.json"));
-    let turns: Vec<&str> = t["discussions"][0]["transcript"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x["role"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        turns,
-        [
-            "analyst",
-            "critic",
-            "engineer",
-            "analyst",
-            "critic",
-            "engineer",
-            "moderator"
-        ]
-    );
-    let evidence = t["evidence"][0].as_str().unwrap();
-    assert!(
-        evidence.contains("order_id"),
-        "the roles saw excerpts: {evidence}"
-    );
-    assert_eq!(t["coder_runs"][0]["coder"], "editor:m-coder");
-    assert_eq!(t["coder_runs"][0]["build_ok"], true);
-    assert_eq!(t, json_file(&out.join("rounds/1/transcript.json")));
+    the_transcript_has_every_turn_and_the_coders_run(&out, &cand);
 
     // Tokens and dollars per role, in summary.json and ledger.json.
     let ledger = json_file(&out.join("ledger.json"));
@@ -321,6 +293,38 @@ async fn train_with_fdcr_roles_and_the_editor_records_transcripts_ledger_and_bud
             .any(|c| c["error"].as_str().is_some_and(|e| e.contains("not sent"))),
         "the refused call is in the ledger"
     );
+}
+
+/// The transcript of the candidate `cand` of the run `out`: K=2 rounds of
+/// Analyst, Critic, Engineer, then the Moderator; and the coder's run.
+fn the_transcript_has_every_turn_and_the_coders_run(out: &Path, cand: &Path) {
+    let t = json_file(&cand.join("transcript.json"));
+    let turns: Vec<&str> = t["discussions"][0]["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        turns,
+        [
+            "analyst",
+            "critic",
+            "engineer",
+            "analyst",
+            "critic",
+            "engineer",
+            "moderator"
+        ]
+    );
+    let evidence = t["evidence"][0].as_str().unwrap();
+    assert!(
+        evidence.contains("order_id"),
+        "the roles saw excerpts: {evidence}"
+    );
+    assert_eq!(t["coder_runs"][0]["coder"], "editor:m-coder");
+    assert_eq!(t["coder_runs"][0]["build_ok"], true);
+    assert_eq!(t, json_file(&out.join("rounds/1/transcript.json")));
 }
 
 /// A small context: every FDCR and coder request still fits it by the

@@ -462,166 +462,269 @@ fn make_var(to: &Path) -> std::io::Result<()> {
     std::os::unix::fs::symlink("/run/lock", to.join("lock"))
 }
 
+/// A fresh episode directory on the host, laid out as the machine's
+/// writable parts (`/etc`, `/root`, `/home`, `/var`, `/usr/local`, the
+/// root) with the supervisor's control folders and script.
+fn make_episode_dir() -> Result<tempfile::TempDir, MachineError> {
+    let dir = tempfile::Builder::new()
+        .prefix("ecdysis-os-")
+        .tempdir_in(machines_dir())
+        .map_err(prepare("episode directory"))?;
+    let root = dir.path();
+    make_etc(&root.join("etc")).map_err(prepare("/etc"))?;
+    make_root_home(&root.join("root")).map_err(prepare("/root"))?;
+    std::fs::create_dir_all(root.join("home")).map_err(prepare("/home"))?;
+    make_var(&root.join("var")).map_err(prepare("/var"))?;
+    for d in [
+        "bin", "sbin", "lib", "include", "share", "etc", "src", "games",
+    ] {
+        std::fs::create_dir_all(root.join("usr/local").join(d)).map_err(prepare("/usr/local"))?;
+    }
+    for d in ["jobs", "out", "rootfs"] {
+        std::fs::create_dir_all(root.join(d)).map_err(prepare("control folders"))?;
+    }
+    std::fs::write(root.join("supervisor"), SUPERVISOR).map_err(prepare("supervisor"))?;
+    Ok(dir)
+}
+
+/// The bubblewrap command that runs the machine's supervisor on the
+/// episode directory `root`: its namespaces, file systems, environment,
+/// pipes and descriptor limit (the jail's limits are applied after).
+fn machine_command(
+    jail: &Jail,
+    root: &Path,
+    limits: &MachineLimits,
+) -> Result<Command, MachineError> {
+    let mut cmd = Command::new(jail.program());
+    cmd.args(["--die-with-parent", "--new-session", "--clearenv"]);
+    // The root first: tasks write straight into `/` (`mkdir /data`),
+    // as in upstream's container; here that lands in the episode
+    // directory, under the disk quota, not in bubblewrap's own tmpfs.
+    cmd.arg("--bind").arg(root.join("rootfs")).arg("/");
+    let as_root = rustix::process::geteuid().is_root();
+    add_namespaces(&mut cmd, as_root);
+    add_file_systems(&mut cmd, root, limits)?;
+    for (k, v) in [
+        ("PATH", PATH),
+        ("HOME", "/root"),
+        ("USER", "root"),
+        ("LOGNAME", "root"),
+        ("TERM", "xterm"),
+        ("LANG", "C.UTF-8"),
+        ("HOSTNAME", HOSTNAME),
+    ] {
+        cmd.args(["--setenv", k, v]);
+    }
+    cmd.arg("--");
+    if as_root {
+        // bubblewrap leaves the bounding set whole: a binary with file
+        // capabilities (the host may have some) would get them back.
+        // The bounding set is cut to the container's set first.
+        let keep: Vec<String> = ROOT_CAPS
+            .iter()
+            .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+            .collect();
+        cmd.args(["/usr/bin/setpriv", "--bounding-set"])
+            .arg(format!("-all,{}", keep.join(",")))
+            .arg("--");
+    }
+    cmd.args(["/bin/bash", "/run/ecdysis/supervisor"]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    reset_signals_and_raise_descriptors(&mut cmd);
+    Ok(cmd)
+}
+
+/// The machine's namespaces: as root on the host, every one but the user
+/// namespace and Docker's capabilities ([`ROOT_CAPS`]); as another user, a
+/// user namespace mapping that user to root.
+fn add_namespaces(cmd: &mut Command, as_root: bool) {
+    if as_root {
+        // Every namespace but the user one: a user namespace would map
+        // root alone, and `chown` to any other user would fail.
+        cmd.args([
+            "--unshare-ipc",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            // bubblewrap run by root keeps root's capabilities unless
+            // told otherwise: none, then the container's set.
+            "--cap-drop",
+            "ALL",
+        ]);
+        for cap in ROOT_CAPS {
+            cmd.args(["--cap-add", cap]);
+        }
+    } else {
+        cmd.args(["--unshare-all", "--uid", "0", "--gid", "0"]);
+    }
+}
+
+/// The machine's file systems after its root: `/usr` (the host's,
+/// read-only, but for its own `/usr/local`), the episode directory's
+/// `/etc`, `/root`, `/home` and `/var`, a fresh `/proc` with its writable
+/// corners covered, capped tmpfs mounts, a read-only `/dev`, and the
+/// supervisor's control folders.
+fn add_file_systems(
+    cmd: &mut Command,
+    root: &Path,
+    limits: &MachineLimits,
+) -> Result<(), MachineError> {
+    // `/usr` itself is the machine's (tasks write files straight into
+    // it), its subdirectories the host's, read-only, except an empty
+    // `/usr/local` of its own.
+    cmd.arg("--bind").arg(root.join("usr")).arg("/usr");
+    for entry in std::fs::read_dir("/usr")
+        .map_err(prepare("/usr"))?
+        .flatten()
+    {
+        let name = entry.file_name();
+        if name != "local" {
+            let path = entry.path();
+            cmd.arg("--ro-bind").arg(&path).arg(&path);
+        }
+    }
+    ecdysis_sys::jail::bind_system_links(cmd);
+    for d in ["etc", "root", "home", "var"] {
+        cmd.arg("--bind").arg(root.join(d)).arg(format!("/{d}"));
+    }
+    cmd.args(["--proc", "/proc"]);
+    // Root of the host's user namespace could write the kernel's
+    // settings through a fresh /proc: its writable corners are covered
+    // with read-only binds (bubblewrap covers some, not all).
+    for p in ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"] {
+        if Path::new(p).exists() {
+            cmd.args(["--ro-bind", p, p]);
+        }
+    }
+    // Every writable file system is capped or counted: `--size` holds
+    // for the next tmpfs only; /dev is made read-only (writes there
+    // would land in memory no limit covers) with a small tmpfs for
+    // /dev/shm; the root is the episode directory's `rootfs`, which
+    // the disk quota counts.
+    let tmp = limits.jail.tmp_size.max(1 << 20).to_string();
+    cmd.args(["--dev", "/dev", "--size", &tmp, "--tmpfs", "/tmp"])
+        .args([
+            "--size",
+            "16777216",
+            "--tmpfs",
+            "/run",
+            "--dir",
+            "/run/lock",
+        ])
+        .args([
+            "--dir", "/opt", "--dir", "/srv", "--dir", "/mnt", "--dir", "/media",
+        ])
+        .arg("--ro-bind")
+        .arg(root.join("jobs"))
+        .arg("/run/ecdysis/jobs")
+        .arg("--bind")
+        .arg(root.join("out"))
+        .arg("/run/ecdysis/out")
+        .arg("--ro-bind")
+        .arg(root.join("supervisor"))
+        .arg("/run/ecdysis/supervisor")
+        .args(["--remount-ro", "/dev"])
+        .args(["--size", "16777216", "--tmpfs", "/dev/shm"])
+        .args(["--hostname", HOSTNAME, "--chdir", "/root"]);
+    Ok(())
+}
+
+/// In the child before exec: the job-control signals back to their
+/// defaults, and descriptors as in upstream's container.
+fn reset_signals_and_raise_descriptors(cmd: &mut Command) {
+    // Descriptors as in upstream's container (Docker's default of 2^20;
+    // a task writes to descriptor 123321) where the host lets the hard
+    // limit go that high (root with CAP_SYS_RESOURCE), else the host's
+    // hard limit.
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .maximum
+        .unwrap_or(1 << 20);
+    // SAFETY: between fork and exec the closure only calls signal and
+    // setrlimit (both async-signal-safe); it allocates nothing.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || {
+            // A signal ignored at exec stays ignored, and a shell cannot
+            // undo it: a host started in the background of a script
+            // (SIGINT and SIGQUIT ignored) would hand the machine a shell
+            // whose commands Ctrl-C cannot interrupt.
+            for sig in JOB_SIGNALS {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            use ecdysis_sys::rlimit::set;
+            let nofile = rustix::process::Resource::Nofile;
+            set(nofile, 1 << 20, 1 << 20).or_else(|_| set(nofile, hard, hard))
+        });
+    }
+}
+
+/// Reads the supervisor's answers, a line at a time, into `answers`.
+fn spawn_answer_reader(stdout: std::process::ChildStdout, answers: SyncSender<Event>) {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            // At most a line's worth: anything longer is no answer of
+            // the supervisor's (something inside wrote to its pipe).
+            match (&mut reader)
+                .take(ANSWER_BYTES)
+                .read_until(b'\n', &mut line)
+            {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let text = String::from_utf8_lossy(&line).trim_end().to_string();
+            if answers.send(Event::Answer(text)).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// Between commands nothing reads the machine, but a background job can
+/// still write: a watchdog looks at the disk of `dir` every 50 ms and
+/// kills the whole machine (bubblewrap, and with it its PID namespace)
+/// past `hard` bytes. Returns the flag that stops it and the one it sets
+/// when it killed the machine.
+fn spawn_disk_watchdog(
+    dir: PathBuf,
+    bwrap: &Child,
+    hard: u64,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    let watchdog_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let over_quota = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (stop, over) = (watchdog_stop.clone(), over_quota.clone());
+    let pid = rustix::process::Pid::from_raw(bwrap.id() as i32);
+    std::thread::spawn(move || {
+        use std::sync::atomic::Ordering;
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+            if !stop.load(Ordering::Relaxed) && usage_of(&dir) > hard {
+                over.store(true, Ordering::Relaxed);
+                if let Some(pid) = pid {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+                break;
+            }
+        }
+    });
+    (watchdog_stop, over_quota)
+}
+
 impl Machine {
     /// Starts a fresh machine (its shell starts with the first command).
     pub fn start(limits: MachineLimits) -> Result<Machine, MachineError> {
         let jail = Jail::get()?;
-        let dir = tempfile::Builder::new()
-            .prefix("ecdysis-os-")
-            .tempdir_in(machines_dir())
-            .map_err(prepare("episode directory"))?;
+        let dir = make_episode_dir()?;
         let root = dir.path();
-        make_etc(&root.join("etc")).map_err(prepare("/etc"))?;
-        make_root_home(&root.join("root")).map_err(prepare("/root"))?;
-        std::fs::create_dir_all(root.join("home")).map_err(prepare("/home"))?;
-        make_var(&root.join("var")).map_err(prepare("/var"))?;
-        for d in [
-            "bin", "sbin", "lib", "include", "share", "etc", "src", "games",
-        ] {
-            std::fs::create_dir_all(root.join("usr/local").join(d))
-                .map_err(prepare("/usr/local"))?;
-        }
-        for d in ["jobs", "out", "rootfs"] {
-            std::fs::create_dir_all(root.join(d)).map_err(prepare("control folders"))?;
-        }
-        std::fs::write(root.join("supervisor"), SUPERVISOR).map_err(prepare("supervisor"))?;
-
-        let mut cmd = Command::new(jail.program());
-        cmd.args(["--die-with-parent", "--new-session", "--clearenv"]);
-        // The root first: tasks write straight into `/` (`mkdir /data`),
-        // as in upstream's container; here that lands in the episode
-        // directory, under the disk quota, not in bubblewrap's own tmpfs.
-        cmd.arg("--bind").arg(root.join("rootfs")).arg("/");
-        let as_root = rustix::process::geteuid().is_root();
-        if as_root {
-            // Every namespace but the user one: a user namespace would map
-            // root alone, and `chown` to any other user would fail.
-            cmd.args([
-                "--unshare-ipc",
-                "--unshare-pid",
-                "--unshare-net",
-                "--unshare-uts",
-                "--unshare-cgroup-try",
-                // bubblewrap run by root keeps root's capabilities unless
-                // told otherwise: none, then the container's set.
-                "--cap-drop",
-                "ALL",
-            ]);
-            for cap in ROOT_CAPS {
-                cmd.args(["--cap-add", cap]);
-            }
-        } else {
-            cmd.args(["--unshare-all", "--uid", "0", "--gid", "0"]);
-        }
-        // `/usr` itself is the machine's (tasks write files straight into
-        // it), its subdirectories the host's, read-only, except an empty
-        // `/usr/local` of its own.
-        cmd.arg("--bind").arg(root.join("usr")).arg("/usr");
-        for entry in std::fs::read_dir("/usr")
-            .map_err(prepare("/usr"))?
-            .flatten()
-        {
-            let name = entry.file_name();
-            if name != "local" {
-                let path = entry.path();
-                cmd.arg("--ro-bind").arg(&path).arg(&path);
-            }
-        }
-        ecdysis_sys::jail::bind_system_links(&mut cmd);
-        for d in ["etc", "root", "home", "var"] {
-            cmd.arg("--bind").arg(root.join(d)).arg(format!("/{d}"));
-        }
-        cmd.args(["--proc", "/proc"]);
-        // Root of the host's user namespace could write the kernel's
-        // settings through a fresh /proc: its writable corners are covered
-        // with read-only binds (bubblewrap covers some, not all).
-        for p in ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"] {
-            if Path::new(p).exists() {
-                cmd.args(["--ro-bind", p, p]);
-            }
-        }
-        // Every writable file system is capped or counted: `--size` holds
-        // for the next tmpfs only; /dev is made read-only (writes there
-        // would land in memory no limit covers) with a small tmpfs for
-        // /dev/shm; the root is the episode directory's `rootfs`, which
-        // the disk quota counts.
-        let tmp = limits.jail.tmp_size.max(1 << 20).to_string();
-        cmd.args(["--dev", "/dev", "--size", &tmp, "--tmpfs", "/tmp"])
-            .args([
-                "--size",
-                "16777216",
-                "--tmpfs",
-                "/run",
-                "--dir",
-                "/run/lock",
-            ])
-            .args([
-                "--dir", "/opt", "--dir", "/srv", "--dir", "/mnt", "--dir", "/media",
-            ])
-            .arg("--ro-bind")
-            .arg(root.join("jobs"))
-            .arg("/run/ecdysis/jobs")
-            .arg("--bind")
-            .arg(root.join("out"))
-            .arg("/run/ecdysis/out")
-            .arg("--ro-bind")
-            .arg(root.join("supervisor"))
-            .arg("/run/ecdysis/supervisor")
-            .args(["--remount-ro", "/dev"])
-            .args(["--size", "16777216", "--tmpfs", "/dev/shm"])
-            .args(["--hostname", HOSTNAME, "--chdir", "/root"]);
-        for (k, v) in [
-            ("PATH", PATH),
-            ("HOME", "/root"),
-            ("USER", "root"),
-            ("LOGNAME", "root"),
-            ("TERM", "xterm"),
-            ("LANG", "C.UTF-8"),
-            ("HOSTNAME", HOSTNAME),
-        ] {
-            cmd.args(["--setenv", k, v]);
-        }
-        cmd.arg("--");
-        if as_root {
-            // bubblewrap leaves the bounding set whole: a binary with file
-            // capabilities (the host may have some) would get them back.
-            // The bounding set is cut to the container's set first.
-            let keep: Vec<String> = ROOT_CAPS
-                .iter()
-                .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
-                .collect();
-            cmd.args(["/usr/bin/setpriv", "--bounding-set"])
-                .arg(format!("-all,{}", keep.join(",")))
-                .arg("--");
-        }
-        cmd.args(["/bin/bash", "/run/ecdysis/supervisor"]);
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        // Descriptors as in upstream's container (Docker's default of 2^20;
-        // a task writes to descriptor 123321) where the host lets the hard
-        // limit go that high (root with CAP_SYS_RESOURCE), else the host's
-        // hard limit.
-        let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-            .maximum
-            .unwrap_or(1 << 20);
-        // SAFETY: between fork and exec the closure only calls signal and
-        // setrlimit (both async-signal-safe); it allocates nothing.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(move || {
-                // A signal ignored at exec stays ignored, and a shell cannot
-                // undo it: a host started in the background of a script
-                // (SIGINT and SIGQUIT ignored) would hand the machine a shell
-                // whose commands Ctrl-C cannot interrupt.
-                for sig in JOB_SIGNALS {
-                    libc::signal(sig, libc::SIG_DFL);
-                }
-                use ecdysis_sys::rlimit::set;
-                let nofile = rustix::process::Resource::Nofile;
-                set(nofile, 1 << 20, 1 << 20).or_else(|_| set(nofile, hard, hard))
-            });
-        }
+        let mut cmd = machine_command(jail, root, &limits)?;
         let guard = apply_limits(&mut cmd, &limits.jail, jail.process_limiter())?;
         let mut bwrap = cmd
             .spawn()
@@ -631,57 +734,13 @@ impl Machine {
         // Bounded: a flood from inside (a background job printing between
         // commands) blocks its writer instead of filling the host's memory.
         let (tx, events) = sync_channel(EVENTS_QUEUED);
-        let answers_tx = tx.clone();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                // At most a line's worth: anything longer is no answer of
-                // the supervisor's (something inside wrote to its pipe).
-                match (&mut reader)
-                    .take(ANSWER_BYTES)
-                    .read_until(b'\n', &mut line)
-                {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                let text = String::from_utf8_lossy(&line).trim_end().to_string();
-                if answers_tx.send(Event::Answer(text)).is_err() {
-                    break;
-                }
-            }
-        });
+        spawn_answer_reader(stdout, tx.clone());
         let marker = format!(
             "ECDYSIS-DONE-{}",
             &blake3::hash(root.as_os_str().as_encoded_bytes()).to_hex()[..16]
         );
-        // Between commands nothing reads the machine, but a background job
-        // can still write: a watchdog looks at the disk every 50 ms and
-        // kills the whole machine (bubblewrap, and with it its PID
-        // namespace) past twice the quota.
-        let watchdog_stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let over_quota = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        {
-            let (stop, over) = (watchdog_stop.clone(), over_quota.clone());
-            let dir = root.to_path_buf();
-            let pid = rustix::process::Pid::from_raw(bwrap.id() as i32);
-            let hard = limits.disk.saturating_mul(2);
-            std::thread::spawn(move || {
-                use std::sync::atomic::Ordering;
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(50));
-                    if !stop.load(Ordering::Relaxed) && usage_of(&dir) > hard {
-                        over.store(true, Ordering::Relaxed);
-                        if let Some(pid) = pid {
-                            let _ =
-                                rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-                        }
-                        break;
-                    }
-                }
-            });
-        }
+        let (watchdog_stop, over_quota) =
+            spawn_disk_watchdog(root.to_path_buf(), &bwrap, limits.disk.saturating_mul(2));
         Ok(Machine {
             limits,
             dir,
