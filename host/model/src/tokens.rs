@@ -166,6 +166,25 @@ impl Conversation {
         &self.messages
     }
 
+    /// The messages moved out, to send in a request without copying the
+    /// whole conversation on every turn; [`Conversation::give_back`] puts
+    /// them back. Until then the conversation is empty.
+    pub fn lend(&mut self) -> Vec<ChatMessage> {
+        std::mem::take(&mut self.messages)
+    }
+
+    /// Puts back the messages [`Conversation::lend`] moved out (a request's
+    /// own, unchanged). Estimates of messages that are not there any more
+    /// are dropped.
+    pub fn give_back(&mut self, messages: Vec<ChatMessage>) {
+        debug_assert!(self.messages.is_empty(), "give_back without lend");
+        self.messages = messages;
+        if self.counts.len() > self.messages.len() {
+            self.counts.truncate(self.messages.len());
+            self.counted = self.counts.iter().sum();
+        }
+    }
+
     /// [`estimate_request`] of a request carrying these messages and
     /// `tools`; the tool set is estimated again only when it is another
     /// one.

@@ -542,13 +542,17 @@ impl Episode {
                 ));
             }
         }
-        let request = ChatRequest::new(self.messages.messages().to_vec())
+        // The conversation goes into the request and comes back after the
+        // call: copying it for every turn made each episode's copies
+        // quadratic in its length.
+        let request = ChatRequest::new(self.messages.lend())
             .with_tools(self.tools.clone())
             .with_sampling(self.sampling.clone())
             .with_cache_salt(self.cache_salt.clone());
         let waited = Instant::now();
         let result = self.agent.chat(&request).await;
         self.model_wait += waited.elapsed();
+        self.messages.give_back(request.messages);
         match result {
             Ok(r) => {
                 self.agent_usage.add(r.usage.as_ref(), r.cached);
