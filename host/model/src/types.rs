@@ -146,14 +146,29 @@ impl ToolCall {
     }
 }
 
+/// Written as maps, entry by entry, in the order `json!` built them before
+/// (`preserve_order`), so the bytes are the same without a `Value` tree per
+/// call: every request and every trajectory record writes each call.
 impl Serialize for ToolCall {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        json!({
-            "id": self.id,
-            "type": "function",
-            "function": { "name": self.name, "arguments": self.arguments },
-        })
-        .serialize(serializer)
+        use serde::ser::SerializeMap;
+
+        struct Function<'a>(&'a ToolCall);
+
+        impl Serialize for Function<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut map = serializer.serialize_map(Some(2))?;
+                map.serialize_entry("name", &self.0.name)?;
+                map.serialize_entry("arguments", &self.0.arguments)?;
+                map.end()
+            }
+        }
+
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("id", &self.id)?;
+        map.serialize_entry("type", "function")?;
+        map.serialize_entry("function", &Function(self))?;
+        map.end()
     }
 }
 
@@ -531,6 +546,25 @@ mod tests {
         );
         let back: Vec<ChatMessage> = serde_json::from_value(value).unwrap();
         assert_eq!(back, messages);
+    }
+
+    #[test]
+    fn a_tool_call_writes_the_bytes_of_its_json_form() {
+        let call = ToolCall::new("c\"1", "get_order", "{\"id\":\"#1\\n\"}");
+        let old = json!({
+            "id": call.id,
+            "type": "function",
+            "function": { "name": call.name, "arguments": call.arguments },
+        });
+        assert_eq!(
+            serde_json::to_string(&call).unwrap(),
+            serde_json::to_string(&old).unwrap()
+        );
+        assert_eq!(
+            serde_json::to_string_pretty(&call).unwrap(),
+            serde_json::to_string_pretty(&old).unwrap()
+        );
+        assert_eq!(serde_json::to_value(&call).unwrap(), old);
     }
 
     #[test]
