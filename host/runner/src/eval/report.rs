@@ -87,8 +87,11 @@ impl Progress {
             + r.user_usage.prompt_tokens
             + r.user_usage.completion_tokens;
         self.bar.inc(1);
-        let msg = format!("success {}/{}  tokens {}", t.successes, t.done, t.tokens);
-        self.bar.set_message(msg);
+        // Only a drawn bar shows its message.
+        if self.display == ProgressDisplay::Bar {
+            let msg = format!("success {}/{}  tokens {}", t.successes, t.done, t.tokens);
+            self.bar.set_message(msg);
+        }
         if self.display == ProgressDisplay::Lines {
             let total = self.bar.length().unwrap_or(1).max(1);
             let decile = t.done * 10 / total;
