@@ -40,7 +40,7 @@ file_of() { # side area
     local tree=$WORK/$1
     case $2 in
     service) for f in host/serve/src/quota.rs host/src/serve/quota.rs; do [ -f "$tree/$f" ] && echo "$f" && return; done ;;
-    tau2) for f in host/env/src/tau2/retail.rs host/src/env/tau2/retail.rs; do [ -f "$tree/$f" ] && echo "$f" && return; done ;;
+    tau2) for f in host/tau2/src/retail.rs host/env/src/tau2/retail.rs host/src/env/tau2/retail.rs; do [ -f "$tree/$f" ] && echo "$f" && return; done ;;
     report) for f in host/report/src/charts.rs host/src/report/charts.rs; do [ -f "$tree/$f" ] && echo "$f" && return; done ;;
     esac
     echo "no $2 file in $tree" >&2

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The workspace's crate order, checked: each host crate may use (as a
 normal, build or dev dependency) only the crates listed before it in the
-root Cargo.toml's `members`; one listed after it fails, naming both.
+root Cargo.toml's `members`; one listed after it fails, naming both. Crates
+of one group in `[workspace.metadata.layers] siblings` (the benchmarks)
+may not use each other at all, whatever their order.
 
     python3 scripts/check-layers.py [METADATA.json]
 
@@ -38,7 +40,10 @@ def violations(meta):
     """The edges that point to a crate listed later, as messages; and the
     crate order."""
     root = pathlib.Path(meta["workspace_root"])
-    members = tomllib.loads((root / "Cargo.toml").read_text())["workspace"]["members"]
+    workspace = tomllib.loads((root / "Cargo.toml").read_text())["workspace"]
+    members = workspace["members"]
+    groups = workspace.get("metadata", {}).get("layers", {}).get("siblings", [])
+    group_of = {member: i for i, group in enumerate(groups) for member in group}
     position = {}
     for package in meta["packages"]:
         directory = pathlib.Path(package["manifest_path"]).parent
@@ -58,13 +63,22 @@ def violations(meta):
             continue
         for dep in package["dependencies"]:
             target = dep["name"]
-            if target in position and position[target] > position[name]:
-                kind = KINDS.get(dep.get("kind"), dep.get("kind"))
-                found.append(
-                    f"{name} ({members[position[name]]}) has a {kind} dependency on "
-                    f"{target} ({members[position[target]]}), listed after it in "
-                    "Cargo.toml's workspace members"
-                )
+            if target not in position:
+                continue
+            kind = KINDS.get(dep.get("kind"), dep.get("kind"))
+            edge = (
+                f"{name} ({members[position[name]]}) has a {kind} dependency on "
+                f"{target} ({members[position[target]]})"
+            )
+            if position[target] > position[name]:
+                found.append(f"{edge}, listed after it in Cargo.toml's workspace members")
+            else:
+                group = group_of.get(members[position[name]])
+                if group is not None and group == group_of.get(members[position[target]]):
+                    found.append(
+                        f"{edge}, a sibling in [workspace.metadata.layers] siblings: "
+                        "siblings know nothing of each other"
+                    )
     order = [n for n, _ in sorted(position.items(), key=lambda item: item[1])]
     return found, order
 

@@ -1,7 +1,7 @@
 """Writes protocol_vectors.json: the texts an OS-interaction agent reads,
 taken from AgentBench's own source at the commit our data comes from, for
 the Rust side to compare its constants with
-(host/env/src/agentbench_os/tests.rs).
+(host/agentbench-os/src/tests.rs).
 
     python3 tests/agentbench-os/gen_protocol_vectors.py <AgentBench checkout or bare git dir>
 

@@ -12,7 +12,7 @@ line to `checker_vectors.jsonl`:
 `answer` is what an agent passes to commit_final_answer (any JSON value; the original
 takes `list(arguments.values())[0]`), `ground_truth` the label list (or `answer_md5`
 string), `result` the original's `compare_results`, `clean` its `_clean_answer` of
-the answer. The Rust port (host/env/src/dbbench/checker.rs) must agree on all.
+the answer. The Rust port (host/dbbench/src/checker.rs) must agree on all.
 
     python3 tests/dbbench/gen_checker_vectors.py /path/to/result_processor.py
 """

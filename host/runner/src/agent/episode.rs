@@ -859,8 +859,8 @@ mod tests {
     }
 
     fn telecom() -> Arc<dyn Domain> {
-        let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
-        ecdysis_env::open("tau2/telecom", &data).unwrap_or_else(|e| panic!("{e}"))
+        let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
+        ecdysis_domains::open("tau2/telecom", &data).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// An oracle episode of `task_id` under `cap`: its record and the

@@ -14,9 +14,9 @@ use ecdysis_sandbox::store::ComponentHash;
 
 /// How a worker opens a job's domain: the parent's `--data`,
 /// `--mysql-url` and `--sql-mode`, the one options type of
-/// [`ecdysis_env::DomainOptions`] (the worker inherits the parent's
+/// [`ecdysis_domains::DomainOptions`] (the worker inherits the parent's
 /// working directory and environment, so `None` resolves the same way).
-pub type DomainSource = ecdysis_env::DomainOptions;
+pub type DomainSource = ecdysis_domains::DomainOptions;
 
 /// Everything a worker needs to run episodes of one evaluation: what to
 /// run (the spec), with which harness (a component hash in `store`), where

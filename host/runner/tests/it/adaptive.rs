@@ -38,8 +38,8 @@ async fn run(
     dir: &std::path::Path,
     adaptive: bool,
 ) -> (RunSummary, BTreeMap<(String, u32), serde_json::Value>) {
-    let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
-    let domain = ecdysis_env::open("tau2/retail", &data).unwrap();
+    let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let domain = ecdysis_domains::open("tau2/retail", &data).unwrap();
     let mut spec = RunSpec {
         agent: ModelFlags {
             model: Some("m-agent".into()),

@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
+use ecdysis_agentbench_os::{self as agentbench_os, OsDomain};
 use ecdysis_env::Domain;
-use ecdysis_env::agentbench_os::{self, OsDomain};
 use ecdysis_model::{ChatModel, ChatResponse, SamplingArgs, ScriptedUser, SimAgent, SimProfile};
 use ecdysis_runner::agent::{CallSource, EndReason, Entry, EpisodeRecord, EpisodeSetup};
 use ecdysis_runner::eval::score_final;

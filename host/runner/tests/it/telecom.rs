@@ -15,8 +15,8 @@ use ecdysis_runner::eval::score_final;
 use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet};
 
 fn telecom() -> Arc<dyn Domain> {
-    let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
-    ecdysis_env::open("tau2/telecom", &data).unwrap_or_else(|e| panic!("{e}"))
+    let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    ecdysis_domains::open("tau2/telecom", &data).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn setup(

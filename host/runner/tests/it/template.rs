@@ -231,11 +231,11 @@ fn gold_actions_pass(h: &LoadedHarness, domains: &[&str], expected_tasks: usize)
         serde_json::to_string_pretty(&report).unwrap()
     );
 
-    let data = env::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
     let mut findings = Findings::default();
     let mut tasks = 0;
     for name in domains {
-        let domain = env::open(name, &data).unwrap_or_else(|e| panic!("{e}"));
+        let domain = ecdysis_domains::open(name, &data).unwrap_or_else(|e| panic!("{e}"));
         for task in domain.tasks(None).expect("tasks") {
             tasks += 1;
             replay_task(h, &*domain, &task.id, &mut findings);
@@ -271,8 +271,8 @@ fn gold_actions_pass(h: &LoadedHarness, domains: &[&str], expected_tasks: usize)
 #[test]
 fn slips_are_repaired_and_violations_blocked_on_real_state() {
     let h = harness();
-    let data = env::locate(None).unwrap_or_else(|e| panic!("{e}"));
-    let retail = env::open("tau2/retail", &data).unwrap_or_else(|e| panic!("{e}"));
+    let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let retail = ecdysis_domains::open("tau2/retail", &data).unwrap_or_else(|e| panic!("{e}"));
     let tools = wit_tools(&*retail);
     let shared: SharedEnv = Arc::new(Mutex::new(retail.new_env()));
     let view = SharedEnvView::new(
@@ -385,7 +385,7 @@ fn open_episode(
 /// MariaDB is needed for DBBench: without it the test is SKIPPED, unless
 /// `$CI` is set (CI installs it).
 fn dbbench_domain() -> Option<Arc<dyn Domain>> {
-    if !env::dbbench::server::server_available() {
+    if !ecdysis_dbbench::server::server_available() {
         assert!(
             std::env::var_os("CI").is_none(),
             "CI is set but mariadbd is not installed"
@@ -393,8 +393,8 @@ fn dbbench_domain() -> Option<Arc<dyn Domain>> {
         eprintln!("SKIPPED: mariadbd is not installed (apt-get install mariadb-server)");
         return None;
     }
-    let domain =
-        env::dbbench::open(env::dbbench::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let domain = ecdysis_dbbench::open(ecdysis_dbbench::Options::default())
+        .unwrap_or_else(|e| panic!("{e}"));
     Some(Arc::new(domain))
 }
 
@@ -584,7 +584,9 @@ fn rescued(ep: &mut ecdysis_sandbox::sandbox::HarnessEpisode, text: &str) -> Opt
 /// shown for most openings.
 #[test]
 fn os_reference_solutions_pass_the_template_untouched() {
-    use ecdysis_env::agentbench_os::{self, ANSWER, BASH, FROM_LAST_OUTPUT, OsDomain, printed_in};
+    use ecdysis_agentbench_os::{
+        self as agentbench_os, ANSWER, BASH, FROM_LAST_OUTPUT, OsDomain, printed_in,
+    };
     let domain: Arc<dyn Domain> = Arc::new(
         OsDomain::load(agentbench_os::Options::default()).unwrap_or_else(|e| panic!("{e}")),
     );

@@ -11,8 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use ecdysis_env::tau2::telecom::{EnvCall, Requestor, TelecomState, TelecomTask, agent, phone};
-use ecdysis_env::{ToolOutput, py::Val};
+use ecdysis_env::ToolOutput;
+use ecdysis_pyemu::Val;
+use ecdysis_tau2::telecom::{EnvCall, Requestor, TelecomState, TelecomTask, agent, phone};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -48,10 +49,10 @@ struct World {
 fn world() -> &'static World {
     static W: OnceLock<World> = OnceLock::new();
     W.get_or_init(|| {
-        let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
+        let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
         World {
             pristine: TelecomState::load(&data).unwrap_or_else(|e| panic!("{e}")),
-            tasks: ecdysis_env::tau2::telecom::load_tasks(&data).unwrap_or_else(|e| panic!("{e}")),
+            tasks: ecdysis_tau2::telecom::load_tasks(&data).unwrap_or_else(|e| panic!("{e}")),
         }
     })
 }
@@ -194,13 +195,13 @@ fn pristine_hashes_and_toolkits_match_the_reference() {
 
 #[test]
 fn both_parties_tool_schemas_derived_from_the_sources_are_the_references() {
-    let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
     let specs = specs();
     for (party, key) in [
         (Requestor::Assistant, "tools"),
         (Requestor::User, "user_tools"),
     ] {
-        let got = ecdysis_env::tau2::telecom::tool_specs(&data, party)
+        let got = ecdysis_tau2::telecom::tool_specs(&data, party)
             .unwrap_or_else(|e| panic!("{key}: {e}"));
         let want = specs[key].as_array().expect("tools");
         assert_eq!(got.len(), want.len(), "{key}");
@@ -212,9 +213,9 @@ fn both_parties_tool_schemas_derived_from_the_sources_are_the_references() {
 
 #[test]
 fn the_agents_prompt_and_the_task_sets_are_the_references() {
-    let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
-    let policy = ecdysis_env::tau2::telecom::policy(&data).expect("policy");
-    let prompt = ecdysis_env::tau2::agent_system_prompt(&policy);
+    let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let policy = ecdysis_tau2::telecom::policy(&data).expect("policy");
+    let prompt = ecdysis_tau2::agent_system_prompt(&policy);
     let hash: String = Sha256::digest(prompt.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -224,7 +225,7 @@ fn the_agents_prompt_and_the_task_sets_are_the_references() {
         specs()["agent_prompt_sha256"],
         "the agent's system prompt"
     );
-    let splits = ecdysis_env::tau2::telecom::splits(&data).expect("splits");
+    let splits = ecdysis_tau2::telecom::splits(&data).expect("splits");
     let sizes: Vec<(&str, usize)> = splits.iter().map(|(k, v)| (k.as_str(), v.len())).collect();
     assert_eq!(
         sizes,
@@ -332,8 +333,10 @@ fn fuzzed_call_sequences_of_both_parties_match_the_reference() {
 fn telecom_domain() -> &'static std::sync::Arc<dyn ecdysis_env::Domain> {
     static D: OnceLock<std::sync::Arc<dyn ecdysis_env::Domain>> = OnceLock::new();
     D.get_or_init(|| {
-        let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
-        ecdysis_env::open("tau2/telecom", &data).unwrap_or_else(|e| panic!("{e}"))
+        let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
+        std::sync::Arc::new(
+            ecdysis_tau2::telecom::TelecomDomain::load(&data).unwrap_or_else(|e| panic!("{e}")),
+        )
     })
 }
 
@@ -465,8 +468,10 @@ fn user_simulator_prompts_are_the_references_and_hidden_from_the_agent() {
 
 #[test]
 fn an_oracle_of_another_domain_is_refused() {
-    let data = ecdysis_env::locate(None).unwrap_or_else(|e| panic!("{e}"));
-    let retail = ecdysis_env::open("tau2/retail", &data).expect("retail");
+    use ecdysis_env::Domain;
+    let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
+    let retail =
+        ecdysis_tau2::Tau2Domain::load(ecdysis_tau2::Which::Retail, &data).expect("retail");
     let id = retail.tasks(None).expect("tasks")[0].id.clone();
     let (_, oracle) = retail.task(&id).expect("task");
     let run = retail.gold_trajectory(&oracle).expect("gold");

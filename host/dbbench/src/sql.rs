@@ -15,7 +15,7 @@
 //! that same thread, so its parent-death signal fires only when the
 //! service is gone.
 //!
-//! [`Environment`]: crate::Environment
+//! [`Environment`]: ecdysis_env::Environment
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

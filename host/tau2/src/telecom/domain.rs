@@ -10,12 +10,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::{EnvCall, NAME, Requestor, TelecomState, TelecomTask, agent, phone};
 use crate::data::DataSource;
-use crate::tau2::eval::call_matches;
-use crate::tau2::task::RewardType;
-use crate::tau2::{GREETING, agent_system_prompt};
-use crate::{
+use crate::eval::call_matches;
+use crate::task::RewardType;
+use crate::{GREETING, agent_system_prompt};
+use ecdysis_env::{
     ActionCheck, AssertionCheck, CommunicateCheck, Domain, EnvError, Environment, Evaluation,
-    FinalState, Oracle, OracleInner, Termination, ToolOutput, ToolSpec, Trajectory, VisibleTask,
+    FinalState, Oracle, TaskOracle, Termination, ToolCall, ToolOutput, ToolSpec, Trajectory,
+    UserScript, VisibleTask,
 };
 
 /// A task's starting point and gold outcome, computed on first use and
@@ -118,15 +119,8 @@ impl TelecomDomain {
             })
     }
 
-    fn task_of<'a>(&self, oracle: &'a Oracle) -> Result<&'a Arc<TelecomTask>, EnvError> {
-        match &oracle.inner {
-            OracleInner::Telecom(t) if oracle.domain == NAME => Ok(t),
-            _ => Err(EnvError::OracleMismatch {
-                task: oracle.task_id.clone(),
-                oracle_domain: oracle.domain.clone(),
-                domain: NAME.to_string(),
-            }),
-        }
+    fn task_of<'a>(&self, oracle: &'a Oracle) -> Result<&'a TelecomTask, EnvError> {
+        oracle.task_for::<TelecomTask>(NAME)
     }
 
     /// The task's starting state, set up once per process.
@@ -161,7 +155,7 @@ impl TelecomDomain {
     fn user_prompt(&self, e: &Entry) -> Arc<str> {
         e.user_prompt
             .get_or_init(|| {
-                Arc::from(crate::tau2::user_system_prompt(
+                Arc::from(crate::user_system_prompt(
                     &self.shared.guidelines,
                     &e.task.user_scenario,
                 ))
@@ -228,7 +222,7 @@ impl Domain for TelecomDomain {
     }
 
     fn tasks(&self, split: Option<&str>) -> Result<Vec<VisibleTask>, EnvError> {
-        crate::tau2::tasks_of_split(
+        crate::tasks_of_split(
             NAME,
             self.shared.tasks.iter().map(|e| e.view.clone()),
             &self.shared.splits,
@@ -240,12 +234,7 @@ impl Domain for TelecomDomain {
         let e = self.entry(id)?;
         Ok((
             e.view.clone(),
-            Oracle {
-                domain: NAME.to_string(),
-                task_id: id.to_string(),
-                user_system_prompt: self.user_prompt(e),
-                inner: OracleInner::Telecom(e.task.clone()),
-            },
+            Oracle::new(NAME, id, self.user_prompt(e), e.task.clone()),
         ))
     }
 
@@ -326,7 +315,7 @@ impl Domain for TelecomDomain {
             .iter()
             .map(|info| CommunicateCheck {
                 info: info.clone(),
-                met: crate::tau2::eval::communicated(info, &run.assistant_texts),
+                met: crate::eval::communicated(info, &run.assistant_texts),
             })
             .collect();
         let communicate_ok = communicate_checks.iter().all(|c| c.met);
@@ -421,5 +410,32 @@ impl Environment for TelecomEnv {
 
     fn into_final_state(self: Box<Self>) -> Option<FinalState> {
         Some(FinalState::new(self.state))
+    }
+}
+
+impl TaskOracle for TelecomTask {
+    fn user_scenario(&self) -> String {
+        self.user_scenario.to_string()
+    }
+
+    fn user_script(&self, task_id: &str) -> UserScript {
+        UserScript {
+            device_actions: self
+                .actions
+                .iter()
+                .filter(|a| a.requestor == Requestor::User)
+                .map(|a| a.call())
+                .collect(),
+            ..crate::task::script_from_scenario(task_id, &self.user_scenario)
+        }
+    }
+
+    /// Both parties' actions, in order: a testbed agent asks the user for
+    /// theirs.
+    fn gold_steps(&self) -> (Vec<ToolCall>, Vec<String>) {
+        (
+            self.actions.iter().map(|a| a.call()).collect(),
+            self.communicate_info.clone(),
+        )
     }
 }

@@ -14,6 +14,10 @@
 //! the ported result processor ([`checker`]) on the committed answer;
 //! INSERT/UPDATE tasks by the original's table hash after replaying the
 //! episode's `execute_sql` calls on a fresh schema.
+//!
+//! The only crate that builds the MySQL client. It implements
+//! `ecdysis-env`'s contract and depends on no other benchmark and on no
+//! layer above the environment.
 
 pub mod checker;
 mod error;
@@ -22,6 +26,23 @@ pub mod render;
 pub mod server;
 pub mod sql;
 pub mod task;
+
+/// No user in the loop: the oracle only answers for the testbed agents.
+impl TaskOracle for Task {
+    fn gold_steps(&self) -> (Vec<ToolCall>, Vec<String>) {
+        let actions = testbed_steps(self)
+            .into_iter()
+            .map(|(name, arguments)| ToolCall::agent(name, Value::Object(arguments)))
+            .collect();
+        (actions, Vec::new())
+    }
+}
+
+impl From<DbError> for EnvError {
+    fn from(e: DbError) -> EnvError {
+        EnvError::benchmark(e)
+    }
+}
 
 #[cfg(test)]
 mod tests;
@@ -36,9 +57,9 @@ pub use error::DbError;
 pub use sql::{Limits, SqlService, Target};
 pub use task::Task;
 
-use crate::{
-    Domain, EnvError, Environment, Evaluation, Oracle, OracleInner, Protocol, Termination,
-    ToolCall, ToolOutput, ToolSpec, Trajectory, VisibleTask,
+use ecdysis_env::{
+    Domain, EnvError, Environment, Evaluation, Oracle, Protocol, TaskOracle, Termination, ToolCall,
+    ToolOutput, ToolSpec, Trajectory, VisibleTask,
 };
 use sql::EpisodeDb;
 
@@ -211,15 +232,8 @@ impl DbbenchDomain {
             })
     }
 
-    fn task_of<'a>(&self, oracle: &'a Oracle) -> Result<&'a Arc<Task>, EnvError> {
-        match &oracle.inner {
-            OracleInner::Dbbench(t) if oracle.domain == NAME => Ok(t),
-            _ => Err(EnvError::OracleMismatch {
-                task: oracle.task_id.clone(),
-                oracle_domain: oracle.domain.clone(),
-                domain: NAME.into(),
-            }),
-        }
+    fn task_of<'a>(&self, oracle: &'a Oracle) -> Result<&'a Task, EnvError> {
+        oracle.task_for::<Task>(NAME)
     }
 
     /// Every task (for tests and reports).
@@ -326,7 +340,7 @@ impl Domain for DbbenchDomain {
 
     fn tasks(&self, split: Option<&str>) -> Result<Vec<VisibleTask>, EnvError> {
         let s = &self.shared;
-        crate::tasks_in_split(
+        ecdysis_env::tasks_in_split(
             NAME,
             &s.tasks,
             &s.splits,
@@ -340,12 +354,7 @@ impl Domain for DbbenchDomain {
         let t = self.find(id)?;
         Ok((
             self.view(t),
-            Oracle {
-                domain: NAME.into(),
-                task_id: t.id.clone(),
-                user_system_prompt: Arc::from(""),
-                inner: OracleInner::Dbbench(t.clone()),
-            },
+            Oracle::new(NAME, t.id.clone(), Arc::from(""), t.clone()),
         ))
     }
 
@@ -387,7 +396,7 @@ impl Domain for DbbenchDomain {
             Err(e @ DbError::TaskSetup(_)) => {
                 let _ = cell.set(Err(e));
             }
-            Err(e) => return Err(EnvError::Database(e)),
+            Err(e) => return Err(e.into()),
         }
         Ok(Box::new(DbbenchEnv {
             domain: self.clone(),

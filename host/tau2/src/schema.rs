@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use crate::ToolSpec;
+use ecdysis_env::ToolSpec;
 
 use super::docstring::{self, Docstring};
 use super::pysource::{

@@ -19,6 +19,9 @@
 //! the first are left out of the conversation (upstream leaves them
 //! unanswered); the machine is the host's Debian userland, not an Ubuntu
 //! image ([`dependence`] measures which reference answers that changes).
+//!
+//! It implements `ecdysis-env`'s contract and depends on no other
+//! benchmark and on no layer above the environment.
 
 pub mod bench;
 pub mod dependence;
@@ -37,8 +40,8 @@ use serde_json::{Value, json};
 pub use machine::{Machine, MachineError, MachineLimits};
 pub use task::{Judge, Language, Script, Task};
 
-use crate::{
-    Domain, EnvError, Environment, Evaluation, FinalState, Oracle, OracleInner, Protocol,
+use ecdysis_env::{
+    Domain, EnvError, Environment, Evaluation, FinalState, Oracle, Protocol, TaskOracle,
     Termination, ToolCall, ToolOutput, ToolSpec, Trajectory, VisibleTask,
 };
 use ecdysis_pyemu::pyval::Py;
@@ -181,15 +184,8 @@ impl OsDomain {
             })
     }
 
-    fn task_of<'a>(&self, oracle: &'a Oracle) -> Result<&'a Arc<Task>, EnvError> {
-        match &oracle.inner {
-            OracleInner::Os(t) if oracle.domain == NAME => Ok(t),
-            _ => Err(EnvError::OracleMismatch {
-                task: oracle.task_id.clone(),
-                oracle_domain: oracle.domain.clone(),
-                domain: NAME.into(),
-            }),
-        }
+    fn task_of<'a>(&self, oracle: &'a Oracle) -> Result<&'a Task, EnvError> {
+        oracle.task_for::<Task>(NAME)
     }
 
     fn view(&self, t: &Task) -> VisibleTask {
@@ -510,7 +506,7 @@ impl Domain for OsDomain {
 
     fn tasks(&self, split: Option<&str>) -> Result<Vec<VisibleTask>, EnvError> {
         let s = &self.shared;
-        crate::tasks_in_split(
+        ecdysis_env::tasks_in_split(
             NAME,
             &s.tasks,
             &s.splits,
@@ -524,12 +520,7 @@ impl Domain for OsDomain {
         let t = self.find(id)?;
         Ok((
             self.view(t),
-            Oracle {
-                domain: NAME.into(),
-                task_id: t.id.clone(),
-                user_system_prompt: Arc::from(""),
-                inner: OracleInner::Os(t.clone()),
-            },
+            Oracle::new(NAME, t.id.clone(), Arc::from(""), t.clone()),
         ))
     }
 
@@ -758,5 +749,18 @@ impl Environment for OsEnv {
     fn into_final_state(self: Box<Self>) -> Option<FinalState> {
         let machine = self.machine.into_inner().unwrap_or_else(|p| p.into_inner());
         Some(FinalState::new(Leftover(machine)))
+    }
+}
+
+/// No user in the loop: the oracle only answers for the testbed agents.
+impl TaskOracle for Task {
+    fn gold_steps(&self) -> (Vec<ToolCall>, Vec<String>) {
+        (testbed_steps(self), Vec::new())
+    }
+}
+
+impl From<MachineError> for EnvError {
+    fn from(e: MachineError) -> EnvError {
+        EnvError::benchmark(e)
     }
 }

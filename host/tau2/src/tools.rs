@@ -2,7 +2,7 @@
 //! `Environment.get_response`), result rendering (`to_json_str`) and the
 //! generic tools.
 
-use crate::ToolOutput;
+use ecdysis_env::ToolOutput;
 use ecdysis_pyemu::call::{self, Signature};
 use ecdysis_pyemu::pydantic::{self, Input, Model};
 use ecdysis_pyemu::{PyErr, PyResult, Val, calc, json, ops};

@@ -6,11 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{DataSource, EnvError, open, replay_gold};
+use ecdysis_env::{Domain, EnvError, replay_gold};
+
+use crate::{DataSource, Tau2Domain, Which};
 
 /// The domains the reference bench covers (DBBench's replay is timed by its
 /// own tests, against a SQL server rather than Python).
-const TAU2_DOMAINS: &[&str] = &["tau2/airline", "tau2/retail"];
+const TAU2_DOMAINS: &[Which] = &[Which::Airline, Which::Retail];
 
 /// Timings of one bench run.
 #[derive(Clone, Debug)]
@@ -59,14 +61,14 @@ pub fn run(data: &DataSource) -> Result<EnvBenchReport, EnvError> {
     let t0 = Instant::now();
     let domains = TAU2_DOMAINS
         .iter()
-        .map(|d| open(d, data))
+        .map(|&which| Tau2Domain::load(which, data))
         .collect::<Result<Vec<_>, _>>()?;
     let load = t0.elapsed();
     let t1 = Instant::now();
     let mut tasks = 0;
     let mut solved = 0;
     for d in &domains {
-        for r in replay_gold(d.as_ref())? {
+        for r in replay_gold(d as &dyn Domain)? {
             tasks += 1;
             if (r.reward - 1.0).abs() <= 1e-6 {
                 solved += 1;

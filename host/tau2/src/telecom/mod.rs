@@ -21,9 +21,9 @@ use ecdysis_pyemu::{Dict, PyErr, PyResult, Val, json, ops};
 use super::db::Db;
 use super::tools::Kind;
 use crate::data::DataSource;
-use crate::{EnvError, ToolOutput};
+use ecdysis_env::{EnvError, ToolOutput};
 
-pub use crate::Requestor;
+pub use ecdysis_env::Requestor;
 
 /// The domain's name.
 pub const NAME: &str = "tau2/telecom";
@@ -64,8 +64,8 @@ pub struct GoldAction {
 
 impl GoldAction {
     /// The action as the call that performs it.
-    pub fn call(&self) -> crate::ToolCall {
-        crate::ToolCall {
+    pub fn call(&self) -> ecdysis_env::ToolCall {
+        ecdysis_env::ToolCall {
             name: self.name.clone(),
             arguments: serde_json::Value::Object(self.arguments.clone()),
             requestor: self.requestor,
@@ -148,7 +148,10 @@ pub fn splits(
 /// as for the other domains: the agent's from `tools.py` and
 /// `data_model.py`, the user's from `user_tools.py` and
 /// `user_data_model.py`.
-pub fn tool_specs(data: &DataSource, party: Requestor) -> Result<Vec<crate::ToolSpec>, EnvError> {
+pub fn tool_specs(
+    data: &DataSource,
+    party: Requestor,
+) -> Result<Vec<ecdysis_env::ToolSpec>, EnvError> {
     let (tools_file, models_file, kit) = match party {
         Requestor::Assistant => (
             "domains/telecom/tools.py",

@@ -3,7 +3,7 @@
 //! (`[DB, COMMUNICATE]` for every airline/retail task); the ACTION check is
 //! computed as a diagnostic.
 
-use crate::{ActionCheck, CommunicateCheck, DB_DIFF_LIMIT, Evaluation, ToolCall, Trajectory};
+use ecdysis_env::{ActionCheck, CommunicateCheck, DB_DIFF_LIMIT, Evaluation, ToolCall, Trajectory};
 use ecdysis_pyemu::{Val, ops};
 
 use super::db::Db;

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::testing::{domain, first_task};
 use super::*;
-use crate::Domain;
+use ecdysis_env::Domain;
 
 /// A statement that must end as a tool error in bounded time, followed by
 /// a normal query on the same episode (the positive control).
@@ -160,7 +160,7 @@ fn gold_replay_reproduces_the_labels() {
     let Some(d) = domain() else { return };
     let _every_task = every_task();
     let t0 = Instant::now();
-    let records = crate::replay_gold(&d).expect("gold replay");
+    let records = ecdysis_env::replay_gold(&d).expect("gold replay");
     let mut failed: Vec<&str> = records
         .iter()
         .filter(|r| r.reward != 1.0)
@@ -275,8 +275,9 @@ fn the_protocol_answers_as_the_original() {
     let Some(d) = domain() else { return };
     let (view, _) = d.task("standard-0").expect("task");
     let mut env = d.new_env_for(&view).expect("env");
-    let call =
-        |env: &mut Box<dyn crate::Environment>, name: &str, args: Value| env.call(name, &args);
+    let call = |env: &mut Box<dyn ecdysis_env::Environment>, name: &str, args: Value| {
+        env.call(name, &args)
+    };
     assert_eq!(
         call(&mut env, "drop_table", json!({})).content,
         INVALID_FUNCTION

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::sql::TableSpec;
-use crate::EnvError;
+use ecdysis_env::EnvError;
 use ecdysis_pyemu::pyval::Py;
 
 /// The data files, relative to the data folder.
@@ -244,7 +244,7 @@ pub fn load(dir: &Path) -> Result<Vec<Task>, EnvError> {
 /// (148/152 for the 300 tasks: each type with an odd count gives its extra
 /// task to `test`; every type on both sides).
 pub fn split_standard(tasks: &[Task], seed: u64) -> (Vec<String>, Vec<String>) {
-    crate::seeded_halves(
+    ecdysis_env::seeded_halves(
         tasks
             .iter()
             .filter(|t| t.file == "standard")

