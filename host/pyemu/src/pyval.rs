@@ -67,7 +67,7 @@ impl Py {
             Py::Bool(true) => out.push_str("True"),
             Py::Bool(false) => out.push_str("False"),
             Py::Int(s) => out.push_str(s),
-            Py::Float(f) => out.push_str(&float_repr(*f)),
+            Py::Float(f) => out.push_str(&crate::repr::float_repr(*f)),
             Py::Str(s) => str_repr(s, out),
             Py::Bytes(b) => bytes_repr(b, out),
             Py::List(items) => seq_repr(items, "[", "]", out),
@@ -164,44 +164,6 @@ pub fn bytes_repr(b: &[u8], out: &mut String) {
         }
     }
     out.push(quote as char);
-}
-
-/// `repr(float)`: the shortest digits that round-trip, laid out fixed for
-/// decimal exponents -4..16 and scientific (`1e+16`, `1e-05`) otherwise.
-pub fn float_repr(f: f64) -> String {
-    if f.is_nan() {
-        return "nan".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    // Rust's `{:e}` gives the shortest round-trip digits: `d.ddde±x`.
-    let sci = format!("{:e}", f.abs());
-    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
-    let exp: i32 = exp.parse().expect("integer exponent");
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let sign = if f.is_sign_negative() { "-" } else { "" };
-    let body = if (-4..16).contains(&exp) {
-        if exp < 0 {
-            format!("0.{}{digits}", "0".repeat((-exp - 1) as usize))
-        } else {
-            let point = exp as usize + 1;
-            if digits.len() > point {
-                format!("{}.{}", &digits[..point], &digits[point..])
-            } else {
-                format!("{digits}{}.0", "0".repeat(point - digits.len()))
-            }
-        }
-    } else {
-        let frac = &digits[1..];
-        let mant = if frac.is_empty() {
-            digits[..1].to_string()
-        } else {
-            format!("{}.{frac}", &digits[..1])
-        };
-        format!("{mant}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
-    };
-    format!("{sign}{body}")
 }
 
 /// `str.isspace()` for one character (Rust's whitespace plus the
@@ -779,25 +741,6 @@ fn dedup_pairs(pairs: Vec<(Py, Py)>) -> Vec<(Py, Py)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn float_repr_matches_python() {
-        for (f, s) in [
-            (1.0, "1.0"),
-            (0.1, "0.1"),
-            (1e16, "1e+16"),
-            (1e-5, "1e-05"),
-            (123456789012345.6, "123456789012345.6"),
-            (1e15, "1000000000000000.0"),
-            (0.0001, "0.0001"),
-            (-2.5, "-2.5"),
-            (1.5e300, "1.5e+300"),
-            (f64::INFINITY, "inf"),
-            (-0.0, "-0.0"),
-        ] {
-            assert_eq!(float_repr(f), s);
-        }
-    }
 
     #[test]
     fn repr_of_strings_escapes_like_python() {
