@@ -44,7 +44,7 @@ use ecdysis_env::{
     Domain, EnvError, Environment, Evaluation, FinalState, Oracle, Protocol, TaskOracle,
     Termination, ToolCall, ToolOutput, ToolSpec, Trajectory, VisibleTask,
 };
-use ecdysis_pyemu::pyval::Py;
+use ecdysis_pyemu::{Val, repr};
 
 /// The domain's name.
 pub const NAME: &str = "agentbench/os";
@@ -313,7 +313,7 @@ impl OsDomain {
                 _ => false,
             }),
             Judge::Check { steps, example } => {
-                let mut params = vec![Py::from_json(answer).to_str()];
+                let mut params = vec![repr::to_str(&Val::from_json(answer))];
                 for step in steps {
                     let Some(script) = step.as_ref().or(example.as_ref()) else {
                         return Ok(false);

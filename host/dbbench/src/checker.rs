@@ -14,7 +14,8 @@
 
 use serde_json::Value;
 
-use ecdysis_pyemu::pyval::{Py, eval_literal, py_float, strip, strip_quotes};
+use ecdysis_pyemu::pyval::{eval_literal, py_float, strip, strip_quotes};
+use ecdysis_pyemu::{Val, repr};
 
 /// Float tolerance of `_float_equal`.
 const TOLERANCE: f64 = 1e-2;
@@ -30,10 +31,10 @@ pub enum Input<'a> {
 }
 
 impl Input<'_> {
-    fn to_py(&self) -> Py {
+    fn to_py(&self) -> Val {
         match self {
-            Input::Json(v) => Py::from_json(v),
-            Input::Text(t) => Py::Str((*t).to_string()),
+            Input::Json(v) => Val::from_json(v),
+            Input::Text(t) => Val::str(t),
         }
     }
 }
@@ -103,35 +104,35 @@ pub fn normalize(value: &str) -> String {
 }
 
 /// `str(x).strip().strip("'\"")`.
-fn cleaned_str(v: &Py) -> String {
-    strip_quotes(strip(&v.to_str())).to_string()
+fn cleaned_str(v: &Val) -> String {
+    strip_quotes(strip(&repr::to_str(v))).to_string()
 }
 
 /// One item of an evaluated list: a one-tuple stands for its value.
-fn item_value(item: &Py) -> &Py {
+fn item_value(item: &Val) -> &Val {
     match item {
-        Py::Tuple(t) if t.len() == 1 => &t[0],
+        Val::Tuple(t) if t.len() == 1 => &t[0],
         other => other,
     }
 }
 
 /// `_clean_mysql_result`: a client-printed result (`[(v,), ...]`).
-fn clean_mysql_result(answer: &Py) -> Option<Vec<String>> {
-    let Py::Str(s) = answer else {
+fn clean_mysql_result(answer: &Val) -> Option<Vec<String>> {
+    let Val::Str(s) = answer else {
         return None;
     };
     if !(s.starts_with('[') && s.ends_with(']')) {
         return None;
     }
-    if let Ok(Py::List(items)) = eval_literal(s)
-        && items.iter().all(|i| matches!(i, Py::Tuple(_)))
+    if let Ok(Val::List(items)) = eval_literal(s)
+        && items.iter().all(|i| matches!(i, Val::Tuple(_)))
     {
         // Only one-tuples count; wider rows are dropped.
         return Some(
             items
                 .iter()
                 .filter_map(|i| match i {
-                    Py::Tuple(t) if t.len() == 1 => Some(cleaned_str(&t[0])),
+                    Val::Tuple(t) if t.len() == 1 => Some(cleaned_str(&t[0])),
                     _ => None,
                 })
                 .collect(),
@@ -148,19 +149,19 @@ fn clean_mysql_result(answer: &Py) -> Option<Vec<String>> {
 
 /// `_clean_answer`: `None` where the original returns `None` (a
 /// bracketed string that evaluates to something other than a list).
-pub fn clean_answer(answer: &Py) -> Option<Vec<String>> {
-    if *answer == Py::None {
+pub fn clean_answer(answer: &Val) -> Option<Vec<String>> {
+    if matches!(answer, Val::None) {
         return Some(vec!["0".into()]);
     }
     if let Some(values) = clean_mysql_result(answer) {
         return Some(values.iter().map(|v| normalize(v)).collect());
     }
     match answer {
-        Py::Str(s) => {
+        Val::Str(s) => {
             let s = strip(s);
             if s.starts_with('[') && s.ends_with(']') {
                 match eval_literal(s) {
-                    Ok(Py::List(items)) => Some(
+                    Ok(Val::List(items)) => Some(
                         items
                             .iter()
                             .map(|i| normalize(&cleaned_str(item_value(i))))
@@ -173,7 +174,7 @@ pub fn clean_answer(answer: &Py) -> Option<Vec<String>> {
                 Some(vec![normalize(strip_quotes(s))])
             }
         }
-        Py::List(items) | Py::Tuple(items) => Some(
+        Val::List(items) | Val::Tuple(items) => Some(
             items
                 .iter()
                 .map(|i| normalize(&cleaned_str(item_value(i))))
@@ -282,7 +283,7 @@ mod vector_tests {
                 Input::Json(&v["ground_truth"]),
                 kind,
             );
-            let clean = clean_answer(&Py::from_json(&v["answer"]));
+            let clean = clean_answer(&Val::from_json(&v["answer"]));
             let want_clean: Option<Vec<String>> = serde_json::from_value(v["clean"].clone()).ok();
             if got != v["result"].as_bool().expect("result") || clean != want_clean {
                 bad.push(format!("{line}\n   got {got}, clean {clean:?}"));

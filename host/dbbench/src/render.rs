@@ -4,14 +4,16 @@
 //! The original converts each text-protocol cell by its column type
 //! (mysql-connector-python's converter) and prints the list of row tuples
 //! with Python's `repr`. This module does the same conversion into
-//! [`Py`] values and prints them incrementally, so the caller can stop
+//! [`Val`] values and prints them incrementally, so the caller can stop
 //! reading rows once the printed text is past the cut (the rest can no
 //! longer change what the agent sees). Agreement with the real connector
 //! is tested on recorded vectors (`tests/dbbench/render_vectors.json`).
 
+use std::sync::Arc;
+
 use mysql_async::consts::{ColumnFlags, ColumnType};
 
-use ecdysis_pyemu::pyval::Py;
+use ecdysis_pyemu::{Val, repr};
 
 /// The original's cut: longer results are truncated to this many
 /// characters and `[TRUNCATED]` is appended.
@@ -76,58 +78,44 @@ impl Kind {
     }
 
     /// The Python value of a cell (`None` for SQL NULL).
-    pub fn convert(self, cell: Option<&[u8]>) -> Py {
+    pub fn convert(self, cell: Option<&[u8]>) -> Val {
         let Some(bytes) = cell else {
-            return Py::None;
+            return Val::None;
         };
         let text = || String::from_utf8_lossy(bytes).into_owned();
         match self {
-            Kind::Int => Py::Int(canonical_int(&text())),
+            // Text that is no number (MySQL never sends any) stays a str.
+            Kind::Int => Val::int_from_decimal(text().trim()).unwrap_or_else(|| Val::str(&text())),
             Kind::Float => text()
                 .trim()
                 .parse::<f64>()
-                .map_or_else(|_| Py::Str(text()), Py::Float),
-            Kind::Decimal => Py::Decimal(text()),
+                .map_or_else(|_| Val::str(&text()), Val::Float),
+            Kind::Decimal => Val::Decimal(text().into()),
             Kind::Bit => {
                 // int.from_bytes(value, "big"): up to 64 bits.
                 let v = bytes
                     .iter()
                     .fold(0u128, |acc, b| (acc << 8) | u128::from(*b));
-                Py::Int(v.to_string())
+                Val::from(v)
             }
-            Kind::Date => date(&text()).unwrap_or(Py::None),
-            Kind::DateTime => datetime(&text()).unwrap_or(Py::None),
-            Kind::Time => time(&text()).unwrap_or(Py::None),
+            Kind::Date => date(&text()).unwrap_or(Val::None),
+            Kind::DateTime => datetime(&text()).unwrap_or(Val::None),
+            Kind::Time => time(&text()).unwrap_or(Val::None),
             Kind::Set => {
                 let t = text();
-                let mut items: Vec<Py> = Vec::new();
+                let mut items: Vec<Val> = Vec::new();
                 if !t.is_empty() {
                     for part in t.split(',') {
-                        let p = Py::Str(part.to_string());
-                        if !items.contains(&p) {
-                            items.push(p);
+                        if !items.iter().any(|i| i.as_str() == Some(part)) {
+                            items.push(Val::str(part));
                         }
                     }
                 }
-                Py::Set(items)
+                Val::Set(Arc::new(items))
             }
-            Kind::Text => Py::Str(text()),
-            Kind::Bytes => Py::Bytes(bytes.to_vec()),
+            Kind::Text => Val::str(&text()),
+            Kind::Bytes => Val::Bytes(bytes.into()),
         }
-    }
-}
-
-fn canonical_int(t: &str) -> String {
-    let t = t.trim();
-    let (sign, digits) = match t.strip_prefix('-') {
-        Some(d) => ("-", d),
-        None => ("", t.strip_prefix('+').unwrap_or(t)),
-    };
-    let digits = digits.trim_start_matches('0');
-    if digits.is_empty() {
-        "0".into()
-    } else {
-        format!("{sign}{digits}")
     }
 }
 
@@ -136,13 +124,13 @@ fn numbers(t: &str, seps: &[char]) -> Option<Vec<u64>> {
 }
 
 /// `datetime.date(y, m, d)`; zero or invalid dates are `None`.
-fn date(t: &str) -> Option<Py> {
+fn date(t: &str) -> Option<Val> {
     let p = numbers(t, &['-'])?;
     let [y, m, d] = p[..] else { return None };
     if y == 0 || m == 0 || d == 0 {
         return None;
     }
-    Some(Py::Repr(format!("datetime.date({y}, {m}, {d})")))
+    Some(Val::object("date", format!("datetime.date({y}, {m}, {d})")))
 }
 
 /// Fractional seconds (`.25`) as microseconds.
@@ -159,7 +147,7 @@ fn micros(frac: &str) -> Option<u64> {
 
 /// `datetime.datetime(...)`, trailing zero microseconds and seconds left
 /// out as Python's `repr` does.
-fn datetime(t: &str) -> Option<Py> {
+fn datetime(t: &str) -> Option<Val> {
     let (day, clock) = t.split_once(' ')?;
     let d = numbers(day, &['-'])?;
     let [y, mo, da] = d[..] else { return None };
@@ -183,13 +171,16 @@ fn datetime(t: &str) -> Option<Py> {
         }
     }
     let list: Vec<String> = fields.iter().map(u64::to_string).collect();
-    Some(Py::Repr(format!("datetime.datetime({})", list.join(", "))))
+    Some(Val::object(
+        "datetime",
+        format!("datetime.datetime({})", list.join(", ")),
+    ))
 }
 
 /// `datetime.timedelta(...)` of a TIME value (`[-]h:mm:ss[.ffffff]`),
 /// normalised as Python does (days may be negative, seconds and
 /// microseconds never are).
-fn time(t: &str) -> Option<Py> {
+fn time(t: &str) -> Option<Val> {
     let (neg, body) = match t.strip_prefix('-') {
         Some(b) => (true, b),
         None => (false, t),
@@ -225,10 +216,10 @@ fn time(t: &str) -> Option<Py> {
     if parts.is_empty() {
         parts.push("0".into());
     }
-    Some(Py::Repr(format!(
-        "datetime.timedelta({})",
-        parts.join(", ")
-    )))
+    Some(Val::object(
+        "timedelta",
+        format!("datetime.timedelta({})", parts.join(", ")),
+    ))
 }
 
 /// The printed result, built row by row: `[` + `repr(row)`, joined by
@@ -252,12 +243,12 @@ impl Printer {
 
     /// Adds one row. Returns `false` once the text is past the cut: more
     /// rows cannot change what is shown.
-    pub fn push_row(&mut self, row: Vec<Py>) -> bool {
+    pub fn push_row(&mut self, row: Vec<Val>) -> bool {
         let start = self.text.len();
         if self.rows > 0 {
             self.text.push_str(", ");
         }
-        Py::Tuple(row).write_repr(&mut self.text);
+        repr::write_repr(&mut self.text, &Val::tuple(row));
         self.chars += self.text[start..].chars().count();
         self.rows += 1;
         !self.is_past_cut()
@@ -292,7 +283,7 @@ mod tests {
 
     #[test]
     fn temporal_values_print_like_python() {
-        let k = |kind: Kind, t: &str| kind.convert(Some(t.as_bytes())).repr();
+        let k = |kind: Kind, t: &str| repr::repr(&kind.convert(Some(t.as_bytes())));
         assert_eq!(
             k(Kind::Time, "-01:00:00"),
             "datetime.timedelta(days=-1, seconds=82800)"
@@ -314,7 +305,7 @@ mod tests {
     fn printing_stops_past_the_cut_with_the_same_prefix() {
         let mut p = Printer::new();
         let mut n = 0;
-        while p.push_row(vec![Py::Str("x".repeat(50)), Py::Int("1".into())]) {
+        while p.push_row(vec![Val::str(&"x".repeat(50)), Val::Int(1)]) {
             n += 1;
         }
         let short = p.finish();

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::sql::TableSpec;
 use ecdysis_env::EnvError;
-use ecdysis_pyemu::pyval::Py;
+use ecdysis_pyemu::{Val, repr};
 
 /// The data files, relative to the data folder.
 pub const FILES: &[(&str, &str)] = &[("standard", "standard.jsonl"), ("dev", "dev.jsonl")];
@@ -113,8 +113,12 @@ fn table(v: &Value) -> Option<TableSpec> {
             .as_array()?
             .iter()
             .map(|r| {
-                r.as_array()
-                    .map(|cells| cells.iter().map(|c| Py::from_json(c).to_str()).collect())
+                r.as_array().map(|cells| {
+                    cells
+                        .iter()
+                        .map(|c| repr::to_str(&Val::from_json(c)))
+                        .collect()
+                })
             })
             .collect::<Option<_>>()?,
     })

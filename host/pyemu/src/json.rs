@@ -43,6 +43,7 @@ fn write(out: &mut Vec<u8>, v: &Val, sort_keys: bool, cache_depth: Option<usize>
         Val::Bool(true) => out.extend_from_slice(b"true"),
         Val::Bool(false) => out.extend_from_slice(b"false"),
         Val::Int(i) => out.extend_from_slice(i.to_string().as_bytes()),
+        Val::BigInt(i) => out.extend_from_slice(i.to_str_radix(10).as_bytes()),
         Val::Float(f) => {
             if f.is_nan() {
                 out.extend_from_slice(b"NaN");
@@ -53,7 +54,7 @@ fn write(out: &mut Vec<u8>, v: &Val, sort_keys: bool, cache_depth: Option<usize>
             }
         }
         Val::Str(s) => write_str(out, s),
-        Val::List(items) => {
+        Val::List(items) | Val::Tuple(items) => {
             out.push(b'[');
             let inner = cache_depth.map(|d| d.saturating_sub(1));
             for (i, item) in items.iter().enumerate() {
@@ -70,6 +71,11 @@ fn write(out: &mut Vec<u8>, v: &Val, sort_keys: bool, cache_depth: Option<usize>
             } else {
                 write_dict(out, d, sort_keys, cache_depth.map(|d| d.saturating_sub(1)));
             }
+        }
+        // Only DBBench's rows and literals hold these, and they are never
+        // dumped; `json.dumps(v, default=str)` is the nearest Python.
+        Val::Bytes(_) | Val::Set(_) | Val::AnyDict(_) | Val::Decimal(_) | Val::Object(_) => {
+            write_str(out, &super::repr::to_str(v))
         }
     }
 }

@@ -7,15 +7,19 @@
 //! f-strings, pydantic constructors...) and the exception text becomes the
 //! tool result. Reproducing those texts byte for byte means reproducing the
 //! operations: this module is a small dynamic value type ([`Val`]) with
-//! Python's semantics for the handful of operations the tools use.
+//! Python's semantics for the handful of operations the tools use. The
+//! same type holds DBBench's rows and its checker's `eval`ed literals
+//! (tuples, sets, bytes, `Decimal`s, dates), which are only rendered with
+//! [`repr`] and compared.
 //!
 //! Known limits, all far from what a model sends (each yields an
 //! `Error: ...` result, never a panic, and a `tracing` warning when it is an
 //! emulation limit rather than Python's own error):
 //!
-//! * ints are 128-bit outside `calculate` (JSON arguments carry at most 64
+//! * τ²'s operations work on 128-bit ints (JSON arguments carry at most 64
 //!   bits; a 39+-digit numeric *string* given to an int field is an
-//!   emulation limit), and serde_json reads integers beyond 64 bits as floats
+//!   emulation limit; only `eval` of a literal and `calculate` keep larger
+//!   ints exact), and serde_json reads integers beyond 64 bits as floats
 //!   where Python keeps them ints;
 //! * `calculate` refuses ints above 2^22 bits and work beyond a fixed
 //!   budget per call, and its answer for ASTs nested 2881–2982 deep
@@ -38,7 +42,7 @@ pub mod repr;
 mod unicode;
 mod value;
 
-pub use value::{Dict, Val};
+pub use value::{Dict, Object, Val};
 
 /// A Python exception, reduced to what τ² shows the model: `str(exc)`.
 ///

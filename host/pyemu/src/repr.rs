@@ -13,41 +13,94 @@ pub fn repr(v: &Val) -> String {
 pub fn to_str(v: &Val) -> String {
     match v {
         Val::Str(s) => s.to_string(),
+        Val::Decimal(d) => d.to_string(),
         other => repr(other),
     }
 }
 
-fn write_repr(out: &mut String, v: &Val) {
+/// Appends `repr(v)` to `out`.
+pub fn write_repr(out: &mut String, v: &Val) {
     match v {
         Val::None => out.push_str("None"),
         Val::Bool(true) => out.push_str("True"),
         Val::Bool(false) => out.push_str("False"),
         Val::Int(i) => out.push_str(&i.to_string()),
+        Val::BigInt(i) => out.push_str(&i.to_str_radix(10)),
         Val::Float(f) => out.push_str(&float_repr(*f)),
-        Val::Str(s) => out.push_str(&str_repr(s)),
-        Val::List(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_repr(out, item);
-            }
-            out.push(']');
+        Val::Str(s) => str_repr_into(s, out),
+        Val::Bytes(b) => bytes_repr_into(b, out),
+        Val::List(items) => write_items(out, items, "[", "]"),
+        Val::Tuple(items) if items.len() == 1 => {
+            out.push('(');
+            write_repr(out, &items[0]);
+            out.push_str(",)");
         }
-        Val::Dict(d) => {
-            out.push('{');
-            for (i, (k, item)) in d.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                out.push_str(&str_repr(k));
-                out.push_str(": ");
-                write_repr(out, item);
+        Val::Tuple(items) => write_items(out, items, "(", ")"),
+        Val::Set(items) if items.is_empty() => out.push_str("set()"),
+        Val::Set(items) => write_items(out, items, "{", "}"),
+        Val::Dict(d) => write_pairs(out, d.iter(), |out, k| str_repr_into(k, out)),
+        Val::AnyDict(pairs) => write_pairs(out, pairs.iter().map(|(k, v)| (k, v)), write_repr),
+        Val::Decimal(d) => {
+            out.push_str("Decimal('");
+            out.push_str(d);
+            out.push_str("')");
+        }
+        Val::Object(o) => out.push_str(&o.repr),
+    }
+}
+
+fn write_items(out: &mut String, items: &[Val], open: &str, close: &str) {
+    out.push_str(open);
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        write_repr(out, item);
+    }
+    out.push_str(close);
+}
+
+fn write_pairs<'a, K: ?Sized + 'a>(
+    out: &mut String,
+    pairs: impl Iterator<Item = (&'a K, &'a Val)>,
+    write_key: impl Fn(&mut String, &K),
+) {
+    out.push('{');
+    for (i, (k, v)) in pairs.enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        write_key(out, k);
+        out.push_str(": ");
+        write_repr(out, v);
+    }
+    out.push('}');
+}
+
+/// `repr(bytes)`: like `repr(str)` for ASCII, `\xNN` for other bytes.
+fn bytes_repr_into(b: &[u8], out: &mut String) {
+    let quote = if b.contains(&b'\'') && !b.contains(&b'"') {
+        b'"'
+    } else {
+        b'\''
+    };
+    out.push('b');
+    out.push(quote as char);
+    for &c in b {
+        match c {
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c as char);
             }
-            out.push('}');
+            0x20..0x7f => out.push(c as char),
+            c => out.push_str(&format!("\\x{c:02x}")),
         }
     }
+    out.push(quote as char);
 }
 
 /// The shortest round-tripping decimal digits of a finite, non-zero `f`

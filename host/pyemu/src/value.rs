@@ -1,31 +1,67 @@
-//! The dynamic value type and its insertion-ordered dictionary.
+//! The Python value type and its insertion-ordered dictionary.
 
 use std::sync::{Arc, OnceLock};
 
-/// A Python value as it occurs in τ²'s databases and tool arguments.
+use num_bigint::BigInt;
+
+/// A Python value: what τ²'s databases, tool arguments and results hold,
+/// and what DBBench's rows and its checker's `eval` of literals hold.
 ///
 /// Pydantic models are represented as [`Dict`]s whose keys are the model's
 /// fields in declaration order (`model_dump()` order). Containers are
 /// reference counted so that an episode's database is a cheap
 /// copy-on-write clone of the pristine one: mutating goes through
 /// [`Arc::make_mut`], which copies only the path that changes.
+///
+/// [`crate::ops`] implements Python's operators for the types τ²'s tools
+/// meet (`None`, `bool`, `int` within 128 bits, `float`, `str`, `list`,
+/// `dict` with str keys); DBBench only renders and compares the others.
 #[derive(Clone, Debug)]
 pub enum Val {
     /// `None`.
     None,
     /// `bool`.
     Bool(bool),
-    /// `int`. Python ints are unbounded; 128 bits cover every value JSON
-    /// arguments (at most 64-bit) and the tools' arithmetic can produce.
+    /// `int` within 128 bits: every value JSON arguments (at most 64-bit)
+    /// and the tools' arithmetic can produce.
     Int(i128),
+    /// `int` outside 128 bits (only `eval` of a literal makes one). Never a
+    /// value [`Val::Int`] could hold, so each int has one representation;
+    /// build it with [`Val::int`].
+    BigInt(Arc<BigInt>),
     /// `float`.
     Float(f64),
     /// `str`.
     Str(Arc<str>),
+    /// `bytes` (binary columns and geometry).
+    Bytes(Arc<[u8]>),
     /// `list`.
     List(Arc<Vec<Val>>),
+    /// `tuple` (one result row).
+    Tuple(Arc<Vec<Val>>),
+    /// `set`, in insertion order (Python's own order is hash order, which
+    /// for strings changes from run to run).
+    Set(Arc<Vec<Val>>),
     /// `dict` with string keys, or a pydantic model instance.
     Dict(Arc<Dict>),
+    /// `dict` with a key that is not a `str` (only `eval` of a literal
+    /// makes one, e.g. `{1: 'a'}`), its pairs in insertion order: [`Dict`]
+    /// is keyed by str, which τ²'s hashed, copy-on-write databases need.
+    AnyDict(Arc<Vec<(Val, Val)>>),
+    /// `decimal.Decimal`, as its text (mysql-connector's DECIMAL values).
+    Decimal(Arc<str>),
+    /// Any other object, known by its class and `repr` (dates and times
+    /// from the MySQL client).
+    Object(Arc<Object>),
+}
+
+/// An object [`Val`] has no variant for, reduced to what is shown of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Object {
+    /// `type(obj).__name__`, e.g. `date`.
+    pub type_name: &'static str,
+    /// `repr(obj)`, e.g. `datetime.date(2020, 1, 2)`.
+    pub repr: String,
 }
 
 impl Val {
@@ -39,9 +75,40 @@ impl Val {
         Val::List(Arc::new(items))
     }
 
+    /// A `tuple` value.
+    pub fn tuple(items: Vec<Val>) -> Self {
+        Val::Tuple(Arc::new(items))
+    }
+
     /// A `dict` value.
     pub fn dict(d: Dict) -> Self {
         Val::Dict(Arc::new(d))
+    }
+
+    /// An `int` value of any size: [`Val::Int`] when it fits.
+    pub fn int(i: BigInt) -> Self {
+        match i128::try_from(&i) {
+            Ok(small) => Val::Int(small),
+            Err(_) => Val::BigInt(Arc::new(i)),
+        }
+    }
+
+    /// `int(text)` for an optional sign and ASCII digits; `None` for any
+    /// other text.
+    pub fn int_from_decimal(text: &str) -> Option<Self> {
+        let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        match text.parse::<i128>() {
+            Ok(i) => Some(Val::Int(i)),
+            Err(_) => BigInt::parse_bytes(text.as_bytes(), 10).map(Val::int),
+        }
+    }
+
+    /// An object shown by its `repr`.
+    pub fn object(type_name: &'static str, repr: String) -> Self {
+        Val::Object(Arc::new(Object { type_name, repr }))
     }
 
     /// Python's `type(v).__name__`.
@@ -49,11 +116,16 @@ impl Val {
         match self {
             Val::None => "NoneType",
             Val::Bool(_) => "bool",
-            Val::Int(_) => "int",
+            Val::Int(_) | Val::BigInt(_) => "int",
             Val::Float(_) => "float",
             Val::Str(_) => "str",
+            Val::Bytes(_) => "bytes",
             Val::List(_) => "list",
-            Val::Dict(_) => "dict",
+            Val::Tuple(_) => "tuple",
+            Val::Set(_) => "set",
+            Val::Dict(_) | Val::AnyDict(_) => "dict",
+            Val::Decimal(_) => "Decimal",
+            Val::Object(o) => o.type_name,
         }
     }
 
@@ -121,6 +193,16 @@ impl Val {
                 }
                 Val::dict(d)
             }
+        }
+    }
+}
+
+impl From<u128> for Val {
+    /// An `int` (MySQL's BIT cells, hex literals).
+    fn from(v: u128) -> Self {
+        match i128::try_from(v) {
+            Ok(small) => Val::Int(small),
+            Err(_) => Val::BigInt(Arc::new(BigInt::from(v))),
         }
     }
 }
