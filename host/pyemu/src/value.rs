@@ -200,10 +200,7 @@ impl Val {
 impl From<u128> for Val {
     /// An `int` (MySQL's BIT cells, hex literals).
     fn from(v: u128) -> Self {
-        match i128::try_from(v) {
-            Ok(small) => Val::Int(small),
-            Err(_) => Val::BigInt(Arc::new(BigInt::from(v))),
-        }
+        Val::int(BigInt::from(v))
     }
 }
 
