@@ -570,8 +570,10 @@ fn literal_eq(a: &Val, b: &Val) -> bool {
     }
 }
 
-/// Structural equality: the same variant holding equal contents, in order
-/// (so `1 != 1.0` and `(1,) != (True,)` here).
+/// Structural equality: the same variant holding equal contents, in
+/// order. Python finds `(1,) == (True,)` and dicts equal in any order;
+/// this is the equality the checker has always used inside containers,
+/// kept so that its scores do not change.
 fn same(a: &Val, b: &Val) -> bool {
     let all = |x: &[Val], y: &[Val]| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q));
     match (a, b) {
