@@ -20,9 +20,9 @@ mod cli;
 
 use cli::limits::LimitArgs;
 
-use ecdysis_host::doctor;
-use ecdysis_host::sandbox::{Limits, Sandbox};
-use ecdysis_host::store::{BuildOptions, ComponentHash, ComponentStore};
+use ecdysis_sandbox::doctor;
+use ecdysis_sandbox::sandbox::{Limits, Sandbox};
+use ecdysis_sandbox::store::{BuildOptions, ComponentHash, ComponentStore};
 
 /// Train, check and run sandboxed WebAssembly runtime harnesses for LLM agents.
 ///
@@ -68,7 +68,7 @@ struct ComponentArgs {
     /// compile each component once between them. Entries are named by
     /// component hash and engine and checked against this user's artifact
     /// key before they run, as the store's own are.
-    #[arg(long, env = ecdysis_host::store::NATIVE_CACHE_ENV, value_name = "DIR")]
+    #[arg(long, env = ecdysis_sandbox::store::NATIVE_CACHE_ENV, value_name = "DIR")]
     native_cache: Option<PathBuf>,
 }
 
@@ -395,7 +395,7 @@ struct BuildArgs {
 
 fn main() -> ExitCode {
     // Inside a coder's jail: forward its endpoints, run it (see `egress`).
-    if let Some(code) = ecdysis_host::egress::forwarder_main() {
+    if let Some(code) = ecdysis_sys::egress::forwarder_main() {
         return code;
     }
     let cli = Cli::parse();
@@ -409,7 +409,7 @@ fn main() -> ExitCode {
             )
             .with_writer(std::io::stderr)
             .init();
-        return ExitCode::from(ecdysis_host::isolate::child::serve() as u8);
+        return ExitCode::from(ecdysis_runner::isolate::child::serve() as u8);
     }
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
@@ -584,7 +584,7 @@ fn run(
     let rt = runtime_with(runtime.threads, waits)?;
     let store = open_store(store_dir, &components)?;
     let summary = rt.block_on(cli::run::run(args, &store, &data, quiet))?;
-    print!("{}", ecdysis_host::eval::report::render(&summary));
+    print!("{}", ecdysis_runner::eval::report::render(&summary));
     let c = &summary.config;
     let out = out.unwrap_or_else(|| {
         cli::run::default_out(
@@ -699,9 +699,9 @@ fn vectors(
 fn open_store(dir: &Path, c: &ComponentArgs) -> Result<ComponentStore> {
     // Short hash prefixes only for a person at a terminal (see --help).
     let min_prefix = if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-        ecdysis_host::store::MIN_PREFIX_INTERACTIVE
+        ecdysis_sandbox::store::MIN_PREFIX_INTERACTIVE
     } else {
-        ecdysis_host::store::MIN_PREFIX
+        ecdysis_sandbox::store::MIN_PREFIX
     };
     let mut store = ComponentStore::open(dir);
     if let Some(native) = &c.native_cache {
@@ -709,7 +709,7 @@ fn open_store(dir: &Path, c: &ComponentArgs) -> Result<ComponentStore> {
     }
     Ok(store
         .with_compiler(
-            ecdysis_host::store::Compiler::child_of_current_exe()
+            ecdysis_sandbox::store::Compiler::child_of_current_exe()
                 .context("locating this executable for the compiler process")?,
         )
         .with_max_component_bytes(c.max_component_mib.saturating_mul(1 << 20))
@@ -752,8 +752,8 @@ fn compile_component(
     let limits: Limits = serde_json::from_str(limits).context("--limits is not a limits object")?;
     let cache = fn_cache
         .zip(key_file)
-        .map(|(dir, key_file)| ecdysis_host::store::ChildCache { dir, key_file });
-    let counts = ecdysis_host::store::artifact::compile_component_command(
+        .map(|(dir, key_file)| ecdysis_sandbox::store::ChildCache { dir, key_file });
+    let counts = ecdysis_sandbox::store::artifact::compile_component_command(
         input,
         output,
         limits,

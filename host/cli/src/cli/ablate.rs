@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use ecdysis_host::eval::{self, ProgressDisplay, RunOptions, rundir};
-use ecdysis_host::evolve::ablate::{self, Ablation, Evaluated};
-use ecdysis_host::model::ModelId;
-use ecdysis_host::sandbox::{LayerSet, Sandbox};
-use ecdysis_host::store::{ComponentHash, ComponentStore};
+use ecdysis_evolve::ablate::{self, Ablation, Evaluated};
+use ecdysis_model::ModelId;
+use ecdysis_runner::eval::{self, ProgressDisplay, RunOptions, rundir};
+use ecdysis_sandbox::sandbox::{LayerSet, Sandbox};
+use ecdysis_sandbox::store::{ComponentHash, ComponentStore};
 
 use super::env::DataArgs;
 use super::eval_args::EvalArgs;

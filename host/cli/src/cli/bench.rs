@@ -1,7 +1,7 @@
 //! `ecdysis-host bench`: the sandbox's overhead against native baselines,
 //! or (`--runner`, `--env`, `--calc`) the runner, the τ² environments and the
 //! `calculate` tool. The measuring code lives in the library
-//! (`ecdysis_host::bench`, `env::bench`, `env::py::calc::bench`); this only
+//! (`ecdysis_runner::bench`, `env::bench`, `env::py::calc::bench`); this only
 //! parses flags and prints.
 
 use std::process::ExitCode;
@@ -9,9 +9,9 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::Args;
 
-use ecdysis_host::bench;
-use ecdysis_host::sandbox::Limits;
-use ecdysis_host::store::ComponentStore;
+use ecdysis_runner::bench;
+use ecdysis_sandbox::sandbox::Limits;
+use ecdysis_sandbox::store::ComponentStore;
 use ecdysis_tau2::bench as env_bench;
 
 use super::env::DataArgs;
@@ -205,7 +205,7 @@ pub fn bench_command(
     if args.os_machine {
         os_machine(&args)?;
     } else if args.calc {
-        print!("{}", ecdysis_host::bench::calc::report(5));
+        print!("{}", ecdysis_runner::bench::calc::report(5));
     } else if !args.coder.is_empty() {
         coder(&args, store, data, runtime()?)?;
     } else if args.env {
@@ -311,7 +311,7 @@ fn coder(
     data: &DataArgs,
     runtime: tokio::runtime::Runtime,
 ) -> Result<()> {
-    use ecdysis_host::evolve::coder_bench as cb;
+    use ecdysis_evolve::coder_bench as cb;
     let mut cases = Vec::new();
     for path in &args.coder {
         let found = if path.is_dir() {
@@ -356,7 +356,7 @@ fn coder(
             text += &serde_json::to_string(c)?;
             text.push('\n');
         }
-        ecdysis_host::fsutil::atomic_write(out, text.as_bytes())?;
+        ecdysis_sys::fsutil::atomic_write(out, text.as_bytes())?;
     }
     let options = bench_options(args, store)?;
     let source = &args.coder_source;
@@ -378,14 +378,14 @@ fn coder(
 fn bench_options(
     args: &BenchArgs,
     store: &ComponentStore,
-) -> Result<ecdysis_host::evolve::coder_bench::CoderBenchOptions> {
+) -> Result<ecdysis_evolve::coder_bench::CoderBenchOptions> {
     let source = &args.coder_source;
     let wit = source
         .parent()
         .map(|p| p.join("wit"))
         .filter(|w| w.is_dir())
         .ok_or_else(|| anyhow::anyhow!("no wit/ folder beside {}", source.display()))?;
-    Ok(ecdysis_host::evolve::coder_bench::CoderBenchOptions {
+    Ok(ecdysis_evolve::coder_bench::CoderBenchOptions {
         source: source.clone(),
         wit,
         target_dir: store.root().join("cargo-target"),
@@ -398,12 +398,12 @@ fn bench_options(
 async fn record(
     args: &BenchArgs,
     model: &str,
-    cases: Vec<ecdysis_host::evolve::coder_bench::CoderCase>,
-    bench: ecdysis_host::evolve::coder_bench::CoderBenchOptions,
+    cases: Vec<ecdysis_evolve::coder_bench::CoderCase>,
+    bench: ecdysis_evolve::coder_bench::CoderBenchOptions,
     data: &DataArgs,
 ) -> Result<()> {
-    use ecdysis_host::evolve::coder_bench as cb;
-    use ecdysis_host::model::ModelFlags;
+    use ecdysis_evolve::coder_bench as cb;
+    use ecdysis_model::ModelFlags;
     let flags = ModelFlags {
         model: Some(model.to_string()),
         base_url: args.record_base_url.clone(),
@@ -411,23 +411,22 @@ async fn record(
         request_timeout_secs: Some(3600.0),
         ..ModelFlags::default()
     };
-    let services = ecdysis_host::eval::ModelServices {
-        cache: ecdysis_host::model::CachePolicy::ReadWrite,
+    let services = ecdysis_runner::eval::ModelServices {
+        cache: ecdysis_model::CachePolicy::ReadWrite,
         cache_dir: ".ecdysis/cache".into(),
         prices: None,
     };
     let hub = services.hub()?;
     let config = flags.resolve(None)?;
-    let (ctx, _) =
-        ecdysis_host::model::tokens::endpoint_context(&config.base_url, Some(model), None)
-            .await
-            .unwrap_or((8192, String::new()));
-    let live = hub.http_model(ecdysis_host::model::ModelRole::Coder, config)?;
+    let (ctx, _) = ecdysis_model::tokens::endpoint_context(&config.base_url, Some(model), None)
+        .await
+        .unwrap_or((8192, String::new()));
+    let live = hub.http_model(ecdysis_model::ModelRole::Coder, config)?;
     let context = match &args.record_domain {
         Some(d) => {
             let domain = data.open(d)?;
             let short = d.rsplit('/').next().unwrap_or(d).to_string();
-            Some(ecdysis_host::evolve::coder::CoderContext {
+            Some(ecdysis_evolve::coder::CoderContext {
                 domain: short,
                 tools: domain.tools().iter().map(|t| t.name.clone()).collect(),
             })
@@ -441,13 +440,13 @@ async fn record(
         model: live,
         max_feedback: 2,
         structured: args.record_structured,
-        config: ecdysis_host::evolve::coder::EditorConfig {
-            sampling: ecdysis_host::model::SamplingArgs {
+        config: ecdysis_evolve::coder::EditorConfig {
+            sampling: ecdysis_model::SamplingArgs {
                 temperature: Some(0.0),
                 max_tokens: Some(768),
                 ..Default::default()
             },
-            budget: ecdysis_host::evolve::budget::ContextBudget::new(ctx, Some(768)),
+            budget: ecdysis_evolve::budget::ContextBudget::new(ctx, Some(768)),
             ..Default::default()
         },
         context,
@@ -472,7 +471,7 @@ async fn record(
         text += &serde_json::to_string(c)?;
         text.push('\n');
     }
-    ecdysis_host::fsutil::atomic_write(out, text.as_bytes())?;
+    ecdysis_sys::fsutil::atomic_write(out, text.as_bytes())?;
     eprintln!(
         "{} conversation(s) written to {}",
         recorded.len(),

@@ -4,9 +4,9 @@
 
 use anyhow::{Result, bail};
 
-use ecdysis_host::sandbox::Limits;
-use ecdysis_host::store::ComponentStore;
 use ecdysis_proxy::bench::{BenchHarness, ProxyBenchOptions};
+use ecdysis_sandbox::sandbox::Limits;
+use ecdysis_sandbox::store::ComponentStore;
 
 use super::bench::BenchArgs;
 

@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use ecdysis_host::agent::EpisodeRecord;
-use ecdysis_host::eval::rundir::read_trajectories;
-use ecdysis_host::eval::spec::SCRIPTED_USER;
-use ecdysis_host::evolve::accept;
-use ecdysis_host::evolve::race;
-use ecdysis_host::evolve::select::Selection;
-use ecdysis_host::evolve::train::{RoundRecord, TrainConfig};
+use ecdysis_evolve::accept;
+use ecdysis_evolve::race;
+use ecdysis_evolve::select::Selection;
+use ecdysis_evolve::train::{RoundRecord, TrainConfig};
+use ecdysis_runner::agent::EpisodeRecord;
+use ecdysis_runner::eval::rundir::read_trajectories;
+use ecdysis_runner::eval::spec::SCRIPTED_USER;
 use ecdysis_sys::layout::TrainLayout;
 
 /// One round's gate, replayed.
@@ -231,7 +231,7 @@ fn replay_run(dir: &Path, concurrency: usize) -> Result<RunReplay> {
     if !rounds_path.is_file() {
         bail!("{}: missing (the run's rounds)", rounds_path.display());
     }
-    let rounds: Vec<RoundRecord> = ecdysis_host::eval::rundir::read_jsonl(&rounds_path, false)?;
+    let rounds: Vec<RoundRecord> = ecdysis_runner::eval::rundir::read_jsonl(&rounds_path, false)?;
     let (tasks, label) = training_tasks(&layout, &config)?;
     let trials = config.train.settings.trials;
     let distinct: BTreeSet<&String> = tasks.iter().collect();
@@ -354,7 +354,7 @@ pub fn render(bench: &RaceBench) -> String {
         out.push('\n');
     };
     if bench.runs.iter().any(|r| r.simulated) {
-        line(format!("note: {}", ecdysis_host::eval::SIMULATED_LABEL));
+        line(format!("note: {}", ecdysis_runner::eval::SIMULATED_LABEL));
     }
     line(format!(
         "racing gate replayed on recorded rounds (batches of {} episode(s) at once)",

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
-use ecdysis_host::bench;
-use ecdysis_host::bench::baseline::{
+use ecdysis_runner::bench;
+use ecdysis_runner::bench::baseline::{
     BaselineEntry, BaselineOptions, RunnerBaseline, median_ratio, this_profile,
 };
-use ecdysis_host::sandbox::{Limits, Sandbox};
-use ecdysis_host::store::ComponentStore;
+use ecdysis_sandbox::sandbox::{Limits, Sandbox};
+use ecdysis_sandbox::store::ComponentStore;
 
 use super::bench::BenchArgs;
 use super::env::DataArgs;
@@ -121,7 +121,7 @@ pub fn runner(
                 outside_hooks_over_floor: ratio,
                 tolerance: args.tolerance,
                 commit: args.record_commit.clone().unwrap_or_default(),
-                recorded: ecdysis_host::fsutil::now_rfc3339(),
+                recorded: ecdysis_sys::fsutil::now_rfc3339(),
             },
         )?;
         eprintln!(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use ecdysis_host::env::{self, Domain};
+use ecdysis_env::{self as env, Domain};
 
 /// Where the τ² data set is.
 #[derive(Args, Clone, Debug)]

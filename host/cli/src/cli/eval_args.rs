@@ -7,11 +7,11 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 use clap::Args;
 
-use ecdysis_host::eval::concurrency::{AdaptiveConcurrency, AdaptiveSettings, Concurrency};
-use ecdysis_host::eval::{ModelServices, RunSettings, RunSpec};
-use ecdysis_host::isolate::Isolation;
-use ecdysis_host::model::{CachePolicy, ModelFlags, ModelHub, ModelId, SamplingArgs};
-use ecdysis_host::sandbox::{FailurePolicy, LayerSet};
+use ecdysis_model::{CachePolicy, ModelFlags, ModelHub, ModelId, SamplingArgs};
+use ecdysis_runner::eval::concurrency::{AdaptiveConcurrency, AdaptiveSettings, Concurrency};
+use ecdysis_runner::eval::{ModelServices, RunSettings, RunSpec};
+use ecdysis_runner::isolate::Isolation;
+use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet};
 
 use super::limits::LimitArgs;
 
@@ -88,10 +88,10 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Step cap per episode (message hops).
-    #[arg(long, default_value_t = ecdysis_host::env::DEFAULT_MAX_STEPS)]
+    #[arg(long, default_value_t = ecdysis_env::DEFAULT_MAX_STEPS)]
     pub max_steps: u32,
     /// Tool-error cap per episode.
-    #[arg(long, default_value_t = ecdysis_host::env::DEFAULT_MAX_ERRORS)]
+    #[arg(long, default_value_t = ecdysis_env::DEFAULT_MAX_ERRORS)]
     pub max_errors: u32,
     /// Largest agent request sent, in estimated prompt tokens (the estimate
     /// errs high): a request over it is not sent and the episode ends as
@@ -165,7 +165,7 @@ impl EvalArgs {
             Some(Concurrency::Auto { max }) if !measurable => Concurrency::Fixed(max),
             Some(given) => given,
             None if measurable => Concurrency::Auto {
-                max: ecdysis_host::eval::concurrency::DEFAULT_MAX,
+                max: ecdysis_runner::eval::concurrency::DEFAULT_MAX,
             },
             None => Concurrency::Fixed(DEFAULT_CONCURRENCY),
         }
@@ -265,7 +265,7 @@ impl EvalArgs {
             .api_key_env
             .as_deref()
             .and_then(|v| std::env::var(v).ok());
-        if let Some((n, _)) = ecdysis_host::model::tokens::endpoint_context(
+        if let Some((n, _)) = ecdysis_model::tokens::endpoint_context(
             &config.base_url,
             Some(&config.model),
             key.as_deref(),
@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn auto_is_the_default_against_an_endpoint_in_this_process_only() {
-        use ecdysis_host::eval::concurrency::{Concurrency, DEFAULT_MAX};
+        use ecdysis_runner::eval::concurrency::{Concurrency, DEFAULT_MAX};
         let auto = Concurrency::Auto { max: DEFAULT_MAX };
         let endpoint = ["--agent-model", "qwen3-8b"];
         assert_eq!(parse(&endpoint).run_concurrency(), auto);

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 
-use ecdysis_host::evolve::experiment::{self, ExperimentSpec};
-use ecdysis_host::evolve::train::Method;
-use ecdysis_host::model::{ModelFlags, ModelId};
-use ecdysis_host::store::ComponentStore;
+use ecdysis_evolve::experiment::{self, ExperimentSpec};
+use ecdysis_evolve::train::Method;
+use ecdysis_model::{ModelFlags, ModelId};
+use ecdysis_sandbox::store::ComponentStore;
 
 use super::env::DataArgs;
 use super::train::{KnobDefaults, TrainKnobs};

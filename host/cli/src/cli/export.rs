@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use ecdysis_host::sandbox::{FailurePolicy, LayerSet, Limits, Sandbox};
-use ecdysis_host::store::{
+use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet, Limits, Sandbox};
+use ecdysis_sandbox::store::{
     ComponentHash, ComponentStore, ExportOptions, HarnessExport, read_training_run,
 };
 
@@ -54,7 +54,7 @@ pub fn export(args: ExportArgs, store: &ComponentStore, quiet: bool) -> Result<(
     let spec = match (&args.harness, &args.train_run) {
         (Some(h), _) => h.clone(),
         (None, Some(run)) => {
-            let path = ecdysis_host::eval::rundir::TrainLayout::new(run).incumbent();
+            let path = ecdysis_runner::eval::rundir::TrainLayout::new(run).incumbent();
             std::fs::read_to_string(&path)
                 .with_context(|| format!("reading the run's incumbent from {}", path.display()))?
                 .trim()

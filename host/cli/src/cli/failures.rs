@@ -7,11 +7,11 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use ecdysis_host::model::{
+use ecdysis_model::{
     CachePolicy, ModelConfig, ModelHub, ModelRole, PriceTable, ResponseCache, UsageLedger,
 };
 
-use ecdysis_host::report::failures::{self, FailureFilter};
+use ecdysis_report::failures::{self, FailureFilter};
 
 #[derive(Args)]
 pub struct FailuresArgs {

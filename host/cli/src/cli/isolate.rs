@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use ecdysis_host::isolate::{Isolation, PoolConfig, WorkerLimits, WorkerPool};
+use ecdysis_runner::isolate::{Isolation, PoolConfig, WorkerLimits, WorkerPool};
 
 /// Where episodes run.
 #[derive(Args, Debug, Clone)]

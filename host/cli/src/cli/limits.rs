@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::Args;
 
-use ecdysis_host::sandbox::{Limits, WasiProfile};
+use ecdysis_sandbox::sandbox::{Limits, WasiProfile};
 
 /// Per-hook limits of the harness sandbox; unset flags keep the defaults
 /// (see docs/src/reference/limits.md).

@@ -1,9 +1,9 @@
 //! Where the library's `tracing` events go: progress and security lines
-//! (the targets of [`ecdysis_host::progress`]) to stderr as plain lines, the
+//! (the targets of [`ecdysis_sys::progress`]) to stderr as plain lines, the
 //! rest as logs at the level `-v`/`-q` or `ECDYSIS_LOG` choose. Two layers
 //! on one registry, as cargo keeps its status lines apart from its logs.
 
-use ecdysis_host::progress::{PROGRESS, SECURITY, is_progress_target};
+use ecdysis_sys::progress::{PROGRESS, SECURITY, is_progress_target};
 use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets, filter_fn};
 use tracing_subscriber::prelude::*;
 

@@ -38,8 +38,8 @@ pub fn emit(line: impl std::fmt::Display) {
 /// A run's progress display: nothing under `--quiet`, the bar on a
 /// terminal, else lines every 10% (logs, CI, pipes), which come through
 /// [`logging`]'s plain-line layer.
-pub fn progress_display(quiet: bool) -> ecdysis_host::eval::ProgressDisplay {
-    use ecdysis_host::eval::ProgressDisplay;
+pub fn progress_display(quiet: bool) -> ecdysis_runner::eval::ProgressDisplay {
+    use ecdysis_runner::eval::ProgressDisplay;
     use std::io::IsTerminal;
     if quiet {
         ProgressDisplay::Off

@@ -7,10 +7,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use ecdysis_host::sandbox::{FailurePolicy, LoadedHarness, Sandbox};
-use ecdysis_host::store::ComponentStore;
 use ecdysis_proxy::records::{ConversationLog, Records};
 use ecdysis_proxy::{DEFAULT_DOMAIN, Proxy, ProxySettings};
+use ecdysis_sandbox::sandbox::{FailurePolicy, LoadedHarness, Sandbox};
+use ecdysis_sandbox::store::ComponentStore;
 
 use super::limits::LimitArgs;
 
@@ -122,9 +122,9 @@ pub struct ProxyArgs {
 pub fn load_harness(
     harness: &str,
     store: &ComponentStore,
-    limits: ecdysis_host::sandbox::Limits,
+    limits: ecdysis_sandbox::sandbox::Limits,
     quiet: bool,
-) -> Result<(ecdysis_host::store::Manifest, LoadedHarness)> {
+) -> Result<(ecdysis_sandbox::store::Manifest, LoadedHarness)> {
     let source = match super::export::exported(harness)? {
         Some((wasm, _)) => wasm.to_string_lossy().into_owned(),
         None => harness.to_string(),

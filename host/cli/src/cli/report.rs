@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 
-use ecdysis_host::report::{self, ReportOptions};
+use ecdysis_report::{self as report, ReportOptions};
 
 #[derive(Args)]
 pub struct ReportArgs {

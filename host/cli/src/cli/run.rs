@@ -6,13 +6,13 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use ecdysis_host::agent::{Entry, EpisodeRecord};
-use ecdysis_host::env::Domain;
-use ecdysis_host::eval::{self, RunHarness, RunOptions, RunSpec, RunSummary, report, rundir};
-use ecdysis_host::isolate::{EpisodeJob, ProcessExecutor};
-use ecdysis_host::model::{ModelHub, ModelId};
-use ecdysis_host::sandbox::Sandbox;
-use ecdysis_host::store::{ComponentHash, ComponentStore};
+use ecdysis_env::Domain;
+use ecdysis_model::{ModelHub, ModelId};
+use ecdysis_runner::agent::{Entry, EpisodeRecord};
+use ecdysis_runner::eval::{self, RunHarness, RunOptions, RunSpec, RunSummary, report, rundir};
+use ecdysis_runner::isolate::{EpisodeJob, ProcessExecutor};
+use ecdysis_sandbox::sandbox::Sandbox;
+use ecdysis_sandbox::store::{ComponentHash, ComponentStore};
 
 use super::env::DataArgs;
 use super::eval_args::EvalArgs;
@@ -279,9 +279,9 @@ pub fn render_episode(r: &EpisodeRecord) -> String {
                     out += &format!(
                         "    >> not said to the user: {}\n",
                         match w {
-                            ecdysis_host::agent::Withheld::Realized =>
+                            ecdysis_runner::agent::Withheld::Realized =>
                                 "realized into calls by the harness",
-                            ecdysis_host::agent::Withheld::Blocked => "held back by the harness",
+                            ecdysis_runner::agent::Withheld::Blocked => "held back by the harness",
                         }
                     );
                 }
@@ -329,8 +329,8 @@ pub fn render_episode(r: &EpisodeRecord) -> String {
                     || proposed.is_some()
                     || !matches!(
                         source,
-                        ecdysis_host::agent::CallSource::Model
-                            | ecdysis_host::agent::CallSource::User
+                        ecdysis_runner::agent::CallSource::Model
+                            | ecdysis_runner::agent::CallSource::User
                     ) {
                     ">>"
                 } else {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use ecdysis_host::serve::{self, Db, ServeConfig, WorkerProgram, audit, tenants};
+use ecdysis_serve::{self as serve, Db, ServeConfig, WorkerProgram, audit, tenants};
 
 /// Where the service's configuration and database are.
 #[derive(Args, Debug, Clone)]
@@ -209,7 +209,7 @@ pub async fn worker(args: WorkerArgs, data: &super::env::DataArgs, quiet: bool) 
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis());
                 if let Err(e) =
-                    ecdysis_host::fsutil::atomic_write_unsynced(&path, now.to_string().as_bytes())
+                    ecdysis_sys::fsutil::atomic_write_unsynced(&path, now.to_string().as_bytes())
                 {
                     tracing::warn!("heartbeat file {}: {e}", path.display());
                 }

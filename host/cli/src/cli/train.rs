@@ -6,19 +6,17 @@ use std::str::FromStr;
 use anyhow::{Result, bail};
 use clap::Args;
 
-use ecdysis_host::eval::SIMULATED_LABEL;
-use ecdysis_host::evolve::accept::AcceptRule;
-use ecdysis_host::evolve::coder::NetworkChoice;
-use ecdysis_host::evolve::fdcr::PromptLayout;
-use ecdysis_host::evolve::race::GateRace;
-use ecdysis_host::evolve::roles::{CoderSpec, RoleError, RoleSpec};
-use ecdysis_host::evolve::select::SelectStrategy;
-use ecdysis_host::evolve::train::{
-    Method, SelectConfig, TrainPlan, TrainSpec, TrainSummary, run_spec,
-};
-use ecdysis_host::model::{ModelFlags, SamplingArgs};
-use ecdysis_host::sandbox::Sandbox;
-use ecdysis_host::store::ComponentStore;
+use ecdysis_evolve::accept::AcceptRule;
+use ecdysis_evolve::coder::NetworkChoice;
+use ecdysis_evolve::fdcr::PromptLayout;
+use ecdysis_evolve::race::GateRace;
+use ecdysis_evolve::roles::{CoderSpec, RoleError, RoleSpec};
+use ecdysis_evolve::select::SelectStrategy;
+use ecdysis_evolve::train::{Method, SelectConfig, TrainPlan, TrainSpec, TrainSummary, run_spec};
+use ecdysis_model::{ModelFlags, SamplingArgs};
+use ecdysis_runner::eval::SIMULATED_LABEL;
+use ecdysis_sandbox::sandbox::Sandbox;
+use ecdysis_sandbox::store::ComponentStore;
 
 use super::env::DataArgs;
 use super::eval_args::EvalArgs;
@@ -452,7 +450,7 @@ impl TrainKnobs {
             cargo_target: self.cargo_target_dir.clone(),
             concurrency: self.eval.fixed_concurrency("train")?,
             test_tasks: self.test_tasks.clone(),
-            power: ecdysis_host::evolve::power::PowerAsk {
+            power: ecdysis_evolve::power::PowerAsk {
                 power: self.power,
                 target_effect: self.target_effect,
             },
@@ -632,7 +630,7 @@ pub async fn train(
             .isolate
             .pool(spec.concurrency)?
             .map(|pool| -> Result<_> {
-                Ok(ecdysis_host::isolate::Workers {
+                Ok(ecdysis_runner::isolate::Workers {
                     pool,
                     source: data.source()?,
                 })

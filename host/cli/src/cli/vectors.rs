@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use ecdysis_host::sandbox::Sandbox;
-use ecdysis_host::store::{ComponentHash, ComponentStore};
-use ecdysis_host::vectors::{self, RecordedRun};
+use ecdysis_runner::vectors::{self, RecordedRun};
+use ecdysis_sandbox::sandbox::Sandbox;
+use ecdysis_sandbox::store::{ComponentHash, ComponentStore};
 
 use super::env::DataArgs;
 use super::harness_arg::HarnessArg;

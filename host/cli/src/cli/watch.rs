@@ -18,7 +18,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
-use ecdysis_host::report::{self, ReportOptions};
+use ecdysis_report::{self as report, ReportOptions};
 
 struct Watched {
     dirs: Vec<PathBuf>,

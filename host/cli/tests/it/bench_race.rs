@@ -8,7 +8,7 @@ use crate::support;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use ecdysis_host::eval::rundir::read_trajectories;
+use ecdysis_runner::eval::rundir::read_trajectories;
 use serde_json::Value;
 
 /// A coder that adds a prompt rule for a domain no task has: the candidate
@@ -73,7 +73,7 @@ fn first_round(dir: &Path) -> Value {
     serde_json::from_str(text.lines().next().expect("one round")).unwrap()
 }
 
-fn candidate_episodes(dir: &Path, cand: &str) -> Vec<ecdysis_host::agent::EpisodeRecord> {
+fn candidate_episodes(dir: &Path, cand: &str) -> Vec<ecdysis_runner::agent::EpisodeRecord> {
     let path = dir
         .join("evals")
         .join(format!("{}-train", &cand[..16]))

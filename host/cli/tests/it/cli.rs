@@ -207,7 +207,7 @@ fn names_need_a_crate_or_twelve_hex_digits_except_at_a_terminal() {
     let work = dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let bytes = support::guest("guests/direct", None);
-    let hash = ecdysis_host::store::ComponentStore::open(&store)
+    let hash = ecdysis_sandbox::store::ComponentStore::open(&store)
         .put(&bytes, Default::default())
         .unwrap()
         .hash

@@ -132,7 +132,7 @@ fn trained_and_exported() -> &'static Path {
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap().keep();
         for part in ["harness-template", "wit"] {
-            ecdysis_host::fsutil::copy_crate(&repo_root().join(part), &dir.join(part)).unwrap();
+            ecdysis_sys::fsutil::copy_crate(&repo_root().join(part), &dir.join(part)).unwrap();
         }
         let target = std::env::var_os("ECDYSIS_CARGO_TARGET_DIR")
             .map(PathBuf::from)
@@ -397,7 +397,7 @@ async fn train_with_aider() {
     // harness's dependencies stay built).
     let dir = tempfile::tempdir().unwrap();
     for part in ["harness-template", "wit"] {
-        ecdysis_host::fsutil::copy_crate(&repo_root().join(part), &dir.path().join(part)).unwrap();
+        ecdysis_sys::fsutil::copy_crate(&repo_root().join(part), &dir.path().join(part)).unwrap();
     }
     let target = std::env::var_os("ECDYSIS_CARGO_TARGET_DIR")
         .map(PathBuf::from)

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ecdysis_host::serve::ServeConfig;
-use ecdysis_host::serve::config::ModelAlias;
+use ecdysis_serve::ServeConfig;
+use ecdysis_serve::config::ModelAlias;
 
 use crate::support::{self, repo_root};
 
@@ -297,7 +297,7 @@ fn the_guides_steps_run_as_printed_against_the_example() {
     let dir = checkout_like(EXAMPLE);
     // The steps export the starting harness, as from the repository's root.
     for part in ["harness-template", "wit"] {
-        ecdysis_host::fsutil::copy_crate(&repo_root().join(part), &dir.path().join(part)).unwrap();
+        ecdysis_sys::fsutil::copy_crate(&repo_root().join(part), &dir.path().join(part)).unwrap();
     }
     let (mut child, addr, log) = start(dir.path(), &words[1..]);
 

@@ -6,16 +6,16 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ecdysis_host::agent::{Entry, EpisodeRecord};
-use ecdysis_host::eval::rundir::read_trajectories;
-use ecdysis_host::evolve::fdcr::{
+use ecdysis_evolve::fdcr::{
     EvidenceLimits, FdcrConfig, FdcrInput, HarnessFocus, Roles, deliberate, describe_harness,
     evidence_section, failure_excerpts, harness_section, render_evidence,
 };
-use ecdysis_host::evolve::heuristic::{ToolFacts, diagnose};
-use ecdysis_host::evolve::records::{FailureRecord, failures};
-use ecdysis_host::evolve::{aggregate, rulecoder};
-use ecdysis_host::model::{ChatModel, EndpointLimiter, HttpChatModel, ModelConfig, RetryPolicy};
+use ecdysis_evolve::heuristic::{ToolFacts, diagnose};
+use ecdysis_evolve::records::{FailureRecord, failures};
+use ecdysis_evolve::{aggregate, rulecoder};
+use ecdysis_model::{ChatModel, EndpointLimiter, HttpChatModel, ModelConfig, RetryPolicy};
+use ecdysis_runner::agent::{Entry, EpisodeRecord};
+use ecdysis_runner::eval::rundir::read_trajectories;
 use ecdysis_testkit::mock::{MockReply, MockServer};
 
 const MARKERS: [&str; 5] = [

@@ -13,14 +13,14 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ecdysis_host::agent::{EndReason, EpisodeRecord};
-use ecdysis_host::eval::{self, ModelServices, RunOptions, RunSpec, RunSummary};
-use ecdysis_host::isolate::{
+use ecdysis_model::CachePolicy;
+use ecdysis_runner::agent::{EndReason, EpisodeRecord};
+use ecdysis_runner::eval::{self, ModelServices, RunOptions, RunSpec, RunSummary};
+use ecdysis_runner::isolate::{
     DeathCause, DomainSource, EpisodeJob, Outcome, PoolConfig, ProcessExecutor, Reply, Request,
     TEST_FAULT_ENV, WORKER_SUBCOMMAND, WorkerLimits, WorkerPool,
 };
-use ecdysis_host::model::CachePolicy;
-use ecdysis_host::store::{ComponentHash, ManifestFacts};
+use ecdysis_sandbox::store::{ComponentHash, ManifestFacts};
 
 /// The pass-through harness, stored; its hash.
 fn direct_hash() -> ComponentHash {
@@ -76,7 +76,7 @@ fn pool(workers: usize, limits: WorkerLimits, fault: Option<&str>) -> Arc<Worker
     })
 }
 
-fn domain() -> Arc<dyn ecdysis_host::env::Domain> {
+fn domain() -> Arc<dyn ecdysis_env::Domain> {
     let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
     ecdysis_domains::open("tau2/retail", &data).unwrap()
 }
@@ -110,7 +110,7 @@ fn options(out: &Path) -> RunOptions {
         concurrency: 2,
         adaptive: None,
         force_new: false,
-        progress: ecdysis_host::eval::ProgressDisplay::Off,
+        progress: ecdysis_runner::eval::ProgressDisplay::Off,
         max_requeues: 1,
     }
 }
@@ -129,7 +129,7 @@ fn isolated_and_in_process(
     let hub = services.hub().unwrap();
     let loaded = harness.as_ref().map(|h| {
         let sandbox =
-            ecdysis_host::sandbox::Sandbox::pooled(spec.settings.limits.clone(), 2).unwrap();
+            ecdysis_sandbox::sandbox::Sandbox::pooled(spec.settings.limits.clone(), 2).unwrap();
         let (loaded, _) = support::shared_store().load(&sandbox, h).unwrap();
         (h.clone(), loaded)
     });
@@ -209,7 +209,10 @@ fn without_a_harness_a_dead_worker_is_an_infrastructure_error_left_unscored() {
 
 /// One faulted request on a one-worker pool, then a good one: the death as
 /// the parent saw it, and the positive control.
-fn fault_then_good(fault: &str, limits: WorkerLimits) -> (ecdysis_host::isolate::Death, Duration) {
+fn fault_then_good(
+    fault: &str,
+    limits: WorkerLimits,
+) -> (ecdysis_runner::isolate::Death, Duration) {
     let tmp = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let pool = pool(1, limits.clone(), Some(&format!("{fault}@9")));

@@ -20,8 +20,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ecdysis_host::agent::{CallSource, EndReason, Entry, EpisodeRecord};
-use ecdysis_host::eval::rundir;
+use ecdysis_runner::agent::{CallSource, EndReason, Entry, EpisodeRecord};
+use ecdysis_runner::eval::rundir;
 
 const DEFAULT_URL: &str = "http://127.0.0.1:8080/v1";
 const DOMAIN: &str = "tau2/retail";

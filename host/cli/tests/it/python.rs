@@ -233,8 +233,8 @@ out.write_bytes(b"\0asm\x0d\x00\x01\x00" + b"\x00" + bytes([len(body)]) + body)
 /// (the real tool's builds are the training tests' above).
 #[test]
 fn the_same_python_source_builds_to_one_component_and_the_tool_runs_once() {
-    use ecdysis_host::store::build_python::python_builds_dir;
-    use ecdysis_host::store::{BuildOptions, ComponentStore};
+    use ecdysis_sandbox::store::build_python::python_builds_dir;
+    use ecdysis_sandbox::store::{BuildOptions, ComponentStore};
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let tool_dir = tmp.path().join("tool/bin");
@@ -257,7 +257,7 @@ fn the_same_python_source_builds_to_one_component_and_the_tool_runs_once() {
     let template = support::repo_root().join("harness-template-py");
     let copy = |name: &str| {
         let dir = tmp.path().join(name);
-        ecdysis_host::fsutil::copy_crate(&template, &dir).unwrap();
+        ecdysis_sys::fsutil::copy_crate(&template, &dir).unwrap();
         dir
     };
     let (a, b) = (copy("a"), copy("b"));

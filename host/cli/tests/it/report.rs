@@ -590,7 +590,7 @@ fn the_browser_check_catches_a_script_error() {
 /// steps, and an experiment as a parent run with one child per method.
 #[test]
 fn tracking_plans_the_runs_trainings_and_experiments_the_report_reads() {
-    use ecdysis_host::track::plan;
+    use ecdysis_track::plan;
     let f = fixture();
     let run = plan(&f.dir("run")).unwrap();
     assert_eq!(run.runs.len(), 1);

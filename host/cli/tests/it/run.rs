@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use ecdysis_host::agent::{EndReason, Entry};
-use ecdysis_host::eval::RunSummary;
-use ecdysis_host::eval::rundir::read_trajectories;
+use ecdysis_runner::agent::{EndReason, Entry};
+use ecdysis_runner::eval::RunSummary;
+use ecdysis_runner::eval::rundir::read_trajectories;
 
 fn host(store: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(support::host_bin());
@@ -517,7 +517,7 @@ async fn an_http_agent_gets_the_sampling_flags_and_its_text_call_is_rescued_only
             .flat_map(|r| r.transcript.clone())
             .filter_map(|e| match e {
                 Entry::Tool { name, source, .. } => {
-                    Some((name, source == ecdysis_host::agent::CallSource::Realized))
+                    Some((name, source == ecdysis_runner::agent::CallSource::Realized))
                 }
                 _ => None,
             })
@@ -525,7 +525,7 @@ async fn an_http_agent_gets_the_sampling_flags_and_its_text_call_is_rescued_only
     };
     // The text the template realized into a call was never said to the
     // user, so the COMMUNICATE check must not read it; Direct said it.
-    let withheld = |dir: &Path| -> Vec<Option<ecdysis_host::agent::Withheld>> {
+    let withheld = |dir: &Path| -> Vec<Option<ecdysis_runner::agent::Withheld>> {
         read_trajectories(&dir.join("trajectories.jsonl"), false)
             .unwrap()
             .iter()
@@ -544,7 +544,7 @@ async fn an_http_agent_gets_the_sampling_flags_and_its_text_call_is_rescued_only
     assert!(withheld(&outs[0]).iter().all(Option::is_none));
     assert_eq!(
         withheld(&outs[1]),
-        vec![Some(ecdysis_host::agent::Withheld::Realized)]
+        vec![Some(ecdysis_runner::agent::Withheld::Realized)]
     );
     for r in read_trajectories(&outs[1].join("trajectories.jsonl"), false).unwrap() {
         assert!(
@@ -570,7 +570,7 @@ async fn an_http_agent_gets_the_sampling_flags_and_its_text_call_is_rescued_only
         );
         // $1000 per million tokens: 15 tokens a call cost $0.015.
         let ledger = s.ledger.as_ref().expect("a ledger in the summary");
-        let agent = &ledger.by_role[&ecdysis_host::model::ModelRole::Agent];
+        let agent = &ledger.by_role[&ecdysis_model::ModelRole::Agent];
         assert!(
             (agent.usd - 0.015 * agent.fresh_calls as f64).abs() < 1e-9,
             "{agent:?}"
@@ -681,8 +681,8 @@ async fn a_switched_off_layer_is_not_called_and_the_run_records_it() {
 /// at most `concurrency` episodes are ever in flight.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn episodes_start_in_task_order_with_at_most_concurrency_in_flight() {
-    use ecdysis_host::agent::EpisodeRecord;
-    use ecdysis_host::eval::{EpisodeExecutor, RunError, RunOptions, RunSpec, run_with};
+    use ecdysis_runner::agent::EpisodeRecord;
+    use ecdysis_runner::eval::{EpisodeExecutor, RunError, RunOptions, RunSpec, run_with};
     use std::future::Future;
     use std::pin::Pin;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -727,7 +727,7 @@ async fn episodes_start_in_task_order_with_at_most_concurrency_in_flight() {
         concurrency: 5,
         adaptive: None,
         force_new: false,
-        progress: ecdysis_host::eval::ProgressDisplay::Off,
+        progress: ecdysis_runner::eval::ProgressDisplay::Off,
         max_requeues: 0,
     };
     let summary = run_with(config, options, domain, recorder.clone(), None)
@@ -766,8 +766,8 @@ async fn episodes_start_in_task_order_with_at_most_concurrency_in_flight() {
 /// and the replayed state's hash differs from gold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scoring_from_the_final_state_equals_replaying_the_calls() {
-    use ecdysis_host::eval::{self, ModelServices, RunOptions, RunSpec};
-    use ecdysis_host::model::{CachePolicy, ModelFlags};
+    use ecdysis_model::{CachePolicy, ModelFlags};
+    use ecdysis_runner::eval::{self, ModelServices, RunOptions, RunSpec};
 
     let data = ecdysis_tau2::locate(None).unwrap_or_else(|e| panic!("{e}"));
     let domain = ecdysis_domains::open("tau2/retail", &data).unwrap();
@@ -792,7 +792,7 @@ async fn scoring_from_the_final_state_equals_replaying_the_calls() {
         concurrency: 8,
         adaptive: None,
         force_new: false,
-        progress: ecdysis_host::eval::ProgressDisplay::Off,
+        progress: ecdysis_runner::eval::ProgressDisplay::Off,
         max_requeues: 0,
     };
     eval::run_spec(&spec, None, domain.clone(), &hub, options)
@@ -816,7 +816,7 @@ async fn scoring_from_the_final_state_equals_replaying_the_calls() {
             .filter(|c| domain.tools().iter().any(|t| t.name == c.name && t.mutates))
             .count();
         wrote += usize::from(writes > 0);
-        let replay_hash = ecdysis_host::env::run_calls(&*domain, &calls).final_db_hash;
+        let replay_hash = ecdysis_env::run_calls(&*domain, &calls).final_db_hash;
         let gold_hash = ev["gold_db_hash"].as_str().unwrap();
         if ev["db_match"].as_bool().unwrap() {
             matched += 1;
@@ -853,7 +853,7 @@ fn chatty_agent(_req: &ecdysis_testkit::mock::MockRequest) -> ecdysis_testkit::m
     use ecdysis_testkit::mock::MockReply;
     MockReply::tool_calls(
         Some("Let me check."),
-        &[ecdysis_host::model::ToolCall::new(
+        &[ecdysis_model::ToolCall::new(
             "c1",
             "get_order_details",
             "{\"order_id\": \"#W2378156\"}",
@@ -951,7 +951,7 @@ async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budg
         eprintln!("bytes sent to the model, {name}: {b}");
     }
     let (inflated, _) = &records["inflating"];
-    assert_eq!(inflated.end, ecdysis_host::agent::EndReason::HarnessError);
+    assert_eq!(inflated.end, ecdysis_runner::agent::EndReason::HarnessError);
     let failure = inflated
         .hooks
         .iter()
@@ -967,7 +967,11 @@ async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budg
     // the budget re-sent with every request of the episode.
     for name in ["inflating-open", "inflating-both"] {
         let (open, _) = &records[name];
-        assert_eq!(open.end, ecdysis_host::agent::EndReason::MaxSteps, "{name}");
+        assert_eq!(
+            open.end,
+            ecdysis_runner::agent::EndReason::MaxSteps,
+            "{name}"
+        );
         assert!(open.hooks.iter().any(|h| h.error.is_some()), "{name}");
         assert!(
             bytes[name] <= bytes["direct"] + MAX_STEPS * BUDGET,
@@ -995,7 +999,7 @@ async fn a_harness_that_inflates_the_models_input_is_stopped_by_the_episode_budg
     // A prompt grown past the budget by `contract` ends the episode before
     // the first request carries it.
     let (grown, _) = &records["inflating-prompt"];
-    assert_eq!(grown.end, ecdysis_host::agent::EndReason::HarnessError);
+    assert_eq!(grown.end, ecdysis_runner::agent::EndReason::HarnessError);
     assert!(bytes["inflating-prompt"] < BUDGET, "{bytes:?}");
     let template_added: u64 = records["template"]
         .0

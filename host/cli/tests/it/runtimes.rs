@@ -9,8 +9,8 @@ use crate::support;
 use std::path::Path;
 use std::process::Command;
 
-use ecdysis_host::sandbox::{Limits, Sandbox, WORLD_VERSION};
-use ecdysis_host::store::{
+use ecdysis_sandbox::sandbox::{Limits, Sandbox, WORLD_VERSION};
+use ecdysis_sandbox::store::{
     ComponentHash, ComponentStore, ExportOptions, HarnessExport, ManifestFacts, TrainedUnder,
     oci_digest, read_training_run,
 };
@@ -178,7 +178,7 @@ fn a_training_run_supplies_limits_policy_and_scores() {
         Some("simulated agent — not a benchmark result")
     );
     assert_eq!(limits.fuel_per_hook, 777);
-    assert_eq!(policy, ecdysis_host::sandbox::FailurePolicy::FailOpen);
+    assert_eq!(policy, ecdysis_sandbox::sandbox::FailurePolicy::FailOpen);
     // The incumbent's selected layers; any other harness runs all four.
     assert_eq!(layers.to_string(), "contract,realize");
     let t = read_training_run(&run, &root).expect("initial");

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use ecdysis_host::isolate::TEST_FAULT_ENV;
+use ecdysis_runner::isolate::TEST_FAULT_ENV;
 
 // ---------------------------------------------------------------------------
 // The service under test
@@ -1147,7 +1147,7 @@ on_both_backends!(usd_per_day_from_the_ledger =>
     usd_per_day_is_enforced_from_the_ledger_on_postgres);
 
 async fn usd_per_day_from_the_ledger(backend: Backend) {
-    use ecdysis_host::model::Usage;
+    use ecdysis_model::Usage;
     use ecdysis_testkit::mock::{MockReply, MockServer};
     let mock = MockServer::start().await.unwrap();
     // Every reply: a final answer costing 1M prompt tokens ($1 at the
@@ -1476,7 +1476,7 @@ async fn kill_9_then_restart(backend: Backend) {
 /// Run `statements` on the service's database at `url`, as someone with
 /// write access to it (not through the service) would.
 async fn run_sql(url: &str, statements: &[&str]) {
-    let db = ecdysis_host::serve::Db::open(url).await.unwrap();
+    let db = ecdysis_serve::Db::open(url).await.unwrap();
     for sql in statements {
         sqlx::query(sql)
             .execute(db.pool())
@@ -1875,7 +1875,7 @@ async fn postgres_with_two_workers_end_to_end_and_a_killed_worker() {
     assert_eq!(episode_keys(&api.trajectories(&a, &id).await).len(), 8);
 
     // Both workers served episodes (the worker is kept on the row).
-    let db = ecdysis_host::serve::Db::open(&url).await.unwrap();
+    let db = ecdysis_serve::Db::open(&url).await.unwrap();
     let workers: Vec<String> = sqlx::query_scalar(
         "SELECT DISTINCT worker FROM episodes WHERE state = 'done' AND worker IS NOT NULL ORDER BY worker",
     )
@@ -1988,7 +1988,7 @@ async fn workers_get_the_allow_list_and_their_aliases_keys_only(backend: Backend
         workers.len() >= 2,
         "an episode worker and a check worker: {workers:?}"
     );
-    let allowed = ecdysis_host::serve::WORKER_ENV_ALLOW;
+    let allowed = ecdysis_serve::WORKER_ENV_ALLOW;
     let mut keyed = 0;
     for w in &workers {
         let env = environ(*w);
@@ -2093,9 +2093,9 @@ async fn uploading_another_tenants_bytes_does_the_same_work_as_new_bytes(backend
         assert_eq!(r.json()["access"], "owned");
     }
     // Rewriting the component row on every upload keeps its bytes.
-    let check = ecdysis_host::serve::Db::open(&db.url).await.unwrap();
+    let check = ecdysis_serve::Db::open(&db.url).await.unwrap();
     let hash = a.json()["hash"].as_str().unwrap().to_string();
-    let bytes = ecdysis_host::serve::harnesses::component_bytes(&check, &hash)
+    let bytes = ecdysis_serve::harnesses::component_bytes(&check, &hash)
         .await
         .unwrap()
         .unwrap();
@@ -2142,7 +2142,7 @@ async fn log_component_writes(url: &str, backend: Backend) {
 
 /// The writes `log_component_writes` saw, in order: (hash, op).
 async fn component_writes(url: &str) -> Vec<(String, String)> {
-    let db = ecdysis_host::serve::Db::open(url).await.unwrap();
+    let db = ecdysis_serve::Db::open(url).await.unwrap();
     let rows: Vec<(String, String)> =
         sqlx::query_as("SELECT hash, op FROM component_writes ORDER BY n")
             .fetch_all(db.pool())
@@ -2202,8 +2202,8 @@ async fn duplicate_upload_rewrites_the_component(backend: Backend) {
         ]
     );
     // The rewrite keeps the bytes.
-    let check = ecdysis_host::serve::Db::open(&db.url).await.unwrap();
-    let bytes = ecdysis_host::serve::harnesses::component_bytes(&check, &stored_hash)
+    let check = ecdysis_serve::Db::open(&db.url).await.unwrap();
+    let bytes = ecdysis_serve::harnesses::component_bytes(&check, &stored_hash)
         .await
         .unwrap()
         .unwrap();
@@ -2629,7 +2629,7 @@ const PG_STATS: &str = "ECDYSIS_SERVE_BENCH_PG_STATS";
 /// round trips).
 async fn print_statement_profile(url: &str, episodes: usize) {
     use sqlx::Row;
-    let db = ecdysis_host::serve::Db::open(url).await.unwrap();
+    let db = ecdysis_serve::Db::open(url).await.unwrap();
     let rows = sqlx::query(
         "SELECT calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g')
          FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25",
@@ -2687,13 +2687,11 @@ async fn measure_memory_per_idle_tenant() {
 
     // Memory per idle tenant: 2,000 tenants that each made one request.
     let pid = server.proc.0.as_ref().unwrap().id();
-    let db = ecdysis_host::serve::Db::open(&sqlite(dir.path()))
-        .await
-        .unwrap();
+    let db = ecdysis_serve::Db::open(&sqlite(dir.path())).await.unwrap();
     let mut tenants = Vec::new();
     for i in 0..2000 {
         let name = format!("idle{i}");
-        let token = ecdysis_host::serve::tenants::add(&db, &name).await.unwrap();
+        let token = ecdysis_serve::tenants::add(&db, &name).await.unwrap();
         tenants.push(Tenant { name, token });
     }
     // One request first, so the connection pool and allocator are warm.
@@ -3082,7 +3080,7 @@ async fn slurm_array_workers_score_each_episode_once_when_a_job_is_cancelled() {
     assert_eq!(records.len(), 8);
     assert_eq!(episode_keys(&records).len(), 8, "each episode once");
 
-    let db = ecdysis_host::serve::Db::open(&url).await.unwrap();
+    let db = ecdysis_serve::Db::open(&url).await.unwrap();
     let workers: Vec<String> = sqlx::query_scalar(
         "SELECT DISTINCT worker FROM episodes WHERE state = 'done' AND worker IS NOT NULL ORDER BY worker",
     )
@@ -3700,9 +3698,7 @@ async fn revoking_a_tenant_ends_its_streams_and_cancels_its_queued_episodes() {
         .unwrap();
     assert!(ended.duration_since(revoked) < Duration::from_secs(5));
     assert!(body.contains("event: end"), "{body}");
-    let db = ecdysis_host::serve::Db::open(&sqlite(dir.path()))
-        .await
-        .unwrap();
+    let db = ecdysis_serve::Db::open(&sqlite(dir.path())).await.unwrap();
     let queued: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM episodes WHERE eval_id = $1 AND state = 'queued'")
             .bind(&id)

@@ -3,8 +3,8 @@
 
 use crate::support;
 
-use ecdysis_host::sandbox::{Limits, Sandbox};
-use ecdysis_host::store::{BuildOptions, ComponentStore, LoadSource, ManifestFacts, StoreError};
+use ecdysis_sandbox::sandbox::{Limits, Sandbox};
+use ecdysis_sandbox::store::{BuildOptions, ComponentStore, LoadSource, ManifestFacts, StoreError};
 
 /// A store in a temp dir, its artifact key beside it (outside the store).
 fn temp_store() -> (tempfile::TempDir, ComponentStore) {
@@ -51,7 +51,7 @@ fn building_twice_gives_the_same_hash_without_rebuilding() {
     // First write wins: the manifest is not rewritten.
     assert_eq!(first.manifest.built_at, second.manifest.built_at);
     let m = &second.manifest;
-    assert_eq!(m.world, ecdysis_host::sandbox::WORLD_VERSION);
+    assert_eq!(m.world, ecdysis_sandbox::sandbox::WORLD_VERSION);
     assert!(m.toolchain.as_deref().unwrap_or("").starts_with("rustc "));
     assert_eq!(m.source_tree_hash.as_ref().map(String::len), Some(64));
     let bytes = store.read_component(&m.hash).unwrap();
@@ -111,7 +111,7 @@ fn a_known_hash_loads_without_compiling_and_corruption_is_caught() {
     std::fs::write(&cwasm, &native).unwrap();
     let (harness, third) = store.load(&sandbox, &m.hash).unwrap();
     assert_eq!(third, LoadSource::RecompiledCorrupt);
-    assert!(ecdysis_host::doctor::check(&harness).passed());
+    assert!(ecdysis_sandbox::doctor::check(&harness).passed());
     let (_, fourth) = store.load(&sandbox, &m.hash).unwrap();
     assert_eq!(
         fourth,
@@ -156,7 +156,7 @@ fn hashes_resolve_by_unique_prefix_and_bad_specs_are_named() {
     // ...and 6 are enough at a terminal.
     let interactive = store
         .clone()
-        .with_min_prefix(ecdysis_host::store::MIN_PREFIX_INTERACTIVE);
+        .with_min_prefix(ecdysis_sandbox::store::MIN_PREFIX_INTERACTIVE);
     assert_eq!(interactive.resolve(&h[..6]).unwrap().hash, m.hash);
     assert!(matches!(
         interactive.resolve(&h[..5]),
@@ -277,14 +277,14 @@ fn the_world_is_read_from_the_component_and_an_unknown_one_is_refused() {
     let empty = store
         .put(b"\0asm\x0d\0\x01\0", ManifestFacts::default())
         .unwrap();
-    assert_eq!(empty.world, ecdysis_host::store::NO_WORLD);
+    assert_eq!(empty.world, ecdysis_sandbox::store::NO_WORLD);
     assert!(matches!(
         store.load(&sandbox, &empty.hash),
         Err(StoreError::UnsupportedWorld { .. })
     ));
     // Positive control: the unpatched harness loads and says its world.
     let good = store.put(&direct, ManifestFacts::default()).unwrap();
-    assert_eq!(good.world, ecdysis_host::sandbox::WORLD_VERSION);
+    assert_eq!(good.world, ecdysis_sandbox::sandbox::WORLD_VERSION);
     let inspection = store.inspect(&sandbox, &good.hash).unwrap();
     assert!(inspection.world_supported && inspection.link_error.is_none());
     assert!(store.load(&sandbox, &good.hash).is_ok());
@@ -319,7 +319,7 @@ fn a_planted_artifact_is_recompiled_never_executed() {
     let (harness, source) = store.load(&sandbox, &good.hash).unwrap();
     assert_eq!(source, LoadSource::RecompiledCorrupt);
     assert!(
-        ecdysis_host::doctor::check(&harness).passed(),
+        ecdysis_sandbox::doctor::check(&harness).passed(),
         "the good harness runs, not the planted panicking one"
     );
 
@@ -332,7 +332,7 @@ fn a_planted_artifact_is_recompiled_never_executed() {
     std::fs::write(&good_mac, std::fs::read(&forged_mac).unwrap()).unwrap();
     let (harness, source) = store.load(&sandbox, &good.hash).unwrap();
     assert_eq!(source, LoadSource::RecompiledCorrupt);
-    assert!(ecdysis_host::doctor::check(&harness).passed());
+    assert!(ecdysis_sandbox::doctor::check(&harness).passed());
     // Positive control: the rewritten artifact verifies and loads as is.
     let (_, source) = store.load(&sandbox, &good.hash).unwrap();
     assert_eq!(source, LoadSource::Precompiled);
@@ -369,7 +369,7 @@ fn an_artifact_key_others_can_read_is_refused() {
 
 #[test]
 fn untrusted_bytes_compile_in_a_limited_child_and_are_size_capped() {
-    use ecdysis_host::store::Compiler;
+    use ecdysis_sandbox::store::Compiler;
     use std::time::{Duration, Instant};
     let (dir, store) = temp_store();
     let sandbox = Sandbox::new(Limits::default()).unwrap();
@@ -400,7 +400,7 @@ fn untrusted_bytes_compile_in_a_limited_child_and_are_size_capped() {
     });
     let (harness, source) = child.load(&sandbox, &m.hash).unwrap();
     assert_eq!(source, LoadSource::Compiled);
-    assert!(ecdysis_host::doctor::check(&harness).passed());
+    assert!(ecdysis_sandbox::doctor::check(&harness).passed());
 
     // Size cap: refused at the door, for bytes and for files alike.
     let small = ComponentStore::open(dir.path().join("small"))
@@ -420,7 +420,7 @@ fn untrusted_bytes_compile_in_a_limited_child_and_are_size_capped() {
 
 #[test]
 fn the_compile_child_reuses_the_stores_function_cache() {
-    use ecdysis_host::store::Compiler;
+    use ecdysis_sandbox::store::Compiler;
     use std::time::Duration;
     let (dir, _) = temp_store();
     let child_store = || {
@@ -457,7 +457,7 @@ fn the_compile_child_reuses_the_stores_function_cache() {
     assert!(warm.hits > 0 && warm.misses * 10 < warm.hits, "{warm:?}");
     assert_eq!(warm.hits + warm.misses, cold.hits + cold.misses, "{warm:?}");
     assert_eq!(warm.rejected, 0);
-    assert!(ecdysis_host::doctor::check(&harness).passed());
+    assert!(ecdysis_sandbox::doctor::check(&harness).passed());
 }
 
 /// `ECDYSIS_CARGO_TARGET_DIR` is where a build that names no target
@@ -631,7 +631,7 @@ fn copies_of_one_package_built_in_place_into_one_target_keep_their_own_bytes() {
 
 #[test]
 fn staging_copies_build_at_one_path_of_the_target_each_from_its_own_source() {
-    use ecdysis_host::store::{BuildProfile, staged_dir};
+    use ecdysis_sandbox::store::{BuildProfile, staged_dir};
     let (d, store) = temp_store();
     // The training tests' warm target: the guest dependencies are built.
     let target = support::repo_root().join("target/evolve-candidates");
@@ -662,7 +662,7 @@ fn staging_copies_build_at_one_path_of_the_target_each_from_its_own_source() {
     assert_eq!(store.build(&a, &opts).unwrap().manifest.hash, built_a);
     // The artifact is the build's until the caller drops it: the target's
     // lock goes with it, so no concurrent build can swap the file first.
-    let build = ecdysis_host::store::build::cargo_build(&b, &opts).unwrap();
+    let build = ecdysis_sandbox::store::build::cargo_build(&b, &opts).unwrap();
     let lock = std::fs::File::open(target.join(".ecdysis-build.lock")).unwrap();
     assert!(
         lock.try_lock().is_err(),
@@ -670,7 +670,7 @@ fn staging_copies_build_at_one_path_of_the_target_each_from_its_own_source() {
     );
     let bytes = std::fs::read(build.wasm.as_ref().unwrap()).unwrap();
     assert_eq!(
-        ecdysis_host::store::ComponentHash::of(&bytes),
+        ecdysis_sandbox::store::ComponentHash::of(&bytes),
         built_b,
         "the artifact is this build's"
     );

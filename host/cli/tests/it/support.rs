@@ -41,7 +41,7 @@ pub fn train_command(dir: &std::path::Path, extra: &[&str]) -> std::process::Com
 /// A copy of harness-template at `<root>/<name>/harness` beside a copy of
 /// `wit/`, as training stages it; returns the crate directory.
 pub fn stage_template(root: &std::path::Path, name: &str) -> PathBuf {
-    use ecdysis_host::fsutil::copy_crate;
+    use ecdysis_sys::fsutil::copy_crate;
     let crate_dir = root.join(name).join("harness");
     copy_crate(&repo_root().join("harness-template"), &crate_dir).unwrap();
     copy_crate(&repo_root().join("wit"), &root.join(name).join("wit")).unwrap();

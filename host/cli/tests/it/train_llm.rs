@@ -45,7 +45,7 @@ fn json_file(path: &Path) -> Value {
 /// a spec, the coder's is an edit that gives order ids their `#`.
 fn scripted_roles(req: &ecdysis_testkit::mock::MockRequest) -> MockReply {
     let body = req.json().unwrap_or_default();
-    let usage = ecdysis_host::model::Usage {
+    let usage = ecdysis_model::Usage {
         prompt_tokens: 1000,
         completion_tokens: 100,
         cached_prompt_tokens: 0,
@@ -91,14 +91,14 @@ fn chats(server: &MockServer) -> Vec<Value> {
 /// Estimated prompt tokens of a request body plus the reply room it asks
 /// for: what must fit the context.
 fn request_tokens(body: &Value) -> usize {
-    use ecdysis_host::model::ChatMessage;
+    use ecdysis_model::ChatMessage;
     let messages: Vec<ChatMessage> = body["messages"]
         .as_array()
         .unwrap()
         .iter()
         .map(|m| ChatMessage::user(m["content"].as_str().unwrap_or_default()))
         .collect();
-    ecdysis_host::evolve::budget::estimate_messages(&messages)
+    ecdysis_evolve::budget::estimate_messages(&messages)
         + body["max_tokens"]
             .as_u64()
             .expect("max_tokens on every role request") as usize
@@ -391,7 +391,7 @@ async fn every_role_and_coder_request_fits_a_small_context_budget() {
     let t = json_file(&out.join("rounds/1/transcript.json"));
     let evidence = t["evidence"][0].as_str().unwrap();
     assert!(
-        ecdysis_host::evolve::budget::estimate_tokens(evidence) > 1000,
+        ecdysis_evolve::budget::estimate_tokens(evidence) > 1000,
         "the full evidence alone is large"
     );
 }

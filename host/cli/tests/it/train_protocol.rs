@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ecdysis_host::eval::SIMULATED_LABEL;
-use ecdysis_host::eval::rundir::read_trajectories;
+use ecdysis_runner::eval::SIMULATED_LABEL;
+use ecdysis_runner::eval::rundir::read_trajectories;
 use ecdysis_testkit::mock::{MockReply, MockServer};
 use serde_json::Value;
 
@@ -745,10 +745,7 @@ fn experiment_labels_simulated_results_and_merges_the_methods_only_offline() {
         .collect();
     assert_eq!(rows.len(), 2, "{stdout}");
     assert!(rows[1].starts_with("ecdysis = ecdysis-nofdcr "), "{stdout}");
-    assert!(stdout.contains(&format!(
-        "({})",
-        ecdysis_host::evolve::experiment::SAME_CODE_NOTE
-    )));
+    assert!(stdout.contains(&format!("({})", ecdysis_evolve::experiment::SAME_CODE_NOTE)));
     assert!(
         stdout.contains("with a simulated coder latency of 0 ms per coder call"),
         "{stdout}"
