@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Build times of two commits, side by side in one run: a clean release build
 # of the binary, a clean `cargo test --no-run`, and incremental rebuilds
-# after touching one file of the service, of the τ² environment and of the
-# report. Steps alternate between the two trees so both see the same load;
+# after touching one file of the service, of the τ² environment, of training
+# and of the report: the release binary, the test binaries, and the
+# development binary (`cargo build -p ecdysis-host`, the dev profile: the
+# edit-to-binary loop of someone working on the host). Steps alternate between the two trees so both see the same load;
 # read the ratios, not the seconds, on a busy machine.
 #
 #   scripts/build-times.sh [BEFORE] [AFTER]
@@ -41,6 +43,7 @@ file_of() { # side area
     case $2 in
     service) for f in host/serve/src/quota.rs host/src/serve/quota.rs; do [ -f "$tree/$f" ] && echo "$f" && return; done ;;
     tau2) for f in host/tau2/src/retail.rs host/env/src/tau2/retail.rs host/src/env/tau2/retail.rs; do [ -f "$tree/$f" ] && echo "$f" && return; done ;;
+    evolve) for f in host/evolve/src/accept.rs host/evolve/src/gate/accept.rs host/src/evolve/accept.rs; do [ -f "$tree/$f" ] && echo "$f" && return; done ;;
     report) for f in host/report/src/charts.rs host/src/report/charts.rs; do [ -f "$tree/$f" ] && echo "$f" && return; done ;;
     esac
     echo "no $2 file in $tree" >&2
@@ -73,15 +76,19 @@ if [ "${INCREMENTAL_ONLY:-0}" = 1 ]; then
         echo "warming $side (untimed)" >&2
         timed "$side" cargo build --release -p ecdysis-host >/dev/null
         timed "$side" cargo test --workspace --no-run >/dev/null
+        timed "$side" cargo build -p ecdysis-host >/dev/null
     done
 else
     step "clean cargo build --release -p ecdysis-host" cargo build --release -p ecdysis-host
     step "clean cargo test --workspace --no-run" cargo test --workspace --no-run
+    step "cargo build -p ecdysis-host (dev, after the test build)" cargo build -p ecdysis-host
 fi
-for area in service tau2 report; do
+for area in service tau2 evolve report; do
     touch "$WORK/before/$(file_of before $area)" "$WORK/after/$(file_of after $area)"
     step "touch $area file, cargo build --release -p ecdysis-host" cargo build --release -p ecdysis-host
     touch "$WORK/before/$(file_of before $area)" "$WORK/after/$(file_of after $area)"
     step "touch $area file, cargo test --workspace --no-run" cargo test --workspace --no-run
+    touch "$WORK/before/$(file_of before $area)" "$WORK/after/$(file_of after $area)"
+    step "touch $area file, cargo build -p ecdysis-host (dev)" cargo build -p ecdysis-host
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$WORK/times.tsv"
