@@ -299,14 +299,17 @@ fn a_cpu_spin_stops_at_the_cpu_limit() {
 
 #[test]
 fn a_stall_stops_at_the_wall_clock_limit() {
+    // The limit holds the warm-up and the positive control too, and a cold
+    // worker's first episode in a debug build on a loaded machine takes
+    // seconds of wall: the limit leaves them room.
     let limits = WorkerLimits {
-        wall_per_request: Duration::from_secs(2),
+        wall_per_request: Duration::from_secs(5),
         ..WorkerLimits::default()
     };
     let (death, took) = fault_then_good("hang", limits);
     assert_eq!(death.cause, DeathCause::WallClock, "{}", death.describe());
     assert!(
-        took >= Duration::from_secs(2) && took < Duration::from_secs(10),
+        took >= Duration::from_secs(5) && took < Duration::from_secs(15),
         "took {took:?}"
     );
 }
