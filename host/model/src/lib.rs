@@ -22,6 +22,11 @@
 //!   that need a model endpoint (this crate's own tests use it here, the
 //!   crates above through `ecdysis-testkit`, which re-exports it and comes
 //!   after this crate) and as the upstream of `bench --proxy`.
+//!
+//! It uses the environment contract (tool specs and calls), `ecdysis-sys`
+//! and OS interaction's answer helpers (for the OS testbed agent); never
+//! the sandbox, the runner or anything above them: a model knows nothing of
+//! harnesses or runs.
 
 mod cache;
 mod client;

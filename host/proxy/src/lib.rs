@@ -18,6 +18,9 @@
 //! sends the same bytes upstream. Notes (skills, regulation) are re-derived
 //! by the replay: the harness is deterministic (no clock or randomness but
 //! the host's frozen, seeded ones).
+//!
+//! It uses the runner's episode pieces, the sandbox, the model and the
+//! contract; never training, the report, the service or the CLI.
 
 pub mod bench;
 pub mod conversation;

@@ -9,6 +9,9 @@
 //!
 //! Every value taken from a result file is escaped ([`html::esc`]): a model,
 //! a harness or a coding agent may have written anything into a trajectory.
+//!
+//! It reads what the runner, training and the proxy write, through their
+//! types; never the service, tracking or the CLI, which use it.
 
 pub mod charts;
 mod compare;

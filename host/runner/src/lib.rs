@@ -13,6 +13,10 @@
 //!   re-run episodes for the Python and JavaScript runtimes to replay.
 //! - [`bench`]: what the sandbox, the runner and `calculate` cost, next to
 //!   baselines measured in the same run.
+//!
+//! It uses the contract and the registry (a worker opens its domain by
+//! name), the model and the sandbox; it names no benchmark, and never
+//! reaches training, the proxy, the report, the service or the CLI.
 
 pub mod agent;
 pub mod bench;

@@ -29,6 +29,9 @@
 //! TLS is left to a reverse proxy in front (nginx, Caddy, a cloud load
 //! balancer): the service speaks plain HTTP/1.1 and by default listens on
 //! loopback only.
+//!
+//! It is the top library: it uses the registry, the runner, the sandbox,
+//! the model and the report; only the CLI uses it.
 
 pub mod api;
 pub mod audit;

@@ -7,6 +7,9 @@
 //!   and guest crates built once per process;
 //! - [`measure`]: a child process's wall time and peak memory, and a test
 //!   case re-run alone in a child so its bounds are its own.
+//!
+//! It uses the model's mock server and the sandbox's store, and is listed
+//! after them; a crate below it in the workspace keeps its own test helpers.
 
 pub mod guests;
 pub mod measure;

@@ -16,6 +16,9 @@
 //! exactly once. A sync never takes longer than its deadline and never
 //! fails the command that wrote the directory: its outcome is a
 //! [`SyncReport`].
+//!
+//! It uses the report (a run's figures and page) and `ecdysis-sys`; never
+//! the service or the CLI.
 
 pub mod client;
 pub mod plan;

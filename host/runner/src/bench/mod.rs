@@ -11,7 +11,7 @@
 //!   against a recorded ratio.
 //!
 //! The environments' bench (gold replay against the Python reference) is
-//! [`ecdysis_tau2::bench`].
+//! `ecdysis_tau2::bench`.
 
 pub mod baseline;
 pub mod calc;
