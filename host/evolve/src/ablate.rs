@@ -20,7 +20,7 @@ use ecdysis_runner::eval::intervals::{Interval, task_intervals};
 use ecdysis_runner::eval::metrics::TaskResult;
 use ecdysis_sandbox::sandbox::{Layer, LayerSet};
 
-use crate::accept::{PairedDifference, paired_difference};
+use crate::gate::accept::{PairedDifference, paired_difference};
 
 /// One evaluated variant, as the ablation needs it.
 pub struct Evaluated {
@@ -196,7 +196,7 @@ impl Ablation {
                 c.score.layers.to_string(),
                 acc(&c.score.accuracy),
                 format!("{:+.3} [{:+.3}, {:+.3}]", d.estimate, d.low, d.high),
-                crate::accept::p_cell(Some(c.vs_full.p_two_sided())),
+                crate::gate::accept::p_cell(Some(c.vs_full.p_two_sided())),
             )
         };
         for e in &self.layers {

@@ -22,10 +22,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::coder::{
+use crate::code::{
     Coder, CoderContext, CoderTask, EditorCoder, EditorConfig, TableCoder, WholeFileCoder,
 };
-use crate::spec::ChangeSpec;
+use crate::diagnose::change_spec::ChangeSpec;
 use crate::train::CoderId;
 use ecdysis_model::{ChatModel, ChatRequest, ChatResponse, ErrorClass, ModelError, ModelFuture};
 use ecdysis_sandbox::store::Containment;

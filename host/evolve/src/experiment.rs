@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::accept;
-use super::train::{
+use crate::gate::accept;
+use crate::train::{
     self, CoderId, DiagnoserId, Method, TestScore, TrainPlan, TrainSpec, TrainSpecError,
     TrainSummary,
 };
@@ -51,7 +51,7 @@ pub struct ExperimentSpec {
     /// The experiment directory (one training run per method inside).
     pub out: PathBuf,
     /// A hand-configured baseline: rule-table edits a person chose
-    /// ([`crate::rulecoder::HandConfigured`]), applied to a copy of the
+    /// ([`crate::code::rule_coder::HandConfigured`]), applied to a copy of the
     /// starting harness and evaluated like Human-Augmented. It is the
     /// ceiling the edit vocabulary allows: training reaching it by itself
     /// is the result, and the gap says which step fell short.
@@ -342,10 +342,10 @@ pub struct ExperimentReport {
     /// What the training tasks let the gate detect (every method trains on
     /// the same tasks and trials: Ecdysis's statement).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub power: Option<crate::power::PowerStatement>,
+    pub power: Option<crate::gate::power::PowerStatement>,
     /// What the held-out comparison with Human-Augmented can detect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub test_power: Option<crate::power::PowerStatement>,
+    pub test_power: Option<crate::gate::power::PowerStatement>,
 }
 
 /// Accepted rule edits of a training run, and how many of them only answer
@@ -648,8 +648,8 @@ async fn hand_configured(
         path: file.to_path_buf(),
         reason,
     };
-    let hand =
-        crate::rulecoder::HandConfigured::read(file).map_err(|e| source_error(e.to_string()))?;
+    let hand = crate::code::rule_coder::HandConfigured::read(file)
+        .map_err(|e| source_error(e.to_string()))?;
     // The copy keeps the crate's layout: `harness/` with the WIT package
     // beside it, where the crate's bindings look for it.
     let staged = spec.out.join(HAND_CONFIGURED_DIR).with_extension("source");

@@ -17,10 +17,10 @@ use serde::Serialize;
 use super::ReportError;
 use super::html::esc;
 use super::load::{detect, read_json};
+use ecdysis_evolve::aggregate::failure_record::{self, FailureRecord};
+use ecdysis_evolve::aggregate::labeler;
+use ecdysis_evolve::aggregate::mechanism::Label;
 use ecdysis_evolve::aggregate::{self, FailureGroup};
-use ecdysis_evolve::labeler;
-use ecdysis_evolve::mechanism::Label;
-use ecdysis_evolve::records::{self, FailureRecord};
 use ecdysis_model::ChatModel;
 use ecdysis_runner::agent::EpisodeRecord;
 use ecdysis_runner::eval::rundir::{CONFIG_FILE, TRAJECTORIES_FILE};
@@ -221,7 +221,7 @@ pub fn collect(
 
 /// The groups of `episodes` already read (a report's run), no sources.
 pub fn view_of(episodes: &[EpisodeRecord], lambda: f64, simulated: bool) -> FailureView {
-    let failures: Vec<FailureRecord> = records::failures(episodes, lambda);
+    let failures: Vec<FailureRecord> = failure_record::failures(episodes, lambda);
     FailureView {
         sources: Vec::new(),
         episodes: episodes.len(),

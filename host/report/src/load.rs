@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use super::ReportError;
+use ecdysis_evolve::diagnose::change_spec::ChangeSpec;
 use ecdysis_evolve::experiment::ExperimentReport;
-use ecdysis_evolve::spec::ChangeSpec;
 use ecdysis_evolve::train::{LedgerFile, RoundRecord, RoundTranscript, TrainConfig, TrainSummary};
 use ecdysis_runner::agent::EpisodeRecord;
 use ecdysis_runner::eval::rundir::{
@@ -422,7 +422,7 @@ fn recompute_empty_diffs(
             continue;
         }
         // Paths relative to each build's source, as in a diff.patch.
-        let mut d = ecdysis_evolve::rulecoder::diff(&before, &after);
+        let mut d = ecdysis_evolve::code::rule_coder::diff(&before, &after);
         for src in [&before, &after] {
             if let Some(root) = src.parent() {
                 let prefix = format!("{}/", root.to_string_lossy().trim_start_matches('/'));

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use ecdysis_evolve::spec::{ChangeSpec, FailurePattern, Layer, ProposedChange};
+use ecdysis_evolve::diagnose::change_spec::{ChangeSpec, FailurePattern, Layer, ProposedChange};
 use ecdysis_evolve::train::{Method, PhaseTimes, RoundRecord, TrainConfig, TrainPlan};
 use ecdysis_model::{SamplingArgs, ToolCall};
 use ecdysis_runner::agent::{CallSource, EndReason, Entry, EpisodeRecord, HookRecord};

@@ -10,8 +10,8 @@ use super::load::TrainData;
 use super::run::{card, kv};
 use super::{Page, ReportError};
 use ecdysis_evolve::aggregate;
-use ecdysis_evolve::records;
-use ecdysis_evolve::spec::ChangeSpec;
+use ecdysis_evolve::aggregate::failure_record;
+use ecdysis_evolve::diagnose::change_spec::ChangeSpec;
 use ecdysis_evolve::train::{PhaseTimes, RoundRecord, RoundTranscript};
 use ecdysis_sandbox::store::ComponentHash;
 
@@ -80,10 +80,10 @@ fn meta(page: &mut Page, t: &TrainData) {
         budgets.push(format!("${m:.2}"));
     }
     let accept = match c.plan.accept {
-        ecdysis_evolve::accept::AcceptRule::Strict => {
+        ecdysis_evolve::gate::accept::AcceptRule::Strict => {
             "strict (candidate must beat the incumbent)".to_string()
         }
-        ecdysis_evolve::accept::AcceptRule::Paired { alpha } => {
+        ecdysis_evolve::gate::accept::AcceptRule::Paired { alpha } => {
             format!("paired sign-flip test, α = {alpha}")
         }
     };
@@ -181,10 +181,12 @@ fn meta(page: &mut Page, t: &TrainData) {
                         .unwrap_or_else(|| "endpoint default".into()),
                     b.context_tokens,
                     match &c.roles.context_source {
-                        Some(ecdysis_evolve::budget::ContextSource::Flag) => {
+                        Some(ecdysis_evolve::diagnose::token_budget::ContextSource::Flag) => {
                             "--roles-context-tokens".to_string()
                         }
-                        Some(ecdysis_evolve::budget::ContextSource::Endpoint(u)) => {
+                        Some(ecdysis_evolve::diagnose::token_budget::ContextSource::Endpoint(
+                            u,
+                        )) => {
                             format!("reported by {}", esc(u))
                         }
                         _ => "default".to_string(),
@@ -253,7 +255,7 @@ fn power_and_layers(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
             d.estimate,
             d.low,
             d.high,
-            ecdysis_evolve::accept::p_cell(Some(c.vs_full.p_two_sided())),
+            ecdysis_evolve::gate::accept::p_cell(Some(c.vs_full.p_two_sided())),
         );
     };
     for e in &a.layers {
@@ -706,7 +708,7 @@ fn round_details(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
         // component hash, and aggregation is deterministic).
         match t.eval(r.incumbent.as_str(), &label) {
             Some(run) => {
-                let failures = records::failures(&run.records, t.config.plan.lambda);
+                let failures = failure_record::failures(&run.records, t.config.plan.lambda);
                 let groups = aggregate::aggregate(&failures);
                 out += &format!(
                     "<h4>Failure groups of incumbent {}</h4><table><thead><tr><th>signature</th><th>kind</th><th>evidence tasks</th><th class=\"n\">episodes</th></tr></thead><tbody>",

@@ -6,15 +6,17 @@ use std::str::FromStr;
 use anyhow::{Result, bail};
 use clap::Args;
 
-use ecdysis_evolve::accept::AcceptRule;
-use ecdysis_evolve::coder::NetworkChoice;
-use ecdysis_evolve::fdcr::PromptLayout;
-use ecdysis_evolve::race::GateRace;
-use ecdysis_evolve::roles::{CoderSpec, RoleError, RoleSpec};
-use ecdysis_evolve::select::SelectStrategy;
-use ecdysis_evolve::train::{Method, SelectConfig, TrainPlan, TrainSpec, TrainSummary, run_spec};
-use ecdysis_model::{ModelFlags, SamplingArgs};
 use ecdysis_runner::eval::SIMULATED_LABEL;
+use ecdysis_evolve::code::NetworkChoice;
+use ecdysis_evolve::diagnose::fdcr::PromptLayout;
+use ecdysis_evolve::diagnose::roles::{CoderSpec, RoleError, RoleSpec};
+use ecdysis_evolve::evaluate::task_budget::SelectStrategy;
+use ecdysis_evolve::gate::accept::AcceptRule;
+use ecdysis_evolve::gate::race::GateRace;
+use ecdysis_evolve::train::{
+    Method, SelectConfig, TrainPlan, TrainSpec, TrainSummary, run_spec,
+};
+use ecdysis_model::{ModelFlags, SamplingArgs};
 use ecdysis_sandbox::sandbox::Sandbox;
 use ecdysis_sandbox::store::ComponentStore;
 
@@ -450,7 +452,7 @@ impl TrainKnobs {
             cargo_target: self.cargo_target_dir.clone(),
             concurrency: self.eval.fixed_concurrency("train")?,
             test_tasks: self.test_tasks.clone(),
-            power: ecdysis_evolve::power::PowerAsk {
+            power: ecdysis_evolve::gate::power::PowerAsk {
                 power: self.power,
                 target_effect: self.target_effect,
             },

@@ -11,12 +11,12 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ecdysis_evolve::coder::{Coder, CoderNetwork, CoderTask, ExternalCoder, ExternalConfig};
-use ecdysis_evolve::spec::ChangeSpec;
+use ecdysis_evolve::code::{Coder, CoderNetwork, CoderTask, ExternalCoder, ExternalConfig};
+use ecdysis_evolve::diagnose::change_spec::ChangeSpec;
+use ecdysis_sys::jail::JailLimits;
 use ecdysis_sandbox::store::{
     BuildOptions, BuildProfile, ComponentStore, Containment, StoreError, Trust, source_tree_hash,
 };
-use ecdysis_sys::jail::JailLimits;
 use serde_json::Value;
 
 /// The variable a hostile candidate wants to read (set in the host's
@@ -840,7 +840,7 @@ fn without_a_jail_training_refuses_to_start_unless_the_operator_allows_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_editor_is_told_its_edit_was_refused_and_its_next_edit_builds() {
-    use ecdysis_evolve::coder::{EditorCoder, EditorConfig};
+    use ecdysis_evolve::code::{EditorCoder, EditorConfig};
     use ecdysis_model::{EndpointLimiter, HttpChatModel, ModelConfig, RetryPolicy};
     use ecdysis_testkit::mock::{MockReply, MockServer};
     if support::ran_bounded_in_child(
@@ -1239,7 +1239,7 @@ fn tight_limits(cpu_secs: u64) -> JailLimits {
 
 #[tokio::test]
 async fn a_coder_that_forks_spins_or_fills_the_disk_is_stopped_then_a_good_edit_builds() {
-    use ecdysis_evolve::coder::CoderError;
+    use ecdysis_evolve::code::CoderError;
     if support::ran_bounded_in_child(
         module_path!(),
         "a_coder_that_forks_spins_or_fills_the_disk_is_stopped_then_a_good_edit_builds",

@@ -6,16 +6,17 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ecdysis_evolve::fdcr::{
+use ecdysis_runner::agent::{Entry, EpisodeRecord};
+use ecdysis_runner::eval::rundir::read_trajectories;
+use ecdysis_evolve::aggregate;
+use ecdysis_evolve::aggregate::failure_record::{FailureRecord, failures};
+use ecdysis_evolve::code::rule_coder;
+use ecdysis_evolve::diagnose::fdcr::{
     EvidenceLimits, FdcrConfig, FdcrInput, HarnessFocus, Roles, deliberate, describe_harness,
     evidence_section, failure_excerpts, harness_section, render_evidence,
 };
-use ecdysis_evolve::heuristic::{ToolFacts, diagnose};
-use ecdysis_evolve::records::{FailureRecord, failures};
-use ecdysis_evolve::{aggregate, rulecoder};
+use ecdysis_evolve::diagnose::heuristic::{ToolFacts, diagnose};
 use ecdysis_model::{ChatModel, EndpointLimiter, HttpChatModel, ModelConfig, RetryPolicy};
-use ecdysis_runner::agent::{Entry, EpisodeRecord};
-use ecdysis_runner::eval::rundir::read_trajectories;
 use ecdysis_testkit::mock::{MockReply, MockServer};
 
 const MARKERS: [&str; 5] = [
@@ -189,7 +190,7 @@ async fn oracle_markers_never_reach_a_prompt_or_coder_input() {
     let spec = diagnose(&groups, &successes, &facts)
         .expect("sim:clumsy's interface slips give the heuristic something to fix");
     assert_clean("spec", &serde_json::to_string(&spec).unwrap());
-    assert!(rulecoder::apply(&staging, &spec, "retail").unwrap() > 0);
+    assert!(rule_coder::apply(&staging, &spec, "retail").unwrap() > 0);
     assert_clean(
         "coder output",
         &std::fs::read_to_string(staging.join("src/tables.rs")).unwrap(),

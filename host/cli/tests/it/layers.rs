@@ -288,7 +288,7 @@ fn train_select_layers_records_the_choice_tests_it_and_exports_it() {
 /// as stated; half of it clearly less often.
 #[test]
 fn the_power_line_of_train_holds_for_the_gate_on_a_sim_profile() {
-    use ecdysis_evolve::power::gate_detection_rate;
+    use ecdysis_evolve::gate::power::gate_detection_rate;
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("train");
     let o = Command::new(host_bin())

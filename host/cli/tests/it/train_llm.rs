@@ -98,7 +98,7 @@ fn request_tokens(body: &Value) -> usize {
         .iter()
         .map(|m| ChatMessage::user(m["content"].as_str().unwrap_or_default()))
         .collect();
-    ecdysis_evolve::budget::estimate_messages(&messages)
+    ecdysis_evolve::diagnose::token_budget::estimate_messages(&messages)
         + body["max_tokens"]
             .as_u64()
             .expect("max_tokens on every role request") as usize
@@ -391,7 +391,7 @@ async fn every_role_and_coder_request_fits_a_small_context_budget() {
     let t = json_file(&out.join("rounds/1/transcript.json"));
     let evidence = t["evidence"][0].as_str().unwrap();
     assert!(
-        ecdysis_evolve::budget::estimate_tokens(evidence) > 1000,
+        ecdysis_evolve::diagnose::token_budget::estimate_tokens(evidence) > 1000,
         "the full evidence alone is large"
     );
 }

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::record::{LedgerFile, RoundRecord};
+use super::history::{LedgerFile, RoundRecord};
 use super::{TrainConfig, TrainError};
-use crate::fdcr::PromptLayout;
+use crate::diagnose::fdcr::PromptLayout;
 use ecdysis_model::UsageLedger;
 use ecdysis_runner::eval::rundir::{self, CandidateLayout, JsonlLog, TrainLayout};
 use ecdysis_sandbox::store::ComponentHash;
@@ -302,7 +302,7 @@ mod tests {
         .unwrap();
         TrainDir::open(tmp.path(), &config()).unwrap();
         let mut off = config();
-        off.plan.gate_race = crate::race::GateRace::Off;
+        off.plan.gate_race = crate::gate::race::GateRace::Off;
         let err = TrainDir::open(tmp.path(), &off).err().unwrap().to_string();
         assert!(err.contains("gate_race: \"on\" -> \"off\""), "{err}");
     }

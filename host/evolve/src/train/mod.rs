@@ -21,10 +21,10 @@
 //! endpoints, the FDCR roles and an LLM editor or an external coding agent.
 
 mod dir;
+mod history;
 mod ids;
-mod record;
 mod round;
-mod spec;
+mod train_spec;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -33,13 +33,12 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::accept::AcceptRule;
-use super::coder::Coder;
-use super::fdcr::{FdcrConfig, PromptLayout, Roles};
-use super::heuristic;
-use super::rulecoder;
-use super::select::{self, SelectStrategy, Selection};
 use super::staging;
+use crate::code::Coder;
+use crate::code::rule_coder;
+use crate::diagnose::fdcr::{FdcrConfig, PromptLayout, Roles};
+use crate::evaluate::task_budget::{self, SelectStrategy, Selection};
+use crate::gate::accept::AcceptRule;
 use ecdysis_env::Domain;
 use ecdysis_runner::agent::EpisodeRecord;
 use ecdysis_runner::eval::{
@@ -56,12 +55,12 @@ use ecdysis_sys::fsutil::PathError;
 use ecdysis_sys::layout::{RunLayout, TrainLayout};
 
 pub use dir::TrainDir;
-pub use ids::{CoderId, DiagnoserId};
-pub use record::{
+pub use history::{
     CoderRun, LedgerFile, Measure, PhaseTimes, RoundRecord, RoundTranscript, TestReport, TestScore,
     TrainSummary,
 };
-pub use spec::{TrainSpec, TrainSpecError, run as run_spec};
+pub use ids::{CoderId, DiagnoserId};
+pub use train_spec::{TrainSpec, TrainSpecError, run as run_spec};
 
 /// Which evolution method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -119,10 +118,10 @@ pub struct TrainPlan {
     #[serde(default)]
     pub accept: AcceptRule,
     /// Whether the gate stops a candidate's evaluation once the rule's
-    /// decision is certain ([`crate::race`]). A run recorded before the
+    /// decision is certain ([`crate::gate::race`]). A run recorded before the
     /// option resumes with it on: it decides every round alike.
     #[serde(default)]
-    pub gate_race: crate::race::GateRace,
+    pub gate_race: crate::gate::race::GateRace,
     /// Budget: dollars over every role (agent, user, FDCR roles, coder),
     /// from the usage ledger and the price table.
     #[serde(default)]
@@ -163,7 +162,7 @@ impl Default for TrainPlan {
             start_blank: false,
             coder_latency_ms: 0,
             accept: AcceptRule::default(),
-            gate_race: crate::race::GateRace::default(),
+            gate_race: crate::gate::race::GateRace::default(),
             max_usd: None,
             select: None,
             test_trials: 3,
@@ -202,7 +201,7 @@ pub struct TrainConfig {
     /// The external coder's network (absent for coders that run no
     /// process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coder_network: Option<crate::coder::CoderNetwork>,
+    pub coder_network: Option<crate::code::CoderNetwork>,
 }
 
 fn one_trial() -> u32 {
@@ -276,10 +275,10 @@ pub struct RolesConfig {
     pub sampling: ecdysis_model::SamplingArgs,
     /// The context budget every role and coder request fits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<super::budget::ContextBudget>,
+    pub budget: Option<crate::diagnose::token_budget::ContextBudget>,
     /// Where the context size came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context_source: Option<super::budget::ContextSource>,
+    pub context_source: Option<crate::diagnose::token_budget::ContextSource>,
     /// How the FDCR roles' prompts are laid out (`--roles-layout`). Absent:
     /// `per-turn`, the only layout before the option; it is never written,
     /// so a run recorded before the option resumes with the requests it
@@ -430,7 +429,7 @@ pub struct TrainContext {
     /// Episodes at once.
     pub concurrency: usize,
     /// What the power lines are stated for.
-    pub power: crate::power::PowerAsk,
+    pub power: crate::gate::power::PowerAsk,
     /// Cargo target dir shared by every candidate build (so a candidate
     /// rebuilds only the harness crate, not its dependencies).
     pub cargo_target: PathBuf,
@@ -753,7 +752,7 @@ pub async fn train(
     cx: TrainContext,
 ) -> Result<TrainSummary, TrainError> {
     let started = Instant::now();
-    if matches!(cx.coder, CoderChoice::Rules) && !source.join(heuristic::TABLES_FILE).is_file() {
+    if matches!(cx.coder, CoderChoice::Rules) && !source.join(crate::code::TABLES_FILE).is_file() {
         return Err(TrainError::NoTables(source.to_path_buf()));
     }
     cx.check_containment()?;
@@ -887,25 +886,25 @@ fn latest_score(done: &[RoundRecord], incumbent: &ComponentHash) -> Option<f64> 
 
 /// The power line of an evaluation of `per_task` tasks with `trials` trials
 /// each, at the gate's level (the strict gate's at
-/// [`crate::power::STRICT_GATE_ALPHA`]).
+/// [`crate::gate::power::STRICT_GATE_ALPHA`]).
 fn power_line(
     cx: &TrainContext,
     config: &TrainConfig,
     per_task: &[ecdysis_runner::eval::metrics::TaskResult],
     trials: u32,
-) -> crate::power::PowerStatement {
+) -> crate::gate::power::PowerStatement {
     let alpha = match config.plan.accept {
         AcceptRule::Paired { alpha } => alpha,
-        AcceptRule::Strict => crate::power::STRICT_GATE_ALPHA,
+        AcceptRule::Strict => crate::gate::power::STRICT_GATE_ALPHA,
     };
     let rates: Vec<f64> = per_task.iter().map(|t| t.mean_reward).collect();
-    let spec = crate::power::PowerSpec::new(
+    let spec = crate::gate::power::PowerSpec::new(
         alpha,
         cx.power.power,
         cx.power.target_effect,
         config.train.settings.seed,
     );
-    crate::power::statement(&rates, trials, &spec)
+    crate::gate::power::statement(&rates, trials, &spec)
 }
 
 /// The final incumbent's layer ablation on the training tasks (the full
@@ -1098,10 +1097,10 @@ fn initial_harness(
     let staging = dir.staging();
     staging::fresh_copy(source, &staging)?;
     if config.plan.start_blank {
-        let path = staging.join(heuristic::TABLES_FILE);
+        let path = staging.join(crate::code::TABLES_FILE);
         let mut text =
             std::fs::read_to_string(&path).map_err(|e| PathError::new("read", &path, e))?;
-        rulecoder::blank_tables(&mut text)
+        rule_coder::blank_tables(&mut text)
             .map_err(|m| PathError::new("edit", &path, std::io::Error::other(m)))?;
         ecdysis_sys::fsutil::atomic_write(&path, text.as_bytes())
             .map_err(|e| PathError::new("write", &path, e))?;
@@ -1154,7 +1153,7 @@ async fn training_tasks(
         }
         SelectStrategy::Random => vec![],
     };
-    let selection = select::select(
+    let selection = task_budget::select(
         sel.strategy,
         sel.budget,
         &config.train.tasks,

@@ -15,21 +15,23 @@ use std::time::Instant;
 use std::collections::BTreeSet;
 
 use super::dir::{TrainDir, write_json};
-use super::record::{CoderRun, Measure, PhaseTimes, RoundRecord, RoundTranscript};
+use super::history::{CoderRun, Measure, PhaseTimes, RoundRecord, RoundTranscript};
 use super::{
     CoderChoice, CoderId, Diagnoser, Draw, Method, TrainConfig, TrainContext, TrainError,
     TrainTasks,
 };
-use crate::accept;
+use crate::aggregate::failure_record::{self, FailureRecord};
 use crate::aggregate::{self, FailureGroup};
-use crate::budget::{Section, estimate_tokens};
-use crate::coder::{CoderTask, Snapshot, src_diff};
-use crate::fdcr::{self, EvidenceLimits, FdcrInput, HarnessFocus};
-use crate::heuristic::{self, ToolFacts};
-use crate::race::{self, GateEpisodes, GateRace, Settled};
-use crate::records::{self, FailureRecord};
-use crate::spec::ChangeSpec;
-use crate::{rulecoder, screen, staging};
+use crate::code::rule_coder;
+use crate::code::{CoderTask, Snapshot, src_diff};
+use crate::diagnose::change_spec::ChangeSpec;
+use crate::diagnose::fdcr::{self, EvidenceLimits, FdcrInput, HarnessFocus};
+use crate::diagnose::heuristic::{self, ToolFacts};
+use crate::diagnose::token_budget::{Section, estimate_tokens};
+use crate::gate::accept;
+use crate::gate::race::{self, GateEpisodes, GateRace, Settled};
+use crate::gate::screen;
+use crate::staging;
 use ecdysis_runner::agent::EpisodeRecord;
 use ecdysis_sandbox::store::{ComponentHash, Containment, Manifest, StoreError, Trust};
 use ecdysis_sys::fsutil::PathError;
@@ -159,7 +161,7 @@ impl<'a> Round<'a> {
 
         let clock = Instant::now();
         let lambda = self.config.plan.lambda;
-        let failures = records::failures(&records, lambda);
+        let failures = failure_record::failures(&records, lambda);
         let successes = records
             .iter()
             .filter(|r| r.reward >= lambda)
@@ -206,8 +208,8 @@ impl<'a> Round<'a> {
         let pooled = self.tasks.selection.as_ref().is_some_and(|s| {
             matches!(
                 s.strategy,
-                crate::select::SelectStrategy::FailureAware
-                    | crate::select::SelectStrategy::Recurring
+                crate::evaluate::task_budget::SelectStrategy::FailureAware
+                    | crate::evaluate::task_budget::SelectStrategy::Recurring
             )
         });
         if !pooled || self.dir.initial()?.as_ref() != Some(&self.incumbent) {
@@ -230,7 +232,7 @@ impl<'a> Round<'a> {
             .into_iter()
             .filter(|r| !seen.contains(r.task_id.as_str()))
             .collect();
-        Ok(records::failures(&rest, lambda))
+        Ok(failure_record::failures(&rest, lambda))
     }
 
     /// The result label, participants and kind of this round's
@@ -417,13 +419,13 @@ impl<'a> Round<'a> {
                     ))
                     .await;
                 }
-                let n = rulecoder::apply(staging, spec, &short)?;
+                let n = rule_coder::apply(staging, spec, &short)?;
                 CoderRun {
                     coder: CoderId::Rules,
                     ok: n > 0,
                     attempts: 1,
                     changed_files: if n > 0 {
-                        vec![heuristic::TABLES_FILE.into()]
+                        vec![crate::code::TABLES_FILE.into()]
                     } else {
                         vec![]
                     },
@@ -439,9 +441,9 @@ impl<'a> Round<'a> {
                 let skills = if spec.skills.is_empty() {
                     None
                 } else {
-                    Some(rulecoder::apply_rules(
+                    Some(rule_coder::apply_rules(
                         staging,
-                        &rulecoder::skill_edits(spec),
+                        &rule_coder::skill_edits(spec),
                         &short,
                     ))
                 };
@@ -467,12 +469,12 @@ impl<'a> Round<'a> {
                         task: Some(task.clone()),
                     },
                     // The skills alone are a change.
-                    Err(crate::coder::CoderError::NoChange { attempts, log }) if matches!(skills, Some(Ok(n)) if n > 0) => {
+                    Err(crate::code::CoderError::NoChange { attempts, log }) if matches!(skills, Some(Ok(n)) if n > 0) => {
                         CoderRun {
                             coder: CoderId::from(coder.name()),
                             ok: true,
                             attempts,
-                            changed_files: vec![heuristic::TABLES_FILE.into()],
+                            changed_files: vec![crate::code::TABLES_FILE.into()],
                             build_ok: false,
                             error: None,
                             log: format!(
@@ -515,7 +517,7 @@ impl<'a> Round<'a> {
         &self,
         spec: &ChangeSpec,
         unit: &[FailureGroup],
-        skills: Option<&Result<usize, rulecoder::RuleCoderError>>,
+        skills: Option<&Result<usize, rule_coder::RuleCoderError>>,
     ) -> String {
         let fdcr = matches!(self.cx.diagnoser, Diagnoser::Fdcr { .. })
             && self.config.plan.method == Method::Ecdysis;
@@ -828,7 +830,7 @@ enum UnitSkipped {
     NoInterfaceCause,
     /// The spec's evidence names none of this round's failures.
     #[error("the diagnosis cites no failure of this round: {0}")]
-    UncitedEvidence(crate::spec::ChangeSpecError),
+    UncitedEvidence(crate::diagnose::change_spec::ChangeSpecError),
     /// The coder made no usable edit (its error).
     #[error("coder failed: {0}")]
     CoderFailed(String),
@@ -861,7 +863,7 @@ fn candidate_trust(
     let outside: Vec<String> = before
         .changes(&Snapshot::take(staging)?)
         .into_iter()
-        .filter(|p| !crate::coder::in_coder_area(python, p))
+        .filter(|p| !crate::code::in_coder_area(python, p))
         .collect();
     if !outside.is_empty() {
         return Ok(Err(OutsideSrc(outside)));

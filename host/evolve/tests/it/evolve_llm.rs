@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ecdysis_evolve::coder::{
+use ecdysis_evolve::code::{
     Coder, CoderError, CoderTask, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig,
 };
-use ecdysis_evolve::fdcr::{
+use ecdysis_evolve::diagnose::change_spec::ChangeSpec;
+use ecdysis_evolve::diagnose::fdcr::{
     FdcrConfig, FdcrFailure, FdcrInput, FdcrOutcome, FdcrRole, Roles, deliberate,
 };
-use ecdysis_evolve::spec::ChangeSpec;
 use ecdysis_model::{ChatModel, EndpointLimiter, HttpChatModel, ModelConfig, RetryPolicy};
 use ecdysis_testkit::mock::{MockReply, MockServer};
 use serde_json::Value;
@@ -399,7 +399,7 @@ fn editor(server: &MockServer) -> EditorCoder {
         model(server, "m-coder"),
         EditorConfig {
             target_dir: Some(guest_target()),
-            budget: ecdysis_evolve::budget::ContextBudget::new(65_536, None),
+            budget: ecdysis_evolve::diagnose::token_budget::ContextBudget::new(65_536, None),
             ..EditorConfig::default()
         },
     )
@@ -719,8 +719,8 @@ async fn external_commands_that_fail_or_change_nothing_are_errors() {
 // ---------------------------------------------------------------------------
 // The table coder.
 
-fn table_coder(server: &MockServer, structured: bool) -> ecdysis_evolve::coder::TableCoder {
-    ecdysis_evolve::coder::TableCoder::new(
+fn table_coder(server: &MockServer, structured: bool) -> ecdysis_evolve::code::TableCoder {
+    ecdysis_evolve::code::TableCoder::new(
         model(server, "m-tables"),
         EditorConfig {
             target_dir: Some(guest_target()),
@@ -836,7 +836,7 @@ async fn the_table_coder_gives_up_on_edits_that_change_nothing_and_restores() {
         .iter()
         .map(|r| r.json().unwrap()["temperature"].clone())
         .collect();
-    let resampled = serde_json::json!(ecdysis_evolve::coder::RESAMPLE_TEMPERATURE);
+    let resampled = serde_json::json!(ecdysis_evolve::code::RESAMPLE_TEMPERATURE);
     assert_eq!(
         temperatures,
         [Value::Null, Value::Null, resampled.clone(), resampled]
@@ -856,7 +856,7 @@ async fn a_repeated_reply_is_followed_by_a_sampled_call_whose_new_edit_builds() 
     server.push(MockReply::text(
         r#"{"reason": "quote TEXT values", "edits": [{"kind": "prompt_rule", "text": "Compare TEXT columns with quoted values, e.g. WHERE `No` = '7'."}]}"#,
     ));
-    let coder = ecdysis_evolve::coder::TableCoder::new(
+    let coder = ecdysis_evolve::code::TableCoder::new(
         model(&server, "m-tables"),
         EditorConfig {
             target_dir: Some(guest_target()),
@@ -882,7 +882,7 @@ async fn a_repeated_reply_is_followed_by_a_sampled_call_whose_new_edit_builds() 
         .collect();
     assert_eq!(
         temperatures,
-        [0.0, 0.0, ecdysis_evolve::coder::RESAMPLE_TEMPERATURE]
+        [0.0, 0.0, ecdysis_evolve::code::RESAMPLE_TEMPERATURE]
     );
 }
 
@@ -948,7 +948,7 @@ async fn the_coder_bench_replays_recorded_replies_through_each_coder() {
     let editor_reply = format!(
         "FILE: src/tables.rs\n<<<<<<< SEARCH\n{unindented}\n=======\n{unindented}\n    ToolAlias {{ domain: \"dbbench\", alias: \"run_query\", tool: \"execute_sql\" }},\n>>>>>>> REPLACE\n"
     );
-    let context = Some(ecdysis_evolve::coder::CoderContext {
+    let context = Some(ecdysis_evolve::code::CoderContext {
         domain: "dbbench".into(),
         tools: vec!["execute_sql".into(), "commit_final_answer".into()],
     });
@@ -1049,7 +1049,7 @@ async fn the_whole_file_coder_rewrites_the_chosen_file_with_compiler_feedback() 
     server.push(MockReply::text(&format!(
         "Here is the whole file:\n```rust\n{fixed}```\n"
     )));
-    let coder = ecdysis_evolve::coder::WholeFileCoder::new(
+    let coder = ecdysis_evolve::code::WholeFileCoder::new(
         model(&server, "m-whole"),
         EditorConfig {
             target_dir: Some(guest_target()),
@@ -1087,7 +1087,7 @@ async fn the_whole_file_coder_rewrites_the_chosen_file_with_compiler_feedback() 
         .as_u64()
         .unwrap();
     assert!(
-        max_tokens as usize >= ecdysis_evolve::budget::estimate_tokens(&original),
+        max_tokens as usize >= ecdysis_evolve::diagnose::token_budget::estimate_tokens(&original),
         "reply room {max_tokens}"
     );
 }
@@ -1107,7 +1107,7 @@ async fn the_whole_file_coder_refuses_unusable_replies_and_specs_without_a_targe
         "```rust\n{}\n```",
         "x".repeat(original.len() + 100)
     )));
-    let shorter = ecdysis_evolve::coder::WholeFileCoder::new(
+    let shorter = ecdysis_evolve::code::WholeFileCoder::new(
         model(&server, "m-whole"),
         EditorConfig {
             target_dir: Some(guest_target()),

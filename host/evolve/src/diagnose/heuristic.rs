@@ -8,12 +8,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::aggregate::{FailureGroup, error_class};
-use super::records::{FailureRecord, ToolStep};
-use super::spec::{ChangeSpec, FailurePattern, Layer, ProposedChange, RuleEdit};
-
-/// The rule-table file every heuristic change edits.
-pub const TABLES_FILE: &str = "src/tables.rs";
+use crate::aggregate::failure_record::{FailureRecord, ToolStep};
+use crate::aggregate::{FailureGroup, error_class};
+use crate::code::TABLES_FILE;
+use crate::diagnose::change_spec::{ChangeSpec, FailurePattern, Layer, ProposedChange, RuleEdit};
 
 /// What the diagnoser may know about the environment: tool names and which
 /// of them change state (agent-visible facts).

@@ -22,8 +22,10 @@ use super::{
     Coder, CoderError, CoderFuture, CoderOutcome, CoderTask, Language, Snapshot, check_build_async,
     check_crate, clip_chars, fill_template, src_diff,
 };
-use crate::budget::{self, ContextBudget, Section, estimate_messages, estimate_tokens};
-use crate::spec::ChangeSpec;
+use crate::diagnose::change_spec::ChangeSpec;
+use crate::diagnose::token_budget::{
+    self, ContextBudget, Section, estimate_messages, estimate_tokens,
+};
 use ecdysis_model::{ChatMessage, ChatModel, ChatRequest};
 
 const SYSTEM: &str = include_str!("../prompts/wholefile_system.md");
@@ -219,7 +221,7 @@ pub fn choose_target(
     }
     let mut layers: Vec<&'static str> = Vec::new();
     for c in &spec.proposed_changes {
-        let dir = crate::fdcr::layer_dir(c.layer);
+        let dir = crate::diagnose::fdcr::layer_dir(c.layer);
         if !layers.contains(&dir) {
             layers.push(dir);
         }
@@ -429,7 +431,7 @@ impl WholeFileCoder {
             budget.reply_tokens
                 + estimate_tokens(&"x".repeat(FEEDBACK_ERROR_CHARS))
                 + 120
-                + 2 * budget::MESSAGE_OVERHEAD
+                + 2 * token_budget::MESSAGE_OVERHEAD
         } else {
             0
         };
@@ -461,7 +463,7 @@ impl WholeFileCoder {
             .prompt_tokens()
             .checked_sub(
                 estimate_messages(std::slice::from_ref(&system))
-                    + budget::MESSAGE_OVERHEAD
+                    + token_budget::MESSAGE_OVERHEAD
                     + exchange
                     + estimate_tokens(&fill(""))
                     + 16,
@@ -471,7 +473,7 @@ impl WholeFileCoder {
             serde_json::to_string_pretty(&task.spec).unwrap_or_default(),
             "spec",
         );
-        let parts = budget::fit_sections(&[&spec], room);
+        let parts = token_budget::fit_sections(&[&spec], room);
         Ok(vec![system, ChatMessage::user(fill(&parts[0]))])
     }
 
@@ -526,7 +528,7 @@ impl Coder for WholeFileCoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Layer, ProposedChange};
+    use crate::diagnose::change_spec::{Layer, ProposedChange};
 
     fn change(layer: Layer, file: &str, description: &str) -> ProposedChange {
         ProposedChange {

@@ -14,8 +14,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::records::{FailureRecord, RegulateNote, ToolStep};
-pub use crate::spec::Layer;
+use crate::aggregate::failure_record::{FailureRecord, RegulateNote, ToolStep};
+pub use crate::diagnose::change_spec::Layer;
 
 /// What this module knows of one domain.
 pub struct DomainPatterns {
@@ -456,7 +456,7 @@ pub fn class_of(s: &ToolStep) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::RegulateNote;
+    use crate::aggregate::failure_record::RegulateNote;
     use ecdysis_runner::agent::CallSource;
 
     fn step(name: &str, reply: u32, class: &str, finishes: bool) -> ToolStep {

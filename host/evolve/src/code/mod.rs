@@ -1,6 +1,8 @@
-//! Coding agents: implement a [`ChangeSpec`] in a *staging copy* of the
-//! harness source crate, once per round.
+//! The code stage: a coder implements a [`ChangeSpec`] in a *staging copy*
+//! of the harness source crate, once per round.
 //!
+//! - [`rule_coder`]: offline, no model. Writes the spec's machine-readable
+//!   rule edits into the harness's rule tables ([`TABLES_FILE`]).
 //! - [`EditorCoder`]: the built-in editor. One conversation with the coder
 //!   model: it answers with search/replace blocks, the edits are applied and
 //!   the crate is built for `wasm32-wasip2`; mismatched blocks and compiler
@@ -28,6 +30,7 @@ pub mod diff;
 pub mod editor;
 pub mod external;
 pub mod network;
+pub mod rule_coder;
 pub mod tables;
 pub mod whole_file;
 
@@ -45,8 +48,8 @@ pub use network::{CoderNetwork, NetworkChoice, NetworkError};
 pub use tables::{RESAMPLE_TEMPERATURE, TableCoder};
 pub use whole_file::{DEFAULT_FILE_CAP, WholeFileCoder};
 
-use crate::budget::{self, Section};
-use crate::spec::ChangeSpec;
+use crate::diagnose::change_spec::ChangeSpec;
+use crate::diagnose::token_budget::{self, Section};
 use ecdysis_model::ModelError;
 use ecdysis_sandbox::store::build::cargo_build;
 use ecdysis_sandbox::store::scan::{self, Finding};
@@ -57,6 +60,11 @@ const CODER_SYSTEM: &str = include_str!("../prompts/coder_system.md");
 const CODER_TASK: &str = include_str!("../prompts/coder_task.md");
 const CONTRACT_RULES: &str = include_str!("../prompts/contract_rules.md");
 const CONTRACT_RULES_PYTHON: &str = include_str!("../prompts/contract_rules_python.md");
+
+/// The harness's data-driven rule tables, relative to its crate: what the
+/// rule coder and the table coder write, and where the heuristic diagnoser
+/// says its changes go.
+pub const TABLES_FILE: &str = "src/tables.rs";
 
 /// Most characters of a model reply kept in a coder's log: whole replies,
 /// so the coder benchmark can replay them ([`crate::coder_bench`]).
@@ -757,7 +765,7 @@ fn render_sources(
         .filter(|(p, _)| {
             spec.proposed_changes
                 .iter()
-                .any(|c| p.starts_with(crate::fdcr::layer_dir(c.layer)))
+                .any(|c| p.starts_with(crate::diagnose::fdcr::layer_dir(c.layer)))
         })
         .collect();
     layered.sort_by_key(|(p, b)| (b.len(), (*p).clone()));
@@ -774,7 +782,7 @@ fn render_sources(
     let names_room = 40
         + order
             .iter()
-            .map(|p| budget::estimate_tokens(p) + 1)
+            .map(|p| token_budget::estimate_tokens(p) + 1)
             .sum::<usize>();
     let name_them = tokens.is_none_or(|t| names_room <= t / 4);
     let footer_room = match tokens {
@@ -790,7 +798,7 @@ fn render_sources(
             continue;
         };
         let block = fence(p, text);
-        let n = budget::estimate_tokens(&block);
+        let n = token_budget::estimate_tokens(&block);
         let left = tokens.map(|t| t.saturating_sub(used_tokens + footer_room));
         let fits_tokens = left.is_none_or(|l| n <= l);
         if (used + text.len() <= chars || used == 0) && fits_tokens {
@@ -800,10 +808,10 @@ fn render_sources(
         } else if i == 0
             && let Some(left) = left.filter(|l| *l > 300)
         {
-            let frame = budget::estimate_tokens(&fence(p, "")) + 2;
-            let block = fence(p, &budget::clip_lines(text, left - frame, "file"));
+            let frame = token_budget::estimate_tokens(&fence(p, "")) + 2;
+            let block = fence(p, &token_budget::clip_lines(text, left - frame, "file"));
             used += block.len();
-            used_tokens += budget::estimate_tokens(&block);
+            used_tokens += token_budget::estimate_tokens(&block);
             out += &block;
         } else {
             hidden.push(p.as_str());
@@ -864,7 +872,7 @@ pub fn coder_prompt(
         let sources = render_sources(&tree, &task.spec, source_budget, None);
         return Ok(Some(fill(&spec, &notes, &files, &sources)));
     };
-    let fixed = budget::estimate_tokens(&fill("", "", "", ""));
+    let fixed = token_budget::estimate_tokens(&fill("", "", "", ""));
     let Some(room) = room.checked_sub(fixed + 16) else {
         return Ok(None);
     };
@@ -877,7 +885,7 @@ pub fn coder_prompt(
     let (tree2, spec2) = (tree.clone(), task.spec.clone());
     let sources_section =
         Section::new(move |cap| render_sources(&tree2, &spec2, source_budget, cap));
-    let parts = budget::fit_sections(
+    let parts = token_budget::fit_sections(
         &[
             &spec_section,
             &notes_section,
@@ -892,7 +900,7 @@ pub fn coder_prompt(
 /// The blank-line separated blocks of `text` (evidence excerpts) that fit
 /// `cap` tokens, in order, and a line saying how many were left out.
 pub fn clip_blocks(text: &str, cap: usize, what: &str) -> String {
-    if budget::estimate_tokens(text) <= cap {
+    if token_budget::estimate_tokens(text) <= cap {
         return text.to_string();
     }
     let blocks: Vec<&str> = text.split("\n\n").collect();
@@ -902,7 +910,7 @@ pub fn clip_blocks(text: &str, cap: usize, what: &str) -> String {
     let mut left_out = 0;
     for b in &blocks {
         let piece = format!("{b}\n\n");
-        let n = budget::estimate_tokens(&piece);
+        let n = token_budget::estimate_tokens(&piece);
         if used + n <= room {
             out += &piece;
             used += n;

@@ -1,13 +1,13 @@
 //! The optional LLM labeler: one schema-constrained call per failure that
 //! picks its label from the closed set of [`Label::all`]. The deterministic
-//! label of [`crate::mechanism`] is always computed; this one is shown
+//! label of [`crate::aggregate::mechanism`] is always computed; this one is shown
 //! beside it, for models strong enough to read an excerpt better than a
 //! rule does.
 
 use serde_json::{Value, json};
 
-use crate::mechanism::Label;
-use crate::records::FailureRecord;
+use crate::aggregate::failure_record::FailureRecord;
+use crate::aggregate::mechanism::Label;
 use ecdysis_model::{
     ChatMessage, ChatModel, ChatRequest, ModelError, SamplingArgs, response_format_json_schema,
 };
@@ -70,7 +70,7 @@ pub async fn llm_label(
     let reply = model.chat(&request(record, structured)).await?;
     let text = reply.text();
     parse_reply(text).ok_or_else(|| LabelError::Unreadable {
-        reply: crate::records::clip(text, 200),
+        reply: crate::aggregate::failure_record::clip(text, 200),
     })
 }
 
@@ -90,7 +90,7 @@ pub fn parse_reply(text: &str) -> Option<Label> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mechanism::{Fault, Layer};
+    use crate::aggregate::mechanism::{Fault, Layer};
     use ecdysis_model::{ChatResponse, ModelFuture};
 
     struct Fixed(&'static str);

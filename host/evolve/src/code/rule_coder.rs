@@ -11,13 +11,13 @@
 //! entry for the same key (tool; tool, argument and `before`) in the domain
 //! rewritten, as skills are by title.
 //! Changes with no rule (prose only) are left to an LLM coder, or to the
-//! table coder ([`super::coder::tables`]), which asks a model for these
+//! table coder ([`crate::code::tables`]), which asks a model for these
 //! same edits.
 
 use std::path::Path;
 
-use super::heuristic::TABLES_FILE;
-use super::spec::{ChangeSpec, RuleEdit};
+use crate::code::TABLES_FILE;
+use crate::diagnose::change_spec::{ChangeSpec, RuleEdit};
 use ecdysis_sys::fsutil::{PathError, atomic_write};
 
 /// Escape a string for a Rust string literal.
@@ -457,7 +457,7 @@ pub fn domain_entries(text: &str, domain: &str) -> String {
     {
         out += "## regulation thresholds (regulation)\n";
         for (field, value) in struct_fields(&text[at + open + 1..close]) {
-            if crate::spec::RegulationField::ALL
+            if crate::diagnose::change_spec::RegulationField::ALL
                 .iter()
                 .any(|f| f.as_str() == field)
             {
@@ -605,16 +605,16 @@ pub enum RuleCoderError {
     },
 }
 
-impl From<RuleCoderError> for super::train::TrainError {
+impl From<RuleCoderError> for crate::train::TrainError {
     fn from(e: RuleCoderError) -> Self {
         match e {
-            RuleCoderError::Io(p) => super::train::TrainError::Io(p),
-            RuleCoderError::Table(m) => super::train::TrainError::Io(PathError::new(
+            RuleCoderError::Io(p) => crate::train::TrainError::Io(p),
+            RuleCoderError::Table(m) => crate::train::TrainError::Io(PathError::new(
                 "edit",
                 Path::new(TABLES_FILE),
                 std::io::Error::other(m),
             )),
-            RuleCoderError::Edits { file, reason } => super::train::TrainError::Io(PathError::new(
+            RuleCoderError::Edits { file, reason } => crate::train::TrainError::Io(PathError::new(
                 "parse",
                 Path::new(&file),
                 std::io::Error::other(reason),
@@ -712,7 +712,7 @@ pub fn diff(before: &Path, after: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::RegulationField;
+    use crate::diagnose::change_spec::RegulationField;
 
     const TABLES: &str = r##"
 pub static TOOL_ALIASES: &[ToolAlias] = &[
@@ -1035,7 +1035,7 @@ pub static NAME_REPAIRS: &[NameRepair] = &[];
             .filter(|v| !v.is_empty())
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| ecdysis_testkit::repo_root().join("target/tmp/evolve-llm-harness"));
-        let check = crate::coder::check_build(
+        let check = crate::code::check_build(
             crate_dir,
             Some(&target),
             &ecdysis_sandbox::store::Trust::Own,

@@ -5,9 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{CoderId, DiagnoserId, Method};
-use crate::fdcr::FdcrOutcome;
-use crate::select::Selection;
-use crate::spec::ChangeSpec;
+use crate::diagnose::change_spec::ChangeSpec;
+use crate::diagnose::fdcr::FdcrOutcome;
+use crate::evaluate::task_budget::Selection;
 use ecdysis_model::{CallRecord, LedgerSummary};
 use ecdysis_runner::eval::intervals::TaskIntervals;
 use ecdysis_sandbox::store::ComponentHash;
@@ -33,7 +33,7 @@ pub struct CoderRun {
     /// What it was asked to do (the spec, the evidence it read, the
     /// domain), so its replies can be replayed ([`crate::coder_bench`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task: Option<crate::coder::CoderTask>,
+    pub task: Option<crate::code::CoderTask>,
 }
 
 /// `rounds/<n>/transcript.json` (and the candidate's copy).
@@ -115,7 +115,7 @@ pub struct RoundRecord {
     /// because the decision was certain. After a raced rejection
     /// `candidate_score` is the most the candidate could have scored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gate_episodes: Option<crate::race::GateEpisodes>,
+    pub gate_episodes: Option<crate::gate::race::GateEpisodes>,
 }
 
 /// How a score of a round was obtained.
@@ -194,7 +194,7 @@ pub struct TestReport {
     pub chosen_layers: Option<TestScore>,
     /// What the held-out comparison with the starting harness can detect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub power: Option<crate::power::PowerStatement>,
+    pub power: Option<crate::gate::power::PowerStatement>,
 }
 
 /// Seconds spent per phase.
@@ -274,7 +274,7 @@ pub struct TrainSummary {
     /// What the training tasks and trials let the gate detect, from the
     /// starting harness's evaluation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub power: Option<crate::power::PowerStatement>,
+    pub power: Option<crate::gate::power::PowerStatement>,
     /// Tokens, calls, cache hits and dollars per role and model, over the
     /// whole run (also in `ledger.json`).
     #[serde(default)]

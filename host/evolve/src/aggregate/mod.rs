@@ -1,20 +1,29 @@
 //! Cross-instance aggregation: group failures by their mechanism and keep
 //! the groups that recur across tasks as the primary evidence.
 //!
-//! The key has two levels ([`crate::mechanism`]): the mechanism (how the
+//! The key has two levels ([`crate::aggregate::mechanism`]): the mechanism (how the
 //! episode ended, how its finishing call stood to the calls before it,
 //! which reward components failed) and under it the detail (the class of
 //! the last result, domain codes kept). Message wording, interventions,
 //! calls written as text and repeats are attributes shown in the evidence,
 //! never key fields: they differ task by task and would split one cause
 //! into singletons.
+//!
+//! This is the aggregate stage of a round: an evaluation's episodes become
+//! scrubbed [`failure_record`]s (what evolution may know of an episode),
+//! each gets its [`mechanism`] and label (optionally a model's label too,
+//! [`labeler`]), and the records are grouped here.
+
+pub mod failure_record;
+pub mod labeler;
+pub mod mechanism;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::mechanism::{self, Finish, Label};
-use super::records::FailureRecord;
+use failure_record::FailureRecord;
+use mechanism::{Finish, Label};
 
 /// A failure's mechanism: the group key.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

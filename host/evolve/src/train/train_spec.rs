@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use super::{
     GateMeasure, RolesConfig, TrainConfig, TrainContext, TrainError, TrainPlan, TrainSummary,
 };
-use crate::budget::ContextSource;
-use crate::coder::CoderNetwork;
-use crate::fdcr::PromptLayout;
-use crate::roles::{RoleError, RoleSpec};
+use crate::code::CoderNetwork;
+use crate::diagnose::fdcr::PromptLayout;
+use crate::diagnose::roles::{RoleError, RoleSpec};
+use crate::diagnose::token_budget::ContextSource;
 use ecdysis_env::Domain;
 use ecdysis_runner::eval::{ModelServices, RunSettings, RunSpec, RunSpecError};
 use ecdysis_sandbox::sandbox::Sandbox;
@@ -39,7 +39,7 @@ pub struct TrainSpec {
     /// Only these held-out task ids (empty: the whole held-out split).
     pub test_tasks: Vec<String>,
     /// What the power lines are stated for.
-    pub power: crate::power::PowerAsk,
+    pub power: crate::gate::power::PowerAsk,
     /// Run every evaluation's episodes in these worker processes
     /// (`--isolate process`); `None`: in this process.
     pub workers: Option<ecdysis_runner::isolate::Workers>,

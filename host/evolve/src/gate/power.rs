@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use ecdysis_sys::rng::SplitMix64;
 
-use crate::accept::sign_flip_p;
+use crate::gate::accept::sign_flip_p;
 
 /// What the user asks the power line about (`train --power
 /// --target-effect`); not part of a run's configuration, since it changes
@@ -355,7 +355,7 @@ fn upper_normal_tail(z: f64) -> f64 {
 
 /// The check of a statement: the share of `runs` evaluations, drawn under
 /// the same effect model with `seed`, that the gate itself
-/// ([`crate::accept::decide`], its exact or sampled sign-flip test) accepts
+/// ([`crate::gate::accept::decide`], its exact or sampled sign-flip test) accepts
 /// at level `alpha`.
 pub fn gate_detection_rate(
     rates: &[f64],
@@ -364,7 +364,7 @@ pub fn gate_detection_rate(
     alpha: f64,
     (runs, seed): (usize, u64),
 ) -> f64 {
-    use crate::accept::{AcceptRule, decide};
+    use crate::gate::accept::{AcceptRule, decide};
     use ecdysis_runner::agent::EpisodeRecord;
     let mut rng = SplitMix64::new(seed);
     let headroom = 1.0 - mean(rates);

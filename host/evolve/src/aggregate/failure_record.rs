@@ -49,7 +49,7 @@ pub struct ToolStep {
     #[serde(default)]
     pub finishes: bool,
     /// The class of the result, read from the whole answer before it was
-    /// clipped, with the domain's codes kept ([`crate::mechanism::result_class`]).
+    /// clipped, with the domain's codes kept ([`crate::aggregate::mechanism::result_class`]).
     #[serde(default)]
     pub class: String,
 }
@@ -121,7 +121,7 @@ pub struct FailureRecord {
     /// What the regulation layer told the model, each distinct note once
     /// (the reply of its first showing, the failed calls of every one):
     /// whether it spoke about this failure is part of the label
-    /// ([`crate::mechanism::regulate_advised`]).
+    /// ([`crate::aggregate::mechanism::regulate_advised`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub regulate_notes: Vec<RegulateNote>,
 }
@@ -146,7 +146,7 @@ impl FailureRecord {
             && !basis
                 .iter()
                 .any(|b| matches!(*b, "DB" | "ENV_ASSERTION" | "COMMUNICATE"));
-        let finishing = crate::mechanism::finishing_tools(&r.domain);
+        let finishing = crate::aggregate::mechanism::finishing_tools(&r.domain);
         let mut reply = 0u32;
         let mut steps = Vec::new();
         let mut device_steps = Vec::new();
@@ -196,7 +196,9 @@ impl FailureRecord {
                         source: *source,
                         reply,
                         finishes: finishing.contains(&name.as_str()) && !*blocked,
-                        class: crate::mechanism::result_class(&r.domain, content, *error, *blocked),
+                        class: crate::aggregate::mechanism::result_class(
+                            &r.domain, content, *error, *blocked,
+                        ),
                     };
                     if *source == CallSource::User {
                         device_steps.push(step);
@@ -323,7 +325,7 @@ impl FailureRecord {
                     } else if s.error {
                         format!(
                             "ERROR ({})",
-                            crate::mechanism::class_of(s).trim_start_matches("error ")
+                            crate::aggregate::mechanism::class_of(s).trim_start_matches("error ")
                         )
                     } else {
                         "ok".into()
@@ -561,7 +563,7 @@ mod tests {
         );
         assert_eq!(
             crate::aggregate::Signature::of(&f).finish,
-            crate::mechanism::Finish::SameReply
+            crate::aggregate::mechanism::Finish::SameReply
         );
     }
 

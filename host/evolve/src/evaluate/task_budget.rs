@@ -12,8 +12,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregate;
-use super::records;
+use crate::aggregate;
+use crate::aggregate::failure_record;
 use ecdysis_runner::agent::{CallSource, Entry, EpisodeRecord};
 
 /// How the training budget is filled.
@@ -190,7 +190,7 @@ fn failure_aware(
     // the budget goes to the failures most worth fixing when it cannot
     // cover them all. Failures of tasks outside the split must not form
     // groups we cannot pick from.
-    let failures: Vec<_> = records::failures(records, lambda)
+    let failures: Vec<_> = failure_record::failures(records, lambda)
         .into_iter()
         .filter(|f| index.contains_key(f.task_id.as_str()))
         .collect();
@@ -490,7 +490,7 @@ mod tests {
             .into_iter()
             .filter(|r| s.tasks.contains(&r.task_id))
             .collect();
-        let groups = aggregate::aggregate(&records::failures(&chosen, 1.0));
+        let groups = aggregate::aggregate(&failure_record::failures(&chosen, 1.0));
         assert_eq!(groups.iter().filter(|g| g.recurring).count(), 2);
     }
 
@@ -505,7 +505,7 @@ mod tests {
             ep("c", 0, 0.0, EndReason::AgentStop, &[not_found]),
             ep("d", 0, 0.0, EndReason::AgentStop, &[boom]),
         ];
-        let groups = aggregate::aggregate(&records::failures(&evidence, 1.0));
+        let groups = aggregate::aggregate(&failure_record::failures(&evidence, 1.0));
         assert_eq!(groups.len(), 1, "one mechanism: {groups:?}");
         assert_eq!(groups[0].details.len(), 2);
         let one = select(SelectStrategy::FailureAware, 3, &split, &evidence, 1.0, 0);

@@ -31,21 +31,23 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregate::FailureGroup;
-use super::budget::{self, ContextBudget, Section, estimate_messages, estimate_tokens};
-use super::coder::{fill_template, list_src_files};
-use super::records::FailureRecord;
-use super::spec::{ChangeSpec, Layer};
+use crate::aggregate::FailureGroup;
+use crate::aggregate::failure_record::FailureRecord;
+use crate::code::{fill_template, list_src_files};
+use crate::diagnose::change_spec::{ChangeSpec, Layer};
+use crate::diagnose::token_budget::{
+    self, ContextBudget, Section, estimate_messages, estimate_tokens,
+};
 use ecdysis_model::{ChatMessage, ChatModel, ChatRequest, SamplingArgs, Usage};
 use ecdysis_sys::fsutil::PathError;
 
-const SYSTEM: &str = include_str!("prompts/fdcr_system.md");
-const CONTEXT: &str = include_str!("prompts/fdcr_context.md");
-const ANALYST: &str = include_str!("prompts/analyst.md");
-const CRITIC: &str = include_str!("prompts/critic.md");
-const ENGINEER: &str = include_str!("prompts/engineer.md");
-const MODERATOR: &str = include_str!("prompts/moderator.md");
-const MODERATOR_RETRY: &str = include_str!("prompts/moderator_retry.md");
+const SYSTEM: &str = include_str!("../prompts/fdcr_system.md");
+const CONTEXT: &str = include_str!("../prompts/fdcr_context.md");
+const ANALYST: &str = include_str!("../prompts/analyst.md");
+const CRITIC: &str = include_str!("../prompts/critic.md");
+const ENGINEER: &str = include_str!("../prompts/engineer.md");
+const MODERATOR: &str = include_str!("../prompts/moderator.md");
+const MODERATOR_RETRY: &str = include_str!("../prompts/moderator_retry.md");
 
 /// The models behind the four roles (any may be the same model).
 #[derive(Clone)]
@@ -341,7 +343,7 @@ fn render_transcript(turns: &[TranscriptTurn], cap: Option<usize>) -> String {
             left -= n;
             kept.push(text);
         } else if left >= 60 {
-            let clipped = budget::clip_lines(&text, left, "turn");
+            let clipped = token_budget::clip_lines(&text, left, "turn");
             left = left.saturating_sub(estimate_tokens(&clipped));
             kept.push(clipped);
         } else {
@@ -431,7 +433,7 @@ fn turn_message(
     let room = prompt.checked_sub(fixed + extra + SECTION_SLACK)?;
     let turns = turns.to_vec();
     let transcript = Section::new(move |cap| render_transcript(&turns, cap));
-    let parts = budget::fit_sections(&[&input.evidence, &input.harness, &transcript], room);
+    let parts = token_budget::fit_sections(&[&input.evidence, &input.harness, &transcript], room);
     Some(fill_turn(
         role, round, rounds, &parts[0], &parts[1], &parts[2],
     ))
@@ -546,7 +548,7 @@ async fn counted_request(model: &Arc<dyn ChatModel>, user: &str, scale: f64) -> 
     }
     let text = format!("{}\n{user}", SYSTEM.trim());
     let counted = model.count_tokens(&text).await?;
-    Some(counted + 2 * budget::MESSAGE_OVERHEAD)
+    Some(counted + 2 * token_budget::MESSAGE_OVERHEAD)
 }
 
 /// Tokens kept free besides the sections' caps (their joins, trimming).
@@ -569,7 +571,7 @@ impl SharedParts {
     /// rounds: the room is the smallest any of its turns leaves for the
     /// three sections (`prompt` estimated tokens, the Moderator's keeping
     /// `moderator_extra` for a retry), and the discussion keeps the share
-    /// [`budget::share`] gives it at its largest, every turn's reply at the
+    /// [`token_budget::share`] gives it at its largest, every turn's reply at the
     /// budget's reply cap, so later turns do not cut the evidence. `None`
     /// when even the fixed parts do not fit.
     fn fit(
@@ -603,8 +605,8 @@ impl SharedParts {
             estimate_tokens(&input.harness.full()),
             discussion,
         ];
-        let kept = budget::share(&sizes, room)[2];
-        let parts = budget::fit_sections(&[&input.evidence, &input.harness], room - kept);
+        let kept = token_budget::share(&sizes, room)[2];
+        let parts = token_budget::fit_sections(&[&input.evidence, &input.harness], room - kept);
         let size = estimate_tokens(&parts[0]) + estimate_tokens(&parts[1]);
         let [evidence, harness]: [String; 2] = parts.try_into().ok()?;
         Some(SharedParts {
@@ -627,7 +629,7 @@ impl SharedParts {
     fn message(&self, turns: &[TranscriptTurn], at: TurnAt, cap: usize) -> (String, usize) {
         let turns = turns.to_vec();
         let transcript = Section::new(move |cap| render_transcript(&turns, cap));
-        let discussion = budget::fit_sections(&[&transcript], cap);
+        let discussion = token_budget::fit_sections(&[&transcript], cap);
         let user = fill_turn(
             at.role,
             at.round,
@@ -661,7 +663,7 @@ fn turn_room(
 fn retry_message(error: &str) -> String {
     fill_template(
         MODERATOR_RETRY,
-        &[("error", super::coder::clip_chars(error, 600).as_str())],
+        &[("error", crate::code::clip_chars(error, 600).as_str())],
     )
 }
 
@@ -672,7 +674,7 @@ fn retry_room(config: &FdcrConfig) -> usize {
         return 0;
     }
     config.budget.reply_tokens
-        + 2 * budget::MESSAGE_OVERHEAD
+        + 2 * token_budget::MESSAGE_OVERHEAD
         + estimate_tokens(&retry_message(&"x".repeat(600)))
 }
 
@@ -975,7 +977,7 @@ async fn moderate(
                     // A reply's estimate may exceed the tokens it took:
                     // clip it to the room kept for it.
                     messages = opening.clone();
-                    messages.push(ChatMessage::assistant(budget::clip_lines(
+                    messages.push(ChatMessage::assistant(token_budget::clip_lines(
                         &text,
                         config.budget.reply_tokens,
                         "reply",
@@ -1054,7 +1056,7 @@ impl HarnessFocus {
             }
             if r.agent_texts
                 .iter()
-                .any(|t| super::aggregate::looks_like_text_call(t))
+                .any(|t| crate::aggregate::looks_like_text_call(t))
             {
                 f.layers.insert(Layer::Realize);
             }
@@ -1087,7 +1089,7 @@ pub fn layer_dir(layer: Layer) -> &'static str {
 /// domain's entries as the edits that would add them), then each touched
 /// layer's other files (those naming a focus tool first, smaller first).
 fn focus_files(
-    tree: &super::coder::diff::Tree,
+    tree: &crate::code::diff::Tree,
     focus: &HarnessFocus,
 ) -> Vec<(String, String, bool)> {
     let text = |p: &str| std::str::from_utf8(&tree[p]).ok().map(str::to_string);
@@ -1106,7 +1108,7 @@ fn focus_files(
         match &focus.domain {
             Some(domain) => out.push((
                 format!("src/tables.rs: the entries for {domain}"),
-                super::rulecoder::domain_entries(&t, domain),
+                crate::code::rule_coder::domain_entries(&t, domain),
                 true,
             )),
             None => out.push(("src/tables.rs".to_string(), t, true)),
@@ -1139,7 +1141,7 @@ pub fn harness_section(crate_dir: &Path, focus: &HarnessFocus) -> Result<Section
         "Files of the harness crate (only files under src/ may change):\n{}",
         list_src_files(crate_dir)?
     );
-    let tree = super::coder::Snapshot::take(crate_dir)?.src_tree();
+    let tree = crate::code::Snapshot::take(crate_dir)?.src_tree();
     let files = focus_files(&tree, focus);
     let layers: Vec<&str> = focus
         .layers
@@ -1187,7 +1189,7 @@ fn render_harness(
     } else {
         cap
     };
-    let mut out = budget::clip_lines(&head, listing_cap, "file list");
+    let mut out = token_budget::clip_lines(&head, listing_cap, "file list");
     let mut used = estimate_tokens(&out);
     let mut hidden: Vec<&str> = Vec::new();
     // Room for the closing line: it names the files left out when that
@@ -1218,7 +1220,7 @@ fn render_harness(
             used += n;
         } else if (i == 0 || *must) && left > 200 {
             let frame = estimate_tokens(&fence_file(p, "")) + 2;
-            let clipped = fence_file(p, &budget::clip_lines(t, left - frame, "file"));
+            let clipped = fence_file(p, &token_budget::clip_lines(t, left - frame, "file"));
             used += estimate_tokens(&clipped);
             out += &clipped;
         } else {
@@ -1609,7 +1611,7 @@ pub fn failure_excerpts(groups: &[FailureGroup], tasks: Option<&BTreeSet<String>
 mod tests {
     use super::*;
     use crate::aggregate::aggregate;
-    use crate::records::ToolStep;
+    use crate::aggregate::failure_record::ToolStep;
     use ecdysis_model::{ChatResponse, ModelError, ModelFuture};
     use ecdysis_runner::agent::{CallSource, EndReason};
     use std::sync::Mutex;
@@ -1897,7 +1899,7 @@ mod tests {
                     // first count; the room is kept in its tokens.
                     let text = format!("{}\n{}", SYSTEM.trim(), req.messages[1].text());
                     let counted = (estimate_tokens(&text) as f64 * 0.8) as usize
-                        + 2 * budget::MESSAGE_OVERHEAD;
+                        + 2 * token_budget::MESSAGE_OVERHEAD;
                     let extra = (extra as f64 / 2.0) as usize;
                     assert!(
                         counted + extra <= config.budget.prompt_tokens(),

@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::budget::{self, ContextBudget, ContextSource};
-use super::coder::network::{self, CoderNetwork, EndpointSources, NetworkChoice};
-use super::coder::{
+use crate::code::network::{self, CoderNetwork, EndpointSources, NetworkChoice};
+use crate::code::{
     Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig, TableCoder, WholeFileCoder,
 };
-use super::fdcr::{FdcrConfig, PromptLayout, Roles};
-use super::train::{CoderChoice, Diagnoser, Method};
+use crate::diagnose::fdcr::{FdcrConfig, PromptLayout, Roles};
+use crate::diagnose::token_budget::{self, ContextBudget, ContextSource};
+use crate::train::{CoderChoice, Diagnoser, Method};
 use ecdysis_model::{ChatModel, ModelFlags, ModelHub, ModelRole, SamplingArgs};
 use ecdysis_sandbox::store::Containment;
 
@@ -61,7 +61,7 @@ pub enum CoderSpec {
         /// Extra paths its jail may write (its logs).
         read_write: Vec<PathBuf>,
         /// Which network its jail gets (`--coder-network`; see
-        /// [`super::coder::network`]).
+        /// [`crate::code::network`]).
         network: NetworkChoice,
         /// The only endpoints its jail may reach (`HOST:PORT` or URLs,
         /// forwarded by the egress proxy); empty: derived from the base URLs given.
@@ -95,7 +95,7 @@ pub struct RoleSpec {
     pub sampling: SamplingArgs,
     /// The context window every role and coder request must fit
     /// (`--roles-context-tokens`); `None`: what the endpoint reports, else
-    /// [`budget::DEFAULT_CONTEXT_TOKENS`].
+    /// [`token_budget::DEFAULT_CONTEXT_TOKENS`].
     pub context_tokens: Option<usize>,
     /// Ask the endpoint to constrain the Moderator's spec and the table
     /// coder's edits to their JSON schemas (`response_format`).
@@ -197,7 +197,7 @@ impl RoleSpec {
                         .api_key_env
                         .as_deref()
                         .and_then(|v| std::env::var(v).ok());
-                    if let Some((n, url)) = budget::endpoint_context(
+                    if let Some((n, url)) = token_budget::endpoint_context(
                         &config.base_url,
                         Some(&config.model),
                         key.as_deref(),
@@ -210,7 +210,7 @@ impl RoleSpec {
                 }
                 match found {
                     Some((n, url)) => (n, ContextSource::Endpoint(url)),
-                    None => (budget::DEFAULT_CONTEXT_TOKENS, ContextSource::Default),
+                    None => (token_budget::DEFAULT_CONTEXT_TOKENS, ContextSource::Default),
                 }
             }
         };

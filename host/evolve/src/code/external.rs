@@ -239,9 +239,9 @@ impl ExternalCoder {
             .map_err(|e| PathError::new("resolve", staging, e))?;
         let before = Snapshot::take(&staging)?;
         let room = self.config.prompt_tokens.map(|t| {
-            t.saturating_sub(crate::budget::estimate_tokens(&coder_system_prompt(
-                super::Language::of(&staging),
-            )))
+            t.saturating_sub(crate::diagnose::token_budget::estimate_tokens(
+                &coder_system_prompt(super::Language::of(&staging)),
+            ))
         });
         let Some(task_text) = coder_prompt(
             task,

@@ -31,10 +31,10 @@ use super::{
     BuildCheck, Coder, CoderError, CoderFuture, CoderOutcome, CoderTask, Snapshot,
     check_build_async, check_crate, clip_blocks, clip_chars, fill_template, src_diff,
 };
-use crate::budget::{self, Section, estimate_messages};
-use crate::heuristic::TABLES_FILE;
-use crate::rulecoder;
-use crate::spec::{RegulationField, RuleEdit};
+use crate::code::TABLES_FILE;
+use crate::code::rule_coder;
+use crate::diagnose::change_spec::{RegulationField, RuleEdit};
+use crate::diagnose::token_budget::{self, Section, estimate_messages};
 use ecdysis_model::{ChatMessage, ChatModel, ChatRequest, response_format_json_schema};
 
 const SYSTEM: &str = include_str!("../prompts/tables_system.md");
@@ -180,7 +180,8 @@ pub enum UnusableReply {
 /// first JSON object of the text, kinds a model may use, known tools,
 /// bounded texts. The problems, when it is not usable.
 pub fn parse_reply(text: &str, tools: &[String]) -> Result<(String, Vec<RuleEdit>), UnusableReply> {
-    let json = crate::spec::first_json_object(text).ok_or(UnusableReply::NoJson)?;
+    let json =
+        crate::diagnose::change_spec::first_json_object(text).ok_or(UnusableReply::NoJson)?;
     let reply: Reply = serde_json::from_str(json).map_err(UnusableReply::NotAnEditList)?;
     if reply.edits.is_empty() {
         return Err(UnusableReply::NoEdits);
@@ -349,7 +350,7 @@ impl TableCoder {
                 }
                 Ok((reason, edits)) => {
                     log += &format!("call {attempt}: {} edit(s): {reason}\n", edits.len());
-                    match rulecoder::apply_rules(staging, &edits, &domain) {
+                    match rule_coder::apply_rules(staging, &edits, &domain) {
                         Ok(0) => {
                             log +=
                                 &format!("call {attempt}: every edit is already in the tables\n");
@@ -397,7 +398,7 @@ impl TableCoder {
             };
             last = feedback.clone();
             messages = opening.clone();
-            messages.push(ChatMessage::assistant(budget::clip_lines(
+            messages.push(ChatMessage::assistant(token_budget::clip_lines(
                 &text,
                 self.config.budget.reply_tokens,
                 "reply",
@@ -428,7 +429,7 @@ impl TableCoder {
         };
         let system = ChatMessage::system(SYSTEM.trim());
         let exchange = if self.config.max_feedback > 0 {
-            budget.reply_tokens + 200 + 2 * budget::MESSAGE_OVERHEAD
+            budget.reply_tokens + 200 + 2 * token_budget::MESSAGE_OVERHEAD
         } else {
             0
         };
@@ -453,9 +454,9 @@ impl TableCoder {
             .prompt_tokens()
             .checked_sub(
                 estimate_messages(std::slice::from_ref(&system))
-                    + budget::MESSAGE_OVERHEAD
+                    + token_budget::MESSAGE_OVERHEAD
                     + exchange
-                    + budget::estimate_tokens(&fill("", "", ""))
+                    + token_budget::estimate_tokens(&fill("", "", ""))
                     + 16,
             )
             .ok_or_else(too_small)?;
@@ -468,8 +469,8 @@ impl TableCoder {
             None => notes_text.clone(),
             Some(cap) => clip_blocks(&notes_text, cap, "evidence excerpt"),
         });
-        let entries = Section::text(rulecoder::domain_entries(tables, domain), "table entries");
-        let parts = budget::fit_sections(&[&spec, &notes, &entries], room);
+        let entries = Section::text(rule_coder::domain_entries(tables, domain), "table entries");
+        let parts = token_budget::fit_sections(&[&spec, &notes, &entries], room);
         Ok(vec![
             system,
             ChatMessage::user(fill(&parts[0], &parts[1], &parts[2])),

@@ -28,7 +28,7 @@ use super::{
     Snapshot, check_build_async, check_crate, clip_chars, coder_prompt, coder_system_prompt,
     in_coder_area, src_diff,
 };
-use crate::budget::{self, ContextBudget, estimate_messages};
+use crate::diagnose::token_budget::{self, ContextBudget, estimate_messages};
 use ecdysis_model::{ChatMessage, ChatModel, ChatRequest, SamplingArgs};
 use ecdysis_sandbox::store::{Containment, Trust};
 
@@ -718,7 +718,7 @@ impl EditorCoder {
     fn opening(&self, task: &CoderTask, staging: &Path) -> Result<Vec<ChatMessage>, CoderError> {
         let budget = self.config.budget;
         let exchange = if self.config.max_feedback > 0 {
-            budget.reply_tokens + self.config.feedback_tokens() + 2 * budget::MESSAGE_OVERHEAD
+            budget.reply_tokens + self.config.feedback_tokens() + 2 * token_budget::MESSAGE_OVERHEAD
         } else {
             0
         };
@@ -732,7 +732,7 @@ impl EditorCoder {
             .prompt_tokens()
             .checked_sub(
                 estimate_messages(std::slice::from_ref(&system))
-                    + budget::MESSAGE_OVERHEAD
+                    + token_budget::MESSAGE_OVERHEAD
                     + exchange,
             )
             .ok_or_else(too_small)?;
@@ -765,12 +765,12 @@ impl EditorCoder {
     /// each side clipped to its room.
     fn follow_up(&self, opening: &[ChatMessage], reply: &str, feedback: &str) -> Vec<ChatMessage> {
         let mut messages = opening.to_vec();
-        messages.push(ChatMessage::assistant(budget::clip_lines(
+        messages.push(ChatMessage::assistant(token_budget::clip_lines(
             reply,
             self.config.budget.reply_tokens,
             "reply",
         )));
-        messages.push(ChatMessage::user(budget::clip_lines(
+        messages.push(ChatMessage::user(token_budget::clip_lines(
             feedback,
             self.config.feedback_tokens(),
             "feedback",

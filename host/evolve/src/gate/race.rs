@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::accept::{self, AcceptRule};
+use crate::gate::accept::{self, AcceptRule};
 use ecdysis_runner::agent::EpisodeRecord;
 
 /// Whether the gate races (`--gate-race`; `gate_race` in `config.json`).
@@ -376,7 +376,7 @@ pub fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accept::decide;
+    use crate::gate::accept::decide;
     use ecdysis_sys::rng::SplitMix64;
 
     fn ep(task: &str, trial: u32, reward: f64) -> EpisodeRecord {

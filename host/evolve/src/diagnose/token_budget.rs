@@ -250,7 +250,7 @@ mod tests {
     /// estimate must never fall below them.
     #[test]
     fn the_estimate_errs_high_on_real_qwen_requests() {
-        let data = include_str!("testdata/qwen25-prompt-tokens.jsonl");
+        let data = include_str!("../testdata/qwen25-prompt-tokens.jsonl");
         let mut ratios = vec![];
         for line in data.lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
