@@ -1,7 +1,9 @@
 //! The code stage: a coder implements a [`ChangeSpec`] in a *staging copy*
 //! of the harness source crate, once per round.
 //!
-//! - [`rule_coder`]: offline, no model. Writes the spec's machine-readable
+//! Every coder is a [`Coder`]:
+//!
+//! - [`RuleCoder`]: offline, no model. Writes the spec's machine-readable
 //!   rule edits into the harness's rule tables ([`TABLES_FILE`]).
 //! - [`EditorCoder`]: the built-in editor. One conversation with the coder
 //!   model: it answers with search/replace blocks, the edits are applied and
@@ -45,6 +47,7 @@ use serde::{Deserialize, Serialize};
 pub use editor::{EditBlock, EditorCoder, EditorConfig, EditsError, parse_edits};
 pub use external::{ExternalCoder, ExternalConfig, SplitError, split_command};
 pub use network::{CoderNetwork, NetworkChoice, NetworkError};
+pub use rule_coder::RuleCoder;
 pub use tables::{RESAMPLE_TEMPERATURE, TableCoder};
 pub use whole_file::{DEFAULT_FILE_CAP, WholeFileCoder};
 
@@ -271,6 +274,18 @@ pub enum CoderError {
     )]
     NoJail(ecdysis_sys::jail::JailError),
 
+    /// The rule coder's tables could not take its edits (the harness
+    /// source lacks a table or field, or the file cannot be read or
+    /// written). A training run stops on it: the next round would meet the
+    /// same tables.
+    #[error(transparent)]
+    RuleTables(rule_coder::RuleCoderError),
+
+    /// The rule coder was given a task without the domain its tables key
+    /// entries by ([`CoderTask::with_context`]).
+    #[error("the rule coder needs the task's domain")]
+    NoDomain,
+
     /// The whole-file coder found no file of the spec's to rewrite.
     #[error("no file for the whole-file coder: {0}")]
     WholeFile(whole_file::TargetError),
@@ -297,6 +312,8 @@ impl CoderError {
             | Self::ContextTooSmall { .. }
             | Self::Endpoint(_)
             | Self::WholeFile(_)
+            | Self::RuleTables(_)
+            | Self::NoDomain
             | Self::NoJail(_) => 0,
         }
     }
@@ -329,6 +346,16 @@ pub trait Coder: Send + Sync {
     /// Edit the crate at `staging` (its root, holding `Cargo.toml`) to
     /// implement `task`. Only files under `staging/src/` may change.
     fn implement<'a>(&'a self, task: &'a CoderTask, staging: &'a Path) -> CoderFuture<'a>;
+
+    /// Whether the coder implements changes written in prose (every coder
+    /// that asks a model or runs an agent) or only the spec's
+    /// machine-readable rule edits (the [`RuleCoder`]). A rules-only coder
+    /// needs the harness's [`TABLES_FILE`], works from specs with rules
+    /// only, and is handed neither the spec's skills ahead of time nor
+    /// failure excerpts to read.
+    fn reads_prose(&self) -> bool {
+        true
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -12,11 +12,14 @@
 //! rewritten, as skills are by title.
 //! Changes with no rule (prose only) are left to an LLM coder, or to the
 //! table coder ([`crate::code::tables`]), which asks a model for these
-//! same edits.
+//! same edits. [`RuleCoder`] is this coder behind the [`Coder`] trait.
 
 use std::path::Path;
+use std::time::Duration;
 
-use crate::code::TABLES_FILE;
+use crate::code::{
+    Coder, CoderError, CoderFuture, CoderOutcome, CoderTask, Snapshot, TABLES_FILE, src_diff,
+};
 use crate::diagnose::change_spec::{ChangeSpec, RuleEdit};
 use ecdysis_sys::fsutil::{PathError, atomic_write};
 
@@ -694,6 +697,61 @@ impl HandConfigured {
     /// Apply the edits to `<crate>/src/tables.rs`; how many entries changed.
     pub fn apply(&self, crate_dir: &Path) -> Result<usize, RuleCoderError> {
         apply_rules(crate_dir, &self.edits, &self.domain)
+    }
+}
+
+/// The rule coder as a [`Coder`]: [`apply`] on the staging crate, for the
+/// domain of the task's [`crate::code::CoderContext`]. It reads no prose
+/// ([`Coder::reads_prose`]), so a spec whose changes carry no rule leaves
+/// the tables as they were: an outcome with no changed file, not an error.
+#[derive(Debug, Clone, Default)]
+pub struct RuleCoder {
+    /// Waited before each edit: offline experiments model an LLM coder's
+    /// time with it (`--coder-latency-ms`).
+    latency: Duration,
+}
+
+impl RuleCoder {
+    /// A rule coder that waits `latency` before each edit.
+    pub fn new(latency: Duration) -> Self {
+        RuleCoder { latency }
+    }
+}
+
+impl Coder for RuleCoder {
+    fn name(&self) -> &str {
+        "rules"
+    }
+
+    fn reads_prose(&self) -> bool {
+        false
+    }
+
+    fn implement<'a>(&'a self, task: &'a CoderTask, staging: &'a Path) -> CoderFuture<'a> {
+        Box::pin(async move {
+            if !self.latency.is_zero() {
+                tokio::time::sleep(self.latency).await;
+            }
+            let domain = task
+                .context
+                .as_ref()
+                .map(|c| c.domain.as_str())
+                .ok_or(CoderError::NoDomain)?;
+            let before = Snapshot::take(staging)?;
+            let n = apply(staging, &task.spec, domain).map_err(CoderError::RuleTables)?;
+            let (diff, _) = src_diff(&before, &Snapshot::take(staging)?);
+            Ok(CoderOutcome {
+                diff,
+                changed_files: if n > 0 {
+                    vec![TABLES_FILE.into()]
+                } else {
+                    vec![]
+                },
+                attempts: 1,
+                build_ok: false,
+                log: format!("{n} table entr(ies) changed"),
+            })
+        })
     }
 }
 

@@ -1,20 +1,22 @@
 //! Who diagnoses and who edits, as a library value: [`RoleSpec`] names the
 //! FDCR role models and the coder, and builds the [`Diagnoser`] and
-//! [`CoderChoice`] of a training run. Without any model the run is offline:
+//! [`Coder`] of a training run. Without any model the run is offline:
 //! the heuristic diagnoser and the rule coder. Combinations that cannot work
 //! are refused here, before anything runs.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::code::network::{self, CoderNetwork, EndpointSources, NetworkChoice};
 use crate::code::{
-    Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig, TableCoder, WholeFileCoder,
+    Coder, EditorCoder, EditorConfig, ExternalCoder, ExternalConfig, RuleCoder, TableCoder,
+    WholeFileCoder,
 };
 use crate::diagnose::fdcr::{FdcrConfig, PromptLayout, Roles};
 use crate::diagnose::token_budget::{self, ContextBudget, ContextSource};
-use crate::train::{CoderChoice, Diagnoser, Method};
+use crate::train::{Diagnoser, Method};
 use ecdysis_model::{ChatModel, ModelFlags, ModelHub, ModelRole, SamplingArgs};
 use ecdysis_sandbox::store::Containment;
 
@@ -295,7 +297,8 @@ impl RoleSpec {
     /// candidate builds share the cargo target dir `target`; every role and
     /// coder request fits `budget`.; with
     /// `allow_unjailed` the coder's builds (and an external coder) run
-    /// without a jail where none can be made.
+    /// without a jail where none can be made; the rule coder waits
+    /// `rule_latency` before each edit.
     pub fn build(
         &self,
         method: Method,
@@ -303,7 +306,8 @@ impl RoleSpec {
         target: &Path,
         budget: ContextBudget,
         allow_unjailed: bool,
-    ) -> Result<(Diagnoser, CoderChoice), RoleError> {
+        rule_latency: Duration,
+    ) -> Result<(Diagnoser, Arc<dyn Coder>), RoleError> {
         let containment = Containment {
             allow_unjailed,
             ..Containment::default()
@@ -338,37 +342,28 @@ impl RoleSpec {
             structured,
             ..EditorConfig::default()
         };
-        let coder = match &self.coder {
-            CoderSpec::Rules => CoderChoice::Rules,
+        let coder: Arc<dyn Coder> = match &self.coder {
+            CoderSpec::Rules => Arc::new(RuleCoder::new(rule_latency)),
             CoderSpec::Editor {
                 model: name,
                 max_feedback,
             } => {
                 let config = editor_config(*max_feedback, false);
-                CoderChoice::Agent(Arc::new(EditorCoder::new(
-                    model(ModelRole::Coder, name)?,
-                    config,
-                )) as Arc<dyn Coder>)
+                Arc::new(EditorCoder::new(model(ModelRole::Coder, name)?, config))
             }
             CoderSpec::Tables {
                 model: name,
                 max_feedback,
             } => {
                 let config = editor_config(*max_feedback, self.structured);
-                CoderChoice::Agent(
-                    Arc::new(TableCoder::new(model(ModelRole::Coder, name)?, config))
-                        as Arc<dyn Coder>,
-                )
+                Arc::new(TableCoder::new(model(ModelRole::Coder, name)?, config))
             }
             CoderSpec::WholeFile {
                 model: name,
                 max_feedback,
             } => {
                 let config = editor_config(*max_feedback, false);
-                CoderChoice::Agent(Arc::new(WholeFileCoder::new(
-                    model(ModelRole::Coder, name)?,
-                    config,
-                )) as Arc<dyn Coder>)
+                Arc::new(WholeFileCoder::new(model(ModelRole::Coder, name)?, config))
             }
             CoderSpec::External {
                 command,
@@ -391,9 +386,9 @@ impl RoleSpec {
                     containment: containment.clone(),
                     ..ExternalConfig::new(command.clone())
                 };
-                CoderChoice::Agent(Arc::new(
+                Arc::new(
                     ExternalCoder::new(config).map_err(|e| RoleError::External(e.to_string()))?,
-                ))
+                )
             }
         };
         if !self.any_fdcr() {

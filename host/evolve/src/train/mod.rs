@@ -17,7 +17,7 @@
 //! ```
 //!
 //! Who diagnoses and who edits is the caller's choice ([`Diagnoser`],
-//! [`CoderChoice`]): offline, the heuristic diagnoser and the rule coder; with
+//! [`Coder`]): offline, the heuristic diagnoser and the rule coder; with
 //! endpoints, the FDCR roles and an LLM editor or an external coding agent.
 
 mod dir;
@@ -331,25 +331,6 @@ impl Diagnoser {
     }
 }
 
-/// Who implements a spec in the staging crate.
-#[derive(Clone)]
-pub enum CoderChoice {
-    /// The offline rule coder: edits `src/tables.rs` from the spec's rules.
-    Rules,
-    /// A coding agent (the LLM editor or an external command).
-    Agent(Arc<dyn Coder>),
-}
-
-impl CoderChoice {
-    /// The coder as `config.json` records it.
-    pub fn describe(&self) -> CoderId {
-        match self {
-            CoderChoice::Rules => CoderId::Rules,
-            CoderChoice::Agent(c) => CoderId::from(c.name()),
-        }
-    }
-}
-
 /// A training run that could not go on.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
@@ -435,8 +416,8 @@ pub struct TrainContext {
     pub cargo_target: PathBuf,
     /// Who diagnoses.
     pub diagnoser: Diagnoser,
-    /// Who edits.
-    pub coder: CoderChoice,
+    /// Who edits (offline, the [`crate::code::RuleCoder`]).
+    pub coder: Arc<dyn Coder>,
     /// The ledger every model of the run records into (the participants'
     /// and the roles'); persisted as `ledger.json`.
     pub ledger: Arc<UsageLedger>,
@@ -752,7 +733,7 @@ pub async fn train(
     cx: TrainContext,
 ) -> Result<TrainSummary, TrainError> {
     let started = Instant::now();
-    if matches!(cx.coder, CoderChoice::Rules) && !source.join(crate::code::TABLES_FILE).is_file() {
+    if !cx.coder.reads_prose() && !source.join(crate::code::TABLES_FILE).is_file() {
         return Err(TrainError::NoTables(source.to_path_buf()));
     }
     cx.check_containment()?;

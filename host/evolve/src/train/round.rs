@@ -16,14 +16,11 @@ use std::collections::BTreeSet;
 
 use super::dir::{TrainDir, write_json};
 use super::history::{CoderRun, Measure, PhaseTimes, RoundRecord, RoundTranscript};
-use super::{
-    CoderChoice, CoderId, Diagnoser, Draw, Method, TrainConfig, TrainContext, TrainError,
-    TrainTasks,
-};
+use super::{CoderId, Diagnoser, Draw, Method, TrainConfig, TrainContext, TrainError, TrainTasks};
 use crate::aggregate::failure_record::{self, FailureRecord};
 use crate::aggregate::{self, FailureGroup};
 use crate::code::rule_coder;
-use crate::code::{CoderTask, Snapshot, src_diff};
+use crate::code::{CoderError, CoderTask, Snapshot, src_diff};
 use crate::diagnose::change_spec::ChangeSpec;
 use crate::diagnose::fdcr::{self, EvidenceLimits, FdcrInput, HarnessFocus};
 use crate::diagnose::heuristic::{self, ToolFacts};
@@ -385,9 +382,10 @@ impl<'a> Round<'a> {
         };
         let spec = heuristic::diagnose(unit, successes, &facts).or_else(|| {
             // A prose-reading coder can still work from the groups themselves.
-            match &self.cx.coder {
-                CoderChoice::Agent(_) => heuristic::spec_from_groups(unit),
-                CoderChoice::Rules => None,
+            if self.cx.coder.reads_prose() {
+                heuristic::spec_from_groups(unit)
+            } else {
+                None
             }
         });
         let Some(mut spec) = spec else {
@@ -411,92 +409,70 @@ impl<'a> Round<'a> {
         // Rule tables key entries by the short domain name (`retail`).
         let domain = &self.config.train.settings.domain;
         let short = domain.rsplit('/').next().unwrap_or(domain).to_string();
-        let run = match &self.cx.coder {
-            CoderChoice::Rules => {
-                if self.config.plan.coder_latency_ms > 0 {
-                    tokio::time::sleep(std::time::Duration::from_millis(
-                        self.config.plan.coder_latency_ms,
-                    ))
-                    .await;
-                }
-                let n = rule_coder::apply(staging, spec, &short)?;
+        let coder = self.cx.coder.clone();
+        // The spec's skills go into the skill library exactly; a prose
+        // coder is told they are there (the rule coder writes them itself).
+        let skills = if spec.skills.is_empty() || !coder.reads_prose() {
+            None
+        } else {
+            Some(rule_coder::apply_rules(
+                staging,
+                &rule_coder::skill_edits(spec),
+                &short,
+            ))
+        };
+        let tools = self
+            .cx
+            .domain
+            .tools()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        let task = CoderTask::new(spec.clone())
+            .with_notes(self.coder_notes(spec, unit, skills.as_ref()))
+            .with_context(short.clone(), tools);
+        // The rule coder's task is the spec alone, which the candidate's
+        // spec.json records: its runs were always recorded without one.
+        let recorded = coder.reads_prose().then(|| task.clone());
+        let run = match coder.implement(&task, staging).await {
+            Ok(o) => CoderRun {
+                coder: CoderId::from(coder.name()),
+                // A prose coder errs rather than succeed without a change;
+                // the rule coder may find no rule to write, which is no error.
+                ok: coder.reads_prose() || !o.changed_files.is_empty(),
+                attempts: o.attempts,
+                changed_files: o.changed_files,
+                build_ok: o.build_ok,
+                error: None,
+                log: o.log,
+                task: recorded,
+            },
+            Err(CoderError::RuleTables(e)) => return Err(e.into()),
+            // The skills alone are a change.
+            Err(CoderError::NoChange { attempts, log }) if matches!(skills, Some(Ok(n)) if n > 0) => {
                 CoderRun {
-                    coder: CoderId::Rules,
-                    ok: n > 0,
-                    attempts: 1,
-                    changed_files: if n > 0 {
-                        vec![crate::code::TABLES_FILE.into()]
-                    } else {
-                        vec![]
-                    },
+                    coder: CoderId::from(coder.name()),
+                    ok: true,
+                    attempts,
+                    changed_files: vec![crate::code::TABLES_FILE.into()],
                     build_ok: false,
                     error: None,
-                    log: format!("{n} table entr(ies) changed"),
-                    task: None,
+                    log: format!("{log}\nthe spec's skills were applied to the skill library"),
+                    task: recorded,
                 }
             }
-            CoderChoice::Agent(coder) => {
-                // The spec's skills go into the skill library exactly; the
-                // coder is told they are there.
-                let skills = if spec.skills.is_empty() {
-                    None
-                } else {
-                    Some(rule_coder::apply_rules(
-                        staging,
-                        &rule_coder::skill_edits(spec),
-                        &short,
-                    ))
-                };
-                let tools = self
-                    .cx
-                    .domain
-                    .tools()
-                    .iter()
-                    .map(|t| t.name.clone())
-                    .collect();
-                let task = CoderTask::new(spec.clone())
-                    .with_notes(self.coder_notes(spec, unit, skills.as_ref()))
-                    .with_context(short.clone(), tools);
-                match coder.implement(&task, staging).await {
-                    Ok(o) => CoderRun {
-                        coder: CoderId::from(coder.name()),
-                        ok: true,
-                        attempts: o.attempts,
-                        changed_files: o.changed_files,
-                        build_ok: o.build_ok,
-                        error: None,
-                        log: o.log,
-                        task: Some(task.clone()),
-                    },
-                    // The skills alone are a change.
-                    Err(crate::code::CoderError::NoChange { attempts, log }) if matches!(skills, Some(Ok(n)) if n > 0) => {
-                        CoderRun {
-                            coder: CoderId::from(coder.name()),
-                            ok: true,
-                            attempts,
-                            changed_files: vec![crate::code::TABLES_FILE.into()],
-                            build_ok: false,
-                            error: None,
-                            log: format!(
-                                "{log}\nthe spec's skills were applied to the skill library"
-                            ),
-                            task: Some(task.clone()),
-                        }
-                    }
-                    Err(e) => {
-                        self.cx
-                            .say(format!("round {}: coder failed: {e}", self.record.round));
-                        CoderRun {
-                            coder: CoderId::from(coder.name()),
-                            ok: false,
-                            attempts: e.attempts(),
-                            changed_files: vec![],
-                            build_ok: false,
-                            error: Some(e.to_string()),
-                            log: e.log().to_string(),
-                            task: Some(task.clone()),
-                        }
-                    }
+            Err(e) => {
+                self.cx
+                    .say(format!("round {}: coder failed: {e}", self.record.round));
+                CoderRun {
+                    coder: CoderId::from(coder.name()),
+                    ok: false,
+                    attempts: e.attempts(),
+                    changed_files: vec![],
+                    build_ok: false,
+                    error: Some(e.to_string()),
+                    log: e.log().to_string(),
+                    task: recorded,
                 }
             }
         };

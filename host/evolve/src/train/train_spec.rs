@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::{
-    GateMeasure, RolesConfig, TrainConfig, TrainContext, TrainError, TrainPlan, TrainSummary,
+    CoderId, GateMeasure, RolesConfig, TrainConfig, TrainContext, TrainError, TrainPlan,
+    TrainSummary,
 };
 use crate::code::CoderNetwork;
 use crate::diagnose::fdcr::PromptLayout;
@@ -199,6 +200,7 @@ pub async fn run(
         &target,
         roles_config.budget.unwrap_or_default(),
         spec.plan.allow_unjailed_builds,
+        std::time::Duration::from_millis(spec.plan.coder_latency_ms),
     )?;
     let coder_network = spec.roles.coder_network()?;
     match &coder_network {
@@ -217,7 +219,7 @@ pub async fn run(
         train,
         test_tasks,
         diagnoser: diagnoser.describe(),
-        coder: coder.describe(),
+        coder: CoderId::from(coder.name()),
         gate_measure,
         roles: roles_config,
         coder_network,
