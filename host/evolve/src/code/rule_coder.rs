@@ -1150,6 +1150,48 @@ pub static NAME_REPAIRS: &[NameRepair] = &[];
         build(&crate_dir).unwrap_or_else(|e| panic!("the rendered tables do not build:\n{e}"));
     }
 
+    /// The rule coder behind [`Coder`] writes what [`apply`] writes, names
+    /// the tables file only when an entry changed, and needs the domain.
+    #[tokio::test]
+    async fn the_rule_coder_as_a_coder_applies_the_spec_rules() {
+        let (_dir, crate_dir) = template_copy();
+        let spec = ChangeSpec {
+            failure_patterns: vec![],
+            proposed_changes: vec![crate::diagnose::change_spec::ProposedChange {
+                layer: crate::diagnose::change_spec::Layer::Realize,
+                file: TABLES_FILE.into(),
+                description: "alias".into(),
+                rationale: "an unknown tool name".into(),
+                evidence_tasks: vec![],
+                rule: Some(RuleEdit::ToolAlias {
+                    alias: "fetch_the_order".into(),
+                    tool: "get_order_details".into(),
+                }),
+                instance_specific: false,
+            }],
+            skills: vec![],
+            implementation_notes: String::new(),
+        };
+        let coder = RuleCoder::default();
+        assert_eq!(coder.name(), "rules");
+        assert!(!coder.reads_prose());
+        let task = CoderTask::new(spec.clone());
+        assert!(matches!(
+            coder.implement(&task, &crate_dir).await,
+            Err(CoderError::NoDomain)
+        ));
+        let task = task.with_context("retail", vec![]);
+        let first = coder.implement(&task, &crate_dir).await.unwrap();
+        assert_eq!(first.changed_files, vec![TABLES_FILE.to_string()]);
+        assert_eq!(first.log, "1 table entr(ies) changed");
+        assert!(first.diff.contains("fetch_the_order"), "{}", first.diff);
+        // The entry is there now: nothing to write is an outcome, not an error.
+        let again = coder.implement(&task, &crate_dir).await.unwrap();
+        assert!(again.changed_files.is_empty());
+        assert_eq!(again.log, "0 table entr(ies) changed");
+        assert_eq!(apply(&crate_dir, &spec, "retail").unwrap(), 0);
+    }
+
     #[test]
     fn the_dbbench_hand_configured_baseline_renders_and_builds() {
         let file = ecdysis_testkit::repo_root().join("scripts/hand-configured/tables-dbbench.json");
