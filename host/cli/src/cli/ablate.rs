@@ -72,7 +72,9 @@ pub async fn ablate(
         bail!("`ablate` needs a harness: Direct has no layers to switch off");
     };
     let split = (args.split != "all").then(|| args.split.clone());
-    let mut spec = args.eval.spec(split, super::train::DEFAULT_AGENT)?;
+    let mut spec = args
+        .eval
+        .spec(split, ecdysis_host::evolve::train::defaults::AGENT)?;
     let concurrency = args.eval.run_concurrency();
     EvalArgs::lift_endpoint_limit(&mut spec, concurrency);
     let spec = args.eval.with_endpoint_cap(spec).await;

@@ -8,11 +8,14 @@ use clap::Args;
 
 use ecdysis_runner::eval::SIMULATED_LABEL;
 use ecdysis_evolve::code::NetworkChoice;
-use ecdysis_evolve::diagnose::fdcr::PromptLayout;
+use ecdysis_evolve::code::{editor, external};
+use ecdysis_evolve::diagnose::fdcr::{self, PromptLayout};
 use ecdysis_evolve::diagnose::roles::{CoderSpec, RoleError, RoleSpec};
 use ecdysis_evolve::evaluate::task_budget::SelectStrategy;
-use ecdysis_evolve::gate::accept::AcceptRule;
+use ecdysis_evolve::gate::accept::{AcceptRule, DEFAULT_PAIRED_ALPHA};
+use ecdysis_evolve::gate::power::DEFAULT_POWER;
 use ecdysis_evolve::gate::race::GateRace;
+use ecdysis_evolve::train::defaults;
 use ecdysis_evolve::train::{
     Method, SelectConfig, TrainPlan, TrainSpec, TrainSummary, run_spec,
 };
@@ -30,7 +33,7 @@ pub struct TrainArgs {
     /// Evolution method: ecdysis (aggregation + FDCR), ecdysis-nofdcr
     /// (aggregation, spec straight from the groups) or self-evolution (one
     /// edit per failure, the baseline).
-    #[arg(long, value_enum, default_value = "ecdysis")]
+    #[arg(long, value_enum, default_value_t = defaults::METHOD)]
     pub method: Method,
     /// Training run directory (default runs/train-<method>-<domain>-<agent>).
     #[arg(long)]
@@ -44,13 +47,13 @@ pub struct TrainArgs {
 #[derive(Args)]
 pub struct TrainKnobs {
     /// The harness source crate to start from (copied, never edited).
-    #[arg(long, default_value = "harness-template")]
+    #[arg(long, default_value = defaults::SOURCE)]
     pub source: PathBuf,
     /// Rounds at most.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = defaults::ROUNDS)]
     pub rounds: u32,
     /// Episodes with reward below this are failures.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = defaults::LAMBDA)]
     pub lambda: f64,
     /// Stop after this many rounds in a row without an accepted candidate
     /// (default 2 for `train`; every round for `experiment`, whose
@@ -64,15 +67,15 @@ pub struct TrainKnobs {
     #[arg(long)]
     pub max_episodes: Option<u64>,
     /// Training split.
-    #[arg(long, default_value = "train")]
+    #[arg(long, default_value = defaults::TRAIN_SPLIT)]
     pub train_split: String,
     /// Held-out split evaluated at the end, for the initial and the final
     /// harness (`none` to skip).
-    #[arg(long, default_value = "test")]
+    #[arg(long, default_value = defaults::TEST_SPLIT)]
     pub test_split: String,
     /// Trials per held-out task (the paper's protocol: three independent
     /// trials), apart from the training trials (--trials).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = defaults::TEST_TRIALS)]
     pub test_trials: u32,
     /// Also evaluate the Direct baseline (no harness) on the held-out split.
     #[arg(long)]
@@ -88,7 +91,7 @@ pub struct TrainKnobs {
     /// smallest improvement the gate detects with this probability on the
     /// training tasks and trials (from the starting harness's evaluation),
     /// and likewise for the held-out comparison.
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = DEFAULT_POWER)]
     pub power: f64,
     /// An improvement (in accuracy, e.g. 0.1) to state the power for: the
     /// tasks it would need at 1, 3 and the run's trials, and a warning when
@@ -144,9 +147,9 @@ pub struct KnobDefaults {
 
 /// `train`'s defaults.
 pub const TRAIN_DEFAULTS: KnobDefaults = KnobDefaults {
-    plateau: Some(2),
-    start_blank: false,
-    coder_latency_ms: 0,
+    plateau: Some(defaults::PLATEAU),
+    start_blank: defaults::START_BLANK,
+    coder_latency_ms: defaults::CODER_LATENCY_MS,
 };
 
 /// The evolution roles. Without any of these flags training runs offline:
@@ -172,7 +175,7 @@ pub struct RoleArgs {
     #[arg(long, help_heading = "Evolution roles")]
     pub moderator_model: Option<String>,
     /// Analyst → Critic → Engineer rounds before the Moderator.
-    #[arg(long, default_value_t = 2, help_heading = "Evolution roles")]
+    #[arg(long, default_value_t = fdcr::DEFAULT_ROUNDS, help_heading = "Evolution roles")]
     pub fdcr_rounds: u32,
     /// The built-in coding agent: this model answers with search/replace
     /// edits to the harness's src/, compiler errors are fed back.
@@ -189,7 +192,7 @@ pub struct RoleArgs {
     #[arg(long, help_heading = "Evolution roles")]
     pub coder_command: Option<String>,
     /// Wall-clock limit of one external coder run, in seconds.
-    #[arg(long, default_value_t = 1800, help_heading = "Evolution roles")]
+    #[arg(long, default_value_t = external::DEFAULT_TIMEOUT_SECS, help_heading = "Evolution roles")]
     pub coder_timeout_secs: u64,
     /// The external coder runs in a jail with a cleared environment: pass
     /// it this variable (`NAME` takes the value from this process's
@@ -234,7 +237,7 @@ pub struct RoleArgs {
     pub coder_endpoint: Vec<String>,
     /// Follow-up turns of the built-in coder (compiler errors, edits that
     /// did not apply).
-    #[arg(long, default_value_t = 3, help_heading = "Evolution roles")]
+    #[arg(long, default_value_t = editor::DEFAULT_MAX_FEEDBACK, help_heading = "Evolution roles")]
     pub coder_max_feedback: u32,
     /// How --coder-model delivers its change: `editor` (search/replace
     /// blocks on any file of src/, for models that edit Rust well),
@@ -320,14 +323,14 @@ pub struct GateArgs {
     #[arg(long, default_value = "strict", value_parser = ["strict", "paired"])]
     pub accept: String,
     /// Significance level of `--accept paired`.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = DEFAULT_PAIRED_ALPHA)]
     pub accept_alpha: f64,
     /// Race the gate: evaluate a candidate task by task, the incumbent's
     /// failing tasks first, and stop once the acceptance rule's decision
     /// can no longer change (episodes not run are recorded as not needed;
     /// an accepted candidate is still evaluated on every task). `off`
     /// evaluates every task before deciding.
-    #[arg(long, value_enum, default_value_t = GateRace::On)]
+    #[arg(long, value_enum, default_value_t = GateRace::default())]
     pub gate_race: GateRace,
     /// Budget: dollars over every role (agent, user, FDCR roles, coder),
     /// priced by the embedded table plus --prices; counted across resumes.
@@ -352,8 +355,8 @@ impl Default for GateArgs {
     fn default() -> Self {
         GateArgs {
             accept: "strict".into(),
-            accept_alpha: 0.05,
-            gate_race: GateRace::On,
+            accept_alpha: DEFAULT_PAIRED_ALPHA,
+            gate_race: GateRace::default(),
             max_usd: None,
             select_train: None,
             budget_tasks: None,
@@ -361,10 +364,6 @@ impl Default for GateArgs {
         }
     }
 }
-
-/// The default agent of `train`: the clumsy testbed profile, whose quirks
-/// a harness can fix.
-pub const DEFAULT_AGENT: &str = "sim:clumsy";
 
 impl TrainArgs {
     /// The library's training specification from the flags.
@@ -379,7 +378,7 @@ impl TrainKnobs {
     pub fn spec(&self, method: Method, defaults: KnobDefaults) -> Result<TrainSpec> {
         let mut eval = self
             .eval
-            .spec(Some(self.train_split.clone()), DEFAULT_AGENT)?;
+            .spec(Some(self.train_split.clone()), defaults::AGENT)?;
         // The training evaluations resume from their own directories; only
         // the held-out split differs.
         eval.settings.split = Some(self.train_split.clone());

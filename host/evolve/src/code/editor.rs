@@ -74,10 +74,13 @@ pub struct EditorConfig {
     pub tolerant: bool,
 }
 
+/// Default [`EditorConfig::max_feedback`] (`--coder-max-feedback`).
+pub const DEFAULT_MAX_FEEDBACK: u32 = 3;
+
 impl Default for EditorConfig {
     fn default() -> Self {
         Self {
-            max_feedback: 3,
+            max_feedback: DEFAULT_MAX_FEEDBACK,
             target_dir: None,
             sampling: SamplingArgs::default(),
             cache_salt: None,

@@ -141,11 +141,14 @@ pub const CRATE_QUOTA: u64 = 64 << 20;
 /// Default [`ExternalConfig::disk_quota`] (a cargo target of its own).
 pub const CODER_DISK_QUOTA: u64 = 8 << 30;
 
+/// Default [`ExternalConfig::timeout_secs`] (`--coder-timeout-secs`).
+pub const DEFAULT_TIMEOUT_SECS: u64 = 1800;
+
 impl Default for ExternalConfig {
     fn default() -> Self {
         Self {
             command: String::new(),
-            timeout_secs: 1800,
+            timeout_secs: DEFAULT_TIMEOUT_SECS,
             check_build: true,
             target_dir: None,
             env: BTreeMap::new(),

@@ -269,10 +269,13 @@ pub struct FdcrConfig {
     pub layout: PromptLayout,
 }
 
+/// Default [`FdcrConfig::rounds`] (`--fdcr-rounds`).
+pub const DEFAULT_ROUNDS: u32 = 2;
+
 impl Default for FdcrConfig {
     fn default() -> Self {
         Self {
-            rounds: 2,
+            rounds: DEFAULT_ROUNDS,
             spec_retries: 2,
             sampling: SamplingArgs::default(),
             cache_salt: None,

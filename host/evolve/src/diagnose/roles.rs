@@ -116,7 +116,7 @@ impl Default for RoleSpec {
             critic_model: None,
             engineer_model: None,
             moderator_model: None,
-            fdcr_rounds: 2,
+            fdcr_rounds: crate::diagnose::fdcr::DEFAULT_ROUNDS,
             coder: CoderSpec::Rules,
             endpoint: ModelFlags::default(),
             coder_endpoint: ModelFlags::default(),

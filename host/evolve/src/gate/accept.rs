@@ -48,6 +48,10 @@ pub enum AcceptRule {
     },
 }
 
+/// The significance level of the paired rule when none is given
+/// (`--accept-alpha`).
+pub const DEFAULT_PAIRED_ALPHA: f64 = 0.05;
+
 impl Default for AcceptRule {
     /// The paper's rule, so runs without the option reproduce it.
     fn default() -> Self {

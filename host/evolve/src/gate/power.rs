@@ -33,11 +33,14 @@ pub struct PowerAsk {
     pub target_effect: Option<f64>,
 }
 
+/// Default [`PowerAsk::power`] (`--power`): 80%, the conventional power.
+pub const DEFAULT_POWER: f64 = 0.8;
+
 impl Default for PowerAsk {
-    /// 80%, the conventional power, and no target.
+    /// [`DEFAULT_POWER`] and no target.
     fn default() -> Self {
         PowerAsk {
-            power: 0.8,
+            power: DEFAULT_POWER,
             target_effect: None,
         }
     }

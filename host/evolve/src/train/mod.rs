@@ -20,6 +20,7 @@
 //! [`Coder`]): offline, the heuristic diagnoser and the rule coder; with
 //! endpoints, the FDCR roles and an LLM editor or an external coding agent.
 
+pub mod defaults;
 mod dir;
 mod history;
 mod ids;
@@ -148,24 +149,23 @@ pub struct TrainPlan {
 }
 
 impl Default for TrainPlan {
-    /// `train`'s defaults: three rounds of Ecdysis, failures below reward
-    /// 1, a plateau of two, the strict gate, three trials per held-out task.
+    /// `train`'s defaults ([`defaults`]), no spend limit, the strict gate.
     fn default() -> Self {
         TrainPlan {
-            method: Method::Ecdysis,
-            rounds: 3,
-            lambda: 1.0,
-            test_split: Some("test".into()),
+            method: defaults::METHOD,
+            rounds: defaults::ROUNDS,
+            lambda: defaults::LAMBDA,
+            test_split: Some(defaults::TEST_SPLIT.into()),
             max_coder_calls: None,
             max_episodes: None,
-            plateau: 2,
-            start_blank: false,
-            coder_latency_ms: 0,
+            plateau: defaults::PLATEAU,
+            start_blank: defaults::START_BLANK,
+            coder_latency_ms: defaults::CODER_LATENCY_MS,
             accept: AcceptRule::default(),
             gate_race: crate::gate::race::GateRace::default(),
             max_usd: None,
             select: None,
-            test_trials: 3,
+            test_trials: defaults::TEST_TRIALS,
             test_direct: false,
             select_layers: false,
             allow_unjailed_builds: false,

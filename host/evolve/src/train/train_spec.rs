@@ -52,14 +52,14 @@ impl Default for TrainSpec {
     fn default() -> Self {
         TrainSpec {
             plan: TrainPlan::default(),
-            source: PathBuf::from("harness-template"),
+            source: PathBuf::from(super::defaults::SOURCE),
             eval: RunSpec {
                 settings: RunSettings {
-                    split: Some("train".into()),
+                    split: Some(super::defaults::TRAIN_SPLIT.into()),
                     ..RunSpec::default().settings
                 },
                 agent: ecdysis_model::ModelFlags {
-                    model: Some("sim:clumsy".into()),
+                    model: Some(super::defaults::AGENT.into()),
                     ..Default::default()
                 },
                 ..RunSpec::default()
