@@ -25,6 +25,7 @@ mod dir;
 mod history;
 mod ids;
 mod round;
+mod spend_limits;
 mod train_spec;
 
 use std::collections::HashMap;
@@ -102,9 +103,9 @@ pub struct TrainPlan {
     pub lambda: f64,
     /// The held-out split, evaluated at the end (`None`: no test).
     pub test_split: Option<String>,
-    /// Budget: coder calls in all.
+    /// Spend limit: coder calls in all.
     pub max_coder_calls: Option<u32>,
-    /// Budget: episodes in all.
+    /// Spend limit: episodes in all.
     pub max_episodes: Option<u64>,
     /// Stop after this many rounds in a row without an accepted candidate.
     pub plateau: u32,
@@ -123,7 +124,7 @@ pub struct TrainPlan {
     /// option resumes with it on: it decides every round alike.
     #[serde(default)]
     pub gate_race: crate::gate::race::GateRace,
-    /// Budget: dollars over every role (agent, user, FDCR roles, coder),
+    /// Spend limit: dollars over every role (agent, user, FDCR roles, coder),
     /// from the usage ledger and the price table.
     #[serde(default)]
     pub max_usd: Option<f64>,
@@ -678,32 +679,6 @@ pub(crate) struct TrainTasks {
     selection: Option<Selection>,
 }
 
-/// The first exhausted budget, if any. Every attempt counts: failed builds,
-/// trapped candidates and failed coder runs were paid for too.
-fn budget_exhausted(
-    config: &TrainConfig,
-    coder_calls: u32,
-    episodes: u64,
-    usd: f64,
-    call_refused: bool,
-) -> Option<String> {
-    if let Some(m) = config.plan.max_coder_calls.filter(|m| coder_calls >= *m) {
-        return Some(format!("coder-call budget ({m}) used"));
-    }
-    if let Some(m) = config.plan.max_episodes.filter(|m| episodes >= *m) {
-        return Some(format!("episode budget ({m}) used"));
-    }
-    if let Some(m) = config.plan.max_usd.filter(|m| usd >= *m) {
-        return Some(format!("dollar budget (${m:.2}) used: ${usd:.4} spent"));
-    }
-    if let Some(m) = config.plan.max_usd.filter(|_| call_refused) {
-        return Some(format!(
-            "dollar budget (${m:.2}) used: ${usd:.4} spent, and the next call would have crossed it"
-        ));
-    }
-    None
-}
-
 /// Why the loop should stop before the next round, if it should.
 fn stop_before_round(
     config: &TrainConfig,
@@ -722,7 +697,7 @@ fn stop_before_round(
     {
         return Some("plateau".into());
     }
-    budget_exhausted(config, coder_calls, dir.paid_episodes(), usd, call_refused)
+    spend_limits::reached(config, coder_calls, dir.paid_episodes(), usd, call_refused)
 }
 
 /// Run (or resume) training from the harness crate at `source` into `out`.

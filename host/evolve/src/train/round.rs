@@ -279,7 +279,7 @@ impl<'a> Round<'a> {
         let mut skipped: Vec<UnitSkipped> = vec![];
         for unit in &units {
             let spent = self.cx.ledger.summary().total.usd;
-            if let Some(why) = super::budget_exhausted(
+            if let Some(why) = super::spend_limits::reached(
                 self.config,
                 *coder_calls,
                 self.dir.paid_episodes(),
