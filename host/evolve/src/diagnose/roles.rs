@@ -104,7 +104,7 @@ pub struct RoleSpec {
     pub structured: bool,
     /// How the FDCR prompts are laid out (`--roles-layout`); `None`: what
     /// the run directory's `config.json` records, else
-    /// [`PromptLayout::SharedPrefix`] (resolved by [`crate::train::spec::run`]).
+    /// [`PromptLayout::SharedPrefix`] (resolved by [`crate::train::run_spec`]).
     pub layout: Option<PromptLayout>,
 }
 
