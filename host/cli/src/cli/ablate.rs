@@ -74,7 +74,7 @@ pub async fn ablate(
     let split = (args.split != "all").then(|| args.split.clone());
     let mut spec = args
         .eval
-        .spec(split, ecdysis_host::evolve::train::defaults::AGENT)?;
+        .spec(split, ecdysis_evolve::train::defaults::AGENT)?;
     let concurrency = args.eval.run_concurrency();
     EvalArgs::lift_endpoint_limit(&mut spec, concurrency);
     let spec = args.eval.with_endpoint_cap(spec).await;

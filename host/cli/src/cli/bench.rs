@@ -10,9 +10,9 @@ use anyhow::{Result, bail};
 use clap::Args;
 
 use ecdysis_runner::bench;
-use ecdysis_tau2::bench as env_bench;
 use ecdysis_sandbox::sandbox::Limits;
 use ecdysis_sandbox::store::ComponentStore;
+use ecdysis_tau2::bench as env_bench;
 
 use super::env::DataArgs;
 use super::harness_arg::HarnessArg;
@@ -418,10 +418,9 @@ async fn record(
     };
     let hub = services.hub()?;
     let config = flags.resolve(None)?;
-    let (ctx, _) =
-        ecdysis_model::tokens::endpoint_context(&config.base_url, Some(model), None)
-            .await
-            .unwrap_or((8192, String::new()));
+    let (ctx, _) = ecdysis_model::tokens::endpoint_context(&config.base_url, Some(model), None)
+        .await
+        .unwrap_or((8192, String::new()));
     let live = hub.http_model(ecdysis_model::ModelRole::Coder, config)?;
     let context = match &args.record_domain {
         Some(d) => {
@@ -447,10 +446,7 @@ async fn record(
                 max_tokens: Some(768),
                 ..Default::default()
             },
-            budget: ecdysis_evolve::diagnose::token_budget::ContextBudget::new(
-                ctx,
-                Some(768),
-            ),
+            budget: ecdysis_evolve::diagnose::token_budget::ContextBudget::new(ctx, Some(768)),
             ..Default::default()
         },
         context,

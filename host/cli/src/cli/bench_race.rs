@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 
-use ecdysis_runner::agent::EpisodeRecord;
-use ecdysis_runner::eval::rundir::read_trajectories;
-use ecdysis_runner::eval::spec::SCRIPTED_USER;
 use ecdysis_evolve::evaluate::task_budget::Selection;
 use ecdysis_evolve::gate::accept;
 use ecdysis_evolve::gate::race;
 use ecdysis_evolve::train::{RoundRecord, TrainConfig};
+use ecdysis_runner::agent::EpisodeRecord;
+use ecdysis_runner::eval::rundir::read_trajectories;
+use ecdysis_runner::eval::spec::SCRIPTED_USER;
 use ecdysis_sys::layout::TrainLayout;
 
 /// One round's gate, replayed.

@@ -6,7 +6,6 @@ use std::str::FromStr;
 use anyhow::{Result, bail};
 use clap::Args;
 
-use ecdysis_runner::eval::SIMULATED_LABEL;
 use ecdysis_evolve::code::NetworkChoice;
 use ecdysis_evolve::code::{editor, external};
 use ecdysis_evolve::diagnose::fdcr::{self, PromptLayout};
@@ -16,10 +15,9 @@ use ecdysis_evolve::gate::accept::{AcceptRule, DEFAULT_PAIRED_ALPHA};
 use ecdysis_evolve::gate::power::DEFAULT_POWER;
 use ecdysis_evolve::gate::race::GateRace;
 use ecdysis_evolve::train::defaults;
-use ecdysis_evolve::train::{
-    Method, SelectConfig, TrainPlan, TrainSpec, TrainSummary, run_spec,
-};
+use ecdysis_evolve::train::{Method, SelectConfig, TrainPlan, TrainSpec, TrainSummary, run_spec};
 use ecdysis_model::{ModelFlags, SamplingArgs};
+use ecdysis_runner::eval::SIMULATED_LABEL;
 use ecdysis_sandbox::sandbox::Sandbox;
 use ecdysis_sandbox::store::ComponentStore;
 

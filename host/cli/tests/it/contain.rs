@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use ecdysis_evolve::code::{Coder, CoderNetwork, CoderTask, ExternalCoder, ExternalConfig};
 use ecdysis_evolve::diagnose::change_spec::ChangeSpec;
-use ecdysis_sys::jail::JailLimits;
 use ecdysis_sandbox::store::{
     BuildOptions, BuildProfile, ComponentStore, Containment, StoreError, Trust, source_tree_hash,
 };
+use ecdysis_sys::jail::JailLimits;
 use serde_json::Value;
 
 /// The variable a hostile candidate wants to read (set in the host's

@@ -6,8 +6,6 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ecdysis_runner::agent::{Entry, EpisodeRecord};
-use ecdysis_runner::eval::rundir::read_trajectories;
 use ecdysis_evolve::aggregate;
 use ecdysis_evolve::aggregate::failure_record::{FailureRecord, failures};
 use ecdysis_evolve::code::rule_coder;
@@ -17,6 +15,8 @@ use ecdysis_evolve::diagnose::fdcr::{
 };
 use ecdysis_evolve::diagnose::heuristic::{ToolFacts, diagnose};
 use ecdysis_model::{ChatModel, EndpointLimiter, HttpChatModel, ModelConfig, RetryPolicy};
+use ecdysis_runner::agent::{Entry, EpisodeRecord};
+use ecdysis_runner::eval::rundir::read_trajectories;
 use ecdysis_testkit::mock::{MockReply, MockServer};
 
 const MARKERS: [&str; 5] = [
