@@ -409,7 +409,9 @@ fn main() -> ExitCode {
             )
             .with_writer(std::io::stderr)
             .init();
-        return ExitCode::from(ecdysis_runner::isolate::child::serve() as u8);
+        return ExitCode::from(
+            ecdysis_runner::isolate::child::serve(&ecdysis_domains::Registry) as u8,
+        );
     }
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",

@@ -15,46 +15,16 @@ pub const SQL_MODE: &str = "ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DA
 /// in a data-changing statement).
 pub const LENIENT_SQL_MODE: &str = "ONLY_FULL_GROUP_BY,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION";
 
-/// The `sql_mode` episode sessions run with.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum SqlMode {
-    /// MySQL 8's default, as the original's `mysql:8` container runs
-    /// ([`SQL_MODE`]): what an agent meets there.
-    #[default]
-    Mysql8,
-    /// The same without strict mode ([`LENIENT_SQL_MODE`]): how every
-    /// reproducible label was made (239 of 240 gold statements reproduce
-    /// their hash, against 237 under `Mysql8`).
-    Lenient,
-}
+/// The `sql_mode` episode sessions run with (the contract's, so that the
+/// options reach an isolated worker without naming this crate).
+pub use ecdysis_env::{SqlMode, UnknownSqlMode};
 
-impl SqlMode {
-    /// The `sql_mode` value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SqlMode::Mysql8 => SQL_MODE,
-            SqlMode::Lenient => LENIENT_SQL_MODE,
-        }
-    }
-}
-
-/// A `sql_mode` name that is neither `mysql8` nor `lenient` (the name
-/// given).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown sql mode `{0}` (expected mysql8 or lenient)")]
-pub struct UnknownSqlMode(pub String);
-
-impl std::str::FromStr for SqlMode {
-    type Err = UnknownSqlMode;
-    fn from_str(s: &str) -> Result<Self, UnknownSqlMode> {
-        match s {
-            "mysql8" => Ok(SqlMode::Mysql8),
-            "lenient" => Ok(SqlMode::Lenient),
-            other => Err(UnknownSqlMode(other.to_string())),
-        }
+/// The server's `sql_mode` value for `mode`: MySQL 8's default
+/// ([`SQL_MODE`]), or the same without strict mode ([`LENIENT_SQL_MODE`]).
+pub fn sql_mode_value(mode: SqlMode) -> &'static str {
+    match mode {
+        SqlMode::Mysql8 => SQL_MODE,
+        SqlMode::Lenient => LENIENT_SQL_MODE,
     }
 }
 

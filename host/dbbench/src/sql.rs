@@ -487,7 +487,10 @@ fn session_setup(service: &SqlService, limits: Limits) -> Vec<String> {
     let secs = limits.statement_timeout.as_secs_f64();
     let mut s = vec![
         format!("SET NAMES utf8mb4 COLLATE {}", service.collation),
-        format!("SET SESSION sql_mode = '{}'", limits.sql_mode.as_str()),
+        format!(
+            "SET SESSION sql_mode = '{}'",
+            mysql8::sql_mode_value(limits.sql_mode)
+        ),
         format!(
             "SET SESSION group_concat_max_len = {}",
             mysql8::GROUP_CONCAT_MAX_LEN

@@ -7,18 +7,14 @@
 //! It depends on the contract and the benchmark crates, on nothing above
 //! them.
 
-use std::path::PathBuf;
 use std::sync::Arc;
-
-use serde::{Deserialize, Serialize};
 
 use ecdysis_agentbench_os as agentbench_os;
 use ecdysis_dbbench as dbbench;
-use ecdysis_dbbench::mysql8::SqlMode;
-use ecdysis_env::{Domain, EnvError};
+use ecdysis_env::{Domain, DomainOpener, EnvError};
 use ecdysis_tau2::{self as tau2, DataSource};
 
-/// Names of the domains [`DomainOptions::open`] knows.
+/// Names of the domains [`open_with_options`] knows.
 pub const DOMAINS: &[&str] = &[
     "tau2/airline",
     "tau2/retail",
@@ -27,34 +23,29 @@ pub const DOMAINS: &[&str] = &[
     agentbench_os::NAME,
 ];
 
-/// Everything opening a domain needs (the command line's `--data`,
-/// `--mysql-url`, `--sql-mode`). A worker process gets the parent's, so it
-/// opens the domain the parent opened; it inherits the parent's working
-/// directory and environment, so `None` resolves the same way.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct DomainOptions {
-    /// The τ² data (wheel, folder holding it, or extracted folder); `None`:
-    /// [`locate`](ecdysis_tau2::locate)'s default. DBBench and OS interaction ship
-    /// their data in this repository.
-    pub data: Option<PathBuf>,
-    /// agentbench/dbbench: an existing server; `None` starts a private one
-    /// per process.
-    pub mysql_url: Option<String>,
-    /// agentbench/dbbench: the sessions' `sql_mode`.
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub sql_mode: SqlMode,
-}
+/// Everything opening a domain needs: the contract's, so that the runner's
+/// workers and the service carry it without naming this crate.
+pub use ecdysis_env::DomainOptions;
 
-fn is_default(mode: &SqlMode) -> bool {
-    *mode == SqlMode::default()
-}
+/// The registry as the contract's [`DomainOpener`]: what the binary hands
+/// to the runner's worker processes and the service.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Registry;
 
-impl DomainOptions {
-    /// Opens the domain `name` with these options (the τ² data is located
-    /// only for a τ² domain).
-    pub fn open(&self, name: &str) -> Result<Arc<dyn Domain>, EnvError> {
-        open_with(name, self, || tau2::locate(self.data.as_deref()))
+impl DomainOpener for Registry {
+    fn names(&self) -> &[&'static str] {
+        DOMAINS
     }
+
+    fn open(&self, name: &str, options: &DomainOptions) -> Result<Arc<dyn Domain>, EnvError> {
+        open_with_options(name, options)
+    }
+}
+
+/// Opens the domain `name` with `options` (the τ² data is located only for
+/// a τ² domain).
+pub fn open_with_options(name: &str, options: &DomainOptions) -> Result<Arc<dyn Domain>, EnvError> {
+    open_with(name, options, || tau2::locate(options.data.as_deref()))
 }
 
 /// Opens the domain `name` with the τ² data already located (the other
@@ -100,34 +91,13 @@ fn open_with(
 mod tests {
     use super::*;
 
-    /// The worker protocol's JSON: the default mode is left out (jobs
-    /// written before it existed read the same), another is named.
-    #[test]
-    fn the_sql_mode_travels_and_the_default_is_left_out() {
-        let default = DomainOptions::default();
-        let json = serde_json::to_value(&default).unwrap();
-        assert_eq!(json, serde_json::json!({"data": null, "mysql_url": null}));
-        let back: DomainOptions = serde_json::from_value(json).unwrap();
-        assert_eq!(back, default);
-        let lenient = DomainOptions {
-            sql_mode: SqlMode::Lenient,
-            ..DomainOptions::default()
-        };
-        let json = serde_json::to_value(&lenient).unwrap();
-        assert_eq!(json["sql_mode"], "lenient");
-        assert_eq!(
-            serde_json::from_value::<DomainOptions>(json).unwrap(),
-            lenient
-        );
-    }
-
     #[test]
     fn an_unknown_domain_is_named_before_any_data_is_looked_for() {
         let options = DomainOptions {
             data: Some("/nonexistent".into()),
             ..DomainOptions::default()
         };
-        let Err(e) = options.open("tau2/nowhere") else {
+        let Err(e) = Registry.open("tau2/nowhere", &options) else {
             panic!("opened")
         };
         assert!(

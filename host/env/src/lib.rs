@@ -7,7 +7,8 @@
 //!
 //! The benchmarks live in crates of their own beside this one
 //! (`ecdysis-tau2`, `ecdysis-dbbench`, `ecdysis-agentbench-os`), each
-//! knowing nothing of the others, and `ecdysis-domains` opens one by name.
+//! knowing nothing of the others, and `ecdysis-domains` opens one by name
+//! (a [`DomainOpener`] the binary hands to the layers between).
 //! This crate depends on no benchmark and no layer above it: a new
 //! benchmark implements [`Domain`] and [`TaskOracle`] in its own crate and
 //! adds one line to the registry.
@@ -24,6 +25,7 @@
 //! [`run_calls`], [`replay_gold`], [`list_tasks`] and [`do_nothing_floor`].
 
 mod error;
+mod options;
 mod scenario;
 
 use std::any::Any;
@@ -32,6 +34,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use error::EnvError;
+pub use options::{DomainOpener, DomainOptions, SqlMode, UnknownSqlMode};
 pub use scenario::{GoldPlan, UserScript};
 
 /// Default cap on message hops per episode (τ²'s `DEFAULT_MAX_STEPS`).

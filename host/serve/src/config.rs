@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use ecdysis_dbbench::mysql8::SqlMode;
+use ecdysis_env::SqlMode;
 use ecdysis_sys::ids::ModelId;
 
 use super::quota::{QuotaError, Quotas};

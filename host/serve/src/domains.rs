@@ -54,12 +54,14 @@ impl Domains {
             return Ok(d.clone());
         }
         let (source, owned) = (self.source.clone(), name.to_string());
-        let domain = tokio::task::spawn_blocking(move || source.open(&owned))
-            .await
-            .map_err(|e| EnvError::UnknownDomain {
-                name: format!("{name} ({e})"),
-                known: vec![],
-            })??;
+        let domain = tokio::task::spawn_blocking(move || {
+            ecdysis_domains::open_with_options(&owned, &source)
+        })
+        .await
+        .map_err(|e| EnvError::UnknownDomain {
+            name: format!("{name} ({e})"),
+            known: vec![],
+        })??;
         Ok(self
             .open
             .lock()

@@ -497,7 +497,7 @@ mod tests {
     /// protocol's JSON names it); left out, the default `mysql8`.
     #[test]
     fn the_sql_mode_reaches_the_domains_and_the_workers() {
-        use ecdysis_dbbench::mysql8::SqlMode;
+        use ecdysis_env::SqlMode;
         let config: ServeConfig = toml::from_str("sql_mode = \"lenient\"\n").unwrap();
         assert_eq!(config.sql_mode, Some(SqlMode::Lenient));
         let source = Service::source(&config);

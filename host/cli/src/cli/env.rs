@@ -33,14 +33,14 @@ pub struct DataArgs {
         env = "ECDYSIS_SQL_MODE",
         default_value = "mysql8"
     )]
-    pub sql_mode: ecdysis_dbbench::mysql8::SqlMode,
+    pub sql_mode: ecdysis_env::SqlMode,
 }
 
 impl DataArgs {
     /// The options a domain is opened with (data path made absolute, so a
     /// worker process opens the same).
-    pub fn source(&self) -> Result<ecdysis_domains::DomainOptions> {
-        Ok(ecdysis_domains::DomainOptions {
+    pub fn source(&self) -> Result<ecdysis_env::DomainOptions> {
+        Ok(ecdysis_env::DomainOptions {
             data: self.data.as_deref().map(std::path::absolute).transpose()?,
             mysql_url: self.mysql_url.clone(),
             sql_mode: self.sql_mode,
@@ -49,7 +49,7 @@ impl DataArgs {
 
     /// Opens `domain` with these options.
     pub fn open(&self, domain: &str) -> Result<Arc<dyn Domain>> {
-        Ok(self.source()?.open(domain)?)
+        Ok(ecdysis_domains::open_with_options(domain, &self.source()?)?)
     }
 }
 

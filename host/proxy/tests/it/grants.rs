@@ -164,8 +164,7 @@ fn retail_tools() -> Value {
 }
 
 fn retail() -> Arc<dyn ecdysis_env::Domain> {
-    ecdysis_domains::DomainOptions::default()
-        .open("tau2/retail")
+    ecdysis_domains::open_with_options("tau2/retail", &Default::default())
         .expect("the τ² data (fetched by the README's set-up command)")
 }
 

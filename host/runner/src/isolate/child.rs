@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::protocol::{CheckReply, EpisodeJob, Reply, Request, TestFault};
 use crate::eval::{self, RunConfig, RunSpecError, participants::StandardParticipants};
-use ecdysis_env::{Domain, EnvError};
+use ecdysis_env::{Domain, DomainOpener, EnvError};
 use ecdysis_model::{ModelHub, PriceTable, PriceTableError, UsageLedger};
 use ecdysis_sandbox::sandbox::{Limits, LoadedHarness, Sandbox, SandboxError};
 use ecdysis_sandbox::store::{ComponentHash, ComponentStore, StoreError};
@@ -66,8 +66,9 @@ struct Prepared {
 
 /// The worker's state: prepared jobs, loaded domains, one sandbox per
 /// engine-level limit (stack, pool slot size).
-#[derive(Default)]
 struct Worker {
+    /// The registry that opens a job's domain by name (the binary's).
+    opener: &'static dyn DomainOpener,
     prepared: HashMap<String, Arc<Prepared>>,
     order: Vec<String>,
     domains: HashMap<(String, super::protocol::DomainSource), Arc<dyn Domain>>,
@@ -76,8 +77,9 @@ struct Worker {
 }
 
 /// Run the worker loop on this process's stdin and stdout until stdin
-/// closes. Returns the process exit code.
-pub fn serve() -> i32 {
+/// closes, opening jobs' domains with `opener` (the binary's registry).
+/// Returns the process exit code.
+pub fn serve(opener: &'static dyn DomainOpener) -> i32 {
     // The protocol owns the original stdout; anything else that prints
     // (a library `println!`, a panic message) goes to stderr, so it can
     // never corrupt a reply line.
@@ -100,8 +102,12 @@ pub fn serve() -> i32 {
         }
     };
     let mut worker = Worker {
+        opener,
+        prepared: HashMap::new(),
+        order: Vec::new(),
+        domains: HashMap::new(),
+        sandboxes: HashMap::new(),
         faults: armed_faults(),
-        ..Worker::default()
     };
     if send(
         &mut out,
@@ -275,9 +281,9 @@ impl Worker {
         let domain = match self.domains.get(&domain_key) {
             Some(d) => d.clone(),
             None => {
-                let d = job
-                    .source
-                    .open(&job.spec.settings.domain)
+                let d = self
+                    .opener
+                    .open(&job.spec.settings.domain, &job.source)
                     .map_err(|source| PrepareError::Domain {
                         domain: job.spec.settings.domain.clone(),
                         source: Box::new(source),

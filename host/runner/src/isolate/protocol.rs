@@ -13,10 +13,11 @@ use ecdysis_sandbox::sandbox::Limits;
 use ecdysis_sandbox::store::ComponentHash;
 
 /// How a worker opens a job's domain: the parent's `--data`,
-/// `--mysql-url` and `--sql-mode`, the one options type of
-/// [`ecdysis_domains::DomainOptions`] (the worker inherits the parent's
+/// `--mysql-url` and `--sql-mode`, the contract's one options type
+/// [`ecdysis_env::DomainOptions`], read by the registry the binary hands
+/// to [`serve`](super::child::serve) (the worker inherits the parent's
 /// working directory and environment, so `None` resolves the same way).
-pub type DomainSource = ecdysis_domains::DomainOptions;
+pub type DomainSource = ecdysis_env::DomainOptions;
 
 /// Everything a worker needs to run episodes of one evaluation: what to
 /// run (the spec), with which harness (a component hash in `store`), where
