@@ -65,9 +65,11 @@ struct ComponentArgs {
     max_component_mib: usize,
     /// Keep compiled native code (precompiled/ and fncache/) in this
     /// directory instead of the store's, so stores that name the same one
-    /// compile each component once between them. Entries are named by
-    /// component hash and engine and checked against this user's artifact
-    /// key before they run, as the store's own are.
+    /// compile each component once between them; Rust harness builds are
+    /// kept there too (builds/), so a source another store built (with a
+    /// Cargo.lock, the same compiler, profile and features) is not
+    /// compiled again. Entries are checked against this user's artifact
+    /// key before they are used, as the store's own are.
     #[arg(long, env = ecdysis_sandbox::store::NATIVE_CACHE_ENV, value_name = "DIR")]
     native_cache: Option<PathBuf>,
 }

@@ -738,3 +738,87 @@ fn staging_copies_build_at_one_path_of_the_target_each_from_its_own_source() {
         other => panic!("a broken manifest must fail to build: {other:?}"),
     }
 }
+
+/// Stores sharing a native-code directory share Rust builds by source: the
+/// second store's build of the same crate takes the first one's component
+/// without running cargo (here a cargo that always fails), an edited source
+/// is built again, and an entry whose bytes do not match its MAC (one
+/// planted without the artifact key) is never served.
+#[test]
+fn stores_sharing_a_native_cache_build_a_source_once_and_refuse_a_planted_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = support::stage_template(dir.path(), "t");
+    let native = dir.path().join("native");
+    let build = |store: &str, cargo: Option<&str>| {
+        let mut c = std::process::Command::new(support::host_bin());
+        c.args(["--quiet", "--store"])
+            .arg(dir.path().join(store))
+            .arg("build")
+            .arg("--native-cache")
+            .arg(&native)
+            .arg("--target-dir")
+            .arg(support::repo_root().join("target/evolve-candidates"))
+            .arg(&crate_dir)
+            .env(
+                ecdysis_sandbox::store::artifact::KEY_FILE_ENV,
+                dir.path().join("key"),
+            );
+        if let Some(cargo) = cargo {
+            c.env("CARGO", cargo);
+        }
+        c.output().unwrap()
+    };
+    let first = build("a", None);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let hash = String::from_utf8(first.stdout).unwrap().trim().to_string();
+
+    // Another store, and no working cargo: served from the kept build.
+    let second = build("b", Some("/bin/false"));
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert_eq!(String::from_utf8(second.stdout).unwrap().trim(), hash);
+
+    // Bytes swapped under a kept MAC: not served, so the failing cargo runs.
+    let kept = ecdysis_sandbox::store::kept_builds::kept_builds_dir(&native);
+    let entry = std::fs::read_dir(&kept)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .expect("a kept build");
+    let genuine = std::fs::read(&entry).unwrap();
+    let mut planted = genuine.clone();
+    let last = planted.len() - 1;
+    planted[last] ^= 1;
+    std::fs::write(&entry, &planted).unwrap();
+    let refused = build("c", Some("/bin/false"));
+    assert!(!refused.status.success(), "a planted build was served");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("build") && err.contains("failed"), "{err}");
+
+    // The genuine entry back: served again (the path above was the check).
+    std::fs::write(&entry, &genuine).unwrap();
+    let again = build("d", Some("/bin/false"));
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    // An edited source is another key: cargo runs (and fails here).
+    let lib = crate_dir.join("src/lib.rs");
+    let mut text = std::fs::read_to_string(&lib).unwrap();
+    text.push_str("\n// an edit\n");
+    std::fs::write(&lib, text).unwrap();
+    let edited = build("e", Some("/bin/false"));
+    assert!(
+        !edited.status.success(),
+        "an edited source was served a kept build"
+    );
+}

@@ -707,6 +707,32 @@ impl ComponentStore {
     /// built with `componentize-py` ([`super::build_python`]).
     pub fn build(&self, crate_dir: &Path, opts: &BuildOptions) -> Result<BuildOutcome, StoreError> {
         let python = super::build_python::is_python_harness(crate_dir);
+        // A Rust source another store sharing the native-code directory
+        // built already ([`super::kept_builds`]); an untrusted one is
+        // scanned first, as its build would be.
+        let kept_key = match (&opts.trust, python || self.native_cache().is_none()) {
+            (_, true) => None,
+            (Trust::Own, false) => super::kept_builds::build_key(crate_dir, opts)?,
+            (
+                Trust::Untrusted {
+                    containment,
+                    allowed,
+                },
+                false,
+            ) => {
+                refuse_unscanned(crate_dir, containment, allowed)?;
+                super::kept_builds::build_key(crate_dir, opts)?
+            }
+        };
+        if let Some(key) = &kept_key
+            && let Some(bytes) = self.kept_build(key)?
+        {
+            let manifest = self.put(&bytes, self.build_facts(crate_dir, opts, python)?)?;
+            return Ok(BuildOutcome {
+                manifest,
+                cargo_fresh: true,
+            });
+        }
         let build = if python {
             super::build_python::python_build(crate_dir, opts)?
         } else {
@@ -731,23 +757,33 @@ impl ComponentStore {
             crate_dir: crate_dir.to_path_buf(),
         })?;
         let bytes = std::fs::read(&path).map_err(|e| PathError::new("read", &path, e))?;
-        let manifest = self.put(
-            &bytes,
-            ManifestFacts {
-                parent: opts.parent.clone(),
-                source_tree_hash: Some(source_tree_hash(crate_dir)?),
-                toolchain: if python {
-                    Some("componentize-py".into())
-                } else {
-                    rustc_version()
-                },
-                features: opts.features.clone(),
-                origin: crate_dir.display().to_string(),
-            },
-        )?;
+        let manifest = self.put(&bytes, self.build_facts(crate_dir, opts, python)?)?;
+        if let Some(key) = &kept_key {
+            self.keep_build(key, &bytes);
+        }
         Ok(BuildOutcome {
             manifest,
             cargo_fresh: build.fresh,
+        })
+    }
+
+    /// What a build's manifest records besides the bytes.
+    fn build_facts(
+        &self,
+        crate_dir: &Path,
+        opts: &BuildOptions,
+        python: bool,
+    ) -> Result<ManifestFacts, StoreError> {
+        Ok(ManifestFacts {
+            parent: opts.parent.clone(),
+            source_tree_hash: Some(source_tree_hash(crate_dir)?),
+            toolchain: if python {
+                Some("componentize-py".into())
+            } else {
+                rustc_version()
+            },
+            features: opts.features.clone(),
+            origin: crate_dir.display().to_string(),
         })
     }
 }

@@ -28,6 +28,7 @@ pub mod build_python;
 mod export;
 pub mod fncache;
 mod inspect;
+pub mod kept_builds;
 pub mod scan;
 mod scan_python;
 

@@ -1,0 +1,206 @@
+//! Rust harness builds kept by what they were built from, in a native-code
+//! directory that several stores share ([`ComponentStore::with_native_cache`]):
+//! a store that builds a source another store already built (the starting
+//! harness of every training run, the same scripted edit in two runs) takes
+//! the component from there instead of compiling it again.
+//!
+//! The host's invariant makes this sound: a component is named by its
+//! bytes, and the same source builds to the same bytes whatever the
+//! operator's shell exports ([`ecdysis_sys::process::is_cargo_leak`]). The
+//! key therefore covers what a build still reads besides the crate: the
+//! WIT package beside it, the compiler, the profile and features, cargo's
+//! configuration files and the variables it honours that are not scrubbed,
+//! and who wrote the source (an untrusted source is scanned before it is
+//! looked up, and never served a trusted build's component). A crate
+//! without a `Cargo.lock` resolves its dependencies anew each time and is
+//! never kept. (The user's own crate builds with the user's environment:
+//! a build script that reads other variables makes bytes this key does not
+//! see, and such a crate must not be built with a shared directory.)
+//! Entries are authenticated with the machine's artifact key,
+//! like the native code beside them: an entry planted by anyone without
+//! the key is ignored and the source compiled.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use super::build::{BuildOptions, Trust, source_tree_hash};
+use super::{ComponentStore, StoreError};
+use ecdysis_sys::fsutil::{PathError, atomic_write};
+
+/// Components kept at once (the least recently used go first).
+pub const KEPT_BUILDS: usize = 64;
+
+/// The directory of kept builds under a shared native-code directory.
+pub fn kept_builds_dir(native_cache: &Path) -> PathBuf {
+    native_cache.join("builds")
+}
+
+/// What a Rust build's bytes depend on, as a hex blake3; `None` when the
+/// build cannot be keyed (no `Cargo.lock`, no compiler answering).
+pub(super) fn build_key(
+    crate_dir: &Path,
+    opts: &BuildOptions,
+) -> Result<Option<String>, PathError> {
+    if !crate_dir.join("Cargo.lock").is_file() {
+        return Ok(None);
+    }
+    let Some(compiler) = compiler_version() else {
+        return Ok(None);
+    };
+    let mut hasher = blake3::Hasher::new();
+    let mut field = |name: &str, value: &[u8]| {
+        hasher.update(name.as_bytes());
+        hasher.update(&[0]);
+        hasher.update(&(value.len() as u64).to_le_bytes());
+        hasher.update(value);
+    };
+    field("kind", b"ecdysis rust build 1");
+    field("source", source_tree_hash(crate_dir)?.as_bytes());
+    let wit = crate_dir.parent().map(|p| p.join("wit"));
+    match wit.filter(|w| w.is_dir()) {
+        Some(wit) => field("wit", source_tree_hash(&wit)?.as_bytes()),
+        None => field("wit", b""),
+    }
+    field("compiler", compiler.as_bytes());
+    field("profile", format!("{:?}", opts.profile).as_bytes());
+    let mut features = opts.features.clone();
+    features.sort();
+    field("features", features.join("\0").as_bytes());
+    // An untrusted source is keyed with its whole policy (limits, network,
+    // the findings it may keep): a build that failed under one policy is
+    // never served another's success.
+    let trust = match &opts.trust {
+        Trust::Own => "own".to_string(),
+        Trust::Untrusted {
+            containment,
+            allowed,
+        } => format!("untrusted {containment:?} {allowed:?}"),
+    };
+    field("trust", trust.as_bytes());
+    let mut vars: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| {
+            matches!(k.as_str(), "RUSTC" | "RUSTUP_TOOLCHAIN" | "CARGO_HOME")
+                || (k.starts_with("CARGO_TARGET_") && k != "CARGO_TARGET_DIR")
+        })
+        .collect();
+    vars.sort();
+    for (k, v) in &vars {
+        field(k, v.as_bytes());
+    }
+    for config in cargo_configs(crate_dir) {
+        if let Ok(text) = std::fs::read(&config) {
+            field(&config.display().to_string(), &text);
+        }
+    }
+    Ok(Some(hasher.finalize().to_hex().to_string()))
+}
+
+/// `rustc -vV` (version, commit, host, LLVM), asked once per process.
+fn compiler_version() -> Option<&'static str> {
+    static VERSION: OnceLock<Option<String>> = OnceLock::new();
+    VERSION
+        .get_or_init(|| {
+            let out = std::process::Command::new("rustc")
+                .arg("-vV")
+                .output()
+                .ok()?;
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        })
+        .as_deref()
+}
+
+/// The cargo configuration files a build in `crate_dir` reads: every
+/// ancestor's `.cargo/config.toml` (and the older `config`), and
+/// `$CARGO_HOME`'s.
+fn cargo_configs(crate_dir: &Path) -> Vec<PathBuf> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
+    let dirs = crate_dir.ancestors().map(|a| a.join(".cargo")).chain(home);
+    dirs.flat_map(|d| [d.join("config.toml"), d.join("config")])
+        .filter(|f| f.is_file())
+        .collect()
+}
+
+impl ComponentStore {
+    /// The kept component of build `key`, if this store shares a
+    /// native-code directory that holds one with a valid MAC (and marks it
+    /// used).
+    pub(super) fn kept_build(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(dir) = self.native_cache().map(kept_builds_dir) else {
+            return Ok(None);
+        };
+        let entry = dir.join(format!("{key}.wasm"));
+        let (Ok(bytes), Ok(mac)) = (
+            std::fs::read(&entry),
+            std::fs::read_to_string(dir.join(format!("{key}.wasm.mac"))),
+        ) else {
+            return Ok(None);
+        };
+        let expected = self.build_mac(key, &bytes)?;
+        if !blake3::Hash::from_hex(mac.trim()).is_ok_and(|m| m == expected) {
+            tracing::warn!(entry = %entry.display(), "a kept build fails its check; building the source");
+            return Ok(None);
+        }
+        if let Ok(f) = std::fs::File::options().write(true).open(&entry) {
+            let _ = f.set_modified(std::time::SystemTime::now());
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Keep `bytes` as the component of build `key`, and only the
+    /// [`KEPT_BUILDS`] most recently used. Best effort: one that cannot be
+    /// kept is built again next time.
+    pub(super) fn keep_build(&self, key: &str, bytes: &[u8]) {
+        let Some(dir) = self.native_cache().map(kept_builds_dir) else {
+            return;
+        };
+        let entry = dir.join(format!("{key}.wasm"));
+        let kept = self
+            .build_mac(key, bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|mac| {
+                std::fs::create_dir_all(&dir)
+                    .and_then(|()| {
+                        atomic_write(
+                            &dir.join(format!("{key}.wasm.mac")),
+                            mac.to_hex().as_bytes(),
+                        )
+                    })
+                    .and_then(|()| atomic_write(&entry, bytes))
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(e) = kept {
+            tracing::debug!(entry = %entry.display(), error = %e, "could not keep a build");
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        let mut builds: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "wasm"))
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
+        builds.sort_by_key(|b| std::cmp::Reverse(b.0));
+        for (_, old) in builds.into_iter().skip(KEPT_BUILDS) {
+            let mut mac = old.clone().into_os_string();
+            mac.push(".mac");
+            let _ = std::fs::remove_file(&old);
+            let _ = std::fs::remove_file(mac);
+        }
+    }
+
+    /// The MAC of a kept build: the build key and the bytes, under a key
+    /// derived from the artifact key for this kind of entry only.
+    fn build_mac(&self, key: &str, bytes: &[u8]) -> Result<blake3::Hash, StoreError> {
+        let derived = self.key()?.derive("ecdysis kept build 1");
+        let mut h = blake3::Hasher::new_keyed(&derived);
+        h.update(key.as_bytes());
+        h.update(&[0]);
+        h.update(bytes);
+        Ok(h.finalize())
+    }
+}
