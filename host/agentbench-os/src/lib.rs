@@ -416,28 +416,18 @@ fn compares_with_example(t: &Task) -> bool {
     matches!(&t.judge, Judge::Check { steps, .. } if steps.first().is_some_and(Option::is_none))
 }
 
-/// **Testbed only.** In a gold plan's answer: "what the last command
-/// printed, stripped" (the testbed agent substitutes it).
-pub const FROM_LAST_OUTPUT: &str = "$ECDYSIS_LAST_OUTPUT";
-
-/// What a command printed, read back from its [`observation`] (stripped);
-/// `None` for a text that is no observation.
-pub fn printed_in(observation: &str) -> Option<&str> {
-    if observation == "The output of the OS is empty." {
-        return Some("");
-    }
-    observation
-        .strip_prefix("The output of the OS:\n\n")
-        .map(str::trim)
-}
+/// The gold plan's placeholder for what the last command printed, and how
+/// a printed text is read back from an [`observation`]: the contract's, so
+/// that the testbed agent needs no benchmark.
+pub use ecdysis_env::{FROM_LAST_OUTPUT, printed_in};
 
 /// The agent's reading of a command's output, as upstream words it.
 pub fn observation(output: &str) -> String {
     let text = machine::truncate(output);
     if text.is_empty() {
-        "The output of the OS is empty.".to_string()
+        ecdysis_env::EMPTY_OBSERVATION.to_string()
     } else {
-        format!("The output of the OS:\n\n{text}")
+        format!("{}{text}", ecdysis_env::OBSERVATION_PREFIX)
     }
 }
 

@@ -35,7 +35,9 @@ use serde::{Deserialize, Serialize};
 
 pub use error::EnvError;
 pub use options::{DomainOpener, DomainOptions, SqlMode, UnknownSqlMode};
-pub use scenario::{GoldPlan, UserScript};
+pub use scenario::{
+    EMPTY_OBSERVATION, FROM_LAST_OUTPUT, GoldPlan, OBSERVATION_PREFIX, UserScript, printed_in,
+};
 
 /// Default cap on message hops per episode (τ²'s `DEFAULT_MAX_STEPS`).
 pub const DEFAULT_MAX_STEPS: u32 = 200;

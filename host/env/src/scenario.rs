@@ -49,3 +49,28 @@ pub struct GoldPlan {
     /// Strings the agent's messages must contain.
     pub communicate: Vec<String>,
 }
+
+/// **Testbed only.** In a gold plan's answer: "what the last command
+/// printed, stripped", which the `sim:` agent substitutes from the latest
+/// tool result ([`printed_in`]). A plan cannot know a machine's output in
+/// advance (AgentBench OS's answers are read from it).
+pub const FROM_LAST_OUTPUT: &str = "$ECDYSIS_LAST_OUTPUT";
+
+/// How a command's result reads when it printed something (AgentBench
+/// OS's wording, followed by the output).
+pub const OBSERVATION_PREFIX: &str = "The output of the OS:\n\n";
+
+/// How a command's result reads when it printed nothing (AgentBench OS's
+/// wording).
+pub const EMPTY_OBSERVATION: &str = "The output of the OS is empty.";
+
+/// What a command printed, read back from a tool result worded as above
+/// (stripped); `None` for a text that is no such observation. Here rather
+/// than in the OS benchmark's crate so that the model layer's testbed agent
+/// needs no benchmark.
+pub fn printed_in(observation: &str) -> Option<&str> {
+    if observation == EMPTY_OBSERVATION {
+        return Some("");
+    }
+    observation.strip_prefix(OBSERVATION_PREFIX).map(str::trim)
+}

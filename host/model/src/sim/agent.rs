@@ -627,7 +627,7 @@ fn corrected_note(quirk: Quirk, step: usize, source: CueSource, prevented: bool)
 /// (the plan cannot know it): the placeholder becomes the latest tool
 /// result's printed text.
 fn answer_from_last_output(call: &mut ToolCall, request: &ChatRequest) {
-    use ecdysis_agentbench_os::{FROM_LAST_OUTPUT, printed_in};
+    use ecdysis_env::{FROM_LAST_OUTPUT, printed_in};
     if !call.arguments.contains(FROM_LAST_OUTPUT) {
         return;
     }
