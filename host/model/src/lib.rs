@@ -23,10 +23,11 @@
 //!   crates above through `ecdysis-testkit`, which re-exports it and comes
 //!   after this crate) and as the upstream of `bench --proxy`.
 //!
-//! It uses the environment contract (tool specs and calls), `ecdysis-sys`
-//! and OS interaction's answer helpers (for the OS testbed agent); never
-//! the sandbox, the runner or anything above them: a model knows nothing of
-//! harnesses or runs.
+//! It uses the environment contract (tool specs and calls, and the gold
+//! plan's last-output placeholder the OS testbed agent fills in) and
+//! `ecdysis-sys`; never a benchmark crate, the sandbox, the runner or
+//! anything above them: a model knows nothing of benchmarks, harnesses or
+//! runs.
 
 mod cache;
 mod client;
