@@ -1284,6 +1284,20 @@ impl Drop for Machine {
         // the machine with it.
         let _ = self.bwrap.kill();
         let _ = self.bwrap.wait();
+        // The namespace's other processes die with its init, but the kernel
+        // reaps them after `wait` returns: one may still be writing into the
+        // directory while it is removed (ENOTEMPTY), which the temporary
+        // directory's own drop would leave behind in silence. Retried for
+        // up to a second.
+        let dir = self.dir.path();
+        for _ in 0..50 {
+            match std::fs::remove_dir_all(dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                _ => break,
+            }
+        }
     }
 }
 
