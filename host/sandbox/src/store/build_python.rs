@@ -138,18 +138,7 @@ fn keep_build(kept: &Path, key: &str, built: &Path) {
         tracing::debug!(entry = %entry.display(), error = %e, "could not keep a Python build");
         return;
     }
-    let Ok(entries) = std::fs::read_dir(kept) else {
-        return;
-    };
-    let mut builds: Vec<(std::time::SystemTime, PathBuf)> = entries
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "wasm"))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .collect();
-    builds.sort_by_key(|b| std::cmp::Reverse(b.0));
-    for (_, old) in builds.into_iter().skip(KEPT_PYTHON_BUILDS) {
-        let _ = std::fs::remove_file(old);
-    }
+    super::kept_builds::keep_newest(kept, KEPT_PYTHON_BUILDS, &[]);
 }
 
 /// The kept build of `key`, copied to `out` (and marked used), if there is

@@ -176,21 +176,7 @@ impl ComponentStore {
             tracing::debug!(entry = %entry.display(), error = %e, "could not keep a build");
             return;
         }
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return;
-        };
-        let mut builds: Vec<(std::time::SystemTime, PathBuf)> = entries
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "wasm"))
-            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-            .collect();
-        builds.sort_by_key(|b| std::cmp::Reverse(b.0));
-        for (_, old) in builds.into_iter().skip(KEPT_BUILDS) {
-            let mut mac = old.clone().into_os_string();
-            mac.push(".mac");
-            let _ = std::fs::remove_file(&old);
-            let _ = std::fs::remove_file(mac);
-        }
+        keep_newest(&dir, KEPT_BUILDS, &[".mac"]);
     }
 
     /// The MAC of a kept build: the build key and the bytes, under a key
@@ -202,5 +188,58 @@ impl ComponentStore {
         h.update(&[0]);
         h.update(bytes);
         Ok(h.finalize())
+    }
+}
+
+/// Keep only the `n` most recently used `.wasm` files of `dir` (by
+/// modification time, which a reuse refreshes), with each one's companion
+/// files (its name plus each of `companions`). Best effort.
+pub(super) fn keep_newest(dir: &Path, n: usize, companions: &[&str]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut builds: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "wasm"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    builds.sort_by_key(|b| std::cmp::Reverse(b.0));
+    for (_, old) in builds.into_iter().skip(n) {
+        for suffix in companions {
+            let mut companion = old.clone().into_os_string();
+            companion.push(suffix);
+            let _ = std::fs::remove_file(companion);
+        }
+        let _ = std::fs::remove_file(&old);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_newest_builds_and_their_companions_are_kept() {
+        let dir = ecdysis_sys::process::Scratch::new("kept-builds").unwrap();
+        let base = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
+        for i in 0..5u64 {
+            let wasm = dir.path().join(format!("{i}.wasm"));
+            std::fs::write(&wasm, b"w").unwrap();
+            std::fs::write(dir.path().join(format!("{i}.wasm.mac")), b"m").unwrap();
+            let f = std::fs::File::options().write(true).open(&wasm).unwrap();
+            f.set_modified(base + std::time::Duration::from_secs(i * 10))
+                .unwrap();
+        }
+        std::fs::write(dir.path().join("notes.txt"), b"other").unwrap();
+        keep_newest(dir.path(), 2, &[".mac"]);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["3.wasm", "3.wasm.mac", "4.wasm", "4.wasm.mac", "notes.txt"]
+        );
     }
 }
