@@ -202,14 +202,27 @@ impl Fixture {
 /// Tasks where `sim:mixed` with the template fails some trials (seed 0).
 const RUN_TASKS: &str = "5,9,27,33";
 
-fn fixture() -> &'static Fixture {
+/// The fixture's directory (made once per test process); its parts are
+/// made on first use by [`runs`] and [`trainings`].
+fn fixture_root() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
         let tmp = tempfile::tempdir().unwrap();
-        let f = Fixture {
+        Fixture {
             root: tmp.path().to_path_buf(),
             _tmp: tmp,
-        };
+        }
+    })
+}
+
+/// The fixture with its two runs (`run`: the template, `direct`). Apart
+/// from [`trainings`], so that a test reading only runs never waits for a
+/// training and an experiment (a thread of the test harness would idle
+/// for all of it).
+fn runs() -> &'static Fixture {
+    static RUNS: OnceLock<()> = OnceLock::new();
+    let f = fixture_root();
+    RUNS.get_or_init(|| {
         let store = f.store();
         let store = store.as_path();
         let run = f.dir("run");
@@ -252,6 +265,17 @@ fn fixture() -> &'static Fixture {
                 direct.to_str().unwrap(),
             ],
         );
+    });
+    f
+}
+
+/// The fixture with a training (`train`) and an experiment (`experiment`).
+fn trainings() -> &'static Fixture {
+    static TRAININGS: OnceLock<()> = OnceLock::new();
+    let f = fixture_root();
+    TRAININGS.get_or_init(|| {
+        let store = f.store();
+        let store = store.as_path();
         let train = f.dir("train");
         let o = support::train_command(&f.root, &["--method", "ecdysis", "--rounds", "1", "--out"])
             .arg(&train)
@@ -288,15 +312,15 @@ fn fixture() -> &'static Fixture {
                 exp.to_str().unwrap(),
             ],
         );
-        f
-    })
+    });
+    f
 }
 
 /// A run's page shows its failure groups as `failures` does: mechanism,
 /// label, details, an excerpt reply by reply (every value escaped).
 #[test]
 fn the_run_page_shows_the_failure_groups() {
-    let f = fixture();
+    let f = runs();
     let page = std::fs::read_to_string(f.dir("run").join("report.html")).unwrap();
     assert!(page.contains("Failure groups (by mechanism)"), "no section");
     let section = &page[page.find("<div class=\"failures\">").expect("the groups")..];
@@ -319,7 +343,7 @@ fn the_run_page_shows_the_failure_groups() {
 /// it pair by pair; the methods' p-values carry Holm's adjustment.
 #[test]
 fn the_experiment_evaluates_a_hand_configured_baseline() {
-    let f = fixture();
+    let f = trainings();
     let exp = f.dir("experiment");
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(exp.join("experiment.json")).unwrap()).unwrap();
@@ -376,7 +400,7 @@ fn common(page: &Loaded, what: &str) {
 #[test]
 fn run_report_shows_charts_trajectories_and_working_filters() {
     let Some(browser) = chromium() else { return };
-    let f = fixture();
+    let f = runs();
     let out = f.root.join("run.html");
     report(&[&f.dir("run")], &out);
     let page = load(&browser, &file_url(&out));
@@ -435,7 +459,7 @@ fn run_report_shows_charts_trajectories_and_working_filters() {
 #[test]
 fn training_and_experiment_reports_show_lineage_methods_and_charts() {
     let Some(browser) = chromium() else { return };
-    let f = fixture();
+    let f = trainings();
     let out = f.root.join("train.html");
     report(&[&f.dir("train")], &out);
     let page = load(&browser, &file_url(&out));
@@ -509,7 +533,7 @@ fn training_and_experiment_reports_show_lineage_methods_and_charts() {
 #[test]
 fn two_runs_are_compared_side_by_side() {
     let Some(browser) = chromium() else { return };
-    let f = fixture();
+    let f = runs();
     let out = f.root.join("compare.html");
     report(&[&f.dir("run"), &f.dir("direct")], &out);
     let page = load(&browser, &file_url(&out));
@@ -526,7 +550,7 @@ fn two_runs_are_compared_side_by_side() {
 #[test]
 fn a_hostile_trajectory_does_not_run_in_the_browser() {
     let Some(browser) = chromium() else { return };
-    let f = fixture();
+    let f = runs();
     // Copy the run and plant markup a hostile model could write.
     let dir = f.root.join("hostile");
     std::fs::create_dir_all(&dir).unwrap();
@@ -591,7 +615,8 @@ fn the_browser_check_catches_a_script_error() {
 #[test]
 fn tracking_plans_the_runs_trainings_and_experiments_the_report_reads() {
     use ecdysis_track::plan;
-    let f = fixture();
+    runs();
+    let f = trainings();
     let run = plan(&f.dir("run")).unwrap();
     assert_eq!(run.runs.len(), 1);
     let r = &run.runs[0];
@@ -643,7 +668,7 @@ fn tracking_plans_the_runs_trainings_and_experiments_the_report_reads() {
 /// the page polls changes and the page served next says so.
 #[test]
 fn the_watched_report_follows_a_directory_as_it_is_written() {
-    let f = fixture();
+    let f = runs();
     let Some(browser) = chromium() else {
         return;
     };
