@@ -18,12 +18,16 @@
 # Environment: as runtimes/prepare.sh (PYTHON, RUNTIMES_VENV).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each section says when it starts (seconds since this script began), so
+# a slow CI run shows which section took the time.
+SECONDS=0
+section() { echo "== $* (at ${SECONDS} s)"; }
 ROOT=$PWD
 FIX=$ROOT/target/runtimes-fixtures
 STORE=$FIX/store
 VENV=${RUNTIMES_VENV:-$ROOT/target/runtimes-venv}
 
-echo "== runtimes: host binary"
+section "runtimes: host binary"
 # With the feature set the README's `cargo test --workspace` built the
 # binary with (the binary crate's dev-dependency turns on the runner's
 # `testing`), so after it this build is a no-op instead of a rebuild of every
@@ -40,7 +44,7 @@ host() { "$HOST" --quiet --store "$STORE" "$@"; }
 rm -f "$FIX/ready"
 mkdir -p "$FIX/hostile"
 
-echo "== harness-template-py: the Python starting harness's own unit tests"
+section "harness-template-py: the Python starting harness's own unit tests"
 PYTOOLS=$ROOT/.ecdysis/python-tools
 if [ -x "$PYTOOLS/bin/pytest" ]; then
     "$PYTOOLS/bin/pytest" -q "$ROOT/harness-template-py"
@@ -50,7 +54,7 @@ else
     echo "skipped: no $PYTOOLS/bin/pytest (bash scripts/python-tools.sh installs it)"
 fi
 
-echo "== runtimes: hostile guests"
+section "runtimes: hostile guests"
 for feature in good infinite-loop memory-bomb deep-recursion panic huge-output unknown-tool \
     bad-json-args huge-args calc-bomb mutating-env-view env-view-flood wants-clock \
     inflate-prompt inflate-guidance inflate-block inflate-inject inflate-annotate; do
@@ -59,7 +63,7 @@ for feature in good infinite-loop memory-bomb deep-recursion panic huge-output u
     cp "$STORE/components/$hash.wasm" "$FIX/hostile/$feature.wasm"
 done
 
-echo "== runtimes: the template, its run and its vectors"
+section "runtimes: the template, its run and its vectors"
 template=$(host build harness-template)
 host run --harness "$template" --tasks 5,9,12,17 --agent-model sim:mixed --concurrency 4 --force-new \
     --out "$FIX/template-run" >/dev/null
@@ -69,7 +73,7 @@ host export "$template" --out "$FIX/template" >/dev/null
 host export "$template" --layers contract,skills --out "$FIX/template-two-layers" >/dev/null
 host vectors --run "$FIX/template-run" --out "$FIX/template.vectors.jsonl" >/dev/null
 
-echo "== runtimes: the Python starting harness (componentize-py), its run and its vectors"
+section "runtimes: the Python starting harness (componentize-py), its run and its vectors"
 if [ -x "$ROOT/.ecdysis/python-tools/bin/componentize-py" ]; then
     export ECDYSIS_COMPONENTIZE_PY="$ROOT/.ecdysis/python-tools/bin/componentize-py"
 fi
@@ -97,7 +101,7 @@ host export --train-run "$FIX/train-py" --out "$FIX/evolved-py" >/dev/null
 host vectors --run "$FIX/train-py/evals/${incumbent_py:0:16}-train" --tasks 0,1,2,3 \
     --out "$FIX/evolved-py.vectors.jsonl" >/dev/null
 
-echo "== runtimes: an evolved candidate (1 offline round of train), its vectors"
+section "runtimes: an evolved candidate (1 offline round of train), its vectors"
 if [ ! -f "$FIX/train/summary.json" ]; then
     rm -rf "$FIX/train"
     host train --rounds 1 --start-blank --tasks 0,1,2,3,4,6,7,8 --agent-model sim:clumsy \
@@ -122,10 +126,11 @@ done
 touch "$FIX/ready"
 
 bash runtimes/prepare.sh
-echo "== runtimes: python (pytest)"
+section "runtimes: python (pytest)"
 ECDYSIS_FIXTURES="$FIX" "$VENV/bin/python" -m pytest -q runtimes/python/tests
 
 if [ -d runtimes/js ]; then
-    echo "== runtimes: javascript (jco transpile, node --test)"
+    section "runtimes: javascript (jco transpile, node --test)"
     (cd runtimes/js && ECDYSIS_FIXTURES="$FIX" npm test)
 fi
+section "runtimes: done"
