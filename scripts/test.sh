@@ -31,6 +31,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# As CI (.ci/run) runs them: every harness build of the suites shares one
+# cargo target, and every store one native-code directory, which also keeps
+# Rust harness builds by source, so the starting harness that most training
+# tests build is compiled once per run, not once per test. Either can be
+# set to another directory.
+export ECDYSIS_CARGO_TARGET_DIR="${ECDYSIS_CARGO_TARGET_DIR:-$PWD/target/evolve-candidates}"
+export ECDYSIS_NATIVE_CACHE="${ECDYSIS_NATIVE_CACHE:-$PWD/target/native-cache}"
+
 # What the suites need beyond the Rust toolchain (system packages, mdbook,
 # the wasm target, the Python tools): installed when missing, and the reason
 # to stop here, before building, when it cannot be.
