@@ -33,10 +33,6 @@ pub use ecdysis_env::DomainOptions;
 pub struct Registry;
 
 impl DomainOpener for Registry {
-    fn names(&self) -> &[&'static str] {
-        DOMAINS
-    }
-
     fn open(&self, name: &str, options: &DomainOptions) -> Result<Arc<dyn Domain>, EnvError> {
         open_with_options(name, options)
     }

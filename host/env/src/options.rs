@@ -71,9 +71,6 @@ impl std::str::FromStr for SqlMode {
 /// than a dependency, the way wasmtime's `Linker` takes host functions from
 /// its embedder: the crates between never rebuild when a benchmark changes.
 pub trait DomainOpener: Send + Sync {
-    /// The names [`open`](DomainOpener::open) knows.
-    fn names(&self) -> &[&'static str];
-
     /// Opens the domain `name` with `options`; an unknown name is
     /// [`EnvError::UnknownDomain`], named before any data is looked for.
     fn open(&self, name: &str, options: &DomainOptions) -> Result<Arc<dyn Domain>, EnvError>;

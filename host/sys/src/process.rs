@@ -27,7 +27,9 @@ pub const CARGO_LEAKS: [&str; 4] = [
 
 /// Whether an inherited variable would change what a guest build makes:
 /// the [`CARGO_LEAKS`], the settings that change the compiled bytes
-/// (`CARGO_INCREMENTAL`, any `CARGO_PROFILE_*` or `CARGO_BUILD_*`), and a
+/// (`CARGO_INCREMENTAL`, any `CARGO_PROFILE_*`, `CARGO_BUILD_*` or
+/// `CARGO_UNSTABLE_*`; `RUSTC_BOOTSTRAP`, which makes a stable compiler
+/// behave as a nightly one, whose default symbol mangling differs), and a
 /// compiler wrapper with its arguments (`RUSTC_WRAPPER`,
 /// `RUSTC_WORKSPACE_WRAPPER`, `CLIPPY_ARGS`: CI lints the host's own build
 /// through clippy-driver, which must not lint, or fail, a guest's). A
@@ -38,9 +40,10 @@ pub fn is_cargo_leak(name: &str) -> bool {
         || name == "CARGO_INCREMENTAL"
         || name.starts_with("CARGO_PROFILE_")
         || name.starts_with("CARGO_BUILD_")
+        || name.starts_with("CARGO_UNSTABLE_")
         || matches!(
             name,
-            "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER" | "CLIPPY_ARGS"
+            "RUSTC_BOOTSTRAP" | "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER" | "CLIPPY_ARGS"
         )
 }
 
@@ -235,6 +238,8 @@ mod tests {
             "RUSTFLAGS",
             "RUSTC_WORKSPACE_WRAPPER",
             "CLIPPY_ARGS",
+            "RUSTC_BOOTSTRAP",
+            "CARGO_UNSTABLE_BUILD_STD",
             "CARGO_HOME",
             "PATH",
         ];
@@ -244,7 +249,7 @@ mod tests {
             .filter(|(_, v)| v.is_none())
             .map(|(k, _)| k.to_string_lossy().into_owned())
             .collect();
-        for leak in &names[..7] {
+        for leak in &names[..9] {
             assert!(
                 removed.iter().any(|r| r == leak),
                 "{leak} kept: {removed:?}"

@@ -663,11 +663,33 @@ fn staging_copies_build_at_one_path_of_the_target_each_from_its_own_source() {
     // The artifact is the build's until the caller drops it: the target's
     // lock goes with it, so no concurrent build can swap the file first.
     let build = ecdysis_sandbox::store::build::cargo_build(&b, &opts).unwrap();
-    let lock = std::fs::File::open(target.join(".ecdysis-build.lock")).unwrap();
+    let lock = std::fs::File::open(target.join(".ecdysis-build-candidate.lock")).unwrap();
     assert!(
         lock.try_lock().is_err(),
         "the lock is held while the build lives"
     );
+    // ... and only its profile's: a release build into the same target
+    // (another copy, built where it is) runs and ends meanwhile.
+    let release_copy = staging_copy(d.path(), "r", None);
+    let beside = {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let target = target.clone();
+        std::thread::spawn(move || {
+            let (_d, other) = temp_store();
+            let release = BuildOptions {
+                target_dir: Some(target),
+                quiet: true,
+                ..BuildOptions::default()
+            };
+            let built = other
+                .build(&release_copy, &release)
+                .map(|b| b.manifest.hash);
+            tx.send(built).unwrap();
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(300))
+            .expect("a release build waited for the candidate build's lock")
+    };
+    beside.expect("the release copy builds");
     let bytes = std::fs::read(build.wasm.as_ref().unwrap()).unwrap();
     assert_eq!(
         ecdysis_sandbox::store::ComponentHash::of(&bytes),
@@ -810,6 +832,33 @@ fn stores_sharing_a_native_cache_build_a_source_once_and_refuse_a_planted_build(
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
+
+    // A shell that makes the compiler a nightly one (whose default symbol
+    // mangling differs) builds the same bytes: the variable never reaches
+    // cargo, which finds the crate fresh in the shared target (a fresh
+    // cache, so cargo runs).
+    let mut shell = std::process::Command::new(support::host_bin());
+    shell
+        .args(["--quiet", "--store"])
+        .arg(dir.path().join("f"))
+        .arg("build")
+        .arg("--native-cache")
+        .arg(dir.path().join("other-native"))
+        .arg("--target-dir")
+        .arg(support::repo_root().join("target/evolve-candidates"))
+        .arg(&crate_dir)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env(
+            ecdysis_sandbox::store::artifact::KEY_FILE_ENV,
+            dir.path().join("key"),
+        );
+    let nightly = shell.output().unwrap();
+    assert!(
+        nightly.status.success(),
+        "{}",
+        String::from_utf8_lossy(&nightly.stderr)
+    );
+    assert_eq!(String::from_utf8(nightly.stdout).unwrap().trim(), hash);
 
     // An edited source is another key: cargo runs (and fails here).
     let lib = crate_dir.join("src/lib.rs");

@@ -117,7 +117,7 @@ impl Trust {
 pub const TARGET_DIR_ENV: &str = "ECDYSIS_CARGO_TARGET_DIR";
 
 /// The file in a [`TARGET_DIR_ENV`] target naming the crate directory last
-/// built in place into it.
+/// built in place into it (one per profile, `-<profile>` appended).
 const LAST_IN_PLACE_FILE: &str = ".ecdysis-last-in-place";
 
 /// Most characters of compiler output kept in an error.
@@ -192,6 +192,20 @@ pub enum BuildProfile {
 pub const CANDIDATE_PROFILE: &str = "candidate";
 
 impl BuildProfile {
+    /// The profile cargo builds the crate whose manifest text is
+    /// `manifest` with, as its directory under the target is named.
+    fn dir_name(self, manifest: &str) -> &'static str {
+        if self
+            .cargo_args(manifest)
+            .iter()
+            .any(|a| a == CANDIDATE_PROFILE)
+        {
+            CANDIDATE_PROFILE
+        } else {
+            "release"
+        }
+    }
+
     /// Cargo's flags for this profile on the crate whose manifest text is
     /// `manifest`.
     fn cargo_args(self, manifest: &str) -> Vec<std::ffi::OsString> {
@@ -261,13 +275,6 @@ pub fn source_tree_hash(dir: &Path) -> Result<String, PathError> {
     Ok(hasher.finalize().to_hex().to_string())
 }
 
-fn rustc_version() -> Option<String> {
-    let out = Command::new("rustc").arg("--version").output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
 /// Set the modification time of every file under `dir` to now.
 fn touch_all(dir: &Path) {
     let now = std::time::SystemTime::now();
@@ -297,6 +304,16 @@ fn clip(s: &str) -> String {
 /// [`CargoBuild`] with `ok: false` and the errors; only a missing crate or
 /// a cargo that cannot start is an `Err`.
 pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, StoreError> {
+    cargo_build_scanned(crate_dir, opts, false)
+}
+
+/// [`cargo_build`], told whether an untrusted source was scanned already
+/// (by the kept-build lookup just before it).
+pub(super) fn cargo_build_scanned(
+    crate_dir: &Path,
+    opts: &BuildOptions,
+    scanned: bool,
+) -> Result<CargoBuild, StoreError> {
     let manifest_path = crate_dir.join("Cargo.toml");
     if !manifest_path.is_file() {
         return Err(PathError::new(
@@ -318,15 +335,30 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
         Some(t) => Some(std::path::absolute(t).map_err(|e| PathError::new("resolve", t, e))?),
         None => None,
     };
-    // Held until the caller has read the artifact (it goes with the build).
-    let lock = lock_build(crate_dir, target.as_deref())?;
+    let profile = opts.profile.dir_name(
+        &std::fs::read_to_string(&manifest_path)
+            .map_err(|e| PathError::new("read", &manifest_path, e))?,
+    );
     // Never a copy inside the crate (a target in the crate): it would copy
     // itself and show up in the crate's source.
-    let staged = match (&opts.target_dir, &target) {
+    let stage_at = match (&opts.target_dir, &target) {
         (Some(_), Some(target)) if opts.staged && !staged_dir(target).starts_with(crate_dir) => {
-            Some(stage_at_fixed_path(crate_dir, target)?)
+            Some(target)
         }
         _ => None,
+    };
+    // The one staging path is taken first, then the profile's artifacts;
+    // builds of other profiles run beside (cargo, too, locks a target per
+    // profile). The staging lock ends with this function, the profile's is
+    // held until the caller has read the artifact (it goes with the build).
+    let _staging = match stage_at {
+        Some(target) => Some(lock_build(crate_dir, Some(target), "staged")?),
+        None => None,
+    };
+    let lock = lock_build(crate_dir, target.as_deref(), profile)?;
+    let staged = match stage_at {
+        Some(target) => Some(stage_at_fixed_path(crate_dir, target)?),
+        None => None,
     };
     // A named directory serves staging copies whose files can be older than
     // the last build's outputs (a fresh staged copy is newer than them); the
@@ -344,7 +376,7 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
     let in_place_marker = target
         .as_deref()
         .filter(|_| staged.is_none() && opts.target_dir.is_none())
-        .map(|t| t.join(LAST_IN_PLACE_FILE));
+        .map(|t| t.join(format!("{LAST_IN_PLACE_FILE}-{profile}")));
     if let Some(marker) = &in_place_marker
         && std::fs::read(marker).ok().as_deref() != Some(crate_dir.as_os_str().as_encoded_bytes())
     {
@@ -369,7 +401,9 @@ pub fn cargo_build(crate_dir: &Path, opts: &BuildOptions) -> Result<CargoBuild, 
             containment,
             allowed,
         } => {
-            refuse_unscanned(crate_dir, containment, allowed)?;
+            if !scanned {
+                refuse_unscanned(crate_dir, containment, allowed)?;
+            }
             // Offline and locked: the dependencies are the reference's, as
             // the trusted build of the user's crate fetched them.
             args.push("--offline".into());
@@ -501,16 +535,21 @@ pub(crate) fn run_contained(
     Ok((out, hit))
 }
 
-/// Builds sharing a target dir write the same artifact path: a lock held
-/// until the artifact is read keeps concurrent builders (threads or
-/// processes) from swapping them. Without an explicit target dir cargo
-/// uses the crate's workspace target (shared by the guests of one
-/// workspace), and the lock sits in the crate (a hidden top-level entry,
-/// which no crate walk counts as source).
-fn lock_build(crate_dir: &Path, target: Option<&Path>) -> Result<std::fs::File, StoreError> {
+/// Builds of one profile sharing a target dir write the same artifact
+/// path: a lock held until the artifact is read keeps concurrent builders
+/// (threads or processes) from swapping them; `what` names the profile (or
+/// the staging path). Without an explicit target dir cargo uses the crate's
+/// workspace target (shared by the guests of one workspace), and the lock
+/// sits in the crate (a hidden top-level entry, which no crate walk counts
+/// as source).
+fn lock_build(
+    crate_dir: &Path,
+    target: Option<&Path>,
+    what: &str,
+) -> Result<std::fs::File, StoreError> {
     let lock_dir = target.unwrap_or(crate_dir);
     std::fs::create_dir_all(lock_dir).map_err(|e| PathError::new("create", lock_dir, e))?;
-    let lock_path = lock_dir.join(".ecdysis-build.lock");
+    let lock_path = lock_dir.join(format!(".ecdysis-build-{what}.lock"));
     let lock =
         std::fs::File::create(&lock_path).map_err(|e| PathError::new("create", &lock_path, e))?;
     lock.lock()
@@ -707,12 +746,18 @@ impl ComponentStore {
     /// built with `componentize-py` ([`super::build_python`]).
     pub fn build(&self, crate_dir: &Path, opts: &BuildOptions) -> Result<BuildOutcome, StoreError> {
         let python = super::build_python::is_python_harness(crate_dir);
+        // Hashed once, before cargo runs (a build may rewrite Cargo.lock):
+        // the kept-build key and the manifest name the same source.
+        let source_hash = source_tree_hash(crate_dir)?;
         // A Rust source another store sharing the native-code directory
         // built already ([`super::kept_builds`]); an untrusted one is
         // scanned first, as its build would be.
-        let kept_key = match (&opts.trust, python || self.native_cache().is_none()) {
-            (_, true) => None,
-            (Trust::Own, false) => super::kept_builds::build_key(crate_dir, opts)?,
+        let (kept_key, scanned) = match (&opts.trust, python || self.native_cache().is_none()) {
+            (_, true) => (None, false),
+            (Trust::Own, false) => (
+                super::kept_builds::build_key(crate_dir, &source_hash, opts)?,
+                false,
+            ),
             (
                 Trust::Untrusted {
                     containment,
@@ -721,13 +766,17 @@ impl ComponentStore {
                 false,
             ) => {
                 refuse_unscanned(crate_dir, containment, allowed)?;
-                super::kept_builds::build_key(crate_dir, opts)?
+                (
+                    super::kept_builds::build_key(crate_dir, &source_hash, opts)?,
+                    true,
+                )
             }
         };
+        let facts = || build_facts(crate_dir, source_hash.clone(), opts, python);
         if let Some(key) = &kept_key
             && let Some(bytes) = self.kept_build(key)?
         {
-            let manifest = self.put(&bytes, self.build_facts(crate_dir, opts, python)?)?;
+            let manifest = self.put(&bytes, facts())?;
             return Ok(BuildOutcome {
                 manifest,
                 cargo_fresh: true,
@@ -736,7 +785,7 @@ impl ComponentStore {
         let build = if python {
             super::build_python::python_build(crate_dir, opts)?
         } else {
-            cargo_build(crate_dir, opts)?
+            cargo_build_scanned(crate_dir, opts, scanned)?
         };
         if !build.ok {
             return Err(StoreError::BuildFailed {
@@ -757,7 +806,7 @@ impl ComponentStore {
             crate_dir: crate_dir.to_path_buf(),
         })?;
         let bytes = std::fs::read(&path).map_err(|e| PathError::new("read", &path, e))?;
-        let manifest = self.put(&bytes, self.build_facts(crate_dir, opts, python)?)?;
+        let manifest = self.put(&bytes, facts())?;
         if let Some(key) = &kept_key {
             self.keep_build(key, &bytes);
         }
@@ -766,24 +815,26 @@ impl ComponentStore {
             cargo_fresh: build.fresh,
         })
     }
+}
 
-    /// What a build's manifest records besides the bytes.
-    fn build_facts(
-        &self,
-        crate_dir: &Path,
-        opts: &BuildOptions,
-        python: bool,
-    ) -> Result<ManifestFacts, StoreError> {
-        Ok(ManifestFacts {
-            parent: opts.parent.clone(),
-            source_tree_hash: Some(source_tree_hash(crate_dir)?),
-            toolchain: if python {
-                Some("componentize-py".into())
-            } else {
-                rustc_version()
-            },
-            features: opts.features.clone(),
-            origin: crate_dir.display().to_string(),
-        })
+/// What a build's manifest records besides the bytes.
+fn build_facts(
+    crate_dir: &Path,
+    source_hash: String,
+    opts: &BuildOptions,
+    python: bool,
+) -> ManifestFacts {
+    ManifestFacts {
+        parent: opts.parent.clone(),
+        source_tree_hash: Some(source_hash),
+        toolchain: if python {
+            Some("componentize-py".into())
+        } else {
+            super::kept_builds::compiler_version()
+                .and_then(|v| v.lines().next())
+                .map(str::to_string)
+        },
+        features: opts.features.clone(),
+        origin: crate_dir.display().to_string(),
     }
 }

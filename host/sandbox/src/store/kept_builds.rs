@@ -11,9 +11,13 @@
 //! WIT package beside it, the compiler, the profile and features, cargo's
 //! configuration files and the variables it honours that are not scrubbed,
 //! and who wrote the source (an untrusted source is scanned before it is
-//! looked up, and never served a trusted build's component). A crate
-//! without a `Cargo.lock` resolves its dependencies anew each time and is
-//! never kept. (The user's own crate builds with the user's environment:
+//! looked up, and never served a trusted build's component). A crate is
+//! kept when its dependencies are pinned: by its own `Cargo.lock`, or as a
+//! member of a workspace whose root holds one (the repository's guests),
+//! keyed then with the root's manifest and lock file and the WIT package
+//! beside the root, and only when neither manifest names a `path` (another
+//! crate's source would then be read unkeyed). Any other crate resolves
+//! its dependencies anew each time and is never kept. (The user's own crate builds with the user's environment:
 //! a build script that reads other variables makes bytes this key does not
 //! see, and such a crate must not be built with a shared directory.)
 //! Entries are authenticated with the machine's artifact key,
@@ -39,11 +43,12 @@ pub fn kept_builds_dir(native_cache: &Path) -> PathBuf {
 /// build cannot be keyed (no `Cargo.lock`, no compiler answering).
 pub(super) fn build_key(
     crate_dir: &Path,
+    source_hash: &str,
     opts: &BuildOptions,
 ) -> Result<Option<String>, PathError> {
-    if !crate_dir.join("Cargo.lock").is_file() {
+    let Some(pinned) = pinned_by(crate_dir) else {
         return Ok(None);
-    }
+    };
     let Some(compiler) = compiler_version() else {
         return Ok(None);
     };
@@ -55,11 +60,22 @@ pub(super) fn build_key(
         hasher.update(value);
     };
     field("kind", b"ecdysis rust build 1");
-    field("source", source_tree_hash(crate_dir)?.as_bytes());
+    field("source", source_hash.as_bytes());
     let wit = crate_dir.parent().map(|p| p.join("wit"));
     match wit.filter(|w| w.is_dir()) {
         Some(wit) => field("wit", source_tree_hash(&wit)?.as_bytes()),
         None => field("wit", b""),
+    }
+    if let Pinned::Workspace(root) = &pinned {
+        for file in ["Cargo.toml", "Cargo.lock"] {
+            let path = root.join(file);
+            let text = std::fs::read(&path).map_err(|e| PathError::new("read", &path, e))?;
+            field(&format!("workspace {file}"), &text);
+        }
+        match root.parent().map(|p| p.join("wit")).filter(|w| w.is_dir()) {
+            Some(wit) => field("workspace wit", source_tree_hash(&wit)?.as_bytes()),
+            None => field("workspace wit", b""),
+        }
     }
     field("compiler", compiler.as_bytes());
     field("profile", format!("{:?}", opts.profile).as_bytes());
@@ -95,8 +111,51 @@ pub(super) fn build_key(
     Ok(Some(hasher.finalize().to_hex().to_string()))
 }
 
-/// `rustc -vV` (version, commit, host, LLVM), asked once per process.
-fn compiler_version() -> Option<&'static str> {
+/// Where a crate's dependencies are pinned.
+enum Pinned {
+    /// Its own `Cargo.lock`.
+    Own,
+    /// The `Cargo.lock` of the workspace rooted here.
+    Workspace(PathBuf),
+}
+
+/// The crate's own lock file, else the nearest enclosing workspace root
+/// with one, when neither manifest names a `path`; `None` otherwise.
+fn pinned_by(crate_dir: &Path) -> Option<Pinned> {
+    if crate_dir.join("Cargo.lock").is_file() {
+        return Some(Pinned::Own);
+    }
+    let names_a_path = |manifest: &Path| {
+        std::fs::read_to_string(manifest).map_or(true, |text| manifest_names_a_path(&text))
+    };
+    if names_a_path(&crate_dir.join("Cargo.toml")) {
+        return None;
+    }
+    let root = crate_dir.ancestors().skip(1).find(|dir| {
+        std::fs::read_to_string(dir.join("Cargo.toml"))
+            .is_ok_and(|text| text.lines().any(|l| l.trim() == "[workspace]"))
+    })?;
+    (root.join("Cargo.lock").is_file() && !names_a_path(&root.join("Cargo.toml")))
+        .then(|| Pinned::Workspace(root.to_path_buf()))
+}
+
+/// Whether a manifest has a `path` key anywhere (a dependency, a patch, a
+/// target's file): read textually, erring towards yes.
+fn manifest_names_a_path(text: &str) -> bool {
+    text.lines().any(|line| {
+        let line = line.split('#').next().unwrap_or("");
+        line.match_indices("path").any(|(at, _)| {
+            let before = line[..at].chars().next_back();
+            let after = line[at + "path".len()..].trim_start();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-')
+                && after.starts_with('=')
+        })
+    })
+}
+
+/// `rustc -vV` (version, commit, host, LLVM), asked once per process; its
+/// first line is the toolchain a manifest records.
+pub(super) fn compiler_version() -> Option<&'static str> {
     static VERSION: OnceLock<Option<String>> = OnceLock::new();
     VERSION
         .get_or_init(|| {
@@ -217,6 +276,75 @@ pub(super) fn keep_newest(dir: &Path, n: usize, companions: &[&str]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    const MEMBER: &str = "[package]\nname = \"m\"\n[dependencies]\nwit-bindgen.workspace = true\n";
+    const ROOT: &str = "[workspace]\nmembers = [\"m\"]\n[profile.release]\nlto = true\n";
+
+    #[test]
+    fn a_path_key_is_seen_wherever_a_manifest_has_one() {
+        for text in [
+            "[dependencies]\nx = { path = \"../x\" }",
+            "[dependencies]\nx = {path=\"../x\"}",
+            "[lib]\npath = \"src/other.rs\"",
+            "[patch.crates-io]\nx = { version = \"1\", path = \"x\" }",
+        ] {
+            assert!(manifest_names_a_path(text), "{text}");
+        }
+        for text in [
+            MEMBER,
+            ROOT,
+            "[dependencies]\nxpath = \"1\"\n# path = \"x\"\n",
+        ] {
+            assert!(!manifest_names_a_path(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_workspace_member_is_pinned_by_its_roots_lock_and_keyed_by_its_manifest() {
+        let dir = ecdysis_sys::process::Scratch::new("kept-key").unwrap();
+        let root = dir.path().join("ws");
+        let member = root.join("m");
+        write(&member.join("Cargo.toml"), MEMBER);
+        write(&member.join("src/lib.rs"), "");
+        write(&root.join("Cargo.toml"), ROOT);
+        // No lock file anywhere: never kept.
+        assert!(pinned_by(&member).is_none());
+        write(&root.join("Cargo.lock"), "version = 4\n");
+        assert!(matches!(pinned_by(&member), Some(Pinned::Workspace(r)) if r == root));
+        let opts = BuildOptions::default();
+        let key = || build_key(&member, "source", &opts).unwrap();
+        let first = key().expect("keyed");
+        // The root's profile is what the member builds with: another key.
+        write(&root.join("Cargo.toml"), &ROOT.replace("true", "false"));
+        let second = key().expect("keyed");
+        assert_ne!(first, second);
+        // So is its lock file, and the WIT package beside the root.
+        write(&root.join("Cargo.lock"), "version = 4\n# other\n");
+        let third = key().expect("keyed");
+        assert_ne!(second, third);
+        write(&dir.path().join("wit/world.wit"), "package a:b;");
+        assert_ne!(third, key().expect("keyed"));
+        // A member or a root naming a path reads another crate's source.
+        write(
+            &member.join("Cargo.toml"),
+            &format!("{MEMBER}y = {{ path = \"../y\" }}\n"),
+        );
+        assert!(pinned_by(&member).is_none());
+        write(&member.join("Cargo.toml"), MEMBER);
+        write(
+            &root.join("Cargo.toml"),
+            &format!("{ROOT}[patch.crates-io]\nz = {{ path = \"z\" }}\n"),
+        );
+        assert!(pinned_by(&member).is_none());
+        // A crate with its own lock file is pinned by it.
+        write(&member.join("Cargo.lock"), "version = 4\n");
+        assert!(matches!(pinned_by(&member), Some(Pinned::Own)));
+    }
 
     #[test]
     fn only_the_newest_builds_and_their_companions_are_kept() {
