@@ -411,32 +411,35 @@ fn an_edit_that_builds_to_a_judged_candidates_bytes_leaves_its_files_alone() {
     // round calls the coder. Its edit changes nothing the agent sees, so
     // the candidate ties the incumbent and is rejected; round 2's edit
     // builds to that candidate's bytes.
-    let o = train(
-        tmp.path(),
-        &[
-            "--method",
-            "ecdysis-nofdcr",
-            "--start-blank",
-            "--rounds",
-            "2",
-            "--plateau",
-            "5",
-            "--tasks",
-            "0,1,2,3,4,6",
-            "--agent-model",
-            "sim:clumsy",
-            "--test-split",
-            "none",
-            "--coder-command",
-            &command,
-            "--coder-rw",
-            &coder_s,
-            "--out",
-        ],
-    )
-    .arg(&out)
-    .output()
-    .unwrap();
+    let run = || {
+        train(
+            tmp.path(),
+            &[
+                "--method",
+                "ecdysis-nofdcr",
+                "--start-blank",
+                "--rounds",
+                "2",
+                "--plateau",
+                "5",
+                "--tasks",
+                "0,1,2,3,4,6",
+                "--agent-model",
+                "sim:clumsy",
+                "--test-split",
+                "none",
+                "--coder-command",
+                &command,
+                "--coder-rw",
+                &coder_s,
+                "--out",
+            ],
+        )
+        .arg(&out)
+        .output()
+        .unwrap()
+    };
+    let o = run();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let rs = rounds(&out);
     assert_eq!(rs.len(), 2, "{rs:?}");
@@ -472,6 +475,20 @@ fn an_edit_that_builds_to_a_judged_candidates_bytes_leaves_its_files_alone() {
         "2",
         "the coder ran in both rounds"
     );
+
+    // A kill during round 1's gate leaves the candidate's files and no
+    // record of the round: resumed, the round's edit builds to those bytes
+    // again, and the candidate is judged, not taken for judged.
+    std::fs::write(out.join("rounds.jsonl"), "").unwrap();
+    let o = run();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rs = rounds(&out);
+    assert_eq!(rs.len(), 2, "{rs:?}");
+    assert_eq!(rs[0]["candidate"], first, "{}", rs[0]);
+    let decision = rs[0]["decision"].as_str().unwrap();
+    assert!(decision.starts_with("rejected"), "{decision}");
+    let decision = rs[1]["decision"].as_str().unwrap();
+    assert!(decision.contains("already judged"), "{decision}");
 }
 
 /// The racing gate stops a candidate that can no longer win, with the

@@ -82,6 +82,14 @@ impl TrainDir {
         self.layout.eval(h.as_str(), label).root().to_path_buf()
     }
 
+    /// Whether a finished round of `rounds.jsonl` judged candidate `h`.
+    /// Its files alone do not say so: a run killed during a gate leaves
+    /// them, and the resumed round must judge that candidate again.
+    pub fn judged(&self, h: &ComponentHash) -> Result<bool, TrainError> {
+        let rounds: Vec<RoundRecord> = rundir::read_jsonl(&self.layout.rounds(), false)?;
+        Ok(rounds.iter().any(|r| r.candidate.as_ref() == Some(h)))
+    }
+
     /// Append a finished round (synced before returning).
     pub fn append_round(&self, record: &RoundRecord) -> Result<(), TrainError> {
         Ok(self.rounds.append(record)?)

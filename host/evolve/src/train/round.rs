@@ -543,8 +543,9 @@ impl<'a> Round<'a> {
     /// Build the staging crate into the store and keep the candidate's
     /// files (source, manifest, spec, transcript, diff against the
     /// incumbent). An edit that builds to bytes already judged (the
-    /// incumbent's, or an earlier candidate's) ends the round and writes
-    /// nothing: that candidate's files stay as they were.
+    /// incumbent's, or a candidate a recorded round judged) ends the round
+    /// and writes nothing: that candidate's files stay as they were. The
+    /// files of a candidate whose gate a kill interrupted are written anew.
     /// incumbent). The build is untrusted (scanned, jailed; see
     /// [`ecdysis_sandbox::store::build`]); a candidate whose files outside `src/`
     /// differ from the incumbent's, or whose source reaches outside the
@@ -580,7 +581,7 @@ impl<'a> Round<'a> {
             ));
         }
         let cdir = self.dir.candidate(&manifest.hash);
-        if cdir.manifest().exists() {
+        if self.dir.judged(&manifest.hash)? {
             return Ok(ControlFlow::Break(format!(
                 "no change: the edit builds to the bytes of candidate {}, already judged (see its files)",
                 manifest.hash.short()
