@@ -396,6 +396,41 @@ sed -i "s|^pub static PROMPT_RULES: &\[PromptRule\] = &\[|&\n    // coder run $n
     script
 }
 
+/// `ecdysis-nofdcr` from a blank start with `sim:clumsy` on tasks where it
+/// fails some (0, 3 and 4) and an external `command` writing in `coder_rw`,
+/// plus `extra`, into `out`.
+fn clumsy_same_bytes(
+    tmp: &Path,
+    command: &str,
+    coder_rw: &str,
+    extra: &[&str],
+    out: &Path,
+) -> std::process::Output {
+    train(
+        tmp,
+        &[
+            "--method",
+            "ecdysis-nofdcr",
+            "--start-blank",
+            "--tasks",
+            "0,1,2,3,4,6",
+            "--agent-model",
+            "sim:clumsy",
+            "--test-split",
+            "none",
+            "--coder-command",
+            command,
+            "--coder-rw",
+            coder_rw,
+        ],
+    )
+    .args(extra)
+    .arg("--out")
+    .arg(out)
+    .output()
+    .unwrap()
+}
+
 /// An edit that builds to the bytes of a candidate already judged ends the
 /// round without touching that candidate's files (it used to overwrite the
 /// candidate's source, spec, transcript and diff with the new round's).
@@ -412,32 +447,13 @@ fn an_edit_that_builds_to_a_judged_candidates_bytes_leaves_its_files_alone() {
     // the candidate ties the incumbent and is rejected; round 2's edit
     // builds to that candidate's bytes.
     let run = || {
-        train(
+        clumsy_same_bytes(
             tmp.path(),
-            &[
-                "--method",
-                "ecdysis-nofdcr",
-                "--start-blank",
-                "--rounds",
-                "2",
-                "--plateau",
-                "5",
-                "--tasks",
-                "0,1,2,3,4,6",
-                "--agent-model",
-                "sim:clumsy",
-                "--test-split",
-                "none",
-                "--coder-command",
-                &command,
-                "--coder-rw",
-                &coder_s,
-                "--out",
-            ],
+            &command,
+            &coder_s,
+            &["--rounds", "2", "--plateau", "5"],
+            &out,
         )
-        .arg(&out)
-        .output()
-        .unwrap()
     };
     let o = run();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -506,34 +522,13 @@ fn a_raced_gate_stops_early_with_the_full_gates_decision() {
     // one task.
     let run = |race: &str| -> (PathBuf, Value) {
         let out = tmp.path().join(format!("train-{race}"));
-        let o = train(
+        let o = clumsy_same_bytes(
             tmp.path(),
-            &[
-                "--method",
-                "ecdysis-nofdcr",
-                "--start-blank",
-                "--rounds",
-                "1",
-                "--tasks",
-                "0,1,2,3,4,6",
-                "--agent-model",
-                "sim:clumsy",
-                "--concurrency",
-                "1",
-                "--test-split",
-                "none",
-                "--coder-command",
-                &command,
-                "--coder-rw",
-                &coder_s,
-                "--gate-race",
-                race,
-                "--out",
-            ],
-        )
-        .arg(&out)
-        .output()
-        .unwrap();
+            &command,
+            &coder_s,
+            &["--rounds", "1", "--concurrency", "1", "--gate-race", race],
+            &out,
+        );
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert_eq!(json(&out.join("config.json"))["gate_race"], race);
         let r = rounds(&out).remove(0);
