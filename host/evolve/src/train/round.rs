@@ -542,14 +542,14 @@ impl<'a> Round<'a> {
 
     /// Build the staging crate into the store and keep the candidate's
     /// files (source, manifest, spec, transcript, diff against the
-    /// incumbent). An edit that builds to bytes already judged (the
-    /// incumbent's, or a candidate a recorded round judged) ends the round
-    /// and writes nothing: that candidate's files stay as they were. The
-    /// files of a candidate whose gate a kill interrupted are written anew.
     /// incumbent). The build is untrusted (scanned, jailed; see
-    /// [`ecdysis_sandbox::store::build`]); a candidate whose files outside `src/`
-    /// differ from the incumbent's, or whose source reaches outside the
-    /// crate, is rejected with the reason and never built.
+    /// [`ecdysis_sandbox::store::build`]); a candidate whose files outside
+    /// `src/` differ from the incumbent's, or whose source reaches outside
+    /// the crate, is rejected with the reason and never built. An edit that
+    /// builds to bytes already judged (the incumbent's, or a candidate a
+    /// recorded round judged) ends the round and writes nothing: that
+    /// candidate's files stay as they were. The files of a candidate whose
+    /// gate a kill interrupted are written anew.
     fn build_candidate(&mut self, spec: &ChangeSpec) -> Phase<Manifest> {
         let clock = Instant::now();
         let reference = self.dir.candidate(&self.incumbent).source();

@@ -195,11 +195,7 @@ impl BuildProfile {
     /// The profile cargo builds the crate whose manifest text is
     /// `manifest` with, as its directory under the target is named.
     fn dir_name(self, manifest: &str) -> &'static str {
-        if self
-            .cargo_args(manifest)
-            .iter()
-            .any(|a| a == CANDIDATE_PROFILE)
-        {
+        if self.is_candidate_of(manifest) {
             CANDIDATE_PROFILE
         } else {
             "release"
@@ -209,14 +205,19 @@ impl BuildProfile {
     /// Cargo's flags for this profile on the crate whose manifest text is
     /// `manifest`.
     fn cargo_args(self, manifest: &str) -> Vec<std::ffi::OsString> {
-        let defined = manifest
-            .lines()
-            .any(|l| l.trim() == format!("[profile.{CANDIDATE_PROFILE}]"));
-        if self == BuildProfile::Candidate && defined {
+        if self.is_candidate_of(manifest) {
             vec!["--profile".into(), CANDIDATE_PROFILE.into()]
         } else {
             vec!["--release".into()]
         }
+    }
+
+    /// Whether this is `Candidate` and the manifest defines that profile.
+    fn is_candidate_of(self, manifest: &str) -> bool {
+        self == BuildProfile::Candidate
+            && manifest
+                .lines()
+                .any(|l| l.trim() == format!("[profile.{CANDIDATE_PROFILE}]"))
     }
 }
 
@@ -335,10 +336,10 @@ pub(super) fn cargo_build_scanned(
         Some(t) => Some(std::path::absolute(t).map_err(|e| PathError::new("resolve", t, e))?),
         None => None,
     };
-    let profile = opts.profile.dir_name(
-        &std::fs::read_to_string(&manifest_path)
-            .map_err(|e| PathError::new("read", &manifest_path, e))?,
-    );
+    // The staged copy's manifest is this one, byte for byte.
+    let manifest_text = std::fs::read_to_string(&manifest_path)
+        .map_err(|e| PathError::new("read", &manifest_path, e))?;
+    let profile = opts.profile.dir_name(&manifest_text);
     // Never a copy inside the crate (a target in the crate): it would copy
     // itself and show up in the crate's source.
     let stage_at = match (&opts.target_dir, &target) {
@@ -384,8 +385,6 @@ pub(super) fn cargo_build_scanned(
     }
     let build_dir = staged.as_deref().unwrap_or(crate_dir);
     let manifest_path = build_dir.join("Cargo.toml");
-    let manifest_text = std::fs::read_to_string(&manifest_path)
-        .map_err(|e| PathError::new("read", &manifest_path, e))?;
     let mut args = cargo_args(opts, &manifest_path, &manifest_text, target.as_deref());
     // Keeps an unjailed untrusted build's HOME alive until it ends.
     let mut _home: Option<Scratch> = None;

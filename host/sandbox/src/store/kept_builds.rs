@@ -17,9 +17,10 @@
 //! keyed then with the root's manifest and lock file and the WIT package
 //! beside the root, and only when neither manifest names a `path` (another
 //! crate's source would then be read unkeyed). Any other crate resolves
-//! its dependencies anew each time and is never kept. (The user's own crate builds with the user's environment:
-//! a build script that reads other variables makes bytes this key does not
-//! see, and such a crate must not be built with a shared directory.)
+//! its dependencies anew each time and is never kept. (The user's own
+//! crate builds with the user's environment: a build script that reads
+//! other variables makes bytes this key does not see, and such a crate
+//! must not be built with a shared directory.)
 //! Entries are authenticated with the machine's artifact key,
 //! like the native code beside them: an entry planted by anyone without
 //! the key is ignored and the source compiled.
@@ -61,21 +62,14 @@ pub(super) fn build_key(
     };
     field("kind", b"ecdysis rust build 1");
     field("source", source_hash.as_bytes());
-    let wit = crate_dir.parent().map(|p| p.join("wit"));
-    match wit.filter(|w| w.is_dir()) {
-        Some(wit) => field("wit", source_tree_hash(&wit)?.as_bytes()),
-        None => field("wit", b""),
-    }
+    field("wit", wit_beside(crate_dir)?.as_bytes());
     if let Pinned::Workspace(root) = &pinned {
         for file in ["Cargo.toml", "Cargo.lock"] {
             let path = root.join(file);
             let text = std::fs::read(&path).map_err(|e| PathError::new("read", &path, e))?;
             field(&format!("workspace {file}"), &text);
         }
-        match root.parent().map(|p| p.join("wit")).filter(|w| w.is_dir()) {
-            Some(wit) => field("workspace wit", source_tree_hash(&wit)?.as_bytes()),
-            None => field("workspace wit", b""),
-        }
+        field("workspace wit", wit_beside(root)?.as_bytes());
     }
     field("compiler", compiler.as_bytes());
     field("profile", format!("{:?}", opts.profile).as_bytes());
@@ -109,6 +103,14 @@ pub(super) fn build_key(
         }
     }
     Ok(Some(hasher.finalize().to_hex().to_string()))
+}
+
+/// The source hash of the `wit/` beside `dir`, empty without one.
+fn wit_beside(dir: &Path) -> Result<String, PathError> {
+    match dir.parent().map(|p| p.join("wit")).filter(|w| w.is_dir()) {
+        Some(wit) => source_tree_hash(&wit),
+        None => Ok(String::new()),
+    }
 }
 
 /// Where a crate's dependencies are pinned.
