@@ -117,7 +117,8 @@ impl Trust {
 pub const TARGET_DIR_ENV: &str = "ECDYSIS_CARGO_TARGET_DIR";
 
 /// The file in a [`TARGET_DIR_ENV`] target naming the crate directory last
-/// built in place into it (one per profile, `-<profile>` appended).
+/// built in place into it, one per profile and package name
+/// ([`in_place_marker_name`]).
 const LAST_IN_PLACE_FILE: &str = ".ecdysis-last-in-place";
 
 /// Most characters of compiler output kept in an error.
@@ -372,12 +373,13 @@ pub(super) fn cargo_build_scanned(
     // shared target (copies of one harness) share the artifact's path there,
     // which cargo re-links only when it rebuilds: a crate built before the
     // other, and up to date by its own files, would be served the other's
-    // file. The target remembers the crate it last built in place; another
-    // one is rebuilt from its own files.
+    // file. The target remembers, per package name, the crate it last built
+    // in place; another one is rebuilt from its own files. Crates of other
+    // names own other paths, so building one leaves the others fresh.
     let in_place_marker = target
         .as_deref()
         .filter(|_| staged.is_none() && opts.target_dir.is_none())
-        .map(|t| t.join(format!("{LAST_IN_PLACE_FILE}-{profile}")));
+        .map(|t| t.join(in_place_marker_name(profile, &manifest_text)));
     if let Some(marker) = &in_place_marker
         && std::fs::read(marker).ok().as_deref() != Some(crate_dir.as_os_str().as_encoded_bytes())
     {
@@ -451,6 +453,47 @@ pub(super) fn cargo_build_scanned(
         }
     }
     Ok(build)
+}
+
+/// The marker file naming the crate last built in place into a shared
+/// target for `profile` and the package of `manifest`: one per package
+/// name, so that a copy of one harness invalidates that harness's artifact
+/// only. A manifest whose name this cannot read shares one marker with every
+/// other such crate (a needless rebuild at worst, never a wrong artifact).
+fn in_place_marker_name(profile: &str, manifest: &str) -> String {
+    match package_name(manifest) {
+        Some(name) => format!("{LAST_IN_PLACE_FILE}-{profile}-{name}"),
+        None => format!("{LAST_IN_PLACE_FILE}-{profile}"),
+    }
+}
+
+/// The `name` of a manifest's `[package]` table, when written as a plain
+/// `name = "..."` line of word characters and dashes.
+fn package_name(manifest: &str) -> Option<&str> {
+    let mut in_package = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+            continue;
+        }
+        if !in_package {
+            continue;
+        }
+        let Some(value) = line
+            .strip_prefix("name")
+            .map(str::trim_start)
+            .and_then(|rest| rest.strip_prefix('='))
+        else {
+            continue;
+        };
+        let name = value.trim().strip_prefix('"')?.strip_suffix('"')?;
+        return (!name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        .then_some(name);
+    }
+    None
 }
 
 /// Where staging copies built into `target` are built
@@ -835,5 +878,36 @@ fn build_facts(
         },
         features: opts.features.clone(),
         origin: crate_dir.display().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_package_name_is_read_from_the_package_table_only() {
+        let manifest = "[workspace]\nname = \"not-this\"\n\n[package]\n# a comment\nname   =  \"harness-template\"\nversion = \"0.1.0\"\n\n[dependencies]\nname = \"nor-this\"\n";
+        assert_eq!(package_name(manifest), Some("harness-template"));
+        assert_eq!(package_name("[dependencies]\nname = \"x\"\n"), None);
+        // A name this cannot read whole (quoted oddly, a path character)
+        // is no name: the crate shares the profile's one marker.
+        assert_eq!(package_name("[package]\nname = 'single'\n"), None);
+        assert_eq!(package_name("[package]\nname = \"../up\"\n"), None);
+        assert_eq!(package_name("[package]\nnamespace = \"x\"\n"), None);
+    }
+
+    #[test]
+    fn each_package_name_gets_its_own_marker_and_an_unreadable_one_the_shared_one() {
+        let direct = in_place_marker_name("release", "[package]\nname = \"direct\"\n");
+        let other = in_place_marker_name("release", "[package]\nname = \"read-only\"\n");
+        let candidate = in_place_marker_name("candidate", "[package]\nname = \"direct\"\n");
+        assert_eq!(direct, ".ecdysis-last-in-place-release-direct");
+        assert_ne!(direct, other);
+        assert_ne!(direct, candidate);
+        assert_eq!(
+            in_place_marker_name("release", "no package here"),
+            ".ecdysis-last-in-place-release"
+        );
     }
 }
