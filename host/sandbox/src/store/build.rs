@@ -456,44 +456,70 @@ pub(super) fn cargo_build_scanned(
 }
 
 /// The marker file naming the crate last built in place into a shared
-/// target for `profile` and the package of `manifest`: one per package
-/// name, so that a copy of one harness invalidates that harness's artifact
-/// only. A manifest whose name this cannot read shares one marker with every
-/// other such crate (a needless rebuild at worst, never a wrong artifact).
+/// target for `profile` and the artifact `manifest` builds: one per
+/// artifact name, since only crates whose artifacts share a path there can
+/// be served each other's file (copies of one harness). A manifest whose
+/// names this cannot read shares one marker with every other such crate (a
+/// needless rebuild at worst, never a wrong artifact).
 fn in_place_marker_name(profile: &str, manifest: &str) -> String {
-    match package_name(manifest) {
-        Some(name) => format!("{LAST_IN_PLACE_FILE}-{profile}-{name}"),
+    match artifact_stem(manifest) {
+        Some(stem) => format!("{LAST_IN_PLACE_FILE}-{profile}-{stem}"),
         None => format!("{LAST_IN_PLACE_FILE}-{profile}"),
     }
 }
 
-/// The `name` of a manifest's `[package]` table, when written as a plain
-/// `name = "..."` line of word characters and dashes.
-fn package_name(manifest: &str) -> Option<&str> {
-    let mut in_package = false;
+/// The file stem of the library a manifest builds: its `[lib]` name, else
+/// its package name with dashes as underscores (cargo's rule).
+fn artifact_stem(manifest: &str) -> Option<String> {
+    match table_name(manifest, "[lib]") {
+        Name::Plain(name) => Some(name.to_owned()),
+        Name::Unreadable => None,
+        Name::Absent => match table_name(manifest, "[package]") {
+            Name::Plain(name) => Some(name.replace('-', "_")),
+            Name::Absent | Name::Unreadable => None,
+        },
+    }
+}
+
+/// A table's `name` key, as [`table_name`] reads it.
+#[derive(Debug, PartialEq)]
+enum Name<'a> {
+    /// Written `name = "..."`, of word characters and dashes.
+    Plain(&'a str),
+    /// Written some other way.
+    Unreadable,
+    /// Not in the table (or no such table).
+    Absent,
+}
+
+/// The `name` key of the manifest's `table` (`"[package]"`, `"[lib]"`).
+fn table_name<'a>(manifest: &'a str, table: &str) -> Name<'a> {
+    let mut inside = false;
     for line in manifest.lines().map(str::trim) {
         if line.starts_with('[') {
-            in_package = line == "[package]";
+            inside = line == table;
             continue;
         }
-        if !in_package {
-            continue;
-        }
-        let Some(value) = line
+        let value = line
             .strip_prefix("name")
             .map(str::trim_start)
-            .and_then(|rest| rest.strip_prefix('='))
-        else {
+            .and_then(|rest| rest.strip_prefix('='));
+        let (true, Some(value)) = (inside, value) else {
             continue;
         };
-        let name = value.trim().strip_prefix('"')?.strip_suffix('"')?;
-        return (!name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
-        .then_some(name);
+        let plain = value
+            .trim()
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .filter(|name| {
+                !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            });
+        return plain.map_or(Name::Unreadable, Name::Plain);
     }
-    None
+    Name::Absent
 }
 
 /// Where staging copies built into `target` are built
@@ -886,27 +912,57 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_package_name_is_read_from_the_package_table_only() {
+    fn a_tables_name_is_read_from_that_table_only() {
         let manifest = "[workspace]\nname = \"not-this\"\n\n[package]\n# a comment\nname   =  \"harness-template\"\nversion = \"0.1.0\"\n\n[dependencies]\nname = \"nor-this\"\n";
-        assert_eq!(package_name(manifest), Some("harness-template"));
-        assert_eq!(package_name("[dependencies]\nname = \"x\"\n"), None);
-        // A name this cannot read whole (quoted oddly, a path character)
-        // is no name: the crate shares the profile's one marker.
-        assert_eq!(package_name("[package]\nname = 'single'\n"), None);
-        assert_eq!(package_name("[package]\nname = \"../up\"\n"), None);
-        assert_eq!(package_name("[package]\nnamespace = \"x\"\n"), None);
+        assert_eq!(
+            table_name(manifest, "[package]"),
+            Name::Plain("harness-template")
+        );
+        assert_eq!(table_name(manifest, "[lib]"), Name::Absent);
+        assert_eq!(
+            table_name("[dependencies]\nname = \"x\"\n", "[package]"),
+            Name::Absent
+        );
+        // A name this cannot read whole (quoted oddly, a path character).
+        assert_eq!(
+            table_name("[package]\nname = 'single'\n", "[package]"),
+            Name::Unreadable
+        );
+        assert_eq!(
+            table_name("[package]\nname = \"../up\"\n", "[package]"),
+            Name::Unreadable
+        );
+        assert_eq!(
+            table_name("[package]\nnamespace = \"x\"\n", "[package]"),
+            Name::Absent
+        );
     }
 
     #[test]
-    fn each_package_name_gets_its_own_marker_and_an_unreadable_one_the_shared_one() {
-        let direct = in_place_marker_name("release", "[package]\nname = \"direct\"\n");
-        let other = in_place_marker_name("release", "[package]\nname = \"read-only\"\n");
-        let candidate = in_place_marker_name("candidate", "[package]\nname = \"direct\"\n");
-        assert_eq!(direct, ".ecdysis-last-in-place-release-direct");
-        assert_ne!(direct, other);
-        assert_ne!(direct, candidate);
+    fn the_marker_follows_the_artifacts_name() {
+        let marker = |m: &str| in_place_marker_name("release", m);
         assert_eq!(
-            in_place_marker_name("release", "no package here"),
+            marker("[package]\nname = \"read-only\"\n"),
+            ".ecdysis-last-in-place-release-read_only"
+        );
+        // Packages of other names building one library name share a path in
+        // the target, so they share a marker.
+        assert_eq!(
+            marker("[package]\nname = \"a\"\n[lib]\nname = \"x\"\n"),
+            marker("[package]\nname = \"b\"\n[lib]\nname = \"x\"\n")
+        );
+        assert_ne!(
+            marker("[package]\nname = \"direct\"\n"),
+            marker("[package]\nname = \"read-only\"\n")
+        );
+        assert_ne!(
+            marker("[package]\nname = \"direct\"\n"),
+            in_place_marker_name("candidate", "[package]\nname = \"direct\"\n")
+        );
+        // Unreadable names share the profile's one marker.
+        assert_eq!(marker("no package here"), ".ecdysis-last-in-place-release");
+        assert_eq!(
+            marker("[package]\nname = \"a\"\n[lib]\nname = 'odd'\n"),
             ".ecdysis-last-in-place-release"
         );
     }
