@@ -108,7 +108,7 @@ section "runtimes: an evolved candidate (1 offline round of train), its vectors"
 if [ ! -f "$FIX/train/summary.json" ]; then
     rm -rf "$FIX/train"
     host train --rounds 1 --start-blank --tasks 0,1,2,3,4,6,7,8 --agent-model sim:clumsy \
-        --test-split test --cargo-target-dir "$ROOT/target/evolve-candidates" --out "$FIX/train" >/dev/null
+        --test-split none --cargo-target-dir "$ROOT/target/evolve-candidates" --out "$FIX/train" >/dev/null
 fi
 incumbent=$(cat "$FIX/train/incumbent")
 if [ "$incumbent" = "$(cat "$FIX/train/initial")" ]; then
