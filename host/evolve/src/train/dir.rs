@@ -82,12 +82,19 @@ impl TrainDir {
         self.layout.eval(h.as_str(), label).root().to_path_buf()
     }
 
+    /// The finished rounds recorded in `rounds.jsonl`, in order.
+    pub fn recorded_rounds(&self) -> Result<Vec<RoundRecord>, TrainError> {
+        Ok(rundir::read_jsonl(&self.layout.rounds(), false)?)
+    }
+
     /// Whether a finished round of `rounds.jsonl` judged candidate `h`.
     /// Its files alone do not say so: a run killed during a gate leaves
     /// them, and the resumed round must judge that candidate again.
     pub fn judged(&self, h: &ComponentHash) -> Result<bool, TrainError> {
-        let rounds: Vec<RoundRecord> = rundir::read_jsonl(&self.layout.rounds(), false)?;
-        Ok(rounds.iter().any(|r| r.candidate.as_ref() == Some(h)))
+        Ok(self
+            .recorded_rounds()?
+            .iter()
+            .any(|r| r.candidate.as_ref() == Some(h)))
     }
 
     /// Append a finished round (synced before returning).

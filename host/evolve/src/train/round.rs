@@ -187,10 +187,7 @@ impl<'a> Round<'a> {
     /// What earlier rounds of this run proposed, whether the candidate
     /// built, and how the gate judged it, for the roles (empty in round 1).
     fn earlier_rounds(&self) -> Result<String, TrainError> {
-        let rounds: Vec<RoundRecord> =
-            ecdysis_runner::eval::rundir::read_jsonl(&self.dir.layout().rounds(), false)
-                .map_err(TrainError::from)?;
-        Ok(render_earlier_rounds(&rounds))
+        Ok(render_earlier_rounds(&self.dir.recorded_rounds()?))
     }
 
     /// The incumbent's failures on pool tasks outside the training tasks,

@@ -117,7 +117,7 @@ impl Trust {
 pub const TARGET_DIR_ENV: &str = "ECDYSIS_CARGO_TARGET_DIR";
 
 /// The file in a [`TARGET_DIR_ENV`] target naming the crate directory last
-/// built in place into it, one per profile and package name
+/// built in place into it, one per profile and artifact name
 /// ([`in_place_marker_name`]).
 const LAST_IN_PLACE_FILE: &str = ".ecdysis-last-in-place";
 
@@ -215,10 +215,8 @@ impl BuildProfile {
 
     /// Whether this is `Candidate` and the manifest defines that profile.
     fn is_candidate_of(self, manifest: &str) -> bool {
-        self == BuildProfile::Candidate
-            && manifest
-                .lines()
-                .any(|l| l.trim() == format!("[profile.{CANDIDATE_PROFILE}]"))
+        let header = format!("[profile.{CANDIDATE_PROFILE}]");
+        self == BuildProfile::Candidate && manifest.lines().any(|l| l.trim() == header)
     }
 }
 
@@ -373,9 +371,10 @@ pub(super) fn cargo_build_scanned(
     // shared target (copies of one harness) share the artifact's path there,
     // which cargo re-links only when it rebuilds: a crate built before the
     // other, and up to date by its own files, would be served the other's
-    // file. The target remembers, per package name, the crate it last built
-    // in place; another one is rebuilt from its own files. Crates of other
-    // names own other paths, so building one leaves the others fresh.
+    // file. The target remembers, per artifact name, the crate it last
+    // built in place; another one is rebuilt from its own files. Crates of
+    // other artifact names own other paths, so building one leaves the
+    // others fresh.
     let in_place_marker = target
         .as_deref()
         .filter(|_| staged.is_none() && opts.target_dir.is_none())
