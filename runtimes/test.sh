@@ -84,10 +84,9 @@ host export "$template_py" --out "$FIX/template-py" >/dev/null
 host vectors --run "$FIX/template-py-run" --out "$FIX/template-py.vectors.jsonl" >/dev/null
 # One round of training from it with a scripted external coder (it adds
 # retail aliases): the accepted candidate, built with componentize-py in the
-# jail, is what the runtimes load next. On five tasks, not the split's 74
-# (148 episodes of a Python harness, the lane's longest step): 0-3 are the
-# vectors' tasks below, and 96 is the one the aliases turn from failed to
-# solved with sim:mixed, so the round is accepted.
+# jail, is what the runtimes load next. On five tasks, not the whole split:
+# 0-3 are the vectors' tasks below, and 96 is the one the aliases turn from
+# failed to solved with sim:mixed, so the round is accepted.
 if [ ! -f "$FIX/train-py/summary.json" ]; then
     rm -rf "$FIX/train-py"
     host train --source harness-template-py --domain tau2/retail --agent-model sim:mixed \
