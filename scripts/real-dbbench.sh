@@ -173,6 +173,13 @@ fi
 ensure_host
 mkdir -p "$OUT"
 LOG="$OUT/experiment.log"
+# A fresh machine replays the recorded run into a new $OUT: its log goes on
+# from the recorded one (put before whatever a failed start wrote), so that
+# saving it never puts a shorter log over the results' copy.
+if [[ -f "$DOCS/experiment.log" ]] && ! cmp -s -n "$(stat -c %s "$DOCS/experiment.log")" "$DOCS/experiment.log" "$LOG"; then
+    { cat "$DOCS/experiment.log"; if [[ -f "$LOG" ]]; then cat "$LOG"; fi; } > "$LOG.partial" && mv "$LOG.partial" "$LOG"
+    say "continuing the recorded log $DOCS/experiment.log"
+fi
 say "experiment into $OUT (log: $LOG)"
 # Temperature 0 for the agent and the roles (the paper's setting). The
 # agent's replies are capped at 384 tokens: DBBench needs one statement per
