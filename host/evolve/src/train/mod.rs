@@ -554,7 +554,7 @@ impl TrainContext {
         let summary = eval::run_with(config, options, self.domain.clone(), executor, None).await?;
         let records =
             eval::rundir::read_trajectories(&out.join(eval::rundir::TRAJECTORIES_FILE), false)?;
-        Ok((summary, records))
+        Ok((summary, in_task_order(records)))
     }
 
     /// Evaluate `hash` on `part` of `tasks` only, in the result directory
@@ -583,7 +583,9 @@ impl TrainContext {
         ));
         let (config, options, executor) =
             self.prepare(dir, base, Some(hash), tasks, split, label, draw)?;
-        Ok(eval::run_tasks(config, options, executor, part).await?)
+        Ok(in_task_order(
+            eval::run_tasks(config, options, executor, part).await?,
+        ))
     }
 
     /// The run config, options and episode executor of one evaluation.
@@ -660,6 +662,15 @@ impl TrainContext {
     fn say(&self, line: impl std::fmt::Display) {
         tracing::info!(target: PROGRESS, "{line}");
     }
+}
+
+/// An evaluation's episodes by task and trial: the trajectories file holds
+/// them in the order they finished, which concurrent episodes make differ
+/// from run to run, and everything training builds from them (failure
+/// groups, the examples the roles and coders read) must not.
+fn in_task_order(mut records: Vec<EpisodeRecord>) -> Vec<EpisodeRecord> {
+    records.sort_by(|a, b| (&a.task_id, a.trial).cmp(&(&b.task_id, b.trial)));
+    records
 }
 
 /// How an evaluation's progress line names a fresh draw.
@@ -1130,4 +1141,33 @@ async fn training_tasks(
         label,
         selection: Some(selection),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two runs of one evaluation whose episodes finished in other orders
+    /// give training the same list.
+    #[test]
+    fn an_evaluation_reads_the_same_whatever_order_its_episodes_finished_in() {
+        let ids = |records: &[EpisodeRecord]| -> Vec<(String, u32)> {
+            records
+                .iter()
+                .map(|r| (r.task_id.clone(), r.trial))
+                .collect()
+        };
+        let finished = [("b", 1), ("a", 0), ("b", 0), ("c", 0), ("a", 1)];
+        let one: Vec<_> = finished
+            .iter()
+            .map(|(t, k)| EpisodeRecord::bare(t, *k, 0.0))
+            .collect();
+        let other: Vec<_> = one.iter().rev().cloned().collect();
+        let (one, other) = (in_task_order(one), in_task_order(other));
+        assert_eq!(ids(&one), ids(&other));
+        assert_eq!(
+            ids(&one),
+            [("a", 0), ("a", 1), ("b", 0), ("b", 1), ("c", 0)].map(|(t, k)| (t.to_string(), k))
+        );
+    }
 }
