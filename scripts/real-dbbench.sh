@@ -110,32 +110,45 @@ CACHE=.ecdysis/cache
 
 # The run's small files and every cached reply, for the results page and a
 # resume elsewhere.
+# A run directory rebuilt from the cache on another machine (marked
+# $REBUILT) replays the recorded stages with cache hits and seconds of
+# work: its ledgers, round times and summaries of those stages are not the
+# run's, so they never replace the recorded files; what the recorded run
+# has not saved yet (later stages) is saved as usual.
+REBUILT="$OUT/rebuilt-from-cache"
+keep() {
+    [[ -f "$1" ]] || return 0
+    if [[ -f "$REBUILT" && -f "$2" ]]; then return 0; fi
+    cp "$1" "$2"
+}
 save() {
     mkdir -p "$DOCS"
-    for f in experiment.json experiment.log; do copy_if "$OUT/$f" "$DOCS/"; done
+    copy_if "$OUT/experiment.log" "$DOCS/"
+    keep "$OUT/experiment.json" "$DOCS/experiment.json"
     for m in baselines hand-configured self-evolution ecdysis-nofdcr ecdysis; do
         [[ -d "$OUT/$m" ]] || continue
         for f in config.json selection.json rounds.jsonl summary.json ledger.json; do
-            copy_if "$OUT/$m/$f" "$DOCS/$m-$f"
+            keep "$OUT/$m/$f" "$DOCS/$m-$f"
         done
         for t in "$OUT/$m"/rounds/*/transcript.json; do
             [[ -f "$t" ]] || continue
             n="$(basename "$(dirname "$t")")"
-            cp "$t" "$DOCS/$m-round$n-transcript.json"
+            keep "$t" "$DOCS/$m-round$n-transcript.json"
         done
         # Measured accommodation: each accepted change and its parent with
         # the transfer model on the training tasks.
         for a in "$OUT/$m"/accommodation/*/; do
             [[ -f "$a/summary.json" ]] || continue
             n="$(basename "$a")"
+            if [[ -f "$REBUILT" && -f "$DOCS/$m-accommodation-$n-summary.json" ]]; then continue; fi
             cp "$a/summary.json" "$DOCS/$m-accommodation-$n-summary.json"
             gzip -c "$a/trajectories.jsonl" > "$DOCS/$m-accommodation-$n-trajectories.jsonl.gz"
         done
         for c in "$OUT/$m"/candidates/*/; do
             [[ -f "$c/diff.patch" ]] || continue
             short="$(basename "$c" | cut -c1-12)"
-            cp "$c/diff.patch" "$DOCS/$m-candidate-$short-diff.patch"
-            copy_if "$c/spec.json" "$DOCS/$m-candidate-$short-spec.json"
+            keep "$c/diff.patch" "$DOCS/$m-candidate-$short-diff.patch"
+            keep "$c/spec.json" "$DOCS/$m-candidate-$short-spec.json"
         done
     done
     tar -czf "$SNAPSHOT.partial" -C "$CACHE" . && mv "$SNAPSHOT.partial" "$SNAPSHOT"
@@ -171,6 +184,11 @@ if [[ "$TRANSFER" == 1 ]]; then
     transfer=(--transfer "qwen2.5-coder-0.5b-instruct@http://127.0.0.1:$PORT_05B/v1")
 fi
 ensure_host
+if ! compgen -G "$OUT/*/config.json" >/dev/null && compgen -G "$DOCS/*-rounds.jsonl" >/dev/null; then
+    mkdir -p "$OUT"
+    date -u +%FT%TZ > "$REBUILT"
+    say "rebuilding $OUT from the recorded replies: the recorded files in $DOCS are kept"
+fi
 mkdir -p "$OUT"
 LOG="$OUT/experiment.log"
 # A fresh machine replays the recorded run into a new $OUT: its log goes on
