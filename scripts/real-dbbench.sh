@@ -113,12 +113,19 @@ CACHE=.ecdysis/cache
 # A run directory rebuilt from the cache on another machine (marked
 # $REBUILT) replays the recorded stages with cache hits and seconds of
 # work: its ledgers, round times and summaries of those stages are not the
-# run's, so they never replace the recorded files; what the recorded run
-# has not saved yet (later stages) is saved as usual.
+# run's, so they never replace the recorded files. Where they differ they
+# go to $DOCS/rebuilt/ instead (a stage that was under way goes on there with
+# fresh calls); what the recorded run has not saved yet (later stages) is
+# saved as usual.
 REBUILT="$OUT/rebuilt-from-cache"
 keep() {
     [[ -f "$1" ]] || return 0
-    if [[ -f "$REBUILT" && -f "$2" ]]; then return 0; fi
+    if [[ -f "$REBUILT" && -f "$2" ]]; then
+        cmp -s "$1" "$2" && return 0
+        mkdir -p "$DOCS/rebuilt"
+        cp "$1" "$DOCS/rebuilt/$(basename "$2")"
+        return 0
+    fi
     cp "$1" "$2"
 }
 save() {
