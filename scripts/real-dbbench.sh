@@ -147,9 +147,9 @@ save() {
         for a in "$OUT/$m"/accommodation/*/; do
             [[ -f "$a/summary.json" ]] || continue
             n="$(basename "$a")"
-            if [[ -f "$REBUILT" && -f "$DOCS/$m-accommodation-$n-summary.json" ]]; then continue; fi
-            cp "$a/summary.json" "$DOCS/$m-accommodation-$n-summary.json"
-            gzip -c "$a/trajectories.jsonl" > "$DOCS/$m-accommodation-$n-trajectories.jsonl.gz"
+            gzip -c "$a/trajectories.jsonl" > "$a/trajectories.jsonl.gz"
+            keep "$a/summary.json" "$DOCS/$m-accommodation-$n-summary.json"
+            keep "$a/trajectories.jsonl.gz" "$DOCS/$m-accommodation-$n-trajectories.jsonl.gz"
         done
         for c in "$OUT/$m"/candidates/*/; do
             [[ -f "$c/diff.patch" ]] || continue
@@ -191,12 +191,11 @@ if [[ "$TRANSFER" == 1 ]]; then
     transfer=(--transfer "qwen2.5-coder-0.5b-instruct@http://127.0.0.1:$PORT_05B/v1")
 fi
 ensure_host
+mkdir -p "$OUT"
 if ! compgen -G "$OUT/*/config.json" >/dev/null && compgen -G "$DOCS/*-rounds.jsonl" >/dev/null; then
-    mkdir -p "$OUT"
     date -u +%FT%TZ > "$REBUILT"
     say "rebuilding $OUT from the recorded replies: the recorded files in $DOCS are kept"
 fi
-mkdir -p "$OUT"
 LOG="$OUT/experiment.log"
 # A fresh machine replays the recorded run into a new $OUT: its log goes on
 # from the recorded one (put before whatever a failed start wrote), so that
