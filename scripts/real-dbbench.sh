@@ -192,6 +192,26 @@ if [[ "$TRANSFER" == 1 ]]; then
 fi
 ensure_host
 mkdir -p "$OUT"
+# The second experiment starts from the starting harness of commit 5570543
+# (the tree's harness-template and wit/ have not changed since): its later
+# stages (the hand-configured baseline copies the source) and a rebuild on a
+# fresh machine read that commit's source, kept beside the run, so main's
+# template can change while the run goes on. Each method builds from a
+# staged copy, so the source's path leaves the build's bytes alone (checked:
+# `experiment --source` of the kept copy and of ./harness-template build the
+# same 51bd6739c0e3).
+if [[ "$EXPERIMENT" == 2 ]]; then
+    SOURCE_COMMIT=5570543
+    PINNED="$OUT.source-$SOURCE_COMMIT"
+    if [[ ! -d "$PINNED/harness-template" ]]; then
+        rm -rf "$PINNED.partial"
+        mkdir -p "$PINNED.partial"
+        git archive "$SOURCE_COMMIT" harness-template wit | tar -x -C "$PINNED.partial"
+        mv "$PINNED.partial" "$PINNED"
+        say "the starting harness's source of $SOURCE_COMMIT is in $PINNED"
+    fi
+    extra+=(--source "$PINNED/harness-template")
+fi
 if ! compgen -G "$OUT/*/config.json" >/dev/null && compgen -G "$DOCS/*-rounds.jsonl" >/dev/null; then
     date -u +%FT%TZ > "$REBUILT"
     say "rebuilding $OUT from the recorded replies: the recorded files in $DOCS are kept"
