@@ -207,6 +207,7 @@ if [[ "$EXPERIMENT" == 2 ]]; then
         rm -rf "$PINNED.partial"
         mkdir -p "$PINNED.partial"
         git archive "$SOURCE_COMMIT" harness-template wit | tar -x -C "$PINNED.partial"
+        rm -rf "$PINNED"
         mv "$PINNED.partial" "$PINNED"
         say "the starting harness's source of $SOURCE_COMMIT is in $PINNED"
     fi
