@@ -115,18 +115,19 @@ CACHE=.ecdysis/cache
 # work: its ledgers, round times and summaries of those stages are not the
 # run's, so they never replace the recorded files. Where they differ they
 # go to $DOCS/rebuilt/ instead (a stage that was under way goes on there with
-# fresh calls); what the recorded run has not saved yet (later stages) is
-# saved as usual.
+# fresh calls, but for the files it only appended to); what the recorded run
+# has not saved yet (later stages) is saved as usual.
 REBUILT="$OUT/rebuilt-from-cache"
 keep() {
     [[ -f "$1" ]] || return 0
-    if [[ -f "$REBUILT" && -f "$2" ]]; then
-        cmp -s "$1" "$2" && return 0
+    # A recorded file the run only appended to (the rounds of a stage that
+    # was under way when the record was saved) is the same record, continued.
+    if [[ -f "$REBUILT" && -f "$2" ]] && ! cmp -s -n "$(stat -c %s "$2")" "$1" "$2"; then
         mkdir -p "$DOCS/rebuilt"
         cp "$1" "$DOCS/rebuilt/$(basename "$2")"
         return 0
     fi
-    cp "$1" "$2"
+    cmp -s "$1" "$2" || cp "$1" "$2"
 }
 save() {
     mkdir -p "$DOCS"
