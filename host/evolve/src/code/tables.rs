@@ -179,7 +179,44 @@ pub enum UnusableReply {
 /// Read a reply as edits and check them against the domain's tools: the
 /// first JSON object of the text, kinds a model may use, known tools,
 /// bounded texts. The problems, when it is not usable.
-pub fn parse_reply(text: &str, tools: &[String]) -> Result<(String, Vec<RuleEdit>), UnusableReply> {
+/// The mechanisms the spec's failure labels name, where a label is the
+/// aggregation's signature key (`agent_stop | finished right after an error
+/// | failed db`): its end reason and how the episode finished. A weak coder
+/// copies them into what the agent reads, where they mean nothing to it.
+pub fn diagnosis_labels(spec: &crate::diagnose::change_spec::ChangeSpec) -> Vec<String> {
+    spec.failure_patterns
+        .iter()
+        .filter_map(|p| {
+            let mut parts = p.name.split(" | ").map(str::trim);
+            let (end, finish) = (parts.next()?, parts.next()?);
+            (!end.is_empty() && !finish.is_empty()).then(|| format!("{end} | {finish}"))
+        })
+        .collect()
+}
+
+/// The texts of an edit the agent model reads.
+fn model_texts(e: &RuleEdit) -> Vec<&str> {
+    match e {
+        RuleEdit::PromptRule { text } => vec![text],
+        RuleEdit::ToolHint { hint, .. } => vec![hint],
+        RuleEdit::ErrorAdvice { advice, .. } => vec![advice],
+        RuleEdit::Skill { title, text, .. } => vec![title, text],
+        RuleEdit::HoldFinish { feedback, .. }
+        | RuleEdit::RefuseFinishAfterError { feedback, .. } => {
+            vec![feedback]
+        }
+        _ => vec![],
+    }
+}
+
+/// Parses a reply into its edits, each checked against the domain's `tools`
+/// and against quoting one of the diagnosis's `labels` ([`diagnosis_labels`])
+/// in a text the agent reads.
+pub fn parse_reply(
+    text: &str,
+    tools: &[String],
+    labels: &[String],
+) -> Result<(String, Vec<RuleEdit>), UnusableReply> {
     let json =
         crate::diagnose::change_spec::first_json_object(text).ok_or(UnusableReply::NoJson)?;
     let reply: Reply = serde_json::from_str(json).map_err(UnusableReply::NotAnEditList)?;
@@ -280,6 +317,20 @@ pub fn parse_reply(text: &str, tools: &[String]) -> Result<(String, Vec<RuleEdit
             _ => {}
         }
     }
+    for (i, e) in reply.edits.iter().enumerate() {
+        let quoted = model_texts(e).into_iter().find_map(|t| {
+            let t = t.to_lowercase();
+            labels
+                .iter()
+                .find(|l| !l.is_empty() && t.contains(&l.to_lowercase()))
+        });
+        if let Some(label) = quoted {
+            problems.push(format!(
+                "edit {}: the text quotes the failure label `{label}`, which names the failure for you and means nothing to the agent; write the instruction the agent should follow instead",
+                i + 1
+            ));
+        }
+    }
     if problems.is_empty() {
         Ok((reply.reason, reply.edits))
     } else {
@@ -294,6 +345,7 @@ impl TableCoder {
             Some(c) => (c.domain.clone(), c.tools.clone()),
             None => (String::new(), vec![]),
         };
+        let labels = diagnosis_labels(&task.spec);
         let before = Snapshot::take(staging)?;
         let trust = before.untrusted_edits(&self.config.containment);
         let tables = staging.join(TABLES_FILE);
@@ -341,7 +393,7 @@ impl TableCoder {
                 );
             }
             replies.push(text.clone());
-            let feedback = match parse_reply(&text, &tools) {
+            let feedback = match parse_reply(&text, &tools, &labels) {
                 Err(problem) => {
                     log += &format!("call {attempt}: not usable: {problem}\n");
                     format!(
@@ -530,6 +582,7 @@ mod tests {
         let (reason, edits) = parse_reply(
             "Here you go:\n```json\n{\"reason\": \"r\", \"edits\": [{\"kind\": \"prompt_rule\", \"text\": \"Quote values compared with TEXT columns.\"}, {\"kind\": \"tool_alias\", \"alias\": \"run_query\", \"tool\": \"execute_sql\"}, {\"kind\": \"regulation\", \"field\": \"error_streak\", \"value\": 2}]}\n```",
             &tools(),
+            &[],
         )
         .unwrap();
         assert_eq!(reason, "r");
@@ -554,7 +607,7 @@ mod tests {
     #[test]
     fn unusable_replies_say_what_is_wrong() {
         let t = tools();
-        let err = |s: &str| parse_reply(s, &t).unwrap_err().to_string();
+        let err = |s: &str| parse_reply(s, &t, &[]).unwrap_err().to_string();
         assert!(err("no json here").contains("no JSON object"));
         assert!(err("{\"edits\": []}").contains("empty"));
         assert!(
@@ -593,7 +646,7 @@ mod tests {
     #[test]
     fn primitive_edits_are_checked_against_the_tools() {
         let t = tools();
-        let ok = |s: &str| parse_reply(s, &t).map(|(_, e)| e);
+        let ok = |s: &str| parse_reply(s, &t, &[]).map(|(_, e)| e);
         assert_eq!(
             ok(r#"{"reason": "r", "edits": [
                 {"kind": "hold_finish", "tool": "commit_final_answer", "argument": "query", "exempt": ["INSERT", "UPDATE", "DELETE"]},
@@ -623,7 +676,7 @@ mod tests {
                 },
             ]
         );
-        let err = |s: &str| parse_reply(s, &t).unwrap_err().to_string();
+        let err = |s: &str| parse_reply(s, &t, &[]).unwrap_err().to_string();
         assert!(
             err(r#"{"edits": [{"kind": "hold_finish", "tool": "submit"}]}"#)
                 .contains("no tool `submit`")
@@ -685,7 +738,53 @@ mod tests {
                 other => panic!("unexpected kind {other}"),
             };
             let reply = json!({"reason": "r", "edits": [sample]}).to_string();
-            parse_reply(&reply, &tools()).unwrap_or_else(|e| panic!("{kind}: {e}"));
+            parse_reply(&reply, &tools(), &[]).unwrap_or_else(|e| panic!("{kind}: {e}"));
         }
+    }
+
+    /// Self-Evolution's table coder on the real DBBench experiment (round 1
+    /// of the second run) wrote the heuristic's proposed change, failure
+    /// label included, as a tool hint the agent then read.
+    #[test]
+    fn a_text_that_quotes_a_failure_label_is_refused_and_an_instruction_is_not() {
+        let t = tools();
+        let spec = crate::diagnose::change_spec::ChangeSpec {
+            failure_patterns: vec![
+                crate::diagnose::change_spec::FailurePattern {
+                    name: "max_steps | no finishing call | failed answer".into(),
+                    description: "d".into(),
+                    evidence_tasks: vec![],
+                },
+                crate::diagnose::change_spec::FailurePattern {
+                    name: "identical failing call repeated".into(),
+                    description: "d".into(),
+                    evidence_tasks: vec![],
+                },
+            ],
+            proposed_changes: vec![],
+            skills: vec![],
+            implementation_notes: String::new(),
+        };
+        let labels = diagnosis_labels(&spec);
+        assert_eq!(labels, vec!["max_steps | no finishing call".to_string()]);
+        let hint = |h: &str| {
+            format!(
+                "{{\"reason\": \"r\", \"edits\": [{{\"kind\": \"tool_hint\", \"tool\": \"execute_sql\", \"hint\": \"{h}\"}}]}}"
+            )
+        };
+        let copied = hint(
+            "rescue tool calls the model writes as text into structured calls (failures: MAX_STEPS | no finishing call | failed answer)",
+        );
+        let err = parse_reply(&copied, &t, &labels).unwrap_err().to_string();
+        assert!(
+            err.contains("edit 1") && err.contains("max_steps | no finishing call"),
+            "{err}"
+        );
+        // Without labels (a coder task with no aggregated failures) the same
+        // text passes the other checks: the refusal is the label's.
+        assert!(parse_reply(&copied, &t, &[]).is_ok());
+        let instruction =
+            hint("Call commit_final_answer once the rows of your last query answer the question.");
+        assert!(parse_reply(&instruction, &t, &labels).is_ok());
     }
 }
