@@ -176,9 +176,6 @@ pub enum UnusableReply {
     Edits(Vec<String>),
 }
 
-/// Read a reply as edits and check them against the domain's tools: the
-/// first JSON object of the text, kinds a model may use, known tools,
-/// bounded texts. The problems, when it is not usable.
 /// The mechanisms the spec's failure labels name, where a label is the
 /// aggregation's signature key (`agent_stop | finished right after an error
 /// | failed db`): its end reason and how the episode finished. A weak coder
@@ -209,9 +206,11 @@ fn model_texts(e: &RuleEdit) -> Vec<&str> {
     }
 }
 
-/// Parses a reply into its edits, each checked against the domain's `tools`
-/// and against quoting one of the diagnosis's `labels` ([`diagnosis_labels`])
-/// in a text the agent reads.
+/// Read a reply as edits and check them against the domain's tools: the
+/// first JSON object of the text, kinds a model may use, known tools,
+/// bounded texts, and no text the agent reads quoting one of the
+/// diagnosis's `labels` ([`diagnosis_labels`]). The problems, when it is
+/// not usable.
 pub fn parse_reply(
     text: &str,
     tools: &[String],
