@@ -189,6 +189,11 @@ fn shape(object: &Map<String, Value>) -> Option<(String, Map<String, Value>, boo
 /// `tool_name({...})` or `tool_name(key="value", n=2)` for a real tool or a
 /// known alias.
 fn function_style(domain: &str, tools: &Tools, text: &str) -> Vec<(String, Map<String, Value>)> {
+    // Every form below needs a `(`: without one, most messages to the user
+    // skip a search per tool and alias.
+    if !text.contains('(') {
+        return Vec::new();
+    }
     let mut names: Vec<(String, String)> =
         tools.names().into_iter().map(|n| (n.clone(), n)).collect();
     for a in TOOL_ALIASES

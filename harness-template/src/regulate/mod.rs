@@ -54,7 +54,8 @@ pub fn regulate(h: &mut Harness, step: &Step) -> Regulation {
     changed_records::observe(&h.tools, &mut h.changed, step);
     let mut notes: Vec<String> = Vec::new();
     notes.extend(gate_explanations::take(&mut h.pending_explanations, step));
-    let repeated = repeated_failure::check(&mut h.regulation.repeated, step);
+    let keys = repeated_failure::keys(step);
+    let repeated = repeated_failure::check(&mut h.regulation.repeated, step, &keys);
     if let repeated_failure::Finding::Stop(reason) = &repeated {
         return Regulation::Stop(reason.clone());
     }
@@ -64,6 +65,7 @@ pub fn regulate(h: &mut Harness, step: &Step) -> Regulation {
     notes.extend(repeated_success::check(
         &mut h.regulation.repeated_success,
         step,
+        &keys,
     ));
     notes.extend(error_streak::check(
         &mut h.regulation.streak,

@@ -2,45 +2,138 @@
 //! BM25 over each skill's title and keywords finds the matching procedure
 //! without any task id, and scores nothing when nothing matches.
 
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
+
 use crate::tables::{SKILL_RETRIEVAL, STOP_WORDS, Skill};
-use crate::text::words;
 
-fn terms(text: &str) -> Vec<String> {
-    words(text)
-        .into_iter()
-        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
-        .collect()
+/// FNV-1a: a few operations per byte where the standard SipHash costs
+/// hundreds per word in the guest. Keys are still compared on a hit, so a
+/// collision costs time, never a wrong count; the maps are never iterated,
+/// so their order cannot leak into a score.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
 }
 
-/// The indexed text of a skill: its title and keywords.
-fn document(skill: &Skill) -> Vec<String> {
-    terms(&format!("{} {}", skill.title, skill.keywords))
+type Fixed = BuildHasherDefault<Fnv>;
+
+/// The retrieval terms of already lower-cased text: [`crate::text::words`]
+/// without the stop words, borrowed from the text.
+fn terms<'a>(lower: &'a str, stop: &HashSet<&str, Fixed>) -> Vec<&'a str> {
+    let keep = |w: &&str| !w.is_empty() && !stop.contains(w);
+    if !lower.is_ascii() {
+        return lower
+            .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+            .map(|w| w.trim_matches('\''))
+            .filter(keep)
+            .collect();
+    }
+    // The same split byte by byte: decoding each character for the
+    // predicate was the larger part of the hook's fuel.
+    let mut out = Vec::with_capacity(lower.len() / 4);
+    let mut push = |w: &'a str| {
+        let w = w.trim_matches('\'');
+        if keep(&w) {
+            out.push(w);
+        }
+    };
+    let mut start = None;
+    for (i, &b) in lower.as_bytes().iter().enumerate() {
+        match (b.is_ascii_alphanumeric() || b == b'\'', start) {
+            (true, None) => start = Some(i),
+            (false, Some(from)) => {
+                push(&lower[from..i]);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(from) = start {
+        push(&lower[from..]);
+    }
+    out
 }
 
-/// BM25 score of each skill for `query` (same order as `skills`). Query
-/// terms count once each; idf is the non-negative `ln(1 + (N-n+.5)/(n+.5))`.
+/// BM25 score of each skill for `query` (same order as `skills`), over each
+/// skill's title and keywords. Query terms count once each; idf is the
+/// non-negative `ln(1 + (N-n+.5)/(n+.5))`.
 pub fn scores(skills: &[&Skill], query: &str) -> Vec<f64> {
-    let docs: Vec<Vec<String>> = skills.iter().map(|s| document(s)).collect();
-    let n = docs.len() as f64;
-    if docs.is_empty() {
+    if skills.is_empty() {
         return Vec::new();
     }
+    // Words become numbers once: this runs once per episode, and comparing
+    // words as strings (a `String` per word, every stop word, every word of
+    // every skill) was most of the skills hook's fuel in the guest, where
+    // each comparison is a call into a byte-by-byte `memcmp`.
+    let mut stop: HashSet<&str, Fixed> =
+        HashSet::with_capacity_and_hasher(STOP_WORDS.len(), Fixed::default());
+    stop.extend(STOP_WORDS.iter().copied());
+    let texts: Vec<String> = skills
+        .iter()
+        .map(|s| format!("{} {}", s.title, s.keywords).to_lowercase())
+        .collect();
+    let words: usize = texts.iter().map(|t| t.len() / 4).sum();
+    let mut ids: HashMap<&str, usize, Fixed> =
+        HashMap::with_capacity_and_hasher(words, Fixed::default());
+    let docs: Vec<Vec<usize>> = texts
+        .iter()
+        .map(|t| {
+            terms(t, &stop)
+                .into_iter()
+                .map(|w| {
+                    let next = ids.len();
+                    *ids.entry(w).or_insert(next)
+                })
+                .collect()
+        })
+        .collect();
+    let n = docs.len() as f64;
     let avg = docs.iter().map(Vec::len).sum::<usize>() as f64 / n;
-    let mut q = terms(query);
-    q.sort();
-    q.dedup();
+    // A query term no skill holds adds 0 to every score, so only the others
+    // are kept, summed in the order of their text as before.
+    let query = query.to_lowercase();
+    let mut q: Vec<(&str, usize)> = terms(&query, &stop)
+        .into_iter()
+        .filter_map(|w| ids.get(w).map(|&id| (w, id)))
+        .collect();
+    q.sort_unstable_by_key(|&(_, id)| id);
+    q.dedup_by_key(|&mut (_, id)| id);
+    q.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let idf: Vec<f64> = q
+        .iter()
+        .map(|&(_, id)| {
+            let df = docs.iter().filter(|d| d.contains(&id)).count() as f64;
+            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+        })
+        .collect();
     let (k1, b) = (SKILL_RETRIEVAL.k1, SKILL_RETRIEVAL.b);
     docs.iter()
         .map(|doc| {
             let len = doc.len() as f64;
             q.iter()
-                .map(|term| {
-                    let tf = doc.iter().filter(|w| *w == term).count() as f64;
+                .zip(&idf)
+                .map(|(&(_, id), idf)| {
+                    let tf = doc.iter().filter(|w| **w == id).count() as f64;
                     if tf == 0.0 {
                         return 0.0;
                     }
-                    let df = docs.iter().filter(|d| d.contains(term)).count() as f64;
-                    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
                     idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * len / avg.max(1.0)))
                 })
                 .sum()
