@@ -425,7 +425,7 @@ fn main() -> ExitCode {
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", cli::error_text::render(&e));
             ExitCode::FAILURE
         }
     }

@@ -6,6 +6,7 @@ pub mod bench_proxy;
 pub mod bench_race;
 pub mod bench_runner;
 pub mod env;
+pub mod error_text;
 pub mod eval_args;
 pub mod experiment;
 pub mod export;
