@@ -56,7 +56,9 @@ mod tests {
 
     #[test]
     fn a_cause_not_in_the_message_is_kept() {
-        let e = Err::<(), _>(missing()).context("opening the store").unwrap_err();
+        let e = Err::<(), _>(missing())
+            .context("opening the store")
+            .unwrap_err();
         assert_eq!(render(&e), "opening the store: No such file or directory");
         let e = anyhow::Error::new(missing())
             .context("inner")

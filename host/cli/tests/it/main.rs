@@ -26,5 +26,6 @@ mod runtimes;
 mod serve;
 mod store;
 mod support;
+mod template_fuel;
 mod train_llm;
 mod train_protocol;
