@@ -62,6 +62,7 @@ fn the_templates_fuel_per_episode_stays_within_its_recorded_bound() {
     let mut over = Vec::new();
     for (domain, recorded) in &bounds.fuel_per_episode {
         let measured = fuel_per_episode(&store, &root.join("harness-template"), domain);
+        eprintln!("{domain}: {measured:.0} fuel per episode (recorded {recorded:.0})");
         // A bound that no longer bounds anything is as wrong as a regression.
         assert!(
             measured > recorded / 3.0,
