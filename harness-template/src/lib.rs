@@ -38,3 +38,14 @@ pub use episode::Harness;
 
 #[cfg(target_arch = "wasm32")]
 mod component;
+
+/// A seeded xorshift generator for tests that draw many inputs.
+#[cfg(test)]
+pub(crate) fn seeded(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    }
+}

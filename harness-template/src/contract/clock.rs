@@ -75,20 +75,14 @@ mod tests {
                 .position(|w| w.eq_ignore_ascii_case(needle))
         };
         let alphabet = b"cCuUrReEnNtT iImMsS-";
-        let mut seed = 0x2545_f491_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::seeded(0x2545_f491_u64);
         let mut found = 0;
         for _ in 0..20_000 {
             let len = (next() % 40) as usize;
             let mut hay: Vec<u8> = (0..len)
                 .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
                 .collect();
-            if next() % 3 == 0 && len >= 15 {
+            if next().is_multiple_of(3) && len >= 15 {
                 let at = (next() % (len as u64 - 14)) as usize;
                 hay[at..at + 15].copy_from_slice(b"cuRRent Time is");
             }

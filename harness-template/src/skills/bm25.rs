@@ -163,13 +163,7 @@ mod tests {
     /// words, stop words, other domains' words, case and punctuation.
     #[test]
     fn scores_equal_the_plain_definition() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::seeded(0x9e37_79b9_7f4a_7c15_u64);
         let vocabulary: Vec<String> = SKILLS
             .iter()
             .flat_map(|s| {
@@ -191,7 +185,7 @@ mod tests {
                 let query: Vec<&str> = (0..words)
                     .map(|_| vocabulary[(next() % vocabulary.len() as u64) as usize].as_str())
                     .collect();
-                let query = query.join(if next() % 2 == 0 { " " } else { ", " });
+                let query = query.join(if next().is_multiple_of(2) { " " } else { ", " });
                 let (got, want) = (scores(&library, &query), reference(&library, &query));
                 let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&got), bits(&want), "{domain}: {query}");
