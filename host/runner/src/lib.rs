@@ -14,9 +14,11 @@
 //! - [`bench`]: what the sandbox, the runner and `calculate` cost, next to
 //!   baselines measured in the same run.
 //!
-//! It uses the contract and the registry (a worker opens its domain by
-//! name), the model and the sandbox; it names no benchmark, and never
-//! reaches training, the proxy, the report, the service or the CLI.
+//! It uses the contract (a worker opens its domain by name through the
+//! contract's `DomainOpener`, which the binary hands it), the model and the
+//! sandbox; it names no benchmark and not the registry (only its tests do),
+//! and never reaches training, the proxy, the report, the service or the
+//! CLI.
 
 pub mod agent;
 pub mod bench;
