@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the real experiment's untrained baselines (Direct and the
-# hand-configured one) ahead of the experiment, on a second llama-server
+# Runs the real experiment's untrained baselines (Direct, then the
+# hand-configured one, the experiment's order) ahead of the experiment, on a second llama-server
 # instance of the same 1.5B model, while the experiment itself is busy with
 # a stage that leaves a core idle (the cross-model transfer, whose 0.5B
 # server has one thread).
@@ -58,7 +58,7 @@ if [[ ! -d "$COPY" ]]; then
     rm -rf "$COPY.partial"
     cp -a "$OUT" "$COPY.partial"
     rm -rf "$COPY.partial"/transfer-*
-    # A resumed run checks its configuration: the copy's names this server.
+    # The copy's recorded configurations name the server its command does.
     grep -rl --include=config.json -- "127.0.0.1:[0-9]*/v1" "$COPY.partial" \
         | xargs -r sed -i "s#127\.0\.0\.1:[0-9]*/v1#127.0.0.1:$PORT/v1#g"
     mv "$COPY.partial" "$COPY"
