@@ -240,15 +240,39 @@ pub fn first_difference(recorded: &EpisodeRecord, rerun: &EpisodeRecord) -> Opti
             .zip(&xb)
             .position(|(x, y)| x != y)
             .unwrap_or(xa.len().min(xb.len()));
-        let show = |v: Option<&Value>| v.map(Value::to_string).unwrap_or_else(|| "(none)".into());
-        return Some(format!(
+        let show = |v: Option<&Value>| {
+            v.map(|v| shortened(&v.to_string()))
+                .unwrap_or_else(|| "(none)".into())
+        };
+        let mut found = format!(
             "transcript entry {i}: recorded {} / re-run {}",
             show(xa.get(i)),
             show(xb.get(i))
-        ));
+        );
+        // A re-run cut short (a hook's deadline on a loaded machine, a
+        // trap) differs first by a missing entry: its end says why.
+        let end = |r: &EpisodeRecord| match &r.end_detail {
+            Some(detail) => format!("{} ({})", r.end.as_str(), shortened(detail)),
+            None => r.end.as_str().to_string(),
+        };
+        let (end_a, end_b) = (end(recorded), end(rerun));
+        if end_a != end_b {
+            found.push_str(&format!("; ended: recorded {end_a} / re-run {end_b}"));
+        }
+        return Some(found);
     }
     let diff = rundir::json_diff(&a, &b);
     Some(diff.first().cloned().unwrap_or_default().trim().to_string())
+}
+
+/// `text` cut to a readable length for a divergence message (a system
+/// prompt entry runs to kilobytes), with how much was left out.
+fn shortened(text: &str) -> String {
+    const SHOWN: usize = 240;
+    match text.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("{}… ({} bytes in all)", &text[..at], text.len()),
+        None => text.to_string(),
+    }
 }
 
 /// Re-run `run`'s configuration with `harness` (blake3 `harness_hash`) on
@@ -405,4 +429,72 @@ pub async fn record(
     }
     atomic_write(out, text.as_bytes()).map_err(|e| PathError::new("write", out, e))?;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(transcript: Value, end: &str, end_detail: Option<&str>) -> EpisodeRecord {
+        let usage = serde_json::json!({"calls": 0, "cache_hits": 0, "prompt_tokens": 0,
+            "completion_tokens": 0, "cached_prompt_tokens": 0});
+        let mut r = serde_json::json!({
+            "task_id": "5", "trial": 0, "domain": "tau2/retail", "seed": 1, "end": end,
+            "steps": 3, "tool_errors": 0, "transcript": transcript, "hooks": [],
+            "agent_usage": usage, "user_usage": usage, "wall_ms": 10,
+        });
+        if let Some(d) = end_detail {
+            r["end_detail"] = Value::from(d);
+        }
+        serde_json::from_value(r).expect("a record")
+    }
+
+    #[test]
+    fn a_rerun_cut_short_names_both_ends_and_shortens_long_entries() {
+        let prompt = "p".repeat(5_000);
+        let recorded = record(
+            serde_json::json!([{"kind": "system", "text": prompt}]),
+            "user_stop",
+            None,
+        );
+        let rerun = record(
+            serde_json::json!([]),
+            "harness_error",
+            Some("contract: deadline exceeded"),
+        );
+        let found = first_difference(&recorded, &rerun).expect("they differ");
+        assert!(
+            found.starts_with("transcript entry 0: recorded {"),
+            "{found}"
+        );
+        assert!(found.contains("bytes in all) / re-run (none)"), "{found}");
+        assert!(found.len() < 600, "{} bytes: {found}", found.len());
+        assert!(
+            found.ends_with(
+                "; ended: recorded user_stop / re-run harness_error (contract: deadline exceeded)"
+            ),
+            "{found}"
+        );
+    }
+
+    #[test]
+    fn equal_ends_are_not_repeated_and_equal_records_do_not_differ() {
+        let a = record(
+            serde_json::json!([{"kind": "system", "text": "a"}]),
+            "user_stop",
+            None,
+        );
+        let b = record(
+            serde_json::json!([{"kind": "system", "text": "b"}]),
+            "user_stop",
+            None,
+        );
+        let found = first_difference(&a, &b).expect("they differ");
+        assert!(!found.contains("ended:"), "{found}");
+        assert!(
+            found.contains(r#""text":"a""#) && found.contains(r#""text":"b""#),
+            "{found}"
+        );
+        assert_eq!(first_difference(&a, &a.clone()), None);
+    }
 }

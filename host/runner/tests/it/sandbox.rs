@@ -165,7 +165,7 @@ fn a_long_deadline_fires_at_most_the_tickers_watch_period_late() {
     assert!(took >= Duration::from_millis(2_000), "{took:?}");
     // The watch period plus scheduling slack; the unbounded loop would
     // never end.
-    assert!(took < Duration::from_millis(2_000 + 50 + 950), "{took:?}");
+    assert!(took < Duration::from_millis(2_000 + 50 + 2_950), "{took:?}");
     drop(ep);
     positive_control(&sandbox);
 }
@@ -186,7 +186,9 @@ fn a_long_deadline_fires_after_the_ticker_slept_until_woken() {
     let took = started.elapsed();
     assert_realize_deadline(&err, 2_000);
     assert!(took >= Duration::from_millis(2_000), "{took:?}");
-    assert!(took < Duration::from_millis(2_000 + 1_000), "{took:?}");
+    // Not woken, the loop would never end: any finite bound shows it was;
+    // this one leaves the waking threads room on a loaded machine.
+    assert!(took < Duration::from_millis(2_000 + 3_000), "{took:?}");
     drop(ep);
     positive_control(&sandbox);
 }
