@@ -78,8 +78,13 @@ if [ -x "$ROOT/.ecdysis/python-tools/bin/componentize-py" ]; then
     export ECDYSIS_COMPONENTIZE_PY="$ROOT/.ecdysis/python-tools/bin/componentize-py"
 fi
 template_py=$(host build harness-template-py)
+# The Python harness's first hook of an episode starts its interpreter: on
+# a loaded machine that can pass the default 2 s deadline and cut the
+# episode short, and the vectors' re-run keeps the run's limits. The
+# deadline changes no decision of a hook that ends in time.
+PY_DEADLINE=(--deadline-ms 20000)
 host run --harness "$template_py" --tasks 5,9,12,17 --agent-model sim:mixed --concurrency 4 --force-new \
-    --out "$FIX/template-py-run" >/dev/null
+    "${PY_DEADLINE[@]}" --out "$FIX/template-py-run" >/dev/null
 host export "$template_py" --out "$FIX/template-py" >/dev/null
 host vectors --run "$FIX/template-py-run" --out "$FIX/template-py.vectors.jsonl" >/dev/null
 # One round of training from it with a scripted external coder (it adds
@@ -90,7 +95,7 @@ host vectors --run "$FIX/template-py-run" --out "$FIX/template-py.vectors.jsonl"
 if [ ! -f "$FIX/train-py/summary.json" ]; then
     rm -rf "$FIX/train-py"
     host train --source harness-template-py --domain tau2/retail --agent-model sim:mixed \
-        --method ecdysis-nofdcr --rounds 1 --test-split none --tasks 0,1,2,3,96 \
+        --method ecdysis-nofdcr --rounds 1 --test-split none --tasks 0,1,2,3,96 "${PY_DEADLINE[@]}" \
         --coder-command "/usr/bin/python3 $ROOT/runtimes/fixtures/py-coder.py" \
         --coder-ro "$ROOT/runtimes/fixtures" --out "$FIX/train-py" >/dev/null
 fi
