@@ -78,10 +78,9 @@ if [ -x "$ROOT/.ecdysis/python-tools/bin/componentize-py" ]; then
     export ECDYSIS_COMPONENTIZE_PY="$ROOT/.ecdysis/python-tools/bin/componentize-py"
 fi
 template_py=$(host build harness-template-py)
-# The Python harness's first hook of an episode starts its interpreter: on
-# a loaded machine that can pass the default 2 s deadline and cut the
-# episode short, and the vectors' re-run keeps the run's limits. The
-# deadline changes no decision of a hook that ends in time.
+# A hook deadline no machine load reaches: the vectors' re-run keeps the
+# run's limits, and an episode cut short by a deadline diverges from its
+# record. The deadline changes no decision of a hook that ends in time.
 PY_DEADLINE=(--deadline-ms 20000)
 host run --harness "$template_py" --tasks 5,9,12,17 --agent-model sim:mixed --concurrency 4 --force-new \
     "${PY_DEADLINE[@]}" --out "$FIX/template-py-run" >/dev/null
