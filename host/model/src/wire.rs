@@ -234,13 +234,7 @@ fn excerpt(body: &[u8]) -> String {
 }
 
 fn truncate(text: &str) -> String {
-    if text.chars().count() <= EXCERPT_CHARS {
-        text.to_owned()
-    } else {
-        let mut cut: String = text.chars().take(EXCERPT_CHARS).collect();
-        cut.push('…');
-        cut
-    }
+    ecdysis_sys::text::clip(text, EXCERPT_CHARS)
 }
 
 #[cfg(test)]

@@ -7,6 +7,9 @@
 
 use std::fmt;
 
+/// At most `n` characters of `s`, with an ellipsis when cut.
+pub use ecdysis_sys::text::clip;
+
 /// Text escaped for HTML element content and quoted attribute values.
 pub struct Esc<'a>(pub &'a str);
 
@@ -48,15 +51,6 @@ pub fn slug(s: &str) -> String {
         }
     }
     out
-}
-
-/// At most `n` characters of `s`, with an ellipsis when cut.
-pub fn clip(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(n).collect::<String>())
-    }
 }
 
 /// JSON text pretty-printed when it parses (tool arguments and results are
@@ -111,12 +105,12 @@ pub fn hash(h: &str) -> String {
     format!(
         "<code class=\"hash\" title=\"{}\">{}</code>",
         esc(h),
-        esc(&clip_plain(h, 12))
+        esc(clip_plain(h, 12))
     )
 }
 
-fn clip_plain(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
+fn clip_plain(s: &str, n: usize) -> &str {
+    ecdysis_sys::text::head_chars(s, n).unwrap_or(s)
 }
 
 /// A diff rendered line by line: additions, removals and hunk headers

@@ -269,10 +269,7 @@ pub fn first_difference(recorded: &EpisodeRecord, rerun: &EpisodeRecord) -> Opti
 /// prompt entry runs to kilobytes), with how much was left out.
 fn shortened(text: &str) -> String {
     const SHOWN: usize = 240;
-    match text.char_indices().nth(SHOWN) {
-        Some((at, _)) => format!("{}… ({} bytes in all)", &text[..at], text.len()),
-        None => text.to_string(),
-    }
+    ecdysis_sys::text::clip_with(text, SHOWN, &format!("… ({} bytes in all)", text.len()))
 }
 
 /// Re-run `run`'s configuration with `harness` (blake3 `harness_hash`) on

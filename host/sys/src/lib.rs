@@ -18,6 +18,7 @@
 //! - [`ids`]: the identities results files record (the agent model).
 //! - [`progress`]: the `tracing` targets under which every crate reports
 //!   progress and security downgrades for the binary to render.
+//! - [`text`]: the one cut of text for display, at a character boundary.
 
 pub mod date;
 pub mod egress;
@@ -30,3 +31,4 @@ pub mod progress;
 pub mod rlimit;
 pub mod rng;
 pub mod stats;
+pub mod text;

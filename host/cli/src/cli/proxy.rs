@@ -13,6 +13,7 @@ use ecdysis_sandbox::sandbox::{FailurePolicy, LoadedHarness, Sandbox};
 use ecdysis_sandbox::store::ComponentStore;
 
 use super::limits::LimitArgs;
+use super::run::clip;
 
 /// The flags of `proxy`.
 #[derive(Args, Debug)]
@@ -315,15 +316,6 @@ pub fn render_records(records: &Records) -> String {
         );
     }
     out
-}
-
-fn clip(s: &str, n: usize) -> String {
-    let one_line = s.replace('\n', " ⏎ ");
-    if one_line.chars().count() <= n {
-        one_line
-    } else {
-        format!("{}…", one_line.chars().take(n).collect::<String>())
-    }
 }
 
 /// One conversation: each request, the replies refused in it, and the hook

@@ -235,13 +235,9 @@ pub fn show(dir: &Path, task: Option<&str>, trial: Option<u32>) -> Result<()> {
     Ok(())
 }
 
-fn clip(s: &str, n: usize) -> String {
-    let one_line = s.replace('\n', " ⏎ ");
-    if one_line.chars().count() <= n {
-        one_line
-    } else {
-        format!("{}…", one_line.chars().take(n).collect::<String>())
-    }
+/// `s` on one line (`⏎` for each line break), cut to `n` characters.
+pub(crate) fn clip(s: &str, n: usize) -> String {
+    ecdysis_sys::text::clip(&s.replace('\n', " ⏎ "), n)
 }
 
 /// A trajectory, readably: `>>` marks harness interventions.

@@ -15,13 +15,9 @@ use ecdysis_runner::agent::{CallSource, EndReason, Entry, EpisodeRecord};
 /// Longest text kept of one argument list or result.
 const CLIP: usize = 240;
 
+/// `s` on one line, cut to `n` characters.
 pub(crate) fn clip(s: &str, n: usize) -> String {
-    let flat = s.replace('\n', " ");
-    if flat.chars().count() <= n {
-        flat
-    } else {
-        format!("{}…", flat.chars().take(n).collect::<String>())
-    }
+    ecdysis_sys::text::clip(&s.replace('\n', " "), n)
 }
 
 /// One tool call as the failure record keeps it.

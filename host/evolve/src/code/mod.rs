@@ -683,12 +683,7 @@ pub(crate) async fn check_build_async(
 
 /// Keep at most `n` characters, marking the cut.
 pub(crate) fn clip_chars(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        let kept: String = s.chars().take(n).collect();
-        format!("{kept}\n… [clipped]")
-    }
+    ecdysis_sys::text::clip_with(s, n, "\n… [clipped]")
 }
 
 /// Replace each `{{key}}` of `template` with its value in one pass (values

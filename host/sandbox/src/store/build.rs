@@ -290,14 +290,7 @@ fn touch_all(dir: &Path) {
 }
 
 fn clip(s: &str) -> String {
-    if s.chars().count() <= ERROR_CLIP {
-        s.to_string()
-    } else {
-        format!(
-            "{}\n… (clipped)",
-            s.chars().take(ERROR_CLIP).collect::<String>()
-        )
-    }
+    ecdysis_sys::text::clip_with(s, ERROR_CLIP, "\n… (clipped)")
 }
 
 /// Build the crate at `crate_dir` (blocking). A failed build is a
