@@ -231,7 +231,8 @@ enum Command {
     /// or ignored in contract, skills, realize or regulate), its tasks and
     /// one excerpt, reply by reply. Recurring groups (two or more tasks)
     /// come first. A damaged trajectories line is named (file and line) and
-    /// skipped, and the status is then non-zero; the rest is still shown.
+    /// skipped (past ten in a file, the rest are counted), and the status is
+    /// then non-zero; the rest is still shown.
     Failures(cli::failures::FailuresArgs),
     /// Experiment tracking in MLflow: `mlflow sync DIR...` sends what the
     /// server lacks of result directories (see --mlflow of run, train and

@@ -260,6 +260,11 @@ fn find_runs(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Unreadable lines of one file named one by one; the rest are counted in
+/// one problem, so a file that is not a trajectories file at all (binary, a
+/// log) reads as a few lines, not one per line of it.
+const LINE_PROBLEMS_SHOWN: usize = 10;
+
 /// The episodes of a trajectories file, each line on its own: a line that
 /// does not parse (a truncated last line included) is a problem naming it.
 /// Later lines of the same task and trial replace earlier ones, as a
@@ -278,6 +283,7 @@ fn read_lines(path: &Path) -> (Vec<EpisodeRecord>, Vec<Problem>) {
         }
     };
     let mut by_pair: BTreeMap<(String, u32), (usize, EpisodeRecord)> = BTreeMap::new();
+    let (mut unshown, mut first_unshown) = (0usize, None);
     let reader = std::io::BufReader::new(file);
     for (i, line) in reader.split(b'\n').enumerate() {
         let line = match line {
@@ -298,12 +304,23 @@ fn read_lines(path: &Path) -> (Vec<EpisodeRecord>, Vec<Problem>) {
             Ok(r) => {
                 by_pair.insert((r.task_id.clone(), r.trial), (i, r));
             }
+            Err(_) if problems.len() >= LINE_PROBLEMS_SHOWN => {
+                unshown += 1;
+                first_unshown.get_or_insert(i + 1);
+            }
             Err(e) => problems.push(Problem {
                 path: path.to_path_buf(),
                 line: Some(i + 1),
                 reason: e.to_string(),
             }),
         }
+    }
+    if let Some(first) = first_unshown {
+        problems.push(Problem {
+            path: path.to_path_buf(),
+            line: None,
+            reason: format!("{unshown} more unreadable line(s), from line {first} on"),
+        });
     }
     let mut records: Vec<(usize, EpisodeRecord)> = by_pair.into_values().collect();
     records.sort_by_key(|(i, _)| *i);
@@ -465,6 +482,38 @@ mod tests {
         let config = serde_json::json!({"harness": null, "agent_model": "qwen"});
         std::fs::write(dir.join(CONFIG_FILE), config.to_string()).unwrap();
         std::fs::write(dir.join(TRAJECTORIES_FILE), lines.join("")).unwrap();
+    }
+
+    #[test]
+    fn a_file_of_garbage_names_its_first_bad_lines_and_counts_the_rest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let good = episode(
+            "a",
+            &[(1, "commit_final_answer", "Final answer committed.", false)],
+        );
+        let mut lines: Vec<String> = (0..25).map(|i| format!("not json {i}\n")).collect();
+        lines.push(format!("{}\n", serde_json::to_string(&good).unwrap()));
+        lines.push("\u{1}garbage\n".to_string());
+        let run = tmp.path().join("run");
+        write_run(&run, &lines);
+        let view = collect(std::slice::from_ref(&run), 1.0, &FailureFilter::default()).unwrap();
+        assert_eq!(view.episodes, 1, "the readable line is still read");
+        assert_eq!(
+            view.problems.len(),
+            LINE_PROBLEMS_SHOWN + 1,
+            "{:?}",
+            view.problems
+        );
+        assert_eq!(view.problems[0].line, Some(1));
+        assert_eq!(
+            view.problems[LINE_PROBLEMS_SHOWN - 1].line,
+            Some(LINE_PROBLEMS_SHOWN)
+        );
+        let rest = view.problems.last().unwrap().to_string();
+        assert!(
+            rest.ends_with("trajectories.jsonl: 16 more unreadable line(s), from line 11 on"),
+            "{rest}"
+        );
     }
 
     #[test]
