@@ -45,7 +45,8 @@ struct ConfigOutline {
 pub struct Source {
     /// The run directory.
     pub dir: PathBuf,
-    /// The harness it ran (`none` without one).
+    /// The harness it ran (`none` without one; `unknown` when its config
+    /// cannot be read).
     pub harness: String,
     /// The agent model.
     pub agent: String,
@@ -174,24 +175,37 @@ pub fn collect(
     let mut seen = BTreeSet::new();
     let mut episodes = Vec::new();
     let mut simulated = false;
+    let mut harnesses_seen = BTreeSet::new();
     for run in runs {
-        let config: Option<ConfigOutline> = match read_json(&run.join(CONFIG_FILE)) {
-            Ok(c) => c,
-            Err(e) => {
+        let config_path = run.join(CONFIG_FILE);
+        let unreadable = match read_json::<ConfigOutline>(&config_path) {
+            Ok(Some(c)) => Err(c),
+            Ok(None) => Ok("missing".to_string()),
+            Err(ReportError::Corrupt { reason, .. }) => Ok(format!("corrupt: {reason}")),
+            Err(ReportError::Io { source, .. }) => Ok(source.to_string()),
+            Err(e) => Ok(e.to_string()),
+        };
+        // Without its config a run's harness is unknown, never "none" (which
+        // means Direct): it is grouped as `unknown`, and a harness filter
+        // cannot select it.
+        let config = match unreadable {
+            Err(c) => Some(c),
+            Ok(why) => {
                 problems.push(Problem {
-                    path: run.join(CONFIG_FILE),
+                    path: config_path,
                     line: None,
-                    reason: e.to_string(),
+                    reason: format!("{why}; the run's harness and agent are unknown"),
                 });
                 None
             }
         };
-        let harness = config
-            .as_ref()
-            .and_then(|c| c.harness.clone())
-            .unwrap_or_else(|| "none".to_string());
+        let harness = match &config {
+            Some(c) => c.harness.clone().unwrap_or_else(|| "none".to_string()),
+            None => "unknown".to_string(),
+        };
+        harnesses_seen.insert(harness.clone());
         if let Some(want) = &filter.harness
-            && !harness.starts_with(want.as_str())
+            && (config.is_none() || !harness.starts_with(want.as_str()))
         {
             continue;
         }
@@ -212,6 +226,22 @@ pub fn collect(
                 episodes.push(r);
             }
         }
+    }
+    if let Some(want) = &filter.harness
+        && sources.is_empty()
+        && !harnesses_seen.is_empty()
+    {
+        return Err(ReportError::NoSuchHarness {
+            want: want.clone(),
+            found: harnesses_seen
+                .iter()
+                .map(|h| {
+                    ecdysis_sys::text::head_chars(h, 12)
+                        .unwrap_or(h)
+                        .to_string()
+                })
+                .collect(),
+        });
     }
     let mut view = view_of(&episodes, lambda, simulated);
     view.sources = sources;
@@ -235,7 +265,9 @@ pub fn view_of(episodes: &[EpisodeRecord], lambda: f64, simulated: bool) -> Fail
 }
 
 fn find_runs(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-    if dir.join(TRAJECTORIES_FILE).is_file() {
+    // Anything under the name counts (a directory, a pipe, a broken link):
+    // reading it then names the problem instead of leaving the run out.
+    if std::fs::symlink_metadata(dir.join(TRAJECTORIES_FILE)).is_ok() {
         out.push(dir.to_path_buf());
     }
     if depth >= MAX_DEPTH {
@@ -271,13 +303,13 @@ const LINE_PROBLEMS_SHOWN: usize = 10;
 /// resumed run's do.
 fn read_lines(path: &Path) -> (Vec<EpisodeRecord>, Vec<Problem>) {
     let mut problems = Vec::new();
-    let file = match std::fs::File::open(path) {
+    let file = match ecdysis_sys::fsutil::open_regular(path) {
         Ok(f) => f,
         Err(e) => {
             problems.push(Problem {
                 path: path.to_path_buf(),
                 line: None,
-                reason: e.to_string(),
+                reason: format!("{e} (none of its episodes read)"),
             });
             return (Vec::new(), problems);
         }
@@ -292,7 +324,7 @@ fn read_lines(path: &Path) -> (Vec<EpisodeRecord>, Vec<Problem>) {
                 problems.push(Problem {
                     path: path.to_path_buf(),
                     line: Some(i + 1),
-                    reason: e.to_string(),
+                    reason: format!("{e} (the rest of the file is not read)"),
                 });
                 break;
             }
@@ -311,7 +343,7 @@ fn read_lines(path: &Path) -> (Vec<EpisodeRecord>, Vec<Problem>) {
             Err(e) => problems.push(Problem {
                 path: path.to_path_buf(),
                 line: Some(i + 1),
-                reason: e.to_string(),
+                reason: format!("{e} (skipped)"),
             }),
         }
     }
@@ -319,7 +351,7 @@ fn read_lines(path: &Path) -> (Vec<EpisodeRecord>, Vec<Problem>) {
         problems.push(Problem {
             path: path.to_path_buf(),
             line: None,
-            reason: format!("{unshown} more unreadable line(s), from line {first} on"),
+            reason: format!("{unshown} more unreadable line(s), from line {first} on (skipped)"),
         });
     }
     let mut records: Vec<(usize, EpisodeRecord)> = by_pair.into_values().collect();
@@ -370,7 +402,7 @@ pub fn render_text(view: &FailureView) -> String {
     for (n, (g, label)) in view.groups.iter().zip(labels(&view.groups)).enumerate() {
         out += &format!(
             "\n{label} {}\n   label: {}\n   {} failing episode(s) on {} task(s): {}\n",
-            g.key,
+            shown(&g.key),
             g.label.text(),
             g.records.len(),
             g.tasks.len(),
@@ -379,7 +411,7 @@ pub fn render_text(view: &FailureView) -> String {
         for d in &g.details {
             out += &format!(
                 "   - {}: {} task(s) ({})\n",
-                d.detail,
+                shown(&d.detail),
                 d.tasks.len(),
                 d.tasks.join(", ")
             );
@@ -403,6 +435,17 @@ pub fn render_text(view: &FailureView) -> String {
     out
 }
 
+/// A group's key or detail as printed: an error class is built from the
+/// message's words, and a message the classes do not know (a whole stack
+/// trace, a result of megabytes without spaces) would otherwise print whole.
+/// JSON output keeps it whole.
+pub(crate) fn shown(key: &str) -> String {
+    ecdysis_sys::text::clip(key, KEY_SHOWN)
+}
+
+/// Characters of a group's key or detail printed.
+const KEY_SHOWN: usize = 200;
+
 /// The view as an HTML section (every value escaped).
 pub fn render_html(view: &FailureView) -> String {
     let mut out = String::from("<div class=\"failures\">\n");
@@ -425,12 +468,16 @@ pub fn render_html(view: &FailureView) -> String {
             "<details{}><summary><strong>{}</strong> {} — <i>{}</i> — {} task(s)</summary>\n<ul>",
             if g.recurring { " open" } else { "" },
             esc(&label),
-            esc(&g.key),
+            esc(&shown(&g.key)),
             esc(&g.label.text()),
             g.tasks.len()
         );
         for d in &g.details {
-            out += &format!("<li>{}: {}</li>", esc(&d.detail), esc(&d.tasks.join(", ")));
+            out += &format!(
+                "<li>{}: {}</li>",
+                esc(&shown(&d.detail)),
+                esc(&d.tasks.join(", "))
+            );
         }
         out += "</ul>";
         if let Some(r) = g.records.first() {
@@ -484,6 +531,117 @@ mod tests {
         std::fs::write(dir.join(TRAJECTORIES_FILE), lines.join("")).unwrap();
     }
 
+    fn one_line(task: &str) -> String {
+        let r = episode(
+            task,
+            &[(1, "commit_final_answer", "Final answer committed.", false)],
+        );
+        format!("{}\n", serde_json::to_string(&r).unwrap())
+    }
+
+    #[test]
+    fn a_trajectories_file_that_is_a_pipe_or_a_directory_is_named_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (pipe, dir, good) = (
+            tmp.path().join("pipe"),
+            tmp.path().join("dir"),
+            tmp.path().join("good"),
+        );
+        write_run(&pipe, &[]);
+        std::fs::remove_file(pipe.join(TRAJECTORIES_FILE)).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(pipe.join(TRAJECTORIES_FILE))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        write_run(&dir, &[]);
+        std::fs::remove_file(dir.join(TRAJECTORIES_FILE)).unwrap();
+        std::fs::create_dir(dir.join(TRAJECTORIES_FILE)).unwrap();
+        write_run(&good, &[one_line("a")]);
+        // On another thread: reading the pipe would block forever.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dirs = vec![pipe.clone(), dir.clone(), good];
+        std::thread::spawn(move || {
+            tx.send(collect(&dirs, 1.0, &FailureFilter::default()).map_err(|e| e.to_string()))
+                .unwrap();
+        });
+        let view = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("collect returned")
+            .unwrap();
+        assert_eq!(view.episodes, 1, "the good run is still read");
+        let named: Vec<String> = view.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(named.len(), 2, "{named:?}");
+        for (run, text) in [(&pipe, &named[1]), (&dir, &named[0])] {
+            assert!(
+                text.starts_with(&run.join(TRAJECTORIES_FILE).display().to_string())
+                    && text.contains("not a regular file"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_run_without_a_readable_config_has_an_unknown_harness_no_filter_selects() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path().join("run");
+        write_run(&run, &[one_line("a")]);
+        std::fs::write(run.join(CONFIG_FILE), "{").unwrap();
+        let view = collect(std::slice::from_ref(&run), 1.0, &FailureFilter::default()).unwrap();
+        assert_eq!(
+            (view.episodes, view.sources[0].harness.as_str()),
+            (1, "unknown")
+        );
+        assert!(
+            view.problems[0].to_string().contains("corrupt")
+                && view.problems[0]
+                    .to_string()
+                    .contains("harness and agent are unknown"),
+            "{:?}",
+            view.problems
+        );
+        std::fs::remove_file(run.join(CONFIG_FILE)).unwrap();
+        let view = collect(std::slice::from_ref(&run), 1.0, &FailureFilter::default()).unwrap();
+        assert!(
+            view.problems[0].to_string().contains("missing"),
+            "{:?}",
+            view.problems
+        );
+        // "none" is Direct's name: an unknown harness is not Direct.
+        let none = FailureFilter {
+            harness: Some("none".into()),
+        };
+        let err = collect(std::slice::from_ref(&run), 1.0, &none).unwrap_err();
+        assert!(
+            matches!(&err, ReportError::NoSuchHarness { found, .. } if found == &["unknown"]),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_harness_filter_that_matches_nothing_names_the_harnesses_there_are() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path().join("run");
+        write_run(&run, &[one_line("a")]);
+        let direct = FailureFilter {
+            harness: Some("none".into()),
+        };
+        assert_eq!(
+            collect(std::slice::from_ref(&run), 1.0, &direct)
+                .unwrap()
+                .episodes,
+            1
+        );
+        let typo = FailureFilter {
+            harness: Some("51bd".into()),
+        };
+        let err = collect(std::slice::from_ref(&run), 1.0, &typo).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no run of a harness starting with \"51bd\"; the runs read ran: none"
+        );
+    }
+
     #[test]
     fn a_file_of_garbage_names_its_first_bad_lines_and_counts_the_rest() {
         let tmp = tempfile::tempdir().unwrap();
@@ -511,7 +669,9 @@ mod tests {
         );
         let rest = view.problems.last().unwrap().to_string();
         assert!(
-            rest.ends_with("trajectories.jsonl: 16 more unreadable line(s), from line 11 on"),
+            rest.ends_with(
+                "trajectories.jsonl: 16 more unreadable line(s), from line 11 on (skipped)"
+            ),
             "{rest}"
         );
     }
@@ -585,6 +745,7 @@ mod tests {
         assert_eq!(view.sources.len(), 2);
         assert_eq!(view.episodes, 1);
         assert_eq!(view.failures, 1);
+        // A filter matching none of the runs is an error naming theirs.
         let none = collect(
             &[tmp.path().to_path_buf()],
             1.0,
@@ -592,7 +753,10 @@ mod tests {
                 harness: Some("abc".into()),
             },
         )
-        .unwrap();
-        assert_eq!((none.sources.len(), none.episodes), (0, 0));
+        .unwrap_err();
+        assert!(
+            matches!(&none, ReportError::NoSuchHarness { found, .. } if found == &["none"]),
+            "{none}"
+        );
     }
 }

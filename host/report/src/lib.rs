@@ -70,6 +70,15 @@ pub enum ReportError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A harness filter matched none of the runs read.
+    #[error("no run of a harness starting with {want:?}; the runs read ran: {}", found.join(", "))]
+    NoSuchHarness {
+        /// The filter as given.
+        want: String,
+        /// The harnesses of the runs read (`none`: Direct; `unknown`: no
+        /// readable config).
+        found: Vec<String>,
+    },
     /// plotters failed to draw a chart (its message).
     #[error("drawing a chart failed: {0}")]
     Chart(String),

@@ -80,7 +80,7 @@ fn training_subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
 }
 
 fn read_bytes(path: &Path) -> Result<Option<Vec<u8>>, ReportError> {
-    match std::fs::read(path) {
+    match ecdysis_sys::fsutil::read_regular(path) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(ReportError::Io {

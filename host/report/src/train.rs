@@ -717,7 +717,7 @@ fn round_details(page: &mut Page, prefix: &str, t: &TrainData, level: u8) {
                 let row = |g: &aggregate::FailureGroup| {
                     format!(
                         "<tr><td><details><summary><code>{}</code></summary><pre>{}</pre></details></td><td>{}</td><td>{}</td><td class=\"n\">{}</td></tr>",
-                        esc(&g.key),
+                        esc(&super::failures::shown(&g.key)),
                         esc(&g
                             .records
                             .iter()

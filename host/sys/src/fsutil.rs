@@ -21,6 +21,28 @@ pub fn atomic_write_unsynced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_renamed(path, bytes, false)
 }
 
+/// Open `path` for reading only if it is a regular file (symlinks
+/// followed). A result file that is a directory, a pipe or a device is an
+/// error of kind `InvalidInput` instead of a read that fails late or, for a
+/// pipe nobody writes to, blocks forever.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a directory, pipe or device)",
+        ));
+    }
+    std::fs::File::open(path)
+}
+
+/// The whole of a regular file ([`open_regular`]).
+pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut open_regular(path)?, &mut bytes)?;
+    Ok(bytes)
+}
+
 fn write_renamed(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     if let Some(dir) = path.parent()
@@ -289,5 +311,43 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().contains(".tmp."))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn only_a_regular_file_is_opened_and_a_pipe_never_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let subdir = dir.path().join("dir");
+        std::fs::create_dir(&subdir).unwrap();
+        let looped = dir.path().join("loop");
+        std::os::unix::fs::symlink(&looped, &looped).unwrap();
+        // On another thread: a check that let the pipe through would block
+        // in the read, and the test would then fail on the timeout.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let paths = [fifo, subdir, looped];
+        let probe = paths.clone();
+        std::thread::spawn(move || {
+            for p in &probe {
+                tx.send(read_regular(p).map_err(|e| e.kind())).unwrap();
+            }
+        });
+        for p in &paths {
+            let got = rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("reading {} blocked", p.display()));
+            assert!(got.is_err(), "{} was read: {got:?}", p.display());
+        }
+        // The positive control: a regular file, also through a symlink.
+        let file = dir.path().join("f.json");
+        std::fs::write(&file, b"{}").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert_eq!(read_regular(&file).unwrap(), b"{}");
+        assert_eq!(read_regular(&link).unwrap(), b"{}");
     }
 }

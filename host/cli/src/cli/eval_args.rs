@@ -15,6 +15,23 @@ use ecdysis_sandbox::sandbox::{FailurePolicy, LayerSet};
 
 use super::limits::LimitArgs;
 
+/// `--lambda`: a reward threshold in (0, 1]. Rewards lie in [0, 1], so a
+/// threshold outside it (or NaN, which compares false with everything)
+/// would silently count every episode or none as a failure.
+pub fn parse_lambda(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if value > 0.0 && value <= 1.0 {
+        Ok(value)
+    } else {
+        Err(format!(
+            "{text} is outside (0, 1]: an episode fails when its reward (0 to 1) is below it"
+        ))
+    }
+}
+
 /// Episodes in flight when `--concurrency` is not given and `auto` does
 /// not apply.
 pub const DEFAULT_CONCURRENCY: usize = 8;
@@ -303,6 +320,16 @@ mod tests {
         let mut argv = vec!["x"];
         argv.extend_from_slice(args);
         Wrapper::parse_from(argv).eval.waits_on_model()
+    }
+
+    #[test]
+    fn lambda_is_a_threshold_inside_the_reward_range() {
+        assert_eq!(super::parse_lambda("1"), Ok(1.0));
+        assert_eq!(super::parse_lambda(" 0.5 "), Ok(0.5));
+        for bad in ["0", "-0.1", "1.5", "NaN", "inf", "-inf", "1e308", "abc", ""] {
+            let err = super::parse_lambda(bad).expect_err(bad);
+            assert!(err.contains(bad.trim()) || bad.is_empty(), "{bad}: {err}");
+        }
     }
 
     fn parse(args: &[&str]) -> super::EvalArgs {

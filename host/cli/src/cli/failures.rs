@@ -19,8 +19,8 @@ pub struct FailuresArgs {
     /// them is read (an episode found in several counts once).
     #[arg(required = true)]
     pub dirs: Vec<PathBuf>,
-    /// An episode fails when its reward is below this.
-    #[arg(long, default_value_t = 1.0)]
+    /// An episode fails when its reward is below this (0 < λ ≤ 1).
+    #[arg(long, default_value_t = 1.0, value_parser = super::eval_args::parse_lambda)]
     pub lambda: f64,
     /// Only runs of the harness whose hash starts with this (`none`: runs
     /// without a harness).
@@ -60,8 +60,10 @@ pub struct FailuresArgs {
 /// groups of everything else are still printed, the problems go to
 /// stderr).
 pub fn failures_command(args: FailuresArgs) -> Result<bool> {
+    // Hashes print in lowercase hex; a prefix copied in capitals still
+    // selects.
     let filter = FailureFilter {
-        harness: args.harness,
+        harness: args.harness.map(|h| h.to_ascii_lowercase()),
     };
     let mut view = failures::collect(&args.dirs, args.lambda, &filter)?;
     if let Some(model) = &args.labeler_model {
@@ -91,7 +93,7 @@ pub fn failures_command(args: FailuresArgs) -> Result<bool> {
         print!("{}", failures::render_text(&view));
     }
     for p in &view.problems {
-        eprintln!("error: {p} (skipped)");
+        eprintln!("error: {p}");
     }
     Ok(view.problems.is_empty())
 }

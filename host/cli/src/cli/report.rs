@@ -19,9 +19,10 @@ pub struct ReportArgs {
     /// Open the page with xdg-open when there is one (else print its path).
     #[arg(long)]
     pub open: bool,
-    /// Bootstrap resamples for the 95% intervals.
-    #[arg(long, default_value_t = 2000)]
-    pub bootstrap: usize,
+    /// Bootstrap resamples for the 95% intervals (100 to 1,000,000: fewer
+    /// cannot place the 2.5th and 97.5th percentiles).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(100..=1_000_000))]
+    pub bootstrap: u32,
     /// Seed of the bootstrap.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -50,7 +51,7 @@ pub fn write_report(dirs: &[PathBuf], out: Option<&Path>, opts: &ReportOptions) 
 
 pub fn report_command(args: ReportArgs) -> Result<()> {
     let opts = ReportOptions {
-        bootstrap_samples: args.bootstrap.max(1),
+        bootstrap_samples: args.bootstrap as usize,
         seed: args.seed,
         ..ReportOptions::default()
     };

@@ -196,16 +196,42 @@ pub async fn execute(
 
 /// `show <run-dir>`: the summary and episode list, or one trajectory.
 pub fn show(dir: &Path, task: Option<&str>, trial: Option<u32>) -> Result<()> {
+    if !dir.is_dir() {
+        bail!("{} is not a directory", dir.display());
+    }
+    // A run being written has its config first; a typo'd path or another
+    // kind of result directory has none of the three.
+    let run_files = [
+        rundir::CONFIG_FILE,
+        rundir::TRAJECTORIES_FILE,
+        rundir::SUMMARY_FILE,
+    ];
+    if !run_files.iter().any(|f| dir.join(f).exists()) {
+        bail!(
+            "{} is not a run directory (no {}): for a training or experiment directory use `ecdysis-host report` or `ecdysis-host failures`",
+            dir.display(),
+            run_files.join(", ")
+        );
+    }
+    if task.is_none() && trial.is_some() {
+        bail!("--trial selects a trial of the task given with --task");
+    }
     let records = rundir::read_trajectories(&dir.join(rundir::TRAJECTORIES_FILE), false)
         .with_context(|| format!("reading run directory {}", dir.display()))?;
     let Some(task) = task else {
         let summary_path = dir.join(rundir::SUMMARY_FILE);
-        if let Ok(bytes) = std::fs::read(&summary_path) {
-            let summary: RunSummary = serde_json::from_slice(&bytes)
-                .with_context(|| format!("{} is not a run summary", summary_path.display()))?;
-            print!("{}", report::render(&summary));
-        } else {
-            println!("(no summary.json yet: the run has not finished)");
+        match ecdysis_sys::fsutil::read_regular(&summary_path) {
+            Ok(bytes) => {
+                let summary: RunSummary = serde_json::from_slice(&bytes)
+                    .with_context(|| format!("{} is not a run summary", summary_path.display()))?;
+                print!("{}", report::render(&summary));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                println!("(no summary.json yet: the run has not finished)");
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("reading {}", summary_path.display()));
+            }
         }
         println!("\ntask      trial  reward  end              steps  interventions");
         for r in &records {

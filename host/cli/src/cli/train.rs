@@ -50,8 +50,8 @@ pub struct TrainKnobs {
     /// Rounds at most.
     #[arg(long, default_value_t = defaults::ROUNDS)]
     pub rounds: u32,
-    /// Episodes with reward below this are failures.
-    #[arg(long, default_value_t = defaults::LAMBDA)]
+    /// Episodes with reward below this are failures (0 < λ ≤ 1).
+    #[arg(long, default_value_t = defaults::LAMBDA, value_parser = super::eval_args::parse_lambda)]
     pub lambda: f64,
     /// Stop after this many rounds in a row without an accepted candidate
     /// (default 2 for `train`; every round for `experiment`, whose

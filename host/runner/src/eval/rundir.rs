@@ -387,7 +387,7 @@ pub fn read_trajectories(path: &Path, repair: bool) -> Result<Vec<EpisodeRecord>
 /// (no trailing newline, or does not parse) is cut off the file; a bad line
 /// elsewhere is an error naming the file and the line.
 pub fn read_jsonl<T: DeserializeOwned>(path: &Path, repair: bool) -> Result<Vec<T>, RunDirError> {
-    let file = match File::open(path) {
+    let file = match ecdysis_sys::fsutil::open_regular(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(PathError::new("open", path, e).into()),
