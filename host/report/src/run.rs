@@ -138,6 +138,18 @@ pub(crate) fn section(page: &mut Page, prefix: &str, run: &RunData) -> Result<()
             total
         );
     }
+    if let Some(s) = &run.summary
+        && s.metrics.episodes != run.records.len() as u64
+    {
+        // A finished run's file and summary disagree: a line torn or cut
+        // off after the run, or lines added or removed by hand. The headline
+        // is the summary's; the grid and the trajectories are the file's.
+        page.body += &format!(
+            "<p class=\"note\">The summary counts {} episodes, but {} were read from <code>trajectories.jsonl</code> (damaged or edited after the run finished): the headline numbers are the summary's, the grid and the trajectories the file's.</p>",
+            s.metrics.episodes,
+            run.records.len()
+        );
+    }
     let m = run.metrics();
     let iv = stats::task_intervals(&m.per_task, page.opts.bootstrap_samples, page.opts.seed);
     headline(page, run, &m, &iv)?;

@@ -394,6 +394,29 @@ fn an_unfinished_run_renders_with_a_note_and_skips_a_torn_last_line() {
 }
 
 #[test]
+fn a_finished_run_whose_file_lost_episodes_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let cfg = config(&["1", "2"], "gpt-x");
+    let records = [
+        EpisodeRecord::bare("1", 0, 1.0),
+        EpisodeRecord::bare("1", 1, 1.0),
+        EpisodeRecord::bare("2", 0, 0.0),
+    ];
+    write_run(&dir, &cfg, &records, true);
+    let note = "The summary counts 3 episodes, but 2 were read";
+    // The positive control: file and summary agree, no note.
+    assert!(!render_one(&dir).unwrap().contains("The summary counts"));
+    // The last line torn after the run finished (a copy cut short).
+    let path = dir.join("trajectories.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, &text[..text.len() - 10]).unwrap();
+    let html = render_one(&dir).unwrap();
+    assert!(html.contains(note), "{html}");
+    assert!(!html.contains("In progress"));
+}
+
+#[test]
 fn output_is_deterministic_and_several_runs_are_compared() {
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("a");

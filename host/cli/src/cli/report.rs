@@ -44,7 +44,7 @@ pub fn write_report(dirs: &[PathBuf], out: Option<&Path>, opts: &ReportOptions) 
         .map(Path::to_path_buf)
         .unwrap_or_else(|| dirs[0].join("report.html"));
     let bytes = report::write(dirs, opts, &out)
-        .with_context(|| format!("writing the report {}", out.display()))?;
+        .with_context(|| format!("making the report {}", out.display()))?;
     eprintln!("report: {} ({:.1} MB)", out.display(), bytes as f64 / 1e6);
     Ok(out)
 }
