@@ -213,7 +213,7 @@ pub fn collect(
             .as_ref()
             .map_or_else(|| "unknown".to_string(), |c| c.agent_model.clone());
         simulated |= ecdysis_sys::ids::ModelId::names_simulated(&agent);
-        let (records, bad) = read_lines(&run.join(TRAJECTORIES_FILE));
+        let (records, bad) = read_episodes(&run.join(TRAJECTORIES_FILE));
         problems.extend(bad);
         sources.push(Source {
             dir: run.clone(),
@@ -301,7 +301,7 @@ const LINE_PROBLEMS_SHOWN: usize = 10;
 /// does not parse (a truncated last line included) is a problem naming it.
 /// Later lines of the same task and trial replace earlier ones, as a
 /// resumed run's do.
-fn read_lines(path: &Path) -> (Vec<EpisodeRecord>, Vec<Problem>) {
+pub fn read_episodes(path: &Path) -> (Vec<EpisodeRecord>, Vec<Problem>) {
     let mut problems = Vec::new();
     let file = match ecdysis_sys::fsutil::open_regular(path) {
         Ok(f) => f,

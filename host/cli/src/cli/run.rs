@@ -216,8 +216,27 @@ pub fn show(dir: &Path, task: Option<&str>, trial: Option<u32>) -> Result<()> {
     if task.is_none() && trial.is_some() {
         bail!("--trial selects a trial of the task given with --task");
     }
-    let records = rundir::read_trajectories(&dir.join(rundir::TRAJECTORIES_FILE), false)
-        .with_context(|| format!("reading run directory {}", dir.display()))?;
+    // Read as `failures` reads it: each line on its own, a damaged one named
+    // and skipped, the rest shown (a run not started yet has no file).
+    let path = dir.join(rundir::TRAJECTORIES_FILE);
+    let (records, problems) = if std::fs::symlink_metadata(&path).is_ok() {
+        ecdysis_report::failures::read_episodes(&path)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let damaged = || -> Result<()> {
+        for p in &problems {
+            eprintln!("error: {p}");
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            bail!(
+                "{} could not be read whole (above); what parsed is shown",
+                path.display()
+            )
+        }
+    };
     let Some(task) = task else {
         let summary_path = dir.join(rundir::SUMMARY_FILE);
         match ecdysis_sys::fsutil::read_regular(&summary_path) {
@@ -225,6 +244,14 @@ pub fn show(dir: &Path, task: Option<&str>, trial: Option<u32>) -> Result<()> {
                 let summary: RunSummary = serde_json::from_slice(&bytes)
                     .with_context(|| format!("{} is not a run summary", summary_path.display()))?;
                 print!("{}", report::render(&summary));
+                if summary.metrics.episodes != records.len() as u64 {
+                    println!(
+                        "note: the summary counts {} episodes, but {} were read from {} (damaged or edited after the run finished)",
+                        summary.metrics.episodes,
+                        records.len(),
+                        rundir::TRAJECTORIES_FILE
+                    );
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 println!("(no summary.json yet: the run has not finished)");
@@ -245,20 +272,21 @@ pub fn show(dir: &Path, task: Option<&str>, trial: Option<u32>) -> Result<()> {
                 r.interventions().count()
             );
         }
-        return Ok(());
+        return damaged();
     };
     let trial = trial.unwrap_or(0);
     let Some(r) = records
         .iter()
         .find(|r| r.task_id == task && r.trial == trial)
     else {
+        damaged()?;
         bail!(
             "no finished episode for task {task} trial {trial} in {}",
             dir.display()
         );
     };
     print!("{}", render_episode(r));
-    Ok(())
+    damaged()
 }
 
 /// `s` on one line (`⏎` for each line break), cut to `n` characters.

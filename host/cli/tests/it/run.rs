@@ -292,6 +292,60 @@ fn a_trapping_harness_ends_episodes_as_harness_error_and_the_run_goes_on() {
         s.metrics.hooks["realize"].failures > 0,
         "the failures are recorded"
     );
+
+    // `show` of the run with its second line damaged after the run: the
+    // damage is named, the other episodes still listed, the count
+    // mismatch with the summary said, and the status is non-zero.
+    let file = open.join("trajectories.jsonl");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3);
+    std::fs::write(
+        &file,
+        format!("{}\n{{\"task_id\": 9\n{}\n", lines[0], lines[2]),
+    )
+    .unwrap();
+    let out = host(&store, &["show", open.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stderr.contains(&format!("{} line 2:", file.display())),
+        "{stderr}"
+    );
+    let listed: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|t| ["5", "9", "12"].contains(t))
+        .collect();
+    // Episodes are written as they finish: the damaged line's task is the
+    // one missing.
+    let damaged: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+    let mut expected: Vec<&str> = ["5", "9", "12"]
+        .into_iter()
+        .filter(|t| damaged["task_id"] != *t)
+        .collect();
+    let mut listed = listed;
+    listed.sort();
+    expected.sort();
+    assert_eq!(listed, expected, "{stdout}");
+    assert!(
+        stdout.contains("the summary counts 3 episodes, but 2 were read"),
+        "{stdout}"
+    );
+    // A path that is no run directory is refused, not shown as unfinished.
+    let out = host(
+        &store,
+        &["show", tmp.path().join("nowhere").to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a directory"));
 }
 
 fn run_args(out: &str) -> Vec<&str> {
