@@ -299,8 +299,8 @@ const LINE_PROBLEMS_SHOWN: usize = 10;
 
 /// The episodes of a trajectories file, each line on its own: a line that
 /// does not parse (a truncated last line included) is a problem naming it.
-/// Later lines of the same task and trial replace earlier ones, as a
-/// resumed run's do.
+/// A task and trial recorded twice keeps its first line, as the runner's
+/// resume and summary do (`rundir::by_pair`).
 pub fn read_episodes(path: &Path) -> (Vec<EpisodeRecord>, Vec<Problem>) {
     let mut problems = Vec::new();
     let file = match ecdysis_sys::fsutil::open_regular(path) {
@@ -334,7 +334,9 @@ pub fn read_episodes(path: &Path) -> (Vec<EpisodeRecord>, Vec<Problem>) {
         }
         match serde_json::from_slice::<EpisodeRecord>(&line) {
             Ok(r) => {
-                by_pair.insert((r.task_id.clone(), r.trial), (i, r));
+                by_pair
+                    .entry((r.task_id.clone(), r.trial))
+                    .or_insert((i, r));
             }
             Err(_) if problems.len() >= LINE_PROBLEMS_SHOWN => {
                 unshown += 1;
@@ -640,6 +642,23 @@ mod tests {
             err.to_string(),
             "no run of a harness starting with \"51bd\"; the runs read ran: none"
         );
+    }
+
+    #[test]
+    fn a_task_recorded_twice_keeps_its_first_line_as_the_runner_does() {
+        let tmp = tempfile::tempdir().unwrap();
+        let failed = one_line("a");
+        let mut solved = episode("a", &[(1, "commit_final_answer", "ok", false)]);
+        solved.reward = 1.0;
+        solved.success = true;
+        let solved = format!("{}\n", serde_json::to_string(&solved).unwrap());
+        let run = tmp.path().join("run");
+        write_run(&run, &[failed.clone(), solved.clone()]);
+        let view = collect(std::slice::from_ref(&run), 1.0, &FailureFilter::default()).unwrap();
+        assert_eq!((view.episodes, view.failures), (1, 1));
+        write_run(&run, &[solved, failed]);
+        let view = collect(std::slice::from_ref(&run), 1.0, &FailureFilter::default()).unwrap();
+        assert_eq!((view.episodes, view.failures), (1, 0));
     }
 
     #[test]
