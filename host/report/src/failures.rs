@@ -21,7 +21,7 @@ use ecdysis_evolve::aggregate::failure_record::{self, FailureRecord};
 use ecdysis_evolve::aggregate::labeler;
 use ecdysis_evolve::aggregate::mechanism::Label;
 use ecdysis_evolve::aggregate::{self, FailureGroup};
-use ecdysis_model::ChatModel;
+use ecdysis_model::{ChatModel, ErrorClass};
 use ecdysis_runner::agent::EpisodeRecord;
 use ecdysis_runner::eval::rundir::{CONFIG_FILE, TRAJECTORIES_FILE};
 
@@ -117,12 +117,23 @@ pub async fn label_with(view: &mut FailureView, model: &dyn ChatModel, structure
     let (mut labelled, mut agree) = (0, 0);
     let mut per_group = Vec::new();
     let mut errors = Vec::new();
+    // After a call that failed for the endpoint's or the configuration's
+    // sake (retries already spent), the other calls would fail the same way,
+    // each after its own retries: they are not asked.
+    let mut stopped = false;
+    let mut not_asked = 0usize;
     for g in &view.groups {
         let mut labels = Vec::new();
         for (i, r) in g.records.iter().enumerate() {
+            if stopped {
+                not_asked += 1;
+                labels.push(None);
+                continue;
+            }
             let label = match labeler::llm_label(model, r, structured).await {
                 Ok(l) => Some(l),
                 Err(e) => {
+                    stopped = matches!(&e, labeler::LabelError::Model(m) if m.class() != ErrorClass::Model);
                     errors.push(format!("task {} trial {}: {e}", r.task_id, r.trial));
                     None
                 }
@@ -134,6 +145,11 @@ pub async fn label_with(view: &mut FailureView, model: &dyn ChatModel, structure
             labels.push(label);
         }
         per_group.push(labels);
+    }
+    if not_asked > 0 {
+        errors.push(format!(
+            "{not_asked} more failure(s) not asked: the labeler stopped at the failed call above"
+        ));
     }
     view.llm = Some(LlmLabels {
         model: model.name().to_string(),
@@ -642,6 +658,64 @@ mod tests {
             err.to_string(),
             "no run of a harness starting with \"51bd\"; the runs read ran: none"
         );
+    }
+
+    /// A labeler whose every call fails with `error`, counting its calls.
+    struct Failing(
+        std::sync::atomic::AtomicU32,
+        fn() -> ecdysis_model::ModelError,
+    );
+
+    impl ChatModel for Failing {
+        fn name(&self) -> &str {
+            "failing"
+        }
+        fn chat<'a>(
+            &'a self,
+            _request: &'a ecdysis_model::ChatRequest,
+        ) -> ecdysis_model::ModelFuture<'a> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let error = (self.1)();
+            Box::pin(async move { Err(error) })
+        }
+    }
+
+    #[test]
+    fn an_unreachable_labeler_is_asked_once_not_once_per_failure() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = tmp.path().join("run");
+        write_run(&run, &[one_line("a"), one_line("b"), one_line("c")]);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let unreachable = || ecdysis_model::ModelError::Connection {
+            endpoint: "http://127.0.0.1:9/v1".into(),
+            message: "connection refused".into(),
+        };
+        let too_long = || ecdysis_model::ModelError::ContextLength {
+            endpoint: "http://127.0.0.1:9/v1".into(),
+            message: "this failure's excerpt is too long".into(),
+        };
+        for (error, calls, errors) in [
+            (unreachable as fn() -> _, 1, 2),
+            // The positive control: a failure of this one request's own
+            // (its length) leaves the others to be asked.
+            (too_long, 3, 3),
+        ] {
+            let mut view =
+                collect(std::slice::from_ref(&run), 1.0, &FailureFilter::default()).unwrap();
+            let model = Failing(0.into(), error);
+            rt.block_on(label_with(&mut view, &model, false));
+            let llm = view.llm.unwrap();
+            assert_eq!(model.0.into_inner(), calls);
+            assert_eq!(llm.errors.len(), errors, "{:?}", llm.errors);
+            assert_eq!(llm.labelled, 0);
+            assert_eq!(
+                llm.per_group.iter().flatten().count(),
+                3,
+                "a place per failure"
+            );
+        }
     }
 
     #[test]

@@ -56,9 +56,9 @@ pub struct FailuresArgs {
     pub cache_dir: PathBuf,
 }
 
-/// Prints the groups; `false` when a line or file could not be read (the
-/// groups of everything else are still printed, the problems go to
-/// stderr).
+/// Prints the groups; `false` when a line or file could not be read or a
+/// labeler call failed (the groups of everything else are still printed,
+/// the problems go to stderr).
 pub fn failures_command(args: FailuresArgs) -> Result<bool> {
     // Hashes print in lowercase hex; a prefix copied in capitals still
     // selects.
@@ -95,5 +95,9 @@ pub fn failures_command(args: FailuresArgs) -> Result<bool> {
     for p in &view.problems {
         eprintln!("error: {p}");
     }
-    Ok(view.problems.is_empty())
+    let labeler_errors = view.llm.as_ref().map_or(&[][..], |l| &l.errors[..]);
+    for e in labeler_errors {
+        eprintln!("error: labeler: {e}");
+    }
+    Ok(view.problems.is_empty() && labeler_errors.is_empty())
 }
