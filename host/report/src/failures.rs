@@ -110,6 +110,10 @@ pub struct LlmLabels {
     pub agree: usize,
     /// Why the others got none (the task and the error).
     pub errors: Vec<String>,
+    /// Why labelling stopped before every failure was asked: a call failed
+    /// for the endpoint's or the configuration's sake.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 /// Ask `model` for each failure's label (one call each), beside the key's.
@@ -120,12 +124,12 @@ pub async fn label_with(view: &mut FailureView, model: &dyn ChatModel, structure
     // After a call that failed for the endpoint's or the configuration's
     // sake (retries already spent), the other calls would fail the same way,
     // each after its own retries: they are not asked.
-    let mut stopped = false;
+    let mut stopped: Option<String> = None;
     let mut not_asked = 0usize;
     for g in &view.groups {
         let mut labels = Vec::new();
         for (i, r) in g.records.iter().enumerate() {
-            if stopped {
+            if stopped.is_some() {
                 not_asked += 1;
                 labels.push(None);
                 continue;
@@ -133,8 +137,12 @@ pub async fn label_with(view: &mut FailureView, model: &dyn ChatModel, structure
             let label = match labeler::llm_label(model, r, structured).await {
                 Ok(l) => Some(l),
                 Err(e) => {
-                    stopped = matches!(&e, labeler::LabelError::Model(m) if m.class() != ErrorClass::Model);
-                    errors.push(format!("task {} trial {}: {e}", r.task_id, r.trial));
+                    let error = format!("task {} trial {}: {e}", r.task_id, r.trial);
+                    if matches!(&e, labeler::LabelError::Model(m) if m.class() != ErrorClass::Model)
+                    {
+                        stopped = Some(error.clone());
+                    }
+                    errors.push(error);
                     None
                 }
             };
@@ -146,17 +154,14 @@ pub async fn label_with(view: &mut FailureView, model: &dyn ChatModel, structure
         }
         per_group.push(labels);
     }
-    if not_asked > 0 {
-        errors.push(format!(
-            "{not_asked} more failure(s) not asked: the labeler stopped at the failed call above"
-        ));
-    }
+    let stopped = stopped.map(|why| format!("{why}; {not_asked} more failure(s) not asked"));
     view.llm = Some(LlmLabels {
         model: model.name().to_string(),
         per_group,
         labelled,
         agree,
         errors,
+        stopped,
     });
 }
 
@@ -697,7 +702,7 @@ mod tests {
             message: "this failure's excerpt is too long".into(),
         };
         for (error, calls, errors) in [
-            (unreachable as fn() -> _, 1, 2),
+            (unreachable as fn() -> _, 1, 1),
             // The positive control: a failure of this one request's own
             // (its length) leaves the others to be asked.
             (too_long, 3, 3),
@@ -709,6 +714,10 @@ mod tests {
             let llm = view.llm.unwrap();
             assert_eq!(model.0.into_inner(), calls);
             assert_eq!(llm.errors.len(), errors, "{:?}", llm.errors);
+            assert_eq!(llm.stopped.is_some(), calls == 1, "{:?}", llm.stopped);
+            if let Some(why) = &llm.stopped {
+                assert!(why.ends_with("2 more failure(s) not asked"), "{why}");
+            }
             assert_eq!(llm.labelled, 0);
             assert_eq!(
                 llm.per_group.iter().flatten().count(),

@@ -56,9 +56,9 @@ pub struct FailuresArgs {
     pub cache_dir: PathBuf,
 }
 
-/// Prints the groups; `false` when a line or file could not be read or a
-/// labeler call failed (the groups of everything else are still printed,
-/// the problems go to stderr).
+/// Prints the groups; `false` when a line or file could not be read or the
+/// labeler stopped (the groups of everything else are still printed, the
+/// problems go to stderr).
 pub fn failures_command(args: FailuresArgs) -> Result<bool> {
     // Hashes print in lowercase hex; a prefix copied in capitals still
     // selects.
@@ -95,9 +95,11 @@ pub fn failures_command(args: FailuresArgs) -> Result<bool> {
     for p in &view.problems {
         eprintln!("error: {p}");
     }
-    let labeler_errors = view.llm.as_ref().map_or(&[][..], |l| &l.errors[..]);
-    for e in labeler_errors {
-        eprintln!("error: labeler: {e}");
+    // A reply naming no label is that failure's result (counted in the
+    // JSON's `errors`); a labeler that stopped left failures unasked.
+    let stopped = view.llm.as_ref().and_then(|l| l.stopped.as_ref());
+    if let Some(why) = stopped {
+        eprintln!("error: the labeler stopped: {why}");
     }
-    Ok(view.problems.is_empty() && labeler_errors.is_empty())
+    Ok(view.problems.is_empty() && stopped.is_none())
 }
