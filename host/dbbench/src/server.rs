@@ -135,6 +135,14 @@ impl PrivateServer {
         let data = dir.join("data");
         std::fs::create_dir_all(&data)
             .map_err(|e| DbError::Start(format!("creating {}: {e}", data.display())))?;
+        // Temporary tables in a directory of the server's own, not the
+        // shared /tmp: a CI run's installer once lost one there
+        // ("Unknown table 'mysql.tmp_proxies_priv'") while other servers,
+        // builds and tests were writing beside it.
+        let tmp = dir.join("tmp");
+        std::fs::create_dir_all(&tmp)
+            .map_err(|e| DbError::Start(format!("creating {}: {e}", tmp.display())))?;
+        let tmpdir_arg = format!("--tmpdir={}", tmp.display());
         let mut socket = dir.join("mysqld.sock");
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
             socket =
@@ -149,6 +157,7 @@ impl PrivateServer {
             .arg(format!("--datadir={}", data.display()))
             .arg("--auth-root-authentication-method=normal")
             .arg("--skip-test-db")
+            .arg(&tmpdir_arg)
             .args(mysql8::INSTALL_ARGS)
             .args(user_arg);
         run_quiet(&mut install, "mariadb-install-db", &dir.join("install.log"))?;
@@ -168,6 +177,7 @@ impl PrivateServer {
             .arg(format!("--pid-file={}", dir.join("mariadbd.pid").display()))
             .arg(format!("--log-error={}", log.display()))
             .arg(format!("--secure-file-priv={}", no_files.display()))
+            .arg(&tmpdir_arg)
             .arg("--skip-networking")
             .args(mysql8::SERVER_ARGS)
             .args(user_arg)
