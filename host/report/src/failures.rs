@@ -199,19 +199,19 @@ pub fn collect(
     let mut harnesses_seen = BTreeSet::new();
     for run in runs {
         let config_path = run.join(CONFIG_FILE);
-        let unreadable = match read_json::<ConfigOutline>(&config_path) {
-            Ok(Some(c)) => Err(c),
-            Ok(None) => Ok("missing".to_string()),
-            Err(ReportError::Corrupt { reason, .. }) => Ok(format!("corrupt: {reason}")),
-            Err(ReportError::Io { source, .. }) => Ok(source.to_string()),
-            Err(e) => Ok(e.to_string()),
+        let read: Result<ConfigOutline, String> = match read_json(&config_path) {
+            Ok(Some(c)) => Ok(c),
+            Ok(None) => Err("missing".to_string()),
+            Err(ReportError::Corrupt { reason, .. }) => Err(format!("corrupt: {reason}")),
+            Err(ReportError::Io { source, .. }) => Err(source.to_string()),
+            Err(e) => Err(e.to_string()),
         };
         // Without its config a run's harness is unknown, never "none" (which
         // means Direct): it is grouped as `unknown`, and a harness filter
         // cannot select it.
-        let config = match unreadable {
-            Err(c) => Some(c),
-            Ok(why) => {
+        let config = match read {
+            Ok(c) => Some(c),
+            Err(why) => {
                 problems.push(Problem {
                     path: config_path,
                     line: None,
