@@ -136,9 +136,8 @@ impl PrivateServer {
         std::fs::create_dir_all(&data)
             .map_err(|e| DbError::Start(format!("creating {}: {e}", data.display())))?;
         // Temporary tables in a directory of the server's own, not the
-        // shared /tmp: a CI run's installer once lost one there
-        // ("Unknown table 'mysql.tmp_proxies_priv'") while other servers,
-        // builds and tests were writing beside it.
+        // shared /tmp, where other servers, builds and tests write beside
+        // it and the installer's bootstrap must not lose one.
         let tmp = dir.join("tmp");
         std::fs::create_dir_all(&tmp)
             .map_err(|e| DbError::Start(format!("creating {}: {e}", tmp.display())))?;
